@@ -1,0 +1,56 @@
+/* Algorithms are pure functions: (collective, nranks, rank, count, ...) ->
+ * schedule. They never touch memory or the network. Buffer meaning per
+ * collective (offsets/counts in elements):
+ *   ALLREDUCE       SEND: count in,              RECV: count out
+ *   REDUCE_SCATTER  SEND: nranks*count in,       RECV: count out (block `rank`)
+ *   ALLGATHER       SEND: count in,              RECV: nranks*count out
+ *   BROADCAST       SEND: count in (root only),  RECV: count out (every rank)
+ *   REDUCE          SEND: count in,              RECV: count out (root only)
+ *   BARRIER         no data; zero-count messages
+ * SEND and RECV may be the same memory (in place); the executor skips a COPY
+ * whose source and destination are the same address and waits for an
+ * outstanding SEND before anything writes over the memory it reads.
+ * SC_AVG is reduced as SC_SUM; the algorithm marks the output region with
+ * sc_sched_set_avg and the executor divides it at the end. */
+#ifndef SC_ALGORITHMS_H
+#define SC_ALGORITHMS_H
+
+#include <stddef.h>
+
+#include "lib/sched.h"
+
+typedef enum sc_coll {
+  SC_COLL_ALLREDUCE,
+  SC_COLL_REDUCE_SCATTER,
+  SC_COLL_ALLGATHER,
+  SC_COLL_BROADCAST,
+  SC_COLL_REDUCE,
+  SC_COLL_BARRIER,
+  SC_COLL_COUNT_
+} sc_coll_t;
+
+typedef struct sc_coll_args {
+  sc_coll_t coll;
+  int nranks;
+  int rank;
+  int root;           /* BROADCAST, REDUCE */
+  size_t count;       /* ALLREDUCE/BCAST/REDUCE: count; RS: recvcount; AG: sendcount */
+  size_t elem_size;   /* bytes per element */
+  size_t chunk_elems; /* pipelining granularity, >= 1 */
+  int avg;            /* op is SC_AVG: mark the output region for division */
+} sc_coll_args_t;
+
+/* Block b of a count split into nranks nearly equal blocks (the first
+ * count % nranks blocks are one element longer). Used by ring all-reduce. */
+void sc_block_range(size_t count, int nranks, int b, size_t *off, size_t *len);
+
+sc_result_t sc_ring_allreduce_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+sc_result_t sc_ring_reduce_scatter_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+sc_result_t sc_ring_allgather_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+sc_result_t sc_chain_broadcast_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+sc_result_t sc_binomial_broadcast_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+sc_result_t sc_chain_reduce_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+sc_result_t sc_binomial_reduce_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+sc_result_t sc_dissemination_barrier_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+
+#endif

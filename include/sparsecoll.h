@@ -1,0 +1,187 @@
+/* libsparsecoll: collective communication for distributed deep learning.
+ * The public API contract is docs/API.md; every name here is fixed. */
+#ifndef SPARSECOLL_H
+#define SPARSECOLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SC_VERSION_MAJOR 0
+#define SC_VERSION_MINOR 1
+#define SC_VERSION_PATCH 0
+
+/* MAJOR*10000 + MINOR*100 + PATCH */
+int sc_get_version(void);
+
+typedef enum sc_result {
+  SC_SUCCESS = 0,
+  SC_IN_PROGRESS,     /* only from sc_test: not finished yet */
+  SC_ERR_INVALID_ARG, /* the caller passed something wrong; nothing was sent */
+  SC_ERR_NOMEM,
+  SC_ERR_SYSTEM,      /* a local OS / network call failed */
+  SC_ERR_REMOTE,      /* a peer closed, died, or sent a malformed message */
+  SC_ERR_TIMEOUT,     /* no progress within the communicator's timeout */
+  SC_ERR_MISMATCH,    /* ranks called different collectives / counts / dtypes / roots */
+  SC_ERR_ABORTED,     /* the communicator was aborted */
+  SC_ERR_UNSUPPORTED, /* not built in or not available here (no CUDA, no UCX...) */
+  SC_ERR_INTERNAL
+} sc_result_t;
+
+/* Static string, never NULL. */
+const char *sc_strerror(sc_result_t r);
+/* Thread-local detail of this thread's last failure: what, where, which peer;
+ * "" if none. Valid until this thread's next failing call. */
+const char *sc_last_error(void);
+
+typedef enum sc_dtype {
+  SC_INT8,
+  SC_UINT8,
+  SC_INT32,
+  SC_UINT32,
+  SC_INT64,
+  SC_UINT64,
+  SC_FLOAT16,
+  SC_BFLOAT16,
+  SC_FLOAT32,
+  SC_FLOAT64
+} sc_dtype_t;
+
+/* 0 for an invalid value. */
+size_t sc_dtype_size(sc_dtype_t t);
+
+/* FLOAT16 / BFLOAT16 reduce by converting to float32, reducing, rounding back
+ * (round-to-nearest-even). SC_AVG divides the sum by nranks (integer types:
+ * truncation toward zero). MIN/MAX propagate NaN. */
+typedef enum sc_redop { SC_SUM, SC_PROD, SC_MIN, SC_MAX, SC_AVG } sc_redop_t;
+
+/* Root address + secret. Produced by sc_get_unique_id, shipped by the user. */
+typedef struct sc_unique_id {
+  char internal[128];
+} sc_unique_id_t;
+
+typedef struct sc_comm sc_comm_t;       /* opaque */
+typedef struct sc_request sc_request_t; /* opaque */
+
+/* ---- Communicators (no MPI needed) ---- */
+
+/* On one process; ship the id to every rank. Starts a bootstrap root service
+ * in this process that lives until all ranks checked in or the timeout. */
+sc_result_t sc_get_unique_id(sc_unique_id_t *id);
+sc_result_t sc_comm_init_rank(sc_comm_t **comm, int nranks, sc_unique_id_t id, int rank);
+/* SC_RANK/SC_WORLD_SIZE/SC_ROOT_ADDR; else torchrun's RANK/WORLD_SIZE/
+ * MASTER_ADDR/MASTER_PORT; else SLURM_PROCID/SLURM_NTASKS or
+ * OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE with SC_ROOT_ADDR. */
+sc_result_t sc_comm_init_env(sc_comm_t **comm);
+/* Collective over comm, as MPI_Comm_split; negative color gets *newcomm = NULL. */
+sc_result_t sc_comm_split(sc_comm_t *comm, int color, int key, sc_comm_t **newcomm);
+/* Finishes outstanding work, frees. */
+sc_result_t sc_comm_destroy(sc_comm_t *comm);
+/* Any thread, any time: pending and later ops fail with SC_ERR_ABORTED, frees. */
+sc_result_t sc_comm_abort(sc_comm_t *comm);
+sc_result_t sc_comm_rank(const sc_comm_t *comm, int *rank);
+sc_result_t sc_comm_size(const sc_comm_t *comm, int *size);
+/* SC_SUCCESS in *err while healthy; the first failure's code afterwards. */
+sc_result_t sc_comm_get_async_error(sc_comm_t *comm, sc_result_t *err);
+
+/* ---- Dense collectives; sendbuf == recvbuf means in place ---- */
+
+sc_result_t sc_allreduce(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
+                         sc_redop_t op, sc_comm_t *comm);
+/* sendbuf holds nranks*recvcount elements; rank r receives block r.
+ * In place: sendbuf == recvbuf holds nranks*recvcount, result in block 0..recvcount. */
+sc_result_t sc_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                              sc_dtype_t dtype, sc_redop_t op, sc_comm_t *comm);
+/* recvbuf holds nranks*sendcount elements, rank r's block at r*sendcount.
+ * In place: sendbuf == recvbuf + rank*sendcount elements (as NCCL). */
+sc_result_t sc_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, sc_dtype_t dtype,
+                         sc_comm_t *comm);
+sc_result_t sc_broadcast(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
+                         int root, sc_comm_t *comm);
+sc_result_t sc_reduce(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
+                      sc_redop_t op, int root, sc_comm_t *comm);
+sc_result_t sc_barrier(sc_comm_t *comm);
+
+sc_result_t sc_iallreduce(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
+                          sc_redop_t op, sc_comm_t *comm, sc_request_t **req);
+sc_result_t sc_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                               sc_dtype_t dtype, sc_redop_t op, sc_comm_t *comm,
+                               sc_request_t **req);
+sc_result_t sc_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                          sc_dtype_t dtype, sc_comm_t *comm, sc_request_t **req);
+sc_result_t sc_ibroadcast(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
+                          int root, sc_comm_t *comm, sc_request_t **req);
+sc_result_t sc_ireduce(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
+                       sc_redop_t op, int root, sc_comm_t *comm, sc_request_t **req);
+sc_result_t sc_ibarrier(sc_comm_t *comm, sc_request_t **req);
+
+/* done=1: finished and *req freed, set NULL; the op's result is returned. */
+sc_result_t sc_test(sc_request_t **req, int *done);
+/* Blocks (bounded by the communicator's timeout); frees *req and sets it NULL. */
+sc_result_t sc_wait(sc_request_t **req);
+
+/* ---- Sparse collectives (gTop-k family) ---- */
+
+typedef enum sc_select { SC_SELECT_EXACT, SC_SELECT_GAUSSIAN } sc_select_t;
+
+/* Top-k by magnitude of a dense vector. EXACT: exactly min(k,n) entries, ties
+ * broken toward the lower index. GAUSSIAN: approximate (threshold from a normal
+ * fit). Output sorted by index. indices/values must hold 2k entries. */
+sc_result_t sc_topk(const void *dense, size_t n, sc_dtype_t dtype, size_t k, sc_select_t method,
+                    uint32_t *indices, void *values, size_t *nnz);
+
+typedef enum sc_sparse_algo {
+  SC_SPARSE_GTOPK,      /* butterfly merge, no broadcast */
+  SC_SPARSE_GTOPK_TREE, /* the papers' tree reduce + broadcast */
+  SC_SPARSE_ALLGATHER   /* TopK-SGD baseline */
+} sc_sparse_algo_t;
+
+sc_result_t sc_sparse_allreduce(const uint32_t *indices, const void *values, size_t nnz,
+                                size_t dense_len, size_t k, sc_dtype_t dtype,
+                                sc_sparse_algo_t algo, uint32_t *out_indices, void *out_values,
+                                size_t *out_nnz, sc_comm_t *comm);
+
+typedef struct sc_ef sc_ef_t;
+sc_result_t sc_ef_create(size_t n, sc_dtype_t dtype, sc_ef_t **ef);
+sc_result_t sc_ef_destroy(sc_ef_t *ef);
+sc_result_t sc_gtopk_allreduce(void *grad, size_t n, sc_dtype_t dtype, size_t k,
+                               sc_select_t method, sc_ef_t *ef, sc_comm_t *comm);
+
+/* ---- Bucket fusion for frameworks ---- */
+
+typedef enum sc_fusion_policy {
+  SC_FUSE_NONE,   /* WFBP: one all-reduce per tensor, launched when it is ready */
+  SC_FUSE_SIZE,   /* buckets of at most bucket_bytes in ready order */
+  SC_FUSE_MGWFBP, /* the optimal merge from the alpha-beta model and backward times */
+  SC_FUSE_DEAR,   /* reduce-scatter during backward, all-gather before next forward */
+  SC_FUSE_SINGLE  /* everything in one all-reduce after the last tensor is ready */
+} sc_fusion_policy_t;
+
+typedef struct sc_fusion_config {
+  sc_fusion_policy_t policy;
+  size_t bucket_bytes;     /* SIZE and DEAR; 0 = library default */
+  double alpha_us;         /* all-reduce model T(m) = alpha + beta*m bytes; both 0 = */
+  double beta_us_per_byte; /* measure on the communicator at plan time */
+  double density;          /* 0 = dense; (0,1) = gTop-k with error feedback */
+} sc_fusion_config_t;
+
+typedef struct sc_fusion sc_fusion_t;
+sc_result_t sc_fusion_create(sc_comm_t *comm, const sc_fusion_config_t *cfg, sc_fusion_t **f);
+sc_result_t sc_fusion_add_tensor(sc_fusion_t *f, void *buf, size_t count, sc_dtype_t dtype,
+                                 double backward_us, int *tensor_id);
+sc_result_t sc_fusion_plan(sc_fusion_t *f);
+sc_result_t sc_fusion_num_buckets(const sc_fusion_t *f, int *n);
+sc_result_t sc_fusion_bucket_of(const sc_fusion_t *f, int tensor_id, int *bucket);
+sc_result_t sc_fusion_ready(sc_fusion_t *f, int tensor_id);
+sc_result_t sc_fusion_wait(sc_fusion_t *f, int tensor_id);
+sc_result_t sc_fusion_wait_all(sc_fusion_t *f);
+sc_result_t sc_fusion_destroy(sc_fusion_t *f);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SPARSECOLL_H */
