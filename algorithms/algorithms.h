@@ -44,6 +44,13 @@ typedef struct sc_coll_args {
  * count % nranks blocks are one element longer). Used by ring all-reduce. */
 void sc_block_range(size_t count, int nranks, int b, size_t *off, size_t *len);
 
+/* SC_ERR_INVALID_ARG unless nranks >= 1, 0 <= rank < nranks, chunk_elems >= 1,
+ * root valid (BROADCAST/REDUCE) and nranks*count fits (RS/AG). Every
+ * generator calls it first.
+ * Generators append to the schedule they are given (callers pass a fresh or
+ * reset one) and return its sticky status. */
+sc_result_t sc_coll_args_check(const sc_coll_args_t *a);
+
 sc_result_t sc_ring_allreduce_schedule(const sc_coll_args_t *a, sc_sched_t *s);
 sc_result_t sc_ring_reduce_scatter_schedule(const sc_coll_args_t *a, sc_sched_t *s);
 sc_result_t sc_ring_allgather_schedule(const sc_coll_args_t *a, sc_sched_t *s);

@@ -110,8 +110,8 @@ sc_result_t sc_iallreduce(const void *sendbuf, void *recvbuf, size_t count, sc_d
 sc_result_t sc_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                                sc_dtype_t dtype, sc_redop_t op, sc_comm_t *comm,
                                sc_request_t **req);
-sc_result_t sc_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount,
-                          sc_dtype_t dtype, sc_comm_t *comm, sc_request_t **req);
+sc_result_t sc_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount, sc_dtype_t dtype,
+                          sc_comm_t *comm, sc_request_t **req);
 sc_result_t sc_ibroadcast(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
                           int root, sc_comm_t *comm, sc_request_t **req);
 sc_result_t sc_ireduce(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
@@ -140,15 +140,15 @@ typedef enum sc_sparse_algo {
 } sc_sparse_algo_t;
 
 sc_result_t sc_sparse_allreduce(const uint32_t *indices, const void *values, size_t nnz,
-                                size_t dense_len, size_t k, sc_dtype_t dtype,
-                                sc_sparse_algo_t algo, uint32_t *out_indices, void *out_values,
-                                size_t *out_nnz, sc_comm_t *comm);
+                                size_t dense_len, size_t k, sc_dtype_t dtype, sc_sparse_algo_t algo,
+                                uint32_t *out_indices, void *out_values, size_t *out_nnz,
+                                sc_comm_t *comm);
 
 typedef struct sc_ef sc_ef_t;
 sc_result_t sc_ef_create(size_t n, sc_dtype_t dtype, sc_ef_t **ef);
 sc_result_t sc_ef_destroy(sc_ef_t *ef);
-sc_result_t sc_gtopk_allreduce(void *grad, size_t n, sc_dtype_t dtype, size_t k,
-                               sc_select_t method, sc_ef_t *ef, sc_comm_t *comm);
+sc_result_t sc_gtopk_allreduce(void *grad, size_t n, sc_dtype_t dtype, size_t k, sc_select_t method,
+                               sc_ef_t *ef, sc_comm_t *comm);
 
 /* ---- Bucket fusion for frameworks ---- */
 

@@ -15,7 +15,7 @@
 #include "transport/transport.h"
 
 /* Largest per-rank blob the root accepts (bounds what it allocates). */
-#define SC_BOOT_BLOB_MAX 1024
+#define SC_BOOT_BLOB_MAX  1024
 #define SC_BOOT_RANKS_MAX 65536
 
 typedef struct sc_boot_addr {
@@ -33,16 +33,15 @@ sc_result_t sc_unique_id_decode(const sc_unique_id_t *id, sc_boot_addr_t *root,
 /* Start the root service listening on `bind` (port 0: ephemeral). Returns the
  * address it is reachable at in *bound. The service runs on a detached thread
  * and ends when every rank got the table, or after timeout_ms. */
-sc_result_t sc_bootstrap_root_start(const sc_boot_addr_t *bind,
-                                    const uint8_t secret[SC_SECRET_LEN], int timeout_ms,
-                                    sc_boot_addr_t *bound);
+sc_result_t sc_bootstrap_root_start(const sc_boot_addr_t *bind, const uint8_t secret[SC_SECRET_LEN],
+                                    int timeout_ms, sc_boot_addr_t *bound);
 
 /* Check in with the root (retrying until it listens) and receive every rank's
  * blob: all = nranks * bloblen bytes, rank-major. Errors: SC_ERR_TIMEOUT (names
  * the missing ranks when the root could tell), SC_ERR_INVALID_ARG (the root
  * reported wrong nranks / duplicate rank), SC_ERR_REMOTE (garbage from root). */
 sc_result_t sc_bootstrap_exchange(const sc_boot_addr_t *root, const uint8_t secret[SC_SECRET_LEN],
-                                  int rank, int nranks, const void *blob, size_t bloblen,
-                                  void *all, int timeout_ms);
+                                  int rank, int nranks, const void *blob, size_t bloblen, void *all,
+                                  int timeout_ms);
 
 #endif

@@ -53,7 +53,8 @@ sc_result_t sc_parse_long(const char *what, const char *s, long min, long max, l
   char *end = NULL;
   long v = strtol(s, &end, 10);
   while (end && isspace((unsigned char)*end)) end++;
-  if (errno || !end || *end) return SC_ERR(SC_ERR_INVALID_ARG, "%s: '%s' is not an integer", what, s);
+  if (errno || !end || *end)
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s: '%s' is not an integer", what, s);
   if (v < min || v > max)
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: %ld is outside [%ld, %ld]", what, v, min, max);
   *out = v;
@@ -69,10 +70,20 @@ sc_result_t sc_parse_size(const char *what, const char *s, size_t min, size_t ma
   if (errno || end == s) return SC_ERR(SC_ERR_INVALID_ARG, "%s: '%s' is not a size", what, s);
   unsigned shift = 0;
   switch (toupper((unsigned char)*end)) {
-  case 'K': shift = 10; end++; break;
-  case 'M': shift = 20; end++; break;
-  case 'G': shift = 30; end++; break;
-  default: break;
+  case 'K':
+    shift = 10;
+    end++;
+    break;
+  case 'M':
+    shift = 20;
+    end++;
+    break;
+  case 'G':
+    shift = 30;
+    end++;
+    break;
+  default:
+    break;
   }
   if (*end == 'B' || *end == 'b') end++;
   if (*end) return SC_ERR(SC_ERR_INVALID_ARG, "%s: '%s' has a bad suffix", what, s);

@@ -28,10 +28,14 @@ static const struct {
 static void sc_log_init(void) {
   const char *lvl = sc_config_get("SC_DEBUG");
   if (lvl) {
-    if (!strcasecmp(lvl, "NONE")) sc_log_level = SC_LOG_NONE;
-    else if (!strcasecmp(lvl, "INFO")) sc_log_level = SC_LOG_INFO;
-    else if (!strcasecmp(lvl, "TRACE")) sc_log_level = SC_LOG_TRACE;
-    else sc_log_level = SC_LOG_WARN;
+    if (!strcasecmp(lvl, "NONE"))
+      sc_log_level = SC_LOG_NONE;
+    else if (!strcasecmp(lvl, "INFO"))
+      sc_log_level = SC_LOG_INFO;
+    else if (!strcasecmp(lvl, "TRACE"))
+      sc_log_level = SC_LOG_TRACE;
+    else
+      sc_log_level = SC_LOG_WARN;
   }
   const char *sub = sc_config_get("SC_DEBUG_SUBSYS");
   if (sub && *sub) {
@@ -44,7 +48,8 @@ static void sc_log_init(void) {
         if (!strcasecmp(tok, sc_subsys_names[i].name)) mask |= sc_subsys_names[i].bit;
     if (mask) sc_log_mask = mask;
   }
-  if (gethostname(sc_log_host, sizeof(sc_log_host)) != 0) snprintf(sc_log_host, sizeof(sc_log_host), "?");
+  if (gethostname(sc_log_host, sizeof(sc_log_host)) != 0)
+    snprintf(sc_log_host, sizeof(sc_log_host), "?");
   sc_log_host[sizeof(sc_log_host) - 1] = '\0';
 }
 
@@ -71,6 +76,6 @@ void sc_log(sc_log_level_t level, sc_log_subsys_t subsys, const char *file, int 
   const char *base = strrchr(file, '/');
   base = base ? base + 1 : file;
   /* One fprintf per line so that lines from threads do not interleave. */
-  fprintf(stderr, "%s:%d:%d [%ld.%06ld] SC %s %s:%d %s\n", sc_log_host, (int)getpid(),
-          sc_log_rank, (long)tv.tv_sec, (long)tv.tv_usec, lvlname[level], base, line, msg);
+  fprintf(stderr, "%s:%d:%d [%ld.%06ld] SC %s %s:%d %s\n", sc_log_host, (int)getpid(), sc_log_rank,
+          (long)tv.tv_sec, (long)tv.tv_usec, lvlname[level], base, line, msg);
 }

@@ -4,7 +4,12 @@
 #ifndef SC_LOG_H
 #define SC_LOG_H
 
-typedef enum sc_log_level { SC_LOG_NONE = 0, SC_LOG_WARN, SC_LOG_INFO, SC_LOG_TRACE } sc_log_level_t;
+typedef enum sc_log_level {
+  SC_LOG_NONE = 0,
+  SC_LOG_WARN,
+  SC_LOG_INFO,
+  SC_LOG_TRACE
+} sc_log_level_t;
 
 typedef enum sc_log_subsys {
   SC_SUBSYS_INIT = 1u << 0,

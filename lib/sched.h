@@ -48,8 +48,8 @@ void sc_sched_free(sc_sched_t *s);
 /* Appends; on allocation failure they record s->status and return it. */
 sc_result_t sc_sched_send(sc_sched_t *s, int peer, sc_buf_t buf, size_t off, size_t count);
 sc_result_t sc_sched_recv(sc_sched_t *s, int peer, sc_buf_t buf, size_t off, size_t count);
-sc_result_t sc_sched_recv_reduce(sc_sched_t *s, int peer, sc_buf_t dst, size_t off,
-                                 sc_buf_t src, size_t src_off, size_t count);
+sc_result_t sc_sched_recv_reduce(sc_sched_t *s, int peer, sc_buf_t dst, size_t off, sc_buf_t src,
+                                 size_t src_off, size_t count);
 sc_result_t sc_sched_copy(sc_sched_t *s, sc_buf_t dst, size_t off, sc_buf_t src, size_t src_off,
                           size_t count);
 void sc_sched_need_scratch(sc_sched_t *s, size_t count);

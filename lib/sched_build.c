@@ -39,17 +39,19 @@ static sc_result_t sc_sched_push(sc_sched_t *s, const sc_step_t *st) {
 }
 
 sc_result_t sc_sched_send(sc_sched_t *s, int peer, sc_buf_t buf, size_t off, size_t count) {
-  sc_step_t st = {.kind = SC_STEP_SEND, .buf = (uint8_t)buf, .peer = peer, .off = off, .count = count};
+  sc_step_t st = {
+      .kind = SC_STEP_SEND, .buf = (uint8_t)buf, .peer = peer, .off = off, .count = count};
   return sc_sched_push(s, &st);
 }
 
 sc_result_t sc_sched_recv(sc_sched_t *s, int peer, sc_buf_t buf, size_t off, size_t count) {
-  sc_step_t st = {.kind = SC_STEP_RECV, .buf = (uint8_t)buf, .peer = peer, .off = off, .count = count};
+  sc_step_t st = {
+      .kind = SC_STEP_RECV, .buf = (uint8_t)buf, .peer = peer, .off = off, .count = count};
   return sc_sched_push(s, &st);
 }
 
-sc_result_t sc_sched_recv_reduce(sc_sched_t *s, int peer, sc_buf_t dst, size_t off,
-                                 sc_buf_t src, size_t src_off, size_t count) {
+sc_result_t sc_sched_recv_reduce(sc_sched_t *s, int peer, sc_buf_t dst, size_t off, sc_buf_t src,
+                                 size_t src_off, size_t count) {
   sc_step_t st = {.kind = SC_STEP_RECV_REDUCE,
                   .buf = (uint8_t)dst,
                   .src_buf = (uint8_t)src,

@@ -37,4 +37,29 @@ sc_result_t sc_socket_write_all(int fd, const void *buf, size_t n, int64_t deadl
 sc_result_t sc_socket_read_all(int fd, void *buf, size_t n, int64_t deadline_ms, const char *who);
 sc_result_t sc_socket_set_nonblocking(int fd);
 
+/* Additions used by the bootstrap and the TCP transport. */
+
+/* An address in a fixed, byte-order independent form for unique ids and
+ * transport address blobs: {u8 family 4|6, u8 0, u16 port, u32 scope id,
+ * u8 addr[16]}, multi-byte fields big-endian. unpack rejects an unknown
+ * family or port 0 (SC_ERR_INVALID_ARG). */
+#define SC_SOCKET_ADDR_WIRE_LEN 24
+sc_result_t sc_socket_addr_pack(const sc_boot_addr_t *a, uint8_t out[SC_SOCKET_ADDR_WIRE_LEN]);
+sc_result_t sc_socket_addr_unpack(const uint8_t in[SC_SOCKET_ADDR_WIRE_LEN], sc_boot_addr_t *a);
+/* sockaddr_storage (family set) -> sc_boot_addr_t with the right length. */
+sc_result_t sc_socket_addr_from_storage(const void *ss, sc_boot_addr_t *out);
+/* SO_SNDBUF and SO_RCVBUF; set before listen/connect so that the TCP window
+ * scale is negotiated for them. 0 leaves the kernel default. */
+sc_result_t sc_socket_set_bufsize(int fd, size_t bytes);
+/* TCP_NODELAY on. */
+sc_result_t sc_socket_set_nodelay(int fd);
+/* Accept one pending connection (non-blocking, close-on-exec, TCP_NODELAY).
+ * *fd = -1 and SC_SUCCESS when none is pending; the peer's address in *peer
+ * when not NULL. */
+sc_result_t sc_socket_accept(int listen_fd, int *fd, sc_boot_addr_t *peer);
+/* Milliseconds left until deadline_ms for poll(): 0 when past, capped at INT_MAX. */
+int sc_ms_until(int64_t deadline_ms);
+/* Equality of secrets without an early exit (no timing side channel). */
+int sc_secret_equal(const uint8_t *a, const uint8_t *b, size_t n);
+
 #endif

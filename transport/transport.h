@@ -16,7 +16,7 @@
 #include "sparsecoll.h"
 
 #define SC_TP_ADDR_MAX 64 /* bytes of an address blob exchanged at bootstrap */
-#define SC_SECRET_LEN 32
+#define SC_SECRET_LEN  32
 
 typedef enum sc_tp_req_state {
   SC_TP_REQ_IDLE = 0,
@@ -27,14 +27,14 @@ typedef enum sc_tp_req_state {
 
 typedef struct sc_tp_req {
   /* public: read by the caller */
-  volatile int state;  /* sc_tp_req_state_t */
-  sc_result_t status;  /* when state == ERROR */
+  volatile int state; /* sc_tp_req_state_t */
+  sc_result_t status; /* when state == ERROR */
   /* private to the transport */
   int peer;
   int is_send;
   uint8_t *buf;
   size_t len;
-  size_t done;         /* payload bytes moved */
+  size_t done; /* payload bytes moved */
   uint8_t hdr[16];
   size_t hdr_done;
   struct sc_tp_req *next;
@@ -60,8 +60,7 @@ typedef struct sc_transport_ops {
                         size_t *addrlen);
   /* Connect to every peer. addrs holds nranks blobs of `stride` bytes, rank-major. */
   sc_result_t (*connect_all)(sc_transport_t *tp, const void *addrs, size_t stride);
-  sc_result_t (*isend)(sc_transport_t *tp, int peer, const void *buf, size_t len,
-                       sc_tp_req_t *req);
+  sc_result_t (*isend)(sc_transport_t *tp, int peer, const void *buf, size_t len, sc_tp_req_t *req);
   sc_result_t (*irecv)(sc_transport_t *tp, int peer, void *buf, size_t len, sc_tp_req_t *req);
   /* Move bytes; wait at most timeout_ms for readiness (0 = do not block). Returns an
    * error when a peer failed (its pending requests are failed too); *progressed

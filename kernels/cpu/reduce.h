@@ -24,4 +24,16 @@ float sc_half_to_float(uint16_t h);
 uint16_t sc_float_to_bfloat16(float f);
 float sc_bfloat16_to_float(uint16_t h);
 
+/* Array forms of the conversions above (same results element for element);
+ * the reduction kernels use them to move fp16/bf16 blocks through float32. */
+void sc_half_to_float_array(float *dst, const uint16_t *src, size_t n);
+void sc_float_to_half_array(uint16_t *dst, const float *src, size_t n);
+void sc_bfloat16_to_float_array(float *dst, const uint16_t *src, size_t n);
+void sc_float_to_bfloat16_array(uint16_t *dst, const float *src, size_t n);
+/* The fp16 array converters without the F16C instructions the two above use
+ * when the CPU has them; exported so that tests can check one against the
+ * other. */
+void sc_half_to_float_array_portable(float *dst, const uint16_t *src, size_t n);
+void sc_float_to_half_array_portable(uint16_t *dst, const float *src, size_t n);
+
 #endif

@@ -1,0 +1,27 @@
+/* Block partitioning and argument checks shared by the schedule generators. */
+#include <stdint.h>
+
+#include "algorithms/algorithms.h"
+#include "lib/error.h"
+
+void sc_block_range(size_t count, int nranks, int b, size_t *off, size_t *len) {
+  size_t p = (size_t)nranks, ub = (size_t)b;
+  size_t base = count / p, rem = count % p;
+  *len = base + (ub < rem ? 1 : 0);
+  *off = ub * base + (ub < rem ? ub : rem);
+}
+
+sc_result_t sc_coll_args_check(const sc_coll_args_t *a) {
+  if (a->nranks < 1) return SC_ERR(SC_ERR_INVALID_ARG, "nranks %d < 1", a->nranks);
+  if (a->rank < 0 || a->rank >= a->nranks)
+    return SC_ERR(SC_ERR_INVALID_ARG, "rank %d outside [0, %d)", a->rank, a->nranks);
+  if (a->chunk_elems == 0) return SC_ERR(SC_ERR_INVALID_ARG, "chunk_elems is 0");
+  if ((a->coll == SC_COLL_BROADCAST || a->coll == SC_COLL_REDUCE) &&
+      (a->root < 0 || a->root >= a->nranks))
+    return SC_ERR(SC_ERR_INVALID_ARG, "root %d outside [0, %d)", a->root, a->nranks);
+  /* RS and AG address nranks*count elements: offsets must not wrap. */
+  if ((a->coll == SC_COLL_REDUCE_SCATTER || a->coll == SC_COLL_ALLGATHER) &&
+      a->count > SIZE_MAX / (size_t)a->nranks)
+    return SC_ERR(SC_ERR_INVALID_ARG, "count %zu * nranks %d overflows", a->count, a->nranks);
+  return SC_SUCCESS;
+}

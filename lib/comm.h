@@ -1,0 +1,135 @@
+/* The communicator and request internals shared by lib/ files. */
+#ifndef SC_COMM_H
+#define SC_COMM_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "algorithms/algorithms.h"
+#include "lib/error.h"
+#include "lib/sched.h"
+#include "sparsecoll.h"
+#include "transport/transport.h"
+
+/* What every rank publishes at bootstrap. Fixed size: the root checks it. */
+typedef struct sc_peer_info {
+  uint8_t tp_addr[SC_TP_ADDR_MAX];
+  char hostname[64];
+  char boot_id[40];
+  int32_t pid;
+  int32_t rank;
+} sc_peer_info_t;
+
+typedef enum sc_algo {
+  SC_ALGO_AUTO,
+  SC_ALGO_RING,
+  SC_ALGO_TREE,
+  SC_ALGO_RD,
+  SC_ALGO_RABENSEIFNER,
+  SC_ALGO_COUNT_
+} sc_algo_t;
+
+typedef enum sc_bcast_algo { SC_BCAST_AUTO, SC_BCAST_CHAIN, SC_BCAST_BINOMIAL } sc_bcast_algo_t;
+
+/* One collective call as queued. */
+typedef struct sc_op {
+  sc_coll_t coll;
+  const void *sendbuf;
+  void *recvbuf;
+  size_t count; /* per the collective's convention in algorithms.h */
+  sc_dtype_t dtype;
+  sc_redop_t op;
+  int root;
+  uint64_t seq;
+} sc_op_t;
+
+struct sc_request {
+  sc_op_t op;
+  struct sc_request *next;
+  _Atomic uint32_t done; /* futex word: 0 pending, 1 finished */
+  sc_result_t result;
+  char errmsg[SC_ERRMSG_MAX];
+};
+
+/* Settings read once at creation. */
+typedef struct sc_comm_config {
+  int timeout_ms;
+  size_t chunk_bytes;
+  size_t sockbuf_bytes;
+  sc_algo_t algo;
+  sc_bcast_algo_t bcast_algo;
+  char ifname[64];
+} sc_comm_config_t;
+
+/* State only the progress thread touches while it runs. */
+typedef struct sc_exec_state {
+  sc_sched_t sched;
+  void *scratch;
+  size_t scratch_bytes;
+  void *staging;
+  size_t staging_bytes;
+  sc_tp_req_t *sends; /* ring of outstanding sends */
+  const uint8_t **send_lo;
+  const uint8_t **send_hi;
+  size_t send_cap, send_head, send_count;
+  /* Lives here, not on a stack frame: after a failure the transport may still
+   * hold it until cancel_all. */
+  sc_tp_req_t recv_req;
+} sc_exec_state_t;
+
+/* After sc_comm_abort only this struct remains (a tombstone that answers
+ * SC_ERR_ABORTED) until sc_comm_destroy releases it. */
+struct sc_comm {
+  int rank, nranks;
+  sc_comm_config_t cfg;
+  const sc_transport_ops_t *tpops;
+  sc_transport_t *tp;
+  sc_peer_info_t *peers;
+
+  pthread_mutex_t lock; /* queue, state flags, error */
+  pthread_cond_t queue_cv;
+  sc_request_t *qhead, *qtail;
+  uint64_t next_seq;
+  int thread_started;
+  pthread_t thread;
+  int stopping;
+  _Atomic int aborted;
+  _Atomic int error; /* sc_result_t of the first failure */
+  char errmsg[SC_ERRMSG_MAX];
+
+  sc_exec_state_t ex;
+};
+
+/* lib/op.c */
+sc_result_t sc_op_submit(sc_comm_t *comm, const sc_op_t *op, sc_request_t **req);
+void sc_request_complete(sc_request_t *req, sc_result_t res);
+sc_result_t sc_comm_check_usable(sc_comm_t *comm);
+
+/* lib/progress.c */
+sc_result_t sc_progress_start(sc_comm_t *comm);
+/* Stop the thread: drain the queue (destroy) or fail it (abort). */
+void sc_progress_stop(sc_comm_t *comm);
+void sc_comm_record_error(sc_comm_t *comm, sc_result_t res);
+
+/* lib/sched.c: run one schedule over the communicator's transport. */
+typedef struct sc_exec_args {
+  const sc_op_t *op;
+  const sc_sched_t *sched;
+  size_t elem_size;
+} sc_exec_args_t;
+sc_result_t sc_sched_execute(sc_comm_t *comm, const sc_exec_args_t *a);
+void sc_exec_state_free(sc_exec_state_t *ex);
+
+/* lib/tune.c: choose the algorithm and build the schedule for op. */
+sc_result_t sc_tune_build_schedule(sc_comm_t *comm, const sc_op_t *op, sc_sched_t *s);
+const char *sc_coll_name(sc_coll_t c);
+const char *sc_dtype_name(sc_dtype_t t);
+const char *sc_redop_name(sc_redop_t o);
+
+/* lib/comm.c */
+sc_result_t sc_comm_create(sc_comm_t **out, int nranks, int rank, const sc_unique_id_t *id);
+/* lib/comm_env.c */
+sc_result_t sc_secret_from_token(const char *token, uint8_t secret[SC_SECRET_LEN]);
+
+#endif

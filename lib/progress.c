@@ -1,0 +1,99 @@
+/* The progress thread: one per communicator, executing queued operations in
+ * order. It alone drives the transport. */
+#include <stdio.h>
+#include <string.h>
+
+#include "lib/comm.h"
+#include "lib/log.h"
+
+void sc_comm_record_error(sc_comm_t *comm, sc_result_t res) {
+  if (res == SC_SUCCESS || res == SC_ERR_INVALID_ARG) return;
+  pthread_mutex_lock(&comm->lock);
+  if (atomic_load(&comm->error) == SC_SUCCESS) {
+    sc_error_get_detail(comm->errmsg, sizeof(comm->errmsg));
+    atomic_store(&comm->error, res);
+    SC_WARN(SC_SUBSYS_COLL, "communicator of %d ranks failed: %s", comm->nranks, comm->errmsg);
+  }
+  pthread_mutex_unlock(&comm->lock);
+}
+
+static sc_result_t sc_op_execute(sc_comm_t *comm, const sc_op_t *op) {
+  sc_sched_t *s = &comm->ex.sched;
+  sc_sched_reset(s);
+  SC_CHECK(sc_tune_build_schedule(comm, op, s));
+  SC_CHECK(s->status);
+  sc_exec_args_t a = {.op = op, .sched = s, .elem_size = sc_dtype_size(op->dtype)};
+  sc_result_t r = sc_sched_execute(comm, &a);
+  if (r != SC_SUCCESS && r != SC_ERR_ABORTED) {
+    /* Prefix the transport's detail with the operation it interrupted. */
+    char detail[SC_ERRMSG_MAX];
+    sc_error_get_detail(detail, sizeof(detail));
+    char full[SC_ERRMSG_MAX];
+    snprintf(full, sizeof(full), "rank %d of %d (%s), %s #%llu (count %zu, %s, %s, root %d): %s",
+             comm->rank, comm->nranks, comm->peers ? comm->peers[comm->rank].hostname : "?",
+             sc_coll_name(op->coll), (unsigned long long)op->seq, op->count,
+             sc_dtype_name(op->dtype), sc_redop_name(op->op), op->root, detail);
+    sc_error_set_detail(full);
+  }
+  return r;
+}
+
+static void *sc_progress_main(void *arg) {
+  sc_comm_t *comm = arg;
+  sc_log_set_rank(comm->rank);
+  pthread_mutex_lock(&comm->lock);
+  for (;;) {
+    while (!comm->qhead && !comm->stopping && !atomic_load(&comm->aborted))
+      pthread_cond_wait(&comm->queue_cv, &comm->lock);
+    if (!comm->qhead) break; /* stopping or aborted, nothing left */
+    sc_request_t *req = comm->qhead;
+    comm->qhead = req->next;
+    if (!comm->qhead) comm->qtail = NULL;
+    int err = atomic_load(&comm->error);
+    int aborted = atomic_load(&comm->aborted);
+    pthread_mutex_unlock(&comm->lock);
+
+    sc_result_t r;
+    if (aborted) {
+      r = SC_ERR(SC_ERR_ABORTED, "rank %d: %s #%llu failed: the communicator was aborted",
+                 comm->rank, sc_coll_name(req->op.coll), (unsigned long long)req->op.seq);
+    } else if (err != SC_SUCCESS) {
+      r = SC_ERR((sc_result_t)err, "rank %d: %s #%llu not run: the communicator failed earlier: %s",
+                 comm->rank, sc_coll_name(req->op.coll), (unsigned long long)req->op.seq,
+                 comm->errmsg);
+    } else {
+      r = sc_op_execute(comm, &req->op);
+      if (r != SC_SUCCESS) {
+        if (r == SC_ERR_ABORTED)
+          SC_ERR(SC_ERR_ABORTED, "rank %d: %s #%llu interrupted: the communicator was aborted",
+                 comm->rank, sc_coll_name(req->op.coll), (unsigned long long)req->op.seq);
+        else
+          sc_comm_record_error(comm, r);
+        /* Nothing half-sent may linger into the next operation. */
+        if (comm->tpops && comm->tp) comm->tpops->cancel_all(comm->tp, r);
+      }
+    }
+    sc_request_complete(req, r);
+    pthread_mutex_lock(&comm->lock);
+  }
+  pthread_mutex_unlock(&comm->lock);
+  return NULL;
+}
+
+sc_result_t sc_progress_start(sc_comm_t *comm) {
+  int e = pthread_create(&comm->thread, NULL, sc_progress_main, comm);
+  if (e) return SC_ERR(SC_ERR_SYSTEM, "pthread_create of the progress thread: %s", strerror(e));
+  comm->thread_started = 1;
+  return SC_SUCCESS;
+}
+
+void sc_progress_stop(sc_comm_t *comm) {
+  if (!comm->thread_started) return;
+  pthread_mutex_lock(&comm->lock);
+  comm->stopping = 1;
+  pthread_cond_broadcast(&comm->queue_cv);
+  pthread_mutex_unlock(&comm->lock);
+  if (atomic_load(&comm->aborted) && comm->tpops && comm->tp) comm->tpops->wake(comm->tp);
+  pthread_join(comm->thread, NULL);
+  comm->thread_started = 0;
+}

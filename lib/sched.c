@@ -1,0 +1,216 @@
+/* The executor: runs one rank's schedule over the communicator's transport.
+ * Steps run in order. A SEND is posted and left in flight; before any later
+ * step writes memory that an in-flight SEND still reads, the executor waits
+ * for that SEND (so schedules may reuse buffers freely). Receives complete
+ * before the next step. Every wait is bounded by the no-progress timeout and
+ * interrupted by abort. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/reduce.h"
+#include "lib/comm.h"
+#include "lib/log.h"
+#include "lib/socket.h"
+
+/* Outstanding sends the executor tracks; more than this in flight and it
+ * waits for the oldest (a schedule that posts many sends in a row, e.g. a
+ * chain broadcast's root, still streams). */
+#define SC_EXEC_MAX_SENDS 256
+/* Longest single poll, so that abort and deadlines are checked regularly even
+ * when a transport cannot be woken. */
+#define SC_EXEC_POLL_SLICE_MS 200
+
+typedef struct sc_exec_ctx {
+  sc_comm_t *comm;
+  const sc_exec_args_t *a;
+  size_t step; /* index of the step being executed, for messages */
+  int64_t last_progress_ms;
+} sc_exec_ctx_t;
+
+static sc_result_t sc_exec_reserve(void **buf, size_t *have, size_t need, const char *what) {
+  if (need <= *have) return SC_SUCCESS;
+  void *p = NULL;
+  if (posix_memalign(&p, 64, need) != 0) return SC_ERR(SC_ERR_NOMEM, "%s of %zu bytes", what, need);
+  free(*buf);
+  *buf = p;
+  *have = need;
+  return SC_SUCCESS;
+}
+
+void sc_exec_state_free(sc_exec_state_t *ex) {
+  sc_sched_free(&ex->sched);
+  free(ex->scratch);
+  free(ex->staging);
+  free(ex->sends);
+  free(ex->send_lo);
+  free(ex->send_hi);
+  memset(ex, 0, sizeof(*ex));
+}
+
+static sc_result_t sc_exec_prepare(sc_comm_t *comm, const sc_exec_args_t *a) {
+  sc_exec_state_t *ex = &comm->ex;
+  const sc_sched_t *s = a->sched;
+  size_t max_rr = 0;
+  for (size_t i = 0; i < s->nsteps; i++)
+    if (s->steps[i].kind == SC_STEP_RECV_REDUCE && s->steps[i].count > max_rr)
+      max_rr = s->steps[i].count;
+  SC_CHECK(sc_exec_reserve(&ex->scratch, &ex->scratch_bytes, s->scratch_count * a->elem_size,
+                           "scratch buffer"));
+  SC_CHECK(
+      sc_exec_reserve(&ex->staging, &ex->staging_bytes, max_rr * a->elem_size, "staging buffer"));
+  if (!ex->sends) {
+    ex->sends = calloc(SC_EXEC_MAX_SENDS, sizeof(*ex->sends));
+    ex->send_lo = calloc(SC_EXEC_MAX_SENDS, sizeof(*ex->send_lo));
+    ex->send_hi = calloc(SC_EXEC_MAX_SENDS, sizeof(*ex->send_hi));
+    if (!ex->sends || !ex->send_lo || !ex->send_hi)
+      return SC_ERR(SC_ERR_NOMEM, "send tracking of %d entries", SC_EXEC_MAX_SENDS);
+    ex->send_cap = SC_EXEC_MAX_SENDS;
+  }
+  ex->send_head = ex->send_count = 0;
+  return SC_SUCCESS;
+}
+
+static uint8_t *sc_exec_buf(sc_comm_t *comm, const sc_op_t *op, int buf) {
+  switch (buf) {
+  case SC_BUF_SEND:
+    return (uint8_t *)(uintptr_t)op->sendbuf;
+  case SC_BUF_RECV:
+    return (uint8_t *)op->recvbuf;
+  default:
+    return (uint8_t *)comm->ex.scratch;
+  }
+}
+
+/* One round of transport progress, bounded; checks abort and the
+ * no-progress deadline. `waiting_for` describes what we wait on. */
+static sc_result_t sc_exec_progress(sc_exec_ctx_t *c, int peer, size_t bytes, const char *dir) {
+  sc_comm_t *comm = c->comm;
+  if (atomic_load(&comm->aborted))
+    return SC_ERR(SC_ERR_ABORTED, "rank %d: aborted while waiting", comm->rank);
+  int64_t now = sc_now_ms();
+  int64_t left = c->last_progress_ms + comm->cfg.timeout_ms - now;
+  if (left <= 0) {
+    const char *host = (peer >= 0 && comm->peers) ? comm->peers[peer].hostname : "?";
+    return SC_ERR(SC_ERR_TIMEOUT,
+                  "no progress for %d ms (SC_TIMEOUT_MS) while waiting to %s %zu bytes %s rank "
+                  "%d (%s), step %zu of %zu",
+                  comm->cfg.timeout_ms, dir, bytes, dir[0] == 's' ? "to" : "from", peer, host,
+                  c->step + 1, c->a->sched->nsteps);
+  }
+  int progressed = 0;
+  sc_result_t r = comm->tpops->progress(comm->tp, 0, &progressed);
+  if (r == SC_SUCCESS && !progressed) {
+    int slice = left < SC_EXEC_POLL_SLICE_MS ? (int)left : SC_EXEC_POLL_SLICE_MS;
+    r = comm->tpops->progress(comm->tp, slice, &progressed);
+  }
+  if (progressed) c->last_progress_ms = sc_now_ms();
+  return r;
+}
+
+static sc_result_t sc_exec_req_status(const sc_tp_req_t *req, int peer) {
+  if (req->state == SC_TP_REQ_ERROR)
+    return req->status != SC_SUCCESS ? req->status
+                                     : SC_ERR(SC_ERR_REMOTE, "request to rank %d failed", peer);
+  return SC_SUCCESS;
+}
+
+static sc_result_t sc_exec_wait_req(sc_exec_ctx_t *c, sc_tp_req_t *req, const char *dir) {
+  while (req->state == SC_TP_REQ_PENDING) SC_CHECK(sc_exec_progress(c, req->peer, req->len, dir));
+  return sc_exec_req_status(req, req->peer);
+}
+
+/* Drop completed sends from the front of the ring. */
+static sc_result_t sc_exec_reap_sends(sc_exec_state_t *ex) {
+  while (ex->send_count) {
+    sc_tp_req_t *r = &ex->sends[ex->send_head];
+    if (r->state == SC_TP_REQ_PENDING) break;
+    SC_CHECK(sc_exec_req_status(r, r->peer));
+    ex->send_head = (ex->send_head + 1) % ex->send_cap;
+    ex->send_count--;
+  }
+  return SC_SUCCESS;
+}
+
+/* Wait until no in-flight send reads [lo, hi). */
+static sc_result_t sc_exec_wait_sends_over(sc_exec_ctx_t *c, const uint8_t *lo, const uint8_t *hi) {
+  sc_exec_state_t *ex = &c->comm->ex;
+  if (lo == hi) return SC_SUCCESS;
+  for (size_t i = 0; i < ex->send_count; i++) {
+    size_t k = (ex->send_head + i) % ex->send_cap;
+    if (ex->send_lo[k] < hi && lo < ex->send_hi[k])
+      SC_CHECK(sc_exec_wait_req(c, &ex->sends[k], "send"));
+  }
+  return sc_exec_reap_sends(ex);
+}
+
+static sc_result_t sc_exec_send(sc_exec_ctx_t *c, int peer, const uint8_t *p, size_t len) {
+  sc_exec_state_t *ex = &c->comm->ex;
+  SC_CHECK(sc_exec_reap_sends(ex));
+  if (ex->send_count == ex->send_cap) {
+    SC_CHECK(sc_exec_wait_req(c, &ex->sends[ex->send_head], "send"));
+    SC_CHECK(sc_exec_reap_sends(ex));
+  }
+  size_t k = (ex->send_head + ex->send_count) % ex->send_cap;
+  sc_tp_req_t *req = &ex->sends[k];
+  memset(req, 0, sizeof(*req));
+  ex->send_lo[k] = p;
+  ex->send_hi[k] = p + len;
+  ex->send_count++;
+  return c->comm->tpops->isend(c->comm->tp, peer, p, len, req);
+}
+
+static sc_result_t sc_exec_recv(sc_exec_ctx_t *c, int peer, uint8_t *p, size_t len) {
+  sc_tp_req_t *req = &c->comm->ex.recv_req;
+  memset(req, 0, sizeof(*req));
+  SC_CHECK(c->comm->tpops->irecv(c->comm->tp, peer, p, len, req));
+  return sc_exec_wait_req(c, req, "receive");
+}
+
+static sc_result_t sc_exec_step(sc_exec_ctx_t *c, const sc_step_t *st) {
+  sc_comm_t *comm = c->comm;
+  const sc_op_t *op = c->a->op;
+  size_t es = c->a->elem_size;
+  size_t len = st->count * es;
+  uint8_t *dst = sc_exec_buf(comm, op, st->buf);
+  if (dst) dst += st->off * es;
+  switch (st->kind) {
+  case SC_STEP_SEND:
+    return sc_exec_send(c, st->peer, dst, len);
+  case SC_STEP_RECV:
+    SC_CHECK(sc_exec_wait_sends_over(c, dst, dst + len));
+    return sc_exec_recv(c, st->peer, dst, len);
+  case SC_STEP_RECV_REDUCE: {
+    const uint8_t *local = sc_exec_buf(comm, op, st->src_buf) + st->src_off * es;
+    SC_CHECK(sc_exec_recv(c, st->peer, comm->ex.staging, len));
+    SC_CHECK(sc_exec_wait_sends_over(c, dst, dst + len));
+    sc_reduce_kernel(op->dtype, op->op, dst, local, comm->ex.staging, st->count);
+    return SC_SUCCESS;
+  }
+  case SC_STEP_COPY: {
+    const uint8_t *src = sc_exec_buf(comm, op, st->src_buf) + st->src_off * es;
+    if (src == dst || len == 0) return SC_SUCCESS;
+    SC_CHECK(sc_exec_wait_sends_over(c, dst, dst + len));
+    memmove(dst, src, len);
+    return SC_SUCCESS;
+  }
+  default:
+    return SC_ERR(SC_ERR_INTERNAL, "schedule step %zu has unknown kind %d", c->step, st->kind);
+  }
+}
+
+sc_result_t sc_sched_execute(sc_comm_t *comm, const sc_exec_args_t *a) {
+  SC_CHECK(sc_exec_prepare(comm, a));
+  sc_exec_ctx_t c = {.comm = comm, .a = a, .step = 0, .last_progress_ms = sc_now_ms()};
+  const sc_sched_t *s = a->sched;
+  for (c.step = 0; c.step < s->nsteps; c.step++) SC_CHECK(sc_exec_step(&c, &s->steps[c.step]));
+  sc_exec_state_t *ex = &comm->ex;
+  while (ex->send_count) {
+    SC_CHECK(sc_exec_wait_req(&c, &ex->sends[ex->send_head], "send"));
+    SC_CHECK(sc_exec_reap_sends(ex));
+  }
+  if (s->avg_count && a->op->op == SC_AVG) {
+    uint8_t *p = sc_exec_buf(comm, a->op, s->avg_buf) + s->avg_off * a->elem_size;
+    sc_avg_finalize(a->op->dtype, p, s->avg_count, comm->nranks);
+  }
+  return SC_SUCCESS;
+}

@@ -1,0 +1,78 @@
+/* Shared harness of the nccl-tests-style benchmarks (sc_*_perf). Each
+ * binary describes one collective with a perf_coll_t; the harness parses the
+ * nccl-tests flags, times, checks and prints in nccl-tests' format. */
+#ifndef SC_PERF_COMMON_H
+#define SC_PERF_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sparsecoll.h"
+
+/* One operation of the sweep: what every rank passes and knows. */
+typedef struct perf_case {
+  sc_comm_t *comm;
+  int rank, nranks;
+  sc_dtype_t dtype;
+  size_t elem_size;
+  sc_redop_t op; /* ignored when the collective has no op */
+  int root;
+  size_t count; /* the count argument of the call (RS: recvcount, AG: sendcount) */
+  size_t total; /* elements of the whole array (the size column / elem_size) */
+  int in_place;
+  void *sendbuf; /* as passed to the call (in place: derived from recvbuf) */
+  void *recvbuf;
+  void *send_alloc; /* the two max-size buffers the placements are carved from */
+  void *recv_alloc;
+  /* Set by the harness for perf_store_input and the checks: */
+  int reduces;        /* the collective applies op */
+  int timing;         /* inputs for the timed loop, not for a check */
+  unsigned value_mod; /* inputs are hash % value_mod */
+  int prod_twos;      /* PROD: only ranks below this may contribute a factor 2 */
+} perf_case_t;
+
+typedef enum perf_busbw {
+  PERF_BUSBW_ALLREDUCE, /* 2(P-1)/P */
+  PERF_BUSBW_GATHER,    /* (P-1)/P, bytes = the whole P x count array */
+  PERF_BUSBW_ONE        /* broadcast, reduce */
+} perf_busbw_t;
+
+typedef struct perf_coll {
+  const char *binary;   /* "sc_allreduce_perf" */
+  const char *name;     /* "allreduce" */
+  int has_op;           /* redop column and -o; else "none" */
+  int has_root;         /* root column and -r; else -1 */
+  int blocks_per_rank;  /* 1: count = total / P (RS, AG); 0: count = total */
+  const char *algo_env; /* variable -a sets before init; NULL: -a unsupported */
+  perf_busbw_t busbw;
+  /* Points c->sendbuf / c->recvbuf into the allocations for c->in_place. */
+  void (*place)(perf_case_t *c);
+  sc_result_t (*run)(const perf_case_t *c);
+  /* This rank's input for a checked (or just initialised) operation. */
+  void (*fill)(const perf_case_t *c);
+  /* Wrong elements of this rank's result. */
+  int64_t (*check)(const perf_case_t *c);
+} perf_coll_t;
+
+int perf_main(const perf_coll_t *coll, int argc, char **argv);
+
+/* Input and expected values, from one deterministic formula every rank can
+ * evaluate for every other rank. Values are small non-negative integers
+ * chosen so that every result is exact in the dtype (integer types wrap). */
+
+/* Writes rank `rank`'s input element `index` (of the op's input array) at buf[pos]. */
+void perf_store_input(const perf_case_t *c, void *buf, size_t pos, int rank, size_t index);
+/* 1 if buf[pos] holds rank `rank`'s input element `index` (copy collectives). */
+int perf_is_input(const perf_case_t *c, const void *buf, size_t pos, int rank, size_t index);
+/* 1 if buf[pos] holds the reduction over all ranks of input element `index`. */
+int perf_is_reduced(const perf_case_t *c, const void *buf, size_t pos, size_t index);
+/* Byte pattern for output regions, so that an element the operation never
+ * wrote is counted wrong. */
+void perf_poison(void *buf, size_t bytes);
+
+/* Element pointer arithmetic on untyped buffers. */
+static inline void *perf_elem(void *buf, size_t elem_size, size_t i) {
+  return (char *)buf + elem_size * i;
+}
+
+#endif

@@ -1,0 +1,12 @@
+#!/bin/sh
+# Every collective, dtype, op and placement on 1, 2, 3, 4, 5 and 8 ranks over
+# loopback TCP, plus both broadcast/reduce algorithms forced and a tiny chunk.
+. "$top_srcdir/test/multi/lib.sh"
+for n in 1 2 3 4 5 8; do
+  check "collectives n=$n" "$SC_RUN" -n "$n" --timeout 400 --label "$MR/mr_collectives"
+done
+check "collectives n=4 SC_BCAST_ALGO=chain" env SC_BCAST_ALGO=chain "$SC_RUN" -n 4 --timeout 300 --label "$MR/mr_collectives"
+check "collectives n=3 SC_BCAST_ALGO=binomial" env SC_BCAST_ALGO=binomial "$SC_RUN" -n 3 --timeout 300 --label "$MR/mr_collectives"
+check "collectives n=5 SC_CHUNK_BYTES=4096" env SC_CHUNK_BYTES=4096 "$SC_RUN" -n 5 --timeout 300 --label "$MR/mr_collectives"
+check "collectives n=4 SC_ALGO=ring" env SC_ALGO=ring "$SC_RUN" -n 4 --timeout 300 --label "$MR/mr_collectives"
+finish

@@ -1,0 +1,25 @@
+#!/bin/sh
+# sc_comm_init_env with torchrun's, Slurm's and Open MPI's variables (and
+# SC_AUTH_TOKEN agreement), three processes started by hand.
+. "$top_srcdir/test/multi/lib.sh"
+unset SC_RANK SC_WORLD_SIZE SC_ROOT_ADDR RANK WORLD_SIZE MASTER_ADDR MASTER_PORT SLURM_PROCID SLURM_NTASKS OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE
+port() { echo $((20000 + $(od -An -N2 -tu2 /dev/urandom) % 40000)); }
+launch3() { # launch3 STYLE: start 3 ranks with that launcher's variables
+  p=$(port)
+  pids=""
+  for r in 0 1 2; do
+    case $1 in
+      torchrun) env RANK=$r WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$p timeout 60 "$MR/mr_env" & ;;
+      slurm) env SLURM_PROCID=$r SLURM_NTASKS=3 SC_ROOT_ADDR=127.0.0.1:$p timeout 60 "$MR/mr_env" & ;;
+      ompi) env OMPI_COMM_WORLD_RANK=$r OMPI_COMM_WORLD_SIZE=3 SC_ROOT_ADDR=localhost:$p SC_AUTH_TOKEN=s3cret timeout 60 "$MR/mr_env" & ;;
+    esac
+    pids="$pids $!"
+  done
+  rc=0
+  for pid in $pids; do wait "$pid" || rc=1; done
+  return $rc
+}
+check "torchrun variables" launch3 torchrun
+check "slurm variables + SC_ROOT_ADDR" launch3 slurm
+check "open mpi variables + SC_ROOT_ADDR + token" launch3 ompi
+finish

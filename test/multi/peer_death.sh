@@ -1,0 +1,17 @@
+#!/bin/sh
+# A rank that exits or is killed mid-job: every survivor fails with
+# SC_ERR_REMOTE naming a peer (mr_peer_death checks), well before the timeout.
+. "$top_srcdir/test/multi/lib.sh"
+survivors() { # survivors N HOW: every rank but the victim reports its error
+  n=$1
+  SC_TIMEOUT_MS=60000 "$SC_RUN" -n "$n" --grace 90 --timeout 120 --label "$MR/mr_peer_death" "$2" >"$tmpdir/run" 2>&1
+  cat "$tmpdir/run"
+  got=$(grep -c 'failed in' "$tmpdir/run")
+  bad=$(grep -c 'FAIL' "$tmpdir/run")
+  [ "$got" -eq $((n - 1)) ] && [ "$bad" -eq 0 ]
+}
+check "peer exits, n=2" survivors 2 exit
+check "peer exits, n=4" survivors 4 exit
+check "peer killed, n=3" survivors 3 kill
+check "peer killed, n=5" survivors 5 kill
+finish

@@ -1,0 +1,86 @@
+#!/bin/sh
+# The perf binaries under sc-run: every collective, dtype and op on small
+# sizes with checking on, 2 and 3 ranks (3 gives uneven ring blocks); plus the
+# JSON output and the usage errors. Needs a working library.
+top_builddir=${top_builddir:-.}
+SC_RUN="$top_builddir/sc-run"
+pass=0
+fail=0
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/perf_smoke_test.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+ok() { pass=$((pass + 1)); echo "PASS: $1"; }
+bad() {
+  fail=$((fail + 1))
+  echo "FAIL: $1"
+  tail -n 20 "$tmp/out" "$tmp/err" 2>/dev/null | sed 's/^/  /'
+}
+
+for np in 2 3; do
+  for coll in allreduce reduce_scatter allgather broadcast reduce; do
+    bin="$top_builddir/sc_${coll}_perf"
+    root_arg=""
+    case $coll in broadcast | reduce) root_arg="-r $((np - 1))" ;; esac
+    "$SC_RUN" -n $np --timeout 300 "$bin" -b 0 -e 40K -f 5 -n 2 -w 1 -d all -o all $root_arg \
+      >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    rows=$(grep -cv '^#' "$tmp/out")
+    if [ $rc -eq 0 ] && grep -q '^# Out of bounds values : 0 OK$' "$tmp/out" && [ "$rows" -gt 0 ] &&
+      grep -q '^#  Rank  1 Group  0 Pid' "$tmp/out" &&
+      ! grep -v '^#' "$tmp/out" | awk '$9 != 0 || $13 != 0 { bad = 1 } END { exit !bad }'; then
+      ok "sc_${coll}_perf, $np ranks: $rows rows, all checks pass"
+    else
+      bad "sc_${coll}_perf, $np ranks (rc=$rc rows=$rows)"
+    fi
+  done
+done
+
+# Column layout and the size rounding of reduce-scatter: 3 ranks x 4-byte floats.
+"$SC_RUN" -n 3 --timeout 120 "$top_builddir/sc_reduce_scatter_perf" -b 100 -e 100 -n 1 -w 0 \
+  >"$tmp/out" 2>"$tmp/err"
+row=$(grep -v '^#' "$tmp/out")
+set -- $row
+if [ "$1" = 96 ] && [ "$2" = 8 ] && [ "$3" = float ] && [ "$4" = sum ] && [ "$5" = -1 ]; then
+  ok "reduce-scatter rounds 100 B to 96 B = 3 x 8 floats"
+else
+  bad "reduce-scatter row '$row'"
+fi
+
+# -J writes valid JSON with one row per size.
+"$SC_RUN" -n 2 --timeout 120 "$top_builddir/sc_allreduce_perf" -b 8 -e 1K -f 2 -n 2 -w 1 \
+  -a ring -J "$tmp/out.json" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -eq 0 ] && command -v python3 >/dev/null 2>&1; then
+  if python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["binary"] == "sc_allreduce_perf" and d["nranks"] == 2, d
+assert d["algo"] == {"variable": "SC_ALGO", "value": "ring"}, d["algo"]
+assert [r["size"] for r in d["rows"]] == [8 << i for i in range(8)], d["rows"]
+assert all(r["out_of_place"]["wrong"] == 0 and r["in_place"]["wrong"] == 0 for r in d["rows"])
+assert d["out_of_bounds"] == 0 and len(d["ranks"]) == 2
+' "$tmp/out.json"; then
+    ok "-J writes the rows and settings as JSON"
+  else
+    bad "-J output"
+  fi
+elif [ $rc -eq 0 ] && [ -s "$tmp/out.json" ]; then
+  ok "-J writes a file (python3 missing: not parsed)"
+else
+  bad "-J run (rc=$rc)"
+fi
+
+# Usage errors exit 2 before any communication is set up.
+"$top_builddir/sc_allreduce_perf" -d nosuchtype >"$tmp/out" 2>"$tmp/err"
+rc1=$?
+"$top_builddir/sc_allgather_perf" -a ring >"$tmp/out" 2>"$tmp/err"
+rc2=$?
+"$top_builddir/sc_broadcast_perf" --help >"$tmp/out" 2>"$tmp/err"
+rc3=$?
+if [ $rc1 -eq 2 ] && [ $rc2 -eq 2 ] && [ $rc3 -eq 0 ] && grep -q 'Usage: sc-run' "$tmp/out"; then
+  ok "usage errors exit 2, --help exits 0"
+else
+  bad "usage errors (rc=$rc1,$rc2,$rc3)"
+fi
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

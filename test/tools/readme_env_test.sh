@@ -1,0 +1,60 @@
+#!/bin/sh
+# Every SC_* variable of lib/config.c's table is printed by
+# `sc-info --env --markdown` and documented in the README.
+top_builddir=${top_builddir:-.}
+top_srcdir=${top_srcdir:-.}
+SC_INFO="$top_builddir/sc-info"
+README="$top_srcdir/README.md"
+CONFIG_C="$top_srcdir/lib/config.c"
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "PASS: $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+
+table=$("$SC_INFO" --env --markdown)
+rc=$?
+# The variables as the source declares them: {"SC_NAME", ... in the table.
+declared=$(grep -o '^ *{"SC_[A-Z0-9_]*"' "$CONFIG_C" | grep -o 'SC_[A-Z0-9_]*')
+listed=$(printf '%s\n' "$table" | sed -n 's/^| `\(SC_[A-Z0-9_]*\)` |.*/\1/p')
+
+if [ $rc -eq 0 ] && printf '%s\n' "$table" | head -1 | grep -qx '| variable | default | meaning |'; then
+  ok "sc-info --env --markdown prints the table header"
+else
+  bad "sc-info --env --markdown (rc=$rc)"
+fi
+
+if [ -n "$declared" ] && [ "$declared" = "$listed" ]; then
+  ok "sc-info lists all $(echo "$declared" | wc -l) variables of lib/config.c in order"
+else
+  bad "sc-info's variables differ from lib/config.c's"
+  echo "  declared: $(echo $declared)"
+  echo "  listed:   $(echo $listed)"
+fi
+
+if [ ! -f "$README" ]; then
+  bad "$README does not exist"
+else
+  missing=""
+  for v in $listed; do
+    grep -q "\`$v\`" "$README" || missing="$missing $v"
+  done
+  if [ -z "$missing" ]; then
+    ok "every variable appears in README.md"
+  else
+    bad "README.md does not document:$missing"
+  fi
+  # The README reproduces the rows: a row that differs from sc-info's is stale.
+  stale=""
+  for v in $listed; do
+    row=$(printf '%s\n' "$table" | grep -F "| \`$v\` |")
+    grep -qxF "$row" "$README" || stale="$stale $v"
+  done
+  if [ -z "$stale" ]; then
+    ok "README.md rows match sc-info --env --markdown"
+  else
+    bad "README.md rows differ from sc-info --env --markdown for:$stale"
+  fi
+fi
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

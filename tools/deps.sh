@@ -1,0 +1,17 @@
+#!/bin/sh
+# Installs what a fresh Debian 12 machine lacks to build and test
+# libsparsecoll (as root; skipped when everything is already there).
+set -e
+pkgs="build-essential autoconf automake libtool pkg-config libcmocka-dev libhwloc-dev libucx-dev libibverbs-dev clang-format"
+missing=""
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "tools/deps.sh: missing packages:$missing; run as root (or install them) first" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -1,0 +1,23 @@
+#!/bin/sh
+# Sets up, builds and runs the whole test suite (make check), then prints
+# the totals as one line.
+set -e
+cd "$(dirname "$0")/.."
+sh tools/build.sh
+cd build
+rc=0
+make -j2 check >check.out 2>&1 || rc=$?
+cat check.out
+if [ $rc -ne 0 ]; then
+  for f in $(find . -name '*.log' ! -name 'test-suite.log' ! -name config.log); do
+    if grep -qE '^(FAIL|ERROR)' "${f%.log}.trs" 2>/dev/null; then
+      echo "===== $f"
+      tail -n 60 "$f"
+    fi
+  done
+fi
+pass=$(sed -n 's/^# PASS: *//p' check.out | tail -n1)
+fail=$(sed -n 's/^# FAIL: *//p' check.out | tail -n1)
+err=$(sed -n 's/^# ERROR: *//p' check.out | tail -n1)
+echo "${pass:-0} passed, $(( ${fail:-0} + ${err:-0} )) failed"
+exit $rc
