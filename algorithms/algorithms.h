@@ -44,7 +44,7 @@ typedef struct sc_coll_args {
  * count % nranks blocks are one element longer). Used by ring all-reduce. */
 void sc_block_range(size_t count, int nranks, int b, size_t *off, size_t *len);
 
-/* SC_ERR_INVALID_ARG unless nranks >= 1, 0 <= rank < nranks, chunk_elems >= 1,
+/* SC_ERR_INVALID_ARG unless 1 <= nranks <= 2^30, 0 <= rank < nranks, chunk_elems >= 1,
  * root valid (BROADCAST/REDUCE) and nranks*count fits (RS/AG). Every
  * generator calls it first.
  * Generators append to the schedule they are given (callers pass a fresh or

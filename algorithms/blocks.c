@@ -12,7 +12,9 @@ void sc_block_range(size_t count, int nranks, int b, size_t *off, size_t *len) {
 }
 
 sc_result_t sc_coll_args_check(const sc_coll_args_t *a) {
-  if (a->nranks < 1) return SC_ERR(SC_ERR_INVALID_ARG, "nranks %d < 1", a->nranks);
+  /* The generators' rank arithmetic (r + 2^k, 2(P-1) hops) stays in int. */
+  if (a->nranks < 1 || a->nranks > (1 << 30))
+    return SC_ERR(SC_ERR_INVALID_ARG, "nranks %d outside [1, 2^30]", a->nranks);
   if (a->rank < 0 || a->rank >= a->nranks)
     return SC_ERR(SC_ERR_INVALID_ARG, "rank %d outside [0, %d)", a->rank, a->nranks);
   if (a->chunk_elems == 0) return SC_ERR(SC_ERR_INVALID_ARG, "chunk_elems is 0");

@@ -42,8 +42,8 @@ sc_result_t sc_chain_reduce_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
   }
   const int prev = abs_rank(a, v - 1);
   const size_t slot_elems = chunk < n ? chunk : n;
-  const size_t slots = (n - 1) / chunk + 1 < SC_CHAIN_REDUCE_SLOTS ? (n - 1) / chunk + 1
-                                                                    : SC_CHAIN_REDUCE_SLOTS;
+  const size_t slots =
+      (n - 1) / chunk + 1 < SC_CHAIN_REDUCE_SLOTS ? (n - 1) / chunk + 1 : SC_CHAIN_REDUCE_SLOTS;
   sc_sched_need_scratch(s, slots * slot_elems);
   size_t i = 0;
   for (size_t c = 0; c < n; c += chunk, i++) {

@@ -92,11 +92,13 @@ sc_result_t sc_comm_get_async_error(sc_comm_t *comm, sc_result_t *err);
 sc_result_t sc_allreduce(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
                          sc_redop_t op, sc_comm_t *comm);
 /* sendbuf holds nranks*recvcount elements; rank r receives block r.
- * In place: sendbuf == recvbuf holds nranks*recvcount, result in block 0..recvcount. */
+ * In place, either convention: recvbuf == sendbuf (the result lands in the
+ * first recvcount elements) or NCCL's recvbuf == sendbuf + rank*recvcount. */
 sc_result_t sc_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                               sc_dtype_t dtype, sc_redop_t op, sc_comm_t *comm);
 /* recvbuf holds nranks*sendcount elements, rank r's block at r*sendcount.
- * In place: sendbuf == recvbuf + rank*sendcount elements (as NCCL). */
+ * In place, either convention: NCCL's sendbuf == recvbuf + rank*sendcount, or
+ * sendbuf == recvbuf (this rank's block in the first sendcount elements). */
 sc_result_t sc_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, sc_dtype_t dtype,
                          sc_comm_t *comm);
 sc_result_t sc_broadcast(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,

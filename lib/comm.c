@@ -46,7 +46,10 @@ static void sc_read_boot_id(char *out, size_t len) {
 
 /* Frees everything but the struct itself (the abort tombstone). */
 static void sc_comm_release_resources(sc_comm_t *comm) {
-  if (comm->tp) comm->tpops->destroy(comm->tp);
+  if (comm->tp) {
+    comm->tpops->cancel_all(comm->tp, SC_ERR_ABORTED);
+    comm->tpops->destroy(comm->tp);
+  }
   comm->tp = NULL;
   sc_exec_state_free(&comm->ex);
   free(comm->peers);

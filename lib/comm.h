@@ -94,6 +94,7 @@ struct sc_comm {
   int thread_started;
   pthread_t thread;
   int stopping;
+  int busy; /* an operation is executing (progress thread or a blocking caller) */
   _Atomic int aborted;
   _Atomic int error; /* sc_result_t of the first failure */
   char errmsg[SC_ERRMSG_MAX];
@@ -105,12 +106,18 @@ struct sc_comm {
 sc_result_t sc_op_submit(sc_comm_t *comm, const sc_op_t *op, sc_request_t **req);
 void sc_request_complete(sc_request_t *req, sc_result_t res);
 sc_result_t sc_comm_check_usable(sc_comm_t *comm);
+/* Blocking form: runs op on the calling thread when nothing is queued or
+ * executing (no thread hand-off on the latency path), else queues and waits. */
+sc_result_t sc_op_run_blocking(sc_comm_t *comm, const sc_op_t *op);
 
 /* lib/progress.c */
 sc_result_t sc_progress_start(sc_comm_t *comm);
 /* Stop the thread: drain the queue (destroy) or fail it (abort). */
 void sc_progress_stop(sc_comm_t *comm);
 void sc_comm_record_error(sc_comm_t *comm, sc_result_t res);
+/* Execute one operation (or fail it at once when aborted / in error). The
+ * caller must own the transport (comm->busy). */
+sc_result_t sc_op_run(sc_comm_t *comm, const sc_op_t *op);
 
 /* lib/sched.c: run one schedule over the communicator's transport. */
 typedef struct sc_exec_args {

@@ -17,7 +17,7 @@
 /* How long a waiter spins before it sleeps: long enough to catch a small
  * collective finishing, short enough not to steal the core from the progress
  * thread when ranks outnumber cores. */
-#define SC_WAIT_SPIN_ITERS 2000
+#define SC_WAIT_SPIN_ITERS 0
 
 static inline void sc_cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -85,6 +85,31 @@ sc_result_t sc_op_submit(sc_comm_t *comm, const sc_op_t *op, sc_request_t **out)
   pthread_mutex_unlock(&comm->lock);
   *out = req;
   return SC_SUCCESS;
+}
+
+sc_result_t sc_op_run_blocking(sc_comm_t *comm, const sc_op_t *op) {
+  pthread_mutex_lock(&comm->lock);
+  sc_result_t r = sc_comm_check_usable_locked(comm);
+  if (r != SC_SUCCESS || comm->qhead || comm->busy) {
+    pthread_mutex_unlock(&comm->lock);
+    if (r != SC_SUCCESS) return r;
+    sc_request_t *req;
+    SC_CHECK(sc_op_submit(comm, op, &req));
+    return sc_wait(&req);
+  }
+  sc_op_t mine = *op;
+  mine.seq = comm->next_seq++;
+  comm->busy = 1;
+  pthread_mutex_unlock(&comm->lock);
+  r = sc_op_run(comm, &mine);
+  pthread_mutex_lock(&comm->lock);
+  comm->busy = 0;
+  /* Wake only someone waiting for the transport: queued work, or a destroy
+   * or abort (a needless wake-up costs the progress thread a context switch). */
+  if (comm->qhead || comm->stopping || atomic_load(&comm->aborted))
+    pthread_cond_broadcast(&comm->queue_cv);
+  pthread_mutex_unlock(&comm->lock);
+  return r;
 }
 
 static sc_result_t sc_request_finish(sc_request_t **reqp) {

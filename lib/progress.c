@@ -38,43 +38,54 @@ static sc_result_t sc_op_execute(sc_comm_t *comm, const sc_op_t *op) {
   return r;
 }
 
+sc_result_t sc_op_run(sc_comm_t *comm, const sc_op_t *op) {
+  if (atomic_load(&comm->aborted))
+    return SC_ERR(SC_ERR_ABORTED, "rank %d: %s #%llu failed: the communicator was aborted",
+                  comm->rank, sc_coll_name(op->coll), (unsigned long long)op->seq);
+  int err = atomic_load(&comm->error);
+  if (err != SC_SUCCESS)
+    return SC_ERR((sc_result_t)err,
+                  "rank %d: %s #%llu not run: the communicator failed earlier: %s", comm->rank,
+                  sc_coll_name(op->coll), (unsigned long long)op->seq, comm->errmsg);
+  sc_result_t r = sc_op_execute(comm, op);
+  if (r == SC_SUCCESS) return r;
+  if (r == SC_ERR_ABORTED)
+    SC_ERR(SC_ERR_ABORTED, "rank %d: %s #%llu interrupted: the communicator was aborted",
+           comm->rank, sc_coll_name(op->coll), (unsigned long long)op->seq);
+  else
+    sc_comm_record_error(comm, r);
+  /* Nothing half-sent may linger into the next operation. */
+  comm->tpops->cancel_all(comm->tp, r);
+  return r;
+}
+
 static void *sc_progress_main(void *arg) {
   sc_comm_t *comm = arg;
   sc_log_set_rank(comm->rank);
   pthread_mutex_lock(&comm->lock);
   for (;;) {
-    while (!comm->qhead && !comm->stopping && !atomic_load(&comm->aborted))
+    /* An operation a blocking caller runs itself (busy) owns the transport. */
+    while ((!comm->qhead || comm->busy) && !comm->stopping && !atomic_load(&comm->aborted))
+      pthread_cond_wait(&comm->queue_cv, &comm->lock);
+    while (comm->busy && !atomic_load(&comm->aborted))
       pthread_cond_wait(&comm->queue_cv, &comm->lock);
     if (!comm->qhead) break; /* stopping or aborted, nothing left */
     sc_request_t *req = comm->qhead;
     comm->qhead = req->next;
     if (!comm->qhead) comm->qtail = NULL;
-    int err = atomic_load(&comm->error);
-    int aborted = atomic_load(&comm->aborted);
-    pthread_mutex_unlock(&comm->lock);
-
-    sc_result_t r;
-    if (aborted) {
-      r = SC_ERR(SC_ERR_ABORTED, "rank %d: %s #%llu failed: the communicator was aborted",
-                 comm->rank, sc_coll_name(req->op.coll), (unsigned long long)req->op.seq);
-    } else if (err != SC_SUCCESS) {
-      r = SC_ERR((sc_result_t)err, "rank %d: %s #%llu not run: the communicator failed earlier: %s",
-                 comm->rank, sc_coll_name(req->op.coll), (unsigned long long)req->op.seq,
-                 comm->errmsg);
-    } else {
-      r = sc_op_execute(comm, &req->op);
-      if (r != SC_SUCCESS) {
-        if (r == SC_ERR_ABORTED)
-          SC_ERR(SC_ERR_ABORTED, "rank %d: %s #%llu interrupted: the communicator was aborted",
-                 comm->rank, sc_coll_name(req->op.coll), (unsigned long long)req->op.seq);
-        else
-          sc_comm_record_error(comm, r);
-        /* Nothing half-sent may linger into the next operation. */
-        if (comm->tpops && comm->tp) comm->tpops->cancel_all(comm->tp, r);
-      }
+    if (atomic_load(&comm->aborted)) {
+      /* Fails at once without the transport, which a caller may still own. */
+      pthread_mutex_unlock(&comm->lock);
+      sc_request_complete(req, sc_op_run(comm, &req->op));
+      pthread_mutex_lock(&comm->lock);
+      continue;
     }
-    sc_request_complete(req, r);
+    comm->busy = 1;
+    pthread_mutex_unlock(&comm->lock);
+    sc_request_complete(req, sc_op_run(comm, &req->op));
     pthread_mutex_lock(&comm->lock);
+    comm->busy = 0;
+    pthread_cond_broadcast(&comm->queue_cv);
   }
   pthread_mutex_unlock(&comm->lock);
   return NULL;
@@ -96,4 +107,8 @@ void sc_progress_stop(sc_comm_t *comm) {
   if (atomic_load(&comm->aborted) && comm->tpops && comm->tp) comm->tpops->wake(comm->tp);
   pthread_join(comm->thread, NULL);
   comm->thread_started = 0;
+  /* A caller may still be running an operation itself; abort has woken it. */
+  pthread_mutex_lock(&comm->lock);
+  while (comm->busy) pthread_cond_wait(&comm->queue_cv, &comm->lock);
+  pthread_mutex_unlock(&comm->lock);
 }

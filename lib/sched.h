@@ -16,7 +16,8 @@ typedef enum sc_buf { SC_BUF_SEND = 0, SC_BUF_RECV = 1, SC_BUF_SCRATCH = 2 } sc_
 typedef enum sc_step_kind {
   SC_STEP_SEND,        /* send buf[off..off+count) to peer */
   SC_STEP_RECV,        /* receive count elements from peer into buf[off..] */
-  SC_STEP_RECV_REDUCE, /* buf[off+i] = src_buf[src_off+i] (op) incoming[i] */
+  SC_STEP_RECV_REDUCE, /* buf[off+i] = src_buf[src_off+i] (op) incoming[i]; the destination
+                          may be the local operand exactly, never a partial overlap of it */
   SC_STEP_COPY         /* buf[off..] = src_buf[src_off..] (memmove; skipped if same address) */
 } sc_step_kind_t;
 

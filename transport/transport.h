@@ -6,7 +6,11 @@
  * Messages are tagged by order: per peer, receives match sends in the order
  * both sides posted them. The receiver posts the exact length it expects; a
  * message of any other length fails with SC_ERR_REMOTE naming the peer.
- * Requests are caller-owned (no allocation per message). */
+ * Requests are caller-owned (no allocation per message); a pending request
+ * must not be reused or freed until it completes or cancel_all returned.
+ * Sends to one's own rank are invalid (the executor copies locally).
+ * After a peer fails, progress reports SC_ERR_REMOTE once; later requests
+ * to that peer fail at once with the same text. */
 #ifndef SC_TRANSPORT_H
 #define SC_TRANSPORT_H
 
@@ -55,7 +59,8 @@ typedef struct sc_transport sc_transport_t; /* each transport defines its own */
 
 typedef struct sc_transport_ops {
   const char *name;
-  /* Open the local endpoint; write its address blob (<= SC_TP_ADDR_MAX). */
+  /* Open the local endpoint; write its address blob (<= SC_TP_ADDR_MAX bytes)
+   * to addr and its length to *addrlen (output only). */
   sc_result_t (*create)(const sc_tp_config_t *cfg, sc_transport_t **tp, void *addr,
                         size_t *addrlen);
   /* Connect to every peer. addrs holds nranks blobs of `stride` bytes, rank-major. */
@@ -73,6 +78,7 @@ typedef struct sc_transport_ops {
   sc_result_t (*dereg)(sc_transport_t *tp, void *handle);
   /* Any thread: make a progress() blocked in poll return now. */
   void (*wake)(sc_transport_t *tp);
+  /* Closes everything; does not touch requests (call cancel_all first). */
   void (*destroy)(sc_transport_t *tp);
 } sc_transport_ops_t;
 

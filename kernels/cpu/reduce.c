@@ -46,14 +46,22 @@
 
 /* Wrapping SUM and PROD are the same bit operation for signed and unsigned
  * integers of one width, so signed types use the unsigned loops: modular
- * arithmetic without signed overflow. The casts back to T drop the bits that
- * integer promotion added (uint8 x uint8 is computed in int, within range). */
-SC_DEFINE_BINARY_LOOP(sc_sum_u8, uint8_t, (uint8_t)(x + y))
-SC_DEFINE_BINARY_LOOP(sc_prod_u8, uint8_t, (uint8_t)(x *y))
+ * arithmetic without signed overflow. uint8 operands are widened to unsigned
+ * (not promoted to int) and the cast back to uint8 drops the carry bits. */
+static inline uint8_t sc_add_u8(uint8_t x, uint8_t y) {
+  return (uint8_t)((unsigned)x + y);
+}
+
+static inline uint8_t sc_mul_u8(uint8_t x, uint8_t y) {
+  return (uint8_t)((unsigned)x * y);
+}
+
+SC_DEFINE_BINARY_LOOP(sc_sum_u8, uint8_t, sc_add_u8(x, y))
+SC_DEFINE_BINARY_LOOP(sc_prod_u8, uint8_t, sc_mul_u8(x, y))
 SC_DEFINE_BINARY_LOOP(sc_sum_u32, uint32_t, x + y)
-SC_DEFINE_BINARY_LOOP(sc_prod_u32, uint32_t, x *y)
+SC_DEFINE_BINARY_LOOP(sc_prod_u32, uint32_t, (x * y))
 SC_DEFINE_BINARY_LOOP(sc_sum_u64, uint64_t, x + y)
-SC_DEFINE_BINARY_LOOP(sc_prod_u64, uint64_t, x *y)
+SC_DEFINE_BINARY_LOOP(sc_prod_u64, uint64_t, (x * y))
 
 SC_DEFINE_BINARY_LOOP(sc_min_i8, int8_t, x < y ? x : y)
 SC_DEFINE_BINARY_LOOP(sc_max_i8, int8_t, x > y ? x : y)
@@ -69,9 +77,9 @@ SC_DEFINE_BINARY_LOOP(sc_min_u64, uint64_t, x < y ? x : y)
 SC_DEFINE_BINARY_LOOP(sc_max_u64, uint64_t, x > y ? x : y)
 
 SC_DEFINE_BINARY_LOOP(sc_sum_f32, float, x + y)
-SC_DEFINE_BINARY_LOOP(sc_prod_f32, float, x *y)
+SC_DEFINE_BINARY_LOOP(sc_prod_f32, float, (x * y))
 SC_DEFINE_BINARY_LOOP(sc_sum_f64, double, x + y)
-SC_DEFINE_BINARY_LOOP(sc_prod_f64, double, x *y)
+SC_DEFINE_BINARY_LOOP(sc_prod_f64, double, (x * y))
 
 /* Float MIN/MAX. A NaN operand gives the canonical quiet NaN (not either
  * operand's payload) so that a op b == b op a bit for bit, whatever order the

@@ -272,8 +272,9 @@ static int check_leftovers(sim_t *sim) {
     for (int d = 0; d < p; d++) {
       const sim_msg_t *m = sim->box[(size_t)s * (size_t)p + (size_t)d].head;
       if (m)
-        return fail(sim, -1, "message from rank %d (its step %zu, %zu elements) to rank %d never "
-                             "received",
+        return fail(sim, -1,
+                    "message from rank %d (its step %zu, %zu elements) to rank %d never "
+                    "received",
                     s, m->from_step, m->count, d);
     }
   return STEP_DONE;
@@ -423,7 +424,8 @@ int sc_sim_run(const sc_sim_config_t *cfg, const sc_sim_rank_t *ranks, sc_sim_st
     snprintf(sim.err, sim.errlen, "out of memory");
   else
     res = run(&sim);
-  if (sim.rk && sim.box) cleanup(&sim);
+  if (sim.rk && sim.box)
+    cleanup(&sim);
   else {
     free(sim.rk);
     free(sim.box);

@@ -15,7 +15,12 @@
  *    is read from the sender's memory at that moment, and a later step that
  *    writes memory an incomplete SEND reads blocks until it completes. This
  *    models zero-copy transports and exposes deadlocks that the wait can
- *    cause, which the eager model cannot see. */
+ *    cause, which the eager model cannot see.
+ *
+ * Extending: a new step kind gets a case in step() (simulator.c); a receive
+ * whose length is bounded rather than exact (sparse sets) would relax the
+ * count check in do_recv() to "at most", nothing else depends on it.
+ * SC_SIM_TRACE=1 in the environment prints every step as it is attempted. */
 #ifndef SC_TEST_SIM_SIMULATOR_H
 #define SC_TEST_SIM_SIMULATOR_H
 
@@ -48,9 +53,9 @@ typedef struct sc_sim_config {
 } sc_sim_config_t;
 
 typedef struct sc_sim_stats {
-  size_t messages;      /* delivered, all ranks */
-  size_t bytes;         /* delivered, all ranks */
-  size_t rounds;        /* round-robin passes until done */
+  size_t messages; /* delivered, all ranks */
+  size_t bytes;    /* delivered, all ranks */
+  size_t rounds;   /* round-robin passes until done */
 } sc_sim_stats_t;
 
 /* 0 on success; -1 with a description in err (errlen bytes) on failure.
