@@ -16,8 +16,11 @@ if [ $rc -ne 0 ]; then
     fi
   done
 fi
+if [ $rc -eq 0 ]; then
+  if top_srcdir=.. sh ../test/install_check.sh; then pass_extra=1; else rc=1; fail_extra=1; fi
+fi
 pass=$(sed -n 's/^# PASS: *//p' check.out | tail -n1)
 fail=$(sed -n 's/^# FAIL: *//p' check.out | tail -n1)
 err=$(sed -n 's/^# ERROR: *//p' check.out | tail -n1)
-echo "${pass:-0} passed, $(( ${fail:-0} + ${err:-0} )) failed"
+echo "$(( ${pass:-0} + ${pass_extra:-0} )) passed, $(( ${fail:-0} + ${err:-0} + ${fail_extra:-0} )) failed"
 exit $rc

@@ -161,7 +161,9 @@ static void reduce_ref(const dense_case_t *tc, size_t j, void *out) {
       break;
     default:
       acc += (uint64_t)v;
-      ext += v;
+      /* Only floats read ext for sums (their inputs are small); integers use
+       * acc, so this may wrap without undefined behaviour. */
+      ext = (int64_t)((uint64_t)ext + (uint64_t)v);
       break;
     }
   }
