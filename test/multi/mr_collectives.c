@@ -8,7 +8,7 @@
 
 #include "test/multi/mr_common.h"
 
-#define GUARD    64 /* elements past the end that must stay untouched */
+#define GUARD 64 /* elements past the end that must stay untouched */
 /* A value no result can take (sums stay within [-64, 128] for 8 ranks) and
  * every dtype can hold. */
 #define SENTINEL(dt) ((dt) == SC_UINT8 || (dt) == SC_UINT32 || (dt) == SC_UINT64 ? 200.0 : -100.0)
