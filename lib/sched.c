@@ -97,12 +97,10 @@ static sc_result_t sc_exec_progress(sc_exec_ctx_t *c, int peer, size_t bytes, co
                   comm->cfg.timeout_ms, dir, bytes, dir[0] == 's' ? "to" : "from", peer, host,
                   c->step + 1, c->a->sched->nsteps);
   }
+  /* The transport tries its I/O before it sleeps in poll. */
   int progressed = 0;
-  sc_result_t r = comm->tpops->progress(comm->tp, 0, &progressed);
-  if (r == SC_SUCCESS && !progressed) {
-    int slice = left < SC_EXEC_POLL_SLICE_MS ? (int)left : SC_EXEC_POLL_SLICE_MS;
-    r = comm->tpops->progress(comm->tp, slice, &progressed);
-  }
+  int slice = left < SC_EXEC_POLL_SLICE_MS ? (int)left : SC_EXEC_POLL_SLICE_MS;
+  sc_result_t r = comm->tpops->progress(comm->tp, slice, &progressed);
   if (progressed) c->last_progress_ms = sc_now_ms();
   return r;
 }
