@@ -60,4 +60,19 @@ sc_result_t sc_chain_reduce_schedule(const sc_coll_args_t *a, sc_sched_t *s);
 sc_result_t sc_binomial_reduce_schedule(const sc_coll_args_t *a, sc_sched_t *s);
 sc_result_t sc_dissemination_barrier_schedule(const sc_coll_args_t *a, sc_sched_t *s);
 
+/* All-reduce by recursive doubling: ceil(log2 P) exchanges of the whole
+ * vector; non-powers of two fold the first 2r ranks (r = P - P') first and
+ * send the result back at the end. */
+sc_result_t sc_rd_allreduce_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+/* Rabenseifner: recursive-halving reduce-scatter + recursive-doubling
+ * all-gather over the P' group, with the same folding. */
+sc_result_t sc_rabenseifner_allreduce_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+/* Rabenseifner's halves on their own, with the API's block layout (rank r
+ * gets / contributes block r of count elements), any P. */
+sc_result_t sc_rh_reduce_scatter_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+sc_result_t sc_rd_allgather_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+/* Pipelined double binary tree (NCCL): two complementary trees each reduce
+ * then broadcast half of the data, in chunks. */
+sc_result_t sc_tree_allreduce_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+
 #endif
