@@ -120,6 +120,11 @@ sc_result_t sc_ireduce(const void *sendbuf, void *recvbuf, size_t count, sc_dtyp
                        sc_redop_t op, int root, sc_comm_t *comm, sc_request_t **req);
 sc_result_t sc_ibarrier(sc_comm_t *comm, sc_request_t **req);
 
+/* The all-reduce algorithm SC_ALGO=auto (the cost model) uses on this
+ * communicator for count elements of dtype: "ring", "tree", "rd" or
+ * "rabenseifner" (a static string). Communicates nothing. */
+sc_result_t sc_allreduce_algo(sc_comm_t *comm, size_t count, sc_dtype_t dtype, const char **name);
+
 /* done=1: finished and *req freed, set NULL; the op's result is returned. */
 sc_result_t sc_test(sc_request_t **req, int *done);
 /* Blocks (bounded by the communicator's timeout); frees *req and sets it NULL. */

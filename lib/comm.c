@@ -21,9 +21,9 @@ static sc_result_t sc_comm_read_config(sc_comm_config_t *cfg) {
   int idx;
   SC_CHECK(sc_parse_choice("SC_ALGO", sc_config_get("SC_ALGO"), algos, 5, &idx));
   cfg->algo = (sc_algo_t)idx;
-  if (cfg->algo != SC_ALGO_AUTO && cfg->algo != SC_ALGO_RING)
-    return SC_ERR(SC_ERR_UNSUPPORTED, "SC_ALGO=%s is not implemented in this release (ring is)",
-                  algos[idx]);
+  static const char *const tunes[] = {"model", "measure"};
+  SC_CHECK(sc_parse_choice("SC_TUNE", sc_config_get("SC_TUNE"), tunes, 2, &idx));
+  cfg->tune_measure = idx == 1;
   static const char *const bcast[] = {"auto", "chain", "binomial"};
   SC_CHECK(sc_parse_choice("SC_BCAST_ALGO", sc_config_get("SC_BCAST_ALGO"), bcast, 3, &idx));
   cfg->bcast_algo = (sc_bcast_algo_t)idx;
@@ -58,6 +58,7 @@ static void sc_comm_release_resources(sc_comm_t *comm) {
 
 static void sc_comm_free(sc_comm_t *comm) {
   sc_comm_release_resources(comm);
+  if (comm->tune_ready) sc_tune_fini(comm);
   pthread_mutex_destroy(&comm->lock);
   pthread_cond_destroy(&comm->queue_cv);
   free(comm);
@@ -115,7 +116,16 @@ sc_result_t sc_comm_create(sc_comm_t **out, int nranks, int rank, const sc_uniqu
   SC_CHECK_GOTO(comm->tpops->connect_all(comm->tp, comm->peers->tp_addr, sizeof(sc_peer_info_t)), r,
                 fail);
   sc_sched_init(&comm->ex.sched);
+  sc_tune_init(comm);
+  comm->tune_ready = 1;
   SC_CHECK_GOTO(sc_progress_start(comm), r, fail);
+  if (comm->cfg.tune_measure) {
+    r = sc_tune_calibrate(comm);
+    if (r != SC_SUCCESS) {
+      sc_progress_stop(comm);
+      goto fail;
+    }
+  }
   SC_INFO(SC_SUBSYS_INIT, "rank %d of %d ready (transport %s, chunk %zu B, timeout %d ms)", rank,
           nranks, comm->tpops->name, comm->cfg.chunk_bytes, comm->cfg.timeout_ms);
   *out = comm;

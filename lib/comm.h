@@ -9,6 +9,7 @@
 #include "algorithms/algorithms.h"
 #include "lib/error.h"
 #include "lib/sched.h"
+#include "lib/tune.h"
 #include "sparsecoll.h"
 #include "transport/transport.h"
 
@@ -42,6 +43,7 @@ typedef struct sc_op {
   sc_redop_t op;
   int root;
   uint64_t seq;
+  sc_sched_gen_t gen; /* internal callers may force a generator; NULL: the tuner chooses */
 } sc_op_t;
 
 struct sc_request {
@@ -59,6 +61,7 @@ typedef struct sc_comm_config {
   size_t sockbuf_bytes;
   sc_algo_t algo;
   sc_bcast_algo_t bcast_algo;
+  int tune_measure; /* SC_TUNE=measure */
   char ifname[64];
 } sc_comm_config_t;
 
@@ -77,6 +80,21 @@ typedef struct sc_exec_state {
    * hold it until cancel_all. */
   sc_tp_req_t recv_req;
 } sc_exec_state_t;
+
+#define SC_TUNE_CACHE 64
+
+typedef struct sc_tune_entry {
+  uint8_t valid, coll;
+  size_t bytes, elem_size;
+  int choice;
+} sc_tune_entry_t;
+
+/* Shared by the progress thread and callers (sc_allreduce_algo). */
+typedef struct sc_tune_state {
+  pthread_mutex_t lock;
+  sc_link_model_t model;
+  sc_tune_entry_t cache[SC_TUNE_CACHE];
+} sc_tune_state_t;
 
 /* After sc_comm_abort only this struct remains (a tombstone that answers
  * SC_ERR_ABORTED) until sc_comm_destroy releases it. */
@@ -100,6 +118,8 @@ struct sc_comm {
   char errmsg[SC_ERRMSG_MAX];
 
   sc_exec_state_t ex;
+  sc_tune_state_t tune;
+  int tune_ready;
 };
 
 /* lib/op.c */
@@ -129,6 +149,11 @@ sc_result_t sc_sched_execute(sc_comm_t *comm, const sc_exec_args_t *a);
 void sc_exec_state_free(sc_exec_state_t *ex);
 
 /* lib/tune.c: choose the algorithm and build the schedule for op. */
+void sc_tune_init(sc_comm_t *comm);
+void sc_tune_fini(sc_comm_t *comm);
+/* SC_TUNE=measure: fit alpha/beta/gamma on the communicator, rank 0's fit
+ * broadcast to all (lib/tune_calibrate.c). */
+sc_result_t sc_tune_calibrate(sc_comm_t *comm);
 sc_result_t sc_tune_build_schedule(sc_comm_t *comm, const sc_op_t *op, sc_sched_t *s);
 const char *sc_coll_name(sc_coll_t c);
 const char *sc_dtype_name(sc_dtype_t t);

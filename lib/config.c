@@ -18,7 +18,10 @@ static const sc_config_var_t sc_config_vars[] = {
      "no-progress limit in ms for any operation, for bootstrap and for connection setup"},
     {"SC_TRANSPORT", "auto", "force a transport: auto, tcp (shm, ucx, verbs: later releases)"},
     {"SC_ALGO", "auto",
-     "force the dense all-reduce algorithm: auto, ring (tree, rd, rabenseifner: later releases)"},
+     "force the dense all-reduce algorithm: auto (cost model), ring, tree, rd, rabenseifner"},
+    {"SC_TUNE", "model",
+     "alpha-beta inputs of the cost model: model (the transport's defaults) or measure (a short "
+     "calibration at communicator creation, rank 0's fit broadcast)"},
     {"SC_BCAST_ALGO", "auto",
      "force the broadcast/reduce algorithm: auto (cost model), chain (pipelined), binomial"},
     {"SC_CHUNK_BYTES", "524288", "pipelining chunk of ring, chain broadcast and chain reduce"},

@@ -1,79 +1,200 @@
-/* Algorithm choice. Costs come from the alpha-beta model: a message costs
- * alpha plus beta per byte, and an algorithm's time is the sum over the
- * messages on its critical path. The per-transport alpha/beta below are the
- * model's inputs (measured on loopback TCP on the development machine), not
- * thresholds: crossovers fall out of the formulas. */
+/* Algorithm choice: the cheapest candidate under the communicator's
+ * alpha-beta model (lib/tune_model.c), or the one SC_ALGO / SC_BCAST_ALGO
+ * forces. Choices are cached per (collective, bytes) and logged at INFO with
+ * every candidate's estimate. Every rank computes the same choice: the model
+ * is the same on every rank (defaults, or rank 0's calibration broadcast). */
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "lib/comm.h"
 #include "lib/log.h"
+#include "lib/tune.h"
 
-typedef struct sc_link_model {
-  double alpha_s;      /* seconds per message */
-  double beta_s_per_b; /* seconds per byte */
-} sc_link_model_t;
+typedef struct sc_candidate {
+  const char *name;
+  sc_algo_t algo; /* for SC_ALGO; SC_ALGO_COUNT_ when not an all-reduce algorithm */
+  sc_sched_gen_t gen;
+} sc_candidate_t;
 
-static const sc_link_model_t sc_tcp_model = {.alpha_s = 25e-6, .beta_s_per_b = 1.0 / 2.0e9};
+static const sc_candidate_t sc_allreduce_candidates[] = {
+    {"ring", SC_ALGO_RING, sc_ring_allreduce_schedule},
+    {"tree", SC_ALGO_TREE, sc_tree_allreduce_schedule},
+    {"rd", SC_ALGO_RD, sc_rd_allreduce_schedule},
+    {"rabenseifner", SC_ALGO_RABENSEIFNER, sc_rabenseifner_allreduce_schedule},
+};
+static const sc_candidate_t sc_reduce_scatter_candidates[] = {
+    {"ring", SC_ALGO_COUNT_, sc_ring_reduce_scatter_schedule},
+    {"recursive-halving", SC_ALGO_COUNT_, sc_rh_reduce_scatter_schedule},
+};
+static const sc_candidate_t sc_allgather_candidates[] = {
+    {"ring", SC_ALGO_COUNT_, sc_ring_allgather_schedule},
+    {"recursive-doubling", SC_ALGO_COUNT_, sc_rd_allgather_schedule},
+};
+static const sc_candidate_t sc_broadcast_candidates[] = {
+    {"chain", SC_ALGO_COUNT_, sc_chain_broadcast_schedule},
+    {"binomial", SC_ALGO_COUNT_, sc_binomial_broadcast_schedule},
+};
+static const sc_candidate_t sc_reduce_candidates[] = {
+    {"chain", SC_ALGO_COUNT_, sc_chain_reduce_schedule},
+    {"binomial", SC_ALGO_COUNT_, sc_binomial_reduce_schedule},
+};
+static const sc_candidate_t sc_barrier_candidates[] = {
+    {"dissemination", SC_ALGO_COUNT_, sc_dissemination_barrier_schedule},
+};
 
-static int sc_ceil_log2(int p) {
-  int l = 0;
-  while ((1 << l) < p) l++;
-  return l;
+static const sc_candidate_t *sc_candidates(sc_coll_t coll, int *n) {
+#define SC_CANDS(arr) (*n = (int)(sizeof(arr) / sizeof(arr[0])), arr)
+  switch (coll) {
+  case SC_COLL_ALLREDUCE:
+    return SC_CANDS(sc_allreduce_candidates);
+  case SC_COLL_REDUCE_SCATTER:
+    return SC_CANDS(sc_reduce_scatter_candidates);
+  case SC_COLL_ALLGATHER:
+    return SC_CANDS(sc_allgather_candidates);
+  case SC_COLL_BROADCAST:
+    return SC_CANDS(sc_broadcast_candidates);
+  case SC_COLL_REDUCE:
+    return SC_CANDS(sc_reduce_candidates);
+  default:
+    return SC_CANDS(sc_barrier_candidates);
+  }
+#undef SC_CANDS
 }
 
-/* Pipelined chain: the last chunk leaves the root after nchunks-1 chunk
- * times and needs P-1 hops. */
-static double sc_chain_cost(const sc_link_model_t *m, int p, size_t bytes, size_t chunk_bytes) {
-  if (p <= 1 || bytes == 0) return 0.0;
-  double nchunks = ceil((double)bytes / (double)chunk_bytes);
-  double per = m->alpha_s + m->beta_s_per_b * (double)(bytes < chunk_bytes ? bytes : chunk_bytes);
-  return ((double)(p - 1) + nchunks - 1.0) * per;
+void sc_tune_init(sc_comm_t *comm) {
+  sc_tune_state_t *t = &comm->tune;
+  pthread_mutex_init(&t->lock, NULL);
+  sc_tune_default_model(comm->tpops->name, &t->model);
+  int one_host = 1;
+  for (int i = 1; i < comm->nranks && one_host; i++)
+    one_host = !strcmp(comm->peers[i].hostname, comm->peers[0].hostname) &&
+               !strcmp(comm->peers[i].boot_id, comm->peers[0].boot_id);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  t->model.host_cores = one_host && comm->nranks > 1 ? (int)(cores > 0 ? cores : 1) : 0;
 }
 
-static double sc_binomial_cost(const sc_link_model_t *m, int p, size_t bytes) {
-  return sc_ceil_log2(p) * (m->alpha_s + m->beta_s_per_b * (double)bytes);
+void sc_tune_fini(sc_comm_t *comm) {
+  pthread_mutex_destroy(&comm->tune.lock);
 }
 
-static int sc_use_chain(sc_comm_t *comm, const sc_op_t *op, size_t es) {
-  if (comm->cfg.bcast_algo == SC_BCAST_CHAIN) return 1;
-  if (comm->cfg.bcast_algo == SC_BCAST_BINOMIAL) return 0;
-  size_t bytes = op->count * es;
-  double chain = sc_chain_cost(&sc_tcp_model, comm->nranks, bytes, comm->cfg.chunk_bytes);
-  double binom = sc_binomial_cost(&sc_tcp_model, comm->nranks, bytes);
-  SC_TRACE(SC_SUBSYS_TUNE, "%s of %zu bytes on %d ranks: chain %.1f us, binomial %.1f us",
-           sc_coll_name(op->coll), bytes, comm->nranks, chain * 1e6, binom * 1e6);
-  return chain < binom;
+sc_result_t sc_tune_best(const sc_link_model_t *m, const sc_coll_args_t *a, int *best,
+                         double *est) {
+  int n;
+  const sc_candidate_t *c = sc_candidates(a->coll, &n);
+  *best = 0;
+  for (int i = 0; i < n; i++) {
+    /* A candidate that cannot build its schedule here is not a choice. */
+    if (sc_tune_predict(m, c[i].gen, a, &est[i]) != SC_SUCCESS) est[i] = INFINITY;
+    if (est[i] < est[*best]) *best = i;
+  }
+  if (est[*best] == INFINITY)
+    return SC_ERR(SC_ERR_INTERNAL, "no %s algorithm can run on %d ranks for %zu elements",
+                  sc_coll_name(a->coll), a->nranks, a->count);
+  return SC_SUCCESS;
+}
+
+const char *sc_tune_candidate_name(sc_coll_t coll, int index) {
+  int n;
+  const sc_candidate_t *c = sc_candidates(coll, &n);
+  return index >= 0 && index < n ? c[index].name : "?";
+}
+
+static int sc_forced_index(sc_comm_t *comm, sc_coll_t coll, const sc_candidate_t *c, int n) {
+  if (coll == SC_COLL_ALLREDUCE && comm->cfg.algo != SC_ALGO_AUTO) {
+    for (int i = 0; i < n; i++)
+      if (c[i].algo == comm->cfg.algo) return i;
+  }
+  if ((coll == SC_COLL_BROADCAST || coll == SC_COLL_REDUCE) &&
+      comm->cfg.bcast_algo != SC_BCAST_AUTO)
+    return comm->cfg.bcast_algo == SC_BCAST_CHAIN ? 0 : 1;
+  return -1;
+}
+
+static void sc_fill_args(sc_comm_t *comm, sc_coll_t coll, size_t count, size_t es, int root,
+                         int avg, sc_coll_args_t *a) {
+  size_t chunk = comm->cfg.chunk_bytes / es;
+  memset(a, 0, sizeof(*a));
+  a->coll = coll;
+  a->nranks = comm->nranks;
+  a->rank = comm->rank;
+  a->root = root;
+  a->count = count;
+  a->elem_size = es;
+  a->chunk_elems = chunk ? chunk : 1;
+  a->avg = avg;
+}
+
+/* Index of the candidate to use for (coll, count*es bytes). */
+static sc_result_t sc_tune_choose(sc_comm_t *comm, sc_coll_t coll, size_t count, size_t es,
+                                  int *choice) {
+  int n;
+  const sc_candidate_t *c = sc_candidates(coll, &n);
+  int forced = sc_forced_index(comm, coll, c, n);
+  if (forced >= 0 || n == 1 || comm->nranks == 1) {
+    *choice = forced >= 0 ? forced : 0;
+    return SC_SUCCESS;
+  }
+  sc_tune_state_t *t = &comm->tune;
+  size_t bytes = count * es;
+  size_t slot = (bytes * 31 + (size_t)coll) % SC_TUNE_CACHE;
+  pthread_mutex_lock(&t->lock);
+  sc_tune_entry_t *e = &t->cache[slot];
+  if (e->valid && e->coll == coll && e->bytes == bytes && e->elem_size == es) {
+    *choice = e->choice;
+    pthread_mutex_unlock(&t->lock);
+    return SC_SUCCESS;
+  }
+  sc_link_model_t model = t->model;
+  pthread_mutex_unlock(&t->lock);
+
+  double est[SC_TUNE_MAX_CANDIDATES];
+  int best;
+  sc_coll_args_t a;
+  sc_fill_args(comm, coll, count, es, 0, 0, &a);
+  SC_CHECK(sc_tune_best(&model, &a, &best, est));
+  if (sc_log_enabled(SC_LOG_INFO, SC_SUBSYS_TUNE)) {
+    char line[512];
+    size_t used = 0;
+    for (int i = 0; i < n && used < sizeof(line); i++)
+      used += (size_t)snprintf(line + used, sizeof(line) - used, "%s%s %.1f us", i ? ", " : "",
+                               c[i].name, est[i] * 1e6);
+    SC_INFO(SC_SUBSYS_TUNE, "%s of %zu B on %d ranks: %s -> %s", sc_coll_name(coll), bytes,
+            comm->nranks, line, c[best].name);
+  }
+  pthread_mutex_lock(&t->lock);
+  e->valid = 1;
+  e->coll = (uint8_t)coll;
+  e->bytes = bytes;
+  e->elem_size = es;
+  e->choice = best;
+  pthread_mutex_unlock(&t->lock);
+  *choice = best;
+  return SC_SUCCESS;
 }
 
 sc_result_t sc_tune_build_schedule(sc_comm_t *comm, const sc_op_t *op, sc_sched_t *s) {
   size_t es = sc_dtype_size(op->dtype);
-  size_t chunk = comm->cfg.chunk_bytes / es;
-  sc_coll_args_t a = {.coll = op->coll,
-                      .nranks = comm->nranks,
-                      .rank = comm->rank,
-                      .root = op->root,
-                      .count = op->count,
-                      .elem_size = es,
-                      .chunk_elems = chunk ? chunk : 1,
-                      .avg = op->op == SC_AVG};
-  switch (op->coll) {
-  case SC_COLL_ALLREDUCE:
-    if (comm->cfg.algo != SC_ALGO_AUTO && comm->cfg.algo != SC_ALGO_RING)
-      return SC_ERR(SC_ERR_UNSUPPORTED, "SC_ALGO: only ring is implemented in this release");
-    return sc_ring_allreduce_schedule(&a, s);
-  case SC_COLL_REDUCE_SCATTER:
-    return sc_ring_reduce_scatter_schedule(&a, s);
-  case SC_COLL_ALLGATHER:
-    return sc_ring_allgather_schedule(&a, s);
-  case SC_COLL_BROADCAST:
-    return sc_use_chain(comm, op, es) ? sc_chain_broadcast_schedule(&a, s)
-                                      : sc_binomial_broadcast_schedule(&a, s);
-  case SC_COLL_REDUCE:
-    return sc_use_chain(comm, op, es) ? sc_chain_reduce_schedule(&a, s)
-                                      : sc_binomial_reduce_schedule(&a, s);
-  case SC_COLL_BARRIER:
-    return sc_dissemination_barrier_schedule(&a, s);
-  default:
-    return SC_ERR(SC_ERR_INTERNAL, "no algorithm for collective %d", (int)op->coll);
-  }
+  sc_coll_args_t a;
+  sc_fill_args(comm, op->coll, op->count, es, op->root, op->op == SC_AVG, &a);
+  if (op->gen) return op->gen(&a, s);
+  int n, choice;
+  const sc_candidate_t *c = sc_candidates(op->coll, &n);
+  SC_CHECK(sc_tune_choose(comm, op->coll, op->count, es, &choice));
+  SC_TRACE(SC_SUBSYS_TUNE, "%s #%llu: %s", sc_coll_name(op->coll), (unsigned long long)op->seq,
+           c[choice].name);
+  return c[choice].gen(&a, s);
+}
+
+sc_result_t sc_allreduce_algo(sc_comm_t *comm, size_t count, sc_dtype_t dtype, const char **name) {
+  if (!comm || !name) return SC_ERR(SC_ERR_INVALID_ARG, "sc_allreduce_algo: NULL argument");
+  if (sc_dtype_size(dtype) == 0)
+    return SC_ERR(SC_ERR_INVALID_ARG, "sc_allreduce_algo: invalid dtype %d", (int)dtype);
+  SC_CHECK(sc_comm_check_usable(comm));
+  int n, choice;
+  const sc_candidate_t *c = sc_candidates(SC_COLL_ALLREDUCE, &n);
+  SC_CHECK(sc_tune_choose(comm, SC_COLL_ALLREDUCE, count, sc_dtype_size(dtype), &choice));
+  *name = c[choice].name;
+  return SC_SUCCESS;
 }

@@ -21,12 +21,19 @@ static int64_t check(const perf_case_t *c) {
   return wrong;
 }
 
+static sc_result_t auto_pick(const perf_case_t *c, const char **name) {
+  return sc_allreduce_algo(c->comm, c->count, c->dtype, name);
+}
+
 int main(int argc, char **argv) {
+  static const char *const algos[] = {"ring", "tree", "rd", "rabenseifner", NULL};
   static const perf_coll_t coll = {
       .binary = "sc_allreduce_perf",
       .name = "allreduce",
       .has_op = 1,
       .algo_env = "SC_ALGO",
+      .compare_algos = algos,
+      .auto_pick = auto_pick,
       .busbw = PERF_BUSBW_ALLREDUCE,
       .place = place,
       .run = run,

@@ -31,6 +31,20 @@ static void usage(const perf_coll_t *coll, FILE *f) {
   if (coll->algo_env)
     fprintf(f, "  -a, --algo ALGO       set %s=ALGO before init (e.g. ring; see sc-info --env)\n",
             coll->algo_env);
+  if (coll->compare_algos) {
+    fprintf(f,
+            "  -a, --algo compare    side by side: out-of-place %s on one extra\n"
+            "                        communicator per %s value:",
+            coll->name, coll->algo_env);
+    for (int i = 0; coll->compare_algos[i]; i++) fprintf(f, " %s", coll->compare_algos[i]);
+    fprintf(f, " auto;\n"
+               "                        each size on all of them in one pass (same -w and -n,\n"
+               "                        one checked operation each). Columns: time (us) per\n"
+               "                        algorithm, best (the fastest correct forced one),\n"
+               "                        auto-pick (what auto chooses), auto/best (time ratio);\n"
+               "                        n/a: the algorithm failed there, a # line says why.\n"
+               "                        One -d and one -o; no in-place columns.\n");
+  }
   fprintf(f, "  -J, --json FILE       also write every row and the run's settings as JSON\n"
              "  -t, -g 1              accepted for nccl-tests compatibility (1 thread, 1 device)\n"
              "  -h, --help            this text\n"
@@ -50,7 +64,8 @@ static void usage(const perf_coll_t *coll, FILE *f) {
     break;
   }
   fprintf(f, ".\nExit status: 0 if all is well, 1 if a check found wrong elements,\n"
-             "2 on a usage error, 3 if a library call failed.\n");
+             "2 on a usage error, 3 if a library call failed (with -a compare: an\n"
+             "algorithm that is n/a because it is unsupported does not count).\n");
 }
 
 static int parse_bytes(const char *s, size_t *out) {
@@ -191,7 +206,10 @@ void perf_parse_args(const perf_coll_t *coll, int argc, char **argv, perf_args_t
       break;
     case 'a':
       if (!coll->algo_env) usage_error(coll, "-a: %s has no algorithm choice", coll->name);
-      a->algo = optarg;
+      a->compare = strcmp(optarg, "compare") == 0;
+      if (a->compare && !coll->compare_algos)
+        usage_error(coll, "-a compare: %s has no algorithm comparison", coll->name);
+      a->algo = a->compare ? NULL : optarg;
       break;
     case 't':
     case 'g':
@@ -211,4 +229,6 @@ void perf_parse_args(const perf_coll_t *coll, int argc, char **argv, perf_args_t
   /* As nccl-tests: -i alone means additive steps. */
   if (!factor_given && stepbytes_given) a->stepfactor = 1;
   if (!coll->has_op) a->nops = 1;
+  if (a->compare && (a->ndtypes > 1 || a->nops > 1))
+    usage_error(coll, "-a compare takes one datatype and one op, not all");
 }

@@ -1,6 +1,6 @@
 /* The nccl-tests-style harness: the sweep over dtypes, ops and sizes, with
  * timing; flags, checking and output are in perf_args.c, perf_check.c and
- * perf_output.c. */
+ * perf_output.c, the -a compare sweep in perf_compare.c. */
 #include "perf/perf_common.h"
 
 #include <stdint.h>
@@ -37,7 +37,7 @@ _Static_assert(sizeof(perf_op_names) / sizeof(perf_op_names[0]) == PERF_N_OPS &&
                    sizeof(perf_op_values) / sizeof(perf_op_values[0]) == PERF_N_OPS,
                "PERF_N_OPS does not match the tables");
 
-static const char *op_name_of(sc_redop_t op) {
+const char *perf_op_name_of(sc_redop_t op) {
   for (int i = 0; i < PERF_N_OPS; i++)
     if (perf_op_values[i] == op) return perf_op_names[i];
   return "?";
@@ -48,7 +48,7 @@ static const char *op_name_of(sc_redop_t op) {
 static const perf_coll_t *current_coll;
 static int current_rank = -1;
 
-static void check_sc(sc_result_t r, const char *call) {
+void perf_check_sc(sc_result_t r, const char *call) {
   if (r == SC_SUCCESS) return;
   const char *detail = sc_last_error();
   char who[32];
@@ -64,7 +64,7 @@ static void check_sc(sc_result_t r, const char *call) {
 
 /* ---- the sweep ---- */
 
-static double now_s(void) {
+double perf_now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
@@ -90,21 +90,22 @@ static void run_placement(const perf_coll_t *coll, const perf_args_t *a, perf_ca
   if (a->check) {
     c->timing = 0;
     coll->fill(c);
-    check_sc(coll->run(c), coll->name);
+    perf_check_sc(coll->run(c), coll->name);
     int64_t wrong = coll->check(c);
-    check_sc(sc_allreduce(&wrong, &wrong, 1, SC_INT64, SC_SUM, c->comm), "sc_allreduce(#wrong)");
+    perf_check_sc(sc_allreduce(&wrong, &wrong, 1, SC_INT64, SC_SUM, c->comm),
+                  "sc_allreduce(#wrong)");
     res->wrong = wrong;
   }
   c->timing = 1;
   coll->fill(c);
-  check_sc(sc_barrier(c->comm), "sc_barrier");
-  for (int i = 0; i < a->warmup; i++) check_sc(coll->run(c), coll->name);
-  check_sc(sc_barrier(c->comm), "sc_barrier");
-  double t0 = now_s();
-  for (int i = 0; i < a->iters; i++) check_sc(coll->run(c), coll->name);
-  double us = (now_s() - t0) * 1e6 / a->iters;
+  perf_check_sc(sc_barrier(c->comm), "sc_barrier");
+  for (int i = 0; i < a->warmup; i++) perf_check_sc(coll->run(c), coll->name);
+  perf_check_sc(sc_barrier(c->comm), "sc_barrier");
+  double t0 = perf_now_s();
+  for (int i = 0; i < a->iters; i++) perf_check_sc(coll->run(c), coll->name);
+  double us = (perf_now_s() - t0) * 1e6 / a->iters;
   /* The operation is done when the last rank is. */
-  check_sc(sc_allreduce(&us, &us, 1, SC_FLOAT64, SC_MAX, c->comm), "sc_allreduce(time)");
+  perf_check_sc(sc_allreduce(&us, &us, 1, SC_FLOAT64, SC_MAX, c->comm), "sc_allreduce(time)");
   res->time_us = us;
   size_t bytes = c->total * c->elem_size;
   res->algbw = us > 0 ? (double)bytes / (us * 1e-6) / 1e9 : 0;
@@ -120,6 +121,105 @@ static void *alloc_pages(size_t bytes) {
   return p;
 }
 
+void perf_set_count(const perf_coll_t *coll, perf_case_t *c, size_t size) {
+  /* Rounded down like nccl-tests: whole elements, whole blocks per rank. */
+  size_t elems = size / c->elem_size;
+  if (coll->blocks_per_rank) {
+    c->count = elems / (size_t)c->nranks;
+    c->total = c->count * (size_t)c->nranks;
+  } else {
+    c->count = c->total = elems;
+  }
+}
+
+int perf_next_size(const perf_args_t *a, size_t *size) {
+  size_t next = a->stepfactor > 1 ? *size * (size_t)a->stepfactor : *size + a->stepbytes;
+  if (next <= *size) next = *size + 1; /* 0 x factor, or overflow */
+  if (next <= *size || next > a->maxbytes) return 0;
+  *size = next;
+  return 1;
+}
+
+/* The usual run: every dtype, op and size, out of place and in place. */
+static int sweep(const perf_world_t *w) {
+  const perf_coll_t *coll = w->coll;
+  const perf_args_t *a = w->a;
+  if (w->rank == 0) perf_print_header(coll, a, w->nranks, w->ranks);
+
+  perf_row_t *rows = NULL;
+  size_t nrows = 0, rows_cap = 0;
+  int64_t total_wrong = 0;
+  double busbw_sum = 0;
+  int busbw_n = 0;
+
+  for (int di = 0; di < a->ndtypes; di++) {
+    const perf_dtype_info_t *dt = &perf_dtype_infos[a->dtypes[di]];
+    for (int oi = 0; oi < a->nops; oi++) {
+      perf_case_t c = {
+          .comm = w->comm,
+          .rank = w->rank,
+          .nranks = w->nranks,
+          .dtype = dt->dtype,
+          .elem_size = sc_dtype_size(dt->dtype),
+          .op = coll->has_op ? perf_op_values[a->ops[oi]] : SC_SUM,
+          .root = coll->has_root ? a->root : 0,
+          .send_alloc = w->send_alloc,
+          .recv_alloc = w->recv_alloc,
+          .reduces = coll->has_op,
+      };
+      perf_setup_values(&c);
+      size_t size = a->minbytes;
+      do {
+        perf_set_count(coll, &c, size);
+        perf_row_t row = {
+            .bytes = c.total * c.elem_size,
+            .count = c.count,
+            .type = dt->name,
+            .redop = coll->has_op ? perf_op_name_of(c.op) : "none",
+            .root = coll->has_root ? c.root : -1,
+        };
+        run_placement(coll, a, &c, 0, &row.res[0]);
+        run_placement(coll, a, &c, 1, &row.res[1]);
+        for (int p = 0; p < 2; p++) {
+          if (row.res[p].wrong > 0) total_wrong += row.res[p].wrong;
+          busbw_sum += row.res[p].busbw;
+          busbw_n++;
+        }
+        if (w->rank == 0) {
+          perf_print_row(&row);
+          if (a->json_path) {
+            if (nrows == rows_cap) {
+              rows_cap = rows_cap ? 2 * rows_cap : 64;
+              perf_row_t *grown = realloc(rows, rows_cap * sizeof(*rows));
+              if (!grown) {
+                fprintf(stderr, "%s: out of memory\n", coll->binary);
+                exit(3);
+              }
+              rows = grown;
+            }
+            rows[nrows++] = row;
+          }
+        }
+      } while (perf_next_size(a, &size));
+    }
+  }
+
+  double avg_busbw = busbw_n ? busbw_sum / busbw_n : 0;
+  int status = total_wrong > 0 ? 1 : 0;
+  if (w->rank == 0) {
+    printf("# Out of bounds values : %lld %s\n", (long long)total_wrong,
+           total_wrong ? "FAILED" : "OK");
+    printf("# Avg bus bandwidth    : %g \n", avg_busbw);
+    printf("#\n");
+    fflush(stdout);
+    if (a->json_path &&
+        perf_write_json(coll, a, w->nranks, w->ranks, rows, nrows, total_wrong, avg_busbw) != 0)
+      status = status ? status : 3;
+  }
+  free(rows);
+  return status;
+}
+
 int perf_main(const perf_coll_t *coll, int argc, char **argv) {
   perf_args_t a;
   current_coll = coll;
@@ -127,10 +227,10 @@ int perf_main(const perf_coll_t *coll, int argc, char **argv) {
   if (a.algo) setenv(coll->algo_env, a.algo, 1);
 
   sc_comm_t *comm = NULL;
-  check_sc(sc_comm_init_env(&comm), "sc_comm_init_env");
+  perf_check_sc(sc_comm_init_env(&comm), "sc_comm_init_env");
   int rank, nranks;
-  check_sc(sc_comm_rank(comm, &rank), "sc_comm_rank");
-  check_sc(sc_comm_size(comm, &nranks), "sc_comm_size");
+  perf_check_sc(sc_comm_rank(comm, &rank), "sc_comm_rank");
+  perf_check_sc(sc_comm_size(comm, &nranks), "sc_comm_size");
   current_rank = rank;
   if (coll->has_root && a.root >= nranks) {
     fprintf(stderr, "%s: -r %d: root must be below nranks %d\n", coll->binary, a.root, nranks);
@@ -149,92 +249,21 @@ int perf_main(const perf_coll_t *coll, int argc, char **argv) {
     fprintf(stderr, "%s: rank %d: cannot allocate 2 x %zu bytes\n", coll->binary, rank, a.maxbytes);
     return 3;
   }
-  check_sc(sc_allgather(&me, ranks, sizeof(me), SC_UINT8, comm), "sc_allgather(rank info)");
-  if (rank == 0) perf_print_header(coll, &a, nranks, ranks);
+  perf_check_sc(sc_allgather(&me, ranks, sizeof(me), SC_UINT8, comm), "sc_allgather(rank info)");
 
-  perf_row_t *rows = NULL;
-  size_t nrows = 0, rows_cap = 0;
-  int64_t total_wrong = 0;
-  double busbw_sum = 0;
-  int busbw_n = 0;
+  const perf_world_t w = {
+      .coll = coll,
+      .a = &a,
+      .comm = comm,
+      .rank = rank,
+      .nranks = nranks,
+      .ranks = ranks,
+      .send_alloc = send_alloc,
+      .recv_alloc = recv_alloc,
+  };
+  int status = a.compare ? perf_compare(&w) : sweep(&w);
 
-  for (int di = 0; di < a.ndtypes; di++) {
-    const perf_dtype_info_t *dt = &perf_dtype_infos[a.dtypes[di]];
-    for (int oi = 0; oi < a.nops; oi++) {
-      perf_case_t c = {
-          .comm = comm,
-          .rank = rank,
-          .nranks = nranks,
-          .dtype = dt->dtype,
-          .elem_size = sc_dtype_size(dt->dtype),
-          .op = coll->has_op ? perf_op_values[a.ops[oi]] : SC_SUM,
-          .root = coll->has_root ? a.root : 0,
-          .send_alloc = send_alloc,
-          .recv_alloc = recv_alloc,
-          .reduces = coll->has_op,
-      };
-      perf_setup_values(&c);
-      size_t size = a.minbytes;
-      for (;;) {
-        /* Rounded down like nccl-tests: whole elements, whole blocks per rank. */
-        size_t elems = size / c.elem_size;
-        if (coll->blocks_per_rank) {
-          c.count = elems / (size_t)nranks;
-          c.total = c.count * (size_t)nranks;
-        } else {
-          c.count = c.total = elems;
-        }
-        perf_row_t row = {
-            .bytes = c.total * c.elem_size,
-            .count = c.count,
-            .type = dt->name,
-            .redop = coll->has_op ? op_name_of(c.op) : "none",
-            .root = coll->has_root ? c.root : -1,
-        };
-        run_placement(coll, &a, &c, 0, &row.res[0]);
-        run_placement(coll, &a, &c, 1, &row.res[1]);
-        for (int p = 0; p < 2; p++) {
-          if (row.res[p].wrong > 0) total_wrong += row.res[p].wrong;
-          busbw_sum += row.res[p].busbw;
-          busbw_n++;
-        }
-        if (rank == 0) {
-          perf_print_row(&row);
-          if (a.json_path) {
-            if (nrows == rows_cap) {
-              rows_cap = rows_cap ? 2 * rows_cap : 64;
-              perf_row_t *grown = realloc(rows, rows_cap * sizeof(*rows));
-              if (!grown) {
-                fprintf(stderr, "%s: out of memory\n", coll->binary);
-                return 3;
-              }
-              rows = grown;
-            }
-            rows[nrows++] = row;
-          }
-        }
-        size_t next = a.stepfactor > 1 ? size * (size_t)a.stepfactor : size + a.stepbytes;
-        if (next <= size) next = size + 1; /* 0 x factor, or overflow */
-        if (next <= size || next > a.maxbytes) break;
-        size = next;
-      }
-    }
-  }
-
-  double avg_busbw = busbw_n ? busbw_sum / busbw_n : 0;
-  int status = total_wrong > 0 ? 1 : 0;
-  if (rank == 0) {
-    printf("# Out of bounds values : %lld %s\n", (long long)total_wrong,
-           total_wrong ? "FAILED" : "OK");
-    printf("# Avg bus bandwidth    : %g \n", avg_busbw);
-    printf("#\n");
-    fflush(stdout);
-    if (a.json_path &&
-        perf_write_json(coll, &a, nranks, ranks, rows, nrows, total_wrong, avg_busbw) != 0)
-      status = status ? status : 3;
-  }
-  check_sc(sc_comm_destroy(comm), "sc_comm_destroy");
-  free(rows);
+  perf_check_sc(sc_comm_destroy(comm), "sc_comm_destroy");
   free(ranks);
   free(send_alloc);
   free(recv_alloc);

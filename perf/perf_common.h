@@ -44,6 +44,11 @@ typedef struct perf_coll {
   int has_root;         /* root column and -r; else -1 */
   int blocks_per_rank;  /* 1: count = total / P (RS, AG); 0: count = total */
   const char *algo_env; /* variable -a sets before init; NULL: -a unsupported */
+  /* -a compare: the algorithms algo_env can force (NULL-terminated; NULL: no
+   * compare mode), and what algo_env=auto picks for c on c->comm (a
+   * communicator created with algo_env=auto; the name is a static string). */
+  const char *const *compare_algos;
+  sc_result_t (*auto_pick)(const perf_case_t *c, const char **name);
   perf_busbw_t busbw;
   /* Points c->sendbuf / c->recvbuf into the allocations for c->in_place. */
   void (*place)(perf_case_t *c);

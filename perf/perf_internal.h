@@ -1,7 +1,7 @@
 /* What the harness's files share among themselves: perf_common.c runs the
- * sweep, perf_args.c reads the flags, perf_check.c makes and checks the data,
- * perf_output.c prints the table and writes the JSON. The benchmarks see only
- * perf_common.h. */
+ * sweep, perf_compare.c the -a compare sweep, perf_args.c reads the flags,
+ * perf_check.c makes and checks the data, perf_output.c prints the tables and
+ * writes the JSON. The benchmarks see only perf_common.h. */
 #ifndef SC_PERF_INTERNAL_H
 #define SC_PERF_INTERNAL_H
 
@@ -39,7 +39,8 @@ typedef struct perf_args {
   int ops[PERF_N_OPS], nops;          /* indices into perf_op_names */
   int root;
   const char *json_path;
-  const char *algo;
+  const char *algo; /* -a ALGO; NULL when not given or in compare mode */
+  int compare;      /* -a compare */
 } perf_args_t;
 
 /* Exits with status 0 after --help and 2 on a usage error. */
@@ -67,6 +68,28 @@ typedef struct perf_rank_desc {
   char pad[64 - 4 - PERF_HOST_NAME_LEN];
 } perf_rank_desc_t;
 
+/* What a sweep works with, set up by perf_main. */
+typedef struct perf_world {
+  const perf_coll_t *coll;
+  const perf_args_t *a;
+  sc_comm_t *comm; /* from sc_comm_init_env */
+  int rank, nranks;
+  const perf_rank_desc_t *ranks;
+  void *send_alloc, *recv_alloc; /* a->maxbytes each, pages touched */
+} perf_world_t;
+
+/* Fails the process (exit 3, the detail on stderr) unless r is SC_SUCCESS. */
+void perf_check_sc(sc_result_t r, const char *call);
+double perf_now_s(void);
+const char *perf_op_name_of(sc_redop_t op);
+/* Every size of the -b/-e/-f/-i sweep in order; returns 0 after the last. */
+int perf_next_size(const perf_args_t *a, size_t *size);
+/* Sets c->count and c->total for the sweep size `size` (bytes). */
+void perf_set_count(const perf_coll_t *coll, perf_case_t *c, size_t size);
+
+/* -a compare: the whole run after init; returns the exit status. */
+int perf_compare(const perf_world_t *w);
+
 void perf_print_header(const perf_coll_t *coll, const perf_args_t *a, int nranks,
                        const perf_rank_desc_t *ranks);
 void perf_print_row(const perf_row_t *row);
@@ -74,5 +97,48 @@ void perf_print_row(const perf_row_t *row);
 int perf_write_json(const perf_coll_t *coll, const perf_args_t *a, int nranks,
                     const perf_rank_desc_t *ranks, const perf_row_t *rows, size_t nrows,
                     int64_t total_wrong, double avg_busbw);
+
+/* -a compare: the forced algorithms, then "auto" last. */
+#define PERF_MAX_ALGOS 8
+#define PERF_NOTE_LEN  512
+
+typedef struct perf_compare_row {
+  size_t bytes, count;
+  double time_us[PERF_MAX_ALGOS]; /* < 0: n/a */
+  int64_t wrong[PERF_MAX_ALGOS];  /* -1: not checked (or n/a) */
+  int best;                       /* fastest correct forced algorithm; -1: none */
+  const char *auto_pick;          /* sc_allreduce_algo's answer; NULL: n/a */
+  double auto_ratio;              /* auto / best; < 0: n/a */
+} perf_compare_row_t;
+
+/* Why an algorithm was n/a: the first failure of each kind, as printed. */
+typedef struct perf_compare_note {
+  int algo;     /* index into names */
+  long long at; /* size in bytes; -1: creating the communicator */
+  sc_result_t code;
+  char text[PERF_NOTE_LEN];
+} perf_compare_note_t;
+
+typedef struct perf_compare_run {
+  int nalgos; /* names[nalgos - 1] is "auto" */
+  const char *names[PERF_MAX_ALGOS];
+  const char *type, *redop;
+  const perf_compare_row_t *rows;
+  size_t nrows;
+  const perf_compare_note_t *notes;
+  size_t nnotes;
+  int64_t total_wrong;
+  int failed;           /* a failure other than SC_ERR_UNSUPPORTED */
+  int within, compared; /* sizes with auto/best <= 1.10, sizes with both measured */
+} perf_compare_run_t;
+
+void perf_print_compare_header(const perf_world_t *w, const perf_compare_run_t *run);
+/* The column header, after the notes of communicators that failed. */
+void perf_print_compare_columns(const perf_compare_run_t *run);
+void perf_print_compare_note(const perf_compare_run_t *run, const perf_compare_note_t *note);
+void perf_print_compare_row(const perf_compare_run_t *run, const perf_compare_row_t *row);
+void perf_print_compare_footer(const perf_compare_run_t *run);
+/* Returns -1 (after saying why on stderr) if the file could not be written. */
+int perf_write_compare_json(const perf_world_t *w, const perf_compare_run_t *run);
 
 #endif

@@ -158,6 +158,22 @@ static void test_reduce(size_t n, sc_dtype_t dt, sc_redop_t op, int root, int in
   expect_guard(what, rbuf, n, dt);
 }
 
+/* Every dtype, op, placement and count of the all-reduce alone (runs once
+ * per forced algorithm). */
+static void test_allreduce_only(void) {
+  size_t p = (size_t)mr_nranks;
+  size_t counts[] = {0, 1, p > 1 ? p - 1 : 2, p + 1, 1009, 65537};
+  for (int dt = SC_INT8; dt <= SC_FLOAT64; dt++)
+    for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++)
+      for (int op = SC_SUM; op <= SC_AVG; op++)
+        for (int inplace = 0; inplace < 2; inplace++)
+          test_allreduce(counts[ci], (sc_dtype_t)dt, (sc_redop_t)op, inplace);
+  size_t big = (size_t)(3u << 20) / 4 + 7;
+  test_allreduce(big, SC_FLOAT32, SC_SUM, 0);
+  test_allreduce(big, SC_FLOAT16, SC_AVG, 1);
+  test_allreduce(big / 2, SC_INT64, SC_MAX, 0);
+}
+
 static void test_all_dense(void) {
   size_t p = (size_t)mr_nranks;
   size_t counts[] = {0, 1, p > 1 ? p - 1 : 2, p + 1, 1009};
@@ -324,7 +340,8 @@ static void test_bad_arguments(void) {
   if (err != SC_SUCCESS) mr_fail("async error %s after argument errors", sc_strerror(err));
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  int allreduce_only = argc > 1 && !strcmp(argv[1], "--allreduce-only");
   MR_OK(sc_comm_init_env(&comm));
   if (!comm) {
     fprintf(stderr, "sc_comm_init_env failed: %s\n", sc_last_error());
@@ -335,11 +352,15 @@ int main(void) {
   max_elems = (size_t)(3u << 20) + 4096 * (size_t)mr_nranks;
   sbuf = malloc((max_elems + GUARD) * 8);
   rbuf = malloc((max_elems + GUARD) * 8);
-  test_bad_arguments();
-  test_all_dense();
-  test_nonblocking();
-  test_two_comms();
-  test_split();
+  if (allreduce_only) {
+    test_allreduce_only();
+  } else {
+    test_bad_arguments();
+    test_all_dense();
+    test_nonblocking();
+    test_two_comms();
+    test_split();
+  }
   MR_OK(sc_barrier(comm));
   MR_OK(sc_comm_destroy(comm));
   free(sbuf);

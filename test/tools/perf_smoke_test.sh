@@ -69,6 +69,71 @@ else
   bad "-J run (rc=$rc)"
 fi
 
+# -a compare: a row per size, every algorithm column a time or n/a (the
+# algorithms that are not written yet are n/a, with a # line saying why),
+# ring and auto always timed, and exit status 0.
+cmp_rows='
+  function num(x) { return x ~ /^[0-9]+(\.[0-9]+)?$/ }
+  function tm(x) { return num(x) || x == "n/a" }
+  function nm(x) { return x ~ /^(ring|tree|rd|rabenseifner|n\/a)$/ }
+  {
+    n++
+    if (NF != 10 || $1 != 8 * 2 ^ (n - 1) || $2 != $1 / 4 || !num($3) || !tm($4) || !tm($5) ||
+        !tm($6) || !num($7) || !nm($8) || !nm($9) || !tm($10)) { bad = 1; print "bad row: " $0 }
+  }
+  END { exit !(n == want && !bad) }'
+for np in 2 3; do
+  json_arg=""
+  [ $np -eq 2 ] && json_arg="-J $tmp/cmp.json"
+  "$SC_RUN" -n $np --timeout 300 "$top_builddir/sc_allreduce_perf" -a compare -b 8 -e 64K -n 2 -w 1 \
+    $json_arg >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  rows=$(grep -cv '^#' "$tmp/out")
+  notes_ok=1 # every algorithm with an n/a time has a # line saying why
+  na=""
+  col=3
+  for algo in ring tree rd rabenseifner auto; do
+    if grep -v '^#' "$tmp/out" | awk -v c=$col '$c == "n/a" { f = 1 } END { exit !f }'; then
+      na="$na $algo"
+      grep -Eq "^# (n/a|FAILED) $algo \(" "$tmp/out" || notes_ok=0
+    fi
+    col=$((col + 1))
+  done
+  if [ $rc -eq 0 ] && [ $notes_ok -eq 1 ] &&
+    grep -Eq '^# +size +count +ring +tree +rd +rabenseifner +auto +best +auto-pick +auto/best$' \
+      "$tmp/out" &&
+    grep -v '^#' "$tmp/out" | awk -v want=14 "$cmp_rows" >"$tmp/err.rows" &&
+    grep -q '^# Out of bounds values : 0 OK$' "$tmp/out" &&
+    grep -Eq '^# auto within 10% of the best at [0-9]+ of [0-9]+ sizes$' "$tmp/out"; then
+    ok "sc_allreduce_perf -a compare, $np ranks: $rows rows, n/a at some size:${na:- none}"
+  else
+    cat "$tmp/err.rows" >>"$tmp/err" 2>/dev/null
+    bad "sc_allreduce_perf -a compare, $np ranks (rc=$rc rows=$rows notes_ok=$notes_ok)"
+  fi
+done
+if command -v python3 >/dev/null 2>&1; then
+  if [ -s "$tmp/cmp.json" ] && python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+names = ["ring", "tree", "rd", "rabenseifner", "auto"]
+assert d["mode"] == "compare" and d["algorithms"] == names and d["nranks"] == 2, d
+assert [r["size"] for r in d["rows"]] == [8 << i for i in range(14)], d["rows"]
+for r in d["rows"]:
+    assert sorted(r["time_us"]) == sorted(names) and sorted(r["wrong"]) == sorted(names), r
+    assert all(r["wrong"][a] in (0, None) for a in names), r
+    assert all((r["time_us"][a] is None) == (r["wrong"][a] is None) for a in names), r
+    assert r["time_us"]["ring"] is not None and r["time_us"]["auto"] is not None, r
+    assert r["best"] in names[:4] and r["auto_pick"] in names[:4], r
+    assert r["auto_over_best"] is not None, r
+assert d["out_of_bounds"] == 0 and d["failed"] is False
+assert d["sizes_compared"] == 14 and 0 <= d["auto_within_10pct"] <= 14
+' "$tmp/cmp.json"; then
+    ok "-a compare -J writes every column as JSON"
+  else
+    bad "-a compare -J output"
+  fi
+fi
+
 # Usage errors exit 2 before any communication is set up.
 "$top_builddir/sc_allreduce_perf" -d nosuchtype >"$tmp/out" 2>"$tmp/err"
 rc1=$?

@@ -1,0 +1,43 @@
+/* The alpha-beta cost model behind algorithm choice. A prediction runs every
+ * rank's schedule through a timing simulation: a message of b bytes leaves
+ * when the sender's link is free, occupies it for b*beta, arrives alpha
+ * later; a receive waits for the arrival and a reduction adds b*gamma. The
+ * finishing time of the last rank is the prediction, so the critical path
+ * (messages and bytes on it) falls out of each algorithm's own schedule and
+ * crossovers are not constants in code. When every rank shares one host,
+ * the host's cores bound the aggregate work too. */
+#ifndef SC_TUNE_H
+#define SC_TUNE_H
+
+#include "algorithms/algorithms.h"
+
+typedef struct sc_link_model {
+  double alpha_s;       /* seconds per message */
+  double beta_s_per_b;  /* seconds per byte on one link */
+  double gamma_s_per_b; /* seconds per byte reduced or copied */
+  int host_cores;       /* > 0: all ranks share this many cores (one host) */
+  double host_s_per_b;  /* seconds per byte moved, host-wide (loopback) */
+} sc_link_model_t;
+
+typedef sc_result_t (*sc_sched_gen_t)(const sc_coll_args_t *, sc_sched_t *);
+
+/* Predicted seconds for the collective a describes (a->rank ignored) with
+ * generator gen on the model. Returns SC_ERR_INTERNAL if the schedules
+ * deadlock (a generator bug). */
+sc_result_t sc_tune_predict(const sc_link_model_t *m, sc_sched_gen_t gen, const sc_coll_args_t *a,
+                            double *seconds);
+
+#define SC_TUNE_MAX_CANDIDATES 8
+
+/* The cheapest candidate algorithm for a->coll under m: its index in *best
+ * and every candidate's estimate in est[] (INFINITY when it cannot run).
+ * Pure: the same inputs give the same choice on every rank. */
+sc_result_t sc_tune_best(const sc_link_model_t *m, const sc_coll_args_t *a, int *best, double *est);
+/* Candidate names in the order of sc_tune_best's indices (all-reduce:
+ * ring, tree, rd, rabenseifner). */
+const char *sc_tune_candidate_name(sc_coll_t coll, int index);
+
+/* Default model of a transport by name ("tcp"). */
+void sc_tune_default_model(const char *transport, sc_link_model_t *m);
+
+#endif

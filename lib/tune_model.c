@@ -1,0 +1,138 @@
+/* Timing simulation of a collective's schedules under the alpha-beta model
+ * (see lib/tune.h). Runs once per (collective, size) a communicator sees; the
+ * result is cached by the caller. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/error.h"
+#include "lib/tune.h"
+
+typedef struct sc_arrivals {
+  double *t;
+  size_t head, len, cap;
+} sc_arrivals_t;
+
+static sc_result_t sc_arrivals_push(sc_arrivals_t *q, double t) {
+  if (q->head + q->len == q->cap) {
+    if (q->head > 0) {
+      memmove(q->t, q->t + q->head, q->len * sizeof(double));
+      q->head = 0;
+    } else {
+      size_t ncap = q->cap ? 2 * q->cap : 8;
+      double *n = realloc(q->t, ncap * sizeof(double));
+      if (!n) return SC_ERR(SC_ERR_NOMEM, "cost model queue of %zu", ncap);
+      q->t = n;
+      q->cap = ncap;
+    }
+  }
+  q->t[q->head + q->len++] = t;
+  return SC_SUCCESS;
+}
+
+void sc_tune_default_model(const char *transport, sc_link_model_t *m) {
+  /* Loopback TCP on the development machine (2 cores): one-way small
+   * message ~40 us including the receiver's wake-up, ~1.5 GB/s per stream,
+   * reductions ~6 GB/s. SC_TUNE=measure replaces these with a fit. */
+  (void)transport;
+  m->alpha_s = 40e-6;
+  m->beta_s_per_b = 1.0 / 1.5e9;
+  m->gamma_s_per_b = 1.0 / 6.0e9;
+  m->host_cores = 0;
+  m->host_s_per_b = 1.0 / 1.5e9;
+}
+
+typedef struct sc_rank_clock {
+  size_t step;
+  double now, link_free, ingress_free;
+} sc_rank_clock_t;
+
+static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, size_t es, sc_sched_t *scheds,
+                                    double *seconds) {
+  sc_arrivals_t *q = calloc((size_t)p * (size_t)p, sizeof(*q));
+  sc_rank_clock_t *rc = calloc((size_t)p, sizeof(*rc));
+  sc_result_t r = SC_SUCCESS;
+  if (!q || !rc) {
+    r = SC_ERR(SC_ERR_NOMEM, "cost model state for %d ranks", p);
+    goto done;
+  }
+  double moved = 0, reduced = 0;
+  int finished = 0;
+  while (finished < p && r == SC_SUCCESS) {
+    int advanced = 0;
+    finished = 0;
+    for (int i = 0; i < p && r == SC_SUCCESS; i++) {
+      sc_rank_clock_t *c = &rc[i];
+      const sc_sched_t *s = &scheds[i];
+      while (c->step < s->nsteps) {
+        const sc_step_t *st = &s->steps[c->step];
+        double bytes = (double)st->count * (double)es;
+        if (st->kind == SC_STEP_SEND) {
+          double start = c->now > c->link_free ? c->now : c->link_free;
+          c->link_free = start + bytes * m->beta_s_per_b;
+          r = sc_arrivals_push(&q[(size_t)i * (size_t)p + (size_t)st->peer],
+                               c->link_free + m->alpha_s);
+          if (r != SC_SUCCESS) break;
+          moved += bytes;
+        } else if (st->kind == SC_STEP_RECV || st->kind == SC_STEP_RECV_REDUCE) {
+          sc_arrivals_t *in = &q[(size_t)st->peer * (size_t)p + (size_t)i];
+          if (in->len == 0) break; /* blocked until the sender gets there */
+          double arrival = in->t[in->head++];
+          in->len--;
+          /* Two senders to one rank share its incoming link. */
+          double t = c->now > arrival ? c->now : arrival;
+          double ingress = c->ingress_free + bytes * m->beta_s_per_b;
+          if (ingress > t) t = ingress;
+          c->ingress_free = t;
+          if (st->kind == SC_STEP_RECV_REDUCE) {
+            t += bytes * m->gamma_s_per_b;
+            reduced += bytes;
+          }
+          c->now = t;
+        } else {
+          c->now += bytes * m->gamma_s_per_b;
+          reduced += bytes;
+        }
+        c->step++;
+        advanced = 1;
+      }
+      if (c->step == s->nsteps) finished++;
+    }
+    if (!advanced && finished < p && r == SC_SUCCESS)
+      r = SC_ERR(SC_ERR_INTERNAL, "cost model: the schedules of %d ranks deadlock", p);
+  }
+  if (r == SC_SUCCESS) {
+    double t = 0;
+    for (int i = 0; i < p; i++) t = rc[i].now > t ? rc[i].now : t;
+    if (m->host_cores > 0) {
+      /* One host: every byte moved and reduced costs some core its time. */
+      double host = (moved * m->host_s_per_b + reduced * m->gamma_s_per_b) / m->host_cores;
+      if (host > t) t = host;
+    }
+    *seconds = t;
+  }
+done:
+  if (q)
+    for (size_t k = 0; k < (size_t)p * (size_t)p; k++) free(q[k].t);
+  free(q);
+  free(rc);
+  return r;
+}
+
+sc_result_t sc_tune_predict(const sc_link_model_t *m, sc_sched_gen_t gen, const sc_coll_args_t *a,
+                            double *seconds) {
+  int p = a->nranks;
+  sc_sched_t *scheds = calloc((size_t)p, sizeof(*scheds));
+  if (!scheds) return SC_ERR(SC_ERR_NOMEM, "cost model schedules for %d ranks", p);
+  sc_result_t r = SC_SUCCESS;
+  for (int i = 0; i < p && r == SC_SUCCESS; i++) {
+    sc_coll_args_t ai = *a;
+    ai.rank = i;
+    sc_sched_init(&scheds[i]);
+    r = gen(&ai, &scheds[i]);
+  }
+  if (r == SC_SUCCESS) r = sc_tune_simulate(m, p, a->elem_size, scheds, seconds);
+  for (int i = 0; i < p; i++) sc_sched_free(&scheds[i]);
+  free(scheds);
+  return r;
+}

@@ -1,0 +1,104 @@
+/* The cost model: predictions of single-chunk ring and recursive doubling
+ * equal their textbook formulas, and the choice flips from recursive doubling
+ * to Rabenseifner/ring where the formulas cross. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "lib/tune.h"
+
+static const double alpha = 20e-6, beta = 1e-9; /* 20 us, 1 GB/s */
+
+static sc_link_model_t plain_model(void) {
+  sc_link_model_t m = {.alpha_s = alpha, .beta_s_per_b = beta};
+  return m; /* no reduction cost, no shared host: the formulas' world */
+}
+
+static sc_coll_args_t allreduce_args(int p, size_t count) {
+  sc_coll_args_t a = {.coll = SC_COLL_ALLREDUCE,
+                      .nranks = p,
+                      .count = count,
+                      .elem_size = 4,
+                      .chunk_elems = (size_t)1 << 40}; /* one chunk: no pipelining */
+  return a;
+}
+
+static void test_ring_and_rd_match_formulas(void **state) {
+  sc_link_model_t m = plain_model();
+  for (int p = 2; p <= 32; p *= 2) {
+    size_t count = (size_t)p * 4096;
+    double bytes = (double)count * 4, t;
+    sc_coll_args_t a = allreduce_args(p, count);
+    assert_int_equal(sc_tune_predict(&m, sc_ring_allreduce_schedule, &a, &t), SC_SUCCESS);
+    double ring = 2.0 * (p - 1) * (alpha + bytes / p * beta);
+    assert_true(fabs(t - ring) <= 1e-9 * ring + 1e-12);
+    assert_int_equal(sc_tune_predict(&m, sc_rd_allreduce_schedule, &a, &t), SC_SUCCESS);
+    double rd = log2(p) * (alpha + bytes * beta);
+    assert_true(fabs(t - rd) <= 1e-9 * rd + 1e-12);
+  }
+}
+
+/* Below the size where recursive doubling's log2P (a + nb) meets
+ * Rabenseifner's 2 log2P a + 2(P-1)/P nb (the cheaper of the large-message
+ * formulas) rd is chosen; above it, Rabenseifner or ring. */
+static void test_crossover_where_formulas_put_it(void **state) {
+  sc_link_model_t m = plain_model();
+  int p = 8;
+  double lg = 3.0, frac = 2.0 * (p - 1) / p;
+  double cross_bytes = lg * alpha / ((lg - frac) * beta);
+  size_t below = (size_t)(cross_bytes * 0.8 / 4) / p * p;
+  size_t above = (size_t)(cross_bytes * 1.25 / 4) / p * p;
+  int best;
+  double est[SC_TUNE_MAX_CANDIDATES];
+  sc_coll_args_t a = allreduce_args(p, 2);
+  assert_int_equal(sc_tune_best(&m, &a, &best, est), SC_SUCCESS);
+  assert_string_equal(sc_tune_candidate_name(SC_COLL_ALLREDUCE, best), "rd");
+  a = allreduce_args(p, below);
+  assert_int_equal(sc_tune_best(&m, &a, &best, est), SC_SUCCESS);
+  assert_string_equal(sc_tune_candidate_name(SC_COLL_ALLREDUCE, best), "rd");
+  /* The model's Rabenseifner is the formula's. */
+  double bytes = (double)below * 4;
+  double rab = 2 * lg * alpha + frac * bytes * beta;
+  assert_true(fabs(est[3] - rab) <= 1e-6 * rab);
+  a = allreduce_args(p, above);
+  assert_int_equal(sc_tune_best(&m, &a, &best, est), SC_SUCCESS);
+  const char *big = sc_tune_candidate_name(SC_COLL_ALLREDUCE, best);
+  assert_true(!strcmp(big, "ring") || !strcmp(big, "rabenseifner"));
+  a = allreduce_args(p, (size_t)16 << 20);
+  assert_int_equal(sc_tune_best(&m, &a, &best, est), SC_SUCCESS);
+  big = sc_tune_candidate_name(SC_COLL_ALLREDUCE, best);
+  assert_true(!strcmp(big, "ring") || !strcmp(big, "rabenseifner"));
+  assert_true(est[0] < est[2]); /* ring beats rd for large messages */
+}
+
+/* The same inputs give the same choice (every rank computes it alone). */
+static void test_choice_is_deterministic(void **state) {
+  sc_link_model_t m = plain_model();
+  m.gamma_s_per_b = 1.0 / 5e9;
+  m.host_cores = 2;
+  m.host_s_per_b = 1e-9;
+  for (size_t count = 1; count < ((size_t)1 << 24); count *= 7) {
+    sc_coll_args_t a = allreduce_args(6, count);
+    a.chunk_elems = 1 << 16;
+    int b1, b2;
+    double e1[SC_TUNE_MAX_CANDIDATES], e2[SC_TUNE_MAX_CANDIDATES];
+    assert_int_equal(sc_tune_best(&m, &a, &b1, e1), SC_SUCCESS);
+    assert_int_equal(sc_tune_best(&m, &a, &b2, e2), SC_SUCCESS);
+    assert_int_equal(b1, b2);
+    assert_memory_equal(e1, e2, sizeof(double) * 4);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_ring_and_rd_match_formulas),
+      cmocka_unit_test(test_crossover_where_formulas_put_it),
+      cmocka_unit_test(test_choice_is_deterministic),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
