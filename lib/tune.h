@@ -4,8 +4,10 @@
  * later; a receive waits for the arrival and a reduction adds b*gamma. The
  * finishing time of the last rank is the prediction, so the critical path
  * (messages and bytes on it) falls out of each algorithm's own schedule and
- * crossovers are not constants in code. When every rank shares one host,
- * the host's cores bound the aggregate work too. */
+ * crossovers are not constants in code. When every rank shares one host
+ * (loopback), the links are the host's cores: the prediction is the hops on
+ * the critical path (alpha each) plus every byte moved and reduced, divided
+ * over the cores. */
 #ifndef SC_TUNE_H
 #define SC_TUNE_H
 

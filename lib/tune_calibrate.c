@@ -32,7 +32,7 @@ sc_result_t sc_tune_calibrate(sc_comm_t *comm) {
   if (p < 2) return SC_SUCCESS;
   const int reps = 10;
   const size_t m = 256 * 1024;
-  double fit[3] = {0, 0, 0};
+  double fit[4] = {0, 0, 0, 0};
   void *buf = malloc(m * (size_t)p);
   float *x = malloc(m * sizeof(float)), *y = malloc(m * sizeof(float));
   sc_result_t r = SC_SUCCESS;
@@ -55,20 +55,25 @@ sc_result_t sc_tune_calibrate(sc_comm_t *comm) {
   for (int i = 0; i < reps; i++) sc_reduce_kernel(SC_FLOAT32, SC_SUM, x, x, y, m);
   double gamma = (sc_seconds() - t0) / reps / (double)(m * sizeof(float));
   if (r != SC_SUCCESS) goto done;
+  /* On one host all P ranks' (P-1) steps of m bytes share the cores: the
+   * host-wide cost per byte is the step time over P*m bytes per core. */
+  int cores = comm->tune.model.host_cores;
+  double host = cores > 0 ? (step - alpha) * cores / ((double)p * (double)m) : beta;
   fit[0] = alpha;
   fit[1] = beta > 1e-12 ? beta : 1e-12; /* a noisy fit must not make bytes free */
   fit[2] = gamma;
-  SC_CHECK_GOTO(sc_broadcast(fit, fit, 3, SC_FLOAT64, 0, comm), r, done);
+  fit[3] = host > 1e-12 ? host : 1e-12;
+  SC_CHECK_GOTO(sc_broadcast(fit, fit, 4, SC_FLOAT64, 0, comm), r, done);
   pthread_mutex_lock(&comm->tune.lock);
   comm->tune.model.alpha_s = fit[0];
   comm->tune.model.beta_s_per_b = fit[1];
   comm->tune.model.gamma_s_per_b = fit[2];
-  /* The fit already reflects ranks sharing the host's cores. */
-  comm->tune.model.host_cores = 0;
+  comm->tune.model.host_s_per_b = fit[3];
   pthread_mutex_unlock(&comm->tune.lock);
   SC_INFO(SC_SUBSYS_TUNE,
-          "calibrated on %d ranks (rank 0's fit): alpha %.1f us, %.2f GB/s, reduce %.2f GB/s", p,
-          fit[0] * 1e6, 1e-9 / fit[1], 1e-9 / fit[2]);
+          "calibrated on %d ranks (rank 0's fit): alpha %.1f us, link %.2f GB/s, host %.2f GB/s, "
+          "reduce %.2f GB/s",
+          p, fit[0] * 1e6, 1e-9 / fit[1], 1e-9 / fit[3], 1e-9 / fit[2]);
 done:
   free(buf);
   free(x);

@@ -48,7 +48,7 @@ typedef struct sc_rank_clock {
 } sc_rank_clock_t;
 
 static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, size_t es, sc_sched_t *scheds,
-                                    double *seconds) {
+                                    double *seconds, double host_gamma) {
   sc_arrivals_t *q = calloc((size_t)p * (size_t)p, sizeof(*q));
   sc_rank_clock_t *rc = calloc((size_t)p, sizeof(*rc));
   sc_result_t r = SC_SUCCESS;
@@ -104,11 +104,9 @@ static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, size_t es, 
   if (r == SC_SUCCESS) {
     double t = 0;
     for (int i = 0; i < p; i++) t = rc[i].now > t ? rc[i].now : t;
-    if (m->host_cores > 0) {
-      /* One host: every byte moved and reduced costs some core its time. */
-      double host = (moved * m->host_s_per_b + reduced * m->gamma_s_per_b) / m->host_cores;
-      if (host > t) t = host;
-    }
+    /* One host: every byte moved and reduced costs some core its time, on top
+     * of the hops on the critical path (the caller simulated with free bytes). */
+    if (m->host_cores > 0) t += (moved * m->host_s_per_b + reduced * host_gamma) / m->host_cores;
     *seconds = t;
   }
 done:
@@ -131,7 +129,13 @@ sc_result_t sc_tune_predict(const sc_link_model_t *m, sc_sched_gen_t gen, const 
     sc_sched_init(&scheds[i]);
     r = gen(&ai, &scheds[i]);
   }
-  if (r == SC_SUCCESS) r = sc_tune_simulate(m, p, a->elem_size, scheds, seconds);
+  if (r == SC_SUCCESS) {
+    /* On one host the links are the host's cores, so bytes are charged
+     * host-wide and the path only counts hops (alpha). */
+    sc_link_model_t path = *m;
+    if (m->host_cores > 0) path.beta_s_per_b = path.gamma_s_per_b = 0;
+    r = sc_tune_simulate(&path, p, a->elem_size, scheds, seconds, m->gamma_s_per_b);
+  }
   for (int i = 0; i < p; i++) sc_sched_free(&scheds[i]);
   free(scheds);
   return r;
