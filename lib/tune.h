@@ -6,19 +6,20 @@
  * (messages and bytes on it) falls out of each algorithm's own schedule and
  * crossovers are not constants in code. When every rank shares one host
  * (loopback), the links are the host's cores: the prediction is the hops on
- * the critical path (alpha each) plus every byte moved and reduced, divided
- * over the cores. */
+ * the critical path (alpha each) plus every message sent and byte moved and
+ * reduced, divided over the cores. */
 #ifndef SC_TUNE_H
 #define SC_TUNE_H
 
 #include "algorithms/algorithms.h"
 
 typedef struct sc_link_model {
-  double alpha_s;       /* seconds per message */
-  double beta_s_per_b;  /* seconds per byte on one link */
-  double gamma_s_per_b; /* seconds per byte reduced or copied */
-  int host_cores;       /* > 0: all ranks share this many cores (one host) */
-  double host_s_per_b;  /* seconds per byte moved, host-wide (loopback) */
+  double alpha_s;        /* seconds per message */
+  double beta_s_per_b;   /* seconds per byte on one link */
+  double gamma_s_per_b;  /* seconds per byte reduced or copied */
+  int host_cores;        /* > 0: all ranks share this many cores (one host) */
+  double host_s_per_b;   /* seconds per byte moved, host-wide (loopback) */
+  double host_s_per_msg; /* seconds of some core per message, host-wide */
 } sc_link_model_t;
 
 typedef sc_result_t (*sc_sched_gen_t)(const sc_coll_args_t *, sc_sched_t *);

@@ -40,6 +40,8 @@ void sc_tune_default_model(const char *transport, sc_link_model_t *m) {
   m->gamma_s_per_b = 1.0 / 6.0e9;
   m->host_cores = 0;
   m->host_s_per_b = 1.0 / 1.5e9;
+  /* CPU per message on one host: a send, a receive and a poll wake-up. */
+  m->host_s_per_msg = 15e-6;
 }
 
 typedef struct sc_rank_clock {
@@ -56,7 +58,7 @@ static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, size_t es, 
     r = SC_ERR(SC_ERR_NOMEM, "cost model state for %d ranks", p);
     goto done;
   }
-  double moved = 0, reduced = 0;
+  double moved = 0, reduced = 0, messages = 0;
   int finished = 0;
   while (finished < p && r == SC_SUCCESS) {
     int advanced = 0;
@@ -74,6 +76,7 @@ static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, size_t es, 
                                c->link_free + m->alpha_s);
           if (r != SC_SUCCESS) break;
           moved += bytes;
+          messages += 1;
         } else if (st->kind == SC_STEP_RECV || st->kind == SC_STEP_RECV_REDUCE) {
           sc_arrivals_t *in = &q[(size_t)st->peer * (size_t)p + (size_t)i];
           if (in->len == 0) break; /* blocked until the sender gets there */
@@ -104,9 +107,12 @@ static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, size_t es, 
   if (r == SC_SUCCESS) {
     double t = 0;
     for (int i = 0; i < p; i++) t = rc[i].now > t ? rc[i].now : t;
-    /* One host: every byte moved and reduced costs some core its time, on top
+    /* One host: every message and every byte moved and reduced costs some core
+     * its time, on top
      * of the hops on the critical path (the caller simulated with free bytes). */
-    if (m->host_cores > 0) t += (moved * m->host_s_per_b + reduced * host_gamma) / m->host_cores;
+    if (m->host_cores > 0)
+      t += (moved * m->host_s_per_b + reduced * host_gamma + messages * m->host_s_per_msg) /
+           m->host_cores;
     *seconds = t;
   }
 done:
