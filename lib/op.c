@@ -105,7 +105,7 @@ sc_result_t sc_op_run_blocking(sc_comm_t *comm, const sc_op_t *op) {
   pthread_mutex_lock(&comm->lock);
   comm->busy = 0;
   /* Wake only someone waiting for the transport: queued work, or a destroy
-   * or abort (a needless wake-up costs the progress thread a context switch). */
+   * or an abort: a needless wake-up costs the progress thread a context switch. */
   if (comm->qhead || comm->stopping || atomic_load(&comm->aborted))
     pthread_cond_broadcast(&comm->queue_cv);
   pthread_mutex_unlock(&comm->lock);

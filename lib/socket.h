@@ -59,7 +59,7 @@ sc_result_t sc_socket_set_nodelay(int fd);
 sc_result_t sc_socket_accept(int listen_fd, int *fd, sc_boot_addr_t *peer);
 /* Milliseconds left until deadline_ms for poll(): 0 when past, capped at INT_MAX. */
 int sc_ms_until(int64_t deadline_ms);
-/* Equality of secrets without an early exit (no timing side channel). */
+/* Equality of secrets in constant time: no early return, no timing side channel. */
 int sc_secret_equal(const uint8_t *a, const uint8_t *b, size_t n);
 
 #endif
