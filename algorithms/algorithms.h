@@ -51,6 +51,11 @@ void sc_block_range(size_t count, int nranks, int b, size_t *off, size_t *len);
  * reset one) and return its sticky status. */
 sc_result_t sc_coll_args_check(const sc_coll_args_t *a);
 
+/* The prologue of generators whose output is RECV[0..count): marks it for
+ * avg, and for count 0 or a single rank emits the whole schedule (nothing,
+ * or one local copy). 1 when the schedule is complete. */
+int sc_coll_trivial(const sc_coll_args_t *a, sc_sched_t *s);
+
 sc_result_t sc_ring_allreduce_schedule(const sc_coll_args_t *a, sc_sched_t *s);
 sc_result_t sc_ring_reduce_scatter_schedule(const sc_coll_args_t *a, sc_sched_t *s);
 sc_result_t sc_ring_allgather_schedule(const sc_coll_args_t *a, sc_sched_t *s);

@@ -44,12 +44,7 @@ sc_result_t sc_rd_allreduce_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
   SC_CHECK(sc_coll_args_check(a));
   const int p = a->nranks, r = a->rank;
   const size_t n = a->count, chunk = a->chunk_elems;
-  if (n == 0) return s->status;
-  if (a->avg) sc_sched_set_avg(s, SC_BUF_RECV, 0, n);
-  if (p == 1) {
-    sc_sched_copy(s, SC_BUF_RECV, 0, SC_BUF_SEND, 0, n);
-    return s->status;
-  }
+  if (sc_coll_trivial(a, s)) return s->status;
   const int pp = sc_fold_pow2_floor(p), rem = p - pp, steps = log2_exact(pp);
   const int g = sc_fold_group_rank(r, rem);
   sc_exchange_t x[MAX_EXCHANGES];

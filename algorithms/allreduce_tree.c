@@ -155,12 +155,7 @@ sc_result_t sc_tree_allreduce_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
   SC_CHECK(sc_coll_args_check(a));
   const int p = a->nranks;
   const size_t n = a->count, chunk = a->chunk_elems;
-  if (n == 0) return s->status;
-  if (a->avg) sc_sched_set_avg(s, SC_BUF_RECV, 0, n);
-  if (p == 1) {
-    sc_sched_copy(s, SC_BUF_RECV, 0, SC_BUF_SEND, 0, n);
-    return s->status;
-  }
+  if (sc_coll_trivial(a, s)) return s->status;
   int height = 0; /* ceil(log2 p): no node is deeper */
   while (height < 31 && (1 << height) < p) height++;
 

@@ -27,3 +27,11 @@ sc_result_t sc_coll_args_check(const sc_coll_args_t *a) {
     return SC_ERR(SC_ERR_INVALID_ARG, "count %zu * nranks %d overflows", a->count, a->nranks);
   return SC_SUCCESS;
 }
+
+int sc_coll_trivial(const sc_coll_args_t *a, sc_sched_t *s) {
+  if (a->count == 0) return 1;
+  if (a->avg) sc_sched_set_avg(s, SC_BUF_RECV, 0, a->count);
+  if (a->nranks > 1) return 0;
+  sc_sched_copy(s, SC_BUF_RECV, 0, SC_BUF_SEND, 0, a->count);
+  return 1;
+}

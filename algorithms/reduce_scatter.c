@@ -29,12 +29,7 @@ sc_result_t sc_ring_reduce_scatter_schedule(const sc_coll_args_t *a, sc_sched_t 
   SC_CHECK(sc_coll_args_check(a));
   const int p = a->nranks, r = a->rank;
   const size_t n = a->count, chunk = a->chunk_elems;
-  if (n == 0) return s->status;
-  if (a->avg) sc_sched_set_avg(s, SC_BUF_RECV, 0, n);
-  if (p == 1) {
-    sc_sched_copy(s, SC_BUF_RECV, 0, SC_BUF_SEND, 0, n);
-    return s->status;
-  }
+  if (sc_coll_trivial(a, s)) return s->status;
   const int right = (r + 1) % p, left = (r + p - 1) % p;
   const int hops = p - 1;
   const int slots = hops - 1 < 2 ? hops - 1 : 2;
