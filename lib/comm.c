@@ -32,6 +32,11 @@ static sc_result_t sc_comm_read_config(sc_comm_config_t *cfg) {
   if (idx > 1)
     return SC_ERR(SC_ERR_UNSUPPORTED, "SC_TRANSPORT=%s is not built in this release (tcp is)",
                   tps[idx]);
+  cfg->transport = idx;
+  SC_CHECK(sc_config_long("SC_NSOCKS", 1, 64, &v));
+  cfg->nsocks = (int)v;
+  SC_CHECK(sc_config_long("SC_SPIN_US", 0, 1000000, &v));
+  cfg->spin_us = (int)v;
   snprintf(cfg->ifname, sizeof(cfg->ifname), "%s", sc_config_get("SC_SOCKET_IFNAME"));
   return SC_SUCCESS;
 }
@@ -88,6 +93,8 @@ sc_result_t sc_comm_create(sc_comm_t **out, int nranks, int rank, const sc_uniqu
   tpc.route_hint = &root.sa;
   tpc.sockbuf_bytes = comm->cfg.sockbuf_bytes;
   tpc.timeout_ms = comm->cfg.timeout_ms;
+  tpc.nsocks = comm->cfg.nsocks;
+  tpc.spin_us = comm->cfg.spin_us;
 
   sc_peer_info_t me;
   memset(&me, 0, sizeof(me));

@@ -62,6 +62,9 @@ typedef struct sc_comm_config {
   sc_algo_t algo;
   sc_bcast_algo_t bcast_algo;
   int tune_measure; /* SC_TUNE=measure */
+  int transport;    /* SC_TRANSPORT: index into auto, tcp, shm, ucx, verbs */
+  int nsocks;       /* SC_NSOCKS */
+  int spin_us;      /* SC_SPIN_US */
   char ifname[64];
 } sc_comm_config_t;
 

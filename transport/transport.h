@@ -53,6 +53,8 @@ typedef struct sc_tp_config {
                                     without ifname, advertise the local address that reaches it */
   size_t sockbuf_bytes;          /* SO_SNDBUF/SO_RCVBUF, 0 = kernel default */
   int timeout_ms;                /* bound for connection setup */
+  int nsocks;                    /* SC_NSOCKS: TCP data sockets per peer (>= 1) */
+  int spin_us;                   /* SC_SPIN_US: poll this long before sleeping */
 } sc_tp_config_t;
 
 typedef struct sc_transport sc_transport_t; /* each transport defines its own */
