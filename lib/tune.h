@@ -5,9 +5,8 @@
  * finishing time of the last rank is the prediction, so the critical path
  * (messages and bytes on it) falls out of each algorithm's own schedule and
  * crossovers are not constants in code. When every rank shares one host
- * (loopback), the links are the host's cores: the prediction is the hops on
- * the critical path (alpha each) plus every message sent and byte moved and
- * reduced, divided over the cores. */
+ * (loopback), the cores are the resource instead of links: lib/tune_host.c
+ * replays the schedules with processor sharing. */
 #ifndef SC_TUNE_H
 #define SC_TUNE_H
 
@@ -29,6 +28,10 @@ typedef sc_result_t (*sc_sched_gen_t)(const sc_coll_args_t *, sc_sched_t *);
  * deadlock (a generator bug). */
 sc_result_t sc_tune_predict(const sc_link_model_t *m, sc_sched_gen_t gen, const sc_coll_args_t *a,
                             double *seconds);
+
+/* lib/tune_host.c: the one-host model (host_cores > 0), processor sharing. */
+sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
+                                  const sc_sched_t *scheds, double *seconds);
 
 #define SC_TUNE_MAX_CANDIDATES 8
 

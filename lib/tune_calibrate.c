@@ -55,10 +55,17 @@ sc_result_t sc_tune_calibrate(sc_comm_t *comm) {
   for (int i = 0; i < reps; i++) sc_reduce_kernel(SC_FLOAT32, SC_SUM, x, x, y, m);
   double gamma = (sc_seconds() - t0) / reps / (double)(m * sizeof(float));
   if (r != SC_SUCCESS) goto done;
-  /* On one host all P ranks' (P-1) steps of m bytes share the cores: the
-   * host-wide cost per byte is the step time over P*m bytes per core. */
+  /* On one host (lib/tune_host.c) a barrier round is the wake-up latency
+   * plus every rank's per-message CPU shared over the cores, and an
+   * all-gather step is every rank's message CPU and copy shared likewise. */
   int cores = comm->tune.model.host_cores;
-  double host = cores > 0 ? (step - alpha) * cores / ((double)p * (double)m) : beta;
+  double host = beta;
+  if (cores > 0) {
+    double share = p > cores ? (double)p / cores : 1.0;
+    double msg = comm->tune.model.host_s_per_msg;
+    alpha = alpha - share * msg > 1e-6 ? alpha - share * msg : 1e-6;
+    host = ((step - alpha) / share - msg) / (double)m;
+  }
   fit[0] = alpha;
   fit[1] = beta > 1e-12 ? beta : 1e-12; /* a noisy fit must not make bytes free */
   fit[2] = gamma;

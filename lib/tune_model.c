@@ -50,7 +50,7 @@ typedef struct sc_rank_clock {
 } sc_rank_clock_t;
 
 static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, size_t es, sc_sched_t *scheds,
-                                    double *seconds, double host_gamma) {
+                                    double *seconds) {
   sc_arrivals_t *q = calloc((size_t)p * (size_t)p, sizeof(*q));
   sc_rank_clock_t *rc = calloc((size_t)p, sizeof(*rc));
   sc_result_t r = SC_SUCCESS;
@@ -58,7 +58,6 @@ static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, size_t es, 
     r = SC_ERR(SC_ERR_NOMEM, "cost model state for %d ranks", p);
     goto done;
   }
-  double moved = 0, reduced = 0, messages = 0;
   int finished = 0;
   while (finished < p && r == SC_SUCCESS) {
     int advanced = 0;
@@ -75,8 +74,6 @@ static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, size_t es, 
           r = sc_arrivals_push(&q[(size_t)i * (size_t)p + (size_t)st->peer],
                                c->link_free + m->alpha_s);
           if (r != SC_SUCCESS) break;
-          moved += bytes;
-          messages += 1;
         } else if (st->kind == SC_STEP_RECV || st->kind == SC_STEP_RECV_REDUCE) {
           sc_arrivals_t *in = &q[(size_t)st->peer * (size_t)p + (size_t)i];
           if (in->len == 0) break; /* blocked until the sender gets there */
@@ -89,12 +86,10 @@ static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, size_t es, 
           c->ingress_free = t;
           if (st->kind == SC_STEP_RECV_REDUCE) {
             t += bytes * m->gamma_s_per_b;
-            reduced += bytes;
           }
           c->now = t;
         } else {
           c->now += bytes * m->gamma_s_per_b;
-          reduced += bytes;
         }
         c->step++;
         advanced = 1;
@@ -107,12 +102,6 @@ static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, size_t es, 
   if (r == SC_SUCCESS) {
     double t = 0;
     for (int i = 0; i < p; i++) t = rc[i].now > t ? rc[i].now : t;
-    /* One host: every message and every byte moved and reduced costs some core
-     * its time, on top
-     * of the hops on the critical path (the caller simulated with free bytes). */
-    if (m->host_cores > 0)
-      t += (moved * m->host_s_per_b + reduced * host_gamma + messages * m->host_s_per_msg) /
-           m->host_cores;
     *seconds = t;
   }
 done:
@@ -135,13 +124,9 @@ sc_result_t sc_tune_predict(const sc_link_model_t *m, sc_sched_gen_t gen, const 
     sc_sched_init(&scheds[i]);
     r = gen(&ai, &scheds[i]);
   }
-  if (r == SC_SUCCESS) {
-    /* On one host the links are the host's cores, so bytes are charged
-     * host-wide and the path only counts hops (alpha). */
-    sc_link_model_t path = *m;
-    if (m->host_cores > 0) path.beta_s_per_b = path.gamma_s_per_b = 0;
-    r = sc_tune_simulate(&path, p, a->elem_size, scheds, seconds, m->gamma_s_per_b);
-  }
+  if (r == SC_SUCCESS)
+    r = m->host_cores > 0 ? sc_tune_simulate_host(m, p, a->elem_size, scheds, seconds)
+                          : sc_tune_simulate(m, p, a->elem_size, scheds, seconds);
   for (int i = 0; i < p; i++) sc_sched_free(&scheds[i]);
   free(scheds);
   return r;

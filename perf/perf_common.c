@@ -64,6 +64,20 @@ void perf_check_sc(sc_result_t r, const char *call) {
 
 /* ---- the sweep ---- */
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+double perf_median(const double *v, int n) {
+  double tmp[64];
+  if (n <= 0) return -1;
+  if (n > 64) n = 64;
+  memcpy(tmp, v, (size_t)n * sizeof(double));
+  qsort(tmp, (size_t)n, sizeof(double), cmp_double);
+  return n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
+}
+
 double perf_now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

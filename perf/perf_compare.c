@@ -23,16 +23,20 @@
 /* The timed iterations of a size are split into rounds of at least
  * MIN_ROUND_ITERS iterations (each round starts at a barrier, whose skew
  * the round's average absorbs), at most ROUNDS of them; each round runs
- * every algorithm's share back to back, one algorithm after the other. */
-#define ROUNDS          5
-#define MIN_ROUND_ITERS 4
+ * every algorithm's share back to back, starting with a different algorithm
+ * each round. An algorithm's time is the median over rounds of the slowest
+ * rank's average in that round: a burst of load from elsewhere on a shared
+ * machine spoils a round or two of every algorithm alike instead of one
+ * algorithm's whole mean. */
+#define ROUNDS          15
+#define MIN_ROUND_ITERS 2
 
 typedef struct algo {
   const char *name;         /* also the value of algo_env */
   sc_comm_t *comm;          /* NULL: n/a */
   int retry;                /* create a fresh communicator at the next size */
   int ok;                   /* still measured at this size */
-  double local_s;           /* this rank's timed seconds at this size */
+  double round_us[ROUNDS];  /* this rank's per-iteration time in each round */
   unsigned noted;           /* bit per sc_result_t already reported */
   char last[PERF_NOTE_LEN]; /* the text of its last failure */
 } algo_t;
@@ -187,7 +191,7 @@ static void measure(cmp_t *x, perf_case_t *c, perf_compare_row_t *row) {
     algo_t *al = &x->algos[i];
     if (!al->comm && al->retry) create(x, i, at);
     al->ok = al->comm != NULL;
-    al->local_s = 0;
+    for (int k = 0; k < ROUNDS; k++) al->round_us[k] = -1;
     row->time_us[i] = -1;
     row->wrong[i] = -1;
   }
@@ -232,24 +236,27 @@ static void measure(cmp_t *x, perf_case_t *c, perf_compare_row_t *row) {
   rounds = rounds < 1 ? 1 : rounds > ROUNDS ? ROUNDS : rounds;
   for (int round = 0; round < rounds; round++) {
     int iters = a->iters / rounds + (round < a->iters % rounds);
-    for (int i = 0; i < n; i++) {
+    for (int j = 0; j < n; j++) {
+      int i = (j + round) % n;
       algo_t *al = &x->algos[i];
       if (!al->ok) continue;
       c->comm = al->comm;
       perf_check_sc(sc_barrier(w->comm), "sc_barrier");
       double t0 = perf_now_s();
       sc_result_t r = run_ops(coll, c, iters, msg);
-      al->local_s += perf_now_s() - t0;
+      al->round_us[round] = (perf_now_s() - t0) * 1e6 / iters;
       settle(x, i, at, r, msg);
     }
   }
 
-  /* The operation is done when the last rank is. */
-  double us[PERF_MAX_ALGOS];
-  for (int i = 0; i < n; i++) us[i] = x->algos[i].local_s * 1e6 / a->iters;
-  perf_check_sc(sc_allreduce(us, us, (size_t)n, SC_FLOAT64, SC_MAX, w->comm), "sc_allreduce(time)");
+  /* A round is done when the last rank is; the median round stands. */
+  double us[PERF_MAX_ALGOS * ROUNDS];
   for (int i = 0; i < n; i++)
-    if (x->algos[i].ok) row->time_us[i] = us[i];
+    for (int k = 0; k < rounds; k++) us[i * rounds + k] = x->algos[i].round_us[k];
+  perf_check_sc(sc_allreduce(us, us, (size_t)(n * rounds), SC_FLOAT64, SC_MAX, w->comm),
+                "sc_allreduce(time)");
+  for (int i = 0; i < n; i++)
+    if (x->algos[i].ok) row->time_us[i] = perf_median(&us[i * rounds], rounds);
 
   /* A wrong result is not a candidate for the best. */
   row->best = -1;

@@ -81,6 +81,8 @@ typedef struct perf_world {
 /* Fails the process (exit 3, the detail on stderr) unless r is SC_SUCCESS. */
 void perf_check_sc(sc_result_t r, const char *call);
 double perf_now_s(void);
+/* Median of v[0..n) (n <= 64); -1 for n <= 0. */
+double perf_median(const double *v, int n);
 const char *perf_op_name_of(sc_redop_t op);
 /* Every size of the -b/-e/-f/-i sweep in order; returns 0 after the last. */
 int perf_next_size(const perf_args_t *a, size_t *size);

@@ -94,11 +94,36 @@ static void test_choice_is_deterministic(void **state) {
   }
 }
 
+/* One host: the processor-sharing replay of recursive doubling on two ranks
+ * (copy to scratch, send, receive-and-reduce) against the timeline worked
+ * out by hand, with enough cores and with the two ranks sharing one. */
+static void test_host_model_timeline(void **state) {
+  sc_link_model_t m = {.alpha_s = 30e-6,
+                       .gamma_s_per_b = 1.0 / 4e9,
+                       .host_s_per_b = 1.0 / 2e9,
+                       .host_s_per_msg = 10e-6};
+  const double bytes = 4096.0 * 4;
+  sc_coll_args_t a = allreduce_args(2, 4096);
+  double copy = bytes * m.gamma_s_per_b;
+  double send = 0.5 * m.host_s_per_msg + 0.5 * bytes * m.host_s_per_b;
+  double recv = send + bytes * m.gamma_s_per_b;
+  double t;
+  m.host_cores = 2;
+  assert_int_equal(sc_tune_predict(&m, sc_rd_allreduce_schedule, &a, &t), SC_SUCCESS);
+  double expect = copy + send + m.alpha_s + recv;
+  assert_true(fabs(t - expect) <= 1e-9 * expect);
+  m.host_cores = 1; /* both ranks runnable on one core: each at half speed */
+  assert_int_equal(sc_tune_predict(&m, sc_rd_allreduce_schedule, &a, &t), SC_SUCCESS);
+  expect = 2 * (copy + send) + m.alpha_s + 2 * recv;
+  assert_true(fabs(t - expect) <= 1e-9 * expect);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ring_and_rd_match_formulas),
       cmocka_unit_test(test_crossover_where_formulas_put_it),
       cmocka_unit_test(test_choice_is_deterministic),
+      cmocka_unit_test(test_host_model_timeline),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
