@@ -126,19 +126,50 @@ static long parse_long_opt(const char *opt, const char *s, long min, long max) {
   return v;
 }
 
-static int find_free_port(void) {
+/* The kernel's range for the local ports of outgoing connections. */
+static void ephemeral_range(int *lo, int *hi) {
+  *lo = 32768;
+  *hi = 60999;
+  FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+  if (!f) return;
+  if (fscanf(f, "%d %d", lo, hi) != 2) {
+    *lo = 32768;
+    *hi = 60999;
+  }
+  fclose(f);
+}
+
+static int port_is_free(int port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) die("socket: %s", strerror(errno));
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-      getsockname(fd, (struct sockaddr *)&a, &len) < 0)
-    die("cannot find a free port: %s", strerror(errno));
-  /* Closed again so rank 0 can bind it; another process could take it in
-   * between, which --port works around. */
+  int ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
   close(fd);
-  return ntohs(a.sin_port);
+  return ok;
+}
+
+/* A port rank 0 can bind a moment later. It is probed and released, so it
+ * is taken from below the ephemeral range: there, any connect() on the host
+ * could pick it as its local port in between (seen with tests running in
+ * parallel). Another launcher could still race for it; --port avoids that. */
+static int find_free_port(void) {
+  int lo, hi;
+  ephemeral_range(&lo, &hi);
+  int first = 10000, last = lo - 1;
+  if (last - first < 1000) {
+    first = hi + 1; /* a range at the bottom: use the ports above it */
+    last = 65535;
+  }
+  unsigned seed = 0;
+  if (getentropy(&seed, sizeof(seed)) != 0) seed = (unsigned)getpid() * 2654435761u;
+  int span = last - first + 1;
+  for (int tries = 0; tries < 200 && span > 0; tries++) {
+    int port = first + (int)((seed + (unsigned)tries * 7919u) % (unsigned)span);
+    if (port_is_free(port)) return port;
+  }
+  die("cannot find a free port in %d..%d (use --port)", first, last);
+  return 0;
 }
 
 static void make_token(char *hex /* 65 bytes */) {
