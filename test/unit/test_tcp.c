@@ -1,6 +1,6 @@
-/* TCP transport: several instances in one process over loopback, connected by
- * threads, exchanging messages; peers that lie about lengths, vanish, or do
- * not know the secret. */
+/* TCP transport: exchanges over loopback, many queued messages, peers that
+ * lie about lengths, vanish, or do not know the secret; the spin-then-sleep
+ * wait; cancel and wake. Striping over several sockets: test_tcp_stripe.c. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -13,258 +13,25 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "lib/error.h"
 #include "lib/socket.h"
+#include "test/unit/tcp_nodes.h"
 #include "transport/tcp/tcp_internal.h"
 #include "transport/transport.h"
 
-#define MAXN 4
-static const sc_transport_ops_t *ops = &sc_tcp_transport;
-
-typedef struct node {
-  pthread_t tid;
-  sc_transport_t *tp;
-  int rank, nranks;
-  uint8_t *addrs; /* shared table, nranks * SC_TP_ADDR_MAX */
-  sc_result_t res;
-  char err[SC_ERRMSG_MAX];
-  int seq_base;
-  int nmsgs;
-} node_t;
-
-static struct sockaddr_storage loop_hint;
-static uint8_t secret[SC_SECRET_LEN];
-
-/* host: where the route hint points, so that the nodes advertise loopback. */
-static void create_nodes_on(node_t *nodes, int n, uint8_t *addrs, int timeout_ms,
-                            const char *host) {
-  sc_boot_addr_t hint;
-  assert_int_equal(sc_socket_resolve(host, 9, &hint), SC_SUCCESS);
-  memset(&loop_hint, 0, sizeof(loop_hint));
-  memcpy(&loop_hint, &hint.sa, hint.len);
-  for (int r = 0; r < n; r++) {
-    sc_tp_config_t cfg;
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.rank = r;
-    cfg.nranks = n;
-    memcpy(cfg.secret, secret, sizeof(secret));
-    cfg.route_hint = &loop_hint;
-    cfg.sockbuf_bytes = 1 << 20;
-    cfg.timeout_ms = timeout_ms;
-    memset(&nodes[r], 0, sizeof(nodes[r]));
-    nodes[r].rank = r;
-    nodes[r].nranks = n;
-    nodes[r].addrs = addrs;
-    size_t len = 0;
-    assert_int_equal(ops->create(&cfg, &nodes[r].tp, addrs + (size_t)r * SC_TP_ADDR_MAX, &len),
-                     SC_SUCCESS);
-    assert_true(len > 0 && len <= SC_TP_ADDR_MAX);
-  }
-}
-
-static void create_nodes(node_t *nodes, int n, uint8_t *addrs, int timeout_ms) {
-  create_nodes_on(nodes, n, addrs, timeout_ms, "127.0.0.1");
-}
-
-static void *connect_main(void *arg) {
-  node_t *nd = arg;
-  nd->res = ops->connect_all(nd->tp, nd->addrs, SC_TP_ADDR_MAX);
-  snprintf(nd->err, sizeof(nd->err), "%s", sc_last_error());
-  return NULL;
-}
-
-static void connect_nodes(node_t *nodes, int n) {
-  for (int r = 0; r < n; r++)
-    assert_int_equal(pthread_create(&nodes[r].tid, NULL, connect_main, &nodes[r]), 0);
-  for (int r = 0; r < n; r++) pthread_join(nodes[r].tid, NULL);
-  for (int r = 0; r < n; r++) {
-    if (nodes[r].res != SC_SUCCESS) fprintf(stderr, "rank %d: %s\n", r, nodes[r].err);
-    assert_int_equal(nodes[r].res, SC_SUCCESS);
-  }
-}
-
-static void destroy_nodes(node_t *nodes, int n) {
-  for (int r = 0; r < n; r++)
-    if (nodes[r].tp) ops->destroy(nodes[r].tp);
-}
-
-/* Content that differs per (src, dst, seq) and per position, so that a lost,
- * duplicated or reordered chunk is visible. */
-static void pattern(uint8_t *buf, size_t len, int src, int dst, int seq) {
-  uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(src * 1000003 + dst * 1009 + seq + 1);
-  size_t i = 0;
-  for (; i + 8 <= len; i += 8) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    memcpy(buf + i, &x, 8);
-  }
-  x ^= x << 13;
-  for (; i < len; i++) buf[i] = (uint8_t)(x >> (8 * (i & 7)));
-}
-
-static int check_pattern(const uint8_t *buf, size_t len, int src, int dst, int seq) {
-  uint8_t *want = malloc(len ? len : 1);
-  pattern(want, len, src, dst, seq);
-  int ok = memcmp(want, buf, len) == 0;
-  free(want);
-  return ok;
-}
-
-/* Drives tp until every request is finished; 0 on success, else the error. */
-static sc_result_t drive(sc_transport_t *tp, sc_tp_req_t *reqs, int nreq, int timeout_ms, char *err,
-                         size_t errlen) {
-  int64_t deadline = sc_now_ms() + timeout_ms;
-  for (;;) {
-    int pending = 0;
-    for (int i = 0; i < nreq; i++) {
-      if (reqs[i].state == SC_TP_REQ_PENDING)
-        pending++;
-      else if (reqs[i].state == SC_TP_REQ_ERROR) {
-        snprintf(err, errlen, "request %d failed: %s", i, sc_strerror(reqs[i].status));
-        return reqs[i].status;
-      }
-    }
-    if (!pending) return SC_SUCCESS;
-    if (sc_now_ms() > deadline) {
-      snprintf(err, errlen, "%d requests still pending at the deadline", pending);
-      return SC_ERR_TIMEOUT;
-    }
-    int moved;
-    sc_result_t r = ops->progress(tp, 20, &moved);
-    if (r != SC_SUCCESS) {
-      snprintf(err, errlen, "%s", sc_last_error());
-      return r;
-    }
-  }
-}
-
-/* ---- all-to-all exchange of the interesting sizes ---- */
-
-static const size_t sizes[] = {0, 1, 4095, (1u << 20) + 3, 16u << 20};
-#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
-
-/* Every size to every peer, all posted at once: per-peer FIFO order is what
- * matches each receive to its message. */
-static void *exchange_main(void *arg) {
-  node_t *nd = arg;
-  int n = nd->nranks, me = nd->rank;
-  sc_tp_req_t reqs[2 * MAXN * NSIZES];
-  uint8_t *sbuf[MAXN][NSIZES] = {{0}}, *rbuf[MAXN][NSIZES] = {{0}};
-  memset(reqs, 0, sizeof(reqs));
-  int k = 0;
-  nd->res = SC_SUCCESS;
-  for (size_t s = 0; s < NSIZES; s++)
-    for (int p = 0; p < n; p++) {
-      if (p == me) continue;
-      size_t len = sizes[s];
-      rbuf[p][s] = malloc(len + 1);
-      sbuf[p][s] = malloc(len + 1);
-      pattern(sbuf[p][s], len, me, p, (int)s);
-      sc_result_t r = ops->irecv(nd->tp, p, rbuf[p][s], len, &reqs[k++]);
-      if (r == SC_SUCCESS) r = ops->isend(nd->tp, p, sbuf[p][s], len, &reqs[k++]);
-      if (r != SC_SUCCESS && nd->res == SC_SUCCESS) {
-        nd->res = r;
-        snprintf(nd->err, sizeof(nd->err), "post: %s", sc_last_error());
-      }
-    }
-  if (nd->res == SC_SUCCESS) nd->res = drive(nd->tp, reqs, k, 20000, nd->err, sizeof(nd->err));
-  for (size_t s = 0; s < NSIZES; s++)
-    for (int p = 0; p < n; p++) {
-      if (p == me) continue;
-      if (nd->res == SC_SUCCESS && !check_pattern(rbuf[p][s], sizes[s], p, me, (int)s)) {
-        nd->res = SC_ERR_INTERNAL;
-        snprintf(nd->err, sizeof(nd->err), "rank %d: wrong content from %d at size %zu", me, p,
-                 sizes[s]);
-      }
-      free(rbuf[p][s]);
-      free(sbuf[p][s]);
-    }
-  return NULL;
-}
-
-static void run_threads(node_t *nodes, int n, void *(*fn)(void *)) {
-  for (int r = 0; r < n; r++)
-    assert_int_equal(pthread_create(&nodes[r].tid, NULL, fn, &nodes[r]), 0);
-  for (int r = 0; r < n; r++) pthread_join(nodes[r].tid, NULL);
-  for (int r = 0; r < n; r++) {
-    if (nodes[r].res != SC_SUCCESS) fprintf(stderr, "rank %d: %s\n", r, nodes[r].err);
-    assert_int_equal(nodes[r].res, SC_SUCCESS);
-  }
-}
-
 static void test_exchange_sizes(void **state) {
   (void)state;
-  node_t nodes[3];
-  uint8_t addrs[3 * SC_TP_ADDR_MAX];
-  create_nodes(nodes, 3, addrs, 5000);
-  connect_nodes(nodes, 3);
-  run_threads(nodes, 3, exchange_main);
-  destroy_nodes(nodes, 3);
-}
-
-/* ---- many messages posted at once, FIFO per peer ---- */
-
-#define NMSG 400
-static size_t msg_len(int seq) {
-  return seq % 5 == 0 ? 0 : (size_t)((seq * 7919) % 3000);
-}
-
-static void *many_main(void *arg) {
-  node_t *nd = arg;
-  int n = nd->nranks, me = nd->rank;
-  int per = 2 * NMSG;
-  sc_tp_req_t *reqs = calloc((size_t)per * n, sizeof(*reqs));
-  uint8_t **bufs = calloc((size_t)per * n, sizeof(*bufs));
-  int k = 0;
-  nd->res = SC_SUCCESS;
-  for (int seq = 0; seq < NMSG && nd->res == SC_SUCCESS; seq++)
-    for (int p = 0; p < n; p++) {
-      if (p == me) continue;
-      size_t len = msg_len(seq);
-      bufs[k] = malloc(len + 1);
-      sc_result_t r = ops->irecv(nd->tp, p, bufs[k], len, &reqs[k]);
-      k++;
-      bufs[k] = malloc(len + 1);
-      pattern(bufs[k], len, me, p, seq);
-      if (r == SC_SUCCESS) r = ops->isend(nd->tp, p, bufs[k], len, &reqs[k]);
-      k++;
-      if (r != SC_SUCCESS) {
-        nd->res = r;
-        snprintf(nd->err, sizeof(nd->err), "post: %s", sc_last_error());
-      }
-    }
-  if (nd->res == SC_SUCCESS) nd->res = drive(nd->tp, reqs, k, 20000, nd->err, sizeof(nd->err));
-  k = 0;
-  for (int seq = 0; seq < NMSG; seq++)
-    for (int p = 0; p < n; p++) {
-      if (p == me) continue;
-      if (nd->res == SC_SUCCESS && !check_pattern(bufs[k], msg_len(seq), p, me, seq)) {
-        nd->res = SC_ERR_INTERNAL;
-        snprintf(nd->err, sizeof(nd->err), "rank %d: message %d from %d out of order or corrupt",
-                 me, seq, p);
-      }
-      free(bufs[k]);
-      free(bufs[k + 1]);
-      k += 2;
-    }
-  free(bufs);
-  free(reqs);
-  return NULL;
+  exchange(3, NULL, 0);
 }
 
 static void test_many_queued(void **state) {
   (void)state;
-  node_t nodes[3];
-  uint8_t addrs[3 * SC_TP_ADDR_MAX];
-  create_nodes(nodes, 3, addrs, 5000);
-  connect_nodes(nodes, 3);
-  run_threads(nodes, 3, many_main);
-  destroy_nodes(nodes, 3);
+  many(3, NMSG, msg_len, 0);
 }
 
 /* ---- a sender whose length disagrees with the posted receive ---- */
@@ -302,6 +69,53 @@ static void test_length_mismatch(void **state) {
   assert_int_equal(again.state, SC_TP_REQ_ERROR);
   assert_non_null(strstr(sc_last_error(), "1024-byte"));
   free(rbuf);
+  destroy_nodes(nodes, 2);
+}
+
+static double thread_cpu_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Waiting with nothing arriving spins at most spin_us per call and then
+ * sleeps: the CPU time is bounded by the spins, not by the wall time; a spin
+ * longer than the timeout is cut to it. */
+static void test_spin_then_sleep(void **state) {
+  (void)state;
+  cfg_spin_us = 2000;
+  node_t nodes[2];
+  uint8_t addrs[2 * SC_TP_ADDR_MAX];
+  create_nodes(nodes, 2, addrs, 5000);
+  connect_nodes(nodes, 2);
+  uint8_t buf[8];
+  sc_tp_req_t rr = {0};
+  assert_int_equal(ops->irecv(nodes[0].tp, 1, buf, sizeof(buf), &rr), SC_SUCCESS);
+  double cpu0 = thread_cpu_ms();
+  int64_t t0 = sc_now_ms();
+  for (int i = 0; i < 10; i++) {
+    int moved = 1;
+    assert_int_equal(ops->progress(nodes[0].tp, 30, &moved), SC_SUCCESS);
+    assert_int_equal(moved, 0);
+  }
+  double cpu = thread_cpu_ms() - cpu0;
+  int64_t wall = sc_now_ms() - t0;
+  /* 10 spins of 2 ms plus syscalls; a busy wait would cost about the wall time. */
+  assert_true(wall >= 250);
+  assert_true(cpu < 150.0);
+  /* A spin of a second inside a 50 ms progress call. */
+  nodes[0].tp->spin_us = 1000000;
+  t0 = sc_now_ms();
+  int moved;
+  assert_int_equal(ops->progress(nodes[0].tp, 50, &moved), SC_SUCCESS);
+  assert_true(sc_now_ms() - t0 < 900);
+  /* A message that arrives while the receiver spins is taken. */
+  uint8_t out[8] = "spin";
+  sc_tp_req_t sr = {0};
+  assert_int_equal(ops->isend(nodes[1].tp, 0, out, sizeof(out), &sr), SC_SUCCESS);
+  char err[256];
+  assert_int_equal(drive(nodes[0].tp, &rr, 1, 2000, err, sizeof(err)), SC_SUCCESS);
+  assert_string_equal((char *)buf, "spin");
   destroy_nodes(nodes, 2);
 }
 
@@ -366,7 +180,7 @@ static void test_wrong_secret_ignored(void **state) {
   memcpy(wrong, secret, sizeof(wrong));
   wrong[0] ^= 1;
   uint8_t hello[SC_TCP_HELLO_LEN];
-  sc_tcp_encode_hello(hello, wrong, 2, 0, 3);
+  sc_tcp_encode_hello(hello, wrong, 2, 0, 3, 0, 1);
   int impostor = raw_connect_to(addrs);
   assert_int_equal(sc_socket_write_all(impostor, hello, sizeof(hello), sc_now_ms() + 1000, "r0"),
                    SC_SUCCESS);
@@ -515,18 +329,18 @@ static void test_single_rank(void **state) {
   destroy_nodes(nodes, 1);
 }
 
-static int setup(void **state) {
-  (void)state;
-  return sc_random_bytes(secret, sizeof(secret)) == SC_SUCCESS ? 0 : -1;
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_exchange_sizes),       cmocka_unit_test(test_many_queued),
-      cmocka_unit_test(test_length_mismatch),      cmocka_unit_test(test_peer_destroyed),
-      cmocka_unit_test(test_wrong_secret_ignored), cmocka_unit_test(test_setup_timeout),
-      cmocka_unit_test(test_wake_and_cancel),      cmocka_unit_test(test_ipv6),
-      cmocka_unit_test(test_single_rank),
+      cmocka_unit_test_setup(test_exchange_sizes, reset_cfg),
+      cmocka_unit_test_setup(test_many_queued, reset_cfg),
+      cmocka_unit_test_setup(test_length_mismatch, reset_cfg),
+      cmocka_unit_test_setup(test_spin_then_sleep, reset_cfg),
+      cmocka_unit_test_setup(test_peer_destroyed, reset_cfg),
+      cmocka_unit_test_setup(test_wrong_secret_ignored, reset_cfg),
+      cmocka_unit_test_setup(test_setup_timeout, reset_cfg),
+      cmocka_unit_test_setup(test_wake_and_cancel, reset_cfg),
+      cmocka_unit_test_setup(test_ipv6, reset_cfg),
+      cmocka_unit_test_setup(test_single_rank, reset_cfg),
   };
-  return cmocka_run_group_tests(tests, setup, NULL);
+  return cmocka_run_group_tests(tests, tcp_test_setup, NULL);
 }

@@ -1,205 +1,25 @@
-/* TCP transport data path: one socket per peer, a FIFO of pending sends and a
- * FIFO of posted receives per peer, linked through the caller's requests.
- *
- * Bytes go straight between the user's buffers and the kernel (writev-style
- * gather on send, scatter on receive); the only copies are the kernel's.
- * A receive never reads past the message it is posted for, and nothing is
- * read from a peer without a posted receive, so the payload length in a
- * header is checked against the posted length before a byte of payload
- * lands anywhere. */
+/* TCP transport ops: posting requests (cut into segments over a peer's
+ * sockets, see tcp_internal.h) and progress, which tries its I/O, then spins
+ * on poll(0) for at most spin_us, then sleeps in poll for the rest of the
+ * caller's timeout. Spinning catches a reply that is microseconds away
+ * without a wake-up through the scheduler; the bound keeps an idle rank from
+ * burning the core its peers need. */
 #include <errno.h>
-#include <stdarg.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib/error.h"
 #include "lib/log.h"
-#include "transport/tcp/tcp_internal.h"
+#include "transport/tcp/tcp_io.h"
 
-/* iovecs gathered into one sendmsg: several small queued messages leave in a
- * single syscall. */
-#define SC_TCP_SEND_IOV 64
-
-static void req_finish(sc_tp_req_t *r, sc_tp_req_state_t state, sc_result_t status) {
-  r->status = status;
-  r->next = NULL;
-  /* The waiter reads the payload after it sees the state. */
-  __atomic_store_n(&r->state, (int)state, __ATOMIC_RELEASE);
+static int64_t now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
-
-static void fail_queue(sc_tp_req_t **head, sc_tp_req_t **tail, int *count, sc_result_t why) {
-  sc_tp_req_t *r = *head;
-  while (r) {
-    sc_tp_req_t *next = r->next;
-    req_finish(r, SC_TP_REQ_ERROR, why);
-    r = next;
-  }
-  *head = *tail = NULL;
-  *count = 0;
-}
-
-static const char *plural(int n, const char *one, const char *many) {
-  return n == 1 ? one : many;
-}
-
-/* The peer's stream is unusable: fail everything queued on it and remember why
- * for later requests. Returns SC_ERR_REMOTE with the text. */
-static sc_result_t peer_fail(sc_transport_t *tp, sc_tcp_peer_t *p, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static sc_result_t peer_fail(sc_transport_t *tp, sc_tcp_peer_t *p, const char *fmt, ...) {
-  char what[200];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(what, sizeof(what), fmt, ap);
-  va_end(ap);
-  char pending[96] = "";
-  if (p->nrecv && p->nsend)
-    snprintf(pending, sizeof(pending), " while %d %s and %d %s were pending", p->nrecv,
-             plural(p->nrecv, "receive", "receives"), p->nsend, plural(p->nsend, "send", "sends"));
-  else if (p->nrecv)
-    snprintf(pending, sizeof(pending), " while %d %s pending", p->nrecv,
-             plural(p->nrecv, "receive was", "receives were"));
-  else if (p->nsend)
-    snprintf(pending, sizeof(pending), " while %d %s pending", p->nsend,
-             plural(p->nsend, "send was", "sends were"));
-  snprintf(p->err, sizeof(p->err), "%s %s%s (seen by rank %d)", p->name, what, pending, tp->rank);
-  p->dead = 1;
-  if (p->fd >= 0) close(p->fd);
-  p->fd = -1;
-  fail_queue(&p->sq_head, &p->sq_tail, &p->nsend, SC_ERR_REMOTE);
-  fail_queue(&p->rq_head, &p->rq_tail, &p->nrecv, SC_ERR_REMOTE);
-  SC_WARN(SC_SUBSYS_NET, "tcp: %s", p->err);
-  return SC_ERR(SC_ERR_REMOTE, "%s", p->err);
-}
-
-static sc_result_t peer_io_error(sc_transport_t *tp, sc_tcp_peer_t *p, int err, int sending) {
-  if (err == 0) return peer_fail(tp, p, "closed the connection");
-  if (err == ECONNRESET || err == EPIPE || err == ENOTCONN)
-    return peer_fail(tp, p, "reset the connection (%s)", strerror(err));
-  return peer_fail(tp, p, "failed: %s: %s", sending ? "send" : "recv", strerror(err));
-}
-
-/* ---- send side ---- */
-
-static sc_result_t send_progress(sc_transport_t *tp, sc_tcp_peer_t *p, size_t *moved) {
-  while (p->sq_head) {
-    struct iovec iov[SC_TCP_SEND_IOV];
-    int n = 0;
-    for (sc_tp_req_t *r = p->sq_head; r && n + 2 <= SC_TCP_SEND_IOV; r = r->next) {
-      if (r->hdr_done < SC_TCP_HDR_LEN) {
-        iov[n].iov_base = r->hdr + r->hdr_done;
-        iov[n++].iov_len = SC_TCP_HDR_LEN - r->hdr_done;
-      }
-      if (r->done < r->len) {
-        iov[n].iov_base = r->buf + r->done;
-        iov[n++].iov_len = r->len - r->done;
-      }
-    }
-    struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-    ssize_t w = sendmsg(p->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return SC_SUCCESS;
-      return peer_io_error(tp, p, errno, 1);
-    }
-    *moved += (size_t)w;
-    size_t left = (size_t)w;
-    while (p->sq_head) {
-      sc_tp_req_t *r = p->sq_head;
-      size_t h = SC_TCP_HDR_LEN - r->hdr_done;
-      if (h > left) h = left;
-      r->hdr_done += h;
-      left -= h;
-      size_t b = r->len - r->done;
-      if (b > left) b = left;
-      r->done += b;
-      left -= b;
-      if (r->hdr_done < SC_TCP_HDR_LEN || r->done < r->len) break;
-      p->sq_head = r->next;
-      if (!p->sq_head) p->sq_tail = NULL;
-      p->nsend--;
-      req_finish(r, SC_TP_REQ_DONE, SC_SUCCESS);
-    }
-  }
-  return SC_SUCCESS;
-}
-
-/* ---- receive side ---- */
-
-/* A complete header for the head receive: check it before any payload is read. */
-static sc_result_t recv_header_done(sc_transport_t *tp, sc_tcp_peer_t *p, sc_tp_req_t *r) {
-  uint32_t magic = sc_tcp_get32(r->hdr);
-  uint64_t len = sc_tcp_get64(r->hdr + 8);
-  if (magic != SC_TCP_MSG_MAGIC)
-    return peer_fail(tp, p, "sent a malformed message header (magic 0x%08x, expected 0x%08x)",
-                     magic, SC_TCP_MSG_MAGIC);
-  if (len != (uint64_t)r->len)
-    return peer_fail(tp, p, "sent a %llu-byte message where %zu bytes were expected",
-                     (unsigned long long)len, r->len);
-  if (r->len == 0) {
-    p->rq_head = r->next;
-    if (!p->rq_head) p->rq_tail = NULL;
-    p->nrecv--;
-    req_finish(r, SC_TP_REQ_DONE, SC_SUCCESS);
-  }
-  return SC_SUCCESS;
-}
-
-static sc_result_t recv_progress(sc_transport_t *tp, sc_tcp_peer_t *p, size_t *moved) {
-  while (p->rq_head) {
-    sc_tp_req_t *r = p->rq_head;
-    struct iovec iov[2];
-    int n = 0;
-    if (r->hdr_done < SC_TCP_HDR_LEN) {
-      iov[n].iov_base = r->hdr + r->hdr_done;
-      iov[n++].iov_len = SC_TCP_HDR_LEN - r->hdr_done;
-    } else {
-      iov[n].iov_base = r->buf + r->done;
-      iov[n++].iov_len = r->len - r->done;
-      /* The next posted receive's header may ride along: it is only a header,
-       * so nothing unchecked reaches a payload buffer. */
-      if (r->next) {
-        iov[n].iov_base = r->next->hdr;
-        iov[n++].iov_len = SC_TCP_HDR_LEN;
-      }
-    }
-    struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-    ssize_t got = recvmsg(p->fd, &msg, MSG_DONTWAIT);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return SC_SUCCESS;
-      return peer_io_error(tp, p, errno, 0);
-    }
-    if (got == 0) return peer_io_error(tp, p, 0, 0);
-    *moved += (size_t)got;
-    size_t left = (size_t)got;
-    if (r->hdr_done < SC_TCP_HDR_LEN) {
-      r->hdr_done += left;
-      if (r->hdr_done == SC_TCP_HDR_LEN) SC_CHECK(recv_header_done(tp, p, r));
-      continue;
-    }
-    size_t b = r->len - r->done;
-    if (b > left) b = left;
-    r->done += b;
-    left -= b;
-    if (r->done < r->len) continue;
-    sc_tp_req_t *next = r->next;
-    p->rq_head = next;
-    if (!p->rq_head) p->rq_tail = NULL;
-    p->nrecv--;
-    req_finish(r, SC_TP_REQ_DONE, SC_SUCCESS);
-    if (left > 0) {
-      next->hdr_done = left;
-      if (next->hdr_done == SC_TCP_HDR_LEN) SC_CHECK(recv_header_done(tp, p, next));
-    }
-  }
-  return SC_SUCCESS;
-}
-
-/* ---- ops ---- */
 
 static sc_result_t post_check(sc_transport_t *tp, int peer, const void *buf, size_t len,
                               sc_tp_req_t *req, const char *op) {
@@ -215,72 +35,93 @@ static sc_result_t post_check(sc_transport_t *tp, int peer, const void *buf, siz
   return SC_SUCCESS;
 }
 
-static void req_init(sc_tp_req_t *req, int peer, int is_send, const void *buf, size_t len) {
+/* Queues req's segments on p's sockets and tries the sockets it heads at once. */
+static sc_result_t post(sc_transport_t *tp, int peer, const void *buf, size_t len, sc_tp_req_t *req,
+                        int sending) {
+  sc_tcp_peer_t *p = &tp->peers[peer];
+  if (p->dead) {
+    req->status = SC_ERR_REMOTE;
+    __atomic_store_n(&req->state, (int)SC_TP_REQ_ERROR, __ATOMIC_RELEASE);
+    return SC_ERR(SC_ERR_REMOTE, "%s", p->err);
+  }
+  size_t stripe;
+  int k = sc_tcp_stripes(len, p->nsocks, &stripe);
+  int *cursor = sending ? &p->send_cursor : &p->recv_cursor;
+  for (int j = 0; j < k; j++) {
+    sc_tcp_sock_t *sk = &p->socks[(*cursor + j) % p->nsocks];
+    SC_CHECK(sc_tcp_ring_reserve(sending ? &sk->sq : &sk->rq, 1));
+  }
   req->status = SC_SUCCESS;
   req->peer = peer;
-  req->is_send = is_send;
+  req->is_send = sending;
   req->buf = (uint8_t *)buf;
   req->len = len;
   req->done = 0;
-  req->hdr_done = 0;
+  req->hdr_done = (size_t)k; /* segments still to complete */
   req->next = NULL;
   req->state = SC_TP_REQ_PENDING;
+  uint32_t seq = sending ? p->send_seq++ : p->recv_seq++;
+  int first = *cursor;
+  for (int j = 0; j < k; j++) {
+    sc_tcp_sock_t *sk = &p->socks[(first + j) % p->nsocks];
+    sc_tcp_seg_t *s = sc_tcp_ring_push(sending ? &sk->sq : &sk->rq);
+    s->req = req;
+    s->off = (size_t)j * stripe;
+    s->len = len - s->off < stripe ? len - s->off : stripe;
+    s->done = 0;
+    s->hdr_done = 0;
+    s->seq = seq;
+    s->nseg = k;
+    s->first = first;
+    if (sending) {
+      sc_tcp_put32(s->hdr, SC_TCP_MSG_MAGIC);
+      sc_tcp_put32(s->hdr + 4, seq);
+      sc_tcp_put64(s->hdr + 8, (uint64_t)len);
+    }
+  }
+  *cursor = (first + k) % p->nsocks;
+  if (sending)
+    p->nsend++;
+  else
+    p->nrecv++;
+  /* A socket with older segments queued is pushed by progress() in order. */
+  for (int j = 0; j < k && !p->dead; j++) {
+    int sock = (first + j) % p->nsocks;
+    sc_tcp_sock_t *sk = &p->socks[sock];
+    size_t moved = 0;
+    if (sending && sk->sq.count == 1)
+      SC_CHECK(sc_tcp_send_progress(tp, p, sock, &moved));
+    else if (!sending && sk->rq.count == 1)
+      SC_CHECK(sc_tcp_recv_progress(tp, p, sock, &moved));
+  }
+  return SC_SUCCESS;
 }
 
 static sc_result_t tcp_isend(sc_transport_t *tp, int peer, const void *buf, size_t len,
                              sc_tp_req_t *req) {
   SC_CHECK(post_check(tp, peer, buf, len, req, "isend"));
-  sc_tcp_peer_t *p = &tp->peers[peer];
-  if (p->dead) {
-    req_finish(req, SC_TP_REQ_ERROR, SC_ERR_REMOTE);
-    return SC_ERR(SC_ERR_REMOTE, "%s", p->err);
-  }
-  req_init(req, peer, 1, buf, len);
-  sc_tcp_put32(req->hdr, SC_TCP_MSG_MAGIC);
-  sc_tcp_put32(req->hdr + 4, 0);
-  sc_tcp_put64(req->hdr + 8, (uint64_t)len);
-  if (p->sq_tail)
-    p->sq_tail->next = req;
-  else
-    p->sq_head = req;
-  p->sq_tail = req;
-  p->nsend++;
-  if (p->sq_head != req) return SC_SUCCESS; /* progress() pushes the queue in order */
-  size_t moved = 0;
-  return send_progress(tp, p, &moved);
+  return post(tp, peer, buf, len, req, 1);
 }
 
 static sc_result_t tcp_irecv(sc_transport_t *tp, int peer, void *buf, size_t len,
                              sc_tp_req_t *req) {
   SC_CHECK(post_check(tp, peer, buf, len, req, "irecv"));
-  sc_tcp_peer_t *p = &tp->peers[peer];
-  if (p->dead) {
-    req_finish(req, SC_TP_REQ_ERROR, SC_ERR_REMOTE);
-    return SC_ERR(SC_ERR_REMOTE, "%s", p->err);
-  }
-  req_init(req, peer, 0, buf, len);
-  if (p->rq_tail)
-    p->rq_tail->next = req;
-  else
-    p->rq_head = req;
-  p->rq_tail = req;
-  p->nrecv++;
-  if (p->rq_head != req) return SC_SUCCESS;
-  size_t moved = 0;
-  return recv_progress(tp, p, &moved);
+  return post(tp, peer, buf, len, req, 0);
 }
 
-/* One pass over every peer with queued work. The first failure is returned
+/* One pass over every socket with queued work. The first failure is returned
  * and its text kept; the other peers still move. */
 static sc_result_t progress_pass(sc_transport_t *tp, size_t *moved, char *first_err,
                                  size_t errlen) {
   sc_result_t res = SC_SUCCESS;
   for (int i = 0; i < tp->nranks; i++) {
     sc_tcp_peer_t *p = &tp->peers[i];
-    if (p->dead || p->fd < 0) continue;
+    if (p->dead || !p->connected) continue;
     sc_result_t r = SC_SUCCESS;
-    if (p->sq_head) r = send_progress(tp, p, moved);
-    if (r == SC_SUCCESS && p->rq_head) r = recv_progress(tp, p, moved);
+    for (int k = 0; k < p->nsocks && r == SC_SUCCESS; k++) {
+      if (p->socks[k].sq.count) r = sc_tcp_send_progress(tp, p, k, moved);
+      if (r == SC_SUCCESS && p->socks[k].rq.count) r = sc_tcp_recv_progress(tp, p, k, moved);
+    }
     if (r != SC_SUCCESS && res == SC_SUCCESS) {
       res = r;
       sc_error_get_detail(first_err, errlen);
@@ -289,24 +130,84 @@ static sc_result_t progress_pass(sc_transport_t *tp, size_t *moved, char *first_
   return res;
 }
 
+/* Like progress_pass, but only the sockets poll reported (pfds[1..n)): with
+ * several sockets per peer, trying the idle ones would double the syscalls. */
+static sc_result_t progress_ready(sc_transport_t *tp, int n, size_t *moved, char *first_err,
+                                  size_t errlen) {
+  sc_result_t res = SC_SUCCESS;
+  for (int i = 1; i < n; i++) {
+    if (!tp->pfds[i].revents) continue;
+    sc_tcp_peer_t *p = &tp->peers[tp->pfd_peer[i]];
+    int k = tp->pfd_sock[i];
+    if (p->dead) continue;
+    sc_result_t r = SC_SUCCESS;
+    /* Errors and hang-ups show up in the I/O calls, with their cause. */
+    if (p->socks[k].sq.count && (tp->pfds[i].revents & ~POLLIN))
+      r = sc_tcp_send_progress(tp, p, k, moved);
+    if (r == SC_SUCCESS && p->socks[k].rq.count && (tp->pfds[i].revents & ~POLLOUT))
+      r = sc_tcp_recv_progress(tp, p, k, moved);
+    if (r != SC_SUCCESS && res == SC_SUCCESS) {
+      res = r;
+      sc_error_get_detail(first_err, errlen);
+    }
+  }
+  return res;
+}
+
+/* The wake-up descriptor and every socket waiting to move bytes; returns how many. */
+static int build_pollset(sc_transport_t *tp) {
+  int n = 0;
+  tp->pfds[n] = (struct pollfd){.fd = tp->wake_fd, .events = POLLIN};
+  tp->pfd_peer[n] = tp->pfd_sock[n] = -1;
+  n++;
+  for (int i = 0; i < tp->nranks; i++) {
+    sc_tcp_peer_t *p = &tp->peers[i];
+    if (p->dead || !p->connected) continue;
+    for (int k = 0; k < p->nsocks; k++) {
+      sc_tcp_sock_t *sk = &p->socks[k];
+      if (!sk->sq.count && !sk->rq.count) continue;
+      tp->pfds[n] = (struct pollfd){
+          .fd = sk->fd,
+          .events = (short)((sk->sq.count ? POLLOUT : 0) | (sk->rq.count ? POLLIN : 0))};
+      tp->pfd_peer[n] = i;
+      tp->pfd_sock[n] = k;
+      n++;
+    }
+  }
+  return n;
+}
+
+/* Spin, then sleep: > 0 when something is ready, 0 at the timeout. */
+static int wait_ready(sc_transport_t *tp, int n, int timeout_ms) {
+  int rc = 0;
+  if (n > 1 && tp->spin_us > 0) {
+    int64_t spin = (int64_t)tp->spin_us < (int64_t)timeout_ms * 1000 ? tp->spin_us
+                                                                     : (int64_t)timeout_ms * 1000;
+    int64_t t0 = now_us(), end = t0 + spin;
+    for (;;) {
+      rc = poll(tp->pfds, (nfds_t)n, 0);
+      if (rc != 0 || now_us() >= end) break;
+      /* With more ranks than cores the sender may be waiting for this very
+       * core: hand it over rather than hold it for the whole spin. */
+      sched_yield();
+    }
+    if (rc != 0) return rc;
+    timeout_ms -= (int)((now_us() - t0) / 1000);
+    if (timeout_ms <= 0) return 0;
+  }
+  return poll(tp->pfds, (nfds_t)n, timeout_ms);
+}
+
 static sc_result_t tcp_progress(sc_transport_t *tp, int timeout_ms, int *progressed) {
   if (progressed) *progressed = 0;
   if (!tp) return SC_ERR(SC_ERR_INVALID_ARG, "tcp progress: NULL transport");
+  if (!tp->connected) return SC_ERR(SC_ERR_INVALID_ARG, "tcp progress: not connected");
   char first_err[SC_ERRMSG_MAX];
   size_t moved = 0;
   sc_result_t res = progress_pass(tp, &moved, first_err, sizeof(first_err));
   if (moved == 0 && res == SC_SUCCESS && timeout_ms > 0) {
-    int n = 0;
-    tp->pfds[n] = (struct pollfd){.fd = tp->wake_fd, .events = POLLIN};
-    tp->pfd_peer[n++] = -1;
-    for (int i = 0; i < tp->nranks; i++) {
-      sc_tcp_peer_t *p = &tp->peers[i];
-      if (p->dead || p->fd < 0 || (!p->sq_head && !p->rq_head)) continue;
-      tp->pfds[n] = (struct pollfd){
-          .fd = p->fd, .events = (short)((p->sq_head ? POLLOUT : 0) | (p->rq_head ? POLLIN : 0))};
-      tp->pfd_peer[n++] = i;
-    }
-    int rc = poll(tp->pfds, (nfds_t)n, timeout_ms);
+    int n = build_pollset(tp);
+    int rc = wait_ready(tp, n, timeout_ms);
     if (rc < 0 && errno != EINTR)
       return SC_ERR(SC_ERR_SYSTEM, "tcp progress: poll: %s", strerror(errno));
     if (rc > 0) {
@@ -316,7 +217,7 @@ static sc_result_t tcp_progress(sc_transport_t *tp, int timeout_ms, int *progres
         }
       }
       if (rc > (tp->pfds[0].revents ? 1 : 0))
-        res = progress_pass(tp, &moved, first_err, sizeof(first_err));
+        res = progress_ready(tp, n, &moved, first_err, sizeof(first_err));
     }
   }
   if (progressed) *progressed = moved > 0;
@@ -326,23 +227,7 @@ static sc_result_t tcp_progress(sc_transport_t *tp, int timeout_ms, int *progres
 
 static void tcp_cancel_all(sc_transport_t *tp, sc_result_t why) {
   if (!tp) return;
-  for (int i = 0; i < tp->nranks; i++) {
-    sc_tcp_peer_t *p = &tp->peers[i];
-    /* Half a message on the wire leaves the stream out of step with the
-     * peer's: the connection cannot carry anything after it. */
-    int torn = (p->sq_head && p->sq_head->hdr_done > 0) || (p->rq_head && p->rq_head->hdr_done > 0);
-    fail_queue(&p->sq_head, &p->sq_tail, &p->nsend, why);
-    fail_queue(&p->rq_head, &p->rq_tail, &p->nrecv, why);
-    if (torn && !p->dead) {
-      snprintf(p->err, sizeof(p->err),
-               "%s: connection closed by rank %d after requests were "
-               "cancelled mid-message (%s)",
-               p->name, tp->rank, sc_strerror(why));
-      p->dead = 1;
-      if (p->fd >= 0) close(p->fd);
-      p->fd = -1;
-    }
-  }
+  for (int i = 0; i < tp->nranks; i++) sc_tcp_peer_cancel(tp, &tp->peers[i], why);
 }
 
 static sc_result_t tcp_reg(sc_transport_t *tp, void *buf, size_t len, void **handle) {

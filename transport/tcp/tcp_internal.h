@@ -1,12 +1,24 @@
 /* TCP transport internals shared by connection setup (tcp_conn.c), the data
  * path (tcp.c) and the unit test that forges setup messages.
  *
+ * Each pair of ranks is joined by nsocks sockets (SC_NSOCKS of the higher
+ * rank, which connects; the lower rank adopts its count). A message is cut
+ * into k = stripes(len, nsocks) contiguous segments; segment j travels on
+ * socket (cursor + j) % nsocks and the per-peer cursor then advances by k.
+ * Both sides compute the same placement from the length they posted, so each
+ * socket carries its segments in posting order and the receiver knows which
+ * request every arriving segment belongs to; a message of at most
+ * SC_TCP_STRIPE_MIN bytes is one segment on one socket.
+ *
  * Wire formats, multi-byte fields big-endian:
  *   address blob : u32 'SCTB', packed address (SC_SOCKET_ADDR_WIRE_LEN)
- *   hello        : u32 'SCTH', u32 version, u8 secret[32], u32 from, u32 to, u32 nranks
- *                  (the higher rank connects and sends it)
- *   ack          : u32 'SCTK', u32 from, u32 to (the lower rank's answer)
- *   message      : u32 'SCTM', u32 reserved, u64 payload length, payload */
+ *   hello        : u32 'SCTH', u32 version, u8 secret[32], u32 from, u32 to, u32 nranks,
+ *                  u32 socket index, u32 nsocks (the higher rank connects and sends it,
+ *                  one hello per socket)
+ *   ack          : u32 'SCTK', u32 from, u32 to, u32 socket index (the lower rank's answer)
+ *   segment      : u32 'SCTM', u32 message sequence number (per peer and direction,
+ *                  wrapping), u64 length of the whole message, then this segment's
+ *                  bytes of the payload */
 #ifndef SC_TCP_INTERNAL_H
 #define SC_TCP_INTERNAL_H
 
@@ -22,29 +34,64 @@
 #define SC_TCP_HELLO_MAGIC 0x53435448u /* 'SCTH' */
 #define SC_TCP_ACK_MAGIC   0x5343544bu /* 'SCTK' */
 #define SC_TCP_MSG_MAGIC   0x5343544du /* 'SCTM' */
-#define SC_TCP_VERSION     1
+#define SC_TCP_VERSION     2
 
 #define SC_TCP_BLOB_LEN  (4 + SC_SOCKET_ADDR_WIRE_LEN)
-#define SC_TCP_HELLO_LEN (4 + 4 + SC_SECRET_LEN + 4 + 4 + 4)
-#define SC_TCP_ACK_LEN   12
+#define SC_TCP_HELLO_LEN (4 + 4 + SC_SECRET_LEN + 4 * 5)
+#define SC_TCP_ACK_LEN   16
 #define SC_TCP_HDR_LEN   16
 
+#define SC_TCP_MAX_SOCKS 64
+/* Messages up to this size are not split: below it the extra syscalls and
+ * wake-ups of several sockets cost more than the parallel copies gain. */
+#define SC_TCP_STRIPE_MIN (256u << 10)
+/* Stripe boundaries fall on this multiple, so that each copy starts aligned. */
+#define SC_TCP_STRIPE_ALIGN 4096u
+
 _Static_assert(SC_TCP_BLOB_LEN <= SC_TP_ADDR_MAX, "address blob too large");
-_Static_assert(SC_TCP_HDR_LEN == sizeof(((sc_tp_req_t *)0)->hdr), "message header size");
+
+/* One segment of one message queued on one socket. Send and receive queues
+ * are rings of these per socket; the request itself counts its unfinished
+ * segments in hdr_done (see tcp.c). */
+typedef struct sc_tcp_seg {
+  sc_tp_req_t *req;
+  size_t off, len; /* the part of req->buf this segment carries */
+  size_t done;     /* payload bytes of this segment moved */
+  size_t hdr_done;
+  uint32_t seq; /* the message's sequence number */
+  int nseg;     /* segments of the message */
+  int first;    /* socket of its first segment (the cursor before it was posted) */
+  uint8_t hdr[SC_TCP_HDR_LEN];
+} sc_tcp_seg_t;
+
+typedef struct sc_tcp_ring {
+  sc_tcp_seg_t *v;
+  size_t head, count, cap;
+} sc_tcp_ring_t;
+
+typedef struct sc_tcp_sock {
+  int fd;
+  sc_tcp_ring_t sq, rq;
+} sc_tcp_sock_t;
 
 typedef struct sc_tcp_peer {
-  int fd;   /* -1 before setup and after death */
-  int dead; /* failed: requests to it fail at once with err */
+  int nsocks;    /* 0 until the first hello or connect; then fixed */
+  int nconn;     /* sockets established during setup */
+  int connected; /* all nsocks sockets established */
+  int dead;      /* failed: requests to it fail at once with err */
+  sc_tcp_sock_t *socks;
   sc_boot_addr_t addr;
   char name[96]; /* "rank 3 (127.0.0.1:40123)" for error texts */
-  sc_tp_req_t *sq_head, *sq_tail;
-  sc_tp_req_t *rq_head, *rq_tail;
-  int nsend, nrecv;
+  int send_cursor, recv_cursor;
+  uint32_t send_seq, recv_seq;
+  int nsend, nrecv; /* pending requests (not segments) */
   char err[320];
 } sc_tcp_peer_t;
 
 struct sc_transport {
   int rank, nranks;
+  int nsocks; /* SC_NSOCKS: how many this rank opens to each lower rank */
+  int spin_us;
   uint8_t secret[SC_SECRET_LEN];
   size_t sockbuf;
   int timeout_ms;
@@ -53,8 +100,9 @@ struct sc_transport {
   int wake_fd; /* eventfd: wake() makes a progress() blocked in poll return */
   int connected;
   sc_tcp_peer_t *peers;
-  struct pollfd *pfds; /* nranks + 1, reused by progress */
-  int *pfd_peer;
+  struct pollfd *pfds; /* wake_fd + every data socket, reused by progress */
+  int *pfd_peer, *pfd_sock;
+  size_t npfds;
 };
 
 static inline void sc_tcp_put32(uint8_t *p, uint32_t v) {
@@ -74,13 +122,35 @@ static inline uint64_t sc_tcp_get64(const uint8_t *p) {
   return ((uint64_t)sc_tcp_get32(p) << 32) | sc_tcp_get32(p + 4);
 }
 
+/* How many segments a len-byte message is cut into over nsocks sockets, and
+ * the size of every segment but the last. */
+static inline int sc_tcp_stripes(size_t len, int nsocks, size_t *stripe) {
+  if (nsocks <= 1 || len <= SC_TCP_STRIPE_MIN) {
+    *stripe = len;
+    return 1;
+  }
+  size_t k = (len + SC_TCP_STRIPE_MIN - 1) / SC_TCP_STRIPE_MIN;
+  if (k > (size_t)nsocks) k = (size_t)nsocks;
+  size_t s = (len + k - 1) / k;
+  s = (s + SC_TCP_STRIPE_ALIGN - 1) / SC_TCP_STRIPE_ALIGN * SC_TCP_STRIPE_ALIGN;
+  *stripe = s;
+  return (int)((len + s - 1) / s);
+}
+
 void sc_tcp_encode_hello(uint8_t out[SC_TCP_HELLO_LEN], const uint8_t secret[SC_SECRET_LEN],
-                         int from, int to, int nranks);
+                         int from, int to, int nranks, int sock, int nsocks);
 
 /* tcp_conn.c */
 sc_result_t sc_tcp_create(const sc_tp_config_t *cfg, sc_transport_t **tp, void *addr,
                           size_t *addrlen);
-sc_result_t sc_tcp_connect_all(sc_transport_t *tp, const void *addrs, size_t stride);
 void sc_tcp_destroy(sc_transport_t *tp);
+/* nsocks closed sockets and empty queues for one peer. */
+sc_result_t sc_tcp_peer_init_socks(sc_transport_t *tp, int peer, int nsocks);
+/* The poll set of progress(), once every peer's socket count is known. */
+sc_result_t sc_tcp_alloc_pollset(sc_transport_t *tp);
+void sc_tcp_peer_close(sc_tcp_peer_t *p);
+
+/* tcp_setup.c */
+sc_result_t sc_tcp_connect_all(sc_transport_t *tp, const void *addrs, size_t stride);
 
 #endif
