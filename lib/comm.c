@@ -29,9 +29,9 @@ static sc_result_t sc_comm_read_config(sc_comm_config_t *cfg) {
   cfg->bcast_algo = (sc_bcast_algo_t)idx;
   static const char *const tps[] = {"auto", "tcp", "shm", "ucx", "verbs"};
   SC_CHECK(sc_parse_choice("SC_TRANSPORT", sc_config_get("SC_TRANSPORT"), tps, 5, &idx));
-  if (idx > 1)
-    return SC_ERR(SC_ERR_UNSUPPORTED, "SC_TRANSPORT=%s is not built in this release (tcp is)",
-                  tps[idx]);
+  if (idx > 2)
+    return SC_ERR(SC_ERR_UNSUPPORTED,
+                  "SC_TRANSPORT=%s is not built in this release (auto, tcp and shm are)", tps[idx]);
   cfg->transport = idx;
   SC_CHECK(sc_config_long("SC_NSOCKS", 1, 64, &v));
   cfg->nsocks = (int)v;
@@ -83,6 +83,10 @@ sc_result_t sc_comm_create(sc_comm_t **out, int nranks, int rank, const sc_uniqu
   sc_log_set_rank(rank);
   sc_result_t r;
   SC_CHECK_GOTO(sc_comm_read_config(&comm->cfg), r, fail);
+  /* auto: shared memory to same-host peers, tcp to the others. */
+  static const sc_transport_ops_t *const tpops[] = {&sc_mux_transport, &sc_tcp_transport,
+                                                    &sc_shm_transport};
+  comm->tpops = tpops[comm->cfg.transport];
 
   sc_tp_config_t tpc;
   memset(&tpc, 0, sizeof(tpc));

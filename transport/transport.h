@@ -19,7 +19,7 @@
 
 #include "sparsecoll.h"
 
-#define SC_TP_ADDR_MAX 64 /* bytes of an address blob exchanged at bootstrap */
+#define SC_TP_ADDR_MAX 192 /* bytes of an address blob exchanged at bootstrap */
 #define SC_SECRET_LEN  32
 
 typedef enum sc_tp_req_state {
@@ -85,5 +85,9 @@ typedef struct sc_transport_ops {
 } sc_transport_ops_t;
 
 extern const sc_transport_ops_t sc_tcp_transport;
+/* Shared memory to every peer; connect_all fails if one is on another host. */
+extern const sc_transport_ops_t sc_shm_transport;
+/* Per peer: shm for same-host peers, tcp for the others (SC_TRANSPORT=auto). */
+extern const sc_transport_ops_t sc_mux_transport;
 
 #endif

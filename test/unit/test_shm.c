@@ -1,0 +1,515 @@
+/* Shared-memory transport: the SPSC ring (wrap-around, padding, bogus
+ * counters, a producer and a consumer thread streaming a checked sequence),
+ * the same-host verdict, and whole transports in one process (several ranks
+ * as threads): small, ring-streamed and single-copy messages arrive exactly,
+ * a length mismatch and a closed peer fail with SC_ERR_REMOTE, wake() ends a
+ * blocked progress, and no segment name survives connect_all. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "lib/error.h"
+#include "lib/socket.h"
+#include "transport/shm/shm_internal.h"
+#include "transport/transport.h"
+
+static const sc_transport_ops_t *ops = &sc_shm_transport;
+
+/* ---- ring ---- */
+
+typedef struct ring_mem {
+  sc_shm_chan_ctl_t *ctl;
+  uint8_t *data;
+} ring_mem_t;
+
+static ring_mem_t ring_mem(uint64_t size) {
+  ring_mem_t m;
+  void *p = NULL;
+  assert_int_equal(posix_memalign(&p, 64, SC_SHM_CTL_BYTES + size), 0);
+  memset(p, 0, SC_SHM_CTL_BYTES + size);
+  m.ctl = p;
+  m.data = (uint8_t *)p + SC_SHM_CTL_BYTES;
+  return m;
+}
+
+static void test_ring_basic(void **state) {
+  (void)state;
+  ring_mem_t m = ring_mem(64);
+  sc_shm_ring_t tx, rx;
+  sc_shm_ring_init(&tx, m.ctl, m.data, 64, 1);
+  sc_shm_ring_init(&rx, m.ctl, m.data, 64, 0);
+  assert_int_equal(sc_shm_ring_space(&tx, 1), 64);
+  assert_int_equal(sc_shm_ring_avail(&rx, 1), 0);
+  uint8_t a[48], b[48];
+  for (int i = 0; i < 48; i++) a[i] = (uint8_t)(i + 1);
+  sc_shm_ring_put(&tx, a, 40);
+  sc_shm_ring_put_pad(&tx, 0);
+  /* Nothing visible before publish. */
+  assert_int_equal(sc_shm_ring_avail(&rx, 1), 0);
+  assert_int_equal(sc_shm_ring_publish(&tx), 1);
+  assert_int_equal(sc_shm_ring_publish(&tx), 0);
+  assert_int_equal(sc_shm_ring_avail(&rx, 1), 40);
+  assert_int_equal(sc_shm_ring_space(&tx, 64), 24);
+  sc_shm_ring_get(&rx, b, 40);
+  assert_memory_equal(a, b, 40);
+  /* Until the consumer publishes, the producer still sees the ring full. */
+  assert_int_equal(sc_shm_ring_space(&tx, 64), 24);
+  sc_shm_ring_publish(&rx);
+  assert_int_equal(sc_shm_ring_space(&tx, 64), 64);
+  /* Wraps: 40 + 48 > 64. */
+  sc_shm_ring_put(&tx, a, 48);
+  sc_shm_ring_publish(&tx);
+  memset(b, 0, sizeof(b));
+  assert_int_equal(sc_shm_ring_avail(&rx, 48), 48);
+  sc_shm_ring_get(&rx, b, 48);
+  assert_memory_equal(a, b, 48);
+  /* Padding advances without data. */
+  sc_shm_ring_publish(&rx);
+  sc_shm_ring_put(&tx, a, 3);
+  sc_shm_ring_put_pad(&tx, 5);
+  sc_shm_ring_publish(&tx);
+  assert_int_equal(sc_shm_ring_avail(&rx, 8), 8);
+  sc_shm_ring_get(&rx, b, 3);
+  sc_shm_ring_skip(&rx, 5);
+  assert_memory_equal(a, b, 3);
+  assert_int_equal(sc_shm_ring_avail(&rx, 1), 0);
+  assert_int_equal(sc_shm_pad8(0), 0);
+  assert_int_equal(sc_shm_pad8(1), 8);
+  assert_int_equal(sc_shm_pad8(16), 16);
+  free(m.ctl);
+}
+
+static void test_ring_bogus_counters(void **state) {
+  (void)state;
+  ring_mem_t m = ring_mem(64);
+  sc_shm_ring_t tx, rx;
+  sc_shm_ring_init(&tx, m.ctl, m.data, 64, 1);
+  sc_shm_ring_init(&rx, m.ctl, m.data, 64, 0);
+  /* A consumer head ahead of the tail, a producer tail more than a ring
+   * ahead: neither may be used to index the ring. */
+  m.ctl->head = 1000;
+  assert_true(sc_shm_ring_space(&tx, 65) == (uint64_t)-1);
+  m.ctl->head = 0;
+  m.ctl->tail = 65;
+  assert_true(sc_shm_ring_avail(&rx, 1) == (uint64_t)-1);
+  m.ctl->tail = 64;
+  assert_int_equal(sc_shm_ring_avail(&rx, 1), 64);
+  free(m.ctl);
+}
+
+#define STREAM_BYTES (3u << 20)
+
+typedef struct stream_arg {
+  sc_shm_ring_t r;
+  uint32_t seed;
+  int bad;
+} stream_arg_t;
+
+static uint8_t seq_byte(uint64_t i) {
+  return (uint8_t)((i * 2654435761u) >> 13);
+}
+
+static void *producer(void *p) {
+  stream_arg_t *a = p;
+  uint8_t chunk[700];
+  uint64_t sent = 0;
+  while (sent < STREAM_BYTES) {
+    uint64_t n = 1 + rand_r(&a->seed) % sizeof(chunk);
+    if (n > STREAM_BYTES - sent) n = STREAM_BYTES - sent;
+    uint64_t room = sc_shm_ring_space(&a->r, n);
+    if (room == (uint64_t)-1) {
+      a->bad = 1;
+      return NULL;
+    }
+    if (room < n) n = room;
+    for (uint64_t i = 0; i < n; i++) chunk[i] = seq_byte(sent + i);
+    sc_shm_ring_put(&a->r, chunk, n);
+    sent += n;
+    sc_shm_ring_publish(&a->r);
+  }
+  return NULL;
+}
+
+static void *consumer(void *p) {
+  stream_arg_t *a = p;
+  uint8_t chunk[900];
+  uint64_t got = 0;
+  while (got < STREAM_BYTES) {
+    uint64_t have = sc_shm_ring_avail(&a->r, 1);
+    if (have == (uint64_t)-1) {
+      a->bad = 1;
+      return NULL;
+    }
+    uint64_t n = 1 + rand_r(&a->seed) % sizeof(chunk);
+    if (n > have) n = have;
+    sc_shm_ring_get(&a->r, chunk, n);
+    for (uint64_t i = 0; i < n; i++)
+      if (chunk[i] != seq_byte(got + i)) a->bad = 2;
+    got += n;
+    sc_shm_ring_publish(&a->r);
+  }
+  return NULL;
+}
+
+static void test_ring_threads(void **state) {
+  (void)state;
+  ring_mem_t m = ring_mem(1024);
+  stream_arg_t pa = {.seed = 1}, ca = {.seed = 2};
+  sc_shm_ring_init(&pa.r, m.ctl, m.data, 1024, 1);
+  sc_shm_ring_init(&ca.r, m.ctl, m.data, 1024, 0);
+  pthread_t tp, tc;
+  pthread_create(&tp, NULL, producer, &pa);
+  pthread_create(&tc, NULL, consumer, &ca);
+  pthread_join(tp, NULL);
+  pthread_join(tc, NULL);
+  assert_int_equal(pa.bad, 0);
+  assert_int_equal(ca.bad, 0);
+  assert_int_equal(m.ctl->tail, STREAM_BYTES);
+  assert_int_equal(m.ctl->head, STREAM_BYTES);
+  free(m.ctl);
+}
+
+static void test_same_host(void **state) {
+  (void)state;
+  sc_shm_blob_t a = {.magic = SC_SHM_BLOB_MAGIC,
+                     .pid = 10,
+                     .host_hash = 1,
+                     .boot_hash = 2,
+                     .pidns = 3,
+                     .netns = 4};
+  sc_shm_blob_t b = a;
+  b.pid = 11;
+  assert_true(sc_shm_blob_same_host(&a, &b));
+  b.host_hash = 9;
+  assert_false(sc_shm_blob_same_host(&a, &b));
+  b = a;
+  b.boot_hash = 9;
+  assert_false(sc_shm_blob_same_host(&a, &b));
+  b = a;
+  b.pidns = 9;
+  assert_false(sc_shm_blob_same_host(&a, &b));
+  b = a;
+  b.netns = 9;
+  assert_false(sc_shm_blob_same_host(&a, &b));
+  b = a;
+  b.magic = 0;
+  assert_false(sc_shm_blob_same_host(&a, &b));
+  struct sockaddr_un sa;
+  socklen_t len;
+  sc_shm_db_name(&sa, &len, 1234, 0xabcull);
+  assert_int_equal(sa.sun_path[0], 0); /* abstract: nothing on disk */
+  assert_string_equal(sa.sun_path + 1, "scshm-1234-0000000000000abc");
+  assert_int_equal(len, offsetof(struct sockaddr_un, sun_path) + 1 + strlen(sa.sun_path + 1));
+}
+
+/* ---- whole transports, one thread per rank for setup ---- */
+
+#define MAXN 3
+typedef struct node {
+  sc_transport_t *tp;
+  sc_tp_config_t cfg;
+  sc_result_t res;
+} node_t;
+
+static node_t nodes[MAXN];
+static uint8_t addrs[MAXN][SC_TP_ADDR_MAX];
+
+static void *connect_thread(void *p) {
+  node_t *nd = p;
+  nd->res = ops->connect_all(nd->tp, addrs, SC_TP_ADDR_MAX);
+  return NULL;
+}
+
+/* Entries of /dev/shm whose name holds this process's pid: the transport
+ * must never create one (a killed job would leave it behind). */
+static int shm_files_of_this_pid(void) {
+  char cmd[128];
+  snprintf(cmd, sizeof(cmd), "ls /dev/shm 2>/dev/null | grep -c -- '%d'", (int)getpid());
+  FILE *f = popen(cmd, "r");
+  int n = 0;
+  if (f) {
+    if (fscanf(f, "%d", &n) != 1) n = 0;
+    pclose(f);
+  }
+  return n;
+}
+
+static void setup_n(int n) {
+  uint8_t secret[SC_SECRET_LEN];
+  assert_int_equal(sc_random_bytes(secret, sizeof(secret)), SC_SUCCESS);
+  for (int i = 0; i < n; i++) {
+    memset(&nodes[i], 0, sizeof(nodes[i]));
+    nodes[i].cfg.rank = i;
+    nodes[i].cfg.nranks = n;
+    memcpy(nodes[i].cfg.secret, secret, SC_SECRET_LEN);
+    nodes[i].cfg.timeout_ms = 5000;
+    nodes[i].cfg.spin_us = 0;
+    size_t len = 0;
+    assert_int_equal(ops->create(&nodes[i].cfg, &nodes[i].tp, addrs[i], &len), SC_SUCCESS);
+    assert_true(len > 0 && len <= SC_TP_ADDR_MAX);
+  }
+  pthread_t th[MAXN];
+  for (int i = 0; i < n; i++) pthread_create(&th[i], NULL, connect_thread, &nodes[i]);
+  for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < n; i++) {
+    assert_int_equal(nodes[i].res, SC_SUCCESS);
+    assert_int_equal(nodes[i].tp->nlocal, n - 1);
+  }
+  assert_int_equal(shm_files_of_this_pid(), 0);
+}
+
+static void teardown_n(int n) {
+  for (int i = 0; i < n; i++) {
+    if (!nodes[i].tp) continue;
+    ops->cancel_all(nodes[i].tp, SC_ERR_ABORTED);
+    ops->destroy(nodes[i].tp);
+    nodes[i].tp = NULL;
+  }
+}
+
+/* Drive every transport until the requests finish; returns the first error. */
+static sc_result_t drive(int n, sc_tp_req_t **reqs, int nreq) {
+  for (int iter = 0; iter < 2000000; iter++) {
+    int pending = 0;
+    for (int k = 0; k < nreq; k++) pending += reqs[k]->state == SC_TP_REQ_PENDING;
+    if (!pending) return SC_SUCCESS;
+    for (int i = 0; i < n; i++) {
+      if (!nodes[i].tp) continue;
+      int prog = 0;
+      sc_result_t r = ops->progress(nodes[i].tp, 0, &prog);
+      if (r != SC_SUCCESS) return r;
+    }
+  }
+  return SC_ERR_TIMEOUT;
+}
+
+static void fill(uint8_t *p, size_t n, uint32_t salt) {
+  for (size_t i = 0; i < n; i++) p[i] = (uint8_t)((i * 131u + salt) >> 3);
+}
+
+/* 0 -> 1 and 1 -> 0 at once, several sizes queued back to back. */
+static void exchange_sizes(int force_ring) {
+  static const size_t sizes[] = {0, 8, 1000, 4096, 20000, (size_t)600 << 10, (size_t)1 << 20};
+  enum { NS = sizeof(sizes) / sizeof(sizes[0]) };
+  setup_n(2);
+  if (force_ring) {
+    /* Both receivers refuse single-copy: large messages stream through the ring. */
+    for (int i = 0; i < 2; i++) nodes[i].tp->peers[1 - i].rx.ctl->cma_ok = 2;
+  } else {
+    assert_int_equal(nodes[0].tp->peers[1].tx.ctl->cma_ok, 1);
+  }
+  uint8_t *sb[2][NS], *rb[2][NS];
+  sc_tp_req_t sreq[2][NS], rreq[2][NS];
+  sc_tp_req_t *all[4 * NS];
+  int na = 0;
+  memset(sreq, 0, sizeof(sreq));
+  memset(rreq, 0, sizeof(rreq));
+  for (int i = 0; i < 2; i++)
+    for (int k = 0; k < NS; k++) {
+      sb[i][k] = malloc(sizes[k] + 1);
+      rb[i][k] = calloc(1, sizes[k] + 1);
+      fill(sb[i][k], sizes[k], (uint32_t)(i * 100 + k));
+      assert_int_equal(ops->irecv(nodes[i].tp, 1 - i, rb[i][k], sizes[k], &rreq[i][k]), SC_SUCCESS);
+      all[na++] = &rreq[i][k];
+    }
+  for (int i = 0; i < 2; i++)
+    for (int k = 0; k < NS; k++) {
+      assert_int_equal(ops->isend(nodes[i].tp, 1 - i, sb[i][k], sizes[k], &sreq[i][k]), SC_SUCCESS);
+      all[na++] = &sreq[i][k];
+    }
+  assert_int_equal(drive(2, all, na), SC_SUCCESS);
+  for (int i = 0; i < 2; i++)
+    for (int k = 0; k < NS; k++) {
+      assert_int_equal(rreq[i][k].state, SC_TP_REQ_DONE);
+      assert_int_equal(sreq[i][k].state, SC_TP_REQ_DONE);
+      assert_memory_equal(rb[i][k], sb[1 - i][k], sizes[k]);
+    }
+  for (int i = 0; i < 2; i++)
+    for (int k = 0; k < NS; k++) {
+      free(sb[i][k]);
+      free(rb[i][k]);
+    }
+  if (!force_ring) /* the two large ones went single-copy */
+    assert_int_equal(nodes[0].tp->peers[1].cma_sent, 3);
+  else
+    assert_int_equal(nodes[0].tp->peers[1].cma_sent, 0);
+  teardown_n(2);
+}
+
+static void test_exchange_cma(void **state) {
+  (void)state;
+  exchange_sizes(0);
+}
+
+static void test_exchange_ring_only(void **state) {
+  (void)state;
+  exchange_sizes(1);
+}
+
+static void test_three_ranks_all_pairs(void **state) {
+  (void)state;
+  setup_n(3);
+  enum { LEN = 70000 };
+  static uint8_t sb[3][3][LEN], rb[3][3][LEN];
+  sc_tp_req_t req[3][3][2];
+  sc_tp_req_t *all[18];
+  int na = 0;
+  memset(req, 0, sizeof(req));
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++) {
+      if (i == j) continue;
+      fill(sb[i][j], LEN, (uint32_t)(i * 3 + j));
+      assert_int_equal(ops->irecv(nodes[i].tp, j, rb[i][j], LEN, &req[i][j][0]), SC_SUCCESS);
+      assert_int_equal(ops->isend(nodes[i].tp, j, sb[i][j], LEN, &req[i][j][1]), SC_SUCCESS);
+      all[na++] = &req[i][j][0];
+      all[na++] = &req[i][j][1];
+    }
+  assert_int_equal(drive(3, all, na), SC_SUCCESS);
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++)
+      if (i != j) assert_memory_equal(rb[i][j], sb[j][i], LEN);
+  teardown_n(3);
+}
+
+static void test_length_mismatch(void **state) {
+  (void)state;
+  setup_n(2);
+  uint8_t s[100] = {1}, r[50];
+  sc_tp_req_t sr, rr;
+  memset(&sr, 0, sizeof(sr));
+  memset(&rr, 0, sizeof(rr));
+  assert_int_equal(ops->isend(nodes[0].tp, 1, s, sizeof(s), &sr), SC_SUCCESS);
+  assert_int_equal(ops->irecv(nodes[1].tp, 0, r, sizeof(r), &rr), SC_ERR_REMOTE);
+  assert_int_equal(rr.state, SC_TP_REQ_ERROR);
+  assert_non_null(strstr(sc_last_error(), "100-byte message where 50 bytes"));
+  assert_non_null(strstr(sc_last_error(), "rank 0 ("));
+  /* Later requests to the failed peer fail at once with the same text. */
+  sc_tp_req_t r2;
+  memset(&r2, 0, sizeof(r2));
+  assert_int_equal(ops->irecv(nodes[1].tp, 0, r, sizeof(r), &r2), SC_ERR_REMOTE);
+  teardown_n(2);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void *wake_now(void *p) {
+  ops->wake(p);
+  return NULL;
+}
+
+static void test_wake_from_other_thread(void **state) {
+  (void)state;
+  setup_n(2);
+  uint8_t r[8];
+  sc_tp_req_t rr;
+  memset(&rr, 0, sizeof(rr));
+  assert_int_equal(ops->irecv(nodes[0].tp, 1, r, sizeof(r), &rr), SC_SUCCESS);
+  /* Without a wake-up, a blocked progress sleeps a whole check slice. */
+  int prog = 0;
+  double t0 = now_s();
+  assert_int_equal(ops->progress(nodes[0].tp, 5000, &prog), SC_SUCCESS);
+  assert_true(now_s() - t0 >= 0.09);
+  /* A wake-up from another thread ends the next sleep at once. */
+  pthread_t th;
+  pthread_create(&th, NULL, wake_now, nodes[0].tp);
+  pthread_join(th, NULL);
+  t0 = now_s();
+  assert_int_equal(ops->progress(nodes[0].tp, 5000, &prog), SC_SUCCESS);
+  assert_true(now_s() - t0 < 0.05);
+  assert_int_equal(rr.state, SC_TP_REQ_PENDING);
+  teardown_n(2);
+}
+
+static int doorbell_pending(const sc_transport_t *tp) {
+  char b;
+  return recv(tp->db_fd, &b, 1, MSG_DONTWAIT | MSG_PEEK) == 1;
+}
+
+static void test_wakeup_only_when_sleeping(void **state) {
+  (void)state;
+  setup_n(2);
+  uint8_t s[64] = {1}, r[64];
+  sc_tp_req_t sr, rr;
+  memset(&sr, 0, sizeof(sr));
+  memset(&rr, 0, sizeof(rr));
+  /* Receiver awake (not in poll): the sender makes no wake-up syscall. */
+  assert_int_equal(ops->isend(nodes[0].tp, 1, s, sizeof(s), &sr), SC_SUCCESS);
+  assert_int_equal(sr.state, SC_TP_REQ_DONE);
+  assert_false(doorbell_pending(nodes[1].tp));
+  assert_int_equal(ops->irecv(nodes[1].tp, 0, r, sizeof(r), &rr), SC_SUCCESS);
+  assert_int_equal(rr.state, SC_TP_REQ_DONE);
+  assert_false(doorbell_pending(nodes[0].tp)); /* freeing ring space woke nobody either */
+  /* Receiver announced it sleeps: exactly then the sender rings. */
+  nodes[1].tp->hdr->sleeping = 1;
+  memset(&sr, 0, sizeof(sr));
+  assert_int_equal(ops->isend(nodes[0].tp, 1, s, sizeof(s), &sr), SC_SUCCESS);
+  assert_true(doorbell_pending(nodes[1].tp));
+  nodes[1].tp->hdr->sleeping = 0;
+  memset(&rr, 0, sizeof(rr));
+  assert_int_equal(ops->irecv(nodes[1].tp, 0, r, sizeof(r), &rr), SC_SUCCESS);
+  assert_int_equal(rr.state, SC_TP_REQ_DONE);
+  teardown_n(2);
+}
+
+static void test_peer_closed(void **state) {
+  (void)state;
+  setup_n(2);
+  /* Rank 1 sends one message and leaves: that message is still delivered,
+   * the second receive fails, naming rank 1. */
+  uint8_t s[16] = {7, 7, 7}, r1[16], r2[16];
+  sc_tp_req_t sr, rr1, rr2;
+  memset(&sr, 0, sizeof(sr));
+  memset(&rr1, 0, sizeof(rr1));
+  memset(&rr2, 0, sizeof(rr2));
+  assert_int_equal(ops->isend(nodes[1].tp, 0, s, sizeof(s), &sr), SC_SUCCESS);
+  assert_int_equal(sr.state, SC_TP_REQ_DONE);
+  ops->destroy(nodes[1].tp);
+  nodes[1].tp = NULL;
+  assert_int_equal(ops->irecv(nodes[0].tp, 1, r1, sizeof(r1), &rr1), SC_SUCCESS);
+  assert_int_equal(ops->irecv(nodes[0].tp, 1, r2, sizeof(r2), &rr2), SC_SUCCESS);
+  double t0 = now_s();
+  sc_result_t res = SC_SUCCESS;
+  while (res == SC_SUCCESS && now_s() - t0 < 2.0) {
+    int prog = 0;
+    res = ops->progress(nodes[0].tp, 50, &prog);
+  }
+  assert_int_equal(rr1.state, SC_TP_REQ_DONE);
+  assert_memory_equal(r1, s, sizeof(s));
+  assert_int_equal(res, SC_ERR_REMOTE);
+  assert_int_equal(rr2.state, SC_TP_REQ_ERROR);
+  assert_non_null(strstr(sc_last_error(), "rank 1 ("));
+  assert_non_null(strstr(sc_last_error(), "closed"));
+  assert_true(now_s() - t0 < 0.5);
+  teardown_n(2);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_ring_basic),
+      cmocka_unit_test(test_ring_bogus_counters),
+      cmocka_unit_test(test_ring_threads),
+      cmocka_unit_test(test_same_host),
+      cmocka_unit_test(test_exchange_cma),
+      cmocka_unit_test(test_exchange_ring_only),
+      cmocka_unit_test(test_three_ranks_all_pairs),
+      cmocka_unit_test(test_length_mismatch),
+      cmocka_unit_test(test_wake_from_other_thread),
+      cmocka_unit_test(test_wakeup_only_when_sleeping),
+      cmocka_unit_test(test_peer_closed),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

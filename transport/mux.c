@@ -1,0 +1,188 @@
+/* SC_TRANSPORT=auto: shared memory for same-host peers, TCP for the others,
+ * in one communicator. The address blob carries both transports' blobs at
+ * fixed offsets:
+ *   u32 'SCMX', u8 tcp length, u8 shm length, u16 0, tcp blob (<= 64 B) at
+ *   8, shm blob at 72.
+ * Same-host is an equivalence (same hostname, boot id and pid namespace), so
+ * "every rank is on this host" is the same verdict on every rank; then TCP is
+ * closed before it connects anything. Otherwise TCP connects to every peer
+ * (its setup is all-to-all) and carries only the remote ones.
+ *
+ * Waiting on both at once: TCP's poll set is private to it, so while
+ * shared-memory requests are pending the mux waits on the shm side (spin,
+ * then doorbell) in slices of SC_MUX_SLICE_MS and polls TCP in between; with
+ * only TCP requests pending, TCP's own poll sleeps for the whole timeout. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/error.h"
+#include "lib/log.h"
+#include "transport/shm/shm_internal.h"
+
+#define SC_MUX_MAGIC    0x53434d58u /* 'SCMX' */
+#define SC_MUX_TCP_OFF  8
+#define SC_MUX_TCP_MAX  64
+#define SC_MUX_SHM_OFF  (SC_MUX_TCP_OFF + SC_MUX_TCP_MAX)
+#define SC_MUX_SLICE_MS 1
+
+_Static_assert(SC_MUX_SHM_OFF + SC_SHM_BLOB_LEN <= SC_TP_ADDR_MAX, "mux address blob too large");
+
+typedef struct sc_mux {
+  int rank, nranks;
+  sc_transport_t *tcp; /* NULL when every peer is on this host */
+  sc_transport_t *shm;
+} sc_mux_t;
+
+static sc_mux_t *mux_of(sc_transport_t *tp) {
+  return (sc_mux_t *)(void *)tp;
+}
+
+static void mux_destroy(sc_transport_t *tp) {
+  sc_mux_t *m = mux_of(tp);
+  if (!m) return;
+  if (m->tcp) sc_tcp_transport.destroy(m->tcp);
+  if (m->shm) sc_shm_transport.destroy(m->shm);
+  free(m);
+}
+
+static sc_result_t mux_create(const sc_tp_config_t *cfg, sc_transport_t **out, void *addr,
+                              size_t *addrlen) {
+  if (!cfg || !out || !addr || !addrlen)
+    return SC_ERR(SC_ERR_INVALID_ARG, "mux create: NULL argument");
+  *out = NULL;
+  sc_mux_t *m = calloc(1, sizeof(*m));
+  if (!m) return SC_ERR(SC_ERR_NOMEM, "transport mux");
+  m->rank = cfg->rank;
+  m->nranks = cfg->nranks;
+  uint8_t *blob = addr;
+  memset(blob, 0, SC_TP_ADDR_MAX);
+  uint8_t tmp[SC_TP_ADDR_MAX];
+  size_t tlen = 0, slen = 0;
+  sc_result_t r;
+  SC_CHECK_GOTO(sc_tcp_transport.create(cfg, &m->tcp, tmp, &tlen), r, fail);
+  if (tlen > SC_MUX_TCP_MAX) {
+    r = SC_ERR(SC_ERR_INTERNAL, "mux: the tcp address blob has %zu bytes, room for %d", tlen,
+               SC_MUX_TCP_MAX);
+    goto fail;
+  }
+  memcpy(blob + SC_MUX_TCP_OFF, tmp, tlen);
+  SC_CHECK_GOTO(sc_shm_create_mode(cfg, 1, &m->shm, tmp, &slen), r, fail);
+  memcpy(blob + SC_MUX_SHM_OFF, tmp, slen);
+  uint32_t magic = SC_MUX_MAGIC;
+  memcpy(blob, &magic, 4);
+  blob[4] = (uint8_t)tlen;
+  blob[5] = (uint8_t)slen;
+  *addrlen = SC_MUX_SHM_OFF + slen;
+  *out = (sc_transport_t *)(void *)m;
+  return SC_SUCCESS;
+fail:
+  mux_destroy((sc_transport_t *)(void *)m);
+  return r;
+}
+
+static sc_result_t mux_connect_all(sc_transport_t *tp, const void *addrs, size_t stride) {
+  sc_mux_t *m = mux_of(tp);
+  if (!m || !addrs) return SC_ERR(SC_ERR_INVALID_ARG, "mux connect_all: NULL argument");
+  const uint8_t *a = addrs;
+  for (int i = 0; i < m->nranks; i++) {
+    uint32_t magic;
+    memcpy(&magic, a + (size_t)i * stride, 4);
+    if (magic != SC_MUX_MAGIC)
+      return SC_ERR(SC_ERR_INVALID_ARG,
+                    "rank %d did not publish an SC_TRANSPORT=auto address (magic 0x%08x): every "
+                    "rank must use the same SC_TRANSPORT",
+                    i, magic);
+  }
+  SC_CHECK(sc_shm_transport.connect_all(m->shm, a + SC_MUX_SHM_OFF, stride));
+  int nremote = m->nranks - 1 - m->shm->nlocal;
+  if (nremote == 0) {
+    sc_tcp_transport.destroy(m->tcp);
+    m->tcp = NULL;
+  } else {
+    SC_CHECK(sc_tcp_transport.connect_all(m->tcp, a + SC_MUX_TCP_OFF, stride));
+  }
+  SC_INFO(SC_SUBSYS_SHM, "rank %d: %d peer%s over shared memory, %d over tcp", m->rank,
+          m->shm->nlocal, m->shm->nlocal == 1 ? "" : "s", nremote);
+  return SC_SUCCESS;
+}
+
+static const sc_transport_ops_t *route(sc_mux_t *m, int peer, sc_transport_t **sub) {
+  if (!m->tcp || sc_shm_is_local(m->shm, peer)) {
+    *sub = m->shm;
+    return &sc_shm_transport;
+  }
+  *sub = m->tcp;
+  return &sc_tcp_transport;
+}
+
+static sc_result_t mux_isend(sc_transport_t *tp, int peer, const void *buf, size_t len,
+                             sc_tp_req_t *req) {
+  sc_mux_t *m = mux_of(tp);
+  if (!m) return SC_ERR(SC_ERR_INVALID_ARG, "mux isend: NULL transport");
+  sc_transport_t *sub;
+  const sc_transport_ops_t *ops = route(m, peer, &sub);
+  return ops->isend(sub, peer, buf, len, req);
+}
+
+static sc_result_t mux_irecv(sc_transport_t *tp, int peer, void *buf, size_t len,
+                             sc_tp_req_t *req) {
+  sc_mux_t *m = mux_of(tp);
+  if (!m) return SC_ERR(SC_ERR_INVALID_ARG, "mux irecv: NULL transport");
+  sc_transport_t *sub;
+  const sc_transport_ops_t *ops = route(m, peer, &sub);
+  return ops->irecv(sub, peer, buf, len, req);
+}
+
+static sc_result_t mux_progress(sc_transport_t *tp, int timeout_ms, int *progressed) {
+  sc_mux_t *m = mux_of(tp);
+  if (progressed) *progressed = 0;
+  if (!m) return SC_ERR(SC_ERR_INVALID_ARG, "mux progress: NULL transport");
+  if (!m->tcp) return sc_shm_transport.progress(m->shm, timeout_ms, progressed);
+  if (!sc_shm_pending(m->shm)) return sc_tcp_transport.progress(m->tcp, timeout_ms, progressed);
+  int p1 = 0, p2 = 0;
+  int slice = timeout_ms < SC_MUX_SLICE_MS ? timeout_ms : SC_MUX_SLICE_MS;
+  SC_CHECK(sc_tcp_transport.progress(m->tcp, 0, &p1));
+  SC_CHECK(sc_shm_transport.progress(m->shm, p1 ? 0 : slice, &p2));
+  if (!p1 && !p2) SC_CHECK(sc_tcp_transport.progress(m->tcp, 0, &p1));
+  if (progressed) *progressed = p1 || p2;
+  return SC_SUCCESS;
+}
+
+static void mux_cancel_all(sc_transport_t *tp, sc_result_t why) {
+  sc_mux_t *m = mux_of(tp);
+  if (!m) return;
+  if (m->tcp) sc_tcp_transport.cancel_all(m->tcp, why);
+  if (m->shm) sc_shm_transport.cancel_all(m->shm, why);
+}
+
+static sc_result_t mux_reg(sc_transport_t *tp, void *buf, size_t len, void **handle) {
+  (void)tp, (void)buf, (void)len;
+  if (handle) *handle = NULL;
+  return SC_SUCCESS;
+}
+
+static sc_result_t mux_dereg(sc_transport_t *tp, void *handle) {
+  (void)tp, (void)handle;
+  return SC_SUCCESS;
+}
+
+static void mux_wake(sc_transport_t *tp) {
+  sc_mux_t *m = mux_of(tp);
+  if (!m) return;
+  if (m->tcp) sc_tcp_transport.wake(m->tcp);
+  if (m->shm) sc_shm_transport.wake(m->shm);
+}
+
+const sc_transport_ops_t sc_mux_transport = {
+    .name = "auto",
+    .create = mux_create,
+    .connect_all = mux_connect_all,
+    .isend = mux_isend,
+    .irecv = mux_irecv,
+    .progress = mux_progress,
+    .cancel_all = mux_cancel_all,
+    .reg = mux_reg,
+    .dereg = mux_dereg,
+    .wake = mux_wake,
+    .destroy = mux_destroy,
+};

@@ -1,0 +1,563 @@
+/* Shared-memory transport data path: per peer a FIFO of sends, of CMA sends
+ * waiting for the receiver's read, and of posted receives, linked through the
+ * caller's requests (no allocation per message).
+ *
+ * Small and medium messages are copied into the peer's ring and out of it
+ * (the stream pipelines messages larger than the ring). Large ones, when the
+ * receiver could read this process's memory at setup, leave only a record in
+ * the ring; the receiver copies the payload straight from the sender's buffer
+ * with process_vm_readv (one copy) and bumps a counter that completes the
+ * send. Nothing is consumed from a ring without a posted receive, and a
+ * record's length is checked against it before a byte lands in the buffer.
+ *
+ * Waiting: look for spin_us (yielding the core between looks), then announce
+ * `sleeping` and poll the doorbell plus the pidfds of the peers we wait on (a
+ * dead peer wakes us at once); at most SC_SHM_CHECK_MS per poll so that
+ * liveness without pidfds and the peers' `closed` flags are checked
+ * regularly. */
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/error.h"
+#include "lib/log.h"
+#include "lib/socket.h"
+#include "transport/shm/shm_internal.h"
+
+static int64_t now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void req_finish(sc_tp_req_t *r, sc_tp_req_state_t state, sc_result_t status) {
+  r->status = status;
+  r->next = NULL;
+  __atomic_store_n(&r->state, (int)state, __ATOMIC_RELEASE);
+}
+
+static void q_push(sc_tp_req_t **head, sc_tp_req_t **tail, sc_tp_req_t *r) {
+  r->next = NULL;
+  if (*tail)
+    (*tail)->next = r;
+  else
+    *head = r;
+  *tail = r;
+}
+
+static sc_tp_req_t *q_pop(sc_tp_req_t **head, sc_tp_req_t **tail) {
+  sc_tp_req_t *r = *head;
+  *head = r->next;
+  if (!*head) *tail = NULL;
+  return r;
+}
+
+static int fail_queue(sc_tp_req_t **head, sc_tp_req_t **tail, int *count, sc_result_t why) {
+  int n = 0;
+  for (sc_tp_req_t *r = *head; r;) {
+    sc_tp_req_t *next = r->next;
+    req_finish(r, SC_TP_REQ_ERROR, why);
+    r = next;
+    n++;
+  }
+  *head = *tail = NULL;
+  *count = 0;
+  return n;
+}
+
+static int peer_queued(const sc_shm_peer_t *p) {
+  return p->nsend + p->ncma + p->nrecv;
+}
+
+static void fail_all_queues(sc_transport_t *tp, sc_shm_peer_t *p, sc_result_t why) {
+  int n = fail_queue(&p->sq_head, &p->sq_tail, &p->nsend, why);
+  n += fail_queue(&p->cq_head, &p->cq_tail, &p->ncma, why);
+  n += fail_queue(&p->rq_head, &p->rq_tail, &p->nrecv, why);
+  tp->npending -= n;
+}
+
+void sc_shm_wake_peer(sc_transport_t *tp, sc_shm_peer_t *p) {
+  if (!p->hdr || p->db_len == 0) return;
+  /* Pairs with the sleeper's fence between setting `sleeping` and its last
+   * look at the rings: one of the two sides sees the other's store. */
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  if (!__atomic_load_n(&p->hdr->sleeping, __ATOMIC_RELAXED)) return;
+  char b = 1;
+  /* EAGAIN: a wake-up is already queued; ECONNREFUSED: the peer is gone
+   * (its liveness check reports that). */
+  while (sendto(tp->db_fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&p->db_addr,
+                p->db_len) < 0 &&
+         errno == EINTR) {
+  }
+}
+
+sc_result_t sc_shm_peer_fail(sc_transport_t *tp, sc_shm_peer_t *p, const char *fmt, ...) {
+  char what[200];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof(what), fmt, ap);
+  va_end(ap);
+  char pending[120] = "";
+  if (peer_queued(p))
+    snprintf(pending, sizeof(pending), " while %d receive%s and %d send%s were pending", p->nrecv,
+             p->nrecv == 1 ? "" : "s", p->nsend + p->ncma, p->nsend + p->ncma == 1 ? "" : "s");
+  snprintf(p->err, sizeof(p->err), "%s %s%s (seen by rank %d over shared memory)", p->name, what,
+           pending, tp->rank);
+  p->dead = 1;
+  /* Tell the peer, in case it is alive and waits on us. */
+  if (p->tx.ctl) __atomic_store_n(&p->tx.ctl->closed, 1u, __ATOMIC_RELEASE);
+  if (p->rx.ctl) __atomic_store_n(&p->rx.ctl->closed, 1u, __ATOMIC_RELEASE);
+  sc_shm_wake_peer(tp, p);
+  fail_all_queues(tp, p, SC_ERR_REMOTE);
+  SC_WARN(SC_SUBSYS_SHM, "shm: %s", p->err);
+  return SC_ERR(SC_ERR_REMOTE, "%s", p->err);
+}
+
+/* ---- send side ---- */
+
+static sc_result_t send_pass(sc_transport_t *tp, sc_shm_peer_t *p, int *moved) {
+  if (p->cq_head) {
+    uint64_t done = __atomic_load_n(&p->tx.ctl->cma_done, __ATOMIC_ACQUIRE);
+    if (done > p->cma_sent)
+      return sc_shm_peer_fail(tp, p, "acknowledged %llu single-copy messages of %llu sent",
+                              (unsigned long long)done, (unsigned long long)p->cma_sent);
+    while (p->cq_head) {
+      uint64_t ticket;
+      memcpy(&ticket, p->cq_head->hdr, sizeof(ticket));
+      if (ticket > done) break;
+      sc_tp_req_t *r = q_pop(&p->cq_head, &p->cq_tail);
+      p->ncma--;
+      tp->npending--;
+      req_finish(r, SC_TP_REQ_DONE, SC_SUCCESS);
+      *moved = 1;
+    }
+  }
+  while (p->sq_head) {
+    sc_tp_req_t *r = p->sq_head;
+    if (!r->hdr_done) {
+      uint64_t room = sc_shm_ring_space(&p->tx, SC_SHM_REC_LEN);
+      if (room == (uint64_t)-1) return sc_shm_peer_fail(tp, p, "corrupted its ring's head counter");
+      if (room < SC_SHM_REC_LEN) break;
+      int cma =
+          r->len >= SC_SHM_CMA_MIN && __atomic_load_n(&p->tx.ctl->cma_ok, __ATOMIC_ACQUIRE) == 1;
+      uint8_t rec[SC_SHM_REC_LEN];
+      uint32_t type = cma ? SC_SHM_REC_CMA : SC_SHM_REC_EAGER, zero = 0;
+      uint64_t len = r->len, at = (uint64_t)(uintptr_t)r->buf;
+      memcpy(rec, &type, 4);
+      memcpy(rec + 4, &zero, 4);
+      memcpy(rec + 8, &len, 8);
+      memcpy(rec + 16, &at, 8);
+      sc_shm_ring_put(&p->tx, rec, SC_SHM_REC_LEN);
+      r->hdr_done = 1;
+      *moved = 1;
+      if (cma) {
+        uint64_t ticket = ++p->cma_sent;
+        memcpy(r->hdr, &ticket, sizeof(ticket));
+        q_pop(&p->sq_head, &p->sq_tail);
+        p->nsend--;
+        q_push(&p->cq_head, &p->cq_tail, r);
+        p->ncma++;
+        continue;
+      }
+    }
+    uint64_t total = sc_shm_pad8(r->len);
+    while (r->done < total) {
+      uint64_t want = total - r->done;
+      if (want > SC_SHM_STEP) want = SC_SHM_STEP;
+      uint64_t room = sc_shm_ring_space(&p->tx, want);
+      if (room == (uint64_t)-1) return sc_shm_peer_fail(tp, p, "corrupted its ring's head counter");
+      uint64_t n = room < want ? room : want;
+      if (n == 0) break;
+      uint64_t real = r->done < r->len ? r->len - r->done : 0;
+      if (real > n) real = n;
+      sc_shm_ring_put(&p->tx, r->buf + r->done, real);
+      sc_shm_ring_put_pad(&p->tx, n - real);
+      r->done += n;
+      *moved = 1;
+      /* Publish every step: the receiver copies out while we copy in. */
+      if (r->done < total && sc_shm_ring_publish(&p->tx)) sc_shm_wake_peer(tp, p);
+    }
+    if (r->done < total) break;
+    q_pop(&p->sq_head, &p->sq_tail);
+    p->nsend--;
+    tp->npending--;
+    req_finish(r, SC_TP_REQ_DONE, SC_SUCCESS);
+  }
+  if (sc_shm_ring_publish(&p->tx)) sc_shm_wake_peer(tp, p);
+  return SC_SUCCESS;
+}
+
+/* ---- receive side ---- */
+
+static int chan_closed(const sc_shm_peer_t *p) {
+  return __atomic_load_n(&p->rx.ctl->closed, __ATOMIC_ACQUIRE) ||
+         __atomic_load_n(&p->tx.ctl->closed, __ATOMIC_ACQUIRE);
+}
+
+#define SC_SHM_CLOSED_TEXT "closed its end of the shared-memory channel"
+
+/* A sender that cancels sets `closed` before it may reuse the buffer, so a
+ * read that overlapped the reuse sees the flag when it looks afterwards. */
+static sc_result_t cma_read(sc_transport_t *tp, sc_shm_peer_t *p, sc_tp_req_t *r, uint64_t at) {
+  if (chan_closed(p)) return sc_shm_peer_fail(tp, p, SC_SHM_CLOSED_TEXT);
+  size_t done = 0;
+  while (done < r->len) {
+    struct iovec l = {.iov_base = r->buf + done, .iov_len = r->len - done};
+    struct iovec rm = {.iov_base = (void *)(uintptr_t)(at + done), .iov_len = r->len - done};
+    ssize_t n = process_vm_readv(p->pid, &l, 1, &rm, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == ESRCH) return sc_shm_peer_fail(tp, p, "exited");
+    if (n <= 0 && chan_closed(p)) return sc_shm_peer_fail(tp, p, SC_SHM_CLOSED_TEXT);
+    if (n <= 0)
+      return sc_shm_peer_fail(tp, p, "could not be read at %#llx (%zu bytes): %s",
+                              (unsigned long long)(at + done), r->len - done,
+                              n < 0 ? strerror(errno) : "no progress");
+    done += (size_t)n;
+  }
+  if (chan_closed(p)) return sc_shm_peer_fail(tp, p, SC_SHM_CLOSED_TEXT);
+  return SC_SUCCESS;
+}
+
+static void recv_done(sc_transport_t *tp, sc_shm_peer_t *p) {
+  sc_tp_req_t *r = q_pop(&p->rq_head, &p->rq_tail);
+  p->nrecv--;
+  tp->npending--;
+  req_finish(r, SC_TP_REQ_DONE, SC_SUCCESS);
+}
+
+static sc_result_t recv_pass(sc_transport_t *tp, sc_shm_peer_t *p, int *moved) {
+  int acked = 0;
+  sc_result_t res = SC_SUCCESS;
+  while (p->rq_head && res == SC_SUCCESS) {
+    sc_tp_req_t *r = p->rq_head;
+    if (!r->hdr_done) {
+      uint64_t have = sc_shm_ring_avail(&p->rx, SC_SHM_REC_LEN);
+      if (have == (uint64_t)-1) {
+        res = sc_shm_peer_fail(tp, p, "corrupted its ring's tail counter");
+        break;
+      }
+      if (have < SC_SHM_REC_LEN) break;
+      uint8_t rec[SC_SHM_REC_LEN];
+      sc_shm_ring_get(&p->rx, rec, SC_SHM_REC_LEN);
+      uint32_t type;
+      uint64_t len, at;
+      memcpy(&type, rec, 4);
+      memcpy(&len, rec + 8, 8);
+      memcpy(&at, rec + 16, 8);
+      *moved = 1;
+      if (type != SC_SHM_REC_EAGER && type != SC_SHM_REC_CMA) {
+        res = sc_shm_peer_fail(tp, p, "sent a malformed record (type 0x%08x)", type);
+        break;
+      }
+      if (len != (uint64_t)r->len) {
+        res = sc_shm_peer_fail(tp, p, "sent a %llu-byte message where %zu bytes were expected",
+                               (unsigned long long)len, r->len);
+        break;
+      }
+      r->hdr_done = 1;
+      if (type == SC_SHM_REC_CMA) {
+        if (__atomic_load_n(&p->rx.ctl->cma_ok, __ATOMIC_RELAXED) != 1) {
+          res = sc_shm_peer_fail(tp, p, "sent a single-copy record although it was refused");
+          break;
+        }
+        res = cma_read(tp, p, r, at);
+        if (res != SC_SUCCESS) break;
+        p->cma_recvd++;
+        __atomic_store_n(&p->rx.ctl->cma_done, p->cma_recvd, __ATOMIC_RELEASE);
+        acked = 1;
+        recv_done(tp, p);
+        continue;
+      }
+    }
+    uint64_t total = sc_shm_pad8(r->len);
+    while (r->done < total) {
+      uint64_t want = total - r->done;
+      if (want > SC_SHM_STEP) want = SC_SHM_STEP;
+      uint64_t have = sc_shm_ring_avail(&p->rx, want);
+      if (have == (uint64_t)-1) {
+        res = sc_shm_peer_fail(tp, p, "corrupted its ring's tail counter");
+        break;
+      }
+      uint64_t n = have < want ? have : want;
+      if (n == 0) break;
+      uint64_t real = r->done < r->len ? r->len - r->done : 0;
+      if (real > n) real = n;
+      sc_shm_ring_get(&p->rx, r->buf + r->done, real);
+      sc_shm_ring_skip(&p->rx, n - real);
+      r->done += n;
+      *moved = 1;
+      if (r->done < total && sc_shm_ring_publish(&p->rx)) sc_shm_wake_peer(tp, p);
+    }
+    if (res != SC_SUCCESS || r->done < total) break;
+    recv_done(tp, p);
+  }
+  if (p->dead) return res;
+  if (sc_shm_ring_publish(&p->rx) || acked) sc_shm_wake_peer(tp, p);
+  return res;
+}
+
+/* ---- liveness ---- */
+
+/* The peer exited or closed its end: what it left in the ring is still
+ * delivered; whatever else we wait for from it fails. */
+static sc_result_t peer_gone(sc_transport_t *tp, sc_shm_peer_t *p, const char *how) {
+  int moved = 0;
+  p->gone = 1;
+  /* Acknowledgements it stored before leaving complete our sends. */
+  if (p->cq_head) SC_CHECK(send_pass(tp, p, &moved));
+  SC_CHECK(recv_pass(tp, p, &moved));
+  if (!p->dead && peer_queued(p)) return sc_shm_peer_fail(tp, p, "%s", how);
+  return SC_SUCCESS;
+}
+
+static sc_result_t check_peer(sc_transport_t *tp, sc_shm_peer_t *p, int64_t now, int force) {
+  if (p->dead || !peer_queued(p)) return SC_SUCCESS;
+  if (p->gone) return peer_gone(tp, p, p->gone_how);
+  if (!force && now < p->next_check_ms) return SC_SUCCESS;
+  p->next_check_ms = now + SC_SHM_CHECK_MS;
+  int exited = 0;
+  if (p->pidfd >= 0) {
+    struct pollfd q = {.fd = p->pidfd, .events = POLLIN};
+    exited = poll(&q, 1, 0) > 0;
+  } else {
+    exited = kill(p->pid, 0) != 0 && errno == ESRCH;
+  }
+  int closed = chan_closed(p);
+  if (!exited && !closed) return SC_SUCCESS;
+  p->gone_how = exited ? "exited" : SC_SHM_CLOSED_TEXT;
+  return peer_gone(tp, p, p->gone_how);
+}
+
+/* ---- progress ---- */
+
+/* One pass over every local peer with queued work. The first failure is
+ * returned and its text kept; the other peers still move. */
+static sc_result_t pass_all(sc_transport_t *tp, int *moved, int check, char *first_err,
+                            size_t errlen) {
+  sc_result_t res = SC_SUCCESS;
+  int64_t now = check ? sc_now_ms() : 0;
+  for (int i = 0; i < tp->nranks && tp->npending > 0; i++) {
+    sc_shm_peer_t *p = &tp->peers[i];
+    if (!p->local || p->dead || !peer_queued(p)) continue;
+    sc_result_t r = SC_SUCCESS;
+    if (p->sq_head || p->cq_head) r = send_pass(tp, p, moved);
+    if (r == SC_SUCCESS && p->rq_head) r = recv_pass(tp, p, moved);
+    if (r == SC_SUCCESS && check) r = check_peer(tp, p, now, 0);
+    if (r != SC_SUCCESS && res == SC_SUCCESS) {
+      res = r;
+      sc_error_get_detail(first_err, errlen);
+    }
+  }
+  return res;
+}
+
+static void drain_doorbell(sc_transport_t *tp) {
+  char buf[64];
+  while (recv(tp->db_fd, buf, sizeof(buf), MSG_DONTWAIT) >= 0 || errno == EINTR) {
+  }
+}
+
+/* Sleep until a peer rings, a waited-on peer exits, wake() or the slice ends. */
+static sc_result_t sleep_once(sc_transport_t *tp, int timeout_ms, int *moved, char *first_err,
+                              size_t errlen) {
+  __atomic_store_n(&tp->hdr->sleeping, 1u, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  sc_result_t res = pass_all(tp, moved, 0, first_err, errlen);
+  if (*moved || res != SC_SUCCESS) {
+    __atomic_store_n(&tp->hdr->sleeping, 0u, __ATOMIC_RELAXED);
+    return res;
+  }
+  int n = 0;
+  tp->pfds[n] = (struct pollfd){.fd = tp->db_fd, .events = POLLIN};
+  tp->pfd_peer[n++] = -1;
+  for (int i = 0; i < tp->nranks; i++) {
+    sc_shm_peer_t *p = &tp->peers[i];
+    if (!p->local || p->dead || p->gone || p->pidfd < 0 || !peer_queued(p)) continue;
+    tp->pfds[n] = (struct pollfd){.fd = p->pidfd, .events = POLLIN};
+    tp->pfd_peer[n++] = i;
+  }
+  int slice = timeout_ms < SC_SHM_CHECK_MS ? timeout_ms : SC_SHM_CHECK_MS;
+  int rc = poll(tp->pfds, (nfds_t)n, slice);
+  int err = errno;
+  __atomic_store_n(&tp->hdr->sleeping, 0u, __ATOMIC_RELAXED);
+  if (rc < 0 && err != EINTR) return SC_ERR(SC_ERR_SYSTEM, "shm progress: poll: %s", strerror(err));
+  if (rc > 0 && tp->pfds[0].revents) drain_doorbell(tp);
+  int64_t now = sc_now_ms();
+  for (int k = 1; rc > 0 && k < n; k++) {
+    if (!tp->pfds[k].revents) continue;
+    sc_result_t r = check_peer(tp, &tp->peers[tp->pfd_peer[k]], now, 1);
+    if (r != SC_SUCCESS && res == SC_SUCCESS) {
+      res = r;
+      sc_error_get_detail(first_err, errlen);
+    }
+  }
+  return res;
+}
+
+static sc_result_t shm_progress(sc_transport_t *tp, int timeout_ms, int *progressed) {
+  if (progressed) *progressed = 0;
+  if (!tp) return SC_ERR(SC_ERR_INVALID_ARG, "shm progress: NULL transport");
+  char first_err[SC_ERRMSG_MAX];
+  int moved = 0;
+  sc_result_t res = pass_all(tp, &moved, 1, first_err, sizeof(first_err));
+  if (!moved && res == SC_SUCCESS && timeout_ms > 0) {
+    if (tp->spin_us > 0 && tp->npending > 0) {
+      /* Yielding between looks: with more ranks than cores (or other jobs
+       * on them) the peer we wait for gets the core at once; on an idle
+       * core sched_yield returns at once and this is a plain poll. */
+      int64_t end = now_us() + tp->spin_us;
+      while (!moved && res == SC_SUCCESS && now_us() < end) {
+        sched_yield();
+        res = pass_all(tp, &moved, 0, first_err, sizeof(first_err));
+      }
+    }
+    if (!moved && res == SC_SUCCESS) {
+      res = sleep_once(tp, timeout_ms, &moved, first_err, sizeof(first_err));
+      if (res == SC_SUCCESS) res = pass_all(tp, &moved, 1, first_err, sizeof(first_err));
+    }
+  }
+  if (progressed) *progressed = moved;
+  if (res != SC_SUCCESS) sc_error_set_detail(first_err);
+  return res;
+}
+
+/* ---- posting ---- */
+
+static sc_result_t post_check(sc_transport_t *tp, int peer, const void *buf, size_t len,
+                              sc_tp_req_t *req, const char *op) {
+  if (!tp || !req) return SC_ERR(SC_ERR_INVALID_ARG, "shm %s: NULL transport or request", op);
+  if (!tp->connected)
+    return SC_ERR(SC_ERR_INVALID_ARG, "shm %s: connect_all has not succeeded", op);
+  if (peer < 0 || peer >= tp->nranks || peer == tp->rank)
+    return SC_ERR(SC_ERR_INVALID_ARG, "shm %s: peer %d is not another rank of %d (this is rank %d)",
+                  op, peer, tp->nranks, tp->rank);
+  if (!tp->peers[peer].local)
+    return SC_ERR(SC_ERR_INVALID_ARG, "shm %s: %s is not on this host", op, tp->peers[peer].name);
+  if (len && !buf) return SC_ERR(SC_ERR_INVALID_ARG, "shm %s: NULL buffer for %zu bytes", op, len);
+  if (req->state == SC_TP_REQ_PENDING)
+    return SC_ERR(SC_ERR_INVALID_ARG, "shm %s: request is still pending", op);
+  return SC_SUCCESS;
+}
+
+static void req_init(sc_tp_req_t *req, int peer, int is_send, const void *buf, size_t len) {
+  req->status = SC_SUCCESS;
+  req->peer = peer;
+  req->is_send = is_send;
+  req->buf = (uint8_t *)buf;
+  req->len = len;
+  req->done = 0;
+  req->hdr_done = 0;
+  req->next = NULL;
+  req->state = SC_TP_REQ_PENDING;
+}
+
+static sc_result_t shm_isend(sc_transport_t *tp, int peer, const void *buf, size_t len,
+                             sc_tp_req_t *req) {
+  SC_CHECK(post_check(tp, peer, buf, len, req, "isend"));
+  sc_shm_peer_t *p = &tp->peers[peer];
+  if (p->dead) {
+    req_finish(req, SC_TP_REQ_ERROR, SC_ERR_REMOTE);
+    return SC_ERR(SC_ERR_REMOTE, "%s", p->err);
+  }
+  req_init(req, peer, 1, buf, len);
+  q_push(&p->sq_head, &p->sq_tail, req);
+  p->nsend++;
+  tp->npending++;
+  if (p->sq_head != req) return SC_SUCCESS; /* progress() pushes the queue in order */
+  int moved = 0;
+  return send_pass(tp, p, &moved);
+}
+
+static sc_result_t shm_irecv(sc_transport_t *tp, int peer, void *buf, size_t len,
+                             sc_tp_req_t *req) {
+  SC_CHECK(post_check(tp, peer, buf, len, req, "irecv"));
+  sc_shm_peer_t *p = &tp->peers[peer];
+  if (p->dead) {
+    req_finish(req, SC_TP_REQ_ERROR, SC_ERR_REMOTE);
+    return SC_ERR(SC_ERR_REMOTE, "%s", p->err);
+  }
+  req_init(req, peer, 0, buf, len);
+  q_push(&p->rq_head, &p->rq_tail, req);
+  p->nrecv++;
+  tp->npending++;
+  if (p->rq_head != req) return SC_SUCCESS;
+  int moved = 0;
+  return recv_pass(tp, p, &moved);
+}
+
+static void shm_cancel_all(sc_transport_t *tp, sc_result_t why) {
+  if (!tp || !tp->peers) return;
+  for (int i = 0; i < tp->nranks; i++) {
+    sc_shm_peer_t *p = &tp->peers[i];
+    /* Half a message in the ring, or a payload the peer may still read from
+     * our memory, leaves the stream out of step: close it on both sides. */
+    int torn =
+        (p->sq_head && p->sq_head->hdr_done) || (p->rq_head && p->rq_head->hdr_done) || p->cq_head;
+    fail_all_queues(tp, p, why);
+    if (torn && !p->dead && p->local) {
+      snprintf(p->err, sizeof(p->err),
+               "%s: shared-memory channel closed by rank %d after requests were cancelled "
+               "mid-message (%s)",
+               p->name, tp->rank, sc_strerror(why));
+      p->dead = 1;
+      __atomic_store_n(&p->tx.ctl->closed, 1u, __ATOMIC_RELEASE);
+      __atomic_store_n(&p->rx.ctl->closed, 1u, __ATOMIC_RELEASE);
+      sc_shm_wake_peer(tp, p);
+    }
+  }
+}
+
+static sc_result_t shm_create(const sc_tp_config_t *cfg, sc_transport_t **tp, void *addr,
+                              size_t *addrlen) {
+  return sc_shm_create_mode(cfg, 0, tp, addr, addrlen);
+}
+
+static sc_result_t shm_reg(sc_transport_t *tp, void *buf, size_t len, void **handle) {
+  (void)tp, (void)buf, (void)len;
+  if (handle) *handle = NULL;
+  return SC_SUCCESS;
+}
+
+static sc_result_t shm_dereg(sc_transport_t *tp, void *handle) {
+  (void)tp, (void)handle;
+  return SC_SUCCESS;
+}
+
+static void shm_wake(sc_transport_t *tp) {
+  if (!tp || tp->db_fd < 0) return;
+  char b = 0;
+  /* EAGAIN: the doorbell already holds a wake-up. */
+  while (sendto(tp->db_fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&tp->db_addr,
+                tp->db_len) < 0 &&
+         errno == EINTR) {
+  }
+}
+
+int sc_shm_is_local(const sc_transport_t *tp, int peer) {
+  return tp && peer >= 0 && peer < tp->nranks && tp->peers[peer].local;
+}
+
+int sc_shm_pending(const sc_transport_t *tp) {
+  return tp ? tp->npending : 0;
+}
+
+const sc_transport_ops_t sc_shm_transport = {
+    .name = "shm",
+    .create = shm_create,
+    .connect_all = sc_shm_connect_all,
+    .isend = shm_isend,
+    .irecv = shm_irecv,
+    .progress = shm_progress,
+    .cancel_all = shm_cancel_all,
+    .reg = shm_reg,
+    .dereg = shm_dereg,
+    .wake = shm_wake,
+    .destroy = sc_shm_destroy,
+};

@@ -1,0 +1,76 @@
+/* Single-producer single-consumer byte ring in shared memory. Each side keeps
+ * its own counter privately and publishes it with a release store; the other
+ * side's counter is read (acquire) only when the cached copy says there is not
+ * enough room or data, so a busy stream touches the shared lines rarely. The
+ * peer's counter is untrusted: a value that cannot be right is reported, never
+ * used to index the ring. */
+#include <string.h>
+
+#include "transport/shm/shm_internal.h"
+
+void sc_shm_ring_init(sc_shm_ring_t *r, sc_shm_chan_ctl_t *ctl, uint8_t *data, uint64_t size,
+                      int producer) {
+  r->ctl = ctl;
+  r->data = data;
+  r->size = size;
+  r->pos = producer ? __atomic_load_n(&ctl->tail, __ATOMIC_ACQUIRE)
+                    : __atomic_load_n(&ctl->head, __ATOMIC_ACQUIRE);
+  r->seen = producer ? __atomic_load_n(&ctl->head, __ATOMIC_ACQUIRE)
+                     : __atomic_load_n(&ctl->tail, __ATOMIC_ACQUIRE);
+  r->published = r->pos;
+  r->producer = producer;
+}
+
+uint64_t sc_shm_ring_space(sc_shm_ring_t *r, uint64_t need) {
+  uint64_t used = r->pos - r->seen;
+  if (r->size - used >= need) return r->size - used;
+  r->seen = __atomic_load_n(&r->ctl->head, __ATOMIC_ACQUIRE);
+  used = r->pos - r->seen;
+  if (used > r->size) return (uint64_t)-1;
+  return r->size - used;
+}
+
+uint64_t sc_shm_ring_avail(sc_shm_ring_t *r, uint64_t need) {
+  uint64_t have = r->seen - r->pos;
+  if (have >= need && have <= r->size) return have;
+  r->seen = __atomic_load_n(&r->ctl->tail, __ATOMIC_ACQUIRE);
+  have = r->seen - r->pos;
+  if (have > r->size) return (uint64_t)-1;
+  return have;
+}
+
+void sc_shm_ring_put(sc_shm_ring_t *r, const void *src, uint64_t n) {
+  uint64_t off = r->pos & (r->size - 1);
+  uint64_t first = r->size - off < n ? r->size - off : n;
+  memcpy(r->data + off, src, first);
+  if (n > first) memcpy(r->data, (const uint8_t *)src + first, n - first);
+  r->pos += n;
+}
+
+void sc_shm_ring_put_pad(sc_shm_ring_t *r, uint64_t n) {
+  r->pos += n;
+}
+
+void sc_shm_ring_get(sc_shm_ring_t *r, void *dst, uint64_t n) {
+  uint64_t off = r->pos & (r->size - 1);
+  uint64_t first = r->size - off < n ? r->size - off : n;
+  memcpy(dst, r->data + off, first);
+  if (n > first) memcpy((uint8_t *)dst + first, r->data, n - first);
+  r->pos += n;
+}
+
+void sc_shm_ring_skip(sc_shm_ring_t *r, uint64_t n) {
+  r->pos += n;
+}
+
+int sc_shm_ring_publish(sc_shm_ring_t *r) {
+  if (r->pos == r->published) return 0;
+  /* Release: the bytes written (or the slots freed) before are visible to
+   * the other side before the counter that announces them. */
+  if (r->producer)
+    __atomic_store_n(&r->ctl->tail, r->pos, __ATOMIC_RELEASE);
+  else
+    __atomic_store_n(&r->ctl->head, r->pos, __ATOMIC_RELEASE);
+  r->published = r->pos;
+  return 1;
+}
