@@ -134,9 +134,18 @@ sc_result_t sc_wait(sc_request_t **req);
 
 typedef enum sc_select { SC_SELECT_EXACT, SC_SELECT_GAUSSIAN } sc_select_t;
 
-/* Top-k by magnitude of a dense vector. EXACT: exactly min(k,n) entries, ties
- * broken toward the lower index. GAUSSIAN: approximate (threshold from a normal
- * fit). Output sorted by index. indices/values must hold 2k entries. */
+/* Top-k by magnitude of a dense vector of float16, bfloat16, float32 or
+ * float64 (other dtypes: SC_ERR_INVALID_ARG); n <= UINT32_MAX. NaN is never
+ * selected; -0.0 ties with +0.0; values are copied bit for bit.
+ * EXACT: the min(k, m) entries of largest |v|, m = number of non-NaN entries;
+ * ties broken toward the lower index.
+ * GAUSSIAN: approximate: threshold t from a normal fit of the finite values,
+ * adjusted at most 3 times, then every entry with |v| > t; at most 2k entries
+ * (when more than 2k pass, the exact top-k). About k entries on normal data;
+ * possibly far fewer on others (none on constant data).
+ * k = 0 (or n = 0): *nnz = 0, and indices/values may be NULL. k >= n: every
+ * non-NaN entry, with either method. Output sorted by index. indices/values
+ * must hold 2*min(k, n) entries (the selection uses them as workspace). */
 sc_result_t sc_topk(const void *dense, size_t n, sc_dtype_t dtype, size_t k, sc_select_t method,
                     uint32_t *indices, void *values, size_t *nnz);
 
