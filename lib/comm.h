@@ -9,6 +9,7 @@
 #include "algorithms/algorithms.h"
 #include "lib/error.h"
 #include "lib/sched.h"
+#include "lib/sparse_state.h"
 #include "lib/tune.h"
 #include "sparsecoll.h"
 #include "transport/transport.h"
@@ -33,6 +34,14 @@ typedef enum sc_algo {
 
 typedef enum sc_bcast_algo { SC_BCAST_AUTO, SC_BCAST_CHAIN, SC_BCAST_BINOMIAL } sc_bcast_algo_t;
 
+/* The arguments of a sparse all-reduce (lib/sparse.c). */
+typedef struct sc_sparse_op {
+  sc_sparse_io_t io;
+  size_t k, dense_len;
+  size_t *out_nnz;
+  uint8_t *survived; /* per input entry: survived every merge; NULL: not wanted */
+} sc_sparse_op_t;
+
 /* One collective call as queued. */
 typedef struct sc_op {
   sc_coll_t coll;
@@ -44,6 +53,9 @@ typedef struct sc_op {
   int root;
   uint64_t seq;
   sc_sched_gen_t gen; /* internal callers may force a generator; NULL: the tuner chooses */
+  /* Sparse operations (with gen set, count = k): the caller blocks until the
+   * operation is done, so this may point into its stack frame. */
+  const sc_sparse_op_t *sparse;
 } sc_op_t;
 
 struct sc_request {
@@ -82,6 +94,8 @@ typedef struct sc_exec_state {
   /* Lives here, not on a stack frame: after a failure the transport may still
    * hold it until cancel_all. */
   sc_tp_req_t recv_req;
+  sc_sparse_state_t *sparse; /* allocated by the first sparse operation */
+  uint64_t bytes_sent;       /* posted by this rank since creation (sc_gtopk_perf reports it) */
 } sc_exec_state_t;
 
 #define SC_TUNE_CACHE 64

@@ -12,10 +12,15 @@
 #include "lib/log.h"
 #include "lib/socket.h"
 
-/* Outstanding sends the executor tracks; more than this in flight and it
- * waits for the oldest (a schedule that posts many sends in a row, e.g. a
- * chain broadcast's root, still streams). */
-#define SC_EXEC_MAX_SENDS 256
+/* Send slots are sized at the start of each schedule to every send it can
+ * post, so a SEND never waits for an earlier one to free a slot: such a wait
+ * deadlocks when both ends of a link post more sends than the slots before
+ * their receives (a ring step of a 400 MB bucket). Slots only move between
+ * schedules, when the transport holds none of them. */
+#define SC_EXEC_MIN_SENDS 256
+/* Transport messages one step can send: a sparse set is a count, indices,
+ * values and, when folding, a survival mask. */
+#define SC_EXEC_SPARSE_SEND_MSGS 4
 /* Longest single poll, so that abort and deadlines are checked regularly even
  * when a transport cannot be woken. */
 #define SC_EXEC_POLL_SLICE_MS 200
@@ -44,6 +49,8 @@ void sc_exec_state_free(sc_exec_state_t *ex) {
   free(ex->sends);
   free(ex->send_lo);
   free(ex->send_hi);
+  if (ex->sparse) sc_sparse_state_free(ex->sparse);
+  free(ex->sparse);
   memset(ex, 0, sizeof(*ex));
 }
 
@@ -58,15 +65,37 @@ static sc_result_t sc_exec_prepare(sc_comm_t *comm, const sc_exec_args_t *a) {
                            "scratch buffer"));
   SC_CHECK(
       sc_exec_reserve(&ex->staging, &ex->staging_bytes, max_rr * a->elem_size, "staging buffer"));
-  if (!ex->sends) {
-    ex->sends = calloc(SC_EXEC_MAX_SENDS, sizeof(*ex->sends));
-    ex->send_lo = calloc(SC_EXEC_MAX_SENDS, sizeof(*ex->send_lo));
-    ex->send_hi = calloc(SC_EXEC_MAX_SENDS, sizeof(*ex->send_hi));
-    if (!ex->sends || !ex->send_lo || !ex->send_hi)
-      return SC_ERR(SC_ERR_NOMEM, "send tracking of %d entries", SC_EXEC_MAX_SENDS);
-    ex->send_cap = SC_EXEC_MAX_SENDS;
+  size_t nsends = 0;
+  for (size_t i = 0; i < s->nsteps; i++)
+    nsends += s->steps[i].kind == SC_STEP_SEND          ? 1
+              : s->steps[i].kind == SC_STEP_SPARSE_SEND ? SC_EXEC_SPARSE_SEND_MSGS
+                                                        : 0;
+  if (nsends < SC_EXEC_MIN_SENDS) nsends = SC_EXEC_MIN_SENDS;
+  if (nsends > ex->send_cap) {
+    free(ex->sends);
+    free(ex->send_lo);
+    free(ex->send_hi);
+    ex->sends = calloc(nsends, sizeof(*ex->sends));
+    ex->send_lo = calloc(nsends, sizeof(*ex->send_lo));
+    ex->send_hi = calloc(nsends, sizeof(*ex->send_hi));
+    ex->send_cap = nsends;
+    if (!ex->sends || !ex->send_lo || !ex->send_hi) {
+      free(ex->sends);
+      free(ex->send_lo);
+      free(ex->send_hi);
+      ex->sends = NULL;
+      ex->send_lo = ex->send_hi = NULL;
+      ex->send_cap = 0;
+      return SC_ERR(SC_ERR_NOMEM, "send tracking of %zu entries", nsends);
+    }
   }
   ex->send_head = ex->send_count = 0;
+  if (a->op->sparse) {
+    const sc_sparse_op_t *sp = a->op->sparse;
+    if (!ex->sparse && !(ex->sparse = calloc(1, sizeof(*ex->sparse))))
+      return SC_ERR(SC_ERR_NOMEM, "sparse executor state");
+    SC_CHECK(sc_sparse_state_prepare(ex->sparse, s, a->op->dtype, sp->k, sp->dense_len, &sp->io));
+  }
   return SC_SUCCESS;
 }
 
@@ -144,16 +173,16 @@ static sc_result_t sc_exec_wait_sends_over(sc_exec_ctx_t *c, const uint8_t *lo, 
 static sc_result_t sc_exec_send(sc_exec_ctx_t *c, int peer, const uint8_t *p, size_t len) {
   sc_exec_state_t *ex = &c->comm->ex;
   SC_CHECK(sc_exec_reap_sends(ex));
-  if (ex->send_count == ex->send_cap) {
-    SC_CHECK(sc_exec_wait_req(c, &ex->sends[ex->send_head], "send"));
-    SC_CHECK(sc_exec_reap_sends(ex));
-  }
+  if (ex->send_count == ex->send_cap)
+    return SC_ERR(SC_ERR_INTERNAL, "step %zu posts more sends than its schedule declared (%zu)",
+                  c->step + 1, ex->send_cap);
   size_t k = (ex->send_head + ex->send_count) % ex->send_cap;
   sc_tp_req_t *req = &ex->sends[k];
   memset(req, 0, sizeof(*req));
   ex->send_lo[k] = p;
   ex->send_hi[k] = p + len;
   ex->send_count++;
+  ex->bytes_sent += len;
   return c->comm->tpops->isend(c->comm->tp, peer, p, len, req);
 }
 
@@ -162,6 +191,51 @@ static sc_result_t sc_exec_recv(sc_exec_ctx_t *c, int peer, uint8_t *p, size_t l
   memset(req, 0, sizeof(*req));
   SC_CHECK(c->comm->tpops->irecv(c->comm->tp, peer, p, len, req));
   return sc_exec_wait_req(c, req, "receive");
+}
+
+/* Wait until no in-flight send reads any part of set `set`. */
+static sc_result_t sc_exec_wait_set(sc_exec_ctx_t *c, const sc_spset_t *set, size_t w) {
+  const uint8_t *n = (const uint8_t *)&set->wire_n, *i = (const uint8_t *)set->idx,
+                *v = (const uint8_t *)set->val;
+  SC_CHECK(sc_exec_wait_sends_over(c, n, n + sizeof(set->wire_n)));
+  SC_CHECK(sc_exec_wait_sends_over(c, i, i + set->cap * 4));
+  return sc_exec_wait_sends_over(c, v, v + set->cap * w);
+}
+
+/* Count first (fixed size), so that the receiver can bound it and post the
+ * payload receives with their exact lengths. */
+static sc_result_t sc_exec_sparse_send(sc_exec_ctx_t *c, const sc_step_t *st) {
+  sc_sparse_state_t *sp = c->comm->ex.sparse;
+  sc_spset_t *set = sc_sparse_set(sp, st->off);
+  if (!set) return SC_ERR_INTERNAL;
+  SC_CHECK(sc_exec_wait_sends_over(c, (const uint8_t *)&set->wire_n,
+                                   (const uint8_t *)(&set->wire_n + 1)));
+  set->wire_n = set->n;
+  SC_CHECK(sc_exec_send(c, st->peer, (const uint8_t *)&set->wire_n, sizeof(set->wire_n)));
+  if (set->n) {
+    SC_CHECK(sc_exec_send(c, st->peer, (const uint8_t *)set->idx, set->n * 4));
+    SC_CHECK(sc_exec_send(c, st->peer, (const uint8_t *)set->val, set->n * sp->w));
+  }
+  if ((st->flags & SC_SPF_MASK) && sp->fold_n)
+    SC_CHECK(sc_exec_send(c, st->peer, sp->fold_alive, sp->fold_n));
+  return SC_SUCCESS;
+}
+
+static sc_result_t sc_exec_sparse_recv(sc_exec_ctx_t *c, const sc_step_t *st) {
+  sc_sparse_state_t *sp = c->comm->ex.sparse;
+  sc_spset_t *dst = sc_sparse_set(sp, st->off);
+  if (!dst) return SC_ERR_INTERNAL;
+  SC_CHECK(sc_exec_recv(c, st->peer, (uint8_t *)&sp->in.wire_n, sizeof(sp->in.wire_n)));
+  SC_CHECK(sc_sparse_check_count(sp, st->peer, sp->in.wire_n, st->count));
+  sp->in.n = (size_t)sp->in.wire_n;
+  if (sp->in.n) {
+    SC_CHECK(sc_exec_recv(c, st->peer, (uint8_t *)sp->in.idx, sp->in.n * 4));
+    SC_CHECK(sc_exec_recv(c, st->peer, (uint8_t *)sp->in.val, sp->in.n * sp->w));
+  }
+  if ((st->flags & SC_SPF_MASK) && sp->sets[0].n)
+    SC_CHECK(sc_exec_recv(c, st->peer, sp->alive, sp->sets[0].n));
+  SC_CHECK(sc_exec_wait_set(c, dst, sp->w));
+  return sc_sparse_apply(sp, st);
 }
 
 static sc_result_t sc_exec_step(sc_exec_ctx_t *c, const sc_step_t *st) {
@@ -191,6 +265,17 @@ static sc_result_t sc_exec_step(sc_exec_ctx_t *c, const sc_step_t *st) {
     memmove(dst, src, len);
     return SC_SUCCESS;
   }
+  case SC_STEP_SPARSE_SEND:
+    return sc_exec_sparse_send(c, st);
+  case SC_STEP_SPARSE_RECV:
+  case SC_STEP_SPARSE_RECV_MERGE:
+    return sc_exec_sparse_recv(c, st);
+  case SC_STEP_SPARSE_SUM: {
+    sc_spset_t *set = sc_sparse_set(comm->ex.sparse, st->off);
+    if (!set) return SC_ERR_INTERNAL;
+    SC_CHECK(sc_exec_wait_set(c, set, comm->ex.sparse->w));
+    return sc_sparse_apply(comm->ex.sparse, st);
+  }
   default:
     return SC_ERR(SC_ERR_INTERNAL, "schedule step %zu has unknown kind %d", c->step, st->kind);
   }
@@ -205,6 +290,11 @@ sc_result_t sc_sched_execute(sc_comm_t *comm, const sc_exec_args_t *a) {
   while (ex->send_count) {
     SC_CHECK(sc_exec_wait_req(&c, &ex->sends[ex->send_head], "send"));
     SC_CHECK(sc_exec_reap_sends(ex));
+  }
+  if (a->op->sparse) {
+    const sc_sparse_op_t *sp = a->op->sparse;
+    *sp->out_nnz = ex->sparse->sets[1].n;
+    if (sp->survived) memcpy(sp->survived, ex->sparse->alive, sp->io.nnz);
   }
   if (s->avg_count && a->op->op == SC_AVG) {
     uint8_t *p = sc_exec_buf(comm, a->op, s->avg_buf) + s->avg_off * a->elem_size;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kernels/cpu/reduce.h"
+#include "lib/error.h"
 
 typedef struct sim_msg {
   struct sim_msg *next;
@@ -17,6 +18,9 @@ typedef struct sim_msg {
   unsigned char *data;      /* eager: a copy made at the SEND */
   int from;
   size_t from_step;
+  int sparse; /* a sparse set: data = indices, values, mask */
+  size_t set; /* the set it was sent from (rendezvous bookkeeping) */
+  size_t mask_bytes;
 } sim_msg_t;
 
 typedef struct sim_mailbox {
@@ -38,6 +42,7 @@ typedef struct sim_rank {
   unsigned char *own_scratch;
   sim_arena_t arena[3];
   int narenas;
+  uint32_t *set_readers; /* rendezvous: undelivered sparse sends per set */
 } sim_rank_t;
 
 typedef struct sim {
@@ -53,11 +58,13 @@ typedef struct sim {
 
 enum { STEP_DONE, STEP_BLOCKED, STEP_FAILED };
 
-static const char *const kind_names[] = {"SEND", "RECV", "RECV_REDUCE", "COPY"};
+static const char *const kind_names[] = {"SEND",         "RECV",        "RECV_REDUCE",
+                                         "COPY",         "SPARSE_SEND", "SPARSE_RECV",
+                                         "SPARSE_MERGE", "SPARSE_SUM"};
 static const char *const buf_names[] = {"SEND", "RECV", "SCRATCH"};
 
 static const char *kind_name(unsigned k) {
-  return k < 4 ? kind_names[k] : "?";
+  return k < sizeof(kind_names) / sizeof(kind_names[0]) ? kind_names[k] : "?";
 }
 static const char *buf_name(unsigned b) {
   return b < 3 ? buf_names[b] : "?";
@@ -186,6 +193,7 @@ static void release(sim_t *sim, sim_msg_t *m) {
   sim->stats.messages++;
   sim->stats.bytes += m->bytes;
   if (m->src) add_readers(sim, m->from, m->src, m->bytes, -1);
+  if (m->sparse && sim->rk[m->from].set_readers) sim->rk[m->from].set_readers[m->set]--;
   free(m->data);
   free(m);
 }
@@ -207,6 +215,9 @@ static int do_recv(sim_t *sim, int r, const sc_step_t *st) {
   if (sim->cfg->model == SC_SIM_RENDEZVOUS && write_blocked(sim, r, dst, st->count * es))
     return STEP_BLOCKED;
   sim_msg_t *m = b->head;
+  if (m->sparse)
+    return fail(sim, r, "dense receive, but peer %d's message (its step %zu) is a sparse set",
+                st->peer, m->from_step);
   if (m->count != st->count)
     return fail(sim, r, "expects %zu elements from peer %d, whose message (its step %zu) has %zu",
                 st->count, st->peer, m->from_step, m->count);
@@ -235,6 +246,107 @@ static int do_copy(sim_t *sim, int r, const sc_step_t *st) {
   return STEP_DONE;
 }
 
+static void mailbox_push(sim_t *sim, int from, int to, sim_msg_t *m) {
+  sim_mailbox_t *b = &sim->box[(size_t)from * (size_t)sim->cfg->nranks + (size_t)to];
+  if (b->tail)
+    b->tail->next = m;
+  else
+    b->head = m;
+  b->tail = m;
+}
+
+static int sparse_state(sim_t *sim, int r, sc_sparse_state_t **sp) {
+  *sp = sim->in[r].sparse;
+  if (!*sp) return fail(sim, r, "sparse step but the rank has no sparse state");
+  return STEP_DONE;
+}
+
+static int sparse_set(sim_t *sim, int r, sc_sparse_state_t *sp, size_t id, sc_spset_t **set) {
+  if (id >= sp->nsets) return fail(sim, r, "set %zu outside the %zu sets", id, sp->nsets);
+  *set = &sp->sets[id];
+  return STEP_DONE;
+}
+
+static int sparse_write_blocked(sim_t *sim, int r, size_t set) {
+  return sim->cfg->model == SC_SIM_RENDEZVOUS && sim->rk[r].set_readers &&
+         sim->rk[r].set_readers[set] > 0;
+}
+
+static int do_sparse_send(sim_t *sim, int r, const sc_step_t *st) {
+  sc_sparse_state_t *sp = NULL;
+  sc_spset_t *set = NULL;
+  if (valid_peer(sim, r, st->peer) != STEP_DONE || sparse_state(sim, r, &sp) != STEP_DONE ||
+      sparse_set(sim, r, sp, st->off, &set) != STEP_DONE)
+    return STEP_FAILED;
+  sim_msg_t *m = calloc(1, sizeof(*m));
+  const size_t mask = (st->flags & SC_SPF_MASK) ? sp->fold_n : 0;
+  const size_t payload = set->n * (4 + sp->w) + mask;
+  if (!m || !(m->data = malloc(payload ? payload : 1))) {
+    free(m);
+    return fail(sim, r, "out of memory");
+  }
+  memcpy(m->data, set->idx, set->n * 4);
+  memcpy(m->data + set->n * 4, set->val, set->n * sp->w);
+  memcpy(m->data + set->n * (4 + sp->w), sp->fold_alive, mask);
+  m->sparse = 1;
+  m->set = st->off;
+  m->count = set->n;
+  m->mask_bytes = mask;
+  m->bytes = 8 + payload;
+  m->from = r;
+  m->from_step = sim->rk[r].pc;
+  if (sim->cfg->model == SC_SIM_RENDEZVOUS) {
+    if (!sim->rk[r].set_readers && !(sim->rk[r].set_readers = calloc(sp->nsets, 4))) {
+      free(m->data);
+      free(m);
+      return fail(sim, r, "out of memory");
+    }
+    sim->rk[r].set_readers[st->off]++;
+  }
+  mailbox_push(sim, r, st->peer, m);
+  return STEP_DONE;
+}
+
+static int do_sparse_recv(sim_t *sim, int r, const sc_step_t *st) {
+  sc_sparse_state_t *sp = NULL;
+  sc_spset_t *dst = NULL;
+  if (valid_peer(sim, r, st->peer) != STEP_DONE || sparse_state(sim, r, &sp) != STEP_DONE ||
+      sparse_set(sim, r, sp, st->off, &dst) != STEP_DONE)
+    return STEP_FAILED;
+  sim_mailbox_t *b = &sim->box[(size_t)st->peer * (size_t)sim->cfg->nranks + (size_t)r];
+  if (!b->head) return STEP_BLOCKED;
+  if (sparse_write_blocked(sim, r, st->off)) return STEP_BLOCKED;
+  sim_msg_t *m = b->head;
+  if (!m->sparse)
+    return fail(sim, r, "sparse receive, but peer %d's message (its step %zu) is dense", st->peer,
+                m->from_step);
+  if (sc_sparse_check_count(sp, st->peer, m->count, st->count) != SC_SUCCESS)
+    return fail(sim, r, "%s", sc_last_error());
+  const size_t want_mask = (st->flags & SC_SPF_MASK) ? sp->sets[0].n : 0;
+  if (m->mask_bytes != want_mask)
+    return fail(sim, r, "expects a mask of %zu bytes from peer %d, whose message has %zu",
+                want_mask, st->peer, m->mask_bytes);
+  b->head = m->next;
+  if (!b->head) b->tail = NULL;
+  memcpy(sp->in.idx, m->data, m->count * 4);
+  memcpy(sp->in.val, m->data + m->count * 4, m->count * sp->w);
+  memcpy(sp->alive, m->data + m->count * (4 + sp->w), m->mask_bytes);
+  sp->in.n = m->count;
+  release(sim, m);
+  if (sc_sparse_apply(sp, st) != SC_SUCCESS) return fail(sim, r, "%s", sc_last_error());
+  return STEP_DONE;
+}
+
+static int do_sparse_sum(sim_t *sim, int r, const sc_step_t *st) {
+  sc_sparse_state_t *sp = NULL;
+  sc_spset_t *dst = NULL;
+  if (sparse_state(sim, r, &sp) != STEP_DONE || sparse_set(sim, r, sp, st->off, &dst) != STEP_DONE)
+    return STEP_FAILED;
+  if (sparse_write_blocked(sim, r, st->off)) return STEP_BLOCKED;
+  if (sc_sparse_apply(sp, st) != SC_SUCCESS) return fail(sim, r, "%s", sc_last_error());
+  return STEP_DONE;
+}
+
 static int step(sim_t *sim, int r) {
   const sc_step_t *st = &sim->in[r].sched->steps[sim->rk[r].pc];
   if (sim->trace)
@@ -249,6 +361,13 @@ static int step(sim_t *sim, int r) {
     return do_recv(sim, r, st);
   case SC_STEP_COPY:
     return do_copy(sim, r, st);
+  case SC_STEP_SPARSE_SEND:
+    return do_sparse_send(sim, r, st);
+  case SC_STEP_SPARSE_RECV:
+  case SC_STEP_SPARSE_RECV_MERGE:
+    return do_sparse_recv(sim, r, st);
+  case SC_STEP_SPARSE_SUM:
+    return do_sparse_sum(sim, r, st);
   default:
     return fail(sim, r, "unknown step kind %u", st->kind);
   }
@@ -258,7 +377,9 @@ static void describe_blocked(sim_t *sim, int r, char *out, size_t len) {
   const sc_step_t *st = &sim->in[r].sched->steps[sim->rk[r].pc];
   const sim_mailbox_t *b =
       st->peer >= 0 ? &sim->box[(size_t)st->peer * (size_t)sim->cfg->nranks + (size_t)r] : NULL;
-  if ((st->kind == SC_STEP_RECV || st->kind == SC_STEP_RECV_REDUCE) && b && !b->head)
+  if ((st->kind == SC_STEP_RECV || st->kind == SC_STEP_RECV_REDUCE ||
+       st->kind == SC_STEP_SPARSE_RECV || st->kind == SC_STEP_SPARSE_RECV_MERGE) &&
+      b && !b->head)
     snprintf(out, len, " [rank %d step %zu: %s of %zu from %d, nothing sent]", r, sim->rk[r].pc,
              kind_name(st->kind), st->count, st->peer);
   else
@@ -398,6 +519,7 @@ static void cleanup(sim_t *sim) {
   }
   for (int r = 0; r < p; r++) {
     for (int i = 0; i < sim->rk[r].narenas; i++) free(sim->rk[r].arena[i].readers);
+    free(sim->rk[r].set_readers);
     free(sim->rk[r].own_scratch);
   }
   free(sim->rk);

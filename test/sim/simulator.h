@@ -17,9 +17,15 @@
  *    models zero-copy transports and exposes deadlocks that the wait can
  *    cause, which the eager model cannot see.
  *
- * Extending: a new step kind gets a case in step() (simulator.c); a receive
- * whose length is bounded rather than exact (sparse sets) would relax the
- * count check in do_recv() to "at most", nothing else depends on it.
+ * Sparse steps (SC_STEP_SPARSE_*) run on the rank's sc_sparse_state_t,
+ * prepared by the test with sc_sparse_state_prepare: a sparse message carries
+ * the set's count, indices, values (and mask); the receiver checks the count
+ * against its bound and hands the data to sc_sparse_apply, as the executor
+ * does, so malformed peer data fails the run with that function's
+ * SC_ERR_REMOTE text. In the rendezvous model a step that writes a set an
+ * undelivered sparse send reads blocks.
+ *
+ * Extending: a new step kind gets a case in step() (simulator.c).
  * SC_SIM_TRACE=1 in the environment prints every step as it is attempted. */
 #ifndef SC_TEST_SIM_SIMULATOR_H
 #define SC_TEST_SIM_SIMULATOR_H
@@ -27,6 +33,7 @@
 #include <stddef.h>
 
 #include "lib/sched.h"
+#include "lib/sparse_state.h"
 #include "sparsecoll.h"
 
 typedef struct sc_sim_rank {
@@ -40,6 +47,7 @@ typedef struct sc_sim_rank {
   size_t recv_count;
   void *scratch;
   size_t scratch_count;
+  sc_sparse_state_t *sparse; /* sparse schedules only */
 } sc_sim_rank_t;
 
 typedef enum sc_sim_model { SC_SIM_EAGER, SC_SIM_RENDEZVOUS } sc_sim_model_t;

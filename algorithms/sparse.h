@@ -1,0 +1,23 @@
+/* Sparse all-reduce schedules (docs/ALGORITHMS.md, "Sparse all-reduce"),
+ * pure like every generator. Arguments: nranks, rank, count = k (the number
+ * of entries kept by each Merge, and the bound on every set a peer may send:
+ * every rank's input holds at most k entries). Sets: 0 the input, 1 the
+ * output, 2.. scratch (lib/sched.h, SC_STEP_SPARSE_*). The output set must
+ * hold k entries (GTOPK, GTOPK_TREE) or nranks * k (ALLGATHER). */
+#ifndef SC_ALGORITHMS_SPARSE_H
+#define SC_ALGORITHMS_SPARSE_H
+
+#include "algorithms/algorithms.h"
+
+/* Butterfly: log2 P' rounds of exchange-and-merge with rank ^ 2^i; ranks
+ * P'..P-1 fold into rank - P' first and get the result and their survival
+ * mask back at the end. The same set on every rank, no broadcast. */
+sc_result_t sc_sparse_gtopk_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+/* The papers' tree: binomial reduce-with-merge to rank 0, then binomial
+ * broadcast of the result. */
+sc_result_t sc_sparse_gtopk_tree_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+/* TopK-SGD baseline: ring all-gather of every rank's set (each message
+ * carries its count first), then the exact sum by index in rank order. */
+sc_result_t sc_sparse_allgather_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+
+#endif

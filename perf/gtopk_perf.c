@@ -1,0 +1,380 @@
+/* sc_gtopk_perf: the gTop-k microbenchmark of the papers (n = 25 * 2^20,
+ * density 0.001) for sc_sparse_allreduce's algorithms against the dense
+ * all-reduce of the same vector. Per algorithm: the median over iterations of
+ * the slowest rank's time, the dense-equivalent algbw (n * dtype size /
+ * time), the bytes this rank's schedules actually posted (max and mean over
+ * ranks), and with -c 1 a check of every rank's result against a reference
+ * computed here from all ranks' inputs (regenerated from the seeds): its own
+ * Merge and merge trees, the exact sum for allgather, n x P for dense.
+ * `--select` runs the top-k selection benchmark instead (perf/gtopk_select.c). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/sparse.h"
+#include "perf/gtopk_select.h"
+#include "perf/perf_internal.h"
+
+typedef struct opts {
+  size_t n, k;
+  double density;
+  sc_dtype_t dtype;
+  const char *dtype_name;
+  int algo; /* -1: all */
+  int iters, warmup, check;
+} opts_t;
+
+enum { A_GTOPK, A_TREE, A_ALLGATHER, A_DENSE, A_COUNT };
+static const char *const algo_names[] = {"gtopk", "gtopk_tree", "allgather", "dense"};
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: sc_gtopk_perf [-n DENSE_LEN] [-k K | --density D] [-a ALGO] [-d DTYPE]\n"
+             "                     [-w WARMUP] [-i ITERS] [-c 0|1]\n"
+             "       sc_gtopk_perf --select [selection benchmark options]\n"
+             "  -n   dense length (default 26214400 = 25*2^20)\n"
+             "  -k   entries per rank and kept by each merge (default density * n)\n"
+             "  --density  k / n (default 0.001)\n"
+             "  -a   gtopk | gtopk_tree | allgather | dense | all (default all)\n"
+             "  -d   float | double | half | bfloat16 (default float)\n"
+             "  -w, -i  warm-up and timed iterations (default 2, 10; at most 64)\n"
+             "  -c   check every result against the reference (default 1)\n"
+             "Run under sc-run, e.g. sc-run -n 4 sc_gtopk_perf.\n");
+}
+
+static int parse(int argc, char **argv, opts_t *o) {
+  *o = (opts_t){.n = 25u << 20,
+                .density = 0.001,
+                .dtype = SC_FLOAT32,
+                .dtype_name = "float",
+                .algo = -1,
+                .iters = 10,
+                .warmup = 2,
+                .check = 1};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      exit(0);
+    }
+    if (!v) goto bad;
+    i++;
+    if (!strcmp(a, "-n")) {
+      o->n = strtoull(v, NULL, 10);
+    } else if (!strcmp(a, "-k")) {
+      o->k = strtoull(v, NULL, 10);
+    } else if (!strcmp(a, "--density")) {
+      o->density = strtod(v, NULL);
+    } else if (!strcmp(a, "-a")) {
+      o->algo = -2;
+      for (int j = 0; j < A_COUNT; j++)
+        if (!strcmp(v, algo_names[j])) o->algo = j;
+      if (!strcmp(v, "all")) o->algo = -1;
+      if (o->algo == -2) goto bad;
+    } else if (!strcmp(a, "-d")) {
+      o->dtype_name = v;
+      if (!strcmp(v, "float"))
+        o->dtype = SC_FLOAT32;
+      else if (!strcmp(v, "double"))
+        o->dtype = SC_FLOAT64;
+      else if (!strcmp(v, "half"))
+        o->dtype = SC_FLOAT16;
+      else if (!strcmp(v, "bfloat16"))
+        o->dtype = SC_BFLOAT16;
+      else
+        goto bad;
+    } else if (!strcmp(a, "-w")) {
+      o->warmup = atoi(v);
+    } else if (!strcmp(a, "-i")) {
+      o->iters = atoi(v);
+    } else if (!strcmp(a, "-c")) {
+      o->check = atoi(v);
+    } else {
+      goto bad;
+    }
+  }
+  if (!o->k) o->k = (size_t)(o->density * (double)o->n + 0.5);
+  if (o->n == 0 || o->n > ((size_t)1 << 32) || o->k == 0 || o->k > o->n || o->iters < 1 ||
+      o->iters > 64 || o->warmup < 0)
+    goto bad;
+  return 0;
+bad:
+  usage(stderr);
+  return 2;
+}
+
+static uint64_t mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Rank r's k entries: one per stride of n/k at a rank-dependent offset (so
+ * ranks overlap partly), integer values in [-16, 16] without 0, whose sums
+ * over <= 16 ranks stay exact in every dtype (bf16 included). */
+typedef struct rset {
+  uint32_t *idx;
+  double *val;
+  size_t n;
+} rset_t;
+
+static rset_t gen(int r, size_t n, size_t k) {
+  rset_t s = {malloc(k * 4 + 4), malloc(k * 8 + 8), k};
+  const size_t stride = n / k;
+  for (size_t j = 0; j < k; j++) {
+    uint64_t h = mix(((uint64_t)r << 40) ^ j);
+    s.idx[j] = (uint32_t)(j * stride + (stride > 1 ? h % (stride < 4 ? stride : 4) : 0));
+    int v = (int)((h >> 20) % 16) + 1;
+    s.val[j] = (h >> 40) & 1 ? -v : v;
+  }
+  return s;
+}
+
+static void store(sc_dtype_t t, void *buf, size_t i, double v) {
+  if (t == SC_FLOAT64) {
+    ((double *)buf)[i] = v;
+  } else if (t == SC_FLOAT32) {
+    ((float *)buf)[i] = (float)v;
+  } else {
+    /* A non-zero integer of magnitude <= 256: exact in both formats. */
+    float f = (float)v;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint16_t h;
+    if (t == SC_BFLOAT16) {
+      h = (uint16_t)(u >> 16);
+    } else {
+      int e = (int)((u >> 23) & 0xff) - 127;
+      h = (uint16_t)(((u >> 16) & 0x8000) | (uint32_t)(e + 15) << 10 | ((u >> 13) & 0x3ff));
+    }
+    ((uint16_t *)buf)[i] = h;
+  }
+}
+
+static double load(sc_dtype_t t, const void *buf, size_t i) {
+  if (t == SC_FLOAT64) return ((const double *)buf)[i];
+  if (t == SC_FLOAT32) return ((const float *)buf)[i];
+  uint16_t h = ((const uint16_t *)buf)[i];
+  uint32_t u;
+  if (t == SC_BFLOAT16) {
+    u = (uint32_t)h << 16;
+  } else {
+    int e = (h >> 10) & 0x1f;
+    if (e == 0) return 0.0; /* only exact zeros appear here */
+    u = (uint32_t)(h & 0x8000) << 16 | (uint32_t)(e - 15 + 127) << 23 | (uint32_t)(h & 0x3ff) << 13;
+  }
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+typedef struct ent {
+  uint32_t idx;
+  double v;
+} ent_t;
+static int cmp_mag(const void *x, const void *y) {
+  const ent_t *a = x, *b = y;
+  if (fabs(a->v) != fabs(b->v)) return fabs(a->v) > fabs(b->v) ? -1 : 1;
+  return (a->idx > b->idx) - (a->idx < b->idx);
+}
+static int cmp_idx(const void *x, const void *y) {
+  const ent_t *a = x, *b = y;
+  return (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+/* Merge(A, B) from its definition; keep < 0: no top-k (exact sum). */
+static rset_t merge(const rset_t *a, const rset_t *b, long long keep) {
+  ent_t *e = malloc((a->n + b->n + 1) * sizeof(*e));
+  size_t n = 0, i = 0, j = 0;
+  while (i < a->n || j < b->n) {
+    if (j == b->n || (i < a->n && a->idx[i] < b->idx[j]))
+      e[n++] = (ent_t){a->idx[i], a->val[i]}, i++;
+    else if (i == a->n || b->idx[j] < a->idx[i])
+      e[n++] = (ent_t){b->idx[j], b->val[j]}, j++;
+    else
+      e[n++] = (ent_t){a->idx[i], a->val[i] + b->val[j]}, i++, j++;
+  }
+  if (keep >= 0 && n > (size_t)keep) {
+    qsort(e, n, sizeof(*e), cmp_mag);
+    n = (size_t)keep;
+    qsort(e, n, sizeof(*e), cmp_idx);
+  }
+  rset_t o = {malloc(n * 4 + 4), malloc(n * 8 + 8), n};
+  for (size_t m = 0; m < n; m++) o.idx[m] = e[m].idx, o.val[m] = e[m].v;
+  free(e);
+  return o;
+}
+
+static void take(rset_t *d, rset_t s) {
+  free(d->idx);
+  free(d->val);
+  *d = s;
+}
+
+/* The expected result of algorithm `al` (values exact: integer sums). */
+static rset_t reference(int al, int p, size_t n, size_t k) {
+  rset_t *s = malloc((size_t)p * sizeof(*s));
+  for (int r = 0; r < p; r++) s[r] = gen(r, n, k);
+  if (al == A_ALLGATHER) {
+    for (int r = 1; r < p; r++) take(&s[0], merge(&s[0], &s[r], -1));
+  } else if (al == A_TREE) {
+    for (int bit = 1; bit < p; bit <<= 1)
+      for (int r = 0; r + bit < p; r += 2 * bit)
+        take(&s[r], merge(&s[r], &s[r + bit], (long long)k));
+  } else {
+    int pp = 1;
+    while (pp * 2 <= p) pp *= 2;
+    for (int r = 0; r + pp < p; r++) take(&s[r], merge(&s[r], &s[r + pp], (long long)k));
+    for (int bit = 1; bit < pp; bit <<= 1)
+      for (int r = 0; r < pp; r++)
+        if (!(r & bit)) {
+          take(&s[r], merge(&s[r], &s[r | bit], (long long)k));
+          rset_t none = {NULL, NULL, 0};
+          take(&s[r | bit], merge(&s[r], &none, -1));
+        }
+  }
+  for (int r = 1; r < p; r++) take(&s[r], (rset_t){NULL, NULL, 0});
+  rset_t o = s[0];
+  free(s);
+  return o;
+}
+
+typedef struct bench {
+  const opts_t *o;
+  sc_comm_t *comm;
+  int rank, nranks;
+  size_t es, out_cap;
+  uint32_t *idx, *oidx;
+  void *val, *oval, *dense_in, *dense_out;
+  size_t out_nnz;
+} bench_t;
+
+static sc_result_t run_once(bench_t *b, int al) {
+  const opts_t *o = b->o;
+  if (al == A_DENSE)
+    return sc_allreduce(b->dense_in, b->dense_out, o->n, o->dtype, SC_SUM, b->comm);
+  const sc_sparse_algo_t sa = al == A_GTOPK  ? SC_SPARSE_GTOPK
+                              : al == A_TREE ? SC_SPARSE_GTOPK_TREE
+                                             : SC_SPARSE_ALLGATHER;
+  return sc_sparse_allreduce(b->idx, b->val, o->k, o->n, o->k, o->dtype, sa, b->oidx, b->oval,
+                             &b->out_nnz, b->comm);
+}
+
+/* Wrong entries of this rank's result. */
+static int64_t check(bench_t *b, int al) {
+  const opts_t *o = b->o;
+  int64_t wrong = 0;
+  if (al == A_DENSE) {
+    rset_t *s = malloc((size_t)b->nranks * sizeof(*s));
+    double *want = calloc(o->n, 8);
+    for (int r = 0; r < b->nranks; r++) {
+      s[r] = gen(r, o->n, o->k);
+      for (size_t j = 0; j < s[r].n; j++) want[s[r].idx[j]] += s[r].val[j];
+      take(&s[r], (rset_t){NULL, NULL, 0});
+    }
+    for (size_t i = 0; i < o->n; i++) wrong += load(o->dtype, b->dense_out, i) != want[i];
+    free(want);
+    free(s);
+    return wrong;
+  }
+  rset_t ref = reference(al, b->nranks, o->n, o->k);
+  if (b->out_nnz != ref.n)
+    wrong += (int64_t)(ref.n > b->out_nnz ? ref.n - b->out_nnz : b->out_nnz - ref.n);
+  for (size_t i = 0; i < ref.n && i < b->out_nnz; i++)
+    wrong += b->oidx[i] != ref.idx[i] || load(o->dtype, b->oval, i) != ref.val[i];
+  take(&ref, (rset_t){NULL, NULL, 0});
+  return wrong;
+}
+
+static void bench_algo(bench_t *b, int al) {
+  const opts_t *o = b->o;
+  const int p = b->nranks;
+  double t[64];
+  uint64_t sent = 0;
+  for (int it = 0; it < o->warmup + o->iters; it++) {
+    perf_check_sc(sc_barrier(b->comm), "sc_barrier");
+    uint64_t before = sc_comm_bytes_sent(b->comm);
+    double t0 = perf_now_s();
+    perf_check_sc(run_once(b, al), algo_names[al]);
+    double dt = perf_now_s() - t0, slowest;
+    sent = sc_comm_bytes_sent(b->comm) - before;
+    perf_check_sc(sc_allreduce(&dt, &slowest, 1, SC_FLOAT64, SC_MAX, b->comm), "sc_allreduce");
+    if (it >= o->warmup) t[it - o->warmup] = slowest;
+  }
+  int64_t wrong = -1;
+  if (o->check) {
+    /* The timed inputs are the check inputs; the last run's result is checked. */
+    int64_t mine = check(b, al);
+    perf_check_sc(sc_allreduce(&mine, &wrong, 1, SC_INT64, SC_SUM, b->comm), "sc_allreduce");
+  }
+  double s = (double)sent, smax, ssum;
+  perf_check_sc(sc_allreduce(&s, &smax, 1, SC_FLOAT64, SC_MAX, b->comm), "sc_allreduce");
+  perf_check_sc(sc_allreduce(&s, &ssum, 1, SC_FLOAT64, SC_SUM, b->comm), "sc_allreduce");
+  const double med = perf_median(t, o->iters);
+  if (b->rank == 0) {
+    char w[32];
+    if (wrong < 0)
+      snprintf(w, sizeof(w), "n/a");
+    else
+      snprintf(w, sizeof(w), "%lld", (long long)wrong);
+    printf("%12s %12.1f %12.3f %16.0f %16.0f %10zu %8s\n", algo_names[al], med * 1e6,
+           (double)o->n * (double)b->es / med / 1e9, smax, ssum / p,
+           al == A_DENSE ? o->n : b->out_nnz, w);
+    fflush(stdout);
+  }
+}
+
+static void *xmalloc(size_t bytes) {
+  void *p = malloc(bytes ? bytes : 1);
+  if (!p) {
+    fprintf(stderr, "sc_gtopk_perf: out of memory (%zu bytes)\n", bytes);
+    exit(3);
+  }
+  return p;
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--select")) return sc_gtopk_select_main(argc, argv);
+  opts_t o;
+  if (parse(argc, argv, &o)) return 2;
+  bench_t b = {.o = &o, .es = sc_dtype_size(o.dtype)};
+  perf_check_sc(sc_comm_init_env(&b.comm), "sc_comm_init_env");
+  perf_check_sc(sc_comm_rank(b.comm, &b.rank), "sc_comm_rank");
+  perf_check_sc(sc_comm_size(b.comm, &b.nranks), "sc_comm_size");
+  b.out_cap = (size_t)b.nranks * o.k;
+  rset_t in = gen(b.rank, o.n, o.k);
+  b.idx = in.idx;
+  b.val = xmalloc(o.k * b.es);
+  for (size_t j = 0; j < o.k; j++) store(o.dtype, b.val, j, in.val[j]);
+  b.oidx = xmalloc(b.out_cap * 4);
+  b.oval = xmalloc(b.out_cap * b.es);
+  const int want_dense = o.algo < 0 || o.algo == A_DENSE;
+  if (want_dense) {
+    b.dense_in = calloc(o.n, b.es);
+    b.dense_out = xmalloc(o.n * b.es);
+    if (!b.dense_in) return 3;
+    for (size_t j = 0; j < o.k; j++) store(o.dtype, b.dense_in, in.idx[j], in.val[j]);
+  }
+  if (b.rank == 0) {
+    printf("# sc_gtopk_perf: %d ranks, n = %zu %s, k = %zu (density %.6g), %d warm-up + %d "
+           "timed iterations (median of the slowest rank)\n",
+           b.nranks, o.n, o.dtype_name, o.k, (double)o.k / (double)o.n, o.warmup, o.iters);
+    printf("# algbw = n * sizeof(dtype) / time (dense equivalent); sent = bytes this rank's "
+           "schedule posted per call (max and mean over ranks)\n");
+    printf("%12s %12s %12s %16s %16s %10s %8s\n", "algo", "time_us", "algbw_GB/s", "sent_B_max",
+           "sent_B_mean", "out_nnz", "wrong");
+  }
+  for (int al = 0; al < A_COUNT; al++)
+    if (o.algo < 0 || o.algo == al) bench_algo(&b, al);
+  perf_check_sc(sc_comm_destroy(b.comm), "sc_comm_destroy");
+  free(in.idx);
+  free(in.val);
+  free(b.val);
+  free(b.oidx);
+  free(b.oval);
+  free(b.dense_in);
+  free(b.dense_out);
+  return 0;
+}
