@@ -1,0 +1,14 @@
+#!/bin/sh
+# Bucket fusion (every policy, dense; sparse when gTop-k is built) on 1, 2, 3
+# and 4 ranks, over TCP and shared memory, and a tiny replay of each trace.
+. "$top_srcdir/test/multi/lib.sh"
+for n in 1 2 3 4; do
+  check "fusion n=$n" "$SC_RUN" -n "$n" --timeout 300 --label "$MR/mr_fusion"
+done
+check "fusion n=3 SC_TRANSPORT=shm" env SC_TRANSPORT=shm "$SC_RUN" -n 3 --timeout 300 --label "$MR/mr_fusion"
+for t in resnet50 vgg16 bert_base; do
+  check "replay $t n=2 (smoke)" "$SC_RUN" -n 2 --timeout 200 "$top_builddir/sc_fusion_replay" \
+    --trace "$top_srcdir/perf/traces/$t.trace" --scale 0.01 --iter-ms 20 -i 1 -w 0 \
+    --alpha 50 --beta 0.001 -J "$tmpdir/$t.json"
+done
+finish

@@ -1,0 +1,181 @@
+/* The fusion planners (lib/fusion/plan.c) against timelines worked out by
+ * hand in the comments: the MG-WFBP merge rule on a small example, its edge
+ * cases (one tensor, zero-time layers, huge and zero alpha, dtype groups),
+ * the size-threshold planners in both directions, and the timeline. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "lib/fusion/plan.h"
+
+static void expect_first(const size_t *got, size_t nb_got, const size_t *want, size_t nb_want) {
+  assert_int_equal(nb_got, nb_want);
+  for (size_t i = 0; i <= nb_want; i++) assert_int_equal(got[i], want[i]);
+}
+
+static const size_t b100[4] = {100, 100, 100, 100};
+static const double bw10[4] = {10, 10, 10, 10}; /* ready at 10, 20, 30, 40 us */
+
+/* alpha 5, beta 0.1: T(100 B) = 15.
+ * l=0: bucket {0} starts max(0, 10) = 10; ready[1] - 10 = 10 >= 5: close, ends 25.
+ * l=1: {1} starts max(25, 20) = 25; 30 - 25 = 5, not < 5: close, ends 40.
+ * l=2: {2} starts max(40, 30) = 40; 40 - 40 = 0 < 5: 3 joins -> {2, 3}.
+ * The merged bucket ends 40 + 5 + 20 = 65, WFBP would end 70. */
+static void test_mgwfbp_small_example(void **state) {
+  (void)state;
+  sc_fplan_in_t in = {.n = 4, .bytes = b100, .bw_us = bw10};
+  size_t first[5], want[4] = {0, 1, 2, 4};
+  expect_first(first, sc_fplan_mgwfbp(&in, 5, 0.1, first), want, 3);
+  double s[3], e[3];
+  double end = sc_fplan_timeline(&in, first, 3, 5, 0.1, s, e);
+  assert_true(fabs(s[0] - 10) < 1e-9 && fabs(e[0] - 25) < 1e-9);
+  assert_true(fabs(s[1] - 25) < 1e-9 && fabs(e[1] - 40) < 1e-9);
+  assert_true(fabs(s[2] - 40) < 1e-9 && fabs(e[2] - 65) < 1e-9);
+  assert_true(fabs(end - 65) < 1e-9);
+  size_t wf[5];
+  size_t nb = sc_fplan_none(&in, wf);
+  assert_int_equal(nb, 4);
+  assert_true(fabs(sc_fplan_timeline(&in, wf, nb, 5, 0.1, NULL, NULL) - 70) < 1e-9);
+}
+
+/* alpha 12 (beta 0.03): every gap ready[l+1] - start = 10 < 12: one bucket. */
+static void test_mgwfbp_large_alpha_merges_all(void **state) {
+  (void)state;
+  sc_fplan_in_t in = {.n = 4, .bytes = b100, .bw_us = bw10};
+  size_t first[5], want[2] = {0, 4};
+  expect_first(first, sc_fplan_mgwfbp(&in, 12, 0.03, first), want, 1);
+  expect_first(first, sc_fplan_mgwfbp(&in, 1e12, 0.03, first), want, 1);
+}
+
+/* alpha 0, beta 0.01 (T = 1, never backlogged): no gap is < 0: WFBP. */
+static void test_mgwfbp_zero_alpha_no_backlog(void **state) {
+  (void)state;
+  sc_fplan_in_t in = {.n = 4, .bytes = b100, .bw_us = bw10};
+  size_t first[5], want[5] = {0, 1, 2, 3, 4};
+  expect_first(first, sc_fplan_mgwfbp(&in, 0, 0.01, first), want, 4);
+}
+
+/* alpha 0, beta 0.5 (T = 50): {0} runs 10-60; then 1 starts at 60 > ready[2]
+ * = 30 (gap -30 < 0): merge, and likewise 3: {0}, {1, 2, 3} ending at 60 +
+ * 150 = 210, the same as WFBP's 10-60-110-160-210 (no startup to save). */
+static void test_mgwfbp_zero_alpha_backlog(void **state) {
+  (void)state;
+  sc_fplan_in_t in = {.n = 4, .bytes = b100, .bw_us = bw10};
+  size_t first[5], want[3] = {0, 1, 4};
+  expect_first(first, sc_fplan_mgwfbp(&in, 0, 0.5, first), want, 2);
+  assert_true(fabs(sc_fplan_timeline(&in, first, 2, 0, 0.5, NULL, NULL) - 210) < 1e-9);
+}
+
+/* All ready at once (zero-time layers): each gap is 0 < alpha: one bucket,
+ * ending at alpha + 300 beta = 1 + 3 = 4. */
+static void test_mgwfbp_zero_time_layers(void **state) {
+  (void)state;
+  static const double zero[3] = {0, 0, 0};
+  sc_fplan_in_t in = {.n = 3, .bytes = b100, .bw_us = zero};
+  size_t first[4], want[2] = {0, 3};
+  expect_first(first, sc_fplan_mgwfbp(&in, 1, 0.01, first), want, 1);
+  assert_true(fabs(sc_fplan_timeline(&in, first, 1, 1, 0.01, NULL, NULL) - 4) < 1e-9);
+  in.bw_us = NULL; /* unknown times are zeros */
+  expect_first(first, sc_fplan_mgwfbp(&in, 1, 0.01, first), want, 1);
+}
+
+static void test_one_tensor(void **state) {
+  (void)state;
+  sc_fplan_in_t in = {.n = 1, .bytes = b100, .bw_us = bw10};
+  size_t first[2], want[2] = {0, 1};
+  expect_first(first, sc_fplan_mgwfbp(&in, 5, 0.1, first), want, 1);
+  expect_first(first, sc_fplan_none(&in, first), want, 1);
+  expect_first(first, sc_fplan_single(&in, first), want, 1);
+  expect_first(first, sc_fplan_size(&in, 10, first), want, 1);
+  expect_first(first, sc_fplan_size_forward(&in, 10, first), want, 1);
+  assert_true(fabs(sc_fplan_timeline(&in, first, 1, 5, 0.1, NULL, NULL) - 25) < 1e-9);
+}
+
+/* Different dtypes never share a bucket, whatever the policy says. */
+static void test_groups_split(void **state) {
+  (void)state;
+  static const int g[4] = {0, 0, 1, 1};
+  sc_fplan_in_t in = {.n = 4, .bytes = b100, .group = g, .bw_us = bw10};
+  size_t first[5], want[3] = {0, 2, 4};
+  expect_first(first, sc_fplan_mgwfbp(&in, 1e12, 0.1, first), want, 2);
+  expect_first(first, sc_fplan_single(&in, first), want, 2);
+  expect_first(first, sc_fplan_size(&in, 1000, first), want, 2);
+  expect_first(first, sc_fplan_size_forward(&in, 1000, first), want, 2);
+}
+
+/* bytes 10 20 30 5 40, limit 50. Ready order: 10+20 = 30, +30 > 50 -> cut
+ * before 2; 30+5 = 35, +40 > 50 -> cut before 4. Forward order (from 4
+ * down): 40+5 = 45, +30 > 50 -> cut before 3; 30+20 = 50 fits, +10 > 50 ->
+ * cut before 1. */
+static void test_size(void **state) {
+  (void)state;
+  static const size_t bytes[5] = {10, 20, 30, 5, 40};
+  sc_fplan_in_t in = {.n = 5, .bytes = bytes};
+  size_t first[6], want_r[4] = {0, 2, 4, 5}, want_f[4] = {0, 1, 3, 5};
+  expect_first(first, sc_fplan_size(&in, 50, first), want_r, 3);
+  expect_first(first, sc_fplan_size_forward(&in, 50, first), want_f, 3);
+  /* A tensor past the limit is alone; a limit of 0 gives WFBP. */
+  static const size_t big[3] = {100, 10, 10};
+  sc_fplan_in_t in2 = {.n = 3, .bytes = big};
+  size_t want2[3] = {0, 1, 3}, want0[4] = {0, 1, 2, 3};
+  expect_first(first, sc_fplan_size(&in2, 50, first), want2, 2);
+  expect_first(first, sc_fplan_size_forward(&in2, 50, first), want2, 2);
+  expect_first(first, sc_fplan_size(&in2, 0, first), want0, 3);
+  expect_first(first, sc_fplan_size_forward(&in2, 0, first), want0, 3);
+}
+
+/* Every planner covers every tensor once, in order, on a longer random list. */
+static void test_partitions(void **state) {
+  (void)state;
+  enum { N = 200 };
+  size_t bytes[N], first[N + 1];
+  double bw[N];
+  int g[N];
+  uint32_t x = 12345;
+  for (int i = 0; i < N; i++) {
+    x = x * 1664525u + 1013904223u;
+    bytes[i] = 4 + (x >> 8) % 100000;
+    bw[i] = (double)((x >> 4) % 50);
+    g[i] = i < 150 ? 0 : 1;
+  }
+  sc_fplan_in_t in = {.n = N, .bytes = bytes, .group = g, .bw_us = bw};
+  for (int p = 0; p < 5; p++) {
+    size_t nb = p == 0   ? sc_fplan_none(&in, first)
+                : p == 1 ? sc_fplan_single(&in, first)
+                : p == 2 ? sc_fplan_size(&in, 300000, first)
+                : p == 3 ? sc_fplan_size_forward(&in, 300000, first)
+                         : sc_fplan_mgwfbp(&in, 30, 0.001, first);
+    assert_true(nb >= 2 && nb <= N);
+    assert_int_equal(first[0], 0);
+    assert_int_equal(first[nb], N);
+    for (size_t b = 0; b < nb; b++) {
+      assert_true(first[b] < first[b + 1]);
+      assert_int_equal(g[first[b]], g[first[b + 1] - 1]);
+      if (p == 2 || p == 3) {
+        size_t sum = 0;
+        for (size_t l = first[b]; l < first[b + 1]; l++) sum += bytes[l];
+        assert_true(sum <= 300000 || first[b + 1] - first[b] == 1);
+      }
+    }
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_mgwfbp_small_example),
+      cmocka_unit_test(test_mgwfbp_large_alpha_merges_all),
+      cmocka_unit_test(test_mgwfbp_zero_alpha_no_backlog),
+      cmocka_unit_test(test_mgwfbp_zero_alpha_backlog),
+      cmocka_unit_test(test_mgwfbp_zero_time_layers),
+      cmocka_unit_test(test_one_tensor),
+      cmocka_unit_test(test_groups_split),
+      cmocka_unit_test(test_size),
+      cmocka_unit_test(test_partitions),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
