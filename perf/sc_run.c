@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -22,6 +23,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "perf/sc_run_netbed.h"
 #ifdef HAVE_SYS_RANDOM_H
 #include <sys/random.h>
 #endif
@@ -56,6 +59,8 @@ typedef enum job_phase {
 static const char *prog_name = "sc-run";
 static int signal_pipe[2] = {-1, -1};
 
+static netbed_t *netbed; /* NULL: every rank on this host as it is */
+
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...) {
   va_list ap;
@@ -83,6 +88,13 @@ static void usage(FILE *f) {
           "      --timeout SEC    kill the job after SEC seconds and exit 124 (default: none)\n"
           "      --grace SEC      after a rank fails, wait SEC seconds for the others\n"
           "                       before SIGTERM, then SIGKILL 2 s later (default: 3)\n"
+          "      --netbed[=BED]   run the ranks on the hosts of an sc-netbed emulated\n"
+          "                       cluster (root only): BED is its prefix (default\n"
+          "                       $SC_NETBED or " NETBED_DEFAULT "; state " NETBED_DIR "/BED.env)\n"
+          "                       or the state file's path. Consecutive ranks share a\n"
+          "                       host; each host gets its own hostname, and\n"
+          "                       SC_ROOT_ADDR=host 0's address, SC_SOCKET_IFNAME=its veth\n"
+          "      --ranks-per-host M  with --netbed: M ranks per host (default: the bed's)\n"
           "  -h, --help           this text\n"
           "\n"
           "Exit status: 0 when every rank exits 0; else the first failing rank's exit\n"
@@ -336,6 +348,7 @@ static void start_rank(rank_proc_t *r, int rank, int label, char **argv) {
     char rank_str[16];
     snprintf(rank_str, sizeof(rank_str), "%d", rank);
     setenv("SC_RANK", rank_str, 1);
+    if (netbed) netbed_enter(netbed, rank);
     execvp(argv[0], argv);
     fprintf(stderr, "%s: cannot execute '%s': %s\n", prog_name, argv[0], strerror(errno));
     _exit(127);
@@ -364,13 +377,18 @@ int main(int argc, char **argv) {
   char **extra_env = NULL;
   int n_extra = 0;
 
-  enum { OPT_TIMEOUT = 256, OPT_GRACE, OPT_PORT };
+  const char *netbed_spec = NULL;
+  int ranks_per_host = 0;
+
+  enum { OPT_TIMEOUT = 256, OPT_GRACE, OPT_PORT, OPT_NETBED, OPT_RPH };
   static const struct option longopts[] = {
       {"np", required_argument, NULL, 'n'},
       {"label", no_argument, NULL, 'l'},
       {"timeout", required_argument, NULL, OPT_TIMEOUT},
       {"grace", required_argument, NULL, OPT_GRACE},
       {"port", required_argument, NULL, OPT_PORT},
+      {"netbed", optional_argument, NULL, OPT_NETBED},
+      {"ranks-per-host", required_argument, NULL, OPT_RPH},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
@@ -402,6 +420,13 @@ int main(int argc, char **argv) {
     case OPT_PORT:
       port = (int)parse_long_opt("--port", optarg, 1, 65535);
       break;
+    case OPT_NETBED:
+      netbed_spec = optarg ? optarg : getenv("SC_NETBED");
+      if (!netbed_spec || !*netbed_spec) netbed_spec = NETBED_DEFAULT;
+      break;
+    case OPT_RPH:
+      ranks_per_host = (int)parse_long_opt("--ranks-per-host", optarg, 1, MAX_RANKS);
+      break;
     case 'h':
       usage(stdout);
       return 0;
@@ -421,6 +446,17 @@ int main(int argc, char **argv) {
     return 2;
   }
   char **child_argv = argv + optind;
+  if (ranks_per_host && !netbed_spec) die("--ranks-per-host needs --netbed");
+  if (netbed_spec) {
+    netbed = netbed_load(netbed_spec, ranks_per_host);
+    if (netbed_host_of(netbed, nranks - 1) >= netbed->hosts)
+      die("--netbed: %d ranks at %d per host need %d hosts; the bed (%s) has %d "
+          "(use --ranks-per-host or a bigger bed)",
+          nranks, netbed->ranks_per_host,
+          (nranks + netbed->ranks_per_host - 1) / netbed->ranks_per_host, netbed->path,
+          netbed->hosts);
+    if (!port) port = netbed_call_in_host0(netbed, find_free_port);
+  }
 
   if (!port) port = find_free_port();
   char token[65], value[64];
@@ -428,6 +464,10 @@ int main(int argc, char **argv) {
   snprintf(value, sizeof(value), "%d", nranks);
   setenv("SC_WORLD_SIZE", value, 1);
   snprintf(value, sizeof(value), "127.0.0.1:%d", port);
+  if (netbed) {
+    snprintf(value, sizeof(value), "%s:%d", netbed->addr[0], port);
+    setenv("SC_SOCKET_IFNAME", netbed->ifname, 1);
+  }
   setenv("SC_ROOT_ADDR", value, 1);
   setenv("SC_AUTH_TOKEN", token, 1);
   for (int i = 0; i < n_extra; i++) {
@@ -607,5 +647,6 @@ int main(int argc, char **argv) {
   free(pfds);
   free(pstreams);
   free(extra_env);
+  netbed_free(netbed);
   return code;
 }

@@ -1,0 +1,356 @@
+#!/usr/bin/env python3
+"""Figures from the JSON the perf tools write (see perf/README.md).
+
+    plot.py [-o DIR] [--link RATE] [--kind KIND] [--metric busbw|time] FILE...
+
+Each input is recognised by its shape (or forced with --kind):
+  dense    sc_*_perf -J: busbw vs size, one line per file (out of place;
+           in place dashed when it differs).
+  compare  sc_allreduce_perf -a compare -J: busbw vs size per algorithm.
+  peers    perf/compare/allreduce_compare.sh -J: busbw vs size per library.
+  sparse   one file per nranks with rows naming an algorithm and a time
+           (sc_gtopk_perf): time vs nranks per algorithm.
+  bars     {"title", "ylabel", "bars": [{"label", "value"}, ...]} or any rows
+           of one label and one number (fusion replay): a bar per label.
+dense, compare and peers files go into busbw_P<nranks>.png (one figure per
+rank count, every file's lines together, so libraries and algorithms measured
+in one run are compared on one plot); sparse files into time_vs_nranks.png;
+each bars file into bars_<name>.png. --link RATE (e.g. 1gbit, 100mbit) draws
+the link rate, which is ring all-reduce's busbw limit, and 0.956 of it, what
+one TCP stream carries on the emulated cluster. Prints one line per series.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import sys
+
+try:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+except ImportError:
+    # Debian's python3-matplotlib lives in /usr/bin/python3, which may not be
+    # the python3 first on PATH (pyenv, venvs).
+    if os.path.exists("/usr/bin/python3") and sys.executable != "/usr/bin/python3" \
+            and not os.environ.get("SC_PLOT_REEXEC"):
+        os.environ["SC_PLOT_REEXEC"] = "1"
+        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
+    sys.exit("plot.py: matplotlib is missing (apt-get install -y python3-matplotlib)")
+
+ONE_STREAM = 0.956  # payload share of one TCP stream under tbf (docs/BENCHMARKING.md)
+NAME_KEYS = ("algo", "algorithm", "name", "library", "label", "policy")
+# The bar's value when a row has several numbers (fusion replay: iter_ms).
+VALUE_KEYS = ("value", "iter_ms", "time_ms", "median_ms", "time_us")
+TIME_KEYS = ("time_us", "median_us", "time_median_us", "med_us", "time_ms", "median_ms",
+             "time_s", "time")
+
+
+def bus_factor(collective, p):
+    """busbw = algbw x this (docs/BENCHMARKING.md)."""
+    if p <= 1:
+        return 1.0
+    c = (collective or "allreduce").replace("_", "").replace("-", "").lower()
+    if c == "allreduce":
+        return 2.0 * (p - 1) / p
+    if c in ("reducescatter", "allgather"):
+        return (p - 1) / p
+    return 1.0
+
+
+def parse_rate(text):
+    """'1gbit', '100mbit', '10g' -> bits per second."""
+    m = re.fullmatch(r"\s*([0-9.]+)\s*([kmgt]?)(bit|b|bps)?\s*", text.lower())
+    if not m:
+        raise argparse.ArgumentTypeError("rate '%s' not understood (e.g. 1gbit)" % text)
+    scale = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}[m.group(2)]
+    return float(m.group(1)) * scale
+
+
+def kind_of(d):
+    if not isinstance(d, dict):
+        return None
+    if d.get("benchmark") == "allreduce_compare" and isinstance(d.get("results"), list):
+        return "peers"
+    if d.get("mode") == "compare" and isinstance(d.get("rows"), list):
+        return "compare"
+    rows = d.get("rows")
+    if isinstance(rows, list) and rows and isinstance(rows[0], dict) and "out_of_place" in rows[0]:
+        return "dense"
+    if isinstance(d.get("bars"), list):
+        return "bars"
+    if sparse_rows(d):
+        return "sparse"
+    if label_value_rows(d):
+        return "bars"
+    return None
+
+
+def first_list_of_dicts(d):
+    for key in ("rows", "results", "algorithms", "runs", "data"):
+        v = d.get(key)
+        if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            return v
+    return None
+
+
+def time_in_us(row):
+    for k in TIME_KEYS:
+        v = row.get(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            if k.endswith("_ms"):
+                return v * 1e3
+            if k.endswith("_s"):
+                return v * 1e6
+            return v  # _us, and a bare "time" is taken as microseconds
+    return None
+
+
+def nranks_of(d):
+    for k in ("nranks", "world_size", "ranks"):
+        if isinstance(d.get(k), int) and not isinstance(d.get(k), bool):
+            return d[k]
+    return None
+
+
+def sparse_rows(d):
+    """(name, time_us, row) for each row naming an algorithm with a time."""
+    rows = first_list_of_dicts(d)
+    if not rows or nranks_of(d) is None:
+        return None
+    out = []
+    for r in rows:
+        name = next((r[k] for k in NAME_KEYS if isinstance(r.get(k), str)), None)
+        t = time_in_us(r)
+        if name is None or t is None:
+            return None
+        out.append((name, t, r))
+    return out
+
+
+def label_value_rows(d):
+    """[(label, value)] from {"bars": [...]}, rows of one label and one number, or {label: number}."""
+    rows = d.get("bars") if isinstance(d.get("bars"), list) else first_list_of_dicts(d)
+    out = []
+    if rows:
+        for r in rows:
+            if not isinstance(r, dict):
+                return None
+            label = next((r[k] for k in NAME_KEYS if isinstance(r.get(k), str)), None)
+            key = next((k for k in VALUE_KEYS if isinstance(r.get(k), (int, float))), None)
+            if key:
+                val = r[key]
+            else:
+                nums = [v for k, v in r.items()
+                        if isinstance(v, (int, float)) and not isinstance(v, bool)]
+                val = nums[0] if len(nums) == 1 else None
+            if label is None or not isinstance(val, (int, float)):
+                return None
+            out.append((label, float(val), r.get("error")))
+        return out
+    if d and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in d.values()):
+        return [(k, float(v), None) for k, v in d.items()]
+    return None
+
+
+def series_from(d, kind, path):
+    """[(nranks, label, [(size, busbw_GBps)], style)] for the busbw plots."""
+    out = []
+    base = os.path.splitext(os.path.basename(path))[0]
+    if kind == "dense":
+        p = d.get("nranks", 0)
+        algo = (d.get("algo") or {}).get("value", "")
+        name = "%s %s" % (d.get("binary", base).replace("sc_", "").replace("_perf", ""),
+                          algo)
+        pts = {}
+        for place in ("out_of_place", "in_place"):
+            pts[place] = [(r["size"], r[place]["busbw_GBps"]) for r in d["rows"]
+                          if r.get(place) and r[place].get("time_us", 0) > 0 and r["size"] > 0]
+        out.append((p, name.strip(), pts["out_of_place"], "-"))
+        oop = dict(pts["out_of_place"])
+        # In place only when it tells something: more than 5% off somewhere.
+        if any(abs(b - oop.get(s, -1)) > 0.05 * max(b, 1e-12) for s, b in pts["in_place"]):
+            out.append((p, name.strip() + " (in place)", pts["in_place"], "--"))
+    elif kind == "compare":
+        p = d.get("nranks", 0)
+        f = bus_factor(d.get("collective"), p)
+        for a in d.get("algorithms", []):
+            pts = [(r["size"], r["size"] / (r["time_us"][a] * 1e3) * f) for r in d["rows"]
+                   if r["time_us"].get(a) and r["size"] > 0]
+            out.append((p, a, pts, "-"))
+    elif kind == "peers":
+        groups = {}
+        for r in d["results"]:
+            if r.get("busbw_gbs") is None:
+                continue
+            groups.setdefault((r["nranks"], r["library"]), []).append((r["bytes"], r["busbw_gbs"]))
+        for (p, lib), pts in groups.items():
+            out.append((p, lib, sorted(pts), "-"))
+    return out
+
+
+def human_size(b):
+    for unit, s in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if b >= s:
+            v = b / s
+            return ("%d%s" % (v, unit)) if v == int(v) else ("%.1f%s" % (v, unit))
+    return "%d" % b
+
+
+def link_lines(ax, link_bps):
+    if not link_bps:
+        return
+    gbs = link_bps / 8e9
+    ax.axhline(gbs, color="black", lw=1, ls=":", label="link rate (ring all-reduce limit)")
+    ax.axhline(gbs * ONE_STREAM, color="gray", lw=1, ls="-.",
+               label="%.3f x link (one TCP stream)" % ONE_STREAM)
+
+
+def plot_busbw(series, outdir, link_bps, title):
+    written = []
+    for p in sorted({s[0] for s in series}):
+        fig, ax = plt.subplots(figsize=(7.5, 4.8))
+        sizes = set()
+        for sp, label, pts, style in series:
+            if sp != p or not pts:
+                continue
+            pts = sorted(pts)
+            sizes.update(s for s, _ in pts)
+            ax.plot([s for s, _ in pts], [b for _, b in pts], style, marker="o", ms=3, label=label)
+            peak = max(pts, key=lambda x: x[1])
+            frac = (" = %.3f of the link" % (peak[1] * 8e9 / link_bps)) if link_bps else ""
+            print("busbw P=%d %s: %d sizes, peak %.4g GB/s at %s%s"
+                  % (p, label, len(pts), peak[1], human_size(peak[0]), frac))
+        link_lines(ax, link_bps)
+        ax.set_xscale("log", base=2)
+        ticks = sorted(sizes)
+        if ticks:
+            step = max(1, math.ceil(len(ticks) / 12))
+            ax.set_xticks(ticks[::step])
+            ax.set_xticklabels([human_size(t) for t in ticks[::step]], rotation=45)
+        ax.set_xlabel("size (bytes)")
+        ax.set_ylabel("busbw (GB/s, 1e9 B)")
+        ax.set_ylim(bottom=0)
+        ax.set_title(title or "bus bandwidth vs size, %d ranks" % p)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = os.path.join(outdir, "busbw_P%d.png" % p)
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def plot_sparse(docs, outdir, title):
+    by_algo = {}
+    for d in docs:
+        for name, t, _ in sparse_rows(d):
+            by_algo.setdefault(name, []).append((nranks_of(d), t))
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, pts in sorted(by_algo.items()):
+        pts.sort()
+        ax.plot([p for p, _ in pts], [t / 1e3 for _, t in pts], marker="o", label=name)
+        print("time %s: %s" % (name, ", ".join("P=%d %.4g ms" % (p, t / 1e3) for p, t in pts)))
+    ax.set_xlabel("ranks")
+    ax.set_ylabel("time per operation (ms)")
+    ranks = sorted({p for pts in by_algo.values() for p, _ in pts})
+    ax.set_xticks(ranks)
+    ax.set_ylim(bottom=0)
+    ax.set_title(title or "time vs ranks")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = os.path.join(outdir, "time_vs_nranks.png")
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return [path]
+
+
+def plot_bars(d, path_in, outdir, title):
+    bars = label_value_rows(d)
+    rows = d["bars"] if isinstance(d.get("bars"), list) else (first_list_of_dicts(d) or [{}] * len(bars))
+    fig, ax = plt.subplots(figsize=(max(5, 1 + 0.9 * len(bars)), 4.5))
+    labels = [b[0] for b in bars]
+    vals = [b[1] for b in bars]
+    errs = [b[2] if isinstance(b[2], (int, float)) else 0 for b in bars]
+    ax.bar(range(len(bars)), vals, yerr=errs if any(errs) else None, color="tab:blue",
+           label={"iter_ms": "iteration time"}.get(
+               next((k for k in VALUE_KEYS if all(k in r for r in rows)), None)))
+    # Fusion replay rows also carry the non-overlapped communication and the
+    # lower bound max(compute, communication): drawn over each bar.
+    if all(isinstance(r.get("nonoverlap_ms"), (int, float)) for r in rows):
+        ax.bar(range(len(bars)), [r["nonoverlap_ms"] for r in rows], width=0.4,
+               color="tab:orange", label="non-overlapped communication")
+    if all(isinstance(r.get("lower_bound_ms"), (int, float)) for r in rows):
+        ax.scatter(range(len(bars)), [r["lower_bound_ms"] for r in rows], marker="_", s=900,
+                   color="black", zorder=3, label="lower bound")
+    ax.set_xticks(range(len(bars)))
+    ax.set_xticklabels(labels, rotation=30, ha="right")
+    lb = d.get("lower_bound")
+    if isinstance(lb, (int, float)):
+        ax.axhline(lb, color="black", ls=":", label="lower bound")
+    ax.set_ylim(0, max(vals + [lb if isinstance(lb, (int, float)) else 0]) * 1.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="upper right")
+    vkey = next((k for k in VALUE_KEYS if rows and all(k in r for r in rows)), "")
+    unit = "ms" if vkey.endswith("_ms") else "us" if vkey.endswith("_us") else ""
+    vname = {"iter_ms": "iteration time"}.get(vkey, vkey)
+    ax.set_ylabel(d.get("ylabel") or d.get("unit") or ("%s (%s)" % (vname, unit) if unit else "value"))
+    base = os.path.splitext(os.path.basename(path_in))[0]
+    if d.get("benchmark") == "sc_fusion_replay":
+        auto_title = "fusion replay: %s, %s ranks" % (d.get("trace", "?"), d.get("ranks", "?"))
+    else:
+        auto_title = d.get("title") or base
+    ax.set_title(title or auto_title)
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    path = os.path.join(outdir, "bars_%s.png" % base)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    print("bars %s: %s" % (base, ", ".join("%s=%.4g" % (lab, v) for lab, v in zip(labels, vals))))
+    return [path]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("files", nargs="+", metavar="FILE")
+    ap.add_argument("-o", "--outdir", default=".")
+    ap.add_argument("--link", type=parse_rate, help="link rate, e.g. 1gbit (draws the ceilings)")
+    ap.add_argument("--kind", choices=["dense", "compare", "peers", "sparse", "bars"])
+    ap.add_argument("--title")
+    args = ap.parse_args()
+    os.makedirs(args.outdir, exist_ok=True)
+
+    series, sparse_docs, written = [], [], []
+    for path in args.files:
+        try:
+            with open(path) as f:
+                d = json.load(f)
+        except (OSError, ValueError) as e:
+            sys.exit("plot.py: %s: %s" % (path, e))
+        kind = args.kind or kind_of(d)
+        if kind is None:
+            sys.exit("plot.py: %s: not a JSON this script knows (use --kind)" % path)
+        if kind in ("dense", "compare", "peers"):
+            series += series_from(d, kind, path)
+        elif kind == "sparse":
+            if not sparse_rows(d):
+                sys.exit("plot.py: %s: no rows with an algorithm name and a time" % path)
+            sparse_docs.append(d)
+        else:
+            if not label_value_rows(d):
+                sys.exit("plot.py: %s: no label/value rows" % path)
+            written += plot_bars(d, path, args.outdir, args.title)
+    if series:
+        written += plot_busbw(series, args.outdir, args.link, args.title)
+    if sparse_docs:
+        written += plot_sparse(sparse_docs, args.outdir, args.title)
+    for w in written:
+        print("wrote %s" % w)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+#!/bin/sh
+# The emulated cluster end to end: sc-netbed brings up 2 hosts at 100 Mbit/s,
+# sc-run --netbed runs a 2-rank all-reduce across them, and the result must be
+# right and its bus bandwidth within what the shaped link allows (so the
+# shaping is real and the ranks did not talk over shared memory). Then the
+# bed's own contract: idempotent up and down, exec, nothing left behind.
+# Skipped (77) unless root with network namespaces, veth, bridge and tbf.
+top_builddir=${top_builddir:-.}
+top_srcdir=${top_srcdir:-.}
+SC_RUN="$top_builddir/sc-run"
+NETBED="$top_srcdir/perf/netbed"
+[ -x "$top_builddir/sc-netbed" ] && NETBED="$top_builddir/sc-netbed"
+ID="t$$"
+PREFIX="scnb-$ID"
+RATE_BPS=100000000 # 100mbit
+pass=0
+fail=0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "SKIP: netbed test needs root (it creates network namespaces)"
+  exit 77
+fi
+for tool in ip tc python3; do
+  if ! command -v $tool >/dev/null 2>&1; then
+    echo "SKIP: netbed test needs '$tool'"
+    exit 77
+  fi
+done
+if ! out=$("$NETBED" check 2>&1); then
+  echo "SKIP: $out"
+  exit 77
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/netbed_test.XXXXXX") || exit 1
+cleanup() {
+  "$NETBED" --id "$ID" down >/dev/null 2>&1
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+ok() { pass=$((pass + 1)); echo "PASS: $1"; }
+bad() {
+  fail=$((fail + 1))
+  echo "FAIL: $1"
+  tail -n 20 "$tmp/out" "$tmp/err" 2>/dev/null | sed 's/^/  /'
+}
+our_ns() { ip netns list 2>/dev/null | awk '{print $1}' | grep -c "^$PREFIX-" ; }
+
+# --- up: 2 hosts, state file, addresses, tbf on both ends, nothing in the root namespace
+links_before=$(ip -o link show | awk -F': ' '{print $2}' | sort)
+"$NETBED" --id "$ID" up 2 100mbit >"$tmp/out" 2>"$tmp/err"
+rc=$?
+state=/run/sc-netbed/$PREFIX.env
+qdiscs=$(ip netns exec "$PREFIX-h0" tc qdisc show dev nbeth0; ip netns exec "$PREFIX-br" tc qdisc show dev h1)
+if [ $rc -eq 0 ] && [ "$(our_ns)" -eq 3 ] && grep -qx "NETBED_ADDR_1=10.77.0.2" "$state" &&
+  [ "$(echo "$qdiscs" | grep -c 'qdisc tbf .*rate 100Mbit')" -eq 2 ] &&
+  [ "$(ip -o link show | awk -F': ' '{print $2}' | sort)" = "$links_before" ]; then
+  ok "up: 3 namespaces, state file, tbf on both ends, root namespace untouched"
+else
+  bad "up (rc=$rc namespaces=$(our_ns))"
+fi
+
+# --- up again with the same arguments: the same bed, not a new one
+ns_id=$(ip netns list | grep "^$PREFIX-h0" | sed -n 's/.*(id: \([0-9]*\)).*/\1/p')
+"$NETBED" --id "$ID" up 2 100mbit >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -eq 0 ] && grep -q 'already up' "$tmp/out" && [ "$(our_ns)" -eq 3 ] &&
+  [ "$(ip netns list | grep "^$PREFIX-h0" | sed -n 's/.*(id: \([0-9]*\)).*/\1/p')" = "$ns_id" ]; then
+  ok "up twice: the same bed"
+else
+  bad "up twice (rc=$rc)"
+fi
+
+# --- exec: host 1 has its own address and hostname and reaches host 0 over the bed
+"$NETBED" --id "$ID" exec 1 sh -c 'hostname; ip -o -4 addr show dev nbeth0' >"$tmp/out" 2>"$tmp/err"
+if [ "$(head -n 1 "$tmp/out")" = "$PREFIX-h1" ] && grep -q 'inet 10.77.0.2/24' "$tmp/out"; then
+  ok "exec: own hostname and address"
+else
+  bad "exec"
+fi
+
+# --- a 2-rank all-reduce across the bed: right, and as fast as the link allows, no faster
+start=$(date +%s)
+"$SC_RUN" --netbed="$PREFIX" -n 2 --timeout 50 "$top_builddir/sc_allreduce_perf" \
+  -b 8M -e 8M -n 5 -w 1 -J "$tmp/out.json" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+elapsed=$(($(date +%s) - start))
+# busbw must be under the link rate + 10% (above it, the bytes did not cross the
+# shaped link) and over a third of it (the bed carries what it should).
+verdict=$(python3 - "$tmp/out.json" "$RATE_BPS" "$PREFIX" <<'EOF' 2>&1
+import json, sys
+d = json.load(open(sys.argv[1]))
+link = float(sys.argv[2]) / 8e9  # GB/s
+row = d["rows"][0]
+assert d["nranks"] == 2 and row["size"] == 8 << 20, d
+hosts = [r["host"] for r in d["ranks"]]
+assert hosts == [sys.argv[3] + "-h0", sys.argv[3] + "-h1"], hosts
+for kind in ("out_of_place", "in_place"):
+    r = row[kind]
+    assert r["wrong"] == 0, (kind, r)
+    frac = r["busbw_GBps"] / link
+    assert 0.33 < frac < 1.10, "%s busbw %.4f GB/s = %.3f of the link" % (kind, r["busbw_GBps"], frac)
+print("%.3f" % (row["out_of_place"]["busbw_GBps"] / link))
+EOF
+)
+vrc=$?
+if [ $rc -eq 0 ] && [ $vrc -eq 0 ] && grep -q '^# Out of bounds values : 0 OK$' "$tmp/out"; then
+  ok "2-rank all-reduce of 8 MiB across the bed: #wrong 0, busbw $verdict of 100 Mbit/s (${elapsed}s)"
+else
+  echo "  $verdict" >>"$tmp/err"
+  bad "all-reduce across the bed (rc=$rc, ${elapsed}s)"
+fi
+
+# --- perf/plot.py turns that JSON into a PNG and reads the same busbw out of it
+if [ -s "$tmp/out.json" ] && { python3 -c 'import matplotlib' 2>/dev/null ||
+  /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; }; then
+  want=$(python3 -c 'import json,sys; print("%.4g" % json.load(open(sys.argv[1]))["rows"][0]["out_of_place"]["busbw_GBps"])' "$tmp/out.json")
+  python3 "$top_srcdir/perf/plot.py" -o "$tmp/plots" --link 100mbit "$tmp/out.json" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  png=$(head -c 8 "$tmp/plots/busbw_P2.png" 2>/dev/null | od -An -c | tr -d ' \n')
+  if [ $rc -eq 0 ] && [ "$png" = "211PNG\r\n032\n" ] &&
+    grep -q "^busbw P=2 allreduce auto: 1 sizes, peak $want GB/s at 8M" "$tmp/out"; then
+    ok "plot.py: busbw_P2.png written, peak $want GB/s as in the JSON"
+  else
+    bad "plot.py (rc=$rc png='$png' want=$want)"
+  fi
+else
+  echo "# plot.py not checked: no JSON or no matplotlib (apt-get install python3-matplotlib)"
+fi
+
+# --- more ranks than the bed holds: refused before anything starts
+"$SC_RUN" --netbed="$PREFIX" -n 3 true >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -eq 2 ] && grep -q 'need 3 hosts; the bed' "$tmp/err"; then
+  ok "sc-run --netbed refuses 3 ranks on 2 hosts"
+else
+  bad "sc-run --netbed with too many ranks (rc=$rc)"
+fi
+
+# --- two ranks per host: consecutive ranks share a host
+"$SC_RUN" --netbed="$PREFIX" --ranks-per-host 2 -n 4 sh -c 'echo "$SC_RANK $(hostname) $SC_ROOT_ADDR"' \
+  >"$tmp/out" 2>"$tmp/err"
+rc=$?
+placed=$(sort -n "$tmp/out" | awk '{printf "%s:%s ", $1, $2}')
+want="0:$PREFIX-h0 1:$PREFIX-h0 2:$PREFIX-h1 3:$PREFIX-h1 "
+if [ $rc -eq 0 ] && [ "$placed" = "$want" ] && [ "$(awk '{print $3}' "$tmp/out" | sort -u)" != "" ] &&
+  awk '{print $3}' "$tmp/out" | sort -u | grep -Eqx '10\.77\.0\.1:[0-9]+'; then
+  ok "--ranks-per-host 2: ranks 0,1 on h0 and 2,3 on h1, root at 10.77.0.1"
+else
+  bad "--ranks-per-host 2 (rc=$rc placed='$placed')"
+fi
+
+# --- and the library sees that layout: shared memory inside a host, TCP between hosts
+"$SC_RUN" --netbed="$PREFIX" --ranks-per-host 2 -n 4 --timeout 50 -x SC_DEBUG=INFO \
+  -x SC_DEBUG_SUBSYS=INIT,NET,SHM "$top_builddir/sc_allreduce_perf" -b 1M -e 1M -n 2 -w 1 \
+  >"$tmp/out" 2>"$tmp/err"
+rc=$?
+mixed=$(grep -c 'rank [0-3]: 1 peer over shared memory, 2 over tcp' "$tmp/err")
+if [ $rc -eq 0 ] && [ "$mixed" -eq 4 ] && grep -q '^# Out of bounds values : 0 OK$' "$tmp/out"; then
+  ok "2 hosts x 2 ranks: every rank has 1 shm peer and 2 tcp peers, #wrong 0"
+else
+  bad "2 hosts x 2 ranks (rc=$rc, ranks with 1 shm + 2 tcp peers: $mixed of 4)"
+fi
+
+# --- down removes everything; down again succeeds; status says not up
+"$NETBED" --id "$ID" down >"$tmp/out" 2>"$tmp/err"
+rc1=$?
+"$NETBED" --id "$ID" down >"$tmp/out" 2>"$tmp/err"
+rc2=$?
+"$NETBED" --id "$ID" status >"$tmp/out" 2>"$tmp/err"
+if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$(our_ns)" -eq 0 ] && [ ! -e "$state" ] &&
+  grep -q 'not up' "$tmp/out"; then
+  ok "down twice: nothing left, status 'not up'"
+else
+  bad "down (rc=$rc1,$rc2 namespaces=$(our_ns))"
+fi
+
+# --- an interrupted up leaves nothing behind
+"$NETBED" --id "$ID" up 8 100mbit >"$tmp/out" 2>"$tmp/err" &
+upid=$!
+n=0 # interrupt it once it has started making namespaces
+while [ "$(our_ns)" -lt 2 ] && [ $n -lt 100 ] && kill -0 $upid 2>/dev/null; do
+  sleep 0.02
+  n=$((n + 1))
+done
+kill -TERM $upid 2>/dev/null
+wait $upid
+left=$(our_ns)
+"$NETBED" --id "$ID" down >/dev/null 2>&1
+if [ "$left" -eq 0 ] && grep -q "interrupted; removing $PREFIX" "$tmp/err"; then
+  ok "up interrupted half-way: it removed what it had made"
+elif grep -q "up: 8 hosts" "$tmp/out"; then
+  ok "up finished before the interruption (nothing to check; down removed it)"
+else
+  bad "interrupted up left $left namespaces"
+fi
+
+# --- usage errors
+"$NETBED" --id "$ID" up 2 fastest >"$tmp/out" 2>"$tmp/err"
+rc1=$?
+"$NETBED" --id "bad/id" status >"$tmp/out" 2>"$tmp/err"
+rc2=$?
+if [ $rc1 -ne 0 ] && [ $rc2 -ne 0 ] && [ "$(our_ns)" -eq 0 ]; then
+  ok "bad rate and bad id refused"
+else
+  bad "usage errors (rc=$rc1,$rc2)"
+fi
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
