@@ -60,6 +60,9 @@ sc_result_t sc_unique_id_decode(const sc_unique_id_t *id, sc_boot_addr_t *root,
                   SC_ID_VERSION);
   if (sc_boot_get32(p + SC_ID_OFF_CHECK) != fnv1a(p, SC_ID_OFF_CHECK))
     return SC_ERR(SC_ERR_INVALID_ARG, "unique id is corrupted (checksum mismatch)");
+  /* Encode writes zeros there: one id, one encoding. */
+  if (p[SC_ID_OFF_VERSION + 2] != 0 || p[SC_ID_OFF_VERSION + 3] != 0)
+    return SC_ERR(SC_ERR_INVALID_ARG, "unique id is corrupted (reserved bytes not zero)");
   for (size_t i = SC_ID_USED; i < sizeof(id->internal); i++)
     if (p[i] != 0) return SC_ERR(SC_ERR_INVALID_ARG, "unique id is corrupted (padding not zero)");
   sc_boot_addr_t a;
@@ -72,10 +75,57 @@ sc_result_t sc_unique_id_decode(const sc_unique_id_t *id, sc_boot_addr_t *root,
   return SC_SUCCESS;
 }
 
-/* The root's error text is shown to users: keep it printable. */
-static void sanitize(char *s) {
-  for (; *s; s++)
-    if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e) *s = '?';
+void sc_boot_hello_build(uint8_t out[SC_BOOT_HELLO_LEN], const uint8_t secret[SC_SECRET_LEN],
+                         uint32_t rank, uint32_t nranks, uint32_t bloblen) {
+  sc_boot_put32(out, SC_BOOT_HELLO_MAGIC);
+  out[4] = 0;
+  out[5] = SC_BOOT_VERSION;
+  out[6] = out[7] = 0;
+  memcpy(out + 8, secret, SC_SECRET_LEN);
+  sc_boot_put32(out + 8 + SC_SECRET_LEN, rank);
+  sc_boot_put32(out + 12 + SC_SECRET_LEN, nranks);
+  sc_boot_put32(out + 16 + SC_SECRET_LEN, bloblen);
+}
+
+sc_result_t sc_boot_reply_parse(const uint8_t *buf, size_t len, size_t table_len,
+                                sc_boot_reply_t *out, char *why, size_t whylen) {
+  if (len != SC_BOOT_REPLY_LEN) {
+    snprintf(why, whylen, "sent a %zu-byte reply header, expected %d", len, SC_BOOT_REPLY_LEN);
+    return SC_ERR_REMOTE;
+  }
+  uint32_t magic = sc_boot_get32(buf), status = sc_boot_get32(buf + 4),
+           plen = sc_boot_get32(buf + 8);
+  if (magic != SC_BOOT_REPLY_MAGIC) {
+    snprintf(why, whylen, "sent garbage (magic 0x%08x)", magic);
+    return SC_ERR_REMOTE;
+  }
+  if (status == SC_SUCCESS && plen != table_len) {
+    snprintf(why, whylen, "sent a %u-byte table where %zu bytes were expected", plen, table_len);
+    return SC_ERR_REMOTE;
+  }
+  if (status != SC_SUCCESS && plen > SC_BOOT_ERRTEXT_MAX) {
+    snprintf(why, whylen, "sent a %u-byte error text (limit %d)", plen, SC_BOOT_ERRTEXT_MAX);
+    return SC_ERR_REMOTE;
+  }
+  *out = (sc_boot_reply_t){.status = status, .len = plen};
+  return SC_SUCCESS;
+}
+
+/* The root's error text is shown to users: keep it printable (it ends at the
+ * first NUL, as a C string the root sent would). */
+void sc_boot_errtext_clean(const uint8_t *text, size_t len, char *out, size_t outlen) {
+  if (outlen == 0) return;
+  size_t n = len < outlen - 1 ? len : outlen - 1;
+  size_t i = 0;
+  for (; i < n && text[i] != 0; i++)
+    out[i] = (text[i] < 0x20 || text[i] > 0x7e) ? '?' : (char)text[i];
+  out[i] = '\0';
+}
+
+sc_result_t sc_boot_reply_code(uint32_t status) {
+  return (status == SC_ERR_INVALID_ARG || status == SC_ERR_TIMEOUT || status == SC_ERR_NOMEM)
+             ? (sc_result_t)status
+             : SC_ERR_REMOTE;
 }
 
 sc_result_t sc_bootstrap_exchange(const sc_boot_addr_t *root, const uint8_t secret[SC_SECRET_LEN],
@@ -121,14 +171,7 @@ sc_result_t sc_bootstrap_exchange(const sc_boot_addr_t *root, const uint8_t secr
   }
 
   uint8_t hello[SC_BOOT_HELLO_LEN + SC_BOOT_BLOB_MAX];
-  sc_boot_put32(hello, SC_BOOT_HELLO_MAGIC);
-  hello[4] = 0;
-  hello[5] = SC_BOOT_VERSION;
-  hello[6] = hello[7] = 0;
-  memcpy(hello + 8, secret, SC_SECRET_LEN);
-  sc_boot_put32(hello + 8 + SC_SECRET_LEN, (uint32_t)rank);
-  sc_boot_put32(hello + 12 + SC_SECRET_LEN, (uint32_t)nranks);
-  sc_boot_put32(hello + 16 + SC_SECRET_LEN, (uint32_t)bloblen);
+  sc_boot_hello_build(hello, secret, (uint32_t)rank, (uint32_t)nranks, (uint32_t)bloblen);
   if (bloblen) memcpy(hello + SC_BOOT_HELLO_LEN, blob, bloblen);
   r = sc_socket_write_all(fd, hello, SC_BOOT_HELLO_LEN + bloblen, deadline, who);
   memset(hello + 8, 0, SC_SECRET_LEN);
@@ -137,21 +180,14 @@ sc_result_t sc_bootstrap_exchange(const sc_boot_addr_t *root, const uint8_t secr
   uint8_t rep[SC_BOOT_REPLY_LEN];
   r = sc_socket_read_all(fd, rep, sizeof(rep), reply_deadline, who);
   if (r != SC_SUCCESS) goto fail_io;
-  uint32_t magic = sc_boot_get32(rep), status = sc_boot_get32(rep + 4),
-           len = sc_boot_get32(rep + 8);
   size_t table_len = (size_t)nranks * bloblen;
-  if (magic != SC_BOOT_REPLY_MAGIC) {
+  sc_boot_reply_t reply;
+  char why[128];
+  if (sc_boot_reply_parse(rep, sizeof(rep), table_len, &reply, why, sizeof(why)) != SC_SUCCESS) {
     close(fd);
-    return SC_ERR(SC_ERR_REMOTE, "bootstrap: %s sent garbage (magic 0x%08x) to rank %d", who, magic,
-                  rank);
+    return SC_ERR(SC_ERR_REMOTE, "bootstrap: %s %s to rank %d", who, why, rank);
   }
-  if (status == SC_SUCCESS) {
-    if (len != table_len) {
-      close(fd);
-      return SC_ERR(SC_ERR_REMOTE,
-                    "bootstrap: %s sent a %u-byte table where rank %d expected %zu bytes", who, len,
-                    rank, table_len);
-    }
+  if (reply.status == SC_SUCCESS) {
     r = sc_socket_read_all(fd, all, table_len, reply_deadline, who);
     if (r != SC_SUCCESS) goto fail_io;
     close(fd);
@@ -159,22 +195,13 @@ sc_result_t sc_bootstrap_exchange(const sc_boot_addr_t *root, const uint8_t secr
              (long long)(sc_now_ms() - start));
     return SC_SUCCESS;
   }
-  if (len > SC_BOOT_ERRTEXT_MAX) {
-    close(fd);
-    return SC_ERR(SC_ERR_REMOTE, "bootstrap: %s sent a %u-byte error text (limit %d)", who, len,
-                  SC_BOOT_ERRTEXT_MAX);
-  }
+  uint8_t raw[SC_BOOT_ERRTEXT_MAX];
   char text[SC_BOOT_ERRTEXT_MAX + 1];
-  r = sc_socket_read_all(fd, text, len, reply_deadline, who);
+  r = sc_socket_read_all(fd, raw, reply.len, reply_deadline, who);
   if (r != SC_SUCCESS) goto fail_io;
   close(fd);
-  text[len] = '\0';
-  sanitize(text);
-  sc_result_t code =
-      (status == SC_ERR_INVALID_ARG || status == SC_ERR_TIMEOUT || status == SC_ERR_NOMEM)
-          ? (sc_result_t)status
-          : SC_ERR_REMOTE;
-  return SC_ERR(code, "%s: %s", who, text);
+  sc_boot_errtext_clean(raw, reply.len, text, sizeof(text));
+  return SC_ERR(sc_boot_reply_code(reply.status), "%s: %s", who, text);
 
 fail_io:
   close(fd);

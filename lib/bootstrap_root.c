@@ -45,6 +45,7 @@ typedef struct sc_bconn {
   int claimed; /* this connection holds rank's slot */
   int discard; /* blob is read and thrown away (job already failed) */
   size_t blob_len;
+  size_t blob_off; /* in the table, from sc_boot_blob_offset */
   size_t blob_done;
   uint8_t reply[SC_BOOT_REPLY_LEN];
   const uint8_t *payload;
@@ -177,42 +178,77 @@ static void broot_on_timeout(sc_broot_t *r) {
              r->timeout_ms, missing == 1 ? "" : "s", list, r->checked_in, r->nranks);
 }
 
-/* Checks a complete header; on success the connection moves to BLOB. */
-static void broot_on_header(sc_broot_t *r, sc_bconn_t *c) {
-  const uint8_t *h = c->hdr;
+sc_result_t sc_boot_hello_parse(const uint8_t *h, size_t len, const uint8_t secret[SC_SECRET_LEN],
+                                sc_boot_hello_t *out, char *why, size_t whylen) {
+  if (len != SC_BOOT_HELLO_LEN) {
+    snprintf(why, whylen, "hello of %zu bytes, expected %d", len, SC_BOOT_HELLO_LEN);
+    return SC_ERR_REMOTE;
+  }
   uint32_t magic = sc_boot_get32(h);
   unsigned ver = ((unsigned)h[4] << 8) | h[5];
   if (magic != SC_BOOT_HELLO_MAGIC) {
-    broot_drop(r, c, "not a bootstrap hello (bad magic)");
-    return;
+    snprintf(why, whylen, "not a bootstrap hello (bad magic)");
+    return SC_ERR_REMOTE;
   }
   if (ver != SC_BOOT_VERSION) {
-    char why[64];
-    snprintf(why, sizeof(why), "protocol version %u, expected %u", ver, SC_BOOT_VERSION);
-    broot_drop(r, c, why);
-    return;
+    snprintf(why, whylen, "protocol version %u, expected %u", ver, SC_BOOT_VERSION);
+    return SC_ERR_REMOTE;
   }
-  if (!sc_secret_equal(h + 8, r->secret, SC_SECRET_LEN)) {
-    broot_drop(r, c, "wrong secret");
-    return;
+  if (!sc_secret_equal(h + 8, secret, SC_SECRET_LEN)) {
+    snprintf(why, whylen, "wrong secret");
+    return SC_ERR_REMOTE;
   }
   uint32_t rank = sc_boot_get32(h + 8 + SC_SECRET_LEN);
   uint32_t nranks = sc_boot_get32(h + 12 + SC_SECRET_LEN);
   uint32_t bloblen = sc_boot_get32(h + 16 + SC_SECRET_LEN);
   if (nranks < 1 || nranks > SC_BOOT_RANKS_MAX || rank >= nranks || bloblen > SC_BOOT_BLOB_MAX) {
-    char why[128];
-    snprintf(why, sizeof(why), "invalid hello (rank %u, nranks %u, blob %u bytes)", rank, nranks,
+    snprintf(why, whylen, "invalid hello (rank %u, nranks %u, blob %u bytes)", rank, nranks,
              bloblen);
+    return SC_ERR_REMOTE;
+  }
+  *out = (sc_boot_hello_t){.rank = rank, .nranks = nranks, .bloblen = bloblen};
+  return SC_SUCCESS;
+}
+
+sc_boot_admit_t sc_boot_hello_admit(const sc_boot_hello_t *h, int job_nranks, size_t job_bloblen,
+                                    const uint8_t *slot) {
+  if (h->nranks != (uint32_t)job_nranks) return SC_BOOT_ADMIT_NRANKS;
+  if (h->bloblen != job_bloblen) return SC_BOOT_ADMIT_BLOBLEN;
+  if (job_nranks < 1 || h->rank >= (uint32_t)job_nranks) return SC_BOOT_ADMIT_INVALID;
+  if (slot[h->rank] != 0) return SC_BOOT_ADMIT_DUPLICATE;
+  return SC_BOOT_ADMIT_OK;
+}
+
+sc_result_t sc_boot_blob_offset(const sc_boot_hello_t *h, size_t table_len, size_t *off, char *why,
+                                size_t whylen) {
+  /* Both factors are bounded by the parser, so the product cannot wrap. */
+  size_t o = (size_t)h->rank * h->bloblen;
+  if (h->bloblen > SC_BOOT_BLOB_MAX || h->rank >= SC_BOOT_RANKS_MAX || o > table_len ||
+      table_len - o < h->bloblen) {
+    snprintf(why, whylen, "blob of rank %u (%u bytes) outside the %zu-byte table", h->rank,
+             h->bloblen, table_len);
+    return SC_ERR_REMOTE;
+  }
+  *off = o;
+  return SC_SUCCESS;
+}
+
+/* Checks a complete header; on success the connection moves to BLOB. */
+static void broot_on_header(sc_broot_t *r, sc_bconn_t *c) {
+  sc_boot_hello_t h;
+  char why[128];
+  if (sc_boot_hello_parse(c->hdr, c->hdr_done, r->secret, &h, why, sizeof(why)) != SC_SUCCESS) {
     broot_drop(r, c, why);
     return;
   }
+  uint32_t rank = h.rank, nranks = h.nranks, bloblen = h.bloblen;
   c->rank = (int)rank;
   c->blob_done = 0;
   c->state = SC_BCONN_BLOB;
   r->nunauth--;
   if (r->fail_code == SC_SUCCESS && r->nranks == 0) {
     /* First valid hello: its nranks/bloblen are the job's; everything is bounded above. */
-    r->table = calloc(nranks ? (size_t)nranks * bloblen + 1 : 1, 1);
+    r->table = calloc((size_t)nranks * bloblen + 1, 1);
     r->slot = calloc(nranks, 1);
     r->told = calloc(nranks, 1);
     if (!r->table || !r->slot || !r->told) {
@@ -228,19 +264,30 @@ static void broot_on_header(sc_broot_t *r, sc_bconn_t *c) {
     }
   }
   if (r->fail_code == SC_SUCCESS) {
-    if ((int)nranks != r->nranks)
+    switch (sc_boot_hello_admit(&h, r->nranks, r->bloblen, r->slot)) {
+    case SC_BOOT_ADMIT_OK:
+      if (sc_boot_blob_offset(&h, (size_t)r->nranks * r->bloblen, &c->blob_off, why, sizeof(why)) !=
+          SC_SUCCESS)
+        broot_fail(r, SC_ERR_INTERNAL, "bootstrap root: %s", why);
+      break;
+    case SC_BOOT_ADMIT_NRANKS:
+    case SC_BOOT_ADMIT_INVALID:
       broot_fail(r, SC_ERR_INVALID_ARG, "rank %u says nranks=%u, rank %d said %d", rank, nranks,
                  r->first_rank, r->nranks);
-    else if (bloblen != r->bloblen)
+      break;
+    case SC_BOOT_ADMIT_BLOBLEN:
       broot_fail(r, SC_ERR_INVALID_ARG,
                  "rank %u sends a %u-byte address blob, rank %d sent %zu bytes", rank, bloblen,
                  r->first_rank, r->bloblen);
-    else if (r->slot[rank] != 0) {
+      break;
+    case SC_BOOT_ADMIT_DUPLICATE: {
       const char *first = "?";
       for (size_t i = 0; i < r->nconns; i++)
         if (r->conns[i].claimed && r->conns[i].rank == (int)rank) first = r->conns[i].name;
       broot_fail(r, SC_ERR_INVALID_ARG, "rank %u checked in twice (from %s, again from %s)", rank,
                  first, c->name);
+      break;
+    }
     }
   }
   if (r->fail_code != SC_SUCCESS) {
@@ -287,7 +334,7 @@ static int broot_read(sc_broot_t *r, sc_bconn_t *c) {
       want = SC_BOOT_HELLO_LEN - c->hdr_done;
     } else if (c->state == SC_BCONN_BLOB) {
       want = c->blob_len - c->blob_done;
-      dst = c->discard ? r->discard : r->table + (size_t)c->rank * r->bloblen + c->blob_done;
+      dst = c->discard ? r->discard : r->table + c->blob_off + c->blob_done;
       if (want == 0) {
         broot_on_blob_done(r, c);
         return c->state != SC_BCONN_CLOSED;

@@ -117,6 +117,14 @@ sc_result_t sc_socket_addr_pack(const sc_boot_addr_t *a, uint8_t out[SC_SOCKET_A
 sc_result_t sc_socket_addr_unpack(const uint8_t in[SC_SOCKET_ADDR_WIRE_LEN], sc_boot_addr_t *a) {
   uint16_t port = sc_get_be16(in + 2);
   if (port == 0) return SC_ERR(SC_ERR_INVALID_ARG, "packed address has port 0");
+  /* Bytes pack leaves zero must be zero, so that a packed address has exactly
+   * one encoding (the unique id's checksum and the fuzzers rely on it). */
+  int v4 = in[0] == 4;
+  for (size_t i = 1; i < SC_SOCKET_ADDR_WIRE_LEN; i++) {
+    int reserved = i == 1 || (v4 && ((i >= 4 && i < 8) || i >= 12));
+    if (reserved && in[i] != 0)
+      return SC_ERR(SC_ERR_INVALID_ARG, "packed address has a nonzero reserved byte %zu", i);
+  }
   memset(a, 0, sizeof(*a));
   if (in[0] == 4) {
     struct sockaddr_in *sin = (struct sockaddr_in *)&a->sa;
