@@ -66,11 +66,13 @@ static const sc_candidate_t *sc_candidates(sc_coll_t coll, int *n) {
 void sc_tune_init(sc_comm_t *comm) {
   sc_tune_state_t *t = &comm->tune;
   pthread_mutex_init(&t->lock, NULL);
-  sc_tune_default_model(comm->tpops->name, &t->model);
   int one_host = 1;
   for (int i = 1; i < comm->nranks && one_host; i++)
     one_host = !strcmp(comm->peers[i].hostname, comm->peers[0].hostname) &&
                !strcmp(comm->peers[i].boot_id, comm->peers[0].boot_id);
+  /* auto on one host is shared memory between every pair. */
+  const char *tp = comm->tpops->name;
+  sc_tune_default_model(one_host && !strcmp(tp, "auto") ? "shm" : tp, &t->model);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   t->model.host_cores = one_host && comm->nranks > 1 ? (int)(cores > 0 ? cores : 1) : 0;
 }

@@ -43,7 +43,7 @@ sc_result_t sc_tune_best(const sc_link_model_t *m, const sc_coll_args_t *a, int 
  * ring, tree, rd, rabenseifner). */
 const char *sc_tune_candidate_name(sc_coll_t coll, int index);
 
-/* Default model of a transport by name ("tcp"). */
+/* Default model of a transport by name ("tcp", "shm"; others get tcp's). */
 void sc_tune_default_model(const char *transport, sc_link_model_t *m);
 
 #endif

@@ -2,7 +2,7 @@
 # Installs what a fresh Debian 12 machine lacks to build and test
 # libsparsecoll (as root; skipped when everything is already there).
 set -e
-pkgs="build-essential autoconf automake libtool pkg-config libcmocka-dev libhwloc-dev libucx-dev libibverbs-dev clang-format"
+pkgs="build-essential autoconf automake libtool pkg-config libcmocka-dev libhwloc-dev libucx-dev libibverbs-dev clang-format iproute2 python3-matplotlib"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
