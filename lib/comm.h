@@ -81,8 +81,18 @@ typedef struct sc_comm_config {
 } sc_comm_config_t;
 
 /* State only the progress thread touches while it runs. */
+/* What the schedule in sc_exec_state_t was built for: a training loop
+ * repeats the same call, and rebuilding its schedule was a third of the
+ * CPU time of a small all-reduce. */
+typedef struct sc_sched_key {
+  int valid; /* cleared whenever the cost model changes */
+  int coll, root, avg;
+  size_t count, elem_size;
+} sc_sched_key_t;
+
 typedef struct sc_exec_state {
   sc_sched_t sched;
+  sc_sched_key_t sched_key;
   void *scratch;
   size_t scratch_bytes;
   void *staging;

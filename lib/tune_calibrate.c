@@ -4,6 +4,7 @@
  * kernel. Rank 0's fit is broadcast so every rank chooses alike. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "kernels/cpu/reduce.h"
@@ -76,7 +77,10 @@ sc_result_t sc_tune_calibrate(sc_comm_t *comm) {
   comm->tune.model.beta_s_per_b = fit[1];
   comm->tune.model.gamma_s_per_b = fit[2];
   comm->tune.model.host_s_per_b = fit[3];
+  /* Choices made for the calibration's own barriers and broadcast. */
+  memset(comm->tune.cache, 0, sizeof(comm->tune.cache));
   pthread_mutex_unlock(&comm->tune.lock);
+  comm->ex.sched_key.valid = 0; /* the cached schedule was chosen under the old model */
   SC_INFO(SC_SUBSYS_TUNE,
           "calibrated on %d ranks (rank 0's fit): alpha %.1f us, link %.2f GB/s, host %.2f GB/s, "
           "reduce %.2f GB/s",
