@@ -29,6 +29,14 @@ typedef sc_result_t (*sc_sched_gen_t)(const sc_coll_args_t *, sc_sched_t *);
 sc_result_t sc_tune_predict(const sc_link_model_t *m, sc_sched_gen_t gen, const sc_coll_args_t *a,
                             double *seconds);
 
+/* Arrival times of the messages on one link, first in first out (both
+ * timing simulations use one per ordered pair of ranks). */
+typedef struct sc_arrivals {
+  double *t;
+  size_t head, len, cap;
+} sc_arrivals_t;
+sc_result_t sc_arrivals_push(sc_arrivals_t *q, double t);
+
 /* lib/tune_host.c: the one-host model (host_cores > 0), processor sharing. */
 sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
                                   const sc_sched_t *scheds, double *seconds);

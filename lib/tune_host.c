@@ -20,34 +20,12 @@
 #include "lib/error.h"
 #include "lib/tune.h"
 
-typedef struct sc_host_msgq {
-  double *t; /* arrival times, FIFO */
-  size_t head, len, cap;
-} sc_host_msgq_t;
-
 typedef struct sc_host_rank {
   size_t step;
   double work;    /* CPU seconds left on the current step; < 0: not started */
   int waiting;    /* current step is a receive whose message has not arrived */
   double arrival; /* when waiting with a known message: its arrival time */
 } sc_host_rank_t;
-
-static sc_result_t sc_host_msgq_push(sc_host_msgq_t *q, double t) {
-  if (q->head + q->len == q->cap) {
-    if (q->head > 0) {
-      memmove(q->t, q->t + q->head, q->len * sizeof(double));
-      q->head = 0;
-    } else {
-      size_t ncap = q->cap ? 2 * q->cap : 8;
-      double *n = realloc(q->t, ncap * sizeof(double));
-      if (!n) return SC_ERR(SC_ERR_NOMEM, "host cost model queue of %zu", ncap);
-      q->t = n;
-      q->cap = ncap;
-    }
-  }
-  q->t[q->head + q->len++] = t;
-  return SC_SUCCESS;
-}
 
 /* CPU seconds of one step on the rank that executes it. Loopback copies a
  * message twice (into the kernel, out of it): each side pays half. */
@@ -67,13 +45,13 @@ static double sc_host_step_work(const sc_link_model_t *m, const sc_step_t *st, s
 /* Moves rank i to its next startable state at time now: starts the step's
  * work, or marks it waiting for a message not yet sent or not yet arrived. */
 static void sc_host_begin_step(const sc_link_model_t *m, const sc_sched_t *s, size_t es,
-                               sc_host_msgq_t *q, int p, int i, sc_host_rank_t *r, double now) {
+                               sc_arrivals_t *q, int p, int i, sc_host_rank_t *r, double now) {
   r->waiting = 0;
   r->work = -1;
   if (r->step >= s->nsteps) return;
   const sc_step_t *st = &s->steps[r->step];
   if (st->kind == SC_STEP_RECV || st->kind == SC_STEP_RECV_REDUCE) {
-    sc_host_msgq_t *in = &q[(size_t)st->peer * (size_t)p + (size_t)i];
+    sc_arrivals_t *in = &q[(size_t)st->peer * (size_t)p + (size_t)i];
     if (in->len == 0 || in->t[in->head] > now) {
       r->waiting = 1;
       r->arrival = in->len ? in->t[in->head] : INFINITY;
@@ -87,7 +65,7 @@ static void sc_host_begin_step(const sc_link_model_t *m, const sc_sched_t *s, si
 
 sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
                                   const sc_sched_t *scheds, double *seconds) {
-  sc_host_msgq_t *q = calloc((size_t)p * (size_t)p, sizeof(*q));
+  sc_arrivals_t *q = calloc((size_t)p * (size_t)p, sizeof(*q));
   sc_host_rank_t *rk = calloc((size_t)p, sizeof(*rk));
   sc_result_t res = SC_SUCCESS;
   if (!q || !rk) {
@@ -138,7 +116,7 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
       if (r->work > 1e-15) continue;
       const sc_step_t *st = &scheds[i].steps[r->step];
       if (st->kind == SC_STEP_SEND) {
-        res = sc_host_msgq_push(&q[(size_t)i * (size_t)p + (size_t)st->peer], now + m->alpha_s);
+        res = sc_arrivals_push(&q[(size_t)i * (size_t)p + (size_t)st->peer], now + m->alpha_s);
         if (res != SC_SUCCESS) goto done;
       }
       r->step++;

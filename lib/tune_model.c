@@ -8,12 +8,7 @@
 #include "lib/error.h"
 #include "lib/tune.h"
 
-typedef struct sc_arrivals {
-  double *t;
-  size_t head, len, cap;
-} sc_arrivals_t;
-
-static sc_result_t sc_arrivals_push(sc_arrivals_t *q, double t) {
+sc_result_t sc_arrivals_push(sc_arrivals_t *q, double t) {
   if (q->head + q->len == q->cap) {
     if (q->head > 0) {
       memmove(q->t, q->t + q->head, q->len * sizeof(double));
