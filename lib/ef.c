@@ -11,19 +11,21 @@
 #include "lib/comm.h"
 #include "lib/sparse.h"
 
-struct sc_ef {
-  size_t n;
-  sc_dtype_t dtype;
-  void *residual;
-};
-
 /* Work buffers of one step, sized by k. */
 typedef struct ef_work {
   uint32_t *sel_idx, *out_idx, *w_idx;
   void *sel_val, *out_val, *w_val;
   uint64_t *w_key;
   uint8_t *w_src, *surv;
+  size_t cap; /* entries each buffer holds; 0: none allocated */
 } ef_work_t;
+
+struct sc_ef {
+  size_t n;
+  sc_dtype_t dtype;
+  void *residual;
+  ef_work_t work; /* kept from step to step: a training loop calls with the same k */
+};
 
 static void ef_work_free(ef_work_t *w) {
   free(w->sel_idx);
@@ -37,8 +39,11 @@ static void ef_work_free(ef_work_t *w) {
   free(w->surv);
 }
 
-static sc_result_t ef_work_alloc(ef_work_t *w, size_t k, size_t es) {
+/* Makes w hold a step with this k, reusing what it has when that is enough. */
+static sc_result_t ef_work_reserve(ef_work_t *w, size_t k, size_t es) {
   const size_t c = 2 * k + 1; /* GAUSSIAN may return up to 2k */
+  if (w->cap >= c) return SC_SUCCESS;
+  ef_work_free(w);
   memset(w, 0, sizeof(*w));
   w->sel_idx = malloc(c * 4);
   w->out_idx = malloc(c * 4);
@@ -52,8 +57,10 @@ static sc_result_t ef_work_alloc(ef_work_t *w, size_t k, size_t es) {
   if (!w->sel_idx || !w->out_idx || !w->w_idx || !w->sel_val || !w->out_val || !w->w_val ||
       !w->w_key || !w->w_src || !w->surv) {
     ef_work_free(w);
+    memset(w, 0, sizeof(*w));
     return SC_ERR(SC_ERR_NOMEM, "sc_gtopk_allreduce: work space for k = %zu", k);
   }
+  w->cap = c;
   return SC_SUCCESS;
 }
 
@@ -97,6 +104,7 @@ sc_result_t sc_ef_create(size_t n, sc_dtype_t dtype, sc_ef_t **ef) {
 
 sc_result_t sc_ef_destroy(sc_ef_t *ef) {
   if (!ef) return SC_SUCCESS;
+  ef_work_free(&ef->work);
   free(ef->residual);
   free(ef);
   return SC_SUCCESS;
@@ -183,9 +191,13 @@ sc_result_t sc_gtopk_allreduce(void *grad, size_t n, sc_dtype_t dtype, size_t k,
   if (k > n) k = n;
   if (k > SIZE_MAX / 16 / (size_t)comm->nranks)
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: k %zu overflows", fn, k);
-  ef_work_t w;
-  SC_CHECK(ef_work_alloc(&w, k, sc_dtype_size(dtype)));
-  sc_result_t r = ef_step(grad, n, dtype, k, method, ef, comm, &w);
+  if (ef) {
+    SC_CHECK(ef_work_reserve(&ef->work, k, sc_dtype_size(dtype)));
+    return ef_step(grad, n, dtype, k, method, ef, comm, &ef->work);
+  }
+  ef_work_t w = {0};
+  SC_CHECK(ef_work_reserve(&w, k, sc_dtype_size(dtype)));
+  sc_result_t r = ef_step(grad, n, dtype, k, method, NULL, comm, &w);
   ef_work_free(&w);
   return r;
 }
