@@ -26,7 +26,7 @@ typedef struct layer {
 static struct {
   const char *trace, *json, *policies;
   double iter_ms, scale, density, alpha, beta, bucket_mb;
-  int iters, warmup, busy, contiguous, repeat;
+  int iters, warmup, busy, contiguous, repeat, interleave;
 } opt = {.policies = "none,size,mgwfbp,dear,single",
          .iter_ms = 100,
          .scale = 1.0,
@@ -163,7 +163,14 @@ typedef struct result {
   const char *policy;
   int buckets;
   double plan_ms, iter_ms, compute_ms, comm_ms, nonoverlap_ms, bound_ms;
+  double fwd_wait_ms, bwd_block_ms, end_wait_ms; /* per iteration, slowest rank */
 } result_t;
+
+/* Where the training loop blocks in the library (us, summed over the timed
+ * iterations): waits before forward layers (DeAR's all-gathers), inside
+ * ready during backward (launches, copies, a previous round still in
+ * flight), and the final wait_all. */
+static double blk_fwd, blk_bwd, blk_end;
 
 static double max_over_ranks(double v) {
   CHECK(sc_allreduce(&v, &v, 1, SC_FLOAT64, SC_MAX, comm));
@@ -176,15 +183,28 @@ static int tid(size_t j) {
 }
 
 static void iteration(sc_fusion_t *f, int dear, int with_compute, int with_comm) {
+  double t;
   for (size_t j = 0; j < nl; j++) {
-    if (dear && with_comm) CHECK(sc_fusion_wait(f, tid(j)));
+    if (dear && with_comm) {
+      t = now_us();
+      CHECK(sc_fusion_wait(f, tid(j)));
+      blk_fwd += now_us() - t;
+    }
     if (with_compute) compute(layers[j].fwd_us);
   }
   for (size_t j = nl; j-- > 0;) {
     if (with_compute) compute(layers[j].bwd_us);
-    if (with_comm) CHECK(sc_fusion_ready(f, tid(j)));
+    if (with_comm) {
+      t = now_us();
+      CHECK(sc_fusion_ready(f, tid(j)));
+      blk_bwd += now_us() - t;
+    }
   }
-  if (!dear && with_comm) CHECK(sc_fusion_wait_all(f));
+  if (!dear && with_comm) {
+    t = now_us();
+    CHECK(sc_fusion_wait_all(f));
+    blk_end += now_us() - t;
+  }
 }
 
 static double compute_only(void) {
@@ -220,15 +240,26 @@ static result_t run_policy(sc_fusion_policy_t pol, const char *name, double comp
   t0 = now_us();
   for (int i = 0; i < opt.iters; i++) iteration(f, 0, 0, 1);
   res.comm_ms = max_over_ranks((now_us() - t0) / opt.iters) / 1e3;
-  /* The training loop. */
+  /* The training loop. An iteration is a period of the steady state: DeAR's
+   * all-gathers of iteration i run under iteration i+1's forward, so its
+   * timed window starts with the previous round's all-gathers in flight
+   * (one more untimed iteration after the barrier) and ends after the last
+   * backward, leaving that round's all-gathers to the untimed drain. The
+   * other policies finish every round inside the iteration (wait_all). */
   for (int i = 0; i < opt.warmup; i++) iteration(f, dear, 1, 1);
   if (dear) CHECK(sc_fusion_wait_all(f));
   CHECK(sc_barrier(comm));
+  if (dear) iteration(f, dear, 1, 1);
   t0 = now_us();
   pending = 0;
+  blk_fwd = blk_bwd = blk_end = 0;
   for (int i = 0; i < opt.iters; i++) iteration(f, dear, 1, 1);
-  if (dear) CHECK(sc_fusion_wait_all(f)); /* the last all-gathers belong to these iterations */
-  res.iter_ms = max_over_ranks((now_us() - t0) / opt.iters) / 1e3;
+  double t1 = now_us();
+  if (dear) CHECK(sc_fusion_wait_all(f));
+  res.iter_ms = max_over_ranks((t1 - t0) / opt.iters) / 1e3;
+  res.fwd_wait_ms = max_over_ranks(blk_fwd / opt.iters) / 1e3;
+  res.bwd_block_ms = max_over_ranks(blk_bwd / opt.iters) / 1e3;
+  res.end_wait_ms = max_over_ranks(blk_end / opt.iters) / 1e3;
   CHECK(sc_fusion_destroy(f));
   res.nonoverlap_ms = res.iter_ms - res.compute_ms;
   if (res.nonoverlap_ms < 0) res.nonoverlap_ms = 0;
@@ -236,10 +267,102 @@ static result_t run_policy(sc_fusion_policy_t pol, const char *name, double comp
   return res;
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Median of v[0..n) (sorts v). */
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof(*v), cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* --interleave: one sample per policy in turn (order rotated every round),
+ * each sample one communication-only iteration and one training iteration,
+ * both after a barrier. A DeAR sample runs an untimed iteration first, so
+ * the timed one starts with that round's all-gathers in flight, and drains
+ * its own afterwards (untimed), as in run_policy. */
+static void run_interleaved(const int *sel, int nsel, const char *const *names, double compute_ms,
+                            result_t *res, double *lo, double *hi) {
+  int n = opt.iters * opt.repeat;
+  sc_fusion_t *fs[5];
+  double *smp = malloc((size_t)(5 * nsel * n) * sizeof(*smp));
+  if (!smp) exit(3);
+  double *s_it = smp, *s_cm = smp + nsel * n, *s_fw = s_cm + nsel * n, *s_bb = s_fw + nsel * n,
+         *s_ew = s_bb + nsel * n;
+  for (int k = 0; k < nsel; k++) {
+    sc_fusion_config_t cfg = {.policy = (sc_fusion_policy_t)sel[k],
+                              .bucket_bytes = (size_t)(opt.bucket_mb * 1024 * 1024),
+                              .alpha_us = opt.alpha,
+                              .beta_us_per_byte = opt.beta,
+                              .density = opt.density};
+    memset(&res[k], 0, sizeof(res[k]));
+    res[k].policy = names[sel[k]];
+    res[k].compute_ms = compute_ms;
+    CHECK(sc_fusion_create(comm, &cfg, &fs[k]));
+    for (size_t j = 0; j < nl; j++) {
+      const layer_t *l = &layers[nl - 1 - j];
+      int id;
+      CHECK(sc_fusion_add_tensor(fs[k], l->grad, l->count, SC_FLOAT32, l->bwd_us, &id));
+    }
+    double t0 = now_us();
+    CHECK(sc_fusion_plan(fs[k]));
+    res[k].plan_ms = max_over_ranks(now_us() - t0) / 1e3;
+    CHECK(sc_fusion_num_buckets(fs[k], &res[k].buckets));
+    int dear = sel[k] == SC_FUSE_DEAR;
+    iteration(fs[k], 0, 0, 1);
+    for (int w = 0; w < opt.warmup; w++) iteration(fs[k], dear, 1, 1);
+    if (dear) CHECK(sc_fusion_wait_all(fs[k]));
+  }
+  for (int smpl = 0; smpl < n; smpl++) {
+    for (int kk = 0; kk < nsel; kk++) {
+      int k = (kk + smpl) % nsel, dear = sel[k] == SC_FUSE_DEAR;
+      sc_fusion_t *f = fs[k];
+      CHECK(sc_barrier(comm));
+      double t0 = now_us();
+      iteration(f, 0, 0, 1);
+      double v[5] = {now_us() - t0};
+      CHECK(sc_barrier(comm));
+      if (dear) iteration(f, 1, 1, 1);
+      pending = 0;
+      blk_fwd = blk_bwd = blk_end = 0;
+      t0 = now_us();
+      iteration(f, dear, 1, 1);
+      v[1] = now_us() - t0;
+      if (dear) CHECK(sc_fusion_wait_all(f));
+      v[2] = blk_fwd;
+      v[3] = blk_bwd;
+      v[4] = blk_end;
+      CHECK(sc_allreduce(v, v, 5, SC_FLOAT64, SC_MAX, comm));
+      s_cm[k * n + smpl] = v[0] / 1e3;
+      s_it[k * n + smpl] = v[1] / 1e3;
+      s_fw[k * n + smpl] = v[2] / 1e3;
+      s_bb[k * n + smpl] = v[3] / 1e3;
+      s_ew[k * n + smpl] = v[4] / 1e3;
+    }
+  }
+  for (int k = 0; k < nsel; k++) {
+    result_t *r = &res[k];
+    double *it = s_it + k * n;
+    r->iter_ms = median(it, n);
+    lo[k] = it[0];
+    hi[k] = it[n - 1];
+    r->comm_ms = median(s_cm + k * n, n);
+    r->fwd_wait_ms = median(s_fw + k * n, n);
+    r->bwd_block_ms = median(s_bb + k * n, n);
+    r->end_wait_ms = median(s_ew + k * n, n);
+    r->nonoverlap_ms = r->iter_ms > compute_ms ? r->iter_ms - compute_ms : 0;
+    r->bound_ms = compute_ms > r->comm_ms ? compute_ms : r->comm_ms;
+    CHECK(sc_fusion_destroy(fs[k]));
+  }
+  free(smp);
+}
+
 static void print_row(const result_t *r, const char *tag) {
-  printf("  %-7s %8d %10.2f %11.2f %10.2f %14.2f %12.2f %7.2f %s\n", r->policy, r->buckets,
-         r->iter_ms, r->compute_ms, r->comm_ms, r->nonoverlap_ms, r->bound_ms,
-         r->bound_ms / r->iter_ms, tag);
+  printf("  %-7s %8d %10.2f %11.2f %10.2f %14.2f %12.2f %7.2f %8.1f %8.1f %8.1f %s\n", r->policy,
+         r->buckets, r->iter_ms, r->compute_ms, r->comm_ms, r->nonoverlap_ms, r->bound_ms,
+         r->bound_ms / r->iter_ms, r->fwd_wait_ms, r->bwd_block_ms, r->end_wait_ms, tag);
   fflush(stdout);
 }
 
@@ -259,19 +382,43 @@ static void usage(FILE *f) {
           "      --alpha US --beta US_PER_BYTE   the all-reduce model (default 0 0: "
           "calibrate)\n"
           "      --contiguous     all gradients in one allocation (zero-copy buckets)\n"
-          "  -J, --json FILE      also write the results as JSON\n");
+          "      --interleave     plan every policy first, then alternate single iterations\n"
+          "                       between them (rotated), -i x -r samples each; report each\n"
+          "                       policy's median sample and the range (load drift hits\n"
+          "                       every policy alike; needs every policy's buffers at once)\n"
+          "  -J, --json FILE      also write the results as JSON\n"
+          "Columns (ms per iteration, slowest rank): iter (DeAR: steady-state period, its\n"
+          "all-gathers overlap the next forward), compute alone, comm (every tensor ready at\n"
+          "once, no compute), iter - compute, lower bound max(compute, comm) and its ratio,\n"
+          "then where the loop blocks: fwd_wait (DeAR's all-gathers before forward layers),\n"
+          "bwd_blk (inside ready: launches, fused-buffer copies), end_wait (wait_all).\n"
+          "Regimes (perf/README.md, \"Fusion replay\"): overlap only pays where compute and\n"
+          "communication are comparable: run once, then set -T to about the comm column\n"
+          "(e.g. 1 Gbit/s x 4 ranks: resnet50 -T 1500, bert_base -T 6000). With -T well\n"
+          "below comm the run is communication-bound: every policy is near comm and they\n"
+          "differ by the forward time (DeAR) and by per-message startups (MG-WFBP) only.\n");
 }
 
 static void parse(int argc, char **argv) {
-  static const struct option lo[] = {
-      {"trace", 1, 0, 't'}, {"policies", 1, 0, 'p'}, {"iter-ms", 1, 0, 'T'},
-      {"iters", 1, 0, 'i'}, {"warmup", 1, 0, 'w'},   {"compute", 1, 0, 'c'},
-      {"scale", 1, 0, 's'}, {"density", 1, 0, 'd'},  {"bucket-mb", 1, 0, 'b'},
-      {"alpha", 1, 0, 'a'}, {"beta", 1, 0, 'B'},     {"contiguous", 0, 0, 'C'},
-      {"json", 1, 0, 'J'},  {"repeat", 1, 0, 'r'},   {"help", 0, 0, 'h'},
-      {0, 0, 0, 0}};
+  static const struct option lo[] = {{"trace", 1, 0, 't'},
+                                     {"policies", 1, 0, 'p'},
+                                     {"iter-ms", 1, 0, 'T'},
+                                     {"iters", 1, 0, 'i'},
+                                     {"warmup", 1, 0, 'w'},
+                                     {"compute", 1, 0, 'c'},
+                                     {"scale", 1, 0, 's'},
+                                     {"density", 1, 0, 'd'},
+                                     {"bucket-mb", 1, 0, 'b'},
+                                     {"alpha", 1, 0, 'a'},
+                                     {"beta", 1, 0, 'B'},
+                                     {"contiguous", 0, 0, 'C'},
+                                     {"json", 1, 0, 'J'},
+                                     {"repeat", 1, 0, 'r'},
+                                     {"help", 0, 0, 'h'},
+                                     {"interleave", 0, 0, 'I'},
+                                     {0, 0, 0, 0}};
   int c;
-  while ((c = getopt_long(argc, argv, "t:p:T:i:w:J:r:h", lo, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "t:p:T:i:w:J:r:Ih", lo, NULL)) != -1) {
     switch (c) {
     case 't':
       opt.trace = optarg;
@@ -316,6 +463,9 @@ static void parse(int argc, char **argv) {
     case 'C':
       opt.contiguous = 1;
       break;
+    case 'I':
+      opt.interleave = 1;
+      break;
     case 'J':
       opt.json = optarg;
       break;
@@ -350,8 +500,9 @@ int main(int argc, char **argv) {
            opt.trace, nl, params, params * 4e-6, nranks, opt.busy ? "busy" : "sleep", opt.iter_ms,
            compute_ms, opt.iters, opt.warmup, opt.density > 0 ? ", gTop-k" : "",
            opt.contiguous ? ", contiguous" : "");
-    printf("# %-7s %8s %10s %11s %10s %14s %12s %7s\n", "policy", "buckets", "iter_ms",
-           "compute_ms", "comm_ms", "nonoverlap_ms", "lowbound_ms", "lb/iter");
+    printf("# %-7s %8s %10s %11s %10s %14s %12s %7s %8s %8s %8s\n", "policy", "buckets", "iter_ms",
+           "compute_ms", "comm_ms", "nonoverlap_ms", "lowbound_ms", "lb/iter", "fwd_wait",
+           "bwd_blk", "end_wait");
   }
   int sel[5], nsel = 0;
   for (int p = 0; p < 5; p++) {
@@ -360,32 +511,44 @@ int main(int argc, char **argv) {
     if (s && (s == opt.policies || s[-1] == ',') && (s[len] == ',' || s[len] == '\0'))
       sel[nsel++] = p;
   }
-  /* --repeat: whole sweeps, each starting one policy later, so drift on a
-   * shared machine does not always favour the same policy; each policy
-   * reports its median run (by iteration time). */
-  result_t *runs = calloc((size_t)(nsel * opt.repeat) + 1, sizeof(*runs)), res[5];
-  for (int rep = 0; rep < opt.repeat; rep++)
-    for (int k = 0; k < nsel; k++) {
-      int q = (k + rep) % nsel;
-      runs[q * opt.repeat + rep] =
-          run_policy((sc_fusion_policy_t)sel[q], names[sel[q]], compute_ms);
-      if (rank == 0) /* as it comes: a later policy may fail or hang */
-        print_row(&runs[q * opt.repeat + rep], opt.repeat > 1 ? "run" : "");
-    }
+  result_t res[5];
   int nres = nsel;
-  for (int q = 0; q < nsel; q++) {
-    result_t *rr = runs + q * opt.repeat;
-    for (int a = 1; a < opt.repeat; a++) /* insertion sort by iteration time */
-      for (int b = a; b > 0 && rr[b].iter_ms < rr[b - 1].iter_ms; b--) {
-        result_t x = rr[b];
-        rr[b] = rr[b - 1];
-        rr[b - 1] = x;
+  if (opt.interleave) {
+    double lo[5], hi[5];
+    run_interleaved(sel, nsel, names, compute_ms, res, lo, hi);
+    for (int q = 0; q < nsel && rank == 0; q++) {
+      char tag[96];
+      snprintf(tag, sizeof(tag), "median of %d, iter %.0f-%.0f", opt.iters * opt.repeat, lo[q],
+               hi[q]);
+      print_row(&res[q], tag);
+    }
+  } else {
+    /* --repeat: whole sweeps, each starting one policy later, so drift on a
+     * shared machine does not always favour the same policy; each policy
+     * reports its median run (by iteration time). */
+    result_t *runs = calloc((size_t)(nsel * opt.repeat) + 1, sizeof(*runs));
+    for (int rep = 0; rep < opt.repeat; rep++)
+      for (int k = 0; k < nsel; k++) {
+        int q = (k + rep) % nsel;
+        runs[q * opt.repeat + rep] =
+            run_policy((sc_fusion_policy_t)sel[q], names[sel[q]], compute_ms);
+        if (rank == 0) /* as it comes: a later policy may fail or hang */
+          print_row(&runs[q * opt.repeat + rep], opt.repeat > 1 ? "run" : "");
       }
-    res[q] = rr[opt.repeat / 2];
-    const result_t *r = &res[q];
-    if (rank == 0 && opt.repeat > 1) print_row(r, "median");
+    for (int q = 0; q < nsel; q++) {
+      result_t *rr = runs + q * opt.repeat;
+      for (int a = 1; a < opt.repeat; a++) /* insertion sort by iteration time */
+        for (int b = a; b > 0 && rr[b].iter_ms < rr[b - 1].iter_ms; b--) {
+          result_t x = rr[b];
+          rr[b] = rr[b - 1];
+          rr[b - 1] = x;
+        }
+      res[q] = rr[opt.repeat / 2];
+      const result_t *r = &res[q];
+      if (rank == 0 && opt.repeat > 1) print_row(r, "median");
+    }
+    free(runs);
   }
-  free(runs);
   if (rank == 0 && opt.json) {
     FILE *j = fopen(opt.json, "w");
     if (!j) {
@@ -396,16 +559,19 @@ int main(int argc, char **argv) {
             "{\"benchmark\": \"sc_fusion_replay\", \"trace\": \"%s\", \"tensors\": %zu, "
             "\"params\": %zu, \"ranks\": %d, \"compute\": \"%s\", \"iter_ms_target\": %g, "
             "\"compute_ms\": %.4f, \"iters\": %d, \"warmup\": %d, \"scale\": %g, \"density\": %g, "
-            "\"contiguous\": %d, \"repeat\": %d,\n \"results\": [",
+            "\"contiguous\": %d, \"repeat\": %d, \"interleave\": %d,\n \"results\": [",
             opt.trace, nl, params, nranks, opt.busy ? "busy" : "sleep", opt.iter_ms, compute_ms,
-            opt.iters, opt.warmup, opt.scale, opt.density, opt.contiguous, opt.repeat);
+            opt.iters, opt.warmup, opt.scale, opt.density, opt.contiguous, opt.repeat,
+            opt.interleave);
     for (int i = 0; i < nres; i++)
       fprintf(j,
               "%s\n  {\"policy\": \"%s\", \"buckets\": %d, \"plan_ms\": %.3f, \"iter_ms\": %.4f, "
               "\"compute_ms\": %.4f, \"comm_ms\": %.4f, \"nonoverlap_ms\": %.4f, "
-              "\"lower_bound_ms\": %.4f}",
+              "\"lower_bound_ms\": %.4f, \"fwd_wait_ms\": %.4f, \"bwd_block_ms\": %.4f, "
+              "\"end_wait_ms\": %.4f}",
               i ? "," : "", res[i].policy, res[i].buckets, res[i].plan_ms, res[i].iter_ms,
-              res[i].compute_ms, res[i].comm_ms, res[i].nonoverlap_ms, res[i].bound_ms);
+              res[i].compute_ms, res[i].comm_ms, res[i].nonoverlap_ms, res[i].bound_ms,
+              res[i].fwd_wait_ms, res[i].bwd_block_ms, res[i].end_wait_ms);
     fprintf(j, "\n]}\n");
     fclose(j);
   }

@@ -1,6 +1,8 @@
 /* The planners (see plan.h and docs ALGORITHMS.md "Bucket fusion"). */
 #include "lib/fusion/plan.h"
 
+#include <stdint.h>
+
 static int sc_same_group(const sc_fplan_in_t *in, size_t a, size_t b) {
   return !in->group || in->group[a] == in->group[b];
 }
@@ -44,8 +46,11 @@ size_t sc_fplan_size(const sc_fplan_in_t *in, size_t bucket_bytes, size_t *first
   return nb;
 }
 
-size_t sc_fplan_size_forward(const sc_fplan_in_t *in, size_t bucket_bytes, size_t *first) {
-  size_t n = in->n, nb = 0, fill = 0;
+/* Buckets filled from the last tensor (the first layer in forward order)
+ * backwards, the k-th of them capped at min(bucket_bytes, first_cap * 2^k). */
+static size_t sc_fplan_forward_grow(const sc_fplan_in_t *in, size_t bucket_bytes, size_t first_cap,
+                                    size_t *first) {
+  size_t n = in->n, nb = 0, fill = 0, cap = first_cap < bucket_bytes ? first_cap : bucket_bytes;
   first[0] = 0;
   if (n == 0) return 0;
   /* Walk from tensor n-1 down, recording each bucket's lowest index into
@@ -54,10 +59,11 @@ size_t sc_fplan_size_forward(const sc_fplan_in_t *in, size_t bucket_bytes, size_
   size_t cnt = 0;
   fill = in->bytes[n - 1];
   for (size_t l = n - 1; l-- > 0;) {
-    if (!sc_same_group(in, l, l + 1) || fill + in->bytes[l] > bucket_bytes) {
+    if (!sc_same_group(in, l, l + 1) || fill + in->bytes[l] > cap) {
       *top-- = l + 1;
       cnt++;
       fill = 0;
+      cap = cap > bucket_bytes / 2 ? bucket_bytes : 2 * cap;
     }
     fill += in->bytes[l];
   }
@@ -69,8 +75,22 @@ size_t sc_fplan_size_forward(const sc_fplan_in_t *in, size_t bucket_bytes, size_
   return nb;
 }
 
+size_t sc_fplan_size_forward(const sc_fplan_in_t *in, size_t bucket_bytes, size_t *first) {
+  return sc_fplan_forward_grow(in, bucket_bytes, bucket_bytes, first);
+}
+
+size_t sc_fplan_dear(const sc_fplan_in_t *in, size_t bucket_bytes, size_t *first) {
+  size_t cap = bucket_bytes / SC_FPLAN_DEAR_FIRST_DIV;
+  return sc_fplan_forward_grow(in, bucket_bytes, cap ? cap : 1, first);
+}
+
 size_t sc_fplan_mgwfbp(const sc_fplan_in_t *in, double alpha_us, double beta_us_per_byte,
                        size_t *first) {
+  return sc_fplan_mgwfbp_cap(in, alpha_us, beta_us_per_byte, SIZE_MAX, first);
+}
+
+size_t sc_fplan_mgwfbp_cap(const sc_fplan_in_t *in, double alpha_us, double beta_us_per_byte,
+                           size_t max_bytes, size_t *first) {
   size_t n = in->n, nb = 0;
   first[0] = 0;
   if (n == 0) return 0;
@@ -80,7 +100,8 @@ size_t sc_fplan_mgwfbp(const sc_fplan_in_t *in, double alpha_us, double beta_us_
   for (size_t l = 0; l + 1 < n; l++) {
     double start = comm_free > ready ? comm_free : ready; /* of the bucket ending at l */
     double next_ready = ready + sc_bw(in, l + 1);
-    if (sc_same_group(in, l, l + 1) && next_ready - start < alpha_us) {
+    if (sc_same_group(in, l, l + 1) && next_ready - start < alpha_us &&
+        bytes + in->bytes[l + 1] <= max_bytes) {
       bytes += in->bytes[l + 1];
     } else {
       comm_free = start + alpha_us + beta_us_per_byte * (double)bytes;

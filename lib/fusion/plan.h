@@ -25,10 +25,27 @@ size_t sc_fplan_size(const sc_fplan_in_t *in, size_t bucket_bytes, size_t *first
 /* The same rule filled from the last tensor backwards (DeAR sizes its
  * buckets in forward order); boundaries are still listed in ready order. */
 size_t sc_fplan_size_forward(const sc_fplan_in_t *in, size_t bucket_bytes, size_t *first);
+/* DeAR: as sc_fplan_size_forward, but the first bucket in forward order is
+ * capped at bucket_bytes / SC_FPLAN_DEAR_FIRST_DIV and each later one at
+ * twice the previous cap (up to bucket_bytes). Forward cannot start before
+ * the first bucket's reduce-scatter (the last one launched in backward) and
+ * all-gather are done, so that bucket is the stall between backward and the
+ * next forward; the doubling keeps each all-gather short enough to finish
+ * while the layers before it compute. */
+#define SC_FPLAN_DEAR_FIRST_DIV 16
+size_t sc_fplan_dear(const sc_fplan_in_t *in, size_t bucket_bytes, size_t *first);
 /* MG-WFBP's greedy merge under T(m) = alpha + beta*m: tensor l joins the
  * bucket of l+1 iff ready[l+1] - start(l's bucket) < alpha. */
 size_t sc_fplan_mgwfbp(const sc_fplan_in_t *in, double alpha_us, double beta_us_per_byte,
                        size_t *first);
+/* The same, but a merge never takes a bucket past max_bytes. The engine
+ * caps at bucket_bytes: the merge rule trusts the model's end time of the
+ * previous bucket, and a merged bucket launches only when its last tensor
+ * is ready, so when the link finishes earlier than modelled it idles until
+ * then; the cap bounds that idle time to producing one bucket's gradients,
+ * while merges of small tensors (the startups MG-WFBP saves) still happen. */
+size_t sc_fplan_mgwfbp_cap(const sc_fplan_in_t *in, double alpha_us, double beta_us_per_byte,
+                           size_t max_bytes, size_t *first);
 
 /* The modelled timeline of a plan: bucket b starts at max(end of b-1, ready
  * time of its last tensor) and takes alpha + beta*bytes. start/end (nb

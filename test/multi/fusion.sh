@@ -11,4 +11,7 @@ for t in resnet50 vgg16 bert_base; do
     --trace "$top_srcdir/perf/traces/$t.trace" --scale 0.01 --iter-ms 20 -i 1 -w 0 \
     --alpha 50 --beta 0.001 -J "$tmpdir/$t.json"
 done
+check "replay resnet50 n=3 --interleave --contiguous (smoke)" "$SC_RUN" -n 3 --timeout 200 \
+  "$top_builddir/sc_fusion_replay" --trace "$top_srcdir/perf/traces/resnet50.trace" --scale 0.01 \
+  --iter-ms 20 -i 2 -w 0 --interleave --contiguous --alpha 50 --beta 0.001 -J "$tmpdir/il.json"
 finish

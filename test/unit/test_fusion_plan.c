@@ -1,7 +1,8 @@
 /* The fusion planners (lib/fusion/plan.c) against timelines worked out by
  * hand in the comments: the MG-WFBP merge rule on a small example, its edge
- * cases (one tensor, zero-time layers, huge and zero alpha, dtype groups),
- * the size-threshold planners in both directions, and the timeline. */
+ * cases (one tensor, zero-time layers, huge and zero alpha, dtype groups,
+ * the size cap), the size-threshold planners in both directions, DeAR's
+ * growing buckets, and the timeline. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -50,6 +51,19 @@ static void test_mgwfbp_large_alpha_merges_all(void **state) {
   size_t first[5], want[2] = {0, 4};
   expect_first(first, sc_fplan_mgwfbp(&in, 12, 0.03, first), want, 1);
   expect_first(first, sc_fplan_mgwfbp(&in, 1e12, 0.03, first), want, 1);
+}
+
+/* The same with a 200-byte cap. l=0: 20 - 10 < 12 and 200 fits: merge. l=1:
+ * 30 - 20 < 12 but 300 > 200: close {0, 1}, it ends 20 + 12 + 6 = 38. l=2:
+ * starts max(38, 30) = 38, 40 - 38 < 12 and 200 fits: {2, 3}. A cap below
+ * one tensor leaves every tensor alone. */
+static void test_mgwfbp_cap(void **state) {
+  (void)state;
+  sc_fplan_in_t in = {.n = 4, .bytes = b100, .bw_us = bw10};
+  size_t first[5], want[3] = {0, 2, 4}, want1[2] = {0, 4}, want_alone[5] = {0, 1, 2, 3, 4};
+  expect_first(first, sc_fplan_mgwfbp_cap(&in, 12, 0.03, 200, first), want, 2);
+  expect_first(first, sc_fplan_mgwfbp_cap(&in, 12, 0.03, 400, first), want1, 1);
+  expect_first(first, sc_fplan_mgwfbp_cap(&in, 12, 0.03, 50, first), want_alone, 4);
 }
 
 /* alpha 0, beta 0.01 (T = 1, never backlogged): no gap is < 0: WFBP. */
@@ -129,6 +143,27 @@ static void test_size(void **state) {
   expect_first(first, sc_fplan_size_forward(&in2, 0, first), want0, 3);
 }
 
+/* DeAR, limit 160 (first cap 160/16 = 10, then 20, 40, 80, 160, ...).
+ * Ready order bytes 100 100 100 60 30 15 8 8; forward order walks from
+ * tensor 7: 8, +8 > 10 cut before 7; 8, +15 > 20 cut before 6; 15, +30 > 40
+ * cut before 5; 30, +60 > 80 cut before 4; 60 + 100 = 160 fits, +100 > 160
+ * cut before 2; 100, +100 > 160 cut before 1. SIZE forward order with the
+ * same limit gives 4 buckets and makes the first forward one 121 bytes. */
+static void test_dear_growing_buckets(void **state) {
+  (void)state;
+  static const size_t bytes[8] = {100, 100, 100, 60, 30, 15, 8, 8};
+  sc_fplan_in_t in = {.n = 8, .bytes = bytes};
+  size_t first[9], want[8] = {0, 1, 2, 4, 5, 6, 7, 8}, want_sf[5] = {0, 1, 2, 3, 8};
+  expect_first(first, sc_fplan_dear(&in, 160, first), want, 7);
+  expect_first(first, sc_fplan_size_forward(&in, 160, first), want_sf, 4);
+  /* A first tensor above the first cap is alone; a limit of 0 gives WFBP. */
+  static const size_t big[3] = {5, 5, 50};
+  sc_fplan_in_t in2 = {.n = 3, .bytes = big};
+  size_t want2[3] = {0, 2, 3}, want0[4] = {0, 1, 2, 3};
+  expect_first(first, sc_fplan_dear(&in2, 160, first), want2, 2);
+  expect_first(first, sc_fplan_dear(&in2, 0, first), want0, 3);
+}
+
 /* Every planner covers every tensor once, in order, on a longer random list. */
 static void test_partitions(void **state) {
   (void)state;
@@ -144,19 +179,21 @@ static void test_partitions(void **state) {
     g[i] = i < 150 ? 0 : 1;
   }
   sc_fplan_in_t in = {.n = N, .bytes = bytes, .group = g, .bw_us = bw};
-  for (int p = 0; p < 5; p++) {
+  for (int p = 0; p < 7; p++) {
     size_t nb = p == 0   ? sc_fplan_none(&in, first)
                 : p == 1 ? sc_fplan_single(&in, first)
                 : p == 2 ? sc_fplan_size(&in, 300000, first)
                 : p == 3 ? sc_fplan_size_forward(&in, 300000, first)
-                         : sc_fplan_mgwfbp(&in, 30, 0.001, first);
+                : p == 4 ? sc_fplan_dear(&in, 300000, first)
+                : p == 5 ? sc_fplan_mgwfbp(&in, 30, 0.001, first)
+                         : sc_fplan_mgwfbp_cap(&in, 30, 0.001, 300000, first);
     assert_true(nb >= 2 && nb <= N);
     assert_int_equal(first[0], 0);
     assert_int_equal(first[nb], N);
     for (size_t b = 0; b < nb; b++) {
       assert_true(first[b] < first[b + 1]);
       assert_int_equal(g[first[b]], g[first[b + 1] - 1]);
-      if (p == 2 || p == 3) {
+      if ((p >= 2 && p <= 4) || p == 6) {
         size_t sum = 0;
         for (size_t l = first[b]; l < first[b + 1]; l++) sum += bytes[l];
         assert_true(sum <= 300000 || first[b + 1] - first[b] == 1);
@@ -169,12 +206,14 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mgwfbp_small_example),
       cmocka_unit_test(test_mgwfbp_large_alpha_merges_all),
+      cmocka_unit_test(test_mgwfbp_cap),
       cmocka_unit_test(test_mgwfbp_zero_alpha_no_backlog),
       cmocka_unit_test(test_mgwfbp_zero_alpha_backlog),
       cmocka_unit_test(test_mgwfbp_zero_time_layers),
       cmocka_unit_test(test_one_tensor),
       cmocka_unit_test(test_groups_split),
       cmocka_unit_test(test_size),
+      cmocka_unit_test(test_dear_growing_buckets),
       cmocka_unit_test(test_partitions),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
