@@ -6,6 +6,9 @@
  * ranks), and with -c 1 a check of every rank's result against a reference
  * computed here from all ranks' inputs (regenerated from the seeds): its own
  * Merge and merge trees, the exact sum for allgather, n x P for dense.
+ * Also the latency of an 8-byte all-reduce, which the time-vs-ranks figure
+ * (perf/plot.py) turns into the alpha of the cost model; -J writes it all as
+ * JSON, one file per rank count.
  * `--select` runs the top-k selection benchmark instead (perf/gtopk_select.c). */
 #include <math.h>
 #include <stdio.h>
@@ -23,6 +26,7 @@ typedef struct opts {
   const char *dtype_name;
   int algo; /* -1: all */
   int iters, warmup, check;
+  const char *json;
 } opts_t;
 
 enum { A_GTOPK, A_TREE, A_ALLGATHER, A_DENSE, A_COUNT };
@@ -30,7 +34,7 @@ static const char *const algo_names[] = {"gtopk", "gtopk_tree", "allgather", "de
 
 static void usage(FILE *f) {
   fprintf(f, "usage: sc_gtopk_perf [-n DENSE_LEN] [-k K | --density D] [-a ALGO] [-d DTYPE]\n"
-             "                     [-w WARMUP] [-i ITERS] [-c 0|1]\n"
+             "                     [-w WARMUP] [-i ITERS] [-c 0|1] [-J FILE]\n"
              "       sc_gtopk_perf --select [selection benchmark options]\n"
              "  -n   dense length (default 26214400 = 25*2^20)\n"
              "  -k   entries per rank and kept by each merge (default density * n)\n"
@@ -39,6 +43,7 @@ static void usage(FILE *f) {
              "  -d   float | double | half | bfloat16 (default float)\n"
              "  -w, -i  warm-up and timed iterations (default 2, 10; at most 64)\n"
              "  -c   check every result against the reference (default 1)\n"
+             "  -J   also write the results as JSON to FILE (rank 0)\n"
              "Run under sc-run, e.g. sc-run -n 4 sc_gtopk_perf.\n");
 }
 
@@ -89,6 +94,8 @@ static int parse(int argc, char **argv, opts_t *o) {
       o->iters = atoi(v);
     } else if (!strcmp(a, "-c")) {
       o->check = atoi(v);
+    } else if (!strcmp(a, "-J")) {
+      o->json = v;
     } else {
       goto bad;
     }
@@ -240,6 +247,13 @@ static rset_t reference(int al, int p, size_t n, size_t k) {
   return o;
 }
 
+typedef struct row {
+  double med_s, min_s, sent_max, sent_mean;
+  size_t out_nnz;
+  int64_t wrong;
+  int done;
+} row_t;
+
 typedef struct bench {
   const opts_t *o;
   sc_comm_t *comm;
@@ -248,6 +262,9 @@ typedef struct bench {
   uint32_t *idx, *oidx;
   void *val, *oval, *dense_in, *dense_out;
   size_t out_nnz;
+  row_t rows[A_COUNT];
+  double lat_s;
+  const char *lat_algo;
 } bench_t;
 
 static sc_result_t run_once(bench_t *b, int al) {
@@ -312,6 +329,9 @@ static void bench_algo(bench_t *b, int al) {
   perf_check_sc(sc_allreduce(&s, &smax, 1, SC_FLOAT64, SC_MAX, b->comm), "sc_allreduce");
   perf_check_sc(sc_allreduce(&s, &ssum, 1, SC_FLOAT64, SC_SUM, b->comm), "sc_allreduce");
   const double med = perf_median(t, o->iters);
+  double tmin = t[0];
+  for (int i = 1; i < o->iters; i++) tmin = t[i] < tmin ? t[i] : tmin;
+  b->rows[al] = (row_t){med, tmin, smax, ssum / p, al == A_DENSE ? o->n : b->out_nnz, wrong, 1};
   if (b->rank == 0) {
     char w[32];
     if (wrong < 0)
@@ -323,6 +343,57 @@ static void bench_algo(bench_t *b, int al) {
            al == A_DENSE ? o->n : b->out_nnz, w);
     fflush(stdout);
   }
+}
+
+/* The startup cost of one message, for the cost model: an 8-byte all-reduce
+ * is all latency, whatever algorithm auto picks for it. */
+static void measure_latency(bench_t *b) {
+  enum { WARM = 20, ITERS = 200 };
+  double x = 1, y = 0, dt = 0, slowest = 0;
+  perf_check_sc(sc_allreduce_algo(b->comm, 1, SC_FLOAT64, &b->lat_algo), "sc_allreduce_algo");
+  for (int i = 0; i < WARM; i++)
+    perf_check_sc(sc_allreduce(&x, &y, 1, SC_FLOAT64, SC_SUM, b->comm), "sc_allreduce");
+  perf_check_sc(sc_barrier(b->comm), "sc_barrier");
+  double t0 = perf_now_s();
+  for (int i = 0; i < ITERS; i++)
+    perf_check_sc(sc_allreduce(&x, &y, 1, SC_FLOAT64, SC_SUM, b->comm), "sc_allreduce");
+  dt = (perf_now_s() - t0) / ITERS;
+  perf_check_sc(sc_allreduce(&dt, &slowest, 1, SC_FLOAT64, SC_MAX, b->comm), "sc_allreduce");
+  b->lat_s = slowest;
+}
+
+static int write_json(const bench_t *b) {
+  const opts_t *o = b->o;
+  FILE *f = fopen(o->json, "w");
+  if (!f) {
+    fprintf(stderr, "sc_gtopk_perf: cannot write %s\n", o->json);
+    return 1;
+  }
+  fprintf(f,
+          "{\n  \"benchmark\": \"sc_gtopk_perf\", \"nranks\": %d, \"n\": %zu, \"k\": %zu, "
+          "\"density\": %.9g,\n  \"dtype\": \"%s\", \"dtype_bytes\": %zu, \"index_bytes\": 4, "
+          "\"warmup\": %d, \"iters\": %d, \"check\": %d,\n"
+          "  \"latency_8B_allreduce_us\": %.3f, \"latency_algo\": \"%s\",\n  \"rows\": [",
+          b->nranks, o->n, o->k, (double)o->k / (double)o->n, o->dtype_name, b->es, o->warmup,
+          o->iters, o->check, b->lat_s * 1e6, b->lat_algo ? b->lat_algo : "?");
+  const char *sep = "";
+  for (int al = 0; al < A_COUNT; al++) {
+    const row_t *r = &b->rows[al];
+    if (!r->done) continue;
+    fprintf(f,
+            "%s\n    {\"algo\": \"%s\", \"time_us\": %.3f, \"time_min_us\": %.3f, "
+            "\"algbw_GBps\": %.6f, \"sent_bytes_max\": %.0f, \"sent_bytes_mean\": %.0f, "
+            "\"out_nnz\": %zu, \"wrong\": ",
+            sep, algo_names[al], r->med_s * 1e6, r->min_s * 1e6,
+            (double)o->n * (double)b->es / r->med_s / 1e9, r->sent_max, r->sent_mean, r->out_nnz);
+    if (r->wrong < 0)
+      fprintf(f, "null}");
+    else
+      fprintf(f, "%lld}", (long long)r->wrong);
+    sep = ",";
+  }
+  fprintf(f, "\n  ]\n}\n");
+  return fclose(f) != 0;
 }
 
 static void *xmalloc(size_t bytes) {
@@ -357,17 +428,21 @@ int main(int argc, char **argv) {
     if (!b.dense_in) return 3;
     for (size_t j = 0; j < o.k; j++) store(o.dtype, b.dense_in, in.idx[j], in.val[j]);
   }
+  measure_latency(&b);
   if (b.rank == 0) {
     printf("# sc_gtopk_perf: %d ranks, n = %zu %s, k = %zu (density %.6g), %d warm-up + %d "
            "timed iterations (median of the slowest rank)\n",
            b.nranks, o.n, o.dtype_name, o.k, (double)o.k / (double)o.n, o.warmup, o.iters);
     printf("# algbw = n * sizeof(dtype) / time (dense equivalent); sent = bytes this rank's "
            "schedule posted per call (max and mean over ranks)\n");
+    printf("# 8-byte all-reduce (%s): %.1f us\n", b.lat_algo ? b.lat_algo : "?", b.lat_s * 1e6);
     printf("%12s %12s %12s %16s %16s %10s %8s\n", "algo", "time_us", "algbw_GB/s", "sent_B_max",
            "sent_B_mean", "out_nnz", "wrong");
   }
   for (int al = 0; al < A_COUNT; al++)
     if (o.algo < 0 || o.algo == al) bench_algo(&b, al);
+  int status = 0;
+  if (o.json && b.rank == 0) status = write_json(&b);
   perf_check_sc(sc_comm_destroy(b.comm), "sc_comm_destroy");
   free(in.idx);
   free(in.val);
@@ -376,5 +451,5 @@ int main(int argc, char **argv) {
   free(b.oval);
   free(b.dense_in);
   free(b.dense_out);
-  return 0;
+  return status;
 }

@@ -9,7 +9,9 @@ Each input is recognised by its shape (or forced with --kind):
   compare  sc_allreduce_perf -a compare -J: busbw vs size per algorithm.
   peers    perf/compare/allreduce_compare.sh -J: busbw vs size per library.
   sparse   one file per nranks with rows naming an algorithm and a time
-           (sc_gtopk_perf): time vs nranks per algorithm.
+           (sc_gtopk_perf): time vs nranks per algorithm; for sc_gtopk_perf
+           files also the alpha-beta model of docs/ALGORITHMS.md per
+           algorithm (dashed), see --model.
   bars     {"title", "ylabel", "bars": [{"label", "value"}, ...]} or any rows
            of one label and one number (fusion replay): a bar per label.
 dense, compare and peers files go into busbw_P<nranks>.png (one figure per
@@ -18,6 +20,13 @@ in one run are compared on one plot); sparse files into time_vs_nranks.png;
 each bars file into bars_<name>.png. --link RATE (e.g. 1gbit, 100mbit) draws
 the link rate, which is ring all-reduce's busbw limit, and 0.956 of it, what
 one TCP stream carries on the emulated cluster. Prints one line per series.
+
+--model for the sparse figure: "link" (the default with --link) takes beta
+from the link rate (1 / (0.956 x RATE / 8) s per byte, one TCP stream's
+payload rate) and alpha from the 8-byte all-reduce latency sc_gtopk_perf
+measures (its time / the message steps of the algorithm that ran it, median
+over the files); "fit" (the default without --link) fits alpha and beta by
+least squares to every measured point; "none" draws no model.
 """
 import argparse
 import json
@@ -244,22 +253,155 @@ def plot_busbw(series, outdir, link_bps, title):
     return written
 
 
-def plot_sparse(docs, outdir, title):
+def log2_steps(p):
+    """Steps of a butterfly over p ranks: log2 p, +2 to fold the excess when p is
+    not a power of two (docs/ALGORITHMS.md, recursive doubling)."""
+    lo = int(math.floor(math.log2(p))) if p > 1 else 0
+    return lo + (0 if (1 << lo) == p else 2)
+
+
+def ceil_log2(p):
+    return int(math.ceil(math.log2(p))) if p > 1 else 0
+
+
+# Message steps of each dense algorithm (docs/ALGORITHMS.md), to turn a
+# measured small-message time into alpha.
+def dense_steps(algo, p):
+    if algo == "ring":
+        return 2 * (p - 1)
+    if algo in ("tree", "rabenseifner"):
+        return 2 * log2_steps(p)
+    return log2_steps(p)  # rd and anything unknown
+
+
+def model_terms(algo, p, d):
+    """(alpha coefficient, beta coefficient in bytes) of docs/ALGORITHMS.md's
+    cost for this algorithm, P ranks, the run's n, k and value width w."""
+    n, k, w = d["n"], d["k"], d.get("dtype_bytes", 4)
+    e = k * (d.get("index_bytes", 4) + w)  # one sparse entry set
+    if algo == "dense":  # ring
+        return 2 * (p - 1), 2.0 * (p - 1) / p * n * w
+    if algo == "gtopk":  # butterfly: log2P (alpha + 2k(4+w) beta)
+        s = log2_steps(p)
+        return s, 2.0 * e * s
+    if algo == "gtopk_tree":  # 2 log2P alpha + 4k log2P (4+w) beta
+        s = ceil_log2(p)
+        return 2 * s, 4.0 * e * s
+    if algo == "allgather":  # log2P alpha + (P-1)k(4+w) beta
+        return ceil_log2(p), (p - 1) * e
+    return None
+
+
+def fit_alpha_beta(samples):
+    """Least squares t = a*A + b*B over (A, B, t) with a, b >= 0 (2x2 normal equations)."""
+    saa = sum(a * a for a, _, _ in samples)
+    sbb = sum(b * b for _, b, _ in samples)
+    sab = sum(a * b for a, b, _ in samples)
+    sat = sum(a * t for a, _, t in samples)
+    sbt = sum(b * t for _, b, t in samples)
+    det = saa * sbb - sab * sab
+    if det > 0:
+        a = (sat * sbb - sbt * sab) / det
+        b = (saa * sbt - sab * sat) / det
+        if a >= 0 and b >= 0:
+            return a, b
+    # One of them pinned at 0: the better of the two one-parameter fits.
+    cands = []
+    if sbb > 0:
+        b = max(sbt / sbb, 0.0)
+        cands.append((sum((t - b * B) ** 2 for _, B, t in samples), 0.0, b))
+    if saa > 0:
+        a = max(sat / saa, 0.0)
+        cands.append((sum((t - a * A) ** 2 for A, _, t in samples), a, 0.0))
+    return min(cands)[1:] if cands else (0.0, 0.0)
+
+
+def sparse_model(docs, by_algo, mode, link_bps):
+    """{algo: [(P, model time in us)]} and a description of alpha and beta."""
+    docs = [d for d in docs if d.get("benchmark") == "sc_gtopk_perf" and "n" in d and "k" in d]
+    if mode == "none" or not docs:
+        return {}, None
+    if mode == "link" and not link_bps:
+        sys.exit("plot.py: --model link needs --link RATE")
+    if mode == "link":
+        alphas = sorted(d["latency_8B_allreduce_us"] * 1e-6 /
+                        max(1, dense_steps(d.get("latency_algo", "rd"), d["nranks"]))
+                        for d in docs if isinstance(d.get("latency_8B_allreduce_us"), (int, float)))
+        alpha = alphas[len(alphas) // 2] if alphas else 0.0
+        beta = 8.0 / (ONE_STREAM * link_bps)
+        how = ("alpha %.1f us (8-byte all-reduce latency per step), beta from %.3g Gbit/s x %.3f"
+               % (alpha * 1e6, link_bps / 1e9, ONE_STREAM))
+    else:
+        samples = []
+        for d in docs:
+            p = nranks_of(d)
+            for name, t, _ in sparse_rows(d):
+                terms = model_terms(name, p, d)
+                if terms:
+                    # Relative error, so the dense ring's seconds do not drown
+                    # the sparse algorithms' milliseconds.
+                    samples.append((terms[0] / t, terms[1] / t, 1.0))
+        alpha, beta = fit_alpha_beta(samples)
+        alpha *= 1e-6
+        beta *= 1e-6
+        how = ("alpha %.1f us, beta %.3g ns/B (= %.3g Gbit/s) fitted to all points"
+               % (alpha * 1e6, beta * 1e9, 8e-9 / beta if beta else float("inf")))
+    ref = docs[0]
+    ranks = sorted({p for pts in by_algo.values() for p, _ in pts})
+    out = {}
+    for name in by_algo:
+        pts = []
+        for p in range(min(ranks), max(ranks) + 1):
+            terms = model_terms(name, p, ref)
+            if terms:
+                pts.append((p, (terms[0] * alpha + terms[1] * beta) * 1e6))
+        if pts:
+            out[name] = pts
+    return out, how
+
+
+def plot_sparse(docs, outdir, title, mode=None, link_bps=None):
     by_algo = {}
     for d in docs:
         for name, t, _ in sparse_rows(d):
             by_algo.setdefault(name, []).append((nranks_of(d), t))
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, pts in sorted(by_algo.items()):
+    mode = mode or ("link" if link_bps else "fit")
+    model, how = sparse_model(docs, by_algo, mode, link_bps)
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (name, pts) in enumerate(sorted(by_algo.items())):
         pts.sort()
-        ax.plot([p for p, _ in pts], [t / 1e3 for _, t in pts], marker="o", label=name)
+        c = colors[i % len(colors)]
+        ax.plot([p for p, _ in pts], [t / 1e3 for _, t in pts], marker="o", color=c,
+                label=name + " (measured)")
         print("time %s: %s" % (name, ", ".join("P=%d %.4g ms" % (p, t / 1e3) for p, t in pts)))
+        if name in model:
+            mp = model[name]
+            ax.plot([p for p, _ in mp], [t / 1e3 for _, t in mp], ls="--", color=c, lw=1,
+                    marker="x", ms=3, label=name + " (model)")
+            got = dict(pts)
+            print("model %s: %s" % (name, ", ".join(
+                "P=%d %.4g ms (measured/model %.2f)" % (p, t / 1e3, got[p] / t)
+                for p, t in mp if p in got and t > 0)))
+    if how:
+        print("model: %s" % how)
     ax.set_xlabel("ranks")
     ax.set_ylabel("time per operation (ms)")
     ranks = sorted({p for pts in by_algo.values() for p, _ in pts})
     ax.set_xticks(ranks)
-    ax.set_ylim(bottom=0)
-    ax.set_title(title or "time vs ranks")
+    times = [t for pts in by_algo.values() for _, t in pts if t > 0]
+    if times and max(times) / min(times) > 30:
+        ax.set_yscale("log")
+    else:
+        ax.set_ylim(bottom=0)
+    d0 = docs[0]
+    auto = "time vs ranks"
+    if d0.get("benchmark") == "sc_gtopk_perf":
+        auto = "sparse all-reduce, n = %d, density %.3g%s" % (
+            d0["n"], d0["density"], (", %g Gbit/s links" % (link_bps / 1e9)) if link_bps else "")
+    ax.set_title(title or auto, fontsize=10)
+    if how:
+        ax.text(0.01, 0.01, "model: " + how, transform=ax.transAxes, fontsize=7, va="bottom")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -321,10 +463,13 @@ def main():
     ap.add_argument("--link", type=parse_rate, help="link rate, e.g. 1gbit (draws the ceilings)")
     ap.add_argument("--kind", choices=["dense", "compare", "peers", "sparse", "bars"])
     ap.add_argument("--title")
+    ap.add_argument("--model", choices=["link", "fit", "none"],
+                    help="sparse figure's cost model (default: link with --link, else fit)")
     args = ap.parse_args()
     os.makedirs(args.outdir, exist_ok=True)
 
     series, sparse_docs, written = [], [], []
+    link = args.link
     for path in args.files:
         try:
             with open(path) as f:
@@ -336,6 +481,9 @@ def main():
             sys.exit("plot.py: %s: not a JSON this script knows (use --kind)" % path)
         if kind in ("dense", "compare", "peers"):
             series += series_from(d, kind, path)
+            # allreduce_compare.sh --netbed records the bed's rate.
+            if link is None and isinstance(d.get("netbed"), dict):
+                link = d["netbed"].get("rate_bps") or None
         elif kind == "sparse":
             if not sparse_rows(d):
                 sys.exit("plot.py: %s: no rows with an algorithm name and a time" % path)
@@ -345,9 +493,9 @@ def main():
                 sys.exit("plot.py: %s: no label/value rows" % path)
             written += plot_bars(d, path, args.outdir, args.title)
     if series:
-        written += plot_busbw(series, args.outdir, args.link, args.title)
+        written += plot_busbw(series, args.outdir, link, args.title)
     if sparse_docs:
-        written += plot_sparse(sparse_docs, args.outdir, args.title)
+        written += plot_sparse(sparse_docs, args.outdir, args.title, args.model, args.link)
     for w in written:
         print("wrote %s" % w)
 

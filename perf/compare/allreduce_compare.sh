@@ -1,33 +1,50 @@
 #!/bin/bash
-# libsparsecoll's all-reduce against Open MPI and Gloo on this host, in one
-# run, libraries alternating, same sizes and iteration counts (see
-# docs/BENCHMARKING.md):
+# libsparsecoll's all-reduce against Open MPI and Gloo, in one run, libraries
+# alternating, same sizes, iteration counts, dtype and rank placement (see
+# docs/BENCHMARKING.md). On this host (default):
 #   ours-shm  sc-run + sc_allreduce_perf, SC_TRANSPORT=shm
 #   mpi-shm   Open MPI MPI_Allreduce, --mca btl vader,self
 #   ours-tcp  sc-run + sc_allreduce_perf, SC_TRANSPORT=tcp
 #   mpi-tcp   Open MPI MPI_Allreduce, --mca btl tcp,self over lo
 #   gloo      torch.distributed all_reduce, backend gloo over lo
+# On an sc-netbed emulated cluster (--netbed[=scnb-ID], root; ranks placed as
+# sc-run --netbed places them: consecutive ranks share a host):
+#   ours-ALGO sc-run --netbed + sc_allreduce_perf -a compare: ring, tree, rd,
+#             rabenseifner forced and auto, in one launch per size
+#   mpi       mpirun inside host 0, one orted per host started through
+#             `sc-netbed rsh`, --mca btl tcp,self (tcp,vader,self with several
+#             ranks per host), mpi_yield_when_idle 1 (busy-polling ranks starve
+#             the bed's network stack on few cores)
+#   gloo      gloo_allreduce.py --sc-run under sc-run --netbed (rendezvous at
+#             host 0, GLOO_SOCKET_IFNAME = the bed's interface)
+#   and busbw is also printed as a fraction of the link rate (ring's limit).
 # float32 sum; time = slowest rank's average per operation (us), busbw =
-# size / time x 2(P-1)/P (GB/s, 1e9 B). Iterations per size: 256 MiB / size
-# clamped to 10..2000 (-I changes the budget), warm-up a tenth (>= 2).
+# size / time x 2(P-1)/P (GB/s, 1e9 B). Iterations per size: BUDGET / size
+# clamped to MIN..2000 (-I BUDGET, -i MIN; default 256 MiB and 10, on a bed
+# 128 MiB and 3), warm-up a tenth (>= 2, on a bed >= 1).
 # A library or size that fails shows n/a and a '#' line says why.
 #
 # Usage (from a build directory, or with SC_BUILD=dir):
 #   allreduce_compare.sh [-n "2 4"] [-b 8] [-e 64M] [-f 4] [-r ROUNDS] [-I BYTES]
-#                        [-J FILE] [--skip LIB,...]
-# -r ROUNDS repeats the whole alternation and keeps each cell's best time.
-# Needs: mpicc/mpirun (apt-get install openmpi-bin libopenmpi-dev) and
-# python3-torch for the peers; a missing peer is reported as n/a.
+#                        [-i MIN] [-J FILE] [--skip LIB,...] [--netbed[=scnb-ID]]
+# On a bed -n defaults to all its ranks and -b/-e/-f to 1M/64M/16 (1, 16,
+# 64 MiB). -r ROUNDS repeats the whole alternation and keeps each cell's best
+# time. --skip takes the names above (on a bed: ours, mpi, gloo). Needs:
+# mpicc/mpirun (apt-get install openmpi-bin libopenmpi-dev) and python3-torch
+# for the peers; a missing peer is reported as n/a.
 set -u
-ranks="2 4"
-minb=8
-maxb=64M
-factor=4
+ranks=""
+minb=""
+maxb=""
+factor=""
 rounds=1
-budget=$((256 << 20))
+budget=""
+miniters=""
 json=""
 skip=""
-usage() { sed -n '2,23p' "$0"; }
+bed=""
+usage() { sed -n '2,34p' "$0"; }
+die() { echo "allreduce_compare.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
   -n) ranks="$2"; shift 2 ;;
@@ -36,10 +53,13 @@ while [ $# -gt 0 ]; do
   -f) factor="$2"; shift 2 ;;
   -r) rounds="$2"; shift 2 ;;
   -I) budget="$2"; shift 2 ;;
+  -i) miniters="$2"; shift 2 ;;
   -J) json="$2"; shift 2 ;;
   --skip) skip=",$2,"; shift 2 ;;
+  --netbed) bed="${SC_NETBED:-scnb-0}"; shift ;;
+  --netbed=*) bed="${1#--netbed=}"; shift ;;
   -h | --help) usage; exit 0 ;;
-  *) echo "allreduce_compare.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
 
@@ -53,10 +73,51 @@ bytes() { # 8, 4K, 64M, 1G -> bytes
   case "$v" in '' | *[!0-9]*) echo "allreduce_compare.sh: bad size '$1'" >&2; exit 2 ;; esac
   echo $((v * m))
 }
+
+build="${SC_BUILD:-.}"
+here="$(cd "$(dirname "$0")" && pwd)"
+build="$(cd "$build" 2>/dev/null && pwd)" || die "SC_BUILD '$SC_BUILD' is not a directory"
+
+# The bed's layout, from the state file sc-netbed up wrote (parsed, not sourced).
+link_bps=0
+minwarm=2
+if [ -n "$bed" ]; then
+  case "$bed" in scnb-*) ;; *) bed="scnb-$bed" ;; esac
+  case "$bed" in scnb-*[!A-Za-z0-9_-]* | scnb-) die "--netbed=$bed: not a bed name (scnb-ID)" ;; esac
+  state="${SC_NETBED_STATE_DIR:-/run/sc-netbed}/$bed.env"
+  [ -r "$state" ] || die "--netbed: no $state (bring the bed up: sc-netbed --id ${bed#scnb-} up N RATE)"
+  key() { sed -n "s/^$1=//p" "$state" | head -1; }
+  nb_hosts=$(key NETBED_HOSTS)
+  nb_m=$(key NETBED_RANKS_PER_HOST)
+  nb_rate=$(key NETBED_RATE)
+  link_bps=$(key NETBED_RATE_BPS)
+  nb_if=$(key NETBED_IFNAME)
+  case "$nb_hosts$nb_m$link_bps" in '' | *[!0-9]*) die "$state: NETBED_HOSTS, NETBED_RANKS_PER_HOST or NETBED_RATE_BPS missing" ;; esac
+  nb_addr=()
+  for ((h = 0; h < nb_hosts; h++)); do
+    a=$(key "NETBED_ADDR_$h")
+    [ -n "$a" ] || die "$state: no NETBED_ADDR_$h"
+    nb_addr+=("$a")
+  done
+  [ -x "$build/sc-netbed" ] || die "$build/sc-netbed not found (run from a build directory)"
+  ranks=${ranks:-$((nb_hosts * nb_m))}
+  for p in $ranks; do
+    [ "$p" -ge 2 ] 2>/dev/null && [ "$p" -le $((nb_hosts * nb_m)) ] ||
+      die "-n $p: the bed $bed has $nb_hosts hosts x $nb_m ranks"
+  done
+  minb=${minb:-1M} maxb=${maxb:-64M} factor=${factor:-16}
+  budget=${budget:-128M} miniters=${miniters:-3}
+  minwarm=1
+fi
+ranks=${ranks:-2 4} minb=${minb:-8} maxb=${maxb:-64M} factor=${factor:-4}
+budget=${budget:-256M} miniters=${miniters:-10}
+
 minb=$(bytes "$minb") || exit 2
 maxb=$(bytes "$maxb") || exit 2
 budget=$(bytes "$budget") || exit 2
-[ "$factor" -ge 2 ] 2>/dev/null || { echo "allreduce_compare.sh: -f must be >= 2" >&2; exit 2; }
+[ "$factor" -ge 2 ] 2>/dev/null || die "-f must be >= 2"
+[ "$miniters" -ge 1 ] 2>/dev/null || die "-i must be >= 1"
+[ "$rounds" -ge 1 ] 2>/dev/null || die "-r must be >= 1"
 [ "$minb" -ge 4 ] || minb=4
 
 sizes=()
@@ -65,15 +126,13 @@ for ((s = minb; s <= maxb; s *= factor)); do sizes+=("$((s / 4 * 4))"); done
 cases=()
 for s in "${sizes[@]}"; do
   it=$((budget / s))
-  [ "$it" -lt 10 ] && it=10
+  [ "$it" -lt "$miniters" ] && it=$miniters
   [ "$it" -gt 2000 ] && it=2000
   w=$((it / 10))
-  [ "$w" -lt 2 ] && w=2
+  [ "$w" -lt "$minwarm" ] && w=$minwarm
   cases+=("$s:$it:$w")
 done
 
-build="${SC_BUILD:-.}"
-here="$(cd "$(dirname "$0")" && pwd)"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 note() { echo "# $*"; }
@@ -94,17 +153,72 @@ else
 fi
 py=""
 for cand in ${PYTHON:-} /usr/bin/python3 python3; do
-  if "$cand" -c "import torch.distributed" >/dev/null 2>&1; then py=$cand; break; fi
+  if "$cand" -c "import torch.distributed" >/dev/null 2>&1; then py=$(command -v "$cand"); break; fi
 done
 [ -n "$py" ] || note "gloo: no python3 with torch (apt-get install -y python3-torch)"
 
-libs="ours-shm mpi-shm ours-tcp mpi-tcp gloo"
+ours_algos="ring tree rd rabenseifner auto"
+if [ -n "$bed" ]; then
+  libs="ours-ring ours-tree ours-rd ours-rabenseifner ours-auto mpi gloo"
+  launchers="ours mpi gloo"
+else
+  libs="ours-shm mpi-shm ours-tcp mpi-tcp gloo"
+  launchers=$libs
+fi
 skipped() { case "$skip" in *",$1,"*) return 0 ;; esac; return 1; }
+
+# ours on the bed: one launch per size, every algorithm alternating inside it
+# (sc_allreduce_perf -a compare); its row is
+#   size count ring tree rd rabenseifner auto best auto-pick auto/best
+run_ours_bed() {
+  local p=$1 log="$tmp/$1.ours.log" c s it w line a i
+  for c in "${cases[@]}"; do
+    IFS=: read -r s it w <<<"$c"
+    line=$(timeout 900 "$build/sc-run" --netbed="$bed" -n "$p" --timeout 800 \
+      "$build/sc_allreduce_perf" -a compare -b "$s" -e "$s" -n "$it" -w "$w" -d float -o sum \
+      2>>"$log" | tee -a "$log" | awk '!/^#/ && NF >= 10 {print; exit}')
+    i=3
+    for a in $ours_algos; do
+      local t
+      t=$(echo "$line" | awk -v i="$i" '{print $i}')
+      case "$t" in
+      '' | n/a | *[!0-9.]*) echo "$s fail exit status or n/a, see below" >>"$tmp/$p.ours-$a.raw" ;;
+      *) echo "$s $t" >>"$tmp/$p.ours-$a.raw" ;;
+      esac
+      i=$((i + 1))
+    done
+    [ -n "$line" ] && echo "$s $(echo "$line" | awk '{print $9}')" >>"$tmp/$p.autopick"
+  done
+}
+
+# Open MPI on the bed: mpirun inside host 0 (PMIx reaches each rank's local
+# daemon over loopback, so every host needs its own orted).
+run_mpi_bed() {
+  local p=$1 out="$tmp/$1.mpi.raw" log="$tmp/$1.mpi.log" nh hosts="" h btl=tcp,self
+  nh=$(((p + nb_m - 1) / nb_m))
+  for ((h = 0; h < nh; h++)); do hosts="$hosts${hosts:+,}${nb_addr[$h]}:$nb_m"; done
+  [ "$nb_m" -gt 1 ] && btl=tcp,vader,self
+  timeout 1200 "$build/sc-netbed" --id "${bed#scnb-}" exec 0 mpirun --allow-run-as-root \
+    --bind-to none --map-by slot -np "$p" --host "$hosts" \
+    --mca plm_rsh_agent "$build/sc-netbed --id ${bed#scnb-} rsh" \
+    --mca pml ob1 --mca btl "$btl" --mca btl_tcp_if_include "$nb_if" \
+    --mca oob_tcp_if_include "$nb_if" --mca mpi_yield_when_idle 1 \
+    "$tmp/mpi_allreduce" "${cases[@]}" >>"$out" 2>>"$log" </dev/null ||
+    echo "${sizes[0]} fail exit status, see below" >>"$out"
+}
 
 # run_lib LIB P: appends "SIZE TIME_US" (or "SIZE fail WHY") lines to $tmp/P.LIB.raw
 run_lib() {
   local lib=$1 p=$2 out="$tmp/$2.$1.raw" log="$tmp/$2.$1.log"
   case "$lib" in
+  ours)
+    [ "$have_ours" = 1 ] || { for a in $ours_algos; do echo "${sizes[0]} fail not built" >>"$tmp/$p.ours-$a.raw"; done; return; }
+    run_ours_bed "$p"
+    ;;
+  mpi)
+    [ "$have_mpi" = 1 ] || { echo "${sizes[0]} fail no MPI" >>"$out"; return; }
+    run_mpi_bed "$p"
+    ;;
   ours-*)
     [ "$have_ours" = 1 ] || { echo "${sizes[0]} fail not built" >>"$out"; return; }
     local tr=${lib#ours-} c
@@ -129,20 +243,30 @@ run_lib() {
     ;;
   gloo)
     [ -n "$py" ] || { echo "${sizes[0]} fail no torch" >>"$out"; return; }
-    timeout 1200 "$py" "$here/gloo_allreduce.py" -n "$p" "${cases[@]}" >>"$out" 2>>"$log" </dev/null ||
-      echo "${sizes[0]} fail exit status, see below" >>"$out"
+    if [ -n "$bed" ]; then
+      timeout 1200 "$build/sc-run" --netbed="$bed" -n "$p" --timeout 1100 \
+        "$py" "$here/gloo_allreduce.py" --sc-run "${cases[@]}" >>"$out" 2>>"$log" ||
+        echo "${sizes[0]} fail exit status, see below" >>"$out"
+    else
+      timeout 1200 "$py" "$here/gloo_allreduce.py" -n "$p" "${cases[@]}" >>"$out" 2>>"$log" </dev/null ||
+        echo "${sizes[0]} fail exit status, see below" >>"$out"
+    fi
     ;;
   esac
 }
 
+loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+load_start=$(loadavg)
 for r in $(seq "$rounds"); do
   for p in $ranks; do
-    for lib in $libs; do
+    for lib in $launchers; do
       skipped "$lib" && continue
+      [ -n "$bed" ] && echo "# round $r/$rounds P=$p $lib (load $(loadavg))" >&2
       run_lib "$lib" "$p"
     done
   done
 done
+load_end=$(loadavg)
 
 # best time per size over the rounds: $tmp/P.LIB -> "SIZE TIME" ("n/a" when every round failed)
 for p in $ranks; do
@@ -153,17 +277,59 @@ for p in $ranks; do
          END { for (s in b) print s, b[s] }' "$raw" >"$tmp/$p.$lib"
     if grep -q " fail" "$raw"; then
       note "P=$p $lib: $(grep ' fail' "$raw" | head -3 | tr '\n' ';')"
-      [ -s "$tmp/$p.$lib.log" ] && note "  $(grep -v '^$' "$tmp/$p.$lib.log" | tail -3 | tr '\n' ' ' | head -c 400)"
+      lg="$tmp/$p.$lib.log"
+      case "$lib" in ours-*) [ -n "$bed" ] && lg="$tmp/$p.ours.log" ;; esac
+      [ -s "$lg" ] && note "  $(grep -v '^$' "$lg" | grep -v '^#' | tail -3 | tr '\n' ' ' | head -c 400)"
     fi
   done
 done
 
-echo "# all-reduce float32 sum on $(hostname), $(nproc) CPUs, $(date -u +%FT%TZ); rounds=$rounds"
-echo "# time: slowest rank's average (us); busbw GB/s = size/time x 2(P-1)/P; ratios are"
-echo "# ours' time / the peer's time (< 1: ours faster); n/a: failed or not available"
+echo "# all-reduce float32 sum on $(hostname), $(nproc) CPUs, $(date -u +%FT%TZ); rounds=$rounds;" \
+  "load average $load_start at the start, $load_end at the end"
+echo "# time: slowest rank's average (us); busbw GB/s = size/time x 2(P-1)/P"
+if [ -n "$bed" ]; then
+  echo "# bed $bed: $nb_hosts hosts x $nb_m rank(s) at $nb_rate; ranks placed consecutively"
+  echo "# cells: busbw GB/s (fraction of the link rate $(awk -v b="$link_bps" 'BEGIN {printf "%.4g", b / 8e9}') GB/s," \
+    "ring all-reduce's limit; one TCP stream carries about 0.956)"
+  echo "# best: ours' fastest algorithm; x/mpi, x/gloo: ours' best time / the peer's time (< 1: ours faster)"
+  echo "# iterations per size (size:iters:warmup): ${cases[*]}"
+else
+  echo "# ratios are ours' time / the peer's time (< 1: ours faster); n/a: failed or not available"
+fi
 for p in $ranks; do
   echo
   echo "## P=$p"
+  if [ -n "$bed" ]; then
+    awk -v p="$p" -v libs="$libs" -v dir="$tmp" -v sizes="${sizes[*]}" -v link="$link_bps" '
+      function bw(s, t) { return s / (t * 1e3) * 2 * (p - 1) / p }
+      function cell(s, t) { return t == "" ? "n/a" : sprintf("%.4f (%.2f)", bw(s, t), bw(s, t) * 8e9 / link) }
+      function ratio(a, b) { return (a == "" || b == "") ? "n/a" : sprintf("%.2f", a / b) }
+      BEGIN {
+        nl = split(libs, L, " "); ns = split(sizes, S, " ")
+        for (i = 1; i <= nl; i++) {
+          f = dir "/" p "." L[i]
+          while ((getline line < f) > 0) { split(line, a, " "); T[L[i], a[1]] = a[2] }
+          close(f)
+        }
+        f = dir "/" p ".autopick"
+        while ((getline line < f) > 0) { split(line, a, " "); AP[a[1]] = a[2] }
+        printf "%10s", "size"
+        for (i = 1; i <= nl; i++) { n = L[i]; sub(/^ours-/, "", n); printf " %15s", n }
+        printf " %12s %9s %9s %13s\n", "best", "best/mpi", "best/gloo", "auto picks"
+        for (j = 1; j <= ns; j++) {
+          s = S[j]; printf "%10d", s
+          best = ""; bn = "n/a"
+          for (i = 1; i <= nl; i++) {
+            t = T[L[i], s]; printf " %15s", cell(s, t)
+            if (L[i] ~ /^ours-/ && t != "" && (best == "" || t + 0 < best + 0)) { best = t; bn = L[i] }
+          }
+          sub(/^ours-/, "", bn)
+          printf " %12s %9s %9s %13s\n", bn, ratio(best, T["mpi", s]), ratio(best, T["gloo", s]),
+            (s in AP) ? AP[s] : "n/a"
+        }
+      }'
+    continue
+  fi
   awk -v p="$p" -v libs="$libs" -v dir="$tmp" -v sizes="${sizes[*]}" '
     function fmt_t(t) { return t == "" ? "n/a" : (t < 1000 ? sprintf("%.1f", t) : sprintf("%.0f", t)) }
     function fmt_bw(s, t) { return t == "" ? "n/a" : sprintf("%.3f", s / (t * 1e3) * 2 * (p - 1) / p) }
@@ -192,6 +358,12 @@ if [ -n "$json" ]; then
     printf '{\n  "benchmark": "allreduce_compare", "dtype": "float32", "op": "sum",\n'
     printf '  "host": "%s", "cpus": %d, "date": "%s", "rounds": %d,\n' "$(hostname)" "$(nproc)" \
       "$(date -u +%FT%TZ)" "$rounds"
+    printf '  "loadavg_start": "%s", "loadavg_end": "%s",\n' "$load_start" "$load_end"
+    if [ -n "$bed" ]; then
+      printf '  "netbed": {"name": "%s", "hosts": %d, "ranks_per_host": %d, "rate": "%s", "rate_bps": %s},\n' \
+        "$bed" "$nb_hosts" "$nb_m" "$nb_rate" "$link_bps"
+      printf '  "link_gbs": %s,\n' "$(awk -v b="$link_bps" 'BEGIN {printf "%.6f", b / 8e9}')"
+    fi
     printf '  "iterations": ['
     sep=""
     for c in "${cases[@]}"; do

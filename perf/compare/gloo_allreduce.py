@@ -1,14 +1,23 @@
 #!/usr/bin/env python3
-"""Gloo's all-reduce (torch.distributed, backend gloo, loopback) timed the way
+"""Gloo's all-reduce (torch.distributed, backend gloo) timed the way
 perf/compare/allreduce_compare.sh times every library: float32 sum on one
 tensor (in place: torch's API has no other form), one checked operation per
 size, then warm-up, a barrier and the timed iterations; the figure is the
 slowest rank's average.
 
-  gloo_allreduce.py -n P [--port PORT] SIZE:ITERS:WARMUP ...
+  gloo_allreduce.py -n P [--addr HOST] [--port PORT] SIZE:ITERS:WARMUP ...
+      starts P processes on this host; rendezvous at HOST:PORT (default
+      127.0.0.1 and a free port), Gloo on interface lo unless
+      GLOO_SOCKET_IFNAME is set.
+  sc-run [--netbed] -n P gloo_allreduce.py --sc-run SIZE:ITERS:WARMUP ...
+      one worker per rank placed by sc-run (e.g. on the hosts of an
+      sc-netbed bed): rank, world size and the rendezvous HOST:PORT from
+      SC_RANK, SC_WORLD_SIZE and SC_ROOT_ADDR (our bootstrap's address, unused
+      by anything else here), the interface from SC_SOCKET_IFNAME unless
+      GLOO_SOCKET_IFNAME is set.
 
-starts P processes on this host. Rank 0 prints one line per size:
-"SIZE TIME_US", or "SIZE fail WHY". Needs python3-torch (Debian)."""
+Rank 0 prints one line per size: "SIZE TIME_US", or "SIZE fail WHY". Needs
+python3-torch (Debian)."""
 import datetime
 import os
 import socket
@@ -17,9 +26,9 @@ import sys
 import time
 
 
-def free_port():
+def free_port(addr):
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((addr, 0))
         return s.getsockname()[1]
 
 
@@ -33,12 +42,12 @@ def parse_cases(args):
     return cases
 
 
-def worker(rank, world, port, cases):
+def worker(rank, world, addr, port, cases):
     import torch
     import torch.distributed as dist
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port,
+    dist.init_process_group("gloo", init_method="tcp://%s:%d" % (addr, port),
                             rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=120))
     status = 0
@@ -76,8 +85,22 @@ def main():
         rank = int(os.environ["GLOO_ALLREDUCE_RANK"])
         world = int(os.environ["GLOO_ALLREDUCE_WORLD"])
         port = int(os.environ["GLOO_ALLREDUCE_PORT"])
-        return worker(rank, world, port, parse_cases(argv))
-    world, port, rest = 0, 0, []
+        addr = os.environ.get("GLOO_ALLREDUCE_ADDR", "127.0.0.1")
+        return worker(rank, world, addr, port, parse_cases(argv))
+    if argv and argv[0] == "--sc-run":
+        try:
+            rank = int(os.environ["SC_RANK"])
+            world = int(os.environ["SC_WORLD_SIZE"])
+            addr, port = os.environ["SC_ROOT_ADDR"].rsplit(":", 1)
+        except (KeyError, ValueError) as e:
+            print("gloo_allreduce.py --sc-run: SC_RANK, SC_WORLD_SIZE and SC_ROOT_ADDR=HOST:PORT "
+                  "must be set (run it under sc-run): %s" % e, file=sys.stderr)
+            return 2
+        if os.environ.get("SC_SOCKET_IFNAME") and not os.environ.get("GLOO_SOCKET_IFNAME"):
+            os.environ["GLOO_SOCKET_IFNAME"] = os.environ["SC_SOCKET_IFNAME"]
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+        return worker(rank, world, addr, int(port), parse_cases(argv[1:]))
+    world, port, addr, rest = 0, 0, "127.0.0.1", []
     i = 0
     while i < len(argv):
         if argv[i] == "-n":
@@ -85,6 +108,9 @@ def main():
             i += 2
         elif argv[i] == "--port":
             port = int(argv[i + 1])
+            i += 2
+        elif argv[i] == "--addr":
+            addr = argv[i + 1]
             i += 2
         elif argv[i] in ("-h", "--help"):
             print(__doc__)
@@ -96,11 +122,12 @@ def main():
         print(__doc__, file=sys.stderr)
         return 2
     parse_cases(rest)
-    port = port or free_port()
+    port = port or free_port(addr)
     procs = []
     for r in range(world):
         env = dict(os.environ, GLOO_ALLREDUCE_RANK=str(r), GLOO_ALLREDUCE_WORLD=str(world),
-                   GLOO_ALLREDUCE_PORT=str(port), GLOO_SOCKET_IFNAME="lo",
+                   GLOO_ALLREDUCE_PORT=str(port), GLOO_ALLREDUCE_ADDR=addr,
+                   GLOO_SOCKET_IFNAME=os.environ.get("GLOO_SOCKET_IFNAME") or "lo",
                    OMP_NUM_THREADS="1")
         procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__)] + rest,
                                       env=env, stdin=subprocess.DEVNULL))
