@@ -35,6 +35,9 @@ sc_result_t sc_unique_id_decode(const sc_unique_id_t *id, sc_boot_addr_t *root,
  * and ends when every rank got the table, or after timeout_ms. */
 sc_result_t sc_bootstrap_root_start(const sc_boot_addr_t *bind, const uint8_t secret[SC_SECRET_LEN],
                                     int timeout_ms, sc_boot_addr_t *bound);
+/* Waits up to max_ms for the root services of this process to end (to have
+ * told every rank the job's outcome or given up). */
+void sc_bootstrap_root_drain(int max_ms);
 
 /* Check in with the root (retrying until it listens) and receive every rank's
  * blob: all = nranks * bloblen bytes, rank-major. Errors: SC_ERR_TIMEOUT (names

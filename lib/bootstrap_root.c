@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,9 @@
 #define SC_BOOT_UNAUTH_MAX 1024
 /* Time the root keeps trying to deliver its final error replies. */
 #define SC_BOOT_FLUSH_MS 500
+
+/* Root services (detached threads) alive in this process. */
+static _Atomic int sc_broot_running;
 
 typedef enum sc_bconn_state {
   SC_BCONN_HELLO, /* reading the fixed header; not yet authenticated */
@@ -534,7 +538,13 @@ static void *broot_main(void *arg) {
           : r->fail_code ? r->fail_text
                          : "stopped");
   broot_free(r);
+  atomic_fetch_sub(&sc_broot_running, 1);
   return NULL;
+}
+
+void sc_bootstrap_root_drain(int max_ms) {
+  int64_t end = sc_now_ms() + max_ms;
+  while (atomic_load(&sc_broot_running) > 0 && sc_now_ms() < end) usleep(5000);
 }
 
 sc_result_t sc_bootstrap_root_start(const sc_boot_addr_t *bind, const uint8_t secret[SC_SECRET_LEN],
@@ -563,9 +573,11 @@ sc_result_t sc_bootstrap_root_start(const sc_boot_addr_t *bind, const uint8_t se
   pthread_t tid;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  atomic_fetch_add(&sc_broot_running, 1);
   int e = pthread_create(&tid, &attr, broot_main, r);
   pthread_attr_destroy(&attr);
   if (e != 0) {
+    atomic_fetch_sub(&sc_broot_running, 1);
     broot_free(r);
     return SC_ERR(SC_ERR_SYSTEM, "bootstrap root: pthread_create: %s", strerror(e));
   }

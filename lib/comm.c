@@ -8,8 +8,10 @@
 #include "lib/bootstrap.h"
 #include "lib/comm.h"
 #include "lib/config.h"
+#include "lib/fingerprint.h"
 #include "lib/log.h"
 #include "lib/socket.h"
+#include "lib/watch.h"
 
 static sc_result_t sc_comm_read_config(sc_comm_config_t *cfg) {
   long v;
@@ -37,6 +39,10 @@ static sc_result_t sc_comm_read_config(sc_comm_config_t *cfg) {
   cfg->nsocks = (int)v;
   SC_CHECK(sc_config_long("SC_SPIN_US", 0, 1000000, &v));
   cfg->spin_us = (int)v;
+  SC_CHECK(sc_config_long("SC_HEARTBEAT_MS", -1, 600000, &v));
+  cfg->heartbeat_ms = (int)v;
+  SC_CHECK(sc_config_long("SC_CHECK_MISMATCH", 0, 1, &v));
+  cfg->check_mismatch = (int)v;
   snprintf(cfg->ifname, sizeof(cfg->ifname), "%s", sc_config_get("SC_SOCKET_IFNAME"));
   return SC_SUCCESS;
 }
@@ -51,12 +57,16 @@ static void sc_read_boot_id(char *out, size_t len) {
 
 /* Frees everything but the struct itself (the abort tombstone). */
 static void sc_comm_release_resources(sc_comm_t *comm) {
+  /* First: the watch thread may wake the transport. */
+  sc_watch_stop(comm->watch, !atomic_load(&comm->aborted));
+  comm->watch = NULL;
   if (comm->tp) {
     comm->tpops->cancel_all(comm->tp, SC_ERR_ABORTED);
     comm->tpops->destroy(comm->tp);
   }
   comm->tp = NULL;
   sc_exec_state_free(&comm->ex);
+  sc_fp_free(comm);
   free(comm->peers);
   comm->peers = NULL;
 }
@@ -116,6 +126,9 @@ sc_result_t sc_comm_create(sc_comm_t **out, int nranks, int rank, const sc_uniqu
     r = SC_ERR(SC_ERR_NOMEM, "peer table of %d ranks", nranks);
     goto fail;
   }
+  SC_CHECK_GOTO(sc_watch_create(comm, comm->cfg.ifname, &root, comm->cfg.heartbeat_ms, secret,
+                                &comm->watch, me.watch_addr),
+                r, fail);
   SC_INFO(SC_SUBSYS_INIT, "rank %d of %d: bootstrapping", rank, nranks);
   SC_CHECK_GOTO(sc_bootstrap_exchange(&root, secret, rank, nranks, &me, sizeof(me), comm->peers,
                                       comm->cfg.timeout_ms),
@@ -126,12 +139,18 @@ sc_result_t sc_comm_create(sc_comm_t **out, int nranks, int rank, const sc_uniqu
   }
   SC_CHECK_GOTO(comm->tpops->connect_all(comm->tp, comm->peers->tp_addr, sizeof(sc_peer_info_t)), r,
                 fail);
+  SC_CHECK_GOTO(sc_watch_start(comm->watch), r, fail);
   sc_sched_init(&comm->ex.sched);
   sc_tune_init(comm);
   comm->tune_ready = 1;
   SC_CHECK_GOTO(sc_progress_start(comm), r, fail);
   if (comm->cfg.tune_measure) {
+    /* The fit is of the algorithms' messages, not of the fingerprint
+     * exchange's (the same calls on every rank: nothing to check). */
+    int check = comm->cfg.check_mismatch;
+    comm->cfg.check_mismatch = 0;
     r = sc_tune_calibrate(comm);
+    comm->cfg.check_mismatch = check;
     if (r != SC_SUCCESS) {
       sc_progress_stop(comm);
       goto fail;
@@ -154,7 +173,11 @@ sc_result_t sc_comm_init_rank(sc_comm_t **comm, int nranks, sc_unique_id_t id, i
                   SC_BOOT_RANKS_MAX);
   if (rank < 0 || rank >= nranks)
     return SC_ERR(SC_ERR_INVALID_ARG, "sc_comm_init_rank: rank %d outside [0, %d)", rank, nranks);
-  return sc_comm_create(comm, nranks, rank, &id);
+  sc_result_t r = sc_comm_create(comm, nranks, rank, &id);
+  /* When this process made the id, the root lives here: let it tell the
+   * other ranks why before the application exits (see sc_comm_init_env). */
+  if (r != SC_SUCCESS) sc_bootstrap_root_drain(1000);
+  return r;
 }
 
 sc_result_t sc_get_unique_id(sc_unique_id_t *id) {

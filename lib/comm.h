@@ -21,6 +21,7 @@ typedef struct sc_peer_info {
   char boot_id[40];
   int32_t pid;
   int32_t rank;
+  uint8_t watch_addr[24]; /* rank 0: its liveness watch listener; others: "will connect" flag */
 } sc_peer_info_t;
 
 typedef enum sc_algo {
@@ -77,6 +78,9 @@ typedef struct sc_comm_config {
   int transport;    /* SC_TRANSPORT: index into auto, tcp, shm, ucx, verbs */
   int nsocks;       /* SC_NSOCKS */
   int spin_us;      /* SC_SPIN_US */
+  int heartbeat_ms; /* SC_HEARTBEAT_MS: liveness watch period, 0 auto, -1 off */
+  /* SC_CHECK_MISMATCH: fingerprint every operation (lib/fingerprint.c) */
+  int check_mismatch;
   char ifname[64];
 } sc_comm_config_t;
 
@@ -144,7 +148,10 @@ struct sc_comm {
   _Atomic int error; /* sc_result_t of the first failure */
   char errmsg[SC_ERRMSG_MAX];
 
+  struct sc_watch *watch; /* liveness watch (lib/watch.c), NULL when off */
+
   sc_exec_state_t ex;
+  struct sc_fp_state *fp; /* SC_CHECK_MISMATCH exchange; progress thread only */
   sc_tune_state_t tune;
   int tune_ready;
 };

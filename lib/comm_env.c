@@ -110,5 +110,10 @@ sc_result_t sc_comm_init_env(sc_comm_t **comm) {
   SC_CHECK(sc_unique_id_encode(&root, secret, &id));
   SC_INFO(SC_SUBSYS_INIT, "init from %s/%s: rank %ld of %ld, root %s:%u", src->rank_var,
           src->size_var, rank, size, host, port);
-  return sc_comm_create(comm, (int)size, (int)rank, &id);
+  sc_result_t r = sc_comm_create(comm, (int)size, (int)rank, &id);
+  /* The root lives in this process: an application exits when init fails,
+   * and the root with it, before it has told the other ranks why (e.g. a
+   * wrong SC_WORLD_SIZE), leaving them a bare closed connection. */
+  if (r != SC_SUCCESS && rank == 0) sc_bootstrap_root_drain(1000);
+  return r;
 }

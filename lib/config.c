@@ -32,8 +32,13 @@ static const sc_config_var_t sc_config_vars[] = {
     {"SC_NSOCKS", "2", "TCP data sockets per peer; chunks are striped across them"},
     {"SC_SPIN_US", "50",
      "microseconds a waiting rank polls before it sleeps (futex/poll); 0 = sleep at once"},
+    {"SC_HEARTBEAT_MS", "0",
+     "liveness watch heartbeat in ms (0: min(1000, SC_TIMEOUT_MS/8); -1: no watch, a dead peer "
+     "is noticed only by the ranks exchanging data with it)"},
     {"SC_SOCKBUF_BYTES", "4194304", "SO_SNDBUF/SO_RCVBUF of data sockets (0 = kernel default)"},
-    {"SC_CHECK_MISMATCH", "0", "1: verify every rank issued the same op/count/dtype/root (later)"},
+    {"SC_CHECK_MISMATCH", "0",
+     "1: every rank sends every other a fingerprint of each call (kind, sequence number, count, "
+     "dtype, op, root) first; any difference fails every rank with SC_ERR_MISMATCH"},
     {"SC_RANK", "", "this process's rank (sc_comm_init_env; set by sc-run)"},
     {"SC_WORLD_SIZE", "", "number of ranks (sc_comm_init_env; set by sc-run)"},
     {"SC_ROOT_ADDR", "", "host:port of rank 0's bootstrap listener (sc_comm_init_env)"},

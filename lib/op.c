@@ -5,6 +5,7 @@
  * gone by then). */
 #include <errno.h>
 #include <linux/futex.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -44,22 +45,28 @@ void sc_request_complete(sc_request_t *req, sc_result_t res) {
 }
 
 /* SC_SUCCESS while the communicator accepts work; otherwise the reason, with
- * the first failure's detail. Caller holds comm->lock. */
-static sc_result_t sc_comm_check_usable_locked(sc_comm_t *comm) {
+ * the first failure's detail and the refused operation (op may be NULL).
+ * Caller holds comm->lock. */
+static sc_result_t sc_comm_check_usable_locked(sc_comm_t *comm, const sc_op_t *op) {
+  char what[96] = "";
+  if (op)
+    snprintf(what, sizeof(what), "%s (count %zu, %s) not started: ", sc_coll_name(op->coll),
+             op->count, sc_dtype_name(op->dtype));
   if (atomic_load(&comm->aborted))
-    return SC_ERR(SC_ERR_ABORTED, "rank %d: the communicator was aborted", comm->rank);
+    return SC_ERR(SC_ERR_ABORTED, "rank %d: %sthe communicator was aborted", comm->rank, what);
   int err = atomic_load(&comm->error);
   if (err != SC_SUCCESS)
-    return SC_ERR((sc_result_t)err, "rank %d: the communicator failed earlier: %s", comm->rank,
-                  comm->errmsg);
+    return SC_ERR((sc_result_t)err, "rank %d: %sthe communicator failed earlier: %s", comm->rank,
+                  what, comm->errmsg);
   if (comm->stopping)
-    return SC_ERR(SC_ERR_INVALID_ARG, "rank %d: the communicator is being destroyed", comm->rank);
+    return SC_ERR(SC_ERR_INVALID_ARG, "rank %d: %sthe communicator is being destroyed", comm->rank,
+                  what);
   return SC_SUCCESS;
 }
 
 sc_result_t sc_comm_check_usable(sc_comm_t *comm) {
   pthread_mutex_lock(&comm->lock);
-  sc_result_t r = sc_comm_check_usable_locked(comm);
+  sc_result_t r = sc_comm_check_usable_locked(comm, NULL);
   pthread_mutex_unlock(&comm->lock);
   return r;
 }
@@ -69,7 +76,7 @@ sc_result_t sc_op_submit(sc_comm_t *comm, const sc_op_t *op, sc_request_t **out)
   if (!req) return SC_ERR(SC_ERR_NOMEM, "request for %s", sc_coll_name(op->coll));
   req->op = *op;
   pthread_mutex_lock(&comm->lock);
-  sc_result_t r = sc_comm_check_usable_locked(comm);
+  sc_result_t r = sc_comm_check_usable_locked(comm, op);
   if (r != SC_SUCCESS) {
     pthread_mutex_unlock(&comm->lock);
     free(req);
@@ -89,7 +96,7 @@ sc_result_t sc_op_submit(sc_comm_t *comm, const sc_op_t *op, sc_request_t **out)
 
 sc_result_t sc_op_run_blocking(sc_comm_t *comm, const sc_op_t *op) {
   pthread_mutex_lock(&comm->lock);
-  sc_result_t r = sc_comm_check_usable_locked(comm);
+  sc_result_t r = sc_comm_check_usable_locked(comm, op);
   if (r != SC_SUCCESS || comm->qhead || comm->busy) {
     pthread_mutex_unlock(&comm->lock);
     if (r != SC_SUCCESS) return r;

@@ -4,7 +4,9 @@
 #include <string.h>
 
 #include "lib/comm.h"
+#include "lib/fingerprint.h"
 #include "lib/log.h"
+#include "lib/watch.h"
 
 void sc_comm_record_error(sc_comm_t *comm, sc_result_t res) {
   if (res == SC_SUCCESS || res == SC_ERR_INVALID_ARG) return;
@@ -15,9 +17,30 @@ void sc_comm_record_error(sc_comm_t *comm, sc_result_t res) {
     SC_WARN(SC_SUBSYS_COLL, "communicator of %d ranks failed: %s", comm->nranks, comm->errmsg);
   }
   pthread_mutex_unlock(&comm->lock);
+  sc_watch_poke(comm->watch); /* the other ranks learn of it through rank 0 */
+}
+
+/* Prefix the detail of an error with the operation it interrupted (and the
+ * stage: the fingerprint exchange or the operation itself). */
+static void sc_op_prefix_error(sc_comm_t *comm, const sc_op_t *op, const char *stage) {
+  char detail[SC_ERRMSG_MAX];
+  sc_error_get_detail(detail, sizeof(detail));
+  char full[SC_ERRMSG_MAX];
+  snprintf(full, sizeof(full), "rank %d of %d (%s), %s #%llu (count %zu, %s, %s, root %d)%s: %s",
+           comm->rank, comm->nranks, comm->peers ? comm->peers[comm->rank].hostname : "?",
+           sc_coll_name(op->coll), (unsigned long long)op->seq, op->count, sc_dtype_name(op->dtype),
+           sc_redop_name(op->op), op->root, stage, detail);
+  sc_error_set_detail(full);
 }
 
 static sc_result_t sc_op_execute(sc_comm_t *comm, const sc_op_t *op) {
+  if (comm->cfg.check_mismatch) {
+    sc_result_t r = sc_fp_check(comm, op);
+    /* A mismatch's text already names both calls. */
+    if (r != SC_SUCCESS && r != SC_ERR_ABORTED && r != SC_ERR_MISMATCH)
+      sc_op_prefix_error(comm, op, ", fingerprint exchange (SC_CHECK_MISMATCH)");
+    if (r != SC_SUCCESS) return r;
+  }
   sc_sched_t *s = &comm->ex.sched;
   sc_sched_key_t *key = &comm->ex.sched_key;
   /* Only tuner-built dense schedules are a function of the key alone. */
@@ -39,24 +62,16 @@ static sc_result_t sc_op_execute(sc_comm_t *comm, const sc_op_t *op) {
   }
   sc_exec_args_t a = {.op = op, .sched = s, .elem_size = sc_dtype_size(op->dtype)};
   sc_result_t r = sc_sched_execute(comm, &a);
-  if (r != SC_SUCCESS && r != SC_ERR_ABORTED) {
-    /* Prefix the transport's detail with the operation it interrupted. */
-    char detail[SC_ERRMSG_MAX];
-    sc_error_get_detail(detail, sizeof(detail));
-    char full[SC_ERRMSG_MAX];
-    snprintf(full, sizeof(full), "rank %d of %d (%s), %s #%llu (count %zu, %s, %s, root %d): %s",
-             comm->rank, comm->nranks, comm->peers ? comm->peers[comm->rank].hostname : "?",
-             sc_coll_name(op->coll), (unsigned long long)op->seq, op->count,
-             sc_dtype_name(op->dtype), sc_redop_name(op->op), op->root, detail);
-    sc_error_set_detail(full);
-  }
+  if (r != SC_SUCCESS && r != SC_ERR_ABORTED) sc_op_prefix_error(comm, op, "");
   return r;
 }
 
 sc_result_t sc_op_run(sc_comm_t *comm, const sc_op_t *op) {
   if (atomic_load(&comm->aborted))
-    return SC_ERR(SC_ERR_ABORTED, "rank %d: %s #%llu failed: the communicator was aborted",
-                  comm->rank, sc_coll_name(op->coll), (unsigned long long)op->seq);
+    return SC_ERR(SC_ERR_ABORTED,
+                  "rank %d: %s #%llu (count %zu, %s) failed: the communicator was aborted",
+                  comm->rank, sc_coll_name(op->coll), (unsigned long long)op->seq, op->count,
+                  sc_dtype_name(op->dtype));
   int err = atomic_load(&comm->error);
   if (err != SC_SUCCESS)
     return SC_ERR((sc_result_t)err,
@@ -65,12 +80,15 @@ sc_result_t sc_op_run(sc_comm_t *comm, const sc_op_t *op) {
   sc_result_t r = sc_op_execute(comm, op);
   if (r == SC_SUCCESS) return r;
   if (r == SC_ERR_ABORTED)
-    SC_ERR(SC_ERR_ABORTED, "rank %d: %s #%llu interrupted: the communicator was aborted",
-           comm->rank, sc_coll_name(op->coll), (unsigned long long)op->seq);
+    SC_ERR(SC_ERR_ABORTED,
+           "rank %d: %s #%llu (count %zu, %s) interrupted: the communicator was aborted",
+           comm->rank, sc_coll_name(op->coll), (unsigned long long)op->seq, op->count,
+           sc_dtype_name(op->dtype));
   else
     sc_comm_record_error(comm, r);
   /* Nothing half-sent may linger into the next operation. */
   comm->tpops->cancel_all(comm->tp, r);
+  if (r != SC_ERR_ABORTED) r = sc_watch_explain(comm->watch, r);
   return r;
 }
 

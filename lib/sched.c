@@ -24,6 +24,9 @@
 /* Longest single poll, so that abort and deadlines are checked regularly even
  * when a transport cannot be woken. */
 #define SC_EXEC_POLL_SLICE_MS 200
+/* After the liveness watch (lib/watch.c) reported a peer's failure, an
+ * operation still moving data may finish; one idle this long fails. */
+#define SC_EXEC_NOTICE_GRACE_MS 200
 
 typedef struct sc_exec_ctx {
   sc_comm_t *comm;
@@ -116,7 +119,11 @@ static sc_result_t sc_exec_progress(sc_exec_ctx_t *c, int peer, size_t bytes, co
   sc_comm_t *comm = c->comm;
   if (atomic_load(&comm->aborted))
     return SC_ERR(SC_ERR_ABORTED, "rank %d: aborted while waiting", comm->rank);
+  /* Set mid-operation only by the liveness watch: a peer failed. */
+  int failed = atomic_load(&comm->error);
   int64_t now = sc_now_ms();
+  if (failed != SC_SUCCESS && now - c->last_progress_ms >= SC_EXEC_NOTICE_GRACE_MS)
+    return SC_ERR((sc_result_t)failed, "%s", comm->errmsg);
   int64_t left = c->last_progress_ms + comm->cfg.timeout_ms - now;
   if (left <= 0) {
     const char *host = (peer >= 0 && comm->peers) ? comm->peers[peer].hostname : "?";
@@ -129,6 +136,10 @@ static sc_result_t sc_exec_progress(sc_exec_ctx_t *c, int peer, size_t bytes, co
   /* The transport tries its I/O before it sleeps in poll. */
   int progressed = 0;
   int slice = left < SC_EXEC_POLL_SLICE_MS ? (int)left : SC_EXEC_POLL_SLICE_MS;
+  if (failed != SC_SUCCESS) {
+    int64_t grace = c->last_progress_ms + SC_EXEC_NOTICE_GRACE_MS - now;
+    slice = grace < slice ? (grace > 1 ? (int)grace : 1) : slice;
+  }
   sc_result_t r = comm->tpops->progress(comm->tp, slice, &progressed);
   if (progressed) c->last_progress_ms = sc_now_ms();
   return r;

@@ -2,7 +2,10 @@
 # Installs what a fresh Debian 12 machine lacks to build and test
 # libsparsecoll (as root; skipped when everything is already there).
 set -e
-pkgs="build-essential autoconf automake libtool pkg-config libcmocka-dev libhwloc-dev libucx-dev libibverbs-dev clang-format iproute2 python3-matplotlib"
+# clang + libclang-rt-14-dev (libFuzzer and clang's sanitizer runtimes, only
+# recommended by clang, so named here) and valgrind: the fuzz and sanitizer
+# stages of .ci/run (tools/fuzz.sh, tools/sanitize.sh).
+pkgs="build-essential autoconf automake libtool pkg-config libcmocka-dev libhwloc-dev libucx-dev libibverbs-dev clang-format iproute2 python3-matplotlib clang libclang-rt-14-dev valgrind"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,17 +1,19 @@
 #!/bin/sh
-# Fuzzes the parsers of untrusted bootstrap bytes (test/fuzz/fuzz_*.c) with
-# libFuzzer, ASan and UBSan (clang), each target for FUZZ_TIME seconds
-# (default 60), one job. Builds in build-fuzz (FUZZ_BUILD). What libFuzzer
+# Fuzzes the parsers of untrusted bytes (test/fuzz/fuzz_*.c: bootstrap, TCP
+# segment headers, setup messages and the receive path, the shm ring and its
+# records) with libFuzzer, ASan and UBSan (clang), each target for FUZZ_TIME
+# seconds (default 60), one job. Builds in build-fuzz (FUZZ_BUILD). What libFuzzer
 # learns stays in build-fuzz/corpus-<target>; a crash, leak, timeout or OOM
 # input is written to test/fuzz/corpus/<target>/, where `make check` replays
 # it from then on, and the script fails.
-# Usage: sh tools/fuzz.sh [target...]   (targets: bootstrap reply unique_id)
+# Usage: sh tools/fuzz.sh [target...]   (targets: bootstrap reply unique_id
+# tcp_header tcp_hello tcp_stream shm_ring; default all)
 set -eu
 cd "$(dirname "$0")/.."
 top=$(pwd)
 t_each=${FUZZ_TIME:-60}
 bdir=$top/${FUZZ_BUILD:-build-fuzz}
-targets=${*:-bootstrap reply unique_id}
+targets=${*:-bootstrap reply unique_id tcp_header tcp_hello tcp_stream shm_ring}
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 
 command -v clang >/dev/null || { echo "fuzz.sh: clang is required (apt-get install clang)"; exit 1; }

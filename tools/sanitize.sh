@@ -1,6 +1,7 @@
 #!/bin/sh
 # Sanitizer and valgrind runs (issue 6):
-#   asan     build-asan: ASan + UBSan (any UB is fatal), the whole `make check`.
+#   asan     build-asan: ASan + UBSan (any UB is fatal), the whole `make check`
+#            (or ASAN_TESTS).
 #   tsan     build-tsan: TSan (clang): collectives over TCP and shm, peer
 #            death, a 500-op soak (TSAN_TESTS=all: every multi-rank script
 #            over both transports).
@@ -8,12 +9,17 @@
 #            --leak-check=full, definite and indirect leaks are errors, on a
 #            2-rank sc_allreduce_perf 8 B..1 MiB and a 4-rank 300-op soak.
 # Usage: sh tools/sanitize.sh [asan] [tsan] [valgrind]   (default: all three)
-# SAN_CC picks the ASan compiler (default gcc; clang works too). Exit status:
+# SAN_CC picks the ASan compiler (default gcc; clang works too); SAN_SUFFIX
+# names other build directories (build-asan$SAN_SUFFIX, build-tsan$SAN_SUFFIX).
+# ASAN_TESTS limits the asan step to some tests (TESTS= of make check, or
+# "multi": every multi-rank script; default all of make check). Exit status:
 # 0 when every selected step passed.
 set -u
 cd "$(dirname "$0")/.."
 top=$(pwd)
 steps=${*:-asan tsan valgrind}
+abd=build-asan${SAN_SUFFIX:-}
+tbd=build-tsan${SAN_SUFFIX:-}
 status=0
 summary=""
 note() {
@@ -38,20 +44,30 @@ for step in $steps; do
     san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
     # No -Werror: at -O1 with sanitizers gcc warns about code it cannot see
     # through (maybe-uninitialized); the CI build enforces warnings.
-    if ! configure_in build-asan CC="${SAN_CC:-gcc}" CFLAGS="-O1 -g $san" LDFLAGS="$san"; then
+    if ! configure_in $abd CC="${SAN_CC:-gcc}" CFLAGS="-O1 -g $san" LDFLAGS="$san"; then
       note "asan: configure failed"
       status=1
       continue
     fi
     export ASAN_OPTIONS="detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+    tests=${ASAN_TESTS:-}
+    if [ "$tests" = multi ]; then
+      # Every multi-rank script (collectives, peer death, failures, soak) as
+      # the Makefile lists them, so that new ones join without an edit here.
+      tests=$(printf 'sc-print-tests:\n\t@echo $(TESTS)\n' |
+        make -s -C $abd -f Makefile -f - sc-print-tests 2>/dev/null | tr ' ' '\n' |
+        grep -E '^test/(multi|failure|soak)/.*\.sh$' | tr '\n' ' ')
+      [ -n "$tests" ] || { note "asan: no multi-rank tests found"; status=1; continue; }
+    fi
     start=$(date +%s)
-    (cd build-asan && make -j2 >make.out 2>&1 && make -j2 check TEST_TIMEOUT=1800 >check.out 2>&1)
+    (cd $abd && make -j2 >make.out 2>&1 &&
+      make -j2 check ${tests:+TESTS="$tests"} TEST_TIMEOUT=1800 >check.out 2>&1)
     rc=$?
-    res=$(grep -E '^# (TOTAL|PASS|FAIL|ERROR):' build-asan/check.out 2>/dev/null | tr '\n' ' ')
+    res=$(grep -E '^# (TOTAL|PASS|FAIL|ERROR):' $abd/check.out 2>/dev/null | tr '\n' ' ')
     if [ $rc -ne 0 ]; then
       status=1
-      grep -lE 'ERROR: (Address|Leak)Sanitizer|runtime error:' $(find build-asan -name '*.log' \
+      grep -lE 'ERROR: (Address|Leak)Sanitizer|runtime error:' $(find $abd -name '*.log' \
         ! -name config.log ! -path '*/memcheck/*') 2>/dev/null | head
     fi
     note "asan: make check exit $rc in $(($(date +%s) - start)) s: $res"
@@ -60,7 +76,7 @@ for step in $steps; do
   tsan)
     san="-fsanitize=thread -fno-omit-frame-pointer"
     # No -Werror here: the warning flags are tuned for gcc.
-    if ! configure_in build-tsan CC=clang CFLAGS="-O1 -g $san" LDFLAGS="$san"; then
+    if ! configure_in $tbd CC=clang CFLAGS="-O1 -g $san" LDFLAGS="$san"; then
       note "tsan: configure failed"
       status=1
       continue
@@ -78,17 +94,17 @@ test/multi/tcp-allreduce_algos.sh test/multi/shm-allreduce_algos.sh \
 test/multi/tcp-peer_death.sh test/multi/shm-peer_death.sh \
 test/multi/tcp-env_launchers.sh test/multi/shm-env_launchers.sh test/soak/soak.sh"
     start=$(date +%s)
-    (cd build-tsan && make -j2 >make.out 2>&1 &&
+    (cd $tbd && make -j2 >make.out 2>&1 &&
       SOAK_OPS=500 make -j2 check TESTS="$tests" TEST_TIMEOUT=1800 >check.out 2>&1)
     rc=$?
-    res=$(grep -E '^# (TOTAL|PASS|FAIL|ERROR):' build-tsan/check.out 2>/dev/null | tr '\n' ' ')
-    [ $rc -ne 0 ] && status=1 && grep -l 'WARNING: ThreadSanitizer' build-tsan/test/*/*.log 2>/dev/null
+    res=$(grep -E '^# (TOTAL|PASS|FAIL|ERROR):' $tbd/check.out 2>/dev/null | tr '\n' ' ')
+    [ $rc -ne 0 ] && status=1 && grep -l 'WARNING: ThreadSanitizer' $tbd/test/*/*.log 2>/dev/null
     note "tsan: multi-rank suite + soak exit $rc in $(($(date +%s) - start)) s: $res"
     unset TSAN_OPTIONS
     ;;
   valgrind)
     command -v valgrind >/dev/null || { note "valgrind: not installed"; status=1; continue; }
-    vb=build-asan/memcheck
+    vb=$abd/memcheck
     if ! configure_in $vb --enable-werror --disable-shared CFLAGS="-O2 -g"; then
       note "valgrind: configure failed"
       status=1

@@ -148,12 +148,8 @@ static sc_result_t send_pass(sc_transport_t *tp, sc_shm_peer_t *p, int *moved) {
       int cma =
           r->len >= SC_SHM_CMA_MIN && __atomic_load_n(&p->tx.ctl->cma_ok, __ATOMIC_ACQUIRE) == 1;
       uint8_t rec[SC_SHM_REC_LEN];
-      uint32_t type = cma ? SC_SHM_REC_CMA : SC_SHM_REC_EAGER, zero = 0;
-      uint64_t len = r->len, at = (uint64_t)(uintptr_t)r->buf;
-      memcpy(rec, &type, 4);
-      memcpy(rec + 4, &zero, 4);
-      memcpy(rec + 8, &len, 8);
-      memcpy(rec + 16, &at, 8);
+      sc_shm_rec_encode(rec, cma ? SC_SHM_REC_CMA : SC_SHM_REC_EAGER, r->len,
+                        (uint64_t)(uintptr_t)r->buf);
       sc_shm_ring_put(&p->tx, rec, SC_SHM_REC_LEN);
       r->hdr_done = 1;
       *moved = 1;
@@ -246,28 +242,26 @@ static sc_result_t recv_pass(sc_transport_t *tp, sc_shm_peer_t *p, int *moved) {
       if (have < SC_SHM_REC_LEN) break;
       uint8_t rec[SC_SHM_REC_LEN];
       sc_shm_ring_get(&p->rx, rec, SC_SHM_REC_LEN);
-      uint32_t type;
-      uint64_t len, at;
-      memcpy(&type, rec, 4);
-      memcpy(&len, rec + 8, 8);
-      memcpy(&at, rec + 16, 8);
       *moved = 1;
-      if (type != SC_SHM_REC_EAGER && type != SC_SHM_REC_CMA) {
-        res = sc_shm_peer_fail(tp, p, "sent a malformed record (type 0x%08x)", type);
+      sc_shm_rec_t h;
+      int cma_ok = __atomic_load_n(&p->rx.ctl->cma_ok, __ATOMIC_RELAXED) == 1;
+      sc_shm_rec_verdict_t v = sc_shm_rec_check(rec, r->len, cma_ok, &h);
+      if (v == SC_SHM_REC_BAD_TYPE) {
+        res = sc_shm_peer_fail(tp, p, "sent a malformed record (type 0x%08x)", h.type);
         break;
       }
-      if (len != (uint64_t)r->len) {
+      if (v == SC_SHM_REC_BAD_LEN) {
         res = sc_shm_peer_fail(tp, p, "sent a %llu-byte message where %zu bytes were expected",
-                               (unsigned long long)len, r->len);
+                               (unsigned long long)h.len, r->len);
+        break;
+      }
+      if (v == SC_SHM_REC_CMA_REFUSED) {
+        res = sc_shm_peer_fail(tp, p, "sent a single-copy record although it was refused");
         break;
       }
       r->hdr_done = 1;
-      if (type == SC_SHM_REC_CMA) {
-        if (__atomic_load_n(&p->rx.ctl->cma_ok, __ATOMIC_RELAXED) != 1) {
-          res = sc_shm_peer_fail(tp, p, "sent a single-copy record although it was refused");
-          break;
-        }
-        res = cma_read(tp, p, r, at);
+      if (h.type == SC_SHM_REC_CMA) {
+        res = cma_read(tp, p, r, h.addr);
         if (res != SC_SUCCESS) break;
         p->cma_recvd++;
         __atomic_store_n(&p->rx.ctl->cma_done, p->cma_recvd, __ATOMIC_RELEASE);
@@ -501,11 +495,14 @@ static void shm_cancel_all(sc_transport_t *tp, sc_result_t why) {
     int torn =
         (p->sq_head && p->sq_head->hdr_done) || (p->rq_head && p->rq_head->hdr_done) || p->cq_head;
     fail_all_queues(tp, p, why);
-    if (torn && !p->dead && p->local) {
-      snprintf(p->err, sizeof(p->err),
-               "%s: shared-memory channel closed by rank %d after requests were cancelled "
-               "mid-message (%s)",
-               p->name, tp->rank, sc_strerror(why));
+    /* A failed communicator is never used again: closing makes the peers
+     * blocked on this rank fail now, not at their timeout (as tcp does). */
+    int failed = why != SC_ERR_ABORTED && why != SC_ERR_INVALID_ARG;
+    if ((torn || failed) && !p->dead && p->local) {
+      snprintf(p->err, sizeof(p->err), "%s: shared-memory channel closed by rank %d after %s (%s)",
+               p->name, tp->rank,
+               torn ? "requests were cancelled mid-message" : "its communicator failed",
+               sc_strerror(why));
       p->dead = 1;
       __atomic_store_n(&p->tx.ctl->closed, 1u, __ATOMIC_RELEASE);
       __atomic_store_n(&p->rx.ctl->closed, 1u, __ATOMIC_RELEASE);

@@ -86,6 +86,26 @@ static inline uint64_t sc_shm_pad8(uint64_t n) {
   return (n + 7) & ~(uint64_t)7;
 }
 
+/* A record read from a peer's stream, against the posted receive of len
+ * bytes (pure, in shm_ring.c, fuzzed by test/fuzz/fuzz_shm_ring.c). */
+typedef enum sc_shm_rec_verdict {
+  SC_SHM_REC_OK = 0,
+  SC_SHM_REC_BAD_TYPE,
+  SC_SHM_REC_BAD_LEN,    /* not the posted length */
+  SC_SHM_REC_CMA_REFUSED /* single-copy record although this side refused it */
+} sc_shm_rec_verdict_t;
+
+typedef struct sc_shm_rec {
+  uint32_t type;
+  uint64_t len, addr;
+} sc_shm_rec_t;
+
+void sc_shm_rec_encode(uint8_t rec[SC_SHM_REC_LEN], uint32_t type, uint64_t len, uint64_t addr);
+/* cma_ok: this side accepts single-copy records. The fields land in *out
+ * whatever the verdict, for the error text. */
+sc_shm_rec_verdict_t sc_shm_rec_check(const uint8_t rec[SC_SHM_REC_LEN], size_t len, int cma_ok,
+                                      sc_shm_rec_t *out);
+
 /* Address blob (native byte order: only a same-host peer reads it as more
  * than bytes to compare). */
 #define SC_SHM_BLOB_MAGIC 0x53435342u /* 'SCSB' */

@@ -23,7 +23,9 @@ void sc_shm_ring_init(sc_shm_ring_t *r, sc_shm_chan_ctl_t *ctl, uint8_t *data, u
 
 uint64_t sc_shm_ring_space(sc_shm_ring_t *r, uint64_t need) {
   uint64_t used = r->pos - r->seen;
-  if (r->size - used >= need) return r->size - used;
+  /* The cached head may be a bogus one read last time: a second call must
+   * not turn it into room (found by test/fuzz/fuzz_shm_ring.c). */
+  if (used <= r->size && r->size - used >= need) return r->size - used;
   r->seen = __atomic_load_n(&r->ctl->head, __ATOMIC_ACQUIRE);
   used = r->pos - r->seen;
   if (used > r->size) return (uint64_t)-1;
@@ -73,4 +75,23 @@ int sc_shm_ring_publish(sc_shm_ring_t *r) {
     __atomic_store_n(&r->ctl->head, r->pos, __ATOMIC_RELEASE);
   r->published = r->pos;
   return 1;
+}
+
+void sc_shm_rec_encode(uint8_t rec[SC_SHM_REC_LEN], uint32_t type, uint64_t len, uint64_t addr) {
+  uint32_t zero = 0;
+  memcpy(rec, &type, 4);
+  memcpy(rec + 4, &zero, 4);
+  memcpy(rec + 8, &len, 8);
+  memcpy(rec + 16, &addr, 8);
+}
+
+sc_shm_rec_verdict_t sc_shm_rec_check(const uint8_t rec[SC_SHM_REC_LEN], size_t len, int cma_ok,
+                                      sc_shm_rec_t *out) {
+  memcpy(&out->type, rec, 4);
+  memcpy(&out->len, rec + 8, 8);
+  memcpy(&out->addr, rec + 16, 8);
+  if (out->type != SC_SHM_REC_EAGER && out->type != SC_SHM_REC_CMA) return SC_SHM_REC_BAD_TYPE;
+  if (out->len != (uint64_t)len) return SC_SHM_REC_BAD_LEN;
+  if (out->type == SC_SHM_REC_CMA && !cma_ok) return SC_SHM_REC_CMA_REFUSED;
+  return SC_SHM_REC_OK;
 }

@@ -140,6 +140,44 @@ static inline int sc_tcp_stripes(size_t len, int nsocks, size_t *stripe) {
 void sc_tcp_encode_hello(uint8_t out[SC_TCP_HELLO_LEN], const uint8_t secret[SC_SECRET_LEN],
                          int from, int to, int nranks, int sock, int nsocks);
 
+/* ---- parsers of a peer's bytes: pure functions (bytes and this rank's view
+ * in, verdict out) so that test/fuzz/fuzz_tcp_*.c fuzzes the code the
+ * transport runs. ---- */
+
+typedef enum sc_tcp_hdr_verdict {
+  SC_TCP_HDR_OK = 0,
+  SC_TCP_HDR_BAD_MAGIC,
+  SC_TCP_HDR_BAD_SEQ, /* another message's segment: the two sides' lengths disagree */
+  SC_TCP_HDR_BAD_LEN  /* the right message, but not the posted length */
+} sc_tcp_hdr_verdict_t;
+
+typedef struct sc_tcp_hdr {
+  uint32_t magic, seq;
+  uint64_t len;
+} sc_tcp_hdr_t;
+
+/* A segment header against the posted message (sequence number seq, len
+ * bytes); the fields land in *out whatever the verdict, for the error text. */
+sc_tcp_hdr_verdict_t sc_tcp_hdr_check(const uint8_t hdr[SC_TCP_HDR_LEN], uint32_t seq, size_t len,
+                                      sc_tcp_hdr_t *out);
+
+typedef struct sc_tcp_hello {
+  uint32_t magic, version, from, to, nranks, sock, nsocks;
+} sc_tcp_hello_t;
+
+/* A complete hello as rank `rank` of `nranks` with the job's secret sees it:
+ * NULL when it may come from a higher rank of this job (fields in *out: from
+ * in (rank, nranks), 1 <= nsocks <= SC_TCP_MAX_SOCKS, sock < nsocks), else
+ * why it is dropped (in why, or a constant text). Whether it fits what that
+ * peer announced before is the caller's business. */
+const char *sc_tcp_hello_parse(const uint8_t buf[SC_TCP_HELLO_LEN],
+                               const uint8_t secret[SC_SECRET_LEN], int rank, int nranks,
+                               sc_tcp_hello_t *out, char *why, size_t whylen);
+
+void sc_tcp_encode_ack(uint8_t out[SC_TCP_ACK_LEN], int from, int to, int sock);
+/* The ack of hello (peer -> rank, socket sock): 1 when it is exactly that. */
+int sc_tcp_ack_valid(const uint8_t buf[SC_TCP_ACK_LEN], int peer, int rank, int sock);
+
 /* tcp_conn.c */
 sc_result_t sc_tcp_create(const sc_tp_config_t *cfg, sc_transport_t **tp, void *addr,
                           size_t *addrlen);

@@ -174,24 +174,38 @@ sc_result_t sc_tcp_send_progress(sc_transport_t *tp, sc_tcp_peer_t *p, int sock,
 
 /* ---- receive side ---- */
 
+sc_tcp_hdr_verdict_t sc_tcp_hdr_check(const uint8_t hdr[SC_TCP_HDR_LEN], uint32_t seq, size_t len,
+                                      sc_tcp_hdr_t *out) {
+  out->magic = sc_tcp_get32(hdr);
+  out->seq = sc_tcp_get32(hdr + 4);
+  out->len = sc_tcp_get64(hdr + 8);
+  if (out->magic != SC_TCP_MSG_MAGIC) return SC_TCP_HDR_BAD_MAGIC;
+  if (out->seq != seq) return SC_TCP_HDR_BAD_SEQ;
+  if (out->len != (uint64_t)len) return SC_TCP_HDR_BAD_LEN;
+  return SC_TCP_HDR_OK;
+}
+
 /* The head segment's header is complete: check it before any payload is read. */
 static sc_result_t head_header_done(sc_transport_t *tp, sc_tcp_peer_t *p, int sock) {
   sc_tcp_ring_t *q = &p->socks[sock].rq;
   sc_tcp_seg_t *s = ring_at(q, 0);
-  uint32_t magic = sc_tcp_get32(s->hdr), seq = sc_tcp_get32(s->hdr + 4);
-  uint64_t len = sc_tcp_get64(s->hdr + 8);
-  if (magic != SC_TCP_MSG_MAGIC)
+  sc_tcp_hdr_t h;
+  switch (sc_tcp_hdr_check(s->hdr, s->seq, s->req->len, &h)) {
+  case SC_TCP_HDR_OK:
+    break;
+  case SC_TCP_HDR_BAD_MAGIC:
     return sc_tcp_peer_fail(tp, p, sock,
                             "sent a malformed message header (magic 0x%08x, expected 0x%08x)",
-                            magic, SC_TCP_MSG_MAGIC);
-  if (seq != s->seq)
+                            h.magic, SC_TCP_MSG_MAGIC);
+  case SC_TCP_HDR_BAD_SEQ:
     return sc_tcp_peer_fail(tp, p, sock,
                             "sent part of its message #%u (%llu bytes) where part of message #%u "
                             "(%zu bytes) was expected: the two sides' message lengths disagree",
-                            seq, (unsigned long long)len, s->seq, s->req->len);
-  if (len != (uint64_t)s->req->len)
+                            h.seq, (unsigned long long)h.len, s->seq, s->req->len);
+  default:
     return sc_tcp_peer_fail(tp, p, sock, "sent a %llu-byte message where %zu bytes were expected",
-                            (unsigned long long)len, s->req->len);
+                            (unsigned long long)h.len, s->req->len);
+  }
   if (s->len == 0) {
     ring_pop(q);
     seg_complete(p, s, 0);
@@ -295,12 +309,16 @@ void sc_tcp_peer_cancel(sc_transport_t *tp, sc_tcp_peer_t *p, sc_result_t why) {
   }
   int torn = cancel_dir(p, 1, why);
   torn |= cancel_dir(p, 0, why);
-  if (!torn) return;
+  /* A communicator that failed is never used again (its error is sticky):
+   * closing now makes the peers blocked on this rank fail at once instead of
+   * at their timeout, even while the application keeps the communicator. */
+  int failed = why != SC_ERR_ABORTED && why != SC_ERR_INVALID_ARG;
+  if (!torn && !failed) return;
   /* Half a message on the wire leaves the streams out of step with the
    * peer's: the connection cannot carry anything after it. */
-  snprintf(p->err, sizeof(p->err),
-           "%s: connection closed by rank %d after requests were cancelled mid-message (%s)",
-           p->name, tp->rank, sc_strerror(why));
+  snprintf(p->err, sizeof(p->err), "%s: connection closed by rank %d after %s (%s)", p->name,
+           tp->rank, torn ? "requests were cancelled mid-message" : "its communicator failed",
+           sc_strerror(why));
   p->dead = 1;
   sc_tcp_peer_close(p);
 }

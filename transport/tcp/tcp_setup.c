@@ -187,10 +187,9 @@ static sc_result_t setup_on_out(sc_setup_t *s, sc_setup_conn_t *c) {
     int st = setup_io(c, 0, &err);
     if (st < 0) return setup_fail_out(s, c, err, "waited for its ack");
     if (st == 0) return SC_SUCCESS;
-    uint32_t magic = sc_tcp_get32(c->buf), from = sc_tcp_get32(c->buf + 4),
-             to = sc_tcp_get32(c->buf + 8), sock = sc_tcp_get32(c->buf + 12);
-    if (magic != SC_TCP_ACK_MAGIC || from != (uint32_t)c->peer || to != (uint32_t)tp->rank ||
-        sock != (uint32_t)c->sock) {
+    if (!sc_tcp_ack_valid(c->buf, c->peer, tp->rank, c->sock)) {
+      uint32_t magic = sc_tcp_get32(c->buf), from = sc_tcp_get32(c->buf + 4),
+               to = sc_tcp_get32(c->buf + 8), sock = sc_tcp_get32(c->buf + 12);
       sc_tcp_peer_t *p = &tp->peers[c->peer];
       setup_close(c);
       return SC_ERR(SC_ERR_REMOTE,
@@ -203,34 +202,66 @@ static sc_result_t setup_on_out(sc_setup_t *s, sc_setup_conn_t *c) {
   return SC_SUCCESS;
 }
 
+const char *sc_tcp_hello_parse(const uint8_t buf[SC_TCP_HELLO_LEN],
+                               const uint8_t secret[SC_SECRET_LEN], int rank, int nranks,
+                               sc_tcp_hello_t *out, char *why, size_t whylen) {
+  const uint8_t *h = buf;
+  sc_tcp_hello_t m = {
+      .magic = sc_tcp_get32(h),
+      .version = sc_tcp_get32(h + 4),
+      .from = sc_tcp_get32(h + 8 + SC_SECRET_LEN),
+      .to = sc_tcp_get32(h + 12 + SC_SECRET_LEN),
+      .nranks = sc_tcp_get32(h + 16 + SC_SECRET_LEN),
+      .sock = sc_tcp_get32(h + 20 + SC_SECRET_LEN),
+      .nsocks = sc_tcp_get32(h + 24 + SC_SECRET_LEN),
+  };
+  *out = m;
+  if (m.magic != SC_TCP_HELLO_MAGIC || m.version != SC_TCP_VERSION) {
+    snprintf(why, whylen, "not a libsparsecoll tcp version %d hello (magic 0x%08x, version %u)",
+             SC_TCP_VERSION, m.magic, m.version);
+    return why;
+  }
+  if (!sc_secret_equal(h + 8, secret, SC_SECRET_LEN)) return "wrong secret";
+  if (m.nranks != (uint32_t)nranks || m.to != (uint32_t)rank || m.from <= (uint32_t)rank ||
+      m.from >= (uint32_t)nranks) {
+    snprintf(why, whylen, "hello from rank %u to rank %u with nranks=%u does not fit rank %d of %d",
+             m.from, m.to, m.nranks, rank, nranks);
+    return why;
+  }
+  if (m.nsocks < 1 || m.nsocks > SC_TCP_MAX_SOCKS || m.sock >= m.nsocks) {
+    snprintf(why, whylen, "hello from rank %u for socket %u of %u does not fit (1..%d sockets)",
+             m.from, m.sock, m.nsocks, SC_TCP_MAX_SOCKS);
+    return why;
+  }
+  return NULL;
+}
+
+void sc_tcp_encode_ack(uint8_t out[SC_TCP_ACK_LEN], int from, int to, int sock) {
+  sc_tcp_put32(out, SC_TCP_ACK_MAGIC);
+  sc_tcp_put32(out + 4, (uint32_t)from);
+  sc_tcp_put32(out + 8, (uint32_t)to);
+  sc_tcp_put32(out + 12, (uint32_t)sock);
+}
+
+int sc_tcp_ack_valid(const uint8_t buf[SC_TCP_ACK_LEN], int peer, int rank, int sock) {
+  return sc_tcp_get32(buf) == SC_TCP_ACK_MAGIC && sc_tcp_get32(buf + 4) == (uint32_t)peer &&
+         sc_tcp_get32(buf + 8) == (uint32_t)rank && sc_tcp_get32(buf + 12) == (uint32_t)sock;
+}
+
 /* A complete hello on an incoming connection: NULL when it may be acked, else
  * why it is dropped (in why). */
 static const char *hello_check(sc_setup_t *s, sc_setup_conn_t *c, char *why, size_t whylen) {
   sc_transport_t *tp = s->tp;
-  const uint8_t *h = c->buf;
-  uint32_t magic = sc_tcp_get32(h), ver = sc_tcp_get32(h + 4);
-  uint32_t from = sc_tcp_get32(h + 8 + SC_SECRET_LEN), to = sc_tcp_get32(h + 12 + SC_SECRET_LEN);
-  uint32_t nranks = sc_tcp_get32(h + 16 + SC_SECRET_LEN);
-  uint32_t sock = sc_tcp_get32(h + 20 + SC_SECRET_LEN),
-           nsocks = sc_tcp_get32(h + 24 + SC_SECRET_LEN);
-  if (magic != SC_TCP_HELLO_MAGIC || ver != SC_TCP_VERSION) {
-    snprintf(why, whylen, "not a libsparsecoll tcp version %d hello (magic 0x%08x, version %u)",
-             SC_TCP_VERSION, magic, ver);
-    return why;
-  }
-  if (!sc_secret_equal(h + 8, tp->secret, SC_SECRET_LEN)) return "wrong secret";
-  if (nranks != (uint32_t)tp->nranks || to != (uint32_t)tp->rank || from <= (uint32_t)tp->rank ||
-      from >= (uint32_t)tp->nranks) {
-    snprintf(why, whylen, "hello from rank %u to rank %u with nranks=%u does not fit rank %d of %d",
-             from, to, nranks, tp->rank, tp->nranks);
-    return why;
-  }
+  sc_tcp_hello_t m;
+  const char *bad = sc_tcp_hello_parse(c->buf, tp->secret, tp->rank, tp->nranks, &m, why, whylen);
+  if (bad) return bad;
+  uint32_t from = m.from, sock = m.sock, nsocks = m.nsocks;
   const sc_tcp_peer_t *p = &tp->peers[from];
-  if (nsocks < 1 || nsocks > SC_TCP_MAX_SOCKS || sock >= nsocks ||
-      (p->nsocks && nsocks != (uint32_t)p->nsocks)) {
+  /* sock < nsocks == p->nsocks: p->socks[sock] exists. */
+  if (p->nsocks && nsocks != (uint32_t)p->nsocks) {
     snprintf(why, whylen,
-             "hello from rank %u for socket %u of %u does not fit (1..%d sockets%s%d before)", from,
-             sock, nsocks, SC_TCP_MAX_SOCKS, p->nsocks ? ", it announced " : "", p->nsocks);
+             "hello from rank %u for socket %u of %u does not fit (it announced %d before)", from,
+             sock, nsocks, p->nsocks);
     return why;
   }
   if (p->nsocks && p->socks[sock].fd >= 0) {
@@ -268,10 +299,7 @@ static void setup_on_in(sc_setup_t *s, sc_setup_conn_t *c) {
       return;
     }
     memset(c->buf, 0, sizeof(c->buf));
-    sc_tcp_put32(c->buf, SC_TCP_ACK_MAGIC);
-    sc_tcp_put32(c->buf + 4, (uint32_t)tp->rank);
-    sc_tcp_put32(c->buf + 8, (uint32_t)c->peer);
-    sc_tcp_put32(c->buf + 12, (uint32_t)c->sock);
+    sc_tcp_encode_ack(c->buf, tp->rank, c->peer, c->sock);
     c->len = SC_TCP_ACK_LEN;
     c->done = 0;
     c->state = SC_SETUP_SEND_ACK;

@@ -1,0 +1,15 @@
+#!/bin/sh
+# Failure table rows "wrong auth secret" and "wrong nranks at init", ranks
+# started by hand (fail_init forks them and checks each one's code, time and
+# message; SC_TIMEOUT_MS=4000 keeps the rows that end at the timeout short).
+. "$top_srcdir/test/failure/fail_lib.sh"
+row() {
+  SC_TIMEOUT_MS=4000 "$FAIL/fail_init" "$1" >"$tmpdir/run" 2>&1
+  rc=$?
+  grep -E 'RESULT|FAIL|expected' "$tmpdir/run"
+  [ $rc -eq 0 ] && every_rank 3 "$tmpdir/run"
+}
+for mode in auth auth-root nranks nranks-root; do
+  check "$mode" row "$mode"
+done
+finish

@@ -1,0 +1,176 @@
+/* Fuzz target: the shared-memory ring (shm_ring.c) and its record check, with
+ * the peer's counters under the fuzzer's control. The input is
+ *   u8 ring size code | ops...
+ * where each op is a byte (low 3 bits: which) and its arguments:
+ *   0 put n | 1 put n padding | 2 publish tail | 3 get n | 4 skip n |
+ *   5 publish head | 6 peer writes u64 tail | 7 peer writes u64 head, or
+ *   (bit 3 set) a record: u8 flags, u16 posted length, 24 record bytes.
+ * Producer and consumer share one control block and an exact-size data
+ * buffer (a byte outside it is caught by ASan). While nobody forged a counter
+ * the stream must deliver exactly what was put (byte q of the stream has a
+ * value computed from q), and room and data are never overstated nor hidden
+ * when asked for; after a forged counter, every answer must be "corrupted"
+ * ((uint64_t)-1) or at most the ring size. Records are compared with a model
+ * written from the format in shm_internal.h. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "test/fuzz/fuzz_common.h"
+#include "transport/shm/shm_internal.h"
+
+const char *const fuzz_target_name = "shm_ring";
+
+typedef struct in_stream {
+  const uint8_t *p;
+  size_t n;
+} in_stream_t;
+
+static uint64_t take(in_stream_t *s, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; i++) {
+    v = v << 8 | (s->n ? *s->p : 0);
+    if (s->n) {
+      s->p++;
+      s->n--;
+    }
+  }
+  return v;
+}
+
+static uint8_t stream_byte(uint64_t q) {
+  return (uint8_t)(q * 131 + (q >> 8) * 7 + 5);
+}
+
+static void check_record(in_stream_t *s) {
+  uint8_t flags = (uint8_t)take(s, 1);
+  size_t len = (size_t)take(s, 2);
+  uint8_t *rec = malloc(SC_SHM_REC_LEN);
+  if (!rec) return;
+  for (int i = 0; i < SC_SHM_REC_LEN; i++) rec[i] = (uint8_t)take(s, 1);
+  int cma_ok = flags & 1;
+  if (flags & 2) {
+    /* Start from what a sender writes; the fuzzer's non-zero bytes stay. */
+    uint8_t good[SC_SHM_REC_LEN];
+    sc_shm_rec_encode(good, flags & 4 ? SC_SHM_REC_CMA : SC_SHM_REC_EAGER, len, 0x1000);
+    for (int i = 0; i < SC_SHM_REC_LEN; i++) rec[i] = rec[i] ? rec[i] : good[i];
+  }
+  uint32_t type;
+  uint64_t rlen, addr;
+  memcpy(&type, rec, 4);
+  memcpy(&rlen, rec + 8, 8);
+  memcpy(&addr, rec + 16, 8);
+  sc_shm_rec_verdict_t want = type != 0x53434d45u && type != 0x53434d43u ? SC_SHM_REC_BAD_TYPE
+                              : rlen != len                              ? SC_SHM_REC_BAD_LEN
+                              : type == 0x53434d43u && !cma_ok           ? SC_SHM_REC_CMA_REFUSED
+                                                                         : SC_SHM_REC_OK;
+  sc_shm_rec_t h;
+  sc_shm_rec_verdict_t v = sc_shm_rec_check(rec, len, cma_ok, &h);
+  FUZZ_REQUIRE(v == want, "record verdict %d, model %d", (int)v, (int)want);
+  FUZZ_REQUIRE(h.type == type && h.len == rlen && h.addr == addr, "record fields differ");
+  free(rec);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  in_stream_t s = {data, size};
+  uint64_t rsize = (uint64_t)8 << (take(&s, 1) % 10); /* 8 B .. 4 KiB */
+  sc_shm_chan_ctl_t *ctl = aligned_alloc(SC_SHM_CACHELINE, sizeof(*ctl));
+  uint8_t *ring = malloc(rsize);
+  uint8_t *buf = malloc(rsize);
+  if (!ctl || !ring || !buf) goto out;
+  memset(ctl, 0, sizeof(*ctl));
+  memset(ring, 0, rsize);
+  sc_shm_ring_t prod, cons;
+  sc_shm_ring_init(&prod, ctl, ring, rsize, 1);
+  sc_shm_ring_init(&cons, ctl, ring, rsize, 0);
+  int forged = 0, padded = 0;
+  for (int ops = 0; s.n && ops < 4096; ops++) {
+    uint8_t op = (uint8_t)take(&s, 1);
+    if (op & 8) {
+      check_record(&s);
+      continue;
+    }
+    switch (op & 7) {
+    case 0:
+    case 1: {
+      uint64_t n = take(&s, 2) % (rsize + 1);
+      uint64_t used = prod.pos - __atomic_load_n(&ctl->head, __ATOMIC_RELAXED);
+      uint64_t room = sc_shm_ring_space(&prod, n);
+      if (room == (uint64_t)-1) {
+        FUZZ_REQUIRE(forged, "ring reported corrupted but no counter was forged");
+        break;
+      }
+      FUZZ_REQUIRE(room <= rsize, "room %llu in a ring of %llu", (unsigned long long)room,
+                   (unsigned long long)rsize);
+      if (!forged) {
+        FUZZ_REQUIRE(room <= rsize - used, "room %llu overstated (%llu used)",
+                     (unsigned long long)room, (unsigned long long)used);
+        FUZZ_REQUIRE(room >= n || rsize - used < n, "room %llu hidden (%llu needed, %llu used)",
+                     (unsigned long long)room, (unsigned long long)n, (unsigned long long)used);
+      }
+      if (n > room) break;
+      if ((op & 7) == 1) {
+        sc_shm_ring_put_pad(&prod, n);
+        padded = 1;
+        break;
+      }
+      for (uint64_t i = 0; i < n; i++) buf[i] = stream_byte(prod.pos + i);
+      sc_shm_ring_put(&prod, buf, n);
+      break;
+    }
+    case 2:
+      sc_shm_ring_publish(&prod);
+      break;
+    case 3:
+    case 4: {
+      uint64_t n = take(&s, 2) % (rsize + 1);
+      uint64_t have_real = __atomic_load_n(&ctl->tail, __ATOMIC_RELAXED) - cons.pos;
+      uint64_t have = sc_shm_ring_avail(&cons, n);
+      if (have == (uint64_t)-1) {
+        FUZZ_REQUIRE(forged, "ring reported corrupted but no counter was forged");
+        break;
+      }
+      FUZZ_REQUIRE(have <= rsize, "%llu bytes readable in a ring of %llu", (unsigned long long)have,
+                   (unsigned long long)rsize);
+      if (!forged) {
+        FUZZ_REQUIRE(have <= have_real, "data overstated: %llu of %llu", (unsigned long long)have,
+                     (unsigned long long)have_real);
+        FUZZ_REQUIRE(have >= n || have_real < n, "data hidden: %llu of %llu, %llu needed",
+                     (unsigned long long)have, (unsigned long long)have_real,
+                     (unsigned long long)n);
+      }
+      if (n > have) break;
+      if ((op & 7) == 4) {
+        sc_shm_ring_skip(&cons, n);
+        break;
+      }
+      uint64_t at = cons.pos;
+      uint8_t *out = malloc(n ? n : 1); /* exact size */
+      if (!out) break;
+      sc_shm_ring_get(&cons, out, n);
+      /* Padding (op 1) leaves older bytes in place: only a stream without it
+       * has known contents. */
+      for (uint64_t i = 0; i < n && !forged && !padded; i++)
+        FUZZ_REQUIRE(out[i] == stream_byte(at + i), "stream byte %llu is 0x%02x, want 0x%02x",
+                     (unsigned long long)(at + i), out[i], stream_byte(at + i));
+      free(out);
+      break;
+    }
+    case 5:
+      sc_shm_ring_publish(&cons);
+      break;
+    case 6:
+      __atomic_store_n(&ctl->tail, take(&s, 8), __ATOMIC_RELAXED);
+      forged = 1;
+      break;
+    default:
+      __atomic_store_n(&ctl->head, take(&s, 8), __ATOMIC_RELAXED);
+      forged = 1;
+      break;
+    }
+  }
+out:
+  free(ctl);
+  free(ring);
+  free(buf);
+  return 0;
+}
