@@ -87,7 +87,7 @@ void sc_watch_poke(sc_watch_t *w);
  * notice of the first failure; if it names another rank, that becomes the
  * error (code and text, the call's own detail appended). Else returns r. */
 sc_result_t sc_watch_explain(sc_watch_t *w, sc_result_t r);
-/* Destroy (clean: goodbye) or abort (the others are told). Joins the thread
+/* Stop the watch: clean (a goodbye) or failed (the others are told). Joins the thread
  * and closes every descriptor; bounded by a short flush deadline. NULL ok. */
 void sc_watch_stop(sc_watch_t *w, int clean);
 

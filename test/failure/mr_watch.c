@@ -19,7 +19,6 @@
  *           thread counts must return to what they were before init.
  *   abort : every rank aborts; descriptor and thread counts return too.
  * Each rank prints "rank R: OK ..." or "rank R: FAIL ..." (the script counts). */
-#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,6 +28,7 @@
 #include <unistd.h>
 
 #include "sparsecoll.h"
+#include "test/failure/fail_common.h"
 
 static int g_rank = -1;
 static int g_fail;
@@ -52,17 +52,6 @@ static void sleep_ms(int ms) {
     fflush(stdout);                                                                                \
     g_fail = 1;                                                                                    \
   } while (0)
-
-static int count_dir(const char *path) {
-  DIR *d = opendir(path);
-  if (!d) return -1;
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)))
-    if (e->d_name[0] != '.') n++;
-  closedir(d);
-  return n;
-}
 
 /* Expected: the failure code, the message naming the victim. */
 static void check_failure(const char *what, sc_result_t r, double dt, sc_result_t want, int victim,
@@ -196,8 +185,10 @@ static void check_allreduce(sc_comm_t *comm, int n, const char *which) {
 static void check_counts(int fds0, int tasks0, const char *what) {
   int fds = -1, tasks = -1;
   for (int i = 0; i < 300; i++) {
-    fds = count_dir("/proc/self/fd");
-    tasks = count_dir("/proc/self/task");
+    fail_res_t now;
+    fail_res_count(&now);
+    fds = now.fds;
+    tasks = now.threads;
     if (fds == fds0 && tasks == tasks0) break;
     sleep_ms(10);
   }
@@ -216,7 +207,9 @@ static int run_clean(int do_abort) {
   pthread_t t;
   if (pthread_create(&t, NULL, noop, NULL) == 0) pthread_join(t, NULL);
   sleep_ms(50);
-  int fds0 = count_dir("/proc/self/fd"), tasks0 = count_dir("/proc/self/task");
+  fail_res_t base;
+  fail_res_count(&base);
+  int fds0 = base.fds, tasks0 = base.threads;
   sc_comm_t *a, *b = NULL;
   if (sc_comm_init_env(&a) != SC_SUCCESS) {
     FAIL("init: %s", sc_last_error());
