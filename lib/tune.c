@@ -75,6 +75,7 @@ void sc_tune_init(sc_comm_t *comm) {
   sc_tune_default_model(one_host && !strcmp(tp, "auto") ? "shm" : tp, &t->model);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   t->model.host_cores = one_host && comm->nranks > 1 ? (int)(cores > 0 ? cores : 1) : 0;
+  t->model.spin_s = comm->cfg.spin_us > 0 ? comm->cfg.spin_us * 1e-6 : 0;
 }
 
 void sc_tune_fini(sc_comm_t *comm) {

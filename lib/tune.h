@@ -6,7 +6,10 @@
  * (messages and bytes on it) falls out of each algorithm's own schedule and
  * crossovers are not constants in code. When every rank shares one host
  * (loopback), the cores are the resource instead of links: lib/tune_host.c
- * replays the schedules with processor sharing. */
+ * replays the schedules with processor sharing, in which ranks waiting for a
+ * message keep polling (SC_SPIN_US) and so take cores from the ranks with
+ * work, and shared memory's large messages are copied by the receiver
+ * alone. */
 #ifndef SC_TUNE_H
 #define SC_TUNE_H
 
@@ -19,6 +22,11 @@ typedef struct sc_link_model {
   int host_cores;        /* > 0: all ranks share this many cores (one host) */
   double host_s_per_b;   /* seconds per byte moved, host-wide (loopback) */
   double host_s_per_msg; /* seconds of some core per message, host-wide */
+  double pull_min_b;     /* > 0: messages of at least this many bytes are read by the
+                            receiver alone (shm's single copy); smaller ones, and all
+                            when 0, cost the sender and the receiver half each */
+  double spin_s;         /* a rank waiting for a message polls this long before it
+                            sleeps, taking its share of a core meanwhile (one host) */
 } sc_link_model_t;
 
 typedef sc_result_t (*sc_sched_gen_t)(const sc_coll_args_t *, sc_sched_t *);

@@ -12,7 +12,18 @@
  * one after another (a tree's reduce then broadcast, with the ranks waiting
  * in between) looked as cheap as a ring that keeps every rank busy; on this
  * kind of host it measures 1.3-1.5x slower. Processor sharing sees both the
- * chain and the contention. */
+ * chain and the contention.
+ *
+ * A waiting rank is not idle: the executor polls for spin_s before it
+ * sleeps, and a polling rank gets its share of a core like a working one.
+ * With more ranks than cores this is what makes a schedule that keeps most
+ * ranks waiting on a few (a tree at 8 ranks on 2 cores: 1.6-1.8x recursive
+ * doubling's time at 8 B, 1.1-1.15x Rabenseifner's at 64 KiB-1 MiB) slower
+ * than one that keeps every rank busy; without it the model picked the tree
+ * there. And a shared-memory message of pull_min_b bytes or more is read by
+ * its receiver (one copy), so its sender does no copying: a tree's parent
+ * with two children then copies twice in a row instead of sharing the work
+ * with them. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,18 +36,24 @@ typedef struct sc_host_rank {
   double work;    /* CPU seconds left on the current step; < 0: not started */
   int waiting;    /* current step is a receive whose message has not arrived */
   double arrival; /* when waiting with a known message: its arrival time */
+  double since;   /* when waiting: since when (it polls until since + spin_s) */
 } sc_host_rank_t;
 
-/* CPU seconds of one step on the rank that executes it. Loopback copies a
- * message twice (into the kernel, out of it): each side pays half. */
+/* CPU seconds of one step on the rank that executes it. A message copied
+ * twice (into the kernel or the ring, out of it) costs each side half; a
+ * single-copy one costs its receiver the whole copy. */
 static double sc_host_step_work(const sc_link_model_t *m, const sc_step_t *st, size_t es) {
   double bytes = (double)st->count * (double)es;
+  int pulled = m->pull_min_b > 0 && bytes >= m->pull_min_b;
+  double send_share = pulled ? 0.0 : 0.5;
   switch (st->kind) {
   case SC_STEP_SEND:
+    return 0.5 * m->host_s_per_msg + send_share * bytes * m->host_s_per_b;
   case SC_STEP_RECV:
-    return 0.5 * m->host_s_per_msg + 0.5 * bytes * m->host_s_per_b;
+    return 0.5 * m->host_s_per_msg + (1.0 - send_share) * bytes * m->host_s_per_b;
   case SC_STEP_RECV_REDUCE:
-    return 0.5 * m->host_s_per_msg + 0.5 * bytes * m->host_s_per_b + bytes * m->gamma_s_per_b;
+    return 0.5 * m->host_s_per_msg + (1.0 - send_share) * bytes * m->host_s_per_b +
+           bytes * m->gamma_s_per_b;
   default:
     return bytes * m->gamma_s_per_b;
   }
@@ -46,6 +63,7 @@ static double sc_host_step_work(const sc_link_model_t *m, const sc_step_t *st, s
  * work, or marks it waiting for a message not yet sent or not yet arrived. */
 static void sc_host_begin_step(const sc_link_model_t *m, const sc_sched_t *s, size_t es,
                                sc_arrivals_t *q, int p, int i, sc_host_rank_t *r, double now) {
+  int was_waiting = r->waiting;
   r->waiting = 0;
   r->work = -1;
   if (r->step >= s->nsteps) return;
@@ -53,6 +71,7 @@ static void sc_host_begin_step(const sc_link_model_t *m, const sc_sched_t *s, si
   if (st->kind == SC_STEP_RECV || st->kind == SC_STEP_RECV_REDUCE) {
     sc_arrivals_t *in = &q[(size_t)st->peer * (size_t)p + (size_t)i];
     if (in->len == 0 || in->t[in->head] > now) {
+      if (!was_waiting) r->since = now;
       r->waiting = 1;
       r->arrival = in->len ? in->t[in->head] : INFINITY;
       return;
@@ -80,13 +99,18 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
     for (int i = 0; i < p; i++)
       if (rk[i].step < scheds[i].nsteps && rk[i].work < 0)
         sc_host_begin_step(m, &scheds[i], es, q, p, i, &rk[i], now);
-    int runnable = 0, unfinished = 0;
-    double next_arrival = INFINITY;
+    int runnable = 0, spinning = 0, unfinished = 0;
+    double next_arrival = INFINITY, next_sleep = INFINITY;
     for (int i = 0; i < p; i++) {
       if (rk[i].step >= scheds[i].nsteps) continue;
       unfinished++;
       if (rk[i].waiting) {
         if (rk[i].arrival < next_arrival) next_arrival = rk[i].arrival;
+        double sleep_at = rk[i].since + m->spin_s;
+        if (sleep_at > now) {
+          spinning++;
+          if (sleep_at < next_sleep) next_sleep = sleep_at;
+        }
       } else {
         runnable++;
       }
@@ -96,11 +120,21 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
       res = SC_ERR(SC_ERR_INTERNAL, "host cost model: the schedules of %d ranks deadlock", p);
       break;
     }
-    double rate = runnable > cores ? cores / runnable : 1.0;
+    /* Polling waiters take their share of the cores from the ranks with work. */
+    double busy = runnable + spinning;
+    double rate = busy > cores ? cores / busy : 1.0;
     double dt = INFINITY;
     for (int i = 0; i < p; i++)
       if (rk[i].step < scheds[i].nsteps && !rk[i].waiting && rk[i].work / rate < dt)
         dt = rk[i].work / rate;
+    /* A waiter going to sleep changes the shares. */
+    if (runnable && next_sleep < next_arrival && next_sleep < now + dt) {
+      dt = next_sleep - now;
+      for (int i = 0; i < p; i++)
+        if (rk[i].step < scheds[i].nsteps && !rk[i].waiting) rk[i].work -= dt * rate;
+      now = next_sleep;
+      continue;
+    }
     /* Land exactly on an arrival so the receive sees it as arrived. */
     if (next_arrival <= now + dt) {
       dt = next_arrival - now;

@@ -7,6 +7,7 @@
 
 #include "lib/error.h"
 #include "lib/tune.h"
+#include "transport/transport.h"
 
 sc_result_t sc_arrivals_push(sc_arrivals_t *q, double t) {
   if (q->head + q->len == q->cap) {
@@ -26,16 +27,17 @@ sc_result_t sc_arrivals_push(sc_arrivals_t *q, double t) {
 }
 
 void sc_tune_default_model(const char *transport, sc_link_model_t *m) {
-  m->host_cores = 0;
+  memset(m, 0, sizeof(*m));
   m->gamma_s_per_b = 1.0 / 6.0e9;
   if (transport && !strcmp(transport, "shm")) {
     /* Shared memory on the development machine: a message is a ring write
      * or one process_vm_readv, a wake-up a few microseconds when the
      * receiver spins. SC_TUNE=measure replaces these with a fit. */
     m->alpha_s = 2e-6;
-    m->beta_s_per_b = 1.0 / 2.0e9;
-    m->host_s_per_b = 1.0 / 2.0e9;
+    m->beta_s_per_b = 1.0 / 4.0e9;
+    m->host_s_per_b = 1.0 / 4.0e9;
     m->host_s_per_msg = 1.5e-6;
+    m->pull_min_b = (double)SC_SHM_SINGLE_COPY_MIN;
     return;
   }
   /* Loopback TCP on the development machine (2 cores): one-way small

@@ -57,6 +57,12 @@ typedef struct sc_tp_config {
   int spin_us;                   /* SC_SPIN_US: poll this long before sleeping */
 } sc_tp_config_t;
 
+/* Shared memory sends a message of at least this many bytes by single copy:
+ * the receiver reads it from the sender's memory (process_vm_readv); smaller
+ * ones go through the channel's ring. The cost model (lib/tune_model.c)
+ * charges the copy accordingly. */
+#define SC_SHM_SINGLE_COPY_MIN ((size_t)16 << 10)
+
 typedef struct sc_transport sc_transport_t; /* each transport defines its own */
 
 typedef struct sc_transport_ops {

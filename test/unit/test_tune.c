@@ -118,12 +118,85 @@ static void test_host_model_timeline(void **state) {
   assert_true(fabs(t - expect) <= 1e-9 * expect);
 }
 
+/* Hand-built schedules of a few steps on a few ranks (peers as given). */
+typedef struct hand_sched {
+  sc_sched_t s[3];
+  int p;
+} hand_sched_t;
+
+static void hand_init(hand_sched_t *h, int p) {
+  h->p = p;
+  for (int i = 0; i < p; i++) sc_sched_init(&h->s[i]);
+}
+
+static void hand_free(hand_sched_t *h) {
+  for (int i = 0; i < h->p; i++) sc_sched_free(&h->s[i]);
+}
+
+/* A waiter polls for spin_s and takes its share of the cores meanwhile: one
+ * core, rank 0 sends while rank 1 waits for it. Without polling the send
+ * runs at full speed; polling all along halves it; polling for half the
+ * send's time costs a quarter of it (half speed for spin_s, then full). */
+static void test_host_model_polling_waiters(void **state) {
+  sc_link_model_t m = {
+      .alpha_s = 5e-6, .host_s_per_b = 1.0 / 2e9, .host_s_per_msg = 2e-6, .host_cores = 1};
+  const size_t count = 1 << 18; /* 1 MiB of floats */
+  const double bytes = (double)count * 4;
+  const double send = 0.5 * m.host_s_per_msg + 0.5 * bytes * m.host_s_per_b, recv = send;
+  hand_sched_t h;
+  hand_init(&h, 2);
+  assert_int_equal(sc_sched_send(&h.s[0], 1, SC_BUF_SEND, 0, count), SC_SUCCESS);
+  assert_int_equal(sc_sched_recv(&h.s[1], 0, SC_BUF_RECV, 0, count), SC_SUCCESS);
+  const double spins[3] = {0, 1.0, send / 2};
+  const double expect[3] = {send + m.alpha_s + recv, 2 * send + m.alpha_s + recv,
+                            send + send / 4 + m.alpha_s + recv};
+  for (int k = 0; k < 3; k++) {
+    double t;
+    m.spin_s = spins[k];
+    assert_int_equal(sc_tune_simulate_host(&m, 2, 4, h.s, &t), SC_SUCCESS);
+    assert_true(fabs(t - expect[k]) <= 1e-9 * expect[k]);
+  }
+  hand_free(&h);
+}
+
+/* A message of at least pull_min_b bytes is copied by its receiver alone:
+ * rank 0 sends the same block to ranks 1 and 2 (enough cores). Two-sided,
+ * rank 0 copies half of each message in turn; single copy, its sends cost
+ * only the per-message share and the receivers copy in parallel. */
+static void test_host_model_single_copy(void **state) {
+  sc_link_model_t m = {
+      .alpha_s = 5e-6, .host_s_per_b = 1.0 / 2e9, .host_s_per_msg = 2e-6, .host_cores = 3};
+  const size_t count = 1 << 18;
+  const double bytes = (double)count * 4, half_msg = 0.5 * m.host_s_per_msg;
+  hand_sched_t h;
+  hand_init(&h, 3);
+  for (int r = 1; r <= 2; r++) {
+    assert_int_equal(sc_sched_send(&h.s[0], r, SC_BUF_SEND, 0, count), SC_SUCCESS);
+    assert_int_equal(sc_sched_recv(&h.s[r], 0, SC_BUF_RECV, 0, count), SC_SUCCESS);
+  }
+  double t, half_copy = 0.5 * bytes * m.host_s_per_b;
+  assert_int_equal(sc_tune_simulate_host(&m, 3, 4, h.s, &t), SC_SUCCESS);
+  double expect = 2 * (half_msg + half_copy) + m.alpha_s + half_msg + half_copy;
+  assert_true(fabs(t - expect) <= 1e-9 * expect);
+  m.pull_min_b = bytes;
+  assert_int_equal(sc_tune_simulate_host(&m, 3, 4, h.s, &t), SC_SUCCESS);
+  expect = 2 * half_msg + m.alpha_s + half_msg + bytes * m.host_s_per_b;
+  assert_true(fabs(t - expect) <= 1e-9 * expect);
+  m.pull_min_b = bytes + 1; /* just below the threshold: two-sided again */
+  assert_int_equal(sc_tune_simulate_host(&m, 3, 4, h.s, &t), SC_SUCCESS);
+  expect = 2 * (half_msg + half_copy) + m.alpha_s + half_msg + half_copy;
+  assert_true(fabs(t - expect) <= 1e-9 * expect);
+  hand_free(&h);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ring_and_rd_match_formulas),
       cmocka_unit_test(test_crossover_where_formulas_put_it),
       cmocka_unit_test(test_choice_is_deterministic),
       cmocka_unit_test(test_host_model_timeline),
+      cmocka_unit_test(test_host_model_polling_waiters),
+      cmocka_unit_test(test_host_model_single_copy),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
