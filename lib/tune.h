@@ -6,10 +6,9 @@
  * (messages and bytes on it) falls out of each algorithm's own schedule and
  * crossovers are not constants in code. When every rank shares one host
  * (loopback), the cores are the resource instead of links: lib/tune_host.c
- * replays the schedules with processor sharing, in which ranks waiting for a
- * message keep polling (SC_SPIN_US) and so take cores from the ranks with
- * work, and shared memory's large messages are copied by the receiver
- * alone. */
+ * replays the schedules with processor sharing, with the latency of a rank
+ * noticing its message (its turn on a shared core, or a wake-up once it
+ * stopped polling) and shared memory's single copy. */
 #ifndef SC_TUNE_H
 #define SC_TUNE_H
 
@@ -26,7 +25,11 @@ typedef struct sc_link_model {
                             receiver alone (shm's single copy); smaller ones, and all
                             when 0, cost the sender and the receiver half each */
   double spin_s;         /* a rank waiting for a message polls this long before it
-                            sleeps, taking its share of a core meanwhile (one host) */
+                            sleeps (one host) */
+  double turn_s;         /* with more ranks than cores: each other rank's turn on a
+                            core before a polling receiver notices its message */
+  double wake_s;         /* a message for a rank that went to sleep reaches it this
+                            much later (the wake-up and the wait for a core) */
 } sc_link_model_t;
 
 typedef sc_result_t (*sc_sched_gen_t)(const sc_coll_args_t *, sc_sched_t *);

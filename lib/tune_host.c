@@ -14,16 +14,25 @@
  * kind of host it measures 1.3-1.5x slower. Processor sharing sees both the
  * chain and the contention.
  *
- * A waiting rank is not idle: the executor polls for spin_s before it
- * sleeps, and a polling rank gets its share of a core like a working one.
- * With more ranks than cores this is what makes a schedule that keeps most
- * ranks waiting on a few (a tree at 8 ranks on 2 cores: 1.6-1.8x recursive
- * doubling's time at 8 B, 1.1-1.15x Rabenseifner's at 64 KiB-1 MiB) slower
- * than one that keeps every rank busy; without it the model picked the tree
- * there. And a shared-memory message of pull_min_b bytes or more is read by
- * its receiver (one copy), so its sender does no copying: a tree's parent
- * with two children then copies twice in a row instead of sharing the work
- * with them. */
+ * What a message costs besides CPU depends on whether its receiver is still
+ * polling (it polls for spin_s, SC_SPIN_US, then sleeps):
+ * - polling, it notices the message alpha after the send, plus, with more
+ *   ranks than cores, turn_s for each other rank sharing its core (yielding
+ *   pollers take no CPU from ranks with work, but a rank sees its message
+ *   only when its turn comes);
+ * - asleep, it needs wake_s more to be woken and scheduled.
+ * A schedule whose ranks mostly wait on a few others (a tree: a chain of
+ * hops, its leaves idle) pays these on every hop of its chain; one that keeps
+ * every rank busy (Rabenseifner, ring) rarely does. Measured at 8 ranks on 2
+ * cores the tree takes 1.6-1.8x recursive doubling's time at 8 B and
+ * 1.1-1.3x Rabenseifner's at 1 MiB; without these terms the model picked
+ * the tree for both. At 4 ranks, where pollers wait at most one other rank's
+ * turn, the tree is the fastest at 64 KiB and the model now says so too.
+ *
+ * A shared-memory message of pull_min_b bytes or more is read by its
+ * receiver (one copy), so its sender does no copying: a tree's parent with
+ * two children copies twice in a row instead of sharing the work with
+ * them. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,10 +79,17 @@ static void sc_host_begin_step(const sc_link_model_t *m, const sc_sched_t *s, si
   const sc_step_t *st = &s->steps[r->step];
   if (st->kind == SC_STEP_RECV || st->kind == SC_STEP_RECV_REDUCE) {
     sc_arrivals_t *in = &q[(size_t)st->peer * (size_t)p + (size_t)i];
-    if (in->len == 0 || in->t[in->head] > now) {
-      if (!was_waiting) r->since = now;
+    if (!was_waiting) r->since = now;
+    /* A receiver still polling sees the message at once; one that slept has
+     * to be woken and scheduled. */
+    double seen = INFINITY;
+    if (in->len) {
+      seen = in->t[in->head];
+      if (seen > r->since + m->spin_s) seen += m->wake_s;
+    }
+    if (seen > now) {
       r->waiting = 1;
-      r->arrival = in->len ? in->t[in->head] : INFINITY;
+      r->arrival = seen;
       return;
     }
     in->head++;
@@ -92,6 +108,9 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
     goto done;
   }
   double now = 0, cores = m->host_cores > 0 ? m->host_cores : 1;
+  /* With more ranks than cores, a polling receiver notices a message only
+   * when its turn on a core comes round, after the others sharing it. */
+  double alpha = m->alpha_s + (p > cores ? ((double)p / cores - 1.0) * m->turn_s : 0.0);
   for (int i = 0; i < p; i++) rk[i].work = -1;
   for (;;) {
     /* Start what can start now: a step not begun, or a receive whose message
@@ -99,18 +118,13 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
     for (int i = 0; i < p; i++)
       if (rk[i].step < scheds[i].nsteps && rk[i].work < 0)
         sc_host_begin_step(m, &scheds[i], es, q, p, i, &rk[i], now);
-    int runnable = 0, spinning = 0, unfinished = 0;
-    double next_arrival = INFINITY, next_sleep = INFINITY;
+    int runnable = 0, unfinished = 0;
+    double next_arrival = INFINITY;
     for (int i = 0; i < p; i++) {
       if (rk[i].step >= scheds[i].nsteps) continue;
       unfinished++;
       if (rk[i].waiting) {
         if (rk[i].arrival < next_arrival) next_arrival = rk[i].arrival;
-        double sleep_at = rk[i].since + m->spin_s;
-        if (sleep_at > now) {
-          spinning++;
-          if (sleep_at < next_sleep) next_sleep = sleep_at;
-        }
       } else {
         runnable++;
       }
@@ -120,21 +134,11 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
       res = SC_ERR(SC_ERR_INTERNAL, "host cost model: the schedules of %d ranks deadlock", p);
       break;
     }
-    /* Polling waiters take their share of the cores from the ranks with work. */
-    double busy = runnable + spinning;
-    double rate = busy > cores ? cores / busy : 1.0;
+    double rate = runnable > cores ? cores / runnable : 1.0;
     double dt = INFINITY;
     for (int i = 0; i < p; i++)
       if (rk[i].step < scheds[i].nsteps && !rk[i].waiting && rk[i].work / rate < dt)
         dt = rk[i].work / rate;
-    /* A waiter going to sleep changes the shares. */
-    if (runnable && next_sleep < next_arrival && next_sleep < now + dt) {
-      dt = next_sleep - now;
-      for (int i = 0; i < p; i++)
-        if (rk[i].step < scheds[i].nsteps && !rk[i].waiting) rk[i].work -= dt * rate;
-      now = next_sleep;
-      continue;
-    }
     /* Land exactly on an arrival so the receive sees it as arrived. */
     if (next_arrival <= now + dt) {
       dt = next_arrival - now;
@@ -150,7 +154,7 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
       if (r->work > 1e-15) continue;
       const sc_step_t *st = &scheds[i].steps[r->step];
       if (st->kind == SC_STEP_SEND) {
-        res = sc_arrivals_push(&q[(size_t)i * (size_t)p + (size_t)st->peer], now + m->alpha_s);
+        res = sc_arrivals_push(&q[(size_t)i * (size_t)p + (size_t)st->peer], now + alpha);
         if (res != SC_SUCCESS) goto done;
       }
       r->step++;

@@ -38,6 +38,11 @@ void sc_tune_default_model(const char *transport, sc_link_model_t *m) {
     m->host_s_per_b = 1.0 / 4.0e9;
     m->host_s_per_msg = 1.5e-6;
     m->pull_min_b = (double)SC_SHM_SINGLE_COPY_MIN;
+    /* A context switch and a poll per turn; a futex wake-up and the wait for
+     * a core. Fitted to 4 and 8 ranks on the 2-core development machine
+     * (lib/tune_host.c). */
+    m->turn_s = 3e-6;
+    m->wake_s = 30e-6;
     return;
   }
   /* Loopback TCP on the development machine (2 cores): one-way small

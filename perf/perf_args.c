@@ -41,7 +41,8 @@ static void usage(const perf_coll_t *coll, FILE *f) {
                "                        each size on all of them in one pass (same -w and -n,\n"
                "                        one checked operation each). Columns: time (us) per\n"
                "                        algorithm, best (the fastest correct forced one),\n"
-               "                        auto-pick (what auto chooses), auto/best (time ratio);\n"
+               "                        auto-pick (what auto chooses), auto/best (median\n"
+               "                        over rounds of the time ratio within a round);\n"
                "                        n/a: the algorithm failed there, a # line says why.\n"
                "                        One -d and one -o; no in-place columns.\n");
   }

@@ -27,7 +27,8 @@
  * each round. An algorithm's time is the median over rounds of the slowest
  * rank's average in that round: a burst of load from elsewhere on a shared
  * machine spoils a round or two of every algorithm alike instead of one
- * algorithm's whole mean. */
+ * algorithm's whole mean. auto/best is the median over rounds of the
+ * ratio within each round, for the same reason. */
 #define ROUNDS          15
 #define MIN_ROUND_ITERS 2
 
@@ -271,9 +272,18 @@ static void measure(cmp_t *x, perf_case_t *c, perf_compare_row_t *row) {
     c->comm = au->comm;
     if (coll->auto_pick(c, &pick) == SC_SUCCESS) row->auto_pick = pick;
   }
+  /* auto against the best round by round: the two ran back to back in each
+   * round, so load that comes and goes between rounds cancels out. */
   row->auto_ratio = -1;
   if (row->best >= 0 && row->time_us[n - 1] >= 0 && row->time_us[row->best] > 0) {
-    row->auto_ratio = row->time_us[n - 1] / row->time_us[row->best];
+    double ratio[ROUNDS];
+    int paired = 0;
+    for (int k = 0; k < rounds; k++) {
+      double a_us = us[(n - 1) * rounds + k], b_us = us[row->best * rounds + k];
+      if (a_us >= 0 && b_us > 0) ratio[paired++] = a_us / b_us;
+    }
+    row->auto_ratio = paired ? perf_median(ratio, paired)
+                             : row->time_us[n - 1] / row->time_us[row->best];
     x->run.compared++;
     /* As printed, with 2 decimals. */
     if ((long long)(row->auto_ratio * 100 + 0.5) <= 110) x->run.within++;

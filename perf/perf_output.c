@@ -195,7 +195,8 @@ void perf_print_compare_header(const perf_world_t *w, const perf_compare_run_t *
 void perf_print_compare_columns(const perf_compare_run_t *run) {
   printf("# time: out of place, per operation, slowest rank. best: the fastest correct forced "
          "algorithm;\n"
-         "# auto-pick: what auto chooses for the size; auto/best: auto's time / best's time.\n");
+         "# auto-pick: what auto chooses for the size; auto/best: median over the rounds of\n"
+         "# auto's time / best's time in the same round (the rounds alternate the algorithms).\n");
   printf("# %10s  %12s", "size", "count");
   for (int i = 0; i < run->nalgos; i++) printf("  %*s", algo_width(run->names[i]), run->names[i]);
   printf("  %12s  %12s  %9s\n", "best", "auto-pick", "auto/best");

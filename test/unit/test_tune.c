@@ -120,7 +120,7 @@ static void test_host_model_timeline(void **state) {
 
 /* Hand-built schedules of a few steps on a few ranks (peers as given). */
 typedef struct hand_sched {
-  sc_sched_t s[3];
+  sc_sched_t s[4];
   int p;
 } hand_sched_t;
 
@@ -133,29 +133,43 @@ static void hand_free(hand_sched_t *h) {
   for (int i = 0; i < h->p; i++) sc_sched_free(&h->s[i]);
 }
 
-/* A waiter polls for spin_s and takes its share of the cores meanwhile: one
- * core, rank 0 sends while rank 1 waits for it. Without polling the send
- * runs at full speed; polling all along halves it; polling for half the
- * send's time costs a quarter of it (half speed for spin_s, then full). */
-static void test_host_model_polling_waiters(void **state) {
-  sc_link_model_t m = {
-      .alpha_s = 5e-6, .host_s_per_b = 1.0 / 2e9, .host_s_per_msg = 2e-6, .host_cores = 1};
-  const size_t count = 1 << 18; /* 1 MiB of floats */
+/* When its receiver notices a message: rank 0 sends, rank 1 waits for it.
+ * Polling (spin_s long), it sees it alpha after the send; asleep (spin_s
+ * over before the message came), wake_s later; with more ranks than cores
+ * (ranks 2 and 3 have nothing to do but share the cores), turn_s later for
+ * each other rank per core. */
+static void test_host_model_noticing(void **state) {
+  sc_link_model_t m = {.alpha_s = 5e-6,
+                       .host_s_per_b = 1.0 / 2e9,
+                       .host_s_per_msg = 2e-6,
+                       .host_cores = 4,
+                       .turn_s = 3e-6,
+                       .wake_s = 40e-6};
+  const size_t count = 1 << 16;
   const double bytes = (double)count * 4;
   const double send = 0.5 * m.host_s_per_msg + 0.5 * bytes * m.host_s_per_b, recv = send;
   hand_sched_t h;
-  hand_init(&h, 2);
+  hand_init(&h, 4);
   assert_int_equal(sc_sched_send(&h.s[0], 1, SC_BUF_SEND, 0, count), SC_SUCCESS);
   assert_int_equal(sc_sched_recv(&h.s[1], 0, SC_BUF_RECV, 0, count), SC_SUCCESS);
-  const double spins[3] = {0, 1.0, send / 2};
-  const double expect[3] = {send + m.alpha_s + recv, 2 * send + m.alpha_s + recv,
-                            send + send / 4 + m.alpha_s + recv};
-  for (int k = 0; k < 3; k++) {
-    double t;
-    m.spin_s = spins[k];
-    assert_int_equal(sc_tune_simulate_host(&m, 2, 4, h.s, &t), SC_SUCCESS);
-    assert_true(fabs(t - expect[k]) <= 1e-9 * expect[k]);
-  }
+  double t;
+  m.spin_s = 1.0;
+  assert_int_equal(sc_tune_simulate_host(&m, 4, 4, h.s, &t), SC_SUCCESS);
+  double expect = send + m.alpha_s + recv;
+  assert_true(fabs(t - expect) <= 1e-9 * expect);
+  m.spin_s = send / 2; /* asleep when the message comes */
+  assert_int_equal(sc_tune_simulate_host(&m, 4, 4, h.s, &t), SC_SUCCESS);
+  expect = send + m.alpha_s + m.wake_s + recv;
+  assert_true(fabs(t - expect) <= 1e-9 * expect);
+  m.spin_s = 1.0;
+  m.host_cores = 2; /* two ranks per core: one other's turn */
+  assert_int_equal(sc_tune_simulate_host(&m, 4, 4, h.s, &t), SC_SUCCESS);
+  expect = send + m.alpha_s + m.turn_s + recv;
+  assert_true(fabs(t - expect) <= 1e-9 * expect);
+  m.host_cores = 1; /* four per core: three others' turns */
+  assert_int_equal(sc_tune_simulate_host(&m, 4, 4, h.s, &t), SC_SUCCESS);
+  expect = send + m.alpha_s + 3 * m.turn_s + recv;
+  assert_true(fabs(t - expect) <= 1e-9 * expect);
   hand_free(&h);
 }
 
@@ -195,7 +209,7 @@ int main(void) {
       cmocka_unit_test(test_crossover_where_formulas_put_it),
       cmocka_unit_test(test_choice_is_deterministic),
       cmocka_unit_test(test_host_model_timeline),
-      cmocka_unit_test(test_host_model_polling_waiters),
+      cmocka_unit_test(test_host_model_noticing),
       cmocka_unit_test(test_host_model_single_copy),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
