@@ -282,8 +282,8 @@ static void measure(cmp_t *x, perf_case_t *c, perf_compare_row_t *row) {
       double a_us = us[(n - 1) * rounds + k], b_us = us[row->best * rounds + k];
       if (a_us >= 0 && b_us > 0) ratio[paired++] = a_us / b_us;
     }
-    row->auto_ratio = paired ? perf_median(ratio, paired)
-                             : row->time_us[n - 1] / row->time_us[row->best];
+    row->auto_ratio =
+        paired ? perf_median(ratio, paired) : row->time_us[n - 1] / row->time_us[row->best];
     x->run.compared++;
     /* As printed, with 2 decimals. */
     if ((long long)(row->auto_ratio * 100 + 0.5) <= 110) x->run.within++;
