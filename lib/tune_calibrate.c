@@ -56,15 +56,17 @@ sc_result_t sc_tune_calibrate(sc_comm_t *comm) {
   for (int i = 0; i < reps; i++) sc_reduce_kernel(SC_FLOAT32, SC_SUM, x, x, y, m);
   double gamma = (sc_seconds() - t0) / reps / (double)(m * sizeof(float));
   if (r != SC_SUCCESS) goto done;
-  /* On one host (lib/tune_host.c) a barrier round is the wake-up latency
-   * plus every rank's per-message CPU shared over the cores, and an
-   * all-gather step is every rank's message CPU and copy shared likewise. */
+  /* On one host (lib/tune_host.c) a barrier round is the wake-up latency,
+   * the other ranks' turns on a shared core and every rank's per-message CPU
+   * shared over the cores; an all-gather step is every rank's message CPU
+   * and copy shared likewise. */
   int cores = comm->tune.model.host_cores;
   double host = beta;
   if (cores > 0) {
     double share = p > cores ? (double)p / cores : 1.0;
     double msg = comm->tune.model.host_s_per_msg;
-    alpha = alpha - share * msg > 1e-6 ? alpha - share * msg : 1e-6;
+    double fixed = share * msg + (share - 1.0) * comm->tune.model.turn_s;
+    alpha = alpha - fixed > 1e-6 ? alpha - fixed : 1e-6;
     host = ((step - alpha) / share - msg) / (double)m;
   }
   fit[0] = alpha;
