@@ -49,6 +49,9 @@ typedef struct sc_arrivals {
 sc_result_t sc_arrivals_push(sc_arrivals_t *q, double t);
 
 /* lib/tune_host.c: the one-host model (host_cores > 0), processor sharing. */
+/* The latency the other ranks' turns on a shared core add to each message
+ * on p ranks (0 when every rank has a core). */
+double sc_tune_host_turns(const sc_link_model_t *m, int p);
 sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
                                   const sc_sched_t *scheds, double *seconds);
 

@@ -65,7 +65,7 @@ sc_result_t sc_tune_calibrate(sc_comm_t *comm) {
   if (cores > 0) {
     double share = p > cores ? (double)p / cores : 1.0;
     double msg = comm->tune.model.host_s_per_msg;
-    double fixed = share * msg + (share - 1.0) * comm->tune.model.turn_s;
+    double fixed = share * msg + sc_tune_host_turns(&comm->tune.model, p);
     alpha = alpha - fixed > 1e-6 ? alpha - fixed : 1e-6;
     host = ((step - alpha) / share - msg) / (double)m;
   }

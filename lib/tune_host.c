@@ -44,7 +44,7 @@ typedef struct sc_host_rank {
   size_t step;
   double work;    /* CPU seconds left on the current step; < 0: not started */
   int waiting;    /* current step is a receive whose message has not arrived */
-  double arrival; /* when waiting with a known message: its arrival time */
+  double arrival; /* when waiting with a known message: when it sees it */
   double since;   /* when waiting: since when (it polls until since + spin_s) */
 } sc_host_rank_t;
 
@@ -98,6 +98,13 @@ static void sc_host_begin_step(const sc_link_model_t *m, const sc_sched_t *s, si
   r->work = sc_host_step_work(m, st, es);
 }
 
+/* With more ranks than cores, a polling receiver notices a message only
+ * when its turn on a core comes round, after the others sharing it. */
+double sc_tune_host_turns(const sc_link_model_t *m, int p) {
+  double cores = m->host_cores > 0 ? m->host_cores : 1;
+  return p > cores ? ((double)p / cores - 1.0) * m->turn_s : 0.0;
+}
+
 sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
                                   const sc_sched_t *scheds, double *seconds) {
   sc_arrivals_t *q = calloc((size_t)p * (size_t)p, sizeof(*q));
@@ -108,9 +115,7 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
     goto done;
   }
   double now = 0, cores = m->host_cores > 0 ? m->host_cores : 1;
-  /* With more ranks than cores, a polling receiver notices a message only
-   * when its turn on a core comes round, after the others sharing it. */
-  double alpha = m->alpha_s + (p > cores ? ((double)p / cores - 1.0) * m->turn_s : 0.0);
+  const double alpha = m->alpha_s + sc_tune_host_turns(m, p);
   for (int i = 0; i < p; i++) rk[i].work = -1;
   for (;;) {
     /* Start what can start now: a step not begun, or a receive whose message

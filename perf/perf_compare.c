@@ -273,17 +273,14 @@ static void measure(cmp_t *x, perf_case_t *c, perf_compare_row_t *row) {
     if (coll->auto_pick(c, &pick) == SC_SUCCESS) row->auto_pick = pick;
   }
   /* auto against the best round by round: the two ran back to back in each
-   * round, so load that comes and goes between rounds cancels out. */
+   * round, so load that comes and goes between rounds cancels out. A time
+   * exists only for an algorithm that completed every round. */
   row->auto_ratio = -1;
   if (row->best >= 0 && row->time_us[n - 1] >= 0 && row->time_us[row->best] > 0) {
     double ratio[ROUNDS];
-    int paired = 0;
-    for (int k = 0; k < rounds; k++) {
-      double a_us = us[(n - 1) * rounds + k], b_us = us[row->best * rounds + k];
-      if (a_us >= 0 && b_us > 0) ratio[paired++] = a_us / b_us;
-    }
-    row->auto_ratio =
-        paired ? perf_median(ratio, paired) : row->time_us[n - 1] / row->time_us[row->best];
+    for (int k = 0; k < rounds; k++)
+      ratio[k] = us[(n - 1) * rounds + k] / us[row->best * rounds + k];
+    row->auto_ratio = perf_median(ratio, rounds);
     x->run.compared++;
     /* As printed, with 2 decimals. */
     if ((long long)(row->auto_ratio * 100 + 0.5) <= 110) x->run.within++;

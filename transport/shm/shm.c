@@ -145,8 +145,8 @@ static sc_result_t send_pass(sc_transport_t *tp, sc_shm_peer_t *p, int *moved) {
       uint64_t room = sc_shm_ring_space(&p->tx, SC_SHM_REC_LEN);
       if (room == (uint64_t)-1) return sc_shm_peer_fail(tp, p, "corrupted its ring's head counter");
       if (room < SC_SHM_REC_LEN) break;
-      int cma =
-          r->len >= SC_SHM_CMA_MIN && __atomic_load_n(&p->tx.ctl->cma_ok, __ATOMIC_ACQUIRE) == 1;
+      int cma = r->len >= SC_SHM_SINGLE_COPY_MIN &&
+                __atomic_load_n(&p->tx.ctl->cma_ok, __ATOMIC_ACQUIRE) == 1;
       uint8_t rec[SC_SHM_REC_LEN];
       sc_shm_rec_encode(rec, cma ? SC_SHM_REC_CMA : SC_SHM_REC_EAGER, r->len,
                         (uint64_t)(uintptr_t)r->buf);

@@ -135,8 +135,7 @@ int sc_shm_blob_valid(const sc_shm_blob_t *b);
 #define SC_SHM_RING_BYTES ((uint64_t)256 << 10)
 #define SC_SHM_HDR_BYTES  4096
 #define SC_SHM_STEP       ((uint64_t)64 << 10) /* ring bytes copied between publishes */
-#define SC_SHM_CMA_MIN    SC_SHM_SINGLE_COPY_MIN
-#define SC_SHM_CHECK_MS   100 /* liveness check period while waiting */
+#define SC_SHM_CHECK_MS   100                  /* liveness check period while waiting */
 
 typedef struct sc_shm_seg_hdr {
   uint64_t magic;

@@ -392,7 +392,7 @@ static sc_result_t connect_local(sc_transport_t *tp, int64_t deadline) {
       SC_INFO(SC_SUBSYS_SHM,
               "shm: single-copy path (process_vm_readv) works with all %d local peers; "
               "messages of %zu B and more use it",
-              tp->nlocal, SC_SHM_CMA_MIN);
+              tp->nlocal, SC_SHM_SINGLE_COPY_MIN);
     else
       SC_INFO(SC_SUBSYS_SHM,
               "shm: single-copy path (process_vm_readv) works with %d of %d local peers (%s); "
