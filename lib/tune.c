@@ -11,6 +11,7 @@
 #include "lib/comm.h"
 #include "lib/log.h"
 #include "lib/tune.h"
+#include "transport/transport.h"
 
 typedef struct sc_candidate {
   const char *name;
@@ -72,10 +73,11 @@ void sc_tune_init(sc_comm_t *comm) {
                !strcmp(comm->peers[i].boot_id, comm->peers[0].boot_id);
   /* auto on one host is shared memory between every pair. */
   const char *tp = comm->tpops->name;
-  sc_tune_default_model(one_host && !strcmp(tp, "auto") ? "shm" : tp, &t->model);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  t->model.host_cores = one_host && comm->nranks > 1 ? (int)(cores > 0 ? cores : 1) : 0;
+  int host_cores = one_host && comm->nranks > 1 ? (int)(cores > 0 ? cores : 1) : 0;
+  sc_tune_default_model(one_host && !strcmp(tp, "auto") ? "shm" : tp, host_cores, &t->model);
   t->model.spin_s = comm->cfg.spin_us > 0 ? comm->cfg.spin_us * 1e-6 : 0;
+  if (one_host && !strcmp(tp, "tcp") && !sc_tcp_spins(comm->nranks, cores)) t->model.spin_s = 0;
 }
 
 void sc_tune_fini(sc_comm_t *comm) {

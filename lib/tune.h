@@ -8,7 +8,8 @@
  * (loopback), the cores are the resource instead of links: lib/tune_host.c
  * replays the schedules with processor sharing, with the latency of a rank
  * noticing its message (its turn on a shared core, or a wake-up once it
- * stopped polling) and shared memory's single copy. */
+ * stopped polling), what polling and waking cost in CPU, and shared memory's
+ * single copy. */
 #ifndef SC_TUNE_H
 #define SC_TUNE_H
 
@@ -22,14 +23,19 @@ typedef struct sc_link_model {
   double host_s_per_b;   /* seconds per byte moved, host-wide (loopback) */
   double host_s_per_msg; /* seconds of some core per message, host-wide */
   double pull_min_b;     /* > 0: messages of at least this many bytes are read by the
-                            receiver alone (shm's single copy); smaller ones, and all
-                            when 0, cost the sender and the receiver half each */
+                            receiver alone (shm's single copy) at pull_s_per_b; smaller
+                            ones, and all when 0, cost the sender and the receiver half
+                            of host_s_per_b each */
+  double pull_s_per_b;   /* seconds per byte of a single-copy read, on the receiver */
   double spin_s;         /* a rank waiting for a message polls this long before it
                             sleeps (one host) */
   double turn_s;         /* with more ranks than cores: each other rank's turn on a
                             core before a polling receiver notices its message */
   double wake_s;         /* a message for a rank that went to sleep reaches it this
                             much later (the wake-up and the wait for a core) */
+  double wake_cpu_s;     /* CPU seconds such a wake-up costs the woken rank */
+  double poll_cpu;       /* with more ranks than cores: the share of a core a polling
+                            rank takes from the ranks with work (0: none, 1: a full one) */
 } sc_link_model_t;
 
 typedef sc_result_t (*sc_sched_gen_t)(const sc_coll_args_t *, sc_sched_t *);
@@ -65,7 +71,8 @@ sc_result_t sc_tune_best(const sc_link_model_t *m, const sc_coll_args_t *a, int 
  * ring, tree, rd, rabenseifner). */
 const char *sc_tune_candidate_name(sc_coll_t coll, int index);
 
-/* Default model of a transport by name ("tcp", "shm"; others get tcp's). */
-void sc_tune_default_model(const char *transport, sc_link_model_t *m);
+/* Default model of a transport by name ("tcp", "shm"; others get tcp's),
+ * for ranks on one host of host_cores cores, or on several hosts when 0. */
+void sc_tune_default_model(const char *transport, int host_cores, sc_link_model_t *m);
 
 #endif

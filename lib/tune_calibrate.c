@@ -32,7 +32,8 @@ sc_result_t sc_tune_calibrate(sc_comm_t *comm) {
   int p = comm->nranks;
   if (p < 2) return SC_SUCCESS;
   const int reps = 10;
-  const size_t m = 256 * 1024;
+  /* Below shm's single-copy size: the fit is of host_s_per_b (two copies). */
+  const size_t m = 64 * 1024;
   double fit[4] = {0, 0, 0, 0};
   void *buf = malloc(m * (size_t)p);
   float *x = malloc(m * sizeof(float)), *y = malloc(m * sizeof(float));

@@ -29,10 +29,23 @@
  * the tree for both. At 4 ranks, where pollers wait at most one other rank's
  * turn, the tree is the fastest at 64 KiB and the model now says so too.
  *
+ * Waiting is not free either, and what it costs was fitted to measurements
+ * (perf/tune_fit.c): a polling rank yields its core between looks, but each
+ * look is a system call and a context switch, so on an oversubscribed host
+ * it takes poll_cpu of a core's share from the ranks with work (a quarter on
+ * shared memory); a rank that slept pays wake_cpu_s of CPU to be woken (the
+ * context switch, and on TCP the socket's wake-up). Both weigh on schedules
+ * whose ranks wait a lot: a tree's idle leaves poll beside the ranks on its
+ * critical path, while ring and Rabenseifner keep every rank busy. Without
+ * them (and single copy's own rate below) the best fit still picked the tree
+ * at 4 KiB on 7 ranks, 2.3x recursive doubling's time, and chose more than
+ * 10% slower than the fastest at 11 of 62 measured (ranks, size) points; with
+ * them at 5, none by more than 1.27x.
+ *
  * A shared-memory message of pull_min_b bytes or more is read by its
- * receiver (one copy), so its sender does no copying: a tree's parent with
- * two children copies twice in a row instead of sharing the work with
- * them. */
+ * receiver (one copy, at pull_s_per_b), so its sender does no copying: a
+ * tree's parent with two children copies twice in a row instead of sharing
+ * the work with them. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,19 +63,19 @@ typedef struct sc_host_rank {
 
 /* CPU seconds of one step on the rank that executes it. A message copied
  * twice (into the kernel or the ring, out of it) costs each side half; a
- * single-copy one costs its receiver the whole copy. */
+ * single-copy one costs its receiver the single copy. */
 static double sc_host_step_work(const sc_link_model_t *m, const sc_step_t *st, size_t es) {
   double bytes = (double)st->count * (double)es;
   int pulled = m->pull_min_b > 0 && bytes >= m->pull_min_b;
-  double send_share = pulled ? 0.0 : 0.5;
+  double send = pulled ? 0.0 : 0.5 * bytes * m->host_s_per_b;
+  double recv = pulled ? bytes * m->pull_s_per_b : 0.5 * bytes * m->host_s_per_b;
   switch (st->kind) {
   case SC_STEP_SEND:
-    return 0.5 * m->host_s_per_msg + send_share * bytes * m->host_s_per_b;
+    return 0.5 * m->host_s_per_msg + send;
   case SC_STEP_RECV:
-    return 0.5 * m->host_s_per_msg + (1.0 - send_share) * bytes * m->host_s_per_b;
+    return 0.5 * m->host_s_per_msg + recv;
   case SC_STEP_RECV_REDUCE:
-    return 0.5 * m->host_s_per_msg + (1.0 - send_share) * bytes * m->host_s_per_b +
-           bytes * m->gamma_s_per_b;
+    return 0.5 * m->host_s_per_msg + recv + bytes * m->gamma_s_per_b;
   default:
     return bytes * m->gamma_s_per_b;
   }
@@ -83,9 +96,11 @@ static void sc_host_begin_step(const sc_link_model_t *m, const sc_sched_t *s, si
     /* A receiver still polling sees the message at once; one that slept has
      * to be woken and scheduled. */
     double seen = INFINITY;
+    int slept = 0; /* the message comes after the spin: the receiver is woken */
     if (in->len) {
       seen = in->t[in->head];
-      if (seen > r->since + m->spin_s) seen += m->wake_s;
+      slept = seen > r->since + m->spin_s;
+      if (slept) seen += m->wake_s;
     }
     if (seen > now) {
       r->waiting = 1;
@@ -94,6 +109,8 @@ static void sc_host_begin_step(const sc_link_model_t *m, const sc_sched_t *s, si
     }
     in->head++;
     in->len--;
+    r->work = sc_host_step_work(m, st, es) + (slept ? m->wake_cpu_s : 0.0);
+    return;
   }
   r->work = sc_host_step_work(m, st, es);
 }
@@ -123,31 +140,39 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
     for (int i = 0; i < p; i++)
       if (rk[i].step < scheds[i].nsteps && rk[i].work < 0)
         sc_host_begin_step(m, &scheds[i], es, q, p, i, &rk[i], now);
-    int runnable = 0, unfinished = 0;
-    double next_arrival = INFINITY;
+    int runnable = 0, unfinished = 0, polling = 0;
+    /* The next instant a waiting rank's state changes: it sees its message,
+     * or it stops polling and sleeps (which frees the share it took). */
+    double next_event = INFINITY;
     for (int i = 0; i < p; i++) {
       if (rk[i].step >= scheds[i].nsteps) continue;
       unfinished++;
       if (rk[i].waiting) {
-        if (rk[i].arrival < next_arrival) next_arrival = rk[i].arrival;
+        if (rk[i].arrival < next_event) next_event = rk[i].arrival;
+        double sleeps = rk[i].since + m->spin_s;
+        if (sleeps > now) {
+          polling++;
+          if (sleeps < next_event) next_event = sleeps;
+        }
       } else {
         runnable++;
       }
     }
     if (!unfinished) break;
-    if (!runnable && next_arrival == INFINITY) {
+    if (!runnable && next_event == INFINITY) {
       res = SC_ERR(SC_ERR_INTERNAL, "host cost model: the schedules of %d ranks deadlock", p);
       break;
     }
-    double rate = runnable > cores ? cores / runnable : 1.0;
+    double load = runnable + m->poll_cpu * polling;
+    double rate = load > cores ? cores / load : 1.0;
     double dt = INFINITY;
     for (int i = 0; i < p; i++)
       if (rk[i].step < scheds[i].nsteps && !rk[i].waiting && rk[i].work / rate < dt)
         dt = rk[i].work / rate;
-    /* Land exactly on an arrival so the receive sees it as arrived. */
-    if (next_arrival <= now + dt) {
-      dt = next_arrival - now;
-      now = next_arrival;
+    /* Land exactly on the event so a receive sees its message as arrived. */
+    if (next_event <= now + dt) {
+      dt = next_event - now;
+      now = next_event;
     } else {
       now += dt;
     }

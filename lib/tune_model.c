@@ -26,32 +26,49 @@ sc_result_t sc_arrivals_push(sc_arrivals_t *q, double t) {
   return SC_SUCCESS;
 }
 
-void sc_tune_default_model(const char *transport, sc_link_model_t *m) {
+void sc_tune_default_model(const char *transport, int host_cores, sc_link_model_t *m) {
   memset(m, 0, sizeof(*m));
   m->gamma_s_per_b = 1.0 / 6.0e9;
+  m->host_cores = host_cores;
+  /* On one host (lib/tune_host.c) the values below were fitted with
+   * sc_tune_fit (perf/README.md) to sc_allreduce_perf -a compare on 3-8 ranks,
+   * 8 B-64 MiB, three runs each, on the 2-core development machine. SC_TUNE=measure
+   * refits alpha and the bandwidths on the communicator. */
   if (transport && !strcmp(transport, "shm")) {
-    /* Shared memory on the development machine: a message is a ring write
-     * or one process_vm_readv, a wake-up a few microseconds when the
-     * receiver spins. SC_TUNE=measure replaces these with a fit. */
-    m->alpha_s = 2e-6;
-    m->beta_s_per_b = 1.0 / 4.0e9;
-    m->host_s_per_b = 1.0 / 4.0e9;
-    m->host_s_per_msg = 1.5e-6;
+    /* Two copies through a ring (12.5 GB/s for both) are much cheaper per
+     * byte than one process_vm_readv (4.4 GB/s); a rank that slept costs a
+     * doorbell wake-up, and a polling one a quarter of a shared core. */
+    m->alpha_s = 0.8e-6;
+    m->beta_s_per_b = 1.0 / 12.5e9;
+    m->host_s_per_b = 1.0 / 12.5e9;
+    m->host_s_per_msg = 0.5e-6;
     m->pull_min_b = (double)SC_SHM_SINGLE_COPY_MIN;
-    /* A context switch and a poll per turn; a futex wake-up and the wait for
-     * a core. Fitted to 4 and 8 ranks on the 2-core development machine
-     * (lib/tune_host.c). */
-    m->turn_s = 3e-6;
-    m->wake_s = 30e-6;
+    m->pull_s_per_b = 1.0 / 4.4e9;
+    m->turn_s = 2.3e-6;
+    m->wake_s = 0.6e-6;
+    m->wake_cpu_s = 26e-6;
+    m->poll_cpu = 0.25;
     return;
   }
-  /* Loopback TCP on the development machine (2 cores): one-way small
-   * message ~40 us including the receiver's wake-up, ~1.5 GB/s per stream,
-   * reductions ~6 GB/s. */
+  if (host_cores > 0) {
+    /* Loopback TCP: a message costs little CPU of its own, but a receiver
+     * that sleeps in poll (every one when ranks outnumber cores: TCP does
+     * not spin then) pays ~16 us of CPU to be woken by the socket. */
+    m->alpha_s = 4.6e-6;
+    m->beta_s_per_b = 1.0 / 2.1e9;
+    m->host_s_per_b = 1.0 / 2.1e9;
+    m->host_s_per_msg = 0.1e-6;
+    m->turn_s = 3.3e-6;
+    m->wake_s = 3.2e-6;
+    m->wake_cpu_s = 16e-6;
+    m->poll_cpu = 0.17;
+    return;
+  }
+  /* TCP between hosts, until SC_TUNE=measure says otherwise: one-way small
+   * message ~40 us, ~1.5 GB/s per stream. */
   m->alpha_s = 40e-6;
   m->beta_s_per_b = 1.0 / 1.5e9;
   m->host_s_per_b = 1.0 / 1.5e9;
-  /* CPU per message on one host: a send, a receive and a poll wake-up. */
   m->host_s_per_msg = 15e-6;
 }
 

@@ -60,8 +60,19 @@ typedef struct sc_tp_config {
 /* Shared memory sends a message of at least this many bytes by single copy:
  * the receiver reads it from the sender's memory (process_vm_readv); smaller
  * ones go through the channel's ring. The cost model (lib/tune_model.c)
- * charges the copy accordingly. */
-#define SC_SHM_SINGLE_COPY_MIN ((size_t)16 << 10)
+ * charges the copy accordingly. Why so large: a single-copy send completes
+ * only when its receiver has read it and each read walks the sender's page
+ * tables, while two copies through the ring let the sender move on at once;
+ * on 4 ranks on 2 cores all-reduce of 64 KiB-1 MiB took 1.3-1.8x as long
+ * with single copy from 16 KiB as with it from 256 KiB (the ring's size). */
+#define SC_SHM_SINGLE_COPY_MIN ((size_t)256 << 10)
+
+/* TCP waits without spinning when more of its ranks share this host than it
+ * has online CPUs (a spinning rank would delay the very sender it waits
+ * for); the cost model waits the same way. */
+static inline int sc_tcp_spins(int local_ranks, long cpus) {
+  return !(cpus > 0 && local_ranks > cpus);
+}
 
 typedef struct sc_transport sc_transport_t; /* each transport defines its own */
 

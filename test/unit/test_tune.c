@@ -173,13 +173,55 @@ static void test_host_model_noticing(void **state) {
   hand_free(&h);
 }
 
-/* A message of at least pull_min_b bytes is copied by its receiver alone:
- * rank 0 sends the same block to ranks 1 and 2 (enough cores). Two-sided,
- * rank 0 copies half of each message in turn; single copy, its sends cost
- * only the per-message share and the receivers copy in parallel. */
+/* What waiting costs in CPU: rank 0 sends, rank 1 waits for it, both on one
+ * core. Polling throughout, rank 1 takes poll_cpu of the core's share, so
+ * the send runs at 1/(1 + poll_cpu) speed; with cores to spare it takes
+ * nothing. Polling for only a third of the send's time, it slows the send
+ * while it polls, and then, asleep when the message comes, sees it wake_s
+ * later and pays wake_cpu_s to be woken. */
+static void test_host_model_waiting_costs(void **state) {
+  sc_link_model_t m = {.alpha_s = 5e-6,
+                       .host_s_per_b = 1.0 / 2e9,
+                       .host_s_per_msg = 2e-6,
+                       .host_cores = 1,
+                       .wake_s = 40e-6,
+                       .wake_cpu_s = 7e-6,
+                       .poll_cpu = 0.5};
+  const size_t count = 1 << 16;
+  const double bytes = (double)count * 4;
+  const double send = 0.5 * m.host_s_per_msg + 0.5 * bytes * m.host_s_per_b, recv = send;
+  hand_sched_t h;
+  hand_init(&h, 2);
+  assert_int_equal(sc_sched_send(&h.s[0], 1, SC_BUF_SEND, 0, count), SC_SUCCESS);
+  assert_int_equal(sc_sched_recv(&h.s[1], 0, SC_BUF_RECV, 0, count), SC_SUCCESS);
+  double t;
+  m.spin_s = 1.0;
+  assert_int_equal(sc_tune_simulate_host(&m, 2, 4, h.s, &t), SC_SUCCESS);
+  double expect = 1.5 * send + m.alpha_s + recv;
+  assert_true(fabs(t - expect) <= 1e-9 * expect);
+  m.host_cores = 2; /* a core each: polling takes nothing from the sender */
+  assert_int_equal(sc_tune_simulate_host(&m, 2, 4, h.s, &t), SC_SUCCESS);
+  expect = send + m.alpha_s + recv;
+  assert_true(fabs(t - expect) <= 1e-9 * expect);
+  m.host_cores = 1;
+  m.spin_s = send / 3; /* by then the send has done spin_s / 1.5 of its work */
+  assert_int_equal(sc_tune_simulate_host(&m, 2, 4, h.s, &t), SC_SUCCESS);
+  expect = send + m.spin_s / 3 + m.alpha_s + m.wake_s + m.wake_cpu_s + recv;
+  assert_true(fabs(t - expect) <= 1e-9 * expect);
+  hand_free(&h);
+}
+
+/* A message of at least pull_min_b bytes is copied by its receiver alone, at
+ * its own rate: rank 0 sends the same block to ranks 1 and 2 (enough cores).
+ * Two-sided, rank 0 copies half of each message in turn; single copy, its
+ * sends cost only the per-message share and the receivers copy in
+ * parallel. */
 static void test_host_model_single_copy(void **state) {
-  sc_link_model_t m = {
-      .alpha_s = 5e-6, .host_s_per_b = 1.0 / 2e9, .host_s_per_msg = 2e-6, .host_cores = 3};
+  sc_link_model_t m = {.alpha_s = 5e-6,
+                       .host_s_per_b = 1.0 / 2e9,
+                       .host_s_per_msg = 2e-6,
+                       .host_cores = 3,
+                       .pull_s_per_b = 1.0 / 3e9};
   const size_t count = 1 << 18;
   const double bytes = (double)count * 4, half_msg = 0.5 * m.host_s_per_msg;
   hand_sched_t h;
@@ -194,7 +236,7 @@ static void test_host_model_single_copy(void **state) {
   assert_true(fabs(t - expect) <= 1e-9 * expect);
   m.pull_min_b = bytes;
   assert_int_equal(sc_tune_simulate_host(&m, 3, 4, h.s, &t), SC_SUCCESS);
-  expect = 2 * half_msg + m.alpha_s + half_msg + bytes * m.host_s_per_b;
+  expect = 2 * half_msg + m.alpha_s + half_msg + bytes * m.pull_s_per_b;
   assert_true(fabs(t - expect) <= 1e-9 * expect);
   m.pull_min_b = bytes + 1; /* just below the threshold: two-sided again */
   assert_int_equal(sc_tune_simulate_host(&m, 3, 4, h.s, &t), SC_SUCCESS);
@@ -210,6 +252,7 @@ int main(void) {
       cmocka_unit_test(test_choice_is_deterministic),
       cmocka_unit_test(test_host_model_timeline),
       cmocka_unit_test(test_host_model_noticing),
+      cmocka_unit_test(test_host_model_waiting_costs),
       cmocka_unit_test(test_host_model_single_copy),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

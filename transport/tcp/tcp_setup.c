@@ -454,15 +454,14 @@ static int same_host(const sc_boot_addr_t *a, const sc_boot_addr_t *b) {
   return 0;
 }
 
-/* Spinning only pays when the peer that will answer has a core of its own:
- * with more ranks on this host than online CPUs, a spinning rank delays the
- * very sender it waits for (measured: 8-byte all-reduce of 4 ranks on 2 CPUs
- * took 1.9x as long with a 50 us spin as with none). */
+/* Spinning only pays when the peer that will answer has a core of its own
+ * (sc_tcp_spins; measured: 8-byte all-reduce of 4 ranks on 2 CPUs took 1.9x
+ * as long with a 50 us spin as with none). */
 static void limit_spin(sc_transport_t *tp) {
   int local = 0;
   for (int i = 0; i < tp->nranks; i++) local += same_host(&tp->peers[i].addr, &tp->listen_addr);
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  if (tp->spin_us > 0 && cpus > 0 && local > cpus) {
+  if (tp->spin_us > 0 && !sc_tcp_spins(local, cpus)) {
     SC_INFO(SC_SUBSYS_NET,
             "tcp: %d ranks on this host share %ld CPUs: waiting without spinning (SC_SPIN_US=%d "
             "ignored)",
