@@ -36,11 +36,12 @@
  * shared memory); a rank that slept pays wake_cpu_s of CPU to be woken (the
  * context switch, and on TCP the socket's wake-up). Both weigh on schedules
  * whose ranks wait a lot: a tree's idle leaves poll beside the ranks on its
- * critical path, while ring and Rabenseifner keep every rank busy. Without
- * them (and single copy's own rate below) the best fit still picked the tree
- * at 4 KiB on 7 ranks, 2.3x recursive doubling's time, and chose more than
- * 10% slower than the fastest at 11 of 62 measured (ranks, size) points; with
- * them at 5, none by more than 1.27x.
+ * critical path, while ring and Rabenseifner keep every rank busy. Over 62
+ * measured (ranks, size) points on shared memory, the best fit without them
+ * (and without single copy's own rate, below) chose an algorithm more than
+ * 10% slower than the fastest at 7 points, worst 1.35x, and put large
+ * messages at half their time; with them at 5 points, worst 1.27x, within
+ * 10-15% of the times.
  *
  * A shared-memory message of pull_min_b bytes or more is read by its
  * receiver (one copy, at pull_s_per_b), so its sender does no copying: a
