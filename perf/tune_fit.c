@@ -42,7 +42,9 @@ typedef struct fit {
   int npts, cap;
   const char *transport;
   int cores;
-  double weight; /* of the log error next to the log regret */
+  double spin_s;      /* SC_SPIN_US of the runs */
+  size_t chunk_bytes; /* SC_CHUNK_BYTES of the runs */
+  double weight;      /* of the log error next to the log regret */
 } fit_t;
 
 typedef struct param {
@@ -108,6 +110,11 @@ static int read_json(fit_t *f, const char *path) {
     fprintf(stderr, "%s: not the JSON of sc_allreduce_perf -a compare\n", path);
     return -1;
   }
+  const char *dtype = after(buf, "\"dtype\":");
+  if (!dtype || strncmp(dtype, " [\"float\"]", 10) != 0) {
+    fprintf(stderr, "%s: sc_tune_fit reads float runs only (-d float, the default)\n", path);
+    return -1;
+  }
   int p = atoi(s);
   static const char *names[NALG] = {"\"ring\":", "\"tree\":", "\"rd\":", "\"rabenseifner\":"};
   for (s = after(buf, "\"rows\":"); s && (s = after(s, "\"size\":"));) {
@@ -163,7 +170,7 @@ static int by_point(const void *a, const void *b) {
 
 static void model_for(const fit_t *f, const double *x, int p, sc_link_model_t *m) {
   sc_tune_default_model(f->transport, f->cores, m);
-  m->spin_s = atoi(getenv("SC_SPIN_US") ? getenv("SC_SPIN_US") : "50") * 1e-6;
+  m->spin_s = f->spin_s;
   if (!strcmp(f->transport, "tcp") && !sc_tcp_spins(p, f->cores)) m->spin_s = 0;
   for (int k = 0; k < NPARAM; k++) *field(m, k) = x[k];
 }
@@ -184,7 +191,7 @@ static score_t evaluate(const fit_t *f, const double *x, int print) {
                         .nranks = pt->p,
                         .count = pt->size / 4,
                         .elem_size = 4,
-                        .chunk_elems = (size_t)524288 / 4};
+                        .chunk_elems = f->chunk_bytes / 4 ? f->chunk_bytes / 4 : 1};
     int pick, fastest = 0;
     double est[SC_TUNE_MAX_CANDIDATES];
     if (sc_tune_best(&m, &a, &pick, est) != SC_SUCCESS) continue;
@@ -265,11 +272,16 @@ static void usage(FILE *o) {
              "  -w, --weight W      weight of the log error next to the log regret (default 0.3)\n"
              "  -x, --fix NAME=V    hold a parameter at V (repeatable; names as printed)\n"
              "  -h, --help          this text\n\n"
-             "SC_SPIN_US, when set, is the spin the runs used (default 50).\n");
+             "SC_SPIN_US and SC_CHUNK_BYTES, when set, are what the runs used (defaults 50\n"
+             "and 524288). The runs must be of -d float.\n");
 }
 
 int main(int argc, char **argv) {
-  fit_t f = {.weight = 0.3};
+  /* The runs' settings, as sc_allreduce_perf saw them (defaults of lib/config.c). */
+  const char *spin = getenv("SC_SPIN_US"), *chunk = getenv("SC_CHUNK_BYTES");
+  fit_t f = {.weight = 0.3,
+             .spin_s = (spin ? atof(spin) : 50) * 1e-6,
+             .chunk_bytes = chunk ? strtoull(chunk, NULL, 10) : 524288};
   long online = sysconf(_SC_NPROCESSORS_ONLN);
   f.cores = online > 0 ? (int)online : 1;
   int fit = 1, starts = 4, iters = 2000;
