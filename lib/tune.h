@@ -8,8 +8,8 @@
  * (loopback), the cores are the resource instead of links: lib/tune_host.c
  * replays the schedules with processor sharing, with the latency of a rank
  * noticing its message (its turn on a shared core, or a wake-up once it
- * stopped polling), what polling and waking cost in CPU, and shared memory's
- * single copy. */
+ * stopped polling), what polling and waking cost in CPU, memory that fell
+ * out of cache, and shared memory's single copy. */
 #ifndef SC_TUNE_H
 #define SC_TUNE_H
 
@@ -34,6 +34,8 @@ typedef struct sc_link_model {
   double wake_s;         /* a message for a rank that went to sleep reaches it this
                             much later (the wake-up and the wait for a core) */
   double wake_cpu_s;     /* CPU seconds such a wake-up costs the woken rank */
+  double cold_s_per_b;   /* > 0: extra seconds per byte of a region not in cache, */
+  double reuse_b;        /* i.e. not touched by the rank within its last reuse_b bytes */
   double poll_cpu;       /* with more ranks than cores: the share of a core a polling
                             rank takes from the ranks with work (0: none, 1: a full one) */
 } sc_link_model_t;

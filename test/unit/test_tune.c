@@ -211,6 +211,37 @@ static void test_host_model_waiting_costs(void **state) {
   hand_free(&h);
 }
 
+/* Cache: a region costs cold_s_per_b more per byte unless the rank touched
+ * it within its last reuse_b bytes. One rank copies block 0 of SEND to block
+ * 0 of RECV twice, then block 1: the first copy finds both regions cold, the
+ * second hot (touched one copy ago), the third cold again (other regions);
+ * with reuse_b shorter than one copy the second is cold too. */
+static void test_host_model_cache_reuse(void **state) {
+  sc_link_model_t m = {.gamma_s_per_b = 1.0 / 4e9, .host_cores = 1, .cold_s_per_b = 1.0 / 3e9};
+  const size_t count = 1 << 16;
+  const double bytes = (double)count * 4, copy = bytes * m.gamma_s_per_b,
+               cold = bytes * m.cold_s_per_b;
+  hand_sched_t h;
+  hand_init(&h, 1);
+  assert_int_equal(sc_sched_copy(&h.s[0], SC_BUF_RECV, 0, SC_BUF_SEND, 0, count), SC_SUCCESS);
+  assert_int_equal(sc_sched_copy(&h.s[0], SC_BUF_RECV, 0, SC_BUF_SEND, 0, count), SC_SUCCESS);
+  assert_int_equal(sc_sched_copy(&h.s[0], SC_BUF_RECV, count, SC_BUF_SEND, count, count),
+                   SC_SUCCESS);
+  double t;
+  m.reuse_b = 2 * bytes;
+  assert_int_equal(sc_tune_simulate_host(&m, 1, 4, h.s, &t), SC_SUCCESS);
+  double expect = 3 * copy + 2 * cold + 0 + 2 * cold;
+  assert_true(fabs(t - expect) <= 1e-9 * expect);
+  m.reuse_b = bytes / 2;
+  assert_int_equal(sc_tune_simulate_host(&m, 1, 4, h.s, &t), SC_SUCCESS);
+  expect = 3 * copy + 6 * cold;
+  assert_true(fabs(t - expect) <= 1e-9 * expect);
+  m.cold_s_per_b = 0;
+  assert_int_equal(sc_tune_simulate_host(&m, 1, 4, h.s, &t), SC_SUCCESS);
+  assert_true(fabs(t - 3 * copy) <= 1e-9 * copy);
+  hand_free(&h);
+}
+
 /* A message of at least pull_min_b bytes is copied by its receiver alone, at
  * its own rate: rank 0 sends the same block to ranks 1 and 2 (enough cores).
  * Two-sided, rank 0 copies half of each message in turn; single copy, its
@@ -253,6 +284,7 @@ int main(void) {
       cmocka_unit_test(test_host_model_timeline),
       cmocka_unit_test(test_host_model_noticing),
       cmocka_unit_test(test_host_model_waiting_costs),
+      cmocka_unit_test(test_host_model_cache_reuse),
       cmocka_unit_test(test_host_model_single_copy),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
