@@ -11,7 +11,6 @@
 #include "lib/comm.h"
 #include "lib/log.h"
 #include "lib/tune.h"
-#include "transport/transport.h"
 
 typedef struct sc_candidate {
   const char *name;
@@ -76,8 +75,7 @@ void sc_tune_init(sc_comm_t *comm) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int host_cores = one_host && comm->nranks > 1 ? (int)(cores > 0 ? cores : 1) : 0;
   sc_tune_default_model(one_host && !strcmp(tp, "auto") ? "shm" : tp, host_cores, &t->model);
-  t->model.spin_s = comm->cfg.spin_us > 0 ? comm->cfg.spin_us * 1e-6 : 0;
-  if (one_host && !strcmp(tp, "tcp") && !sc_tcp_spins(comm->nranks, cores)) t->model.spin_s = 0;
+  sc_tune_host_waiting(tp, comm->nranks, comm->cfg.spin_us, &t->model);
 }
 
 void sc_tune_fini(sc_comm_t *comm) {

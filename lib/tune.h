@@ -76,5 +76,8 @@ const char *sc_tune_candidate_name(sc_coll_t coll, int index);
 /* Default model of a transport by name ("tcp", "shm"; others get tcp's),
  * for ranks on one host of host_cores cores, or on several hosts when 0. */
 void sc_tune_default_model(const char *transport, int host_cores, sc_link_model_t *m);
+/* How nranks ranks on m's host wait: they poll SC_SPIN_US (spin_us) before
+ * sleeping, except on TCP when they outnumber the cores (sc_tcp_spins). */
+void sc_tune_host_waiting(const char *transport, int nranks, int spin_us, sc_link_model_t *m);
 
 #endif

@@ -32,7 +32,7 @@
  * Waiting is not free either, and what it costs was fitted to measurements
  * (perf/tune_fit.c): a polling rank yields its core between looks, but each
  * look is a system call and a context switch, so on an oversubscribed host
- * it takes poll_cpu of a core's share from the ranks with work (a quarter on
+ * it takes poll_cpu of a core's share from the ranks with work (an eighth on
  * shared memory); a rank that slept pays wake_cpu_s of CPU to be woken (the
  * context switch, and on TCP the socket's wake-up). Both weigh on schedules
  * whose ranks wait a lot: a tree's idle leaves poll beside the ranks on its
@@ -83,7 +83,6 @@ typedef struct sc_host_rank {
  * same way each time) is still in cache: it was touched at most reuse_b
  * bytes of this rank's traffic ago. Records the touch. */
 static int sc_host_touch_hot(const sc_link_model_t *m, sc_host_rank_t *r, int buf, size_t off) {
-  if (!r->cap) return 0;
   uint64_t k = (((uint64_t)buf << 56) | (uint64_t)off) + 1;
   size_t i = (size_t)(k * 0x9E3779B97F4A7C15ull) & (r->cap - 1);
   while (r->key[i] && r->key[i] != k) i = (i + 1) & (r->cap - 1);
@@ -94,7 +93,8 @@ static int sc_host_touch_hot(const sc_link_model_t *m, sc_host_rank_t *r, int bu
 }
 
 /* Extra CPU for the bytes of a step whose regions are cold (staging, where
- * a received operand lands before its reduction, is always hot). */
+ * a received operand lands before its reduction, is always hot). The
+ * regions' state exists only while cold_s_per_b > 0. */
 static double sc_host_cold(const sc_link_model_t *m, sc_host_rank_t *r, const sc_step_t *st,
                            size_t es) {
   if (m->cold_s_per_b <= 0) return 0;
@@ -146,6 +146,7 @@ static void sc_host_begin_step(const sc_link_model_t *m, const sc_sched_t *s, si
   r->work = -1;
   if (r->step >= s->nsteps) return;
   const sc_step_t *st = &s->steps[r->step];
+  double wake_cpu = 0;
   if (st->kind == SC_STEP_RECV || st->kind == SC_STEP_RECV_REDUCE) {
     sc_arrivals_t *in = &q[(size_t)st->peer * (size_t)p + (size_t)i];
     if (!was_waiting) r->since = now;
@@ -165,11 +166,9 @@ static void sc_host_begin_step(const sc_link_model_t *m, const sc_sched_t *s, si
     }
     in->head++;
     in->len--;
-    r->work =
-        sc_host_step_work(m, st, es) + (slept ? m->wake_cpu_s : 0.0) + sc_host_cold(m, r, st, es);
-    return;
+    if (slept) wake_cpu = m->wake_cpu_s;
   }
-  r->work = sc_host_step_work(m, st, es) + sc_host_cold(m, r, st, es);
+  r->work = sc_host_step_work(m, st, es) + wake_cpu + sc_host_cold(m, r, st, es);
 }
 
 /* With more ranks than cores, a polling receiver notices a message only

@@ -76,6 +76,13 @@ void sc_tune_default_model(const char *transport, int host_cores, sc_link_model_
   m->host_s_per_msg = 15e-6;
 }
 
+void sc_tune_host_waiting(const char *transport, int nranks, int spin_us, sc_link_model_t *m) {
+  m->spin_s = spin_us > 0 ? spin_us * 1e-6 : 0;
+  if (m->host_cores > 0 && transport && !strcmp(transport, "tcp") &&
+      !sc_tcp_spins(nranks, m->host_cores))
+    m->spin_s = 0;
+}
+
 typedef struct sc_rank_clock {
   size_t step;
   double now, link_free, ingress_free;

@@ -24,7 +24,6 @@
 #include <unistd.h>
 
 #include "lib/tune.h"
-#include "transport/transport.h"
 
 #define NALG   4 /* ring, tree, rd, rabenseifner: sc_tune_best's order */
 #define MAXREP 64
@@ -42,7 +41,7 @@ typedef struct fit {
   int npts, cap;
   const char *transport;
   int cores;
-  double spin_s;      /* SC_SPIN_US of the runs */
+  int spin_us;        /* SC_SPIN_US of the runs */
   size_t chunk_bytes; /* SC_CHUNK_BYTES of the runs */
   double weight;      /* of the log error next to the log regret */
 } fit_t;
@@ -171,8 +170,7 @@ static int by_point(const void *a, const void *b) {
 
 static void model_for(const fit_t *f, const double *x, int p, sc_link_model_t *m) {
   sc_tune_default_model(f->transport, f->cores, m);
-  m->spin_s = f->spin_s;
-  if (!strcmp(f->transport, "tcp") && !sc_tcp_spins(p, f->cores)) m->spin_s = 0;
+  sc_tune_host_waiting(f->transport, p, f->spin_us, m);
   for (int k = 0; k < NPARAM; k++) *field(m, k) = x[k];
 }
 
@@ -281,7 +279,7 @@ int main(int argc, char **argv) {
   /* The runs' settings, as sc_allreduce_perf saw them (defaults of lib/config.c). */
   const char *spin = getenv("SC_SPIN_US"), *chunk = getenv("SC_CHUNK_BYTES");
   fit_t f = {.weight = 0.3,
-             .spin_s = (spin ? atof(spin) : 50) * 1e-6,
+             .spin_us = spin ? atoi(spin) : 50,
              .chunk_bytes = chunk ? strtoull(chunk, NULL, 10) : 524288};
   long online = sysconf(_SC_NPROCESSORS_ONLN);
   f.cores = online > 0 ? (int)online : 1;
