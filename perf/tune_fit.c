@@ -268,7 +268,7 @@ static void usage(FILE *o) {
              "  -n, --no-fit        evaluate the defaults only\n"
              "  -s, --starts N      search restarts (default 4)\n"
              "  -i, --iters N       trials per start (default 2000)\n"
-             "  -w, --weight W      weight of the log error next to the log regret (default 0.3)\n"
+             "  -w, --weight W      weight of the log error next to the log regret (default 0.15)\n"
              "  -x, --fix NAME=V    hold a parameter at V (repeatable; names as printed)\n"
              "  -h, --help          this text\n\n"
              "SC_SPIN_US and SC_CHUNK_BYTES, when set, are what the runs used (defaults 50\n"
@@ -278,7 +278,7 @@ static void usage(FILE *o) {
 int main(int argc, char **argv) {
   /* The runs' settings, as sc_allreduce_perf saw them (defaults of lib/config.c). */
   const char *spin = getenv("SC_SPIN_US"), *chunk = getenv("SC_CHUNK_BYTES");
-  fit_t f = {.weight = 0.3,
+  fit_t f = {.weight = 0.15,
              .spin_us = spin ? atoi(spin) : 50,
              .chunk_bytes = chunk ? strtoull(chunk, NULL, 10) : 524288};
   long online = sysconf(_SC_NPROCESSORS_ONLN);
