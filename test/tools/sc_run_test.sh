@@ -219,5 +219,58 @@ else
   bad "8 ranks exiting 0 (rc=$rc)"
 fi
 
+# --- binding: rank r on CPU r mod K of sc-run's own CPUs; none leaves the mask
+# Expands a Cpus_allowed_list such as 0-3,6 into one CPU per line.
+expand_cpus() {
+  echo "$1" | tr ',' '\n' | while IFS=- read -r lo hi; do seq "$lo" "${hi:-$lo}"; done
+}
+allowed=$(grep Cpus_allowed_list /proc/self/status | cut -f2)
+expand_cpus "$allowed" >"$tmp/cpus"
+k=$(wc -l <"$tmp/cpus")
+n=$((2 * k + 1))
+report='echo "$SC_RANK $(grep Cpus_allowed_list /proc/self/status | cut -f2)"'
+"$SC_RUN" -n $n sh -c "$report" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+: >"$tmp/want"
+r=0
+while [ $r -lt $n ]; do
+  echo "$r $(sed -n "$((r % k + 1))p" "$tmp/cpus")" >>"$tmp/want"
+  r=$((r + 1))
+done
+sort -n "$tmp/out" >"$tmp/got"
+if [ $rc -eq 0 ] && cmp -s "$tmp/got" "$tmp/want"; then
+  ok "default binding: $n ranks round robin over $k CPUs"
+else
+  bad "default binding (rc=$rc)"
+  diff "$tmp/want" "$tmp/got"
+fi
+"$SC_RUN" -n 3 --bind none sh -c "$report" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -eq 0 ] && [ "$(cut -d' ' -f2 "$tmp/out" | sort -u)" = "$allowed" ] &&
+  [ "$(wc -l <"$tmp/out")" -eq 3 ]; then
+  ok "--bind none: every rank keeps sc-run's CPUs ($allowed)"
+else
+  bad "--bind none (rc=$rc)"
+fi
+last=$(tail -n 1 "$tmp/cpus")
+if command -v taskset >/dev/null 2>&1; then
+  taskset -c "$last" "$SC_RUN" -n 3 sh -c "$report" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ $rc -eq 0 ] && [ "$(cut -d' ' -f2 "$tmp/out" | sort -u)" = "$last" ]; then
+    ok "binding stays inside sc-run's own mask (CPU $last)"
+  else
+    bad "binding under taskset -c $last (rc=$rc)"
+  fi
+else
+  echo "SKIP: taskset not installed: binding inside an outer mask not run"
+fi
+"$SC_RUN" -n 2 --bind socket sh -c true >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -eq 2 ] && grep -q 'expected core or none' "$tmp/err"; then
+  ok "--bind with an unknown value: usage error"
+else
+  bad "--bind socket (rc=$rc)"
+fi
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
