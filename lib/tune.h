@@ -36,8 +36,8 @@ typedef struct sc_link_model {
   double wake_cpu_s;     /* CPU seconds such a wake-up costs the woken rank */
   double cold_s_per_b;   /* > 0: extra seconds per byte of a region not in cache, */
   double reuse_b;        /* i.e. not touched by the rank within its last reuse_b bytes */
-  double poll_cpu;       /* with more ranks than cores: the share of a core a polling
-                            rank takes from the ranks with work (0: none, 1: a full one) */
+  double poll_cpu;       /* the share of its core a polling rank takes from the ranks
+                            with work there (0: none, 1: a full one) */
 } sc_link_model_t;
 
 typedef sc_result_t (*sc_sched_gen_t)(const sc_coll_args_t *, sc_sched_t *);
@@ -56,7 +56,8 @@ typedef struct sc_arrivals {
 } sc_arrivals_t;
 sc_result_t sc_arrivals_push(sc_arrivals_t *q, double t);
 
-/* lib/tune_host.c: the one-host model (host_cores > 0), processor sharing. */
+/* lib/tune_host.c: the one-host model (host_cores > 0), processor sharing,
+ * rank i on core i mod host_cores. */
 /* The latency the other ranks' turns on a shared core add to each message
  * on p ranks (0 when every rank has a core). */
 double sc_tune_host_turns(const sc_link_model_t *m, int p);

@@ -2,10 +2,20 @@
  * work, so the host's cores are the only resource that matters. A discrete
  * event simulation with processor sharing replays all ranks' schedules: a
  * rank with work to do (a send to copy out, an arrived message to copy in and
- * reduce) is runnable; when more ranks are runnable than there are cores,
- * each runs at cores/runnable of a core. A message becomes available to its
+ * reduce) is runnable; rank i runs on core i mod cores (where sc-run --bind
+ * core, its default, and mpirun --bind-to core put it), and the ranks
+ * runnable on one core share it equally. A message becomes available to its
  * receiver alpha after its sender finished it (the wake-up latency, which
  * costs no CPU).
+ *
+ * Why per core and not the host's cores shared by all runnable ranks: ranks
+ * do not move to an idle core. Unbound, Linux keeps two ranks that talk to
+ * each other on one core while the other idles (it wakes a receiver on its
+ * sender's core); bound, they cannot move. At 4 ranks on 2 cores a tree's
+ * two busy ranks (the inner nodes, 1 and 2) have a core each when bound
+ * round robin, and the tree is then as fast as their work says. A pool of
+ * cores shared by all predicts that fast tree for unbound ranks too, where
+ * the two shared a core and the tree took 1.2-1.5x longer.
  *
  * Why not hops plus work divided over the cores: that treats all work as
  * perfectly parallel, so a schedule whose bytes pass through a chain of ranks
@@ -31,9 +41,9 @@
  *
  * Waiting is not free either, and what it costs was fitted to measurements
  * (perf/tune_fit.c): a polling rank yields its core between looks, but each
- * look is a system call and a context switch, so on an oversubscribed host
- * it takes poll_cpu of a core's share from the ranks with work (an eighth on
- * shared memory); a rank that slept pays wake_cpu_s of CPU to be woken (the
+ * look is a system call and a context switch, so it takes poll_cpu of a
+ * core from the ranks with work on its own (an eighth on shared memory); a
+ * rank that slept pays wake_cpu_s of CPU to be woken (the
  * context switch, and on TCP the socket's wake-up). Both weigh on schedules
  * whose ranks wait a lot: a tree's idle leaves poll beside the ranks on its
  * critical path, while ring and Rabenseifner keep every rank busy. Over 62
@@ -182,8 +192,11 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
                                   const sc_sched_t *scheds, double *seconds) {
   sc_arrivals_t *q = calloc((size_t)p * (size_t)p, sizeof(*q));
   sc_host_rank_t *rk = calloc((size_t)p, sizeof(*rk));
+  /* Per core: first the load on it, then the speed of each rank runnable there. */
+  const int cores = m->host_cores > 0 ? m->host_cores : 1;
+  double *speed = calloc((size_t)cores, sizeof(*speed));
   sc_result_t res = SC_SUCCESS;
-  if (!q || !rk) {
+  if (!q || !rk || !speed) {
     res = SC_ERR(SC_ERR_NOMEM, "host cost model state for %d ranks", p);
     goto done;
   }
@@ -199,7 +212,7 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
       }
       rk[i].cap = cap;
     }
-  double now = 0, cores = m->host_cores > 0 ? m->host_cores : 1;
+  double now = 0;
   const double alpha = m->alpha_s + sc_tune_host_turns(m, p);
   for (int i = 0; i < p; i++) rk[i].work = -1;
   for (;;) {
@@ -208,10 +221,11 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
     for (int i = 0; i < p; i++)
       if (rk[i].step < scheds[i].nsteps && rk[i].work < 0)
         sc_host_begin_step(m, &scheds[i], es, q, p, i, &rk[i], now);
-    int runnable = 0, unfinished = 0, polling = 0;
+    int runnable = 0, unfinished = 0;
     /* The next instant a waiting rank's state changes: it sees its message,
      * or it stops polling and sleeps (which frees the share it took). */
     double next_event = INFINITY;
+    for (int c = 0; c < cores; c++) speed[c] = 0;
     for (int i = 0; i < p; i++) {
       if (rk[i].step >= scheds[i].nsteps) continue;
       unfinished++;
@@ -219,11 +233,12 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
         if (rk[i].arrival < next_event) next_event = rk[i].arrival;
         double sleeps = rk[i].since + m->spin_s;
         if (sleeps > now) {
-          polling++;
+          speed[i % cores] += m->poll_cpu;
           if (sleeps < next_event) next_event = sleeps;
         }
       } else {
         runnable++;
+        speed[i % cores] += 1;
       }
     }
     if (!unfinished) break;
@@ -231,12 +246,11 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
       res = SC_ERR(SC_ERR_INTERNAL, "host cost model: the schedules of %d ranks deadlock", p);
       break;
     }
-    double load = runnable + m->poll_cpu * polling;
-    double rate = load > cores ? cores / load : 1.0;
+    for (int c = 0; c < cores; c++) speed[c] = speed[c] > 1.0 ? 1.0 / speed[c] : 1.0;
     double dt = INFINITY;
     for (int i = 0; i < p; i++)
-      if (rk[i].step < scheds[i].nsteps && !rk[i].waiting && rk[i].work / rate < dt)
-        dt = rk[i].work / rate;
+      if (rk[i].step < scheds[i].nsteps && !rk[i].waiting && rk[i].work / speed[i % cores] < dt)
+        dt = rk[i].work / speed[i % cores];
     /* Land exactly on the event so a receive sees its message as arrived. */
     if (next_event <= now + dt) {
       dt = next_event - now;
@@ -248,7 +262,7 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
     for (int i = 0; i < p; i++) {
       sc_host_rank_t *r = &rk[i];
       if (r->step >= scheds[i].nsteps || r->waiting) continue;
-      r->work -= dt * rate;
+      r->work -= dt * speed[i % cores];
       if (r->work > 1e-15) continue;
       const sc_step_t *st = &scheds[i].steps[r->step];
       if (st->kind == SC_STEP_SEND) {
@@ -270,5 +284,6 @@ done:
       free(rk[i].last);
     }
   free(rk);
+  free(speed);
   return res;
 }

@@ -32,40 +32,46 @@ void sc_tune_default_model(const char *transport, int host_cores, sc_link_model_
   m->host_cores = host_cores;
   /* On one host (lib/tune_host.c) the values below were fitted with
    * sc_tune_fit (perf/README.md) to sc_allreduce_perf -a compare on 3-8 ranks,
-   * 8 B-64 MiB, three runs each, on the 2-core development machine. SC_TUNE=measure
-   * refits alpha and the bandwidths on the communicator. */
+   * 8 B-64 MiB, three runs each, ranks bound to cores by sc-run, on the 2-core
+   * development machine. SC_TUNE=measure refits alpha and the bandwidths on
+   * the communicator. */
   if (transport && !strcmp(transport, "shm")) {
-    /* Two copies through a ring (12.5 GB/s for both) are much cheaper per
-     * byte than one process_vm_readv (5.5 GB/s); a rank that slept costs a
-     * doorbell wake-up, a polling one an eighth of a shared core; a chunk
-     * stays in cache for 1.9 MB of a rank's traffic. Ties between algorithms
-     * are decided by the last digit, so these are sc_tune_fit's own. */
-    m->alpha_s = 0.932e-6;
+    /* Two copies through a ring cost 12.5 GB/s for both (held there: left
+     * free, the fit moved all of it into the cache term), one
+     * process_vm_readv 10.9 GB/s; a rank
+     * that slept costs under a microsecond to wake, a polling one an eighth
+     * of its core; a chunk stays in cache for 4.2 MB of a rank's traffic.
+     * Ties between algorithms are decided by the last digit, so these are
+     * sc_tune_fit's own, to its four digits. */
+    m->alpha_s = 0.5276e-6;
     m->beta_s_per_b = 7.99e-11;
     m->host_s_per_b = 7.99e-11;
-    m->host_s_per_msg = 0.443e-6;
+    m->host_s_per_msg = 0.1537e-6;
     m->pull_min_b = (double)SC_SHM_SINGLE_COPY_MIN;
-    m->pull_s_per_b = 1.82e-10;
-    m->turn_s = 2.61e-6;
+    m->pull_s_per_b = 9.21e-11;
+    m->turn_s = 1.77e-6;
     m->wake_s = 0;
-    m->wake_cpu_s = 6.33e-6;
-    m->poll_cpu = 0.126;
-    m->cold_s_per_b = 2.98e-11;
-    m->reuse_b = 1.9e6;
+    m->wake_cpu_s = 0.7843e-6;
+    m->poll_cpu = 0.125;
+    m->cold_s_per_b = 2.09e-11;
+    m->reuse_b = 4.23e6;
     return;
   }
   if (host_cores > 0) {
-    /* Loopback TCP: a message costs little CPU of its own, but a receiver
-     * that sleeps in poll (every one when ranks outnumber cores: TCP does
-     * not spin then) pays ~16 us of CPU to be woken by the socket. */
-    m->alpha_s = 4.6e-6;
-    m->beta_s_per_b = 1.0 / 2.1e9;
-    m->host_s_per_b = 1.0 / 2.1e9;
-    m->host_s_per_msg = 0.1e-6;
-    m->turn_s = 3.3e-6;
-    m->wake_s = 3.2e-6;
-    m->wake_cpu_s = 16e-6;
+    /* Loopback TCP: a message costs little CPU of its own, but
+     * a receiver that sleeps in poll (every one when ranks outnumber cores:
+     * TCP does not spin then) pays ~9 us of CPU to be woken by the socket;
+     * memory out of cache costs a fifth more per byte. */
+    m->alpha_s = 3.221e-6;
+    m->beta_s_per_b = 2.3e-10;
+    m->host_s_per_b = 2.3e-10;
+    m->host_s_per_msg = 0.04943e-6;
+    m->turn_s = 1.999e-6;
+    m->wake_s = 3.433e-6;
+    m->wake_cpu_s = 9.44e-6;
     m->poll_cpu = 0.17;
+    m->cold_s_per_b = 4.531e-11;
+    m->reuse_b = 6.09e6;
     return;
   }
   /* TCP between hosts, until SC_TUNE=measure says otherwise: one-way small

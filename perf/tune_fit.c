@@ -362,7 +362,7 @@ int main(int argc, char **argv) {
   printf("# %d points: %d with regret over 1.10, worst %.2f, objective %.4f\n", f.npts, sc.misses,
          sc.worst, sc.objective);
   printf("# %s parameters:", fit ? "fitted" : "default");
-  for (int k = 0; k < NPARAM; k++) printf(" %s=%.3g", params[k].name, x[k]);
+  for (int k = 0; k < NPARAM; k++) printf(" %s=%.4g", params[k].name, x[k]);
   printf("\n");
   free(f.pts);
   return 0;

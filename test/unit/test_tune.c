@@ -211,6 +211,27 @@ static void test_host_model_waiting_costs(void **state) {
   hand_free(&h);
 }
 
+/* Placement: rank i runs on core i mod cores, and ranks do not move to an
+ * idle core. On 4 ranks and 2 cores, ranks 0 and 2 copying at once share
+ * core 0 while core 1 idles (each at half speed); ranks 0 and 1 have a core
+ * each. */
+static void test_host_model_placement(void **state) {
+  sc_link_model_t m = {.gamma_s_per_b = 1.0 / 4e9, .host_cores = 2};
+  const size_t count = 1 << 16;
+  const double copy = (double)count * 4 * m.gamma_s_per_b;
+  for (int other = 1; other <= 2; other++) {
+    hand_sched_t h;
+    hand_init(&h, 4);
+    assert_int_equal(sc_sched_copy(&h.s[0], SC_BUF_RECV, 0, SC_BUF_SEND, 0, count), SC_SUCCESS);
+    assert_int_equal(sc_sched_copy(&h.s[other], SC_BUF_RECV, 0, SC_BUF_SEND, 0, count), SC_SUCCESS);
+    double t;
+    assert_int_equal(sc_tune_simulate_host(&m, 4, 4, h.s, &t), SC_SUCCESS);
+    double expect = other == 2 ? 2 * copy : copy;
+    assert_true(fabs(t - expect) <= 1e-9 * expect);
+    hand_free(&h);
+  }
+}
+
 /* Cache: a region costs cold_s_per_b more per byte unless the rank touched
  * it within its last reuse_b bytes. One rank copies block 0 of SEND to block
  * 0 of RECV twice, then block 1: the first copy finds both regions cold, the
@@ -284,6 +305,7 @@ int main(void) {
       cmocka_unit_test(test_host_model_timeline),
       cmocka_unit_test(test_host_model_noticing),
       cmocka_unit_test(test_host_model_waiting_costs),
+      cmocka_unit_test(test_host_model_placement),
       cmocka_unit_test(test_host_model_cache_reuse),
       cmocka_unit_test(test_host_model_single_copy),
   };
