@@ -38,40 +38,41 @@ void sc_tune_default_model(const char *transport, int host_cores, sc_link_model_
   if (transport && !strcmp(transport, "shm")) {
     /* Two copies through a ring cost 12.5 GB/s for both (held there: left
      * free, the fit moved all of it into the cache term), one
-     * process_vm_readv 10.9 GB/s; a rank
-     * that slept costs under a microsecond to wake, a polling one an eighth
-     * of its core; a chunk stays in cache for 4.2 MB of a rank's traffic.
+     * process_vm_readv 11.1 GB/s; a rank that slept costs under a
+     * microsecond to wake, a polling one a seventh of its core; a chunk
+     * stays in cache for 4.1 MB of a rank's traffic.
      * Ties between algorithms are decided by the last digit, so these are
      * sc_tune_fit's own, to its four digits. */
-    m->alpha_s = 0.5276e-6;
+    m->alpha_s = 0.5712e-6;
     m->beta_s_per_b = 7.99e-11;
     m->host_s_per_b = 7.99e-11;
-    m->host_s_per_msg = 0.1537e-6;
+    m->host_s_per_msg = 0.2563e-6;
     m->pull_min_b = (double)SC_SHM_SINGLE_COPY_MIN;
-    m->pull_s_per_b = 9.21e-11;
-    m->turn_s = 1.77e-6;
+    m->pull_s_per_b = 9.037e-11;
+    m->turn_s = 1.619e-6;
     m->wake_s = 0;
-    m->wake_cpu_s = 0.7843e-6;
-    m->poll_cpu = 0.125;
-    m->cold_s_per_b = 2.09e-11;
-    m->reuse_b = 4.23e6;
+    m->wake_cpu_s = 0.3206e-6;
+    m->poll_cpu = 0.1478;
+    m->cold_s_per_b = 2.231e-11;
+    m->reuse_b = 4.123e6;
     return;
   }
   if (host_cores > 0) {
     /* Loopback TCP: a message costs little CPU of its own, but
      * a receiver that sleeps in poll (every one when ranks outnumber cores:
      * TCP does not spin then) pays ~9 us of CPU to be woken by the socket;
-     * memory out of cache costs a fifth more per byte. */
-    m->alpha_s = 3.221e-6;
-    m->beta_s_per_b = 2.3e-10;
-    m->host_s_per_b = 2.3e-10;
-    m->host_s_per_msg = 0.04943e-6;
-    m->turn_s = 1.999e-6;
-    m->wake_s = 3.433e-6;
-    m->wake_cpu_s = 9.44e-6;
+     * memory out of cache (a region not touched in the last 3.9 MB of a
+     * rank's traffic) costs a sixth more per byte. */
+    m->alpha_s = 3.735e-6;
+    m->beta_s_per_b = 2.44e-10;
+    m->host_s_per_b = 2.44e-10;
+    m->host_s_per_msg = 0.4115e-6;
+    m->turn_s = 2.338e-6;
+    m->wake_s = 2.187e-6;
+    m->wake_cpu_s = 9.395e-6;
     m->poll_cpu = 0.17;
-    m->cold_s_per_b = 4.531e-11;
-    m->reuse_b = 6.09e6;
+    m->cold_s_per_b = 4.379e-11;
+    m->reuse_b = 3.905e6;
     return;
   }
   /* TCP between hosts, until SC_TUNE=measure says otherwise: one-way small

@@ -236,7 +236,9 @@ static void test_host_model_placement(void **state) {
  * it within its last reuse_b bytes. One rank copies block 0 of SEND to block
  * 0 of RECV twice, then block 1: the first copy finds both regions cold, the
  * second hot (touched one copy ago), the third cold again (other regions);
- * with reuse_b shorter than one copy the second is cold too. */
+ * with reuse_b shorter than one copy the second is cold too. When the whole
+ * operation's traffic (three copies) fits in reuse_b, the same operation
+ * just before left every region hot. */
 static void test_host_model_cache_reuse(void **state) {
   sc_link_model_t m = {.gamma_s_per_b = 1.0 / 4e9, .host_cores = 1, .cold_s_per_b = 1.0 / 3e9};
   const size_t count = 1 << 16;
@@ -256,6 +258,13 @@ static void test_host_model_cache_reuse(void **state) {
   m.reuse_b = bytes / 2;
   assert_int_equal(sc_tune_simulate_host(&m, 1, 4, h.s, &t), SC_SUCCESS);
   expect = 3 * copy + 6 * cold;
+  assert_true(fabs(t - expect) <= 1e-9 * expect);
+  m.reuse_b = 3 * bytes;
+  assert_int_equal(sc_tune_simulate_host(&m, 1, 4, h.s, &t), SC_SUCCESS);
+  assert_true(fabs(t - 3 * copy) <= 1e-9 * copy);
+  m.reuse_b = 3 * bytes - 1; /* one byte short: the first touches are cold again */
+  assert_int_equal(sc_tune_simulate_host(&m, 1, 4, h.s, &t), SC_SUCCESS);
+  expect = 3 * copy + 4 * cold;
   assert_true(fabs(t - expect) <= 1e-9 * expect);
   m.cold_s_per_b = 0;
   assert_int_equal(sc_tune_simulate_host(&m, 1, 4, h.s, &t), SC_SUCCESS);
