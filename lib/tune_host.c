@@ -41,10 +41,10 @@
  *
  * Waiting is not free either, and what it costs was fitted to measurements
  * (perf/tune_fit.c): a polling rank yields its core between looks, but each
- * look is a system call and a context switch, so it takes poll_cpu of a
- * core from the ranks with work on its own (an eighth on shared memory); a
- * rank that slept pays wake_cpu_s of CPU to be woken (the
- * context switch, and on TCP the socket's wake-up). Both weigh on schedules
+ * look is a system call and a context switch, so it takes poll_cpu of its
+ * core from the ranks with work on that core (a seventh on shared memory);
+ * a rank that slept pays wake_cpu_s of CPU to be woken (the context switch,
+ * and on TCP the socket's wake-up). Both weigh on schedules
  * whose ranks wait a lot: a tree's idle leaves poll beside the ranks on its
  * critical path, while ring and Rabenseifner keep every rank busy. Over 62
  * measured (ranks, size) points on shared memory, the best fit without them
@@ -127,7 +127,7 @@ static double sc_host_cold(const sc_link_model_t *m, sc_host_rank_t *r, const sc
     break;
   case SC_STEP_RECV_REDUCE:
   case SC_STEP_COPY:
-    cold = (sc_host_touch_hot(m, r, st->src_buf, st->src_off) ? 0 : bytes);
+    cold = sc_host_touch_hot(m, r, st->src_buf, st->src_off) ? 0 : bytes;
     if (st->buf != st->src_buf || st->off != st->src_off)
       cold += sc_host_touch_hot(m, r, st->buf, st->off) ? 0 : bytes;
     break;

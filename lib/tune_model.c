@@ -40,9 +40,9 @@ void sc_tune_default_model(const char *transport, int host_cores, sc_link_model_
      * free, the fit moved all of it into the cache term), one
      * process_vm_readv 11.1 GB/s; a rank that slept costs under a
      * microsecond to wake, a polling one a seventh of its core; a chunk
-     * stays in cache for 4.1 MB of a rank's traffic.
-     * Ties between algorithms are decided by the last digit, so these are
-     * sc_tune_fit's own, to its four digits. */
+     * stays in cache for 4.1 MB of a rank's traffic. Ties between algorithms
+     * are decided by the last digit, so these are sc_tune_fit's own, to its
+     * four digits. */
     m->alpha_s = 0.5712e-6;
     m->beta_s_per_b = 7.99e-11;
     m->host_s_per_b = 7.99e-11;
@@ -58,10 +58,10 @@ void sc_tune_default_model(const char *transport, int host_cores, sc_link_model_
     return;
   }
   if (host_cores > 0) {
-    /* Loopback TCP: a message costs little CPU of its own, but
-     * a receiver that sleeps in poll (every one when ranks outnumber cores:
-     * TCP does not spin then) pays ~9 us of CPU to be woken by the socket;
-     * memory out of cache (a region not touched in the last 3.9 MB of a
+    /* Loopback TCP: a message costs little CPU of its own, but a receiver
+     * that sleeps in poll (every one when ranks outnumber cores: TCP does
+     * not spin then) pays ~9 us of CPU to be woken by the socket; memory out
+     * of cache (a region not touched in the last 3.9 MB of a
      * rank's traffic) costs a sixth more per byte. */
     m->alpha_s = 3.735e-6;
     m->beta_s_per_b = 2.44e-10;

@@ -234,11 +234,12 @@ static void test_host_model_placement(void **state) {
 
 /* Cache: a region costs cold_s_per_b more per byte unless the rank touched
  * it within its last reuse_b bytes. One rank copies block 0 of SEND to block
- * 0 of RECV twice, then block 1: the first copy finds both regions cold, the
- * second hot (touched one copy ago), the third cold again (other regions);
- * with reuse_b shorter than one copy the second is cold too. When the whole
- * operation's traffic (three copies) fits in reuse_b, the same operation
- * just before left every region hot. */
+ * 0 of RECV twice, then block 1. While reuse_b is shorter than the whole
+ * operation's traffic (three copies), the run before it left nothing hot:
+ * the first copy finds both regions cold, the second hot (touched one copy
+ * ago), the third cold again (other regions); with reuse_b shorter than one
+ * copy the second is cold too. When the three copies fit in reuse_b, the
+ * run before left every region hot. */
 static void test_host_model_cache_reuse(void **state) {
   sc_link_model_t m = {.gamma_s_per_b = 1.0 / 4e9, .host_cores = 1, .cold_s_per_b = 1.0 / 3e9};
   const size_t count = 1 << 16;
