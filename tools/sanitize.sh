@@ -67,6 +67,7 @@ for step in $steps; do
     res=$(grep -E '^# (TOTAL|PASS|FAIL|ERROR):' $abd/check.out 2>/dev/null | tr '\n' ' ')
     if [ $rc -ne 0 ]; then
       status=1
+      sh tools/show_failed.sh $abd
       grep -lE 'ERROR: (Address|Leak)Sanitizer|runtime error:' $(find $abd -name '*.log' \
         ! -name config.log ! -path '*/memcheck/*') 2>/dev/null | head
     fi
@@ -98,7 +99,11 @@ test/multi/tcp-env_launchers.sh test/multi/shm-env_launchers.sh test/soak/soak.s
       SOAK_OPS=500 make -j2 check TESTS="$tests" TEST_TIMEOUT=1800 >check.out 2>&1)
     rc=$?
     res=$(grep -E '^# (TOTAL|PASS|FAIL|ERROR):' $tbd/check.out 2>/dev/null | tr '\n' ' ')
-    [ $rc -ne 0 ] && status=1 && grep -l 'WARNING: ThreadSanitizer' $tbd/test/*/*.log 2>/dev/null
+    if [ $rc -ne 0 ]; then
+      status=1
+      sh tools/show_failed.sh $tbd
+      grep -l 'WARNING: ThreadSanitizer' $tbd/test/*/*.log 2>/dev/null
+    fi
     note "tsan: multi-rank suite + soak exit $rc in $(($(date +%s) - start)) s: $res"
     unset TSAN_OPTIONS
     ;;

@@ -8,14 +8,7 @@ cd build
 rc=0
 make -j2 check >check.out 2>&1 || rc=$?
 cat check.out
-if [ $rc -ne 0 ]; then
-  for f in $(find . -name '*.log' ! -name 'test-suite.log' ! -name config.log); do
-    if grep -qE '^(FAIL|ERROR)' "${f%.log}.trs" 2>/dev/null; then
-      echo "===== $f"
-      tail -n 60 "$f"
-    fi
-  done
-fi
+[ $rc -ne 0 ] && sh ../tools/show_failed.sh .
 if [ $rc -eq 0 ]; then
   if top_srcdir=.. sh ../test/install_check.sh; then pass_extra=1; else rc=1; fail_extra=1; fi
 fi

@@ -4,8 +4,8 @@
 . "$top_srcdir/test/multi/lib.sh"
 unset SC_RANK SC_WORLD_SIZE SC_ROOT_ADDR RANK WORLD_SIZE MASTER_ADDR MASTER_PORT SLURM_PROCID SLURM_NTASKS OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE
 port() { echo $((20000 + $(od -An -N2 -tu2 /dev/urandom) % 40000)); }
-launch3() { # launch3 STYLE: start 3 ranks with that launcher's variables
-  p=$(port)
+launch3_once() { # launch3_once STYLE PORT: start 3 ranks with that launcher's variables
+  p=$2
   pids=""
   for r in 0 1 2; do
     case $1 in
@@ -16,8 +16,25 @@ launch3() { # launch3 STYLE: start 3 ranks with that launcher's variables
     pids="$pids $!"
   done
   rc=0
-  for pid in $pids; do wait "$pid" || rc=1; done
+  # Rank 0 (the root) failing means the others would only wait for it.
+  set -- $pids
+  wait "$1" || { rc=1; kill "$2" "$3" 2>/dev/null; }
+  wait "$2" || rc=1
+  wait "$3" || rc=1
   return $rc
+}
+# The port is the launcher's choice, as MASTER_PORT is the user's: a random
+# one may be taken by a connection of a test running alongside (the kernel
+# hands out the same range). Only that failure, said as such, is retried on
+# another port; any other failure fails the check.
+launch3() { # launch3 STYLE
+  for try in 1 2 3; do
+    launch3_once "$1" "$(port)" >"$tmpdir/launch" 2>&1 && { cat "$tmpdir/launch"; return 0; }
+    cat "$tmpdir/launch"
+    grep -q 'Address already in use' "$tmpdir/launch" || return 1
+    echo "port taken (try $try), another port"
+  done
+  return 1
 }
 check "torchrun variables" launch3 torchrun
 check "slurm variables + SC_ROOT_ADDR" launch3 slurm
