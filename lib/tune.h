@@ -31,6 +31,8 @@ typedef struct sc_link_model {
                             sleeps (one host) */
   double turn_s;         /* with more ranks than cores: each other rank's turn on a
                             core before a polling receiver notices its message */
+  double same_core_s;    /* a message whose sender runs on its receiver's core reaches
+                            it this much later (the sender must give the core up) */
   double wake_s;         /* a message for a rank that went to sleep reaches it this
                             much later (the wake-up and the wait for a core) */
   double wake_cpu_s;     /* CPU seconds such a wake-up costs the woken rank */

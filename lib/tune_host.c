@@ -30,7 +30,19 @@
  *   ranks than cores, turn_s for each other rank sharing its core (yielding
  *   pollers take no CPU from ranks with work, but a rank sees its message
  *   only when its turn comes);
- * - asleep, it needs wake_s more to be woken and scheduled.
+ * - asleep, it needs wake_s more to be woken and scheduled;
+ * - from a sender on its own core, it sees it same_core_s later: the sender
+ *   has to give the core up before the receiver can look, where one on the
+ *   other core hands over without a switch. Measured at 4 ranks on 2 cores
+ *   and 8 B: ring, whose neighbours sit on the other core when ranks are
+ *   bound round robin, takes 12.5 us; with ranks bound in blocks (0 and 1
+ *   on core 0), two of its four links stay on one core and it takes 17.5-19
+ *   us, while Rabenseifner (half of its steps within a core either way)
+ *   stays at 14-16 us. Without the term the model priced every link alike
+ *   and put Rabenseifner ahead of ring at 32 KiB-1 MiB on 4 ranks, where
+ *   ring was faster (by 13% at 32 KiB and 11% at 256 KiB, medians of two
+ *   days' runs); fitted without it the defaults miss 3 of 62 points, with
+ *   it 1 (1.10).
  * A schedule whose ranks mostly wait on a few others (a tree: a chain of
  * hops, its leaves idle) pays these on every hop of its chain; one that keeps
  * every rank busy (Rabenseifner, ring) rarely does. Measured at 8 ranks on 2
@@ -279,7 +291,8 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
       if (r->work > 1e-15) continue;
       const sc_step_t *st = &scheds[i].steps[r->step];
       if (st->kind == SC_STEP_SEND) {
-        res = sc_arrivals_push(&q[(size_t)i * (size_t)p + (size_t)st->peer], now + alpha);
+        double lat = alpha + (i % cores == st->peer % cores ? m->same_core_s : 0.0);
+        res = sc_arrivals_push(&q[(size_t)i * (size_t)p + (size_t)st->peer], now + lat);
         if (res != SC_SUCCESS) goto done;
       }
       r->step++;

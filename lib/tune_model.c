@@ -36,25 +36,28 @@ void sc_tune_default_model(const char *transport, int host_cores, sc_link_model_
    * development machine. SC_TUNE=measure refits alpha and the bandwidths on
    * the communicator. */
   if (transport && !strcmp(transport, "shm")) {
-    /* Two copies through a ring cost 12.5 GB/s for both (held there: left
-     * free, the fit moved all of it into the cache term), one
-     * process_vm_readv 11.1 GB/s; a rank that slept costs under a
+    /* Two copies through a ring cost 15.8 GB/s for both in cache, memory
+     * out of cache 43% more per byte, one process_vm_readv 7.4 GB/s; a
+     * message within one core reaches its receiver 2.4 us later than one
+     * from the other core; a rank that slept costs a quarter of a
      * microsecond to wake, a polling one a seventh of its core; a chunk
-     * stays in cache for 4.1 MB of a rank's traffic. Ties between algorithms
-     * are decided by the last digit, so these are sc_tune_fit's own, to its
-     * four digits. */
-    m->alpha_s = 0.5712e-6;
-    m->beta_s_per_b = 7.99e-11;
-    m->host_s_per_b = 7.99e-11;
-    m->host_s_per_msg = 0.2563e-6;
+     * stays in cache for 3.9 MB of a rank's traffic. Fitted to the runs of
+     * two days (2026-11-24 and -25, the second 1.4-1.8x slower), so that a
+     * pick holds in both. Ties between algorithms are decided by the last
+     * digit, so these are sc_tune_fit's own, to its four digits. */
+    m->alpha_s = 0.7223e-6;
+    m->beta_s_per_b = 6.311e-11;
+    m->host_s_per_b = 6.311e-11;
+    m->host_s_per_msg = 0.1856e-6;
     m->pull_min_b = (double)SC_SHM_SINGLE_COPY_MIN;
-    m->pull_s_per_b = 9.037e-11;
-    m->turn_s = 1.619e-6;
-    m->wake_s = 0;
-    m->wake_cpu_s = 0.3206e-6;
-    m->poll_cpu = 0.1478;
-    m->cold_s_per_b = 2.231e-11;
-    m->reuse_b = 4.123e6;
+    m->pull_s_per_b = 1.357e-10;
+    m->turn_s = 1.277e-6;
+    m->wake_s = 5.812e-6;
+    m->wake_cpu_s = 0.2621e-6;
+    m->poll_cpu = 0.1506;
+    m->cold_s_per_b = 2.695e-11;
+    m->reuse_b = 3.9e6;
+    m->same_core_s = 2.446e-6;
     return;
   }
   if (host_cores > 0) {

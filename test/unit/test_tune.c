@@ -173,6 +173,41 @@ static void test_host_model_noticing(void **state) {
   hand_free(&h);
 }
 
+/* A message between two ranks on one core: its sender has to give the core
+ * up before its receiver can look, so it arrives same_core_s later than one
+ * from the other core. 4 ranks on 2 cores (rank i on core i mod 2), polling:
+ * 0 -> 1 crosses cores and takes send + alpha + one turn + recv; 0 -> 2
+ * stays on core 0 and takes same_core_s more; with the term at zero the two
+ * cost the same (the model before it). */
+static void test_host_model_same_core(void **state) {
+  sc_link_model_t m = {.alpha_s = 5e-6,
+                       .host_s_per_b = 1.0 / 2e9,
+                       .host_s_per_msg = 2e-6,
+                       .host_cores = 2,
+                       .spin_s = 1.0,
+                       .turn_s = 3e-6,
+                       .same_core_s = 11e-6};
+  const size_t count = 1 << 12;
+  const double bytes = (double)count * 4;
+  const double send = 0.5 * m.host_s_per_msg + 0.5 * bytes * m.host_s_per_b, recv = send;
+  const double cross = send + m.alpha_s + m.turn_s + recv;
+  for (int to = 1; to <= 2; to++) {
+    hand_sched_t h;
+    hand_init(&h, 4);
+    assert_int_equal(sc_sched_send(&h.s[0], to, SC_BUF_SEND, 0, count), SC_SUCCESS);
+    assert_int_equal(sc_sched_recv(&h.s[to], 0, SC_BUF_RECV, 0, count), SC_SUCCESS);
+    double t;
+    assert_int_equal(sc_tune_simulate_host(&m, 4, 4, h.s, &t), SC_SUCCESS);
+    double expect = to == 2 ? cross + m.same_core_s : cross;
+    assert_true(fabs(t - expect) <= 1e-9 * expect);
+    sc_link_model_t off = m;
+    off.same_core_s = 0;
+    assert_int_equal(sc_tune_simulate_host(&off, 4, 4, h.s, &t), SC_SUCCESS);
+    assert_true(fabs(t - cross) <= 1e-9 * cross);
+    hand_free(&h);
+  }
+}
+
 /* What waiting costs in CPU: rank 0 sends, rank 1 waits for it, both on one
  * core. Polling throughout, rank 1 takes poll_cpu of the core's share, so
  * the send runs at 1/(1 + poll_cpu) speed; with cores to spare it takes
@@ -314,6 +349,7 @@ int main(void) {
       cmocka_unit_test(test_choice_is_deterministic),
       cmocka_unit_test(test_host_model_timeline),
       cmocka_unit_test(test_host_model_noticing),
+      cmocka_unit_test(test_host_model_same_core),
       cmocka_unit_test(test_host_model_waiting_costs),
       cmocka_unit_test(test_host_model_placement),
       cmocka_unit_test(test_host_model_cache_reuse),
