@@ -41,8 +41,8 @@
  *   stays at 14-16 us. Without the term the model priced every link alike
  *   and put Rabenseifner ahead of ring at 32 KiB-1 MiB on 4 ranks, where
  *   ring was faster (by 13% at 32 KiB and 11% at 256 KiB, medians of two
- *   days' runs); fitted without it the defaults miss 3 of 62 points, with
- *   it 1 (1.10).
+ *   sets of runs four hours apart); fitted without it the defaults miss 3
+ *   of 62 points, with it 1 (1.10).
  * A schedule whose ranks mostly wait on a few others (a tree: a chain of
  * hops, its leaves idle) pays these on every hop of its chain; one that keeps
  * every rank busy (Rabenseifner, ring) rarely does. Measured at 8 ranks on 2

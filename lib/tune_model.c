@@ -41,10 +41,11 @@ void sc_tune_default_model(const char *transport, int host_cores, sc_link_model_
      * message within one core reaches its receiver 2.4 us later than one
      * from the other core; a rank that slept costs a quarter of a
      * microsecond to wake, a polling one a seventh of its core; a chunk
-     * stays in cache for 3.9 MB of a rank's traffic. Fitted to the runs of
-     * two days (2026-11-24 and -25, the second 1.4-1.8x slower), so that a
-     * pick holds in both. Ties between algorithms are decided by the last
-     * digit, so these are sc_tune_fit's own, to its four digits. */
+     * stays in cache for 3.9 MB of a rank's traffic. Fitted to two sets of
+     * runs four hours apart (the second 1.4-1.8x slower: this machine's
+     * speed drifts), so that a pick holds in both. Ties between algorithms
+     * are decided by the last digit, so these are sc_tune_fit's own, to
+     * its four digits. */
     m->alpha_s = 0.7223e-6;
     m->beta_s_per_b = 6.311e-11;
     m->host_s_per_b = 6.311e-11;
