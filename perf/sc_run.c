@@ -336,12 +336,13 @@ static void load_bind_cpus(void) {
  * placement even and the same run after run. Runs in the child. */
 static void bind_rank(int rank) {
   if (n_bind_cpus <= 0) return;
+  const int cpu = bind_cpus[rank % n_bind_cpus];
   cpu_set_t one;
   CPU_ZERO(&one);
-  CPU_SET(bind_cpus[rank % n_bind_cpus], &one);
+  CPU_SET(cpu, &one);
   if (sched_setaffinity(0, sizeof(one), &one) != 0)
     fprintf(stderr, "%s: rank %d: cannot bind to CPU %d (%s); running unbound\n", prog_name, rank,
-            bind_cpus[rank % n_bind_cpus], strerror(errno));
+            cpu, strerror(errno));
 }
 
 static void start_rank(rank_proc_t *r, int rank, int label, char **argv) {

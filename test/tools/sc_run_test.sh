@@ -229,6 +229,9 @@ expand_cpus "$allowed" >"$tmp/cpus"
 k=$(wc -l <"$tmp/cpus")
 n=$((2 * k + 1))
 report='echo "$SC_RANK $(grep Cpus_allowed_list /proc/self/status | cut -f2)"'
+ranks_all_on() { # ranks_all_on N CPUS: the N ranks of the last run each reported CPUS
+  [ "$(wc -l <"$tmp/out")" -eq "$1" ] && [ "$(cut -d' ' -f2 "$tmp/out" | sort -u)" = "$2" ]
+}
 "$SC_RUN" -n $n sh -c "$report" >"$tmp/out" 2>"$tmp/err"
 rc=$?
 : >"$tmp/want"
@@ -246,8 +249,7 @@ else
 fi
 "$SC_RUN" -n 3 --bind none sh -c "$report" >"$tmp/out" 2>"$tmp/err"
 rc=$?
-if [ $rc -eq 0 ] && [ "$(cut -d' ' -f2 "$tmp/out" | sort -u)" = "$allowed" ] &&
-  [ "$(wc -l <"$tmp/out")" -eq 3 ]; then
+if [ $rc -eq 0 ] && ranks_all_on 3 "$allowed"; then
   ok "--bind none: every rank keeps sc-run's CPUs ($allowed)"
 else
   bad "--bind none (rc=$rc)"
@@ -256,7 +258,7 @@ last=$(tail -n 1 "$tmp/cpus")
 if command -v taskset >/dev/null 2>&1; then
   taskset -c "$last" "$SC_RUN" -n 3 sh -c "$report" >"$tmp/out" 2>"$tmp/err"
   rc=$?
-  if [ $rc -eq 0 ] && [ "$(cut -d' ' -f2 "$tmp/out" | sort -u)" = "$last" ]; then
+  if [ $rc -eq 0 ] && ranks_all_on 3 "$last"; then
     ok "binding stays inside sc-run's own mask (CPU $last)"
   else
     bad "binding under taskset -c $last (rc=$rc)"

@@ -133,79 +133,55 @@ static void hand_free(hand_sched_t *h) {
   for (int i = 0; i < h->p; i++) sc_sched_free(&h->s[i]);
 }
 
-/* When its receiver notices a message: rank 0 sends, rank 1 waits for it.
- * Polling (spin_s long), it sees it alpha after the send; asleep (spin_s
- * over before the message came), wake_s later; with more ranks than cores
- * (ranks 2 and 3 have nothing to do but share the cores), turn_s later for
- * each other rank per core. */
+/* Rank 0 sends count floats to rank `to`, which waits for them; the other
+ * ranks of p have nothing to do. The simulated time. */
+static double one_message(const sc_link_model_t *m, int p, int to, size_t count) {
+  hand_sched_t h;
+  hand_init(&h, p);
+  assert_int_equal(sc_sched_send(&h.s[0], to, SC_BUF_SEND, 0, count), SC_SUCCESS);
+  assert_int_equal(sc_sched_recv(&h.s[to], 0, SC_BUF_RECV, 0, count), SC_SUCCESS);
+  double t = 0;
+  assert_int_equal(sc_tune_simulate_host(m, p, 4, h.s, &t), SC_SUCCESS);
+  hand_free(&h);
+  return t;
+}
+
+static void assert_time(double t, double expect) {
+  assert_true(fabs(t - expect) <= 1e-9 * expect);
+}
+
+/* When its receiver notices a message: rank 0 sends, the receiver waits for
+ * it (ranks with nothing to do share the cores). Polling (spin_s long), it
+ * sees it alpha after the send; asleep (spin_s over before the message
+ * came), wake_s later; with more ranks than cores, turn_s later for each
+ * other rank per core; from a sender on its own core, same_core_s later
+ * still (the sender has to give the core up first). On 4 ranks and 2 cores
+ * (rank i on core i mod 2), 0 -> 1 crosses cores and 0 -> 2 does not. */
 static void test_host_model_noticing(void **state) {
   sc_link_model_t m = {.alpha_s = 5e-6,
                        .host_s_per_b = 1.0 / 2e9,
                        .host_s_per_msg = 2e-6,
                        .host_cores = 4,
                        .turn_s = 3e-6,
-                       .wake_s = 40e-6};
+                       .wake_s = 40e-6,
+                       .same_core_s = 11e-6};
   const size_t count = 1 << 16;
   const double bytes = (double)count * 4;
   const double send = 0.5 * m.host_s_per_msg + 0.5 * bytes * m.host_s_per_b, recv = send;
-  hand_sched_t h;
-  hand_init(&h, 4);
-  assert_int_equal(sc_sched_send(&h.s[0], 1, SC_BUF_SEND, 0, count), SC_SUCCESS);
-  assert_int_equal(sc_sched_recv(&h.s[1], 0, SC_BUF_RECV, 0, count), SC_SUCCESS);
-  double t;
   m.spin_s = 1.0;
-  assert_int_equal(sc_tune_simulate_host(&m, 4, 4, h.s, &t), SC_SUCCESS);
-  double expect = send + m.alpha_s + recv;
-  assert_true(fabs(t - expect) <= 1e-9 * expect);
+  assert_time(one_message(&m, 4, 1, count), send + m.alpha_s + recv);
   m.spin_s = send / 2; /* asleep when the message comes */
-  assert_int_equal(sc_tune_simulate_host(&m, 4, 4, h.s, &t), SC_SUCCESS);
-  expect = send + m.alpha_s + m.wake_s + recv;
-  assert_true(fabs(t - expect) <= 1e-9 * expect);
+  assert_time(one_message(&m, 4, 1, count), send + m.alpha_s + m.wake_s + recv);
   m.spin_s = 1.0;
   m.host_cores = 2; /* two ranks per core: one other's turn */
-  assert_int_equal(sc_tune_simulate_host(&m, 4, 4, h.s, &t), SC_SUCCESS);
-  expect = send + m.alpha_s + m.turn_s + recv;
-  assert_true(fabs(t - expect) <= 1e-9 * expect);
-  m.host_cores = 1; /* four per core: three others' turns */
-  assert_int_equal(sc_tune_simulate_host(&m, 4, 4, h.s, &t), SC_SUCCESS);
-  expect = send + m.alpha_s + 3 * m.turn_s + recv;
-  assert_true(fabs(t - expect) <= 1e-9 * expect);
-  hand_free(&h);
-}
-
-/* A message between two ranks on one core: its sender has to give the core
- * up before its receiver can look, so it arrives same_core_s later than one
- * from the other core. 4 ranks on 2 cores (rank i on core i mod 2), polling:
- * 0 -> 1 crosses cores and takes send + alpha + one turn + recv; 0 -> 2
- * stays on core 0 and takes same_core_s more; with the term at zero the two
- * cost the same (the model before it). */
-static void test_host_model_same_core(void **state) {
-  sc_link_model_t m = {.alpha_s = 5e-6,
-                       .host_s_per_b = 1.0 / 2e9,
-                       .host_s_per_msg = 2e-6,
-                       .host_cores = 2,
-                       .spin_s = 1.0,
-                       .turn_s = 3e-6,
-                       .same_core_s = 11e-6};
-  const size_t count = 1 << 12;
-  const double bytes = (double)count * 4;
-  const double send = 0.5 * m.host_s_per_msg + 0.5 * bytes * m.host_s_per_b, recv = send;
   const double cross = send + m.alpha_s + m.turn_s + recv;
-  for (int to = 1; to <= 2; to++) {
-    hand_sched_t h;
-    hand_init(&h, 4);
-    assert_int_equal(sc_sched_send(&h.s[0], to, SC_BUF_SEND, 0, count), SC_SUCCESS);
-    assert_int_equal(sc_sched_recv(&h.s[to], 0, SC_BUF_RECV, 0, count), SC_SUCCESS);
-    double t;
-    assert_int_equal(sc_tune_simulate_host(&m, 4, 4, h.s, &t), SC_SUCCESS);
-    double expect = to == 2 ? cross + m.same_core_s : cross;
-    assert_true(fabs(t - expect) <= 1e-9 * expect);
-    sc_link_model_t off = m;
-    off.same_core_s = 0;
-    assert_int_equal(sc_tune_simulate_host(&off, 4, 4, h.s, &t), SC_SUCCESS);
-    assert_true(fabs(t - cross) <= 1e-9 * cross);
-    hand_free(&h);
-  }
+  assert_time(one_message(&m, 4, 1, count), cross);
+  assert_time(one_message(&m, 4, 2, count), cross + m.same_core_s);
+  m.host_cores = 1; /* four per core: three others' turns, the sender on it too */
+  assert_time(one_message(&m, 4, 1, count), send + m.alpha_s + 3 * m.turn_s + m.same_core_s + recv);
+  m.host_cores = 2;
+  m.same_core_s = 0; /* without the term a link within a core costs as one across */
+  assert_time(one_message(&m, 4, 2, count), cross);
 }
 
 /* What waiting costs in CPU: rank 0 sends, rank 1 waits for it, both on one
@@ -225,25 +201,14 @@ static void test_host_model_waiting_costs(void **state) {
   const size_t count = 1 << 16;
   const double bytes = (double)count * 4;
   const double send = 0.5 * m.host_s_per_msg + 0.5 * bytes * m.host_s_per_b, recv = send;
-  hand_sched_t h;
-  hand_init(&h, 2);
-  assert_int_equal(sc_sched_send(&h.s[0], 1, SC_BUF_SEND, 0, count), SC_SUCCESS);
-  assert_int_equal(sc_sched_recv(&h.s[1], 0, SC_BUF_RECV, 0, count), SC_SUCCESS);
-  double t;
   m.spin_s = 1.0;
-  assert_int_equal(sc_tune_simulate_host(&m, 2, 4, h.s, &t), SC_SUCCESS);
-  double expect = 1.5 * send + m.alpha_s + recv;
-  assert_true(fabs(t - expect) <= 1e-9 * expect);
+  assert_time(one_message(&m, 2, 1, count), 1.5 * send + m.alpha_s + recv);
   m.host_cores = 2; /* a core each: polling takes nothing from the sender */
-  assert_int_equal(sc_tune_simulate_host(&m, 2, 4, h.s, &t), SC_SUCCESS);
-  expect = send + m.alpha_s + recv;
-  assert_true(fabs(t - expect) <= 1e-9 * expect);
+  assert_time(one_message(&m, 2, 1, count), send + m.alpha_s + recv);
   m.host_cores = 1;
   m.spin_s = send / 3; /* by then the send has done spin_s / 1.5 of its work */
-  assert_int_equal(sc_tune_simulate_host(&m, 2, 4, h.s, &t), SC_SUCCESS);
-  expect = send + m.spin_s / 3 + m.alpha_s + m.wake_s + m.wake_cpu_s + recv;
-  assert_true(fabs(t - expect) <= 1e-9 * expect);
-  hand_free(&h);
+  assert_time(one_message(&m, 2, 1, count),
+              send + m.spin_s / 3 + m.alpha_s + m.wake_s + m.wake_cpu_s + recv);
 }
 
 /* Placement: rank i runs on core i mod cores, and ranks do not move to an
@@ -349,7 +314,6 @@ int main(void) {
       cmocka_unit_test(test_choice_is_deterministic),
       cmocka_unit_test(test_host_model_timeline),
       cmocka_unit_test(test_host_model_noticing),
-      cmocka_unit_test(test_host_model_same_core),
       cmocka_unit_test(test_host_model_waiting_costs),
       cmocka_unit_test(test_host_model_placement),
       cmocka_unit_test(test_host_model_cache_reuse),
