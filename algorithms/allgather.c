@@ -9,7 +9,7 @@
  * of block 0 into block r, and block 0 is received only later, after the
  * executor has finished the hop-0 send that reads it. */
 #include "algorithms/algorithms.h"
-#include "lib/error.h"
+#include "base/error.h"
 
 static int ring_block(int rank, int shift, int nranks) {
   return ((rank - shift) % nranks + nranks) % nranks;

@@ -19,7 +19,7 @@
  * itself. In place the first hop reads block r from SEND, which nothing
  * writes before hop P-1 receives block r. */
 #include "algorithms/algorithms.h"
-#include "lib/error.h"
+#include "base/error.h"
 
 static int ring_block(int rank, int hop, int nranks) {
   return ((rank - hop) % nranks + nranks) % nranks;

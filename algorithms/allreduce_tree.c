@@ -44,7 +44,7 @@
 #include <stdint.h>
 
 #include "algorithms/algorithms.h"
-#include "lib/error.h"
+#include "base/error.h"
 
 /* A rank's place in one tree. */
 typedef struct tree_node {

@@ -2,7 +2,7 @@
  * Ranks are renumbered relative to the root (v = (rank - root) mod P) so the
  * root is always v = 0. Non-roots never touch SEND (it may be NULL there). */
 #include "algorithms/algorithms.h"
-#include "lib/error.h"
+#include "base/error.h"
 
 static int rel_rank(const sc_coll_args_t *a) {
   return (a->rank - a->root + a->nranks) % a->nranks;

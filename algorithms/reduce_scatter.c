@@ -19,7 +19,7 @@
  * convention RECV == SEND overwrites block 0, whose last reader (as operand
  * or as the hop-0 send) comes earlier, or is this very reduction when r == 0. */
 #include "algorithms/algorithms.h"
-#include "lib/error.h"
+#include "base/error.h"
 
 static int ring_block(int rank, int shift, int nranks) {
   return ((rank - shift) % nranks + nranks) % nranks;

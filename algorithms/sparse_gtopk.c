@@ -10,7 +10,7 @@
 #include "algorithms/sparse.h"
 
 #include "algorithms/exchange.h"
-#include "lib/error.h"
+#include "base/error.h"
 
 enum { SET_IN = 0, SET_OUT = 1, SET_A = 2, SET_B = 3 };
 

@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/sparse.h"
 #include "perf/gtopk_select.h"
 #include "perf/perf_internal.h"
+#include "sparse/sparse.h"
 
 typedef struct opts {
   size_t n, k;

@@ -21,7 +21,7 @@ cc -Wall -Werror "$stage/example.c" $(pkg-config --cflags --libs sparsecoll) -o 
 # Only the public API may be exported.
 extra=$(nm -D --defined-only "$stage$libdir/libsparsecoll.so" | awk '$2 == "T" {print $3}' | grep -v '^sc_' || true)
 internal=$(nm -D --defined-only "$stage$libdir/libsparsecoll.so" | awk '$2 == "T" {print $3}' |
-  grep '^sc_' | grep -vxF -f "${top_srcdir:-..}/lib/libsparsecoll.sym" || true)
+  grep '^sc_' | grep -vxF -f "${top_srcdir:-..}/include/libsparsecoll.sym" || true)
 if [ -n "$extra$internal" ]; then
   echo "install_check: libsparsecoll.so exports non-API symbols: $extra $internal"
   exit 1

@@ -17,10 +17,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/socket.h"
 #include "sparsecoll.h"
 
 #define SC_TP_ADDR_MAX 192 /* bytes of an address blob exchanged at bootstrap */
-#define SC_SECRET_LEN  32
 
 typedef enum sc_tp_req_state {
   SC_TP_REQ_IDLE = 0,
@@ -59,7 +59,7 @@ typedef struct sc_tp_config {
 
 /* Shared memory sends a message of at least this many bytes by single copy:
  * the receiver reads it from the sender's memory (process_vm_readv); smaller
- * ones go through the channel's ring. The cost model (lib/tune_model.c)
+ * ones go through the channel's ring. The cost model (tune/tune_model.c)
  * charges the copy accordingly. Why so large: a single-copy send completes
  * only when its receiver has read it and each read walks the sender's page
  * tables, while two copies through the ring let the sender move on at once;

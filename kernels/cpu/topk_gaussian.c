@@ -7,10 +7,10 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/error.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/topk.h"
 #include "kernels/cpu/topk_keys.h"
-#include "lib/error.h"
 
 #define SC_TOPK_REFINE_MAX 3
 /* Elements per block of the moment pass: fp16/bf16 are widened to float32

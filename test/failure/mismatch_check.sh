@@ -3,12 +3,12 @@
 # count (blocking and non-blocking), dtype, op, root, kind (all-reduce vs
 # broadcast), a skipped call and a sparse k fail on EVERY rank with
 # SC_ERR_MISMATCH within 5 s (the timeout is 60 s), naming both calls
-# (mr_mismatch checks each rank's message); matched operations still give
+# (fail_mismatch checks each rank's message); matched operations still give
 # exact results with the check on (and on 1 rank, where it is a no-op); a
 # rank that makes no call at all leaves the others with SC_ERR_TIMEOUT from
 # the fingerprint exchange (SC_TIMEOUT_MS, here 1.5 s), naming it.
 . "$top_srcdir/test/multi/lib.sh"
-PROG="$top_builddir/test/failure/mr_mismatch"
+PROG="$top_builddir/test/failure/fail_mismatch"
 every_rank() { # every_rank TP N SCENARIO: each rank prints one "mismatch in" line and exits 0
   SC_TRANSPORT=$1 SC_CHECK_MISMATCH=1 SC_TIMEOUT_MS=60000 \
     "$SC_RUN" -n "$2" --grace 30 --timeout 120 "$PROG" "$3" >"$tmpdir/run" 2>&1

@@ -13,7 +13,7 @@
 # Each rank lingers SC_TIMEOUT_MS + 1 s before it exits, so that its peers
 # report the mismatch and not its exit.
 . "$top_srcdir/test/multi/lib.sh"
-PROG="$top_builddir/test/failure/mr_mismatch"
+PROG="$top_builddir/test/failure/fail_mismatch"
 TMO=1500
 outcome() { # outcome TP N SCENARIO silent|fails
   SC_TRANSPORT=$1 SC_TIMEOUT_MS=$TMO SC_DEBUG=NONE \

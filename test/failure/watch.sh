@@ -3,7 +3,7 @@
 # including ranks that never exchange data with it; a clean destroy is not a
 # death; nothing leaks. SC_TRANSPORT comes from the tcp-/shm- wrapper.
 . "$top_srcdir/test/multi/lib.sh"
-W="$top_builddir/test/failure/mr_watch"
+W="$top_builddir/test/failure/fail_watch"
 run() { # run N MODE VICTIM BOUND WANT_OK [ENV...]: WANT_OK ranks print OK, none FAIL
   n=$1 mode=$2 victim=$3 bound=$4 want=$5
   shift 5

@@ -2,14 +2,14 @@
  * channels. The input is u8 flags | up to 128 id bytes (zero-padded); flags
  * bit 0 writes the right magic and version, bit 1 the right checksum, so that
  * the fuzzer gets past them. The verdict is compared with a model written here
- * from the id layout (lib/bootstrap.c): "SCUI", u16 version 1, the packed root
- * address (lib/socket.c: u8 family tag 4|6, u8 0, u16 port != 0, u32 scope,
+ * from the id layout (control/bootstrap.c): "SCUI", u16 version 1, the packed root
+ * address (base/socket.c: u8 family tag 4|6, u8 0, u16 port != 0, u32 scope,
  * 16 address bytes; bytes encode leaves zero must be zero), the 32-byte
  * secret, FNV-1a of all that, zeros. A decoded id must encode back to itself,
  * byte for byte. */
 #include <string.h>
 
-#include "lib/bootstrap.h"
+#include "control/bootstrap.h"
 #include "test/fuzz/fuzz_common.h"
 
 const char *const fuzz_target_name = "unique_id";
@@ -55,7 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint32_t h = fnv(p, OFF_CHECK);
     for (int i = 0; i < 4; i++) p[OFF_CHECK + i] = (uint8_t)(h >> (24 - 8 * i));
   }
-  sc_boot_addr_t root;
+  sc_sockaddr_t root;
   uint8_t secret[SC_SECRET_LEN];
   sc_result_t r = sc_unique_id_decode(&id, &root, secret);
   int valid = model_valid(p);

@@ -1,4 +1,4 @@
-/* See simulator.h. Kept independent of lib/sched.c on purpose: it checks the
+/* See simulator.h. Kept independent of core/executor.c on purpose: it checks the
  * schedules against the executor's rules as written, not as implemented. */
 #include "test/sim/simulator.h"
 
@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/error.h"
 #include "kernels/cpu/reduce.h"
-#include "lib/error.h"
 
 typedef struct sim_msg {
   struct sim_msg *next;

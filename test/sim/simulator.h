@@ -32,8 +32,8 @@
 
 #include <stddef.h>
 
-#include "lib/sched.h"
-#include "lib/sparse_state.h"
+#include "schedule/sched.h"
+#include "schedule/sparse_state.h"
 #include "sparsecoll.h"
 
 typedef struct sc_sim_rank {

@@ -8,7 +8,7 @@
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-.}
 SC_RUN="$top_builddir/sc-run"
-NETBED="$top_srcdir/perf/netbed"
+NETBED="$top_srcdir/tools/netbed"
 [ -x "$top_builddir/sc-netbed" ] && NETBED="$top_builddir/sc-netbed"
 ID="t$$"
 PREFIX="scnb-$ID"

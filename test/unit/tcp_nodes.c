@@ -16,8 +16,8 @@
 
 #include <cmocka.h>
 
-#include "lib/error.h"
-#include "lib/socket.h"
+#include "base/error.h"
+#include "base/socket.h"
 #include "test/unit/tcp_nodes.h"
 #include "transport/tcp/tcp_internal.h"
 #include "transport/transport.h"
@@ -43,7 +43,7 @@ int reset_cfg(void **state) {
 
 /* host: where the route hint points, so that the nodes advertise loopback. */
 void create_nodes_on(node_t *nodes, int n, uint8_t *addrs, int timeout_ms, const char *host) {
-  sc_boot_addr_t hint;
+  sc_sockaddr_t hint;
   assert_int_equal(sc_socket_resolve(host, 9, &hint), SC_SUCCESS);
   memset(&loop_hint, 0, sizeof(loop_hint));
   memcpy(&loop_hint, &hint.sa, hint.len);

@@ -16,14 +16,14 @@
 
 #include <cmocka.h>
 
-#include "lib/bootstrap.h"
-#include "lib/error.h"
-#include "lib/socket.h"
+#include "base/error.h"
+#include "base/socket.h"
+#include "control/bootstrap.h"
 
 #define BLOB 24
 
-static sc_boot_addr_t loopback(uint16_t port) {
-  sc_boot_addr_t a;
+static sc_sockaddr_t loopback(uint16_t port) {
+  sc_sockaddr_t a;
   memset(&a, 0, sizeof(a));
   struct sockaddr_in *in = (struct sockaddr_in *)&a.sa;
   in->sin_family = AF_INET;
@@ -35,15 +35,15 @@ static sc_boot_addr_t loopback(uint16_t port) {
 
 /* A port nobody listens on right now. */
 static uint16_t free_port(void) {
-  sc_boot_addr_t a = loopback(0);
+  sc_sockaddr_t a = loopback(0);
   int fd;
   assert_int_equal(sc_socket_listen(&a, 1, &fd), SC_SUCCESS);
   close(fd);
   return ntohs(((struct sockaddr_in *)&a.sa)->sin_port);
 }
 
-static sc_boot_addr_t start_root(const uint8_t secret[SC_SECRET_LEN], int timeout_ms) {
-  sc_boot_addr_t bind = loopback(0), bound;
+static sc_sockaddr_t start_root(const uint8_t secret[SC_SECRET_LEN], int timeout_ms) {
+  sc_sockaddr_t bind = loopback(0), bound;
   assert_int_equal(sc_bootstrap_root_start(&bind, secret, timeout_ms, &bound), SC_SUCCESS);
   assert_int_not_equal(ntohs(((struct sockaddr_in *)&bound.sa)->sin_port), 0);
   return bound;
@@ -51,7 +51,7 @@ static sc_boot_addr_t start_root(const uint8_t secret[SC_SECRET_LEN], int timeou
 
 typedef struct client {
   pthread_t tid;
-  sc_boot_addr_t root;
+  sc_sockaddr_t root;
   uint8_t secret[SC_SECRET_LEN];
   int rank, nranks, timeout_ms, delay_ms;
   size_t bloblen;
@@ -76,7 +76,7 @@ static void *client_main(void *arg) {
   return NULL;
 }
 
-static void client_start(client_t *c, sc_boot_addr_t root, const uint8_t *secret, int rank,
+static void client_start(client_t *c, sc_sockaddr_t root, const uint8_t *secret, int rank,
                          int nranks, int timeout_ms) {
   memset(c, 0, sizeof(*c));
   c->root = root;
@@ -128,7 +128,7 @@ static void test_unique_id(void **state) {
   (void)state;
   uint8_t secret[SC_SECRET_LEN], got_secret[SC_SECRET_LEN];
   new_secret(secret);
-  sc_boot_addr_t a = loopback(4711), b;
+  sc_sockaddr_t a = loopback(4711), b;
   sc_unique_id_t id;
   assert_int_equal(sc_unique_id_encode(&a, secret, &id), SC_SUCCESS);
   assert_int_equal(sc_unique_id_decode(&id, &b, got_secret), SC_SUCCESS);
@@ -137,7 +137,7 @@ static void test_unique_id(void **state) {
   assert_memory_equal(got_secret, secret, SC_SECRET_LEN);
 
   /* IPv6 too. */
-  sc_boot_addr_t v6;
+  sc_sockaddr_t v6;
   assert_int_equal(sc_socket_resolve("[::1]", 5000, &v6), SC_SUCCESS);
   assert_int_equal(sc_unique_id_encode(&v6, secret, &id), SC_SUCCESS);
   assert_int_equal(sc_unique_id_decode(&id, &b, got_secret), SC_SUCCESS);
@@ -171,7 +171,7 @@ static void test_unique_id(void **state) {
   memset(&bad, 0, sizeof(bad));
   assert_int_equal(sc_unique_id_decode(&bad, &b, got_secret), SC_ERR_INVALID_ARG);
 
-  sc_boot_addr_t zero = loopback(0);
+  sc_sockaddr_t zero = loopback(0);
   assert_int_equal(sc_unique_id_encode(&zero, secret, &id), SC_ERR_INVALID_ARG);
 }
 
@@ -180,7 +180,7 @@ static void test_unique_id(void **state) {
 static void rendezvous(int n) {
   uint8_t secret[SC_SECRET_LEN];
   new_secret(secret);
-  sc_boot_addr_t root = start_root(secret, 5000);
+  sc_sockaddr_t root = start_root(secret, 5000);
   client_t c[8];
   for (int r = 0; r < n; r++) client_start(&c[r], root, secret, n - 1 - r, n, 5000);
   for (int r = 0; r < n; r++) client_join(&c[r]);
@@ -214,7 +214,7 @@ static void test_root_starts_late(void **state) {
   client_t c[2];
   for (int r = 0; r < 2; r++) client_start(&c[r], loopback(port), secret, r, 2, 5000);
   poll(NULL, 0, 200);
-  sc_boot_addr_t bind = loopback(port), bound;
+  sc_sockaddr_t bind = loopback(port), bound;
   assert_int_equal(sc_bootstrap_root_start(&bind, secret, 5000, &bound), SC_SUCCESS);
   for (int r = 0; r < 2; r++) {
     client_join(&c[r]);
@@ -223,7 +223,7 @@ static void test_root_starts_late(void **state) {
   }
 }
 
-static int raw_connect(sc_boot_addr_t root) {
+static int raw_connect(sc_sockaddr_t root) {
   int fd;
   assert_int_equal(sc_socket_connect(&root, sc_now_ms() + 2000, &fd), SC_SUCCESS);
   return fd;
@@ -237,7 +237,7 @@ static void test_bad_clients_dropped(void **state) {
   new_secret(secret);
   memcpy(wrong, secret, sizeof(wrong));
   wrong[7] ^= 0x40;
-  sc_boot_addr_t root = start_root(secret, 5000);
+  sc_sockaddr_t root = start_root(secret, 5000);
 
   int silent = raw_connect(root);
   int noisy = raw_connect(root);
@@ -272,7 +272,7 @@ static void test_timeout_names_missing(void **state) {
   (void)state;
   uint8_t secret[SC_SECRET_LEN];
   new_secret(secret);
-  sc_boot_addr_t root = start_root(secret, 500);
+  sc_sockaddr_t root = start_root(secret, 500);
   client_t c[2];
   /* Clients wait longer than the root so that the root's answer arrives first. */
   client_start(&c[0], root, secret, 0, 6, 3000);
@@ -313,7 +313,7 @@ static void test_nranks_mismatch(void **state) {
   (void)state;
   uint8_t secret[SC_SECRET_LEN];
   new_secret(secret);
-  sc_boot_addr_t root = start_root(secret, 3000);
+  sc_sockaddr_t root = start_root(secret, 3000);
   client_t a, b, late;
   client_start(&a, root, secret, 0, 4, 3000);
   poll(NULL, 0, 100); /* let rank 0 fix nranks=4 first */
@@ -338,7 +338,7 @@ static void test_duplicate_rank(void **state) {
   (void)state;
   uint8_t secret[SC_SECRET_LEN];
   new_secret(secret);
-  sc_boot_addr_t root = start_root(secret, 3000);
+  sc_sockaddr_t root = start_root(secret, 3000);
   client_t a, b;
   client_start(&a, root, secret, 1, 3, 3000);
   poll(NULL, 0, 100);
@@ -354,7 +354,7 @@ static void test_duplicate_rank(void **state) {
 
 static void test_socket_helpers(void **state) {
   (void)state;
-  sc_boot_addr_t a, hint = loopback(9);
+  sc_sockaddr_t a, hint = loopback(9);
   char s[64];
   assert_int_equal(sc_socket_pick_addr("lo", NULL, &a), SC_SUCCESS);
   assert_string_equal(sc_socket_addr_str(&a, s, sizeof(s)), "127.0.0.1:0");
@@ -366,7 +366,7 @@ static void test_socket_helpers(void **state) {
   assert_int_equal(sc_socket_resolve("localhost", 80, &a), SC_SUCCESS);
   assert_int_equal(sc_socket_resolve("no-such-host.invalid", 80, &a) != SC_SUCCESS, 1);
   uint8_t wire[SC_SOCKET_ADDR_WIRE_LEN];
-  sc_boot_addr_t b, v4 = loopback(4711);
+  sc_sockaddr_t b, v4 = loopback(4711);
   assert_int_equal(sc_socket_addr_pack(&v4, wire), SC_SUCCESS);
   assert_int_equal(sc_socket_addr_unpack(wire, &b), SC_SUCCESS);
   assert_memory_equal(&b.sa, &v4.sa, v4.len);
@@ -380,7 +380,7 @@ static void test_socket_helpers(void **state) {
 /* The rendezvous over IPv6 loopback, where there is one. */
 static void test_rendezvous_ipv6(void **state) {
   (void)state;
-  sc_boot_addr_t bind, bound;
+  sc_sockaddr_t bind, bound;
   int fd;
   if (sc_socket_resolve("::1", 0, &bind) != SC_SUCCESS ||
       sc_socket_listen(&bind, 1, &fd) != SC_SUCCESS) {
@@ -393,7 +393,7 @@ static void test_rendezvous_ipv6(void **state) {
   assert_int_equal(sc_socket_resolve("::1", 0, &bind), SC_SUCCESS);
   assert_int_equal(sc_bootstrap_root_start(&bind, secret, 5000, &bound), SC_SUCCESS);
   sc_unique_id_t id;
-  sc_boot_addr_t root;
+  sc_sockaddr_t root;
   uint8_t s2[SC_SECRET_LEN];
   assert_int_equal(sc_unique_id_encode(&bound, secret, &id), SC_SUCCESS);
   assert_int_equal(sc_unique_id_decode(&id, &root, s2), SC_SUCCESS);
@@ -409,13 +409,13 @@ static void test_rendezvous_ipv6(void **state) {
 static void test_bad_args(void **state) {
   (void)state;
   uint8_t secret[SC_SECRET_LEN] = {0}, blob[8] = {0}, all[64];
-  sc_boot_addr_t a = loopback(1);
+  sc_sockaddr_t a = loopback(1);
   assert_int_equal(sc_bootstrap_exchange(&a, secret, 2, 2, blob, 8, all, 100), SC_ERR_INVALID_ARG);
   assert_int_equal(sc_bootstrap_exchange(&a, secret, 0, 0, blob, 8, all, 100), SC_ERR_INVALID_ARG);
   assert_int_equal(sc_bootstrap_exchange(&a, secret, 0, 1, blob, SC_BOOT_BLOB_MAX + 1, all, 100),
                    SC_ERR_INVALID_ARG);
   assert_int_equal(sc_bootstrap_exchange(&a, secret, 0, 1, blob, 8, all, 0), SC_ERR_INVALID_ARG);
-  sc_boot_addr_t bound;
+  sc_sockaddr_t bound;
   assert_int_equal(sc_bootstrap_root_start(&a, secret, 0, &bound), SC_ERR_INVALID_ARG);
 }
 

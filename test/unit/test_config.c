@@ -11,9 +11,9 @@
 
 #include <cmocka.h>
 
-#include "lib/comm.h"
-#include "lib/config.h"
-#include "lib/error.h"
+#include "base/config.h"
+#include "base/error.h"
+#include "core/comm.h"
 
 static void test_parse_long(void **state) {
   long v = 0;

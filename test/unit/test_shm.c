@@ -18,8 +18,8 @@
 
 #include <cmocka.h>
 
-#include "lib/error.h"
-#include "lib/socket.h"
+#include "base/error.h"
+#include "base/socket.h"
 #include "transport/shm/shm_internal.h"
 #include "transport/transport.h"
 

@@ -18,8 +18,8 @@
 
 #include <cmocka.h>
 
-#include "lib/error.h"
-#include "lib/socket.h"
+#include "base/error.h"
+#include "base/socket.h"
 #include "test/unit/tcp_nodes.h"
 #include "transport/tcp/tcp_internal.h"
 #include "transport/transport.h"
@@ -162,7 +162,7 @@ static void test_peer_destroyed(void **state) {
 /* ---- strangers at the listener during connect_all ---- */
 
 static int raw_connect_to(const uint8_t *blob) {
-  sc_boot_addr_t a;
+  sc_sockaddr_t a;
   assert_int_equal(sc_socket_addr_unpack(blob + 4, &a), SC_SUCCESS);
   int fd;
   assert_int_equal(sc_socket_connect(&a, sc_now_ms() + 2000, &fd), SC_SUCCESS);
@@ -288,7 +288,7 @@ static void test_wake_and_cancel(void **state) {
 }
 
 static int have_ipv6_loopback(void) {
-  sc_boot_addr_t a;
+  sc_sockaddr_t a;
   int fd;
   if (sc_socket_resolve("::1", 0, &a) != SC_SUCCESS || sc_socket_listen(&a, 1, &fd) != SC_SUCCESS)
     return 0;

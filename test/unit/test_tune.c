@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "lib/tune.h"
+#include "tune/tune.h"
 
 static const double alpha = 20e-6, beta = 1e-9; /* 20 us, 1 GB/s */
 

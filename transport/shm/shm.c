@@ -26,9 +26,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lib/error.h"
-#include "lib/log.h"
-#include "lib/socket.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/socket.h"
 #include "transport/shm/shm_internal.h"
 
 static int64_t now_us(void) {

@@ -11,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lib/error.h"
-#include "lib/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "transport/tcp/tcp_io.h"
 
 static int64_t now_us(void) {

@@ -14,8 +14,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "lib/error.h"
-#include "lib/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "transport/tcp/tcp_internal.h"
 
 void sc_tcp_encode_hello(uint8_t out[SC_TCP_HELLO_LEN], const uint8_t secret[SC_SECRET_LEN],
@@ -35,8 +35,7 @@ sc_result_t sc_tcp_create(const sc_tp_config_t *cfg, sc_transport_t **out, void 
   if (!cfg || !out || !addr || !addrlen)
     return SC_ERR(SC_ERR_INVALID_ARG, "tcp create: NULL argument");
   *out = NULL;
-  if (cfg->nranks < 1 || cfg->nranks > SC_BOOT_RANKS_MAX || cfg->rank < 0 ||
-      cfg->rank >= cfg->nranks)
+  if (cfg->nranks < 1 || cfg->nranks > SC_RANKS_MAX || cfg->rank < 0 || cfg->rank >= cfg->nranks)
     return SC_ERR(SC_ERR_INVALID_ARG, "tcp create: rank %d of %d is out of range", cfg->rank,
                   cfg->nranks);
   if (cfg->timeout_ms <= 0)
@@ -47,10 +46,10 @@ sc_result_t sc_tcp_create(const sc_tp_config_t *cfg, sc_transport_t **out, void 
                   "tcp create: SC_NSOCKS=%d is not in 1..%d or SC_SPIN_US=%d is negative",
                   cfg->nsocks, SC_TCP_MAX_SOCKS, cfg->spin_us);
 
-  sc_boot_addr_t hint, *hintp = NULL;
+  sc_sockaddr_t hint, *hintp = NULL;
   if (cfg->route_hint && sc_socket_addr_from_storage(cfg->route_hint, &hint) == SC_SUCCESS)
     hintp = &hint;
-  sc_boot_addr_t local;
+  sc_sockaddr_t local;
   char ifname[sizeof(cfg->ifname) + 1];
   memcpy(ifname, cfg->ifname, sizeof(cfg->ifname));
   ifname[sizeof(cfg->ifname)] = '\0';

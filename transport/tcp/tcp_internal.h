@@ -26,8 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/bootstrap.h"
-#include "lib/socket.h"
+#include "base/socket.h"
 #include "transport/transport.h"
 
 #define SC_TCP_BLOB_MAGIC  0x53435442u /* 'SCTB' */
@@ -80,7 +79,7 @@ typedef struct sc_tcp_peer {
   int connected; /* all nsocks sockets established */
   int dead;      /* failed: requests to it fail at once with err */
   sc_tcp_sock_t *socks;
-  sc_boot_addr_t addr;
+  sc_sockaddr_t addr;
   char name[96]; /* "rank 3 (127.0.0.1:40123)" for error texts */
   int send_cursor, recv_cursor;
   uint32_t send_seq, recv_seq;
@@ -96,7 +95,7 @@ struct sc_transport {
   size_t sockbuf;
   int timeout_ms;
   int listen_fd;
-  sc_boot_addr_t listen_addr;
+  sc_sockaddr_t listen_addr;
   int wake_fd; /* eventfd: wake() makes a progress() blocked in poll return */
   int connected;
   sc_tcp_peer_t *peers;

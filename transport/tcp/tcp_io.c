@@ -14,8 +14,8 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include "lib/error.h"
-#include "lib/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "transport/tcp/tcp_io.h"
 
 /* iovecs gathered into one sendmsg: several small queued messages leave in a

@@ -12,8 +12,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "lib/error.h"
-#include "lib/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "transport/tcp/tcp_internal.h"
 
 typedef enum sc_setup_state {
@@ -37,7 +37,7 @@ typedef struct sc_setup_conn {
   size_t len, done;
   int64_t retry_at, since;
   int attempts, last_err;
-  sc_boot_addr_t from; /* incoming: the remote address */
+  sc_sockaddr_t from; /* incoming: the remote address */
 } sc_setup_conn_t;
 
 typedef struct sc_setup {
@@ -321,7 +321,7 @@ static sc_result_t setup_accept(sc_setup_t *s) {
   size_t unauth_max = (size_t)tp->nranks * SC_TCP_MAX_SOCKS + 64;
   for (int k = 0; k < 64; k++) {
     int fd;
-    sc_boot_addr_t from;
+    sc_sockaddr_t from;
     SC_CHECK(sc_socket_accept(tp->listen_fd, &fd, &from));
     if (fd < 0) return SC_SUCCESS;
     size_t unauth = 0, oldest = SIZE_MAX, slot = SIZE_MAX;
@@ -443,7 +443,7 @@ static sc_result_t read_addrs(sc_transport_t *tp, const void *addrs, size_t stri
   return SC_SUCCESS;
 }
 
-static int same_host(const sc_boot_addr_t *a, const sc_boot_addr_t *b) {
+static int same_host(const sc_sockaddr_t *a, const sc_sockaddr_t *b) {
   if (a->sa.ss_family != b->sa.ss_family) return 0;
   if (a->sa.ss_family == AF_INET)
     return ((const struct sockaddr_in *)&a->sa)->sin_addr.s_addr ==

@@ -1,0 +1,65 @@
+/* The algorithm registry (algorithms/registry.h). */
+#include <strings.h>
+
+#include "algorithms/registry.h"
+
+static const sc_algo_entry_t sc_allreduce_algos[] = {
+    {"ring", sc_ring_allreduce_schedule, "reduce-scatter + all-gather rings, pipelined in chunks"},
+    {"tree", sc_tree_allreduce_schedule, "pipelined double binary tree"},
+    {"rd", sc_rd_allreduce_schedule, "recursive doubling of the whole vector"},
+    {"rabenseifner", sc_rabenseifner_allreduce_schedule,
+     "recursive halving reduce-scatter + recursive doubling all-gather"},
+};
+static const sc_algo_entry_t sc_reduce_scatter_algos[] = {
+    {"ring", sc_ring_reduce_scatter_schedule, "ring, one block per step"},
+    {"recursive-halving", sc_rh_reduce_scatter_schedule, "Rabenseifner's first half"},
+};
+static const sc_algo_entry_t sc_allgather_algos[] = {
+    {"ring", sc_ring_allgather_schedule, "ring, one block per step"},
+    {"recursive-doubling", sc_rd_allgather_schedule, "Rabenseifner's second half"},
+};
+/* Broadcast and reduce share names: SC_BCAST_ALGO forces both. */
+static const sc_algo_entry_t sc_broadcast_algos[] = {
+    {"chain", sc_chain_broadcast_schedule, "pipelined chain from the root"},
+    {"binomial", sc_binomial_broadcast_schedule, "binomial tree"},
+};
+static const sc_algo_entry_t sc_reduce_algos[] = {
+    {"chain", sc_chain_reduce_schedule, "pipelined chain to the root"},
+    {"binomial", sc_binomial_reduce_schedule, "binomial tree"},
+};
+static const sc_algo_entry_t sc_barrier_algos[] = {
+    {"dissemination", sc_dissemination_barrier_schedule, "dissemination, ceil(log2 P) rounds"},
+};
+
+const sc_algo_entry_t *sc_algo_candidates(sc_coll_t coll, int *n) {
+#define SC_ALGOS(arr) (*n = (int)(sizeof(arr) / sizeof(arr[0])), arr)
+  switch (coll) {
+  case SC_COLL_ALLREDUCE:
+    return SC_ALGOS(sc_allreduce_algos);
+  case SC_COLL_REDUCE_SCATTER:
+    return SC_ALGOS(sc_reduce_scatter_algos);
+  case SC_COLL_ALLGATHER:
+    return SC_ALGOS(sc_allgather_algos);
+  case SC_COLL_BROADCAST:
+    return SC_ALGOS(sc_broadcast_algos);
+  case SC_COLL_REDUCE:
+    return SC_ALGOS(sc_reduce_algos);
+  default:
+    return SC_ALGOS(sc_barrier_algos);
+  }
+#undef SC_ALGOS
+}
+
+int sc_algo_find(sc_coll_t coll, const char *name) {
+  int n;
+  const sc_algo_entry_t *c = sc_algo_candidates(coll, &n);
+  for (int i = 0; name && i < n; i++)
+    if (!strcasecmp(c[i].name, name)) return i;
+  return -1;
+}
+
+const char *sc_coll_name(sc_coll_t c) {
+  static const char *const names[] = {"allreduce", "reduce_scatter", "allgather",
+                                      "broadcast", "reduce",         "barrier"};
+  return (unsigned)c < sizeof(names) / sizeof(names[0]) ? names[c] : "invalid-collective";
+}

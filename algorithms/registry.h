@@ -1,0 +1,25 @@
+/* The one list of algorithms: every collective's candidate schedule
+ * generators, with the names users see. SC_ALGO and SC_BCAST_ALGO parsing,
+ * the tuner's candidates, its log lines, sc-info and the perf binaries' -a
+ * all read this table, so an algorithm added here is everywhere at once. */
+#ifndef SC_ALGORITHMS_REGISTRY_H
+#define SC_ALGORITHMS_REGISTRY_H
+
+#include "algorithms/algorithms.h"
+
+typedef sc_result_t (*sc_sched_gen_t)(const sc_coll_args_t *, sc_sched_t *);
+
+typedef struct sc_algo_entry {
+  const char *name; /* as SC_ALGO / SC_BCAST_ALGO / perf -a take it */
+  sc_sched_gen_t gen;
+  const char *about; /* one line for sc-info */
+} sc_algo_entry_t;
+
+/* The candidates of coll, in a fixed order (the tuner's indices): n >= 1. */
+const sc_algo_entry_t *sc_algo_candidates(sc_coll_t coll, int *n);
+/* coll's candidate called name (case-insensitive): its index, or -1. */
+int sc_algo_find(sc_coll_t coll, const char *name);
+/* "allreduce", "broadcast", ... */
+const char *sc_coll_name(sc_coll_t c);
+
+#endif

@@ -1,0 +1,96 @@
+/* SC_TUNE=measure: a short calibration at communicator creation. alpha from
+ * dissemination barriers (ceil(log2 P) message rounds each), beta from ring
+ * all-gathers ((P-1) steps of m bytes), gamma from the local reduction
+ * kernel. Rank 0's fit is broadcast so every rank chooses alike. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/log.h"
+#include "core/comm.h"
+#include "kernels/cpu/reduce.h"
+
+static double sc_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static sc_result_t sc_calib_ring_allgather(sc_comm_t *comm, void *buf, size_t per_rank) {
+  sc_op_t op = {.coll = SC_COLL_ALLGATHER,
+                .sendbuf = (char *)buf + per_rank * (size_t)comm->rank,
+                .recvbuf = buf,
+                .count = per_rank,
+                .dtype = SC_UINT8,
+                .op = SC_SUM,
+                .gen = sc_ring_allgather_schedule};
+  return sc_op_run_blocking(comm, &op);
+}
+
+sc_result_t sc_tune_calibrate(sc_comm_t *comm) {
+  int p = comm->nranks;
+  if (p < 2) return SC_SUCCESS;
+  const int reps = 10;
+  /* Below shm's single-copy size: the fit is of host_s_per_b (two copies). */
+  const size_t m = 64 * 1024;
+  double fit[4] = {0, 0, 0, 0};
+  void *buf = malloc(m * (size_t)p);
+  float *x = malloc(m * sizeof(float)), *y = malloc(m * sizeof(float));
+  sc_result_t r = SC_SUCCESS;
+  if (!buf || !x || !y) {
+    r = SC_ERR(SC_ERR_NOMEM, "calibration buffers");
+    goto done;
+  }
+  for (int i = 0; i < 3 && r == SC_SUCCESS; i++) r = sc_barrier(comm);
+  double t0 = sc_seconds();
+  for (int i = 0; i < reps && r == SC_SUCCESS; i++) r = sc_barrier(comm);
+  double rounds = ceil(log2((double)p));
+  double alpha = (sc_seconds() - t0) / reps / rounds;
+  SC_CHECK_GOTO(sc_calib_ring_allgather(comm, buf, m), r, done);
+  t0 = sc_seconds();
+  for (int i = 0; i < reps && r == SC_SUCCESS; i++) r = sc_calib_ring_allgather(comm, buf, m);
+  double step = (sc_seconds() - t0) / reps / (p - 1);
+  double beta = (step - alpha) / (double)m;
+  for (size_t i = 0; i < m; i++) x[i] = y[i] = (float)i;
+  t0 = sc_seconds();
+  for (int i = 0; i < reps; i++) sc_reduce_kernel(SC_FLOAT32, SC_SUM, x, x, y, m);
+  double gamma = (sc_seconds() - t0) / reps / (double)(m * sizeof(float));
+  if (r != SC_SUCCESS) goto done;
+  /* On one host (tune/tune_host.c) a barrier round is the wake-up latency,
+   * the other ranks' turns on a shared core and every rank's per-message CPU
+   * shared over the cores; an all-gather step is every rank's message CPU
+   * and copy shared likewise. */
+  int cores = comm->tune.model.host_cores;
+  double host = beta;
+  if (cores > 0) {
+    double share = p > cores ? (double)p / cores : 1.0;
+    double msg = comm->tune.model.host_s_per_msg;
+    double fixed = share * msg + sc_tune_host_turns(&comm->tune.model, p);
+    alpha = alpha - fixed > 1e-6 ? alpha - fixed : 1e-6;
+    host = ((step - alpha) / share - msg) / (double)m;
+  }
+  fit[0] = alpha;
+  fit[1] = beta > 1e-12 ? beta : 1e-12; /* a noisy fit must not make bytes free */
+  fit[2] = gamma;
+  fit[3] = host > 1e-12 ? host : 1e-12;
+  SC_CHECK_GOTO(sc_broadcast(fit, fit, 4, SC_FLOAT64, 0, comm), r, done);
+  pthread_mutex_lock(&comm->tune.lock);
+  comm->tune.model.alpha_s = fit[0];
+  comm->tune.model.beta_s_per_b = fit[1];
+  comm->tune.model.gamma_s_per_b = fit[2];
+  comm->tune.model.host_s_per_b = fit[3];
+  /* Choices made for the calibration's own barriers and broadcast. */
+  memset(comm->tune.cache, 0, sizeof(comm->tune.cache));
+  pthread_mutex_unlock(&comm->tune.lock);
+  comm->ex.sched_key.valid = 0; /* the cached schedule was chosen under the old model */
+  SC_INFO(SC_SUBSYS_TUNE,
+          "calibrated on %d ranks (rank 0's fit): alpha %.1f us, link %.2f GB/s, host %.2f GB/s, "
+          "reduce %.2f GB/s",
+          p, fit[0] * 1e6, 1e-9 / fit[1], 1e-9 / fit[3], 1e-9 / fit[2]);
+done:
+  free(buf);
+  free(x);
+  free(y);
+  return r;
+}

@@ -1,0 +1,250 @@
+/* Communicator life cycle: create from a unique id, destroy, abort. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "base/config.h"
+#include "base/log.h"
+#include "base/socket.h"
+#include "control/bootstrap.h"
+#include "control/watch.h"
+#include "core/comm.h"
+#include "core/fingerprint.h"
+
+/* "auto" (-1) or the name of one of coll's registered algorithms. */
+static sc_result_t sc_parse_algo(const char *var, sc_coll_t coll, int *out) {
+  const char *names[SC_TUNE_MAX_CANDIDATES + 1] = {"auto"};
+  int n;
+  const sc_algo_entry_t *c = sc_algo_candidates(coll, &n);
+  for (int i = 0; i < n && i < SC_TUNE_MAX_CANDIDATES; i++) names[i + 1] = c[i].name;
+  int idx;
+  SC_CHECK(sc_parse_choice(var, sc_config_get(var), names, n + 1, &idx));
+  *out = idx - 1;
+  return SC_SUCCESS;
+}
+
+static sc_result_t sc_comm_read_config(sc_comm_config_t *cfg) {
+  long v;
+  SC_CHECK(sc_config_long("SC_TIMEOUT_MS", 1, 24L * 3600 * 1000, &v));
+  cfg->timeout_ms = (int)v;
+  SC_CHECK(sc_config_size("SC_CHUNK_BYTES", 64, (size_t)1 << 30, &cfg->chunk_bytes));
+  SC_CHECK(sc_config_size("SC_SOCKBUF_BYTES", 0, (size_t)1 << 30, &cfg->sockbuf_bytes));
+  int idx;
+  SC_CHECK(sc_parse_algo("SC_ALGO", SC_COLL_ALLREDUCE, &cfg->algo));
+  static const char *const tunes[] = {"model", "measure"};
+  SC_CHECK(sc_parse_choice("SC_TUNE", sc_config_get("SC_TUNE"), tunes, 2, &idx));
+  cfg->tune_measure = idx == 1;
+  SC_CHECK(sc_parse_algo("SC_BCAST_ALGO", SC_COLL_BROADCAST, &cfg->bcast_algo));
+  static const char *const tps[] = {"auto", "tcp", "shm", "ucx", "verbs"};
+  SC_CHECK(sc_parse_choice("SC_TRANSPORT", sc_config_get("SC_TRANSPORT"), tps, 5, &idx));
+  if (idx > 2)
+    return SC_ERR(SC_ERR_UNSUPPORTED,
+                  "SC_TRANSPORT=%s is not built in this release (auto, tcp and shm are)", tps[idx]);
+  cfg->transport = idx;
+  SC_CHECK(sc_config_long("SC_NSOCKS", 1, 64, &v));
+  cfg->nsocks = (int)v;
+  SC_CHECK(sc_config_long("SC_SPIN_US", 0, 1000000, &v));
+  cfg->spin_us = (int)v;
+  SC_CHECK(sc_config_long("SC_HEARTBEAT_MS", -1, 600000, &v));
+  cfg->heartbeat_ms = (int)v;
+  SC_CHECK(sc_config_long("SC_CHECK_MISMATCH", 0, 1, &v));
+  cfg->check_mismatch = (int)v;
+  snprintf(cfg->ifname, sizeof(cfg->ifname), "%s", sc_config_get("SC_SOCKET_IFNAME"));
+  return SC_SUCCESS;
+}
+
+static void sc_read_boot_id(char *out, size_t len) {
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  out[0] = '\0';
+  if (!f) return;
+  if (fgets(out, (int)len, f)) out[strcspn(out, "\n")] = '\0';
+  fclose(f);
+}
+
+/* Frees everything but the struct itself (the abort tombstone). */
+static void sc_comm_release_resources(sc_comm_t *comm) {
+  /* First: the watch thread may wake the transport. */
+  sc_watch_stop(comm->watch, !atomic_load(&comm->aborted));
+  comm->watch = NULL;
+  if (comm->tp) {
+    comm->tpops->cancel_all(comm->tp, SC_ERR_ABORTED);
+    comm->tpops->destroy(comm->tp);
+  }
+  comm->tp = NULL;
+  sc_exec_state_free(&comm->ex);
+  sc_fp_free(comm);
+  free(comm->peers);
+  comm->peers = NULL;
+}
+
+static void sc_comm_free(sc_comm_t *comm) {
+  sc_comm_release_resources(comm);
+  if (comm->tune_ready) sc_tune_fini(comm);
+  pthread_mutex_destroy(&comm->lock);
+  pthread_cond_destroy(&comm->queue_cv);
+  free(comm);
+}
+
+sc_result_t sc_comm_create(sc_comm_t **out, int nranks, int rank, const sc_unique_id_t *id) {
+  sc_sockaddr_t root;
+  uint8_t secret[SC_SECRET_LEN];
+  SC_CHECK(sc_unique_id_decode(id, &root, secret));
+  sc_comm_t *comm = calloc(1, sizeof(*comm));
+  if (!comm) return SC_ERR(SC_ERR_NOMEM, "communicator");
+  pthread_mutex_init(&comm->lock, NULL);
+  pthread_cond_init(&comm->queue_cv, NULL);
+  comm->rank = rank;
+  comm->nranks = nranks;
+  comm->tpops = &sc_tcp_transport;
+  sc_log_set_rank(rank);
+  sc_result_t r;
+  SC_CHECK_GOTO(sc_comm_read_config(&comm->cfg), r, fail);
+  /* auto: shared memory to same-host peers, tcp to the others. */
+  static const sc_transport_ops_t *const tpops[] = {&sc_mux_transport, &sc_tcp_transport,
+                                                    &sc_shm_transport};
+  comm->tpops = tpops[comm->cfg.transport];
+
+  sc_tp_config_t tpc;
+  memset(&tpc, 0, sizeof(tpc));
+  tpc.rank = rank;
+  tpc.nranks = nranks;
+  memcpy(tpc.secret, secret, SC_SECRET_LEN);
+  snprintf(tpc.ifname, sizeof(tpc.ifname), "%s", comm->cfg.ifname);
+  tpc.route_hint = &root.sa;
+  tpc.sockbuf_bytes = comm->cfg.sockbuf_bytes;
+  tpc.timeout_ms = comm->cfg.timeout_ms;
+  tpc.nsocks = comm->cfg.nsocks;
+  tpc.spin_us = comm->cfg.spin_us;
+
+  sc_peer_info_t me;
+  memset(&me, 0, sizeof(me));
+  size_t addrlen = sizeof(me.tp_addr);
+  SC_CHECK_GOTO(comm->tpops->create(&tpc, &comm->tp, me.tp_addr, &addrlen), r, fail);
+  if (gethostname(me.hostname, sizeof(me.hostname)) != 0)
+    snprintf(me.hostname, sizeof(me.hostname), "?");
+  me.hostname[sizeof(me.hostname) - 1] = '\0';
+  sc_read_boot_id(me.boot_id, sizeof(me.boot_id));
+  me.pid = (int32_t)getpid();
+  me.rank = rank;
+
+  comm->peers = calloc((size_t)nranks, sizeof(*comm->peers));
+  if (!comm->peers) {
+    r = SC_ERR(SC_ERR_NOMEM, "peer table of %d ranks", nranks);
+    goto fail;
+  }
+  SC_CHECK_GOTO(sc_watch_create(comm, comm->cfg.ifname, &root, comm->cfg.heartbeat_ms, secret,
+                                &comm->watch, me.watch_addr),
+                r, fail);
+  SC_INFO(SC_SUBSYS_INIT, "rank %d of %d: bootstrapping", rank, nranks);
+  SC_CHECK_GOTO(sc_bootstrap_exchange(&root, secret, rank, nranks, &me, sizeof(me), comm->peers,
+                                      comm->cfg.timeout_ms),
+                r, fail);
+  for (int i = 0; i < nranks; i++) {
+    comm->peers[i].hostname[sizeof(me.hostname) - 1] = '\0';
+    comm->peers[i].boot_id[sizeof(me.boot_id) - 1] = '\0';
+  }
+  SC_CHECK_GOTO(comm->tpops->connect_all(comm->tp, comm->peers->tp_addr, sizeof(sc_peer_info_t)), r,
+                fail);
+  SC_CHECK_GOTO(sc_watch_start(comm->watch), r, fail);
+  sc_sched_init(&comm->ex.sched);
+  sc_tune_init(comm);
+  comm->tune_ready = 1;
+  SC_CHECK_GOTO(sc_progress_start(comm), r, fail);
+  if (comm->cfg.tune_measure) {
+    /* The fit is of the algorithms' messages, not of the fingerprint
+     * exchange's (the same calls on every rank: nothing to check). */
+    int check = comm->cfg.check_mismatch;
+    comm->cfg.check_mismatch = 0;
+    r = sc_tune_calibrate(comm);
+    comm->cfg.check_mismatch = check;
+    if (r != SC_SUCCESS) {
+      sc_progress_stop(comm);
+      goto fail;
+    }
+  }
+  SC_INFO(SC_SUBSYS_INIT, "rank %d of %d ready (transport %s, chunk %zu B, timeout %d ms)", rank,
+          nranks, comm->tpops->name, comm->cfg.chunk_bytes, comm->cfg.timeout_ms);
+  *out = comm;
+  return SC_SUCCESS;
+fail:
+  sc_comm_free(comm);
+  return r;
+}
+
+sc_result_t sc_comm_init_rank(sc_comm_t **comm, int nranks, sc_unique_id_t id, int rank) {
+  if (!comm) return SC_ERR(SC_ERR_INVALID_ARG, "sc_comm_init_rank: comm is NULL");
+  *comm = NULL;
+  if (nranks < 1 || nranks > SC_RANKS_MAX)
+    return SC_ERR(SC_ERR_INVALID_ARG, "sc_comm_init_rank: nranks %d outside [1, %d]", nranks,
+                  SC_RANKS_MAX);
+  if (rank < 0 || rank >= nranks)
+    return SC_ERR(SC_ERR_INVALID_ARG, "sc_comm_init_rank: rank %d outside [0, %d)", rank, nranks);
+  sc_result_t r = sc_comm_create(comm, nranks, rank, &id);
+  /* When this process made the id, the root lives here: let it tell the
+   * other ranks why before the application exits (see sc_comm_init_env). */
+  if (r != SC_SUCCESS) sc_bootstrap_root_drain(1000);
+  return r;
+}
+
+sc_result_t sc_get_unique_id(sc_unique_id_t *id) {
+  if (!id) return SC_ERR(SC_ERR_INVALID_ARG, "sc_get_unique_id: id is NULL");
+  sc_comm_config_t cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  SC_CHECK(sc_comm_read_config(&cfg));
+  uint8_t secret[SC_SECRET_LEN];
+  SC_CHECK(sc_random_bytes(secret, sizeof(secret)));
+  sc_sockaddr_t bind, bound;
+  SC_CHECK(sc_socket_pick_addr(cfg.ifname, NULL, &bind));
+  SC_CHECK(sc_bootstrap_root_start(&bind, secret, cfg.timeout_ms, &bound));
+  return sc_unique_id_encode(&bound, secret, id);
+}
+
+sc_result_t sc_comm_destroy(sc_comm_t *comm) {
+  if (!comm) return SC_ERR(SC_ERR_INVALID_ARG, "sc_comm_destroy: comm is NULL");
+  /* Finishes what was queued (each op bounded by the timeout), then frees. */
+  sc_progress_stop(comm);
+  sc_comm_free(comm);
+  return SC_SUCCESS;
+}
+
+sc_result_t sc_comm_abort(sc_comm_t *comm) {
+  if (!comm) return SC_ERR(SC_ERR_INVALID_ARG, "sc_comm_abort: comm is NULL");
+  pthread_mutex_lock(&comm->lock);
+  int already = atomic_exchange(&comm->aborted, 1);
+  if (!already && atomic_load(&comm->error) == SC_SUCCESS) {
+    snprintf(comm->errmsg, sizeof(comm->errmsg), "rank %d: the communicator was aborted",
+             comm->rank);
+  }
+  pthread_cond_broadcast(&comm->queue_cv);
+  pthread_mutex_unlock(&comm->lock);
+  if (already) return SC_SUCCESS;
+  if (comm->thread_started && comm->tp) comm->tpops->wake(comm->tp);
+  sc_progress_stop(comm);
+  /* Queued requests were failed by the progress thread; only the handle
+   * remains so that other threads' and later calls answer SC_ERR_ABORTED. */
+  sc_comm_release_resources(comm);
+  return SC_SUCCESS;
+}
+
+sc_result_t sc_comm_rank(const sc_comm_t *comm, int *rank) {
+  if (!comm || !rank) return SC_ERR(SC_ERR_INVALID_ARG, "sc_comm_rank: NULL argument");
+  *rank = comm->rank;
+  return SC_SUCCESS;
+}
+
+sc_result_t sc_comm_size(const sc_comm_t *comm, int *size) {
+  if (!comm || !size) return SC_ERR(SC_ERR_INVALID_ARG, "sc_comm_size: NULL argument");
+  *size = comm->nranks;
+  return SC_SUCCESS;
+}
+
+sc_result_t sc_comm_get_async_error(sc_comm_t *comm, sc_result_t *err) {
+  if (!comm || !err) return SC_ERR(SC_ERR_INVALID_ARG, "sc_comm_get_async_error: NULL argument");
+  if (atomic_load(&comm->aborted))
+    *err = SC_ERR_ABORTED;
+  else
+    *err = (sc_result_t)atomic_load(&comm->error);
+  return SC_SUCCESS;
+}

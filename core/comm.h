@@ -1,0 +1,192 @@
+/* The communicator and request internals shared by lib/ files. */
+#ifndef SC_COMM_H
+#define SC_COMM_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "algorithms/registry.h"
+#include "base/dtype.h"
+#include "base/error.h"
+#include "schedule/sched.h"
+#include "schedule/sparse_state.h"
+#include "sparsecoll.h"
+#include "transport/transport.h"
+#include "tune/tune.h"
+
+/* What every rank publishes at bootstrap. Fixed size: the root checks it. */
+typedef struct sc_peer_info {
+  uint8_t tp_addr[SC_TP_ADDR_MAX];
+  char hostname[64];
+  char boot_id[40];
+  int32_t pid;
+  int32_t rank;
+  uint8_t watch_addr[24]; /* rank 0: its liveness watch listener; others: "will connect" flag */
+} sc_peer_info_t;
+
+/* The arguments of a sparse all-reduce (sparse/sparse.c). */
+typedef struct sc_sparse_op {
+  sc_sparse_io_t io;
+  size_t k, dense_len;
+  size_t *out_nnz;
+  uint8_t *survived; /* per input entry: survived every merge; NULL: not wanted */
+} sc_sparse_op_t;
+
+/* One collective call as queued. */
+typedef struct sc_op {
+  sc_coll_t coll;
+  const void *sendbuf;
+  void *recvbuf;
+  size_t count; /* per the collective's convention in algorithms.h */
+  sc_dtype_t dtype;
+  sc_redop_t op;
+  int root;
+  uint64_t seq;
+  sc_sched_gen_t gen; /* internal callers may force a generator; NULL: the tuner chooses */
+  /* Sparse operations (with gen set, count = k): the caller blocks until the
+   * operation is done, so this may point into its stack frame. */
+  const sc_sparse_op_t *sparse;
+} sc_op_t;
+
+struct sc_request {
+  sc_op_t op;
+  struct sc_request *next;
+  _Atomic uint32_t done; /* futex word: 0 pending, 1 finished */
+  sc_result_t result;
+  char errmsg[SC_ERRMSG_MAX];
+};
+
+/* Settings read once at creation. */
+typedef struct sc_comm_config {
+  int timeout_ms;
+  size_t chunk_bytes;
+  size_t sockbuf_bytes;
+  int algo;         /* SC_ALGO: index of an all-reduce candidate (registry), -1 auto */
+  int bcast_algo;   /* SC_BCAST_ALGO: index of a broadcast candidate, -1 auto */
+  int tune_measure; /* SC_TUNE=measure */
+  int transport;    /* SC_TRANSPORT: index into auto, tcp, shm, ucx, verbs */
+  int nsocks;       /* SC_NSOCKS */
+  int spin_us;      /* SC_SPIN_US */
+  int heartbeat_ms; /* SC_HEARTBEAT_MS: liveness watch period, 0 auto, -1 off */
+  /* SC_CHECK_MISMATCH: fingerprint every operation (core/fingerprint.c) */
+  int check_mismatch;
+  char ifname[64];
+} sc_comm_config_t;
+
+/* State only the progress thread touches while it runs. */
+/* What the schedule in sc_exec_state_t was built for: a training loop
+ * repeats the same call, and rebuilding its schedule was a third of the
+ * CPU time of a small all-reduce. */
+typedef struct sc_sched_key {
+  int valid; /* cleared whenever the cost model changes */
+  int coll, root, avg;
+  size_t count, elem_size;
+} sc_sched_key_t;
+
+typedef struct sc_exec_state {
+  sc_sched_t sched;
+  sc_sched_key_t sched_key;
+  void *scratch;
+  size_t scratch_bytes;
+  void *staging;
+  size_t staging_bytes;
+  sc_tp_req_t *sends; /* ring of outstanding sends */
+  const uint8_t **send_lo;
+  const uint8_t **send_hi;
+  size_t send_cap, send_head, send_count;
+  /* Lives here, not on a stack frame: after a failure the transport may still
+   * hold it until cancel_all. */
+  sc_tp_req_t recv_req;
+  sc_sparse_state_t *sparse; /* allocated by the first sparse operation */
+  uint64_t bytes_sent;       /* posted by this rank since creation (sc_gtopk_perf reports it) */
+} sc_exec_state_t;
+
+#define SC_TUNE_CACHE 64
+
+typedef struct sc_tune_entry {
+  uint8_t valid, coll;
+  size_t bytes, elem_size;
+  int choice;
+} sc_tune_entry_t;
+
+/* Shared by the progress thread and callers (sc_allreduce_algo). */
+typedef struct sc_tune_state {
+  pthread_mutex_t lock;
+  sc_link_model_t model;
+  sc_tune_entry_t cache[SC_TUNE_CACHE];
+} sc_tune_state_t;
+
+/* After sc_comm_abort only this struct remains (a tombstone that answers
+ * SC_ERR_ABORTED) until sc_comm_destroy releases it. */
+struct sc_comm {
+  int rank, nranks;
+  sc_comm_config_t cfg;
+  const sc_transport_ops_t *tpops;
+  sc_transport_t *tp;
+  sc_peer_info_t *peers;
+
+  pthread_mutex_t lock; /* queue, state flags, error */
+  pthread_cond_t queue_cv;
+  sc_request_t *qhead, *qtail;
+  uint64_t next_seq;
+  int thread_started;
+  pthread_t thread;
+  int stopping;
+  int busy; /* an operation is executing (progress thread or a blocking caller) */
+  _Atomic int aborted;
+  _Atomic int error; /* sc_result_t of the first failure */
+  char errmsg[SC_ERRMSG_MAX];
+
+  struct sc_watch *watch; /* liveness watch (control/watch.c), NULL when off */
+
+  sc_exec_state_t ex;
+  struct sc_fp_state *fp; /* SC_CHECK_MISMATCH exchange; progress thread only */
+  sc_tune_state_t tune;
+  int tune_ready;
+};
+
+/* core/op.c */
+sc_result_t sc_op_submit(sc_comm_t *comm, const sc_op_t *op, sc_request_t **req);
+void sc_request_complete(sc_request_t *req, sc_result_t res);
+sc_result_t sc_comm_check_usable(sc_comm_t *comm);
+/* SC_SUCCESS unless the communicator was aborted or failed: then the error,
+ * worded as a refusal at submission is, with the call's number
+ * ("<coll> #N (count C, DTYPE) not started: ..."). */
+sc_result_t sc_op_check_runnable(sc_comm_t *comm, const sc_op_t *op);
+/* Blocking form: runs op on the calling thread when nothing is queued or
+ * executing (no thread hand-off on the latency path), else queues and waits. */
+sc_result_t sc_op_run_blocking(sc_comm_t *comm, const sc_op_t *op);
+
+/* core/progress.c */
+sc_result_t sc_progress_start(sc_comm_t *comm);
+/* Stop the thread: drain the queue (destroy) or fail it (abort). */
+void sc_progress_stop(sc_comm_t *comm);
+void sc_comm_record_error(sc_comm_t *comm, sc_result_t res);
+/* Execute one operation (or fail it at once when aborted / in error). The
+ * caller must own the transport (comm->busy). */
+sc_result_t sc_op_run(sc_comm_t *comm, const sc_op_t *op);
+
+/* core/executor.c: run one schedule over the communicator's transport. */
+typedef struct sc_exec_args {
+  const sc_op_t *op;
+  const sc_sched_t *sched;
+  size_t elem_size;
+} sc_exec_args_t;
+sc_result_t sc_sched_execute(sc_comm_t *comm, const sc_exec_args_t *a);
+void sc_exec_state_free(sc_exec_state_t *ex);
+
+/* core/select.c: choose the algorithm and build the schedule for op. */
+void sc_tune_init(sc_comm_t *comm);
+void sc_tune_fini(sc_comm_t *comm);
+/* SC_TUNE=measure: fit alpha/beta/gamma on the communicator, rank 0's fit
+ * broadcast to all (core/calibrate.c). */
+sc_result_t sc_tune_calibrate(sc_comm_t *comm);
+sc_result_t sc_tune_build_schedule(sc_comm_t *comm, const sc_op_t *op, sc_sched_t *s);
+
+/* core/comm.c */
+sc_result_t sc_comm_create(sc_comm_t **out, int nranks, int rank, const sc_unique_id_t *id);
+/* core/comm_env.c */
+sc_result_t sc_secret_from_token(const char *token, uint8_t secret[SC_SECRET_LEN]);
+
+#endif

@@ -1,0 +1,315 @@
+/* The executor: runs one rank's schedule over the communicator's transport.
+ * Steps run in order. A SEND is posted and left in flight; before any later
+ * step writes memory that an in-flight SEND still reads, the executor waits
+ * for that SEND (so schedules may reuse buffers freely). Receives complete
+ * before the next step. Every wait is bounded by the no-progress timeout and
+ * interrupted by abort. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/socket.h"
+#include "core/comm.h"
+#include "kernels/cpu/reduce.h"
+
+/* Send slots are sized at the start of each schedule to every send it can
+ * post, so a SEND never waits for an earlier one to free a slot: such a wait
+ * deadlocks when both ends of a link post more sends than the slots before
+ * their receives (a ring step of a 400 MB bucket). Slots only move between
+ * schedules, when the transport holds none of them. */
+#define SC_EXEC_MIN_SENDS 256
+/* Transport messages one step can send: a sparse set is a count, indices,
+ * values and, when folding, a survival mask. */
+#define SC_EXEC_SPARSE_SEND_MSGS 4
+/* Longest single poll, so that abort and deadlines are checked regularly even
+ * when a transport cannot be woken. */
+#define SC_EXEC_POLL_SLICE_MS 200
+/* After the liveness watch (control/watch.c) reported a peer's failure, an
+ * operation still moving data may finish; one idle this long fails. */
+#define SC_EXEC_NOTICE_GRACE_MS 200
+
+typedef struct sc_exec_ctx {
+  sc_comm_t *comm;
+  const sc_exec_args_t *a;
+  size_t step; /* index of the step being executed, for messages */
+  int64_t last_progress_ms;
+} sc_exec_ctx_t;
+
+static sc_result_t sc_exec_reserve(void **buf, size_t *have, size_t need, const char *what) {
+  if (need <= *have) return SC_SUCCESS;
+  void *p = NULL;
+  if (posix_memalign(&p, 64, need) != 0) return SC_ERR(SC_ERR_NOMEM, "%s of %zu bytes", what, need);
+  free(*buf);
+  *buf = p;
+  *have = need;
+  return SC_SUCCESS;
+}
+
+void sc_exec_state_free(sc_exec_state_t *ex) {
+  sc_sched_free(&ex->sched);
+  free(ex->scratch);
+  free(ex->staging);
+  free(ex->sends);
+  free(ex->send_lo);
+  free(ex->send_hi);
+  if (ex->sparse) sc_sparse_state_free(ex->sparse);
+  free(ex->sparse);
+  memset(ex, 0, sizeof(*ex));
+}
+
+static sc_result_t sc_exec_prepare(sc_comm_t *comm, const sc_exec_args_t *a) {
+  sc_exec_state_t *ex = &comm->ex;
+  const sc_sched_t *s = a->sched;
+  size_t max_rr = 0;
+  for (size_t i = 0; i < s->nsteps; i++)
+    if (s->steps[i].kind == SC_STEP_RECV_REDUCE && s->steps[i].count > max_rr)
+      max_rr = s->steps[i].count;
+  SC_CHECK(sc_exec_reserve(&ex->scratch, &ex->scratch_bytes, s->scratch_count * a->elem_size,
+                           "scratch buffer"));
+  SC_CHECK(
+      sc_exec_reserve(&ex->staging, &ex->staging_bytes, max_rr * a->elem_size, "staging buffer"));
+  size_t nsends = 0;
+  for (size_t i = 0; i < s->nsteps; i++)
+    nsends += s->steps[i].kind == SC_STEP_SEND          ? 1
+              : s->steps[i].kind == SC_STEP_SPARSE_SEND ? SC_EXEC_SPARSE_SEND_MSGS
+                                                        : 0;
+  if (nsends < SC_EXEC_MIN_SENDS) nsends = SC_EXEC_MIN_SENDS;
+  if (nsends > ex->send_cap) {
+    free(ex->sends);
+    free(ex->send_lo);
+    free(ex->send_hi);
+    ex->sends = calloc(nsends, sizeof(*ex->sends));
+    ex->send_lo = calloc(nsends, sizeof(*ex->send_lo));
+    ex->send_hi = calloc(nsends, sizeof(*ex->send_hi));
+    ex->send_cap = nsends;
+    if (!ex->sends || !ex->send_lo || !ex->send_hi) {
+      free(ex->sends);
+      free(ex->send_lo);
+      free(ex->send_hi);
+      ex->sends = NULL;
+      ex->send_lo = ex->send_hi = NULL;
+      ex->send_cap = 0;
+      return SC_ERR(SC_ERR_NOMEM, "send tracking of %zu entries", nsends);
+    }
+  }
+  ex->send_head = ex->send_count = 0;
+  if (a->op->sparse) {
+    const sc_sparse_op_t *sp = a->op->sparse;
+    if (!ex->sparse && !(ex->sparse = calloc(1, sizeof(*ex->sparse))))
+      return SC_ERR(SC_ERR_NOMEM, "sparse executor state");
+    SC_CHECK(sc_sparse_state_prepare(ex->sparse, s, a->op->dtype, sp->k, sp->dense_len, &sp->io));
+  }
+  return SC_SUCCESS;
+}
+
+static uint8_t *sc_exec_buf(sc_comm_t *comm, const sc_op_t *op, int buf) {
+  switch (buf) {
+  case SC_BUF_SEND:
+    return (uint8_t *)(uintptr_t)op->sendbuf;
+  case SC_BUF_RECV:
+    return (uint8_t *)op->recvbuf;
+  default:
+    return (uint8_t *)comm->ex.scratch;
+  }
+}
+
+/* One round of transport progress, bounded; checks abort and the
+ * no-progress deadline. `waiting_for` describes what we wait on. */
+static sc_result_t sc_exec_progress(sc_exec_ctx_t *c, int peer, size_t bytes, const char *dir) {
+  sc_comm_t *comm = c->comm;
+  if (atomic_load(&comm->aborted))
+    return SC_ERR(SC_ERR_ABORTED, "rank %d: aborted while waiting", comm->rank);
+  /* Set mid-operation only by the liveness watch: a peer failed. */
+  int failed = atomic_load(&comm->error);
+  int64_t now = sc_now_ms();
+  if (failed != SC_SUCCESS && now - c->last_progress_ms >= SC_EXEC_NOTICE_GRACE_MS)
+    return SC_ERR((sc_result_t)failed, "%s", comm->errmsg);
+  int64_t left = c->last_progress_ms + comm->cfg.timeout_ms - now;
+  if (left <= 0) {
+    const char *host = (peer >= 0 && comm->peers) ? comm->peers[peer].hostname : "?";
+    return SC_ERR(SC_ERR_TIMEOUT,
+                  "no progress for %d ms (SC_TIMEOUT_MS) while waiting to %s %zu bytes %s rank "
+                  "%d (%s), step %zu of %zu",
+                  comm->cfg.timeout_ms, dir, bytes, dir[0] == 's' ? "to" : "from", peer, host,
+                  c->step + 1, c->a->sched->nsteps);
+  }
+  /* The transport tries its I/O before it sleeps in poll. */
+  int progressed = 0;
+  int slice = left < SC_EXEC_POLL_SLICE_MS ? (int)left : SC_EXEC_POLL_SLICE_MS;
+  if (failed != SC_SUCCESS) {
+    int64_t grace = c->last_progress_ms + SC_EXEC_NOTICE_GRACE_MS - now;
+    slice = grace < slice ? (grace > 1 ? (int)grace : 1) : slice;
+  }
+  sc_result_t r = comm->tpops->progress(comm->tp, slice, &progressed);
+  if (progressed) c->last_progress_ms = sc_now_ms();
+  return r;
+}
+
+static sc_result_t sc_exec_req_status(const sc_tp_req_t *req, int peer) {
+  if (req->state == SC_TP_REQ_ERROR)
+    return req->status != SC_SUCCESS ? req->status
+                                     : SC_ERR(SC_ERR_REMOTE, "request to rank %d failed", peer);
+  return SC_SUCCESS;
+}
+
+static sc_result_t sc_exec_wait_req(sc_exec_ctx_t *c, sc_tp_req_t *req, const char *dir) {
+  while (req->state == SC_TP_REQ_PENDING) SC_CHECK(sc_exec_progress(c, req->peer, req->len, dir));
+  return sc_exec_req_status(req, req->peer);
+}
+
+/* Drop completed sends from the front of the ring. */
+static sc_result_t sc_exec_reap_sends(sc_exec_state_t *ex) {
+  while (ex->send_count) {
+    sc_tp_req_t *r = &ex->sends[ex->send_head];
+    if (r->state == SC_TP_REQ_PENDING) break;
+    SC_CHECK(sc_exec_req_status(r, r->peer));
+    ex->send_head = (ex->send_head + 1) % ex->send_cap;
+    ex->send_count--;
+  }
+  return SC_SUCCESS;
+}
+
+/* Wait until no in-flight send reads [lo, hi). */
+static sc_result_t sc_exec_wait_sends_over(sc_exec_ctx_t *c, const uint8_t *lo, const uint8_t *hi) {
+  sc_exec_state_t *ex = &c->comm->ex;
+  if (lo == hi) return SC_SUCCESS;
+  for (size_t i = 0; i < ex->send_count; i++) {
+    size_t k = (ex->send_head + i) % ex->send_cap;
+    if (ex->send_lo[k] < hi && lo < ex->send_hi[k])
+      SC_CHECK(sc_exec_wait_req(c, &ex->sends[k], "send"));
+  }
+  return sc_exec_reap_sends(ex);
+}
+
+static sc_result_t sc_exec_send(sc_exec_ctx_t *c, int peer, const uint8_t *p, size_t len) {
+  sc_exec_state_t *ex = &c->comm->ex;
+  SC_CHECK(sc_exec_reap_sends(ex));
+  if (ex->send_count == ex->send_cap)
+    return SC_ERR(SC_ERR_INTERNAL, "step %zu posts more sends than its schedule declared (%zu)",
+                  c->step + 1, ex->send_cap);
+  size_t k = (ex->send_head + ex->send_count) % ex->send_cap;
+  sc_tp_req_t *req = &ex->sends[k];
+  memset(req, 0, sizeof(*req));
+  ex->send_lo[k] = p;
+  ex->send_hi[k] = p + len;
+  ex->send_count++;
+  ex->bytes_sent += len;
+  return c->comm->tpops->isend(c->comm->tp, peer, p, len, req);
+}
+
+static sc_result_t sc_exec_recv(sc_exec_ctx_t *c, int peer, uint8_t *p, size_t len) {
+  sc_tp_req_t *req = &c->comm->ex.recv_req;
+  memset(req, 0, sizeof(*req));
+  SC_CHECK(c->comm->tpops->irecv(c->comm->tp, peer, p, len, req));
+  return sc_exec_wait_req(c, req, "receive");
+}
+
+/* Wait until no in-flight send reads any part of set `set`. */
+static sc_result_t sc_exec_wait_set(sc_exec_ctx_t *c, const sc_spset_t *set, size_t w) {
+  const uint8_t *n = (const uint8_t *)&set->wire_n, *i = (const uint8_t *)set->idx,
+                *v = (const uint8_t *)set->val;
+  SC_CHECK(sc_exec_wait_sends_over(c, n, n + sizeof(set->wire_n)));
+  SC_CHECK(sc_exec_wait_sends_over(c, i, i + set->cap * 4));
+  return sc_exec_wait_sends_over(c, v, v + set->cap * w);
+}
+
+/* Count first (fixed size), so that the receiver can bound it and post the
+ * payload receives with their exact lengths. */
+static sc_result_t sc_exec_sparse_send(sc_exec_ctx_t *c, const sc_step_t *st) {
+  sc_sparse_state_t *sp = c->comm->ex.sparse;
+  sc_spset_t *set = sc_sparse_set(sp, st->off);
+  if (!set) return SC_ERR_INTERNAL;
+  SC_CHECK(sc_exec_wait_sends_over(c, (const uint8_t *)&set->wire_n,
+                                   (const uint8_t *)(&set->wire_n + 1)));
+  set->wire_n = set->n;
+  SC_CHECK(sc_exec_send(c, st->peer, (const uint8_t *)&set->wire_n, sizeof(set->wire_n)));
+  if (set->n) {
+    SC_CHECK(sc_exec_send(c, st->peer, (const uint8_t *)set->idx, set->n * 4));
+    SC_CHECK(sc_exec_send(c, st->peer, (const uint8_t *)set->val, set->n * sp->w));
+  }
+  if ((st->flags & SC_SPF_MASK) && sp->fold_n)
+    SC_CHECK(sc_exec_send(c, st->peer, sp->fold_alive, sp->fold_n));
+  return SC_SUCCESS;
+}
+
+static sc_result_t sc_exec_sparse_recv(sc_exec_ctx_t *c, const sc_step_t *st) {
+  sc_sparse_state_t *sp = c->comm->ex.sparse;
+  sc_spset_t *dst = sc_sparse_set(sp, st->off);
+  if (!dst) return SC_ERR_INTERNAL;
+  SC_CHECK(sc_exec_recv(c, st->peer, (uint8_t *)&sp->in.wire_n, sizeof(sp->in.wire_n)));
+  SC_CHECK(sc_sparse_check_count(sp, st->peer, sp->in.wire_n, st->count));
+  sp->in.n = (size_t)sp->in.wire_n;
+  if (sp->in.n) {
+    SC_CHECK(sc_exec_recv(c, st->peer, (uint8_t *)sp->in.idx, sp->in.n * 4));
+    SC_CHECK(sc_exec_recv(c, st->peer, (uint8_t *)sp->in.val, sp->in.n * sp->w));
+  }
+  if ((st->flags & SC_SPF_MASK) && sp->sets[0].n)
+    SC_CHECK(sc_exec_recv(c, st->peer, sp->alive, sp->sets[0].n));
+  SC_CHECK(sc_exec_wait_set(c, dst, sp->w));
+  return sc_sparse_apply(sp, st);
+}
+
+static sc_result_t sc_exec_step(sc_exec_ctx_t *c, const sc_step_t *st) {
+  sc_comm_t *comm = c->comm;
+  const sc_op_t *op = c->a->op;
+  size_t es = c->a->elem_size;
+  size_t len = st->count * es;
+  uint8_t *dst = sc_exec_buf(comm, op, st->buf);
+  if (dst) dst += st->off * es;
+  switch (st->kind) {
+  case SC_STEP_SEND:
+    return sc_exec_send(c, st->peer, dst, len);
+  case SC_STEP_RECV:
+    SC_CHECK(sc_exec_wait_sends_over(c, dst, dst + len));
+    return sc_exec_recv(c, st->peer, dst, len);
+  case SC_STEP_RECV_REDUCE: {
+    const uint8_t *local = sc_exec_buf(comm, op, st->src_buf) + st->src_off * es;
+    SC_CHECK(sc_exec_recv(c, st->peer, comm->ex.staging, len));
+    SC_CHECK(sc_exec_wait_sends_over(c, dst, dst + len));
+    sc_reduce_kernel(op->dtype, op->op, dst, local, comm->ex.staging, st->count);
+    return SC_SUCCESS;
+  }
+  case SC_STEP_COPY: {
+    const uint8_t *src = sc_exec_buf(comm, op, st->src_buf) + st->src_off * es;
+    if (src == dst || len == 0) return SC_SUCCESS;
+    SC_CHECK(sc_exec_wait_sends_over(c, dst, dst + len));
+    memmove(dst, src, len);
+    return SC_SUCCESS;
+  }
+  case SC_STEP_SPARSE_SEND:
+    return sc_exec_sparse_send(c, st);
+  case SC_STEP_SPARSE_RECV:
+  case SC_STEP_SPARSE_RECV_MERGE:
+    return sc_exec_sparse_recv(c, st);
+  case SC_STEP_SPARSE_SUM: {
+    sc_spset_t *set = sc_sparse_set(comm->ex.sparse, st->off);
+    if (!set) return SC_ERR_INTERNAL;
+    SC_CHECK(sc_exec_wait_set(c, set, comm->ex.sparse->w));
+    return sc_sparse_apply(comm->ex.sparse, st);
+  }
+  default:
+    return SC_ERR(SC_ERR_INTERNAL, "schedule step %zu has unknown kind %d", c->step, st->kind);
+  }
+}
+
+sc_result_t sc_sched_execute(sc_comm_t *comm, const sc_exec_args_t *a) {
+  SC_CHECK(sc_exec_prepare(comm, a));
+  sc_exec_ctx_t c = {.comm = comm, .a = a, .step = 0, .last_progress_ms = sc_now_ms()};
+  const sc_sched_t *s = a->sched;
+  for (c.step = 0; c.step < s->nsteps; c.step++) SC_CHECK(sc_exec_step(&c, &s->steps[c.step]));
+  sc_exec_state_t *ex = &comm->ex;
+  while (ex->send_count) {
+    SC_CHECK(sc_exec_wait_req(&c, &ex->sends[ex->send_head], "send"));
+    SC_CHECK(sc_exec_reap_sends(ex));
+  }
+  if (a->op->sparse) {
+    const sc_sparse_op_t *sp = a->op->sparse;
+    *sp->out_nnz = ex->sparse->sets[1].n;
+    if (sp->survived) memcpy(sp->survived, ex->sparse->alive, sp->io.nnz);
+  }
+  if (s->avg_count && a->op->op == SC_AVG) {
+    uint8_t *p = sc_exec_buf(comm, a->op, s->avg_buf) + s->avg_off * a->elem_size;
+    sc_avg_finalize(a->op->dtype, p, s->avg_count, comm->nranks);
+  }
+  return SC_SUCCESS;
+}

@@ -1,0 +1,130 @@
+/* Algorithm choice: the cheapest candidate under the communicator's
+ * alpha-beta model (tune/tune_model.c), or the one SC_ALGO / SC_BCAST_ALGO
+ * forces. Choices are cached per (collective, bytes) and logged at INFO with
+ * every candidate's estimate. Every rank computes the same choice: the model
+ * is the same on every rank (defaults, or rank 0's calibration broadcast). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "core/comm.h"
+#include "tune/tune.h"
+
+void sc_tune_init(sc_comm_t *comm) {
+  sc_tune_state_t *t = &comm->tune;
+  pthread_mutex_init(&t->lock, NULL);
+  int one_host = 1;
+  for (int i = 1; i < comm->nranks && one_host; i++)
+    one_host = !strcmp(comm->peers[i].hostname, comm->peers[0].hostname) &&
+               !strcmp(comm->peers[i].boot_id, comm->peers[0].boot_id);
+  /* auto on one host is shared memory between every pair. */
+  const char *tp = comm->tpops->name;
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int host_cores = one_host && comm->nranks > 1 ? (int)(cores > 0 ? cores : 1) : 0;
+  sc_tune_default_model(one_host && !strcmp(tp, "auto") ? "shm" : tp, host_cores, &t->model);
+  sc_tune_host_waiting(tp, comm->nranks, comm->cfg.spin_us, &t->model);
+}
+
+void sc_tune_fini(sc_comm_t *comm) {
+  pthread_mutex_destroy(&comm->tune.lock);
+}
+
+/* The candidate SC_ALGO or SC_BCAST_ALGO forces for coll, or -1. */
+static int sc_forced_index(sc_comm_t *comm, sc_coll_t coll) {
+  if (coll == SC_COLL_ALLREDUCE) return comm->cfg.algo;
+  if ((coll == SC_COLL_BROADCAST || coll == SC_COLL_REDUCE) && comm->cfg.bcast_algo >= 0) {
+    int n;
+    const sc_algo_entry_t *b = sc_algo_candidates(SC_COLL_BROADCAST, &n);
+    return sc_algo_find(coll, b[comm->cfg.bcast_algo].name);
+  }
+  return -1;
+}
+
+static void sc_fill_args(sc_comm_t *comm, sc_coll_t coll, size_t count, size_t es, int root,
+                         int avg, sc_coll_args_t *a) {
+  size_t chunk = comm->cfg.chunk_bytes / es;
+  memset(a, 0, sizeof(*a));
+  a->coll = coll;
+  a->nranks = comm->nranks;
+  a->rank = comm->rank;
+  a->root = root;
+  a->count = count;
+  a->elem_size = es;
+  a->chunk_elems = chunk ? chunk : 1;
+  a->avg = avg;
+}
+
+/* Index of the candidate to use for (coll, count*es bytes). */
+static sc_result_t sc_tune_choose(sc_comm_t *comm, sc_coll_t coll, size_t count, size_t es,
+                                  int *choice) {
+  int n;
+  const sc_algo_entry_t *c = sc_algo_candidates(coll, &n);
+  int forced = sc_forced_index(comm, coll);
+  if (forced >= 0 || n == 1 || comm->nranks == 1) {
+    *choice = forced >= 0 ? forced : 0;
+    return SC_SUCCESS;
+  }
+  sc_tune_state_t *t = &comm->tune;
+  size_t bytes = count * es;
+  size_t slot = (bytes * 31 + (size_t)coll) % SC_TUNE_CACHE;
+  pthread_mutex_lock(&t->lock);
+  sc_tune_entry_t *e = &t->cache[slot];
+  if (e->valid && e->coll == coll && e->bytes == bytes && e->elem_size == es) {
+    *choice = e->choice;
+    pthread_mutex_unlock(&t->lock);
+    return SC_SUCCESS;
+  }
+  sc_link_model_t model = t->model;
+  pthread_mutex_unlock(&t->lock);
+
+  double est[SC_TUNE_MAX_CANDIDATES];
+  int best;
+  sc_coll_args_t a;
+  sc_fill_args(comm, coll, count, es, 0, 0, &a);
+  SC_CHECK(sc_tune_best(&model, &a, &best, est));
+  if (sc_log_enabled(SC_LOG_INFO, SC_SUBSYS_TUNE)) {
+    char line[512];
+    size_t used = 0;
+    for (int i = 0; i < n && used < sizeof(line); i++)
+      used += (size_t)snprintf(line + used, sizeof(line) - used, "%s%s %.1f us", i ? ", " : "",
+                               c[i].name, est[i] * 1e6);
+    SC_INFO(SC_SUBSYS_TUNE, "%s of %zu B on %d ranks: %s -> %s", sc_coll_name(coll), bytes,
+            comm->nranks, line, c[best].name);
+  }
+  pthread_mutex_lock(&t->lock);
+  e->valid = 1;
+  e->coll = (uint8_t)coll;
+  e->bytes = bytes;
+  e->elem_size = es;
+  e->choice = best;
+  pthread_mutex_unlock(&t->lock);
+  *choice = best;
+  return SC_SUCCESS;
+}
+
+sc_result_t sc_tune_build_schedule(sc_comm_t *comm, const sc_op_t *op, sc_sched_t *s) {
+  size_t es = sc_dtype_size(op->dtype);
+  sc_coll_args_t a;
+  sc_fill_args(comm, op->coll, op->count, es, op->root, op->op == SC_AVG, &a);
+  if (op->gen) return op->gen(&a, s);
+  int n, choice;
+  const sc_algo_entry_t *c = sc_algo_candidates(op->coll, &n);
+  SC_CHECK(sc_tune_choose(comm, op->coll, op->count, es, &choice));
+  SC_TRACE(SC_SUBSYS_TUNE, "%s #%llu: %s", sc_coll_name(op->coll), (unsigned long long)op->seq,
+           c[choice].name);
+  return c[choice].gen(&a, s);
+}
+
+sc_result_t sc_allreduce_algo(sc_comm_t *comm, size_t count, sc_dtype_t dtype, const char **name) {
+  if (!comm || !name) return SC_ERR(SC_ERR_INVALID_ARG, "sc_allreduce_algo: NULL argument");
+  if (sc_dtype_size(dtype) == 0)
+    return SC_ERR(SC_ERR_INVALID_ARG, "sc_allreduce_algo: invalid dtype %d", (int)dtype);
+  SC_CHECK(sc_comm_check_usable(comm));
+  int n, choice;
+  const sc_algo_entry_t *c = sc_algo_candidates(SC_COLL_ALLREDUCE, &n);
+  SC_CHECK(sc_tune_choose(comm, SC_COLL_ALLREDUCE, count, sc_dtype_size(dtype), &choice));
+  *name = c[choice].name;
+  return SC_SUCCESS;
+}

@@ -1,0 +1,205 @@
+/* ready / wait: the per-iteration side of the fusion engine. Buckets launch
+ * strictly in plan order (a bucket goes when it and every earlier bucket of
+ * the round are complete), so every rank issues the same collectives in the
+ * same order whatever the local order of ready calls. One mutex guards the
+ * state; nobody holds it while blocked on a request. */
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/log.h"
+#include "fusion/fusion.h"
+
+sc_result_t sc_fusion_fail(sc_fusion_t *f, sc_result_t r) {
+  if (f->failed == SC_SUCCESS) {
+    f->failed = r;
+    sc_error_get_detail(f->failmsg, sizeof(f->failmsg));
+  }
+  pthread_cond_broadcast(&f->cv);
+  return r;
+}
+
+static sc_result_t sc_fusion_failed(sc_fusion_t *f, const char *fn) {
+  return SC_ERR(f->failed, "%s: an earlier collective of this fusion failed: %s", fn, f->failmsg);
+}
+
+static sc_result_t sc_launch_one(sc_fusion_t *f, size_t i) {
+  sc_fbucket_t *b = &f->b[i];
+  sc_result_t r = SC_SUCCESS;
+  if (f->cfg.density > 0.0) {
+    b->sparse_done = 0;
+    sc_fusion_worker_push(f, i);
+  } else if (f->cfg.policy == SC_FUSE_DEAR) {
+    size_t shard = b->padded / (size_t)f->nranks;
+    char *mine = b->buf + shard * (size_t)f->rank * sc_dtype_size(b->dtype);
+    /* SC_AVG on the reduce-scatter applies 1/P to the shard only. */
+    r = sc_ireduce_scatter(b->buf, mine, shard, b->dtype, SC_AVG, f->comm, &b->req);
+    if (r == SC_SUCCESS && i + 1 == f->nb) {
+      /* Every reduce-scatter is queued: the all-gathers follow in forward
+       * order (the first layers' bucket, the last in ready order, first). */
+      for (size_t j = f->nb; j-- > 0 && r == SC_SUCCESS;) {
+        sc_fbucket_t *c = &f->b[j];
+        size_t sh = c->padded / (size_t)f->nranks;
+        char *m = c->buf + sh * (size_t)f->rank * sc_dtype_size(c->dtype);
+        r = sc_iallgather(m, c->buf, sh, c->dtype, f->comm, &c->req2);
+      }
+    }
+  } else {
+    r = sc_iallreduce(b->buf, b->buf, b->count, b->dtype, SC_AVG, f->comm, &b->req);
+  }
+  b->state = SC_FB_INFLIGHT;
+  return r;
+}
+
+sc_result_t sc_fusion_launch_ready(sc_fusion_t *f) {
+  while (f->b[f->next_launch].state == SC_FB_READY) {
+    size_t i = f->next_launch;
+    f->next_launch = (i + 1) % f->nb;
+    sc_result_t r = sc_launch_one(f, i);
+    pthread_cond_broadcast(&f->cv);
+    if (r != SC_SUCCESS) return sc_fusion_fail(f, r);
+  }
+  return SC_SUCCESS;
+}
+
+static void sc_deadline(struct timespec *ts, int ms) {
+  clock_gettime(CLOCK_MONOTONIC, ts);
+  ts->tv_sec += ms / 1000;
+  ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (ts->tv_nsec >= 1000000000L) {
+    ts->tv_sec++;
+    ts->tv_nsec -= 1000000000L;
+  }
+}
+
+/* Can a thread finish bucket b's round now (its requests all exist)? */
+static int sc_completable(const sc_fusion_t *f, const sc_fbucket_t *b) {
+  if (b->state != SC_FB_INFLIGHT || b->waiting) return 0;
+  if (f->cfg.density > 0.0) return b->sparse_done;
+  if (f->cfg.policy == SC_FUSE_DEAR) return b->req2 != NULL;
+  return 1;
+}
+
+static void sc_copy_out(sc_fusion_t *f, sc_fbucket_t *b) {
+  if (b->zero_copy) return;
+  for (size_t l = b->first; l < b->last; l++)
+    memcpy(f->t[l].buf, b->buf + f->t[l].offset, f->t[l].bytes);
+}
+
+sc_result_t sc_fusion_complete(sc_fusion_t *f, size_t i, int deliver, const char *fn) {
+  sc_fbucket_t *b = &f->b[i];
+  struct timespec dl;
+  sc_deadline(&dl, f->timeout_ms);
+  for (;;) {
+    if (f->failed != SC_SUCCESS) return sc_fusion_failed(f, fn);
+    if (b->state == SC_FB_IDLE) return SC_SUCCESS;
+    if (sc_completable(f, b)) break;
+    if (pthread_cond_timedwait(&f->cv, &f->lock, &dl) == ETIMEDOUT) {
+      return SC_ERR(SC_ERR_TIMEOUT,
+                    "%s: rank %d: bucket %zu (tensors %zu-%zu) not finished after %d ms: %zu of "
+                    "%zu tensors ready this round, bucket %zu is the next to launch",
+                    fn, f->rank, i, b->first, b->last - 1, f->timeout_ms, b->nready,
+                    b->last - b->first, f->next_launch);
+    }
+  }
+  sc_result_t r = SC_SUCCESS;
+  if (f->cfg.density > 0.0) {
+    r = b->sparse_res;
+    if (r != SC_SUCCESS) sc_error_set_detail(b->errmsg);
+  } else {
+    sc_request_t *req = b->req, *req2 = b->req2;
+    b->req = b->req2 = NULL;
+    b->waiting = 1;
+    pthread_mutex_unlock(&f->lock);
+    /* Requests are bounded by the communicator's timeout. */
+    r = sc_wait(&req);
+    if (req2) {
+      sc_result_t r2 = r == SC_SUCCESS ? sc_wait(&req2) : (sc_wait(&req2), r);
+      r = r2;
+    }
+    pthread_mutex_lock(&f->lock);
+    b->waiting = 0;
+  }
+  if (r != SC_SUCCESS) {
+    b->state = SC_FB_IDLE;
+    return sc_fusion_fail(f, r);
+  }
+  if (deliver) sc_copy_out(f, b);
+  for (size_t l = b->first; l < b->last; l++) f->t[l].ready = 0;
+  b->nready = 0;
+  b->state = SC_FB_IDLE;
+  pthread_cond_broadcast(&f->cv);
+  return SC_SUCCESS;
+}
+
+static sc_result_t sc_check_tensor(const sc_fusion_t *f, int id, const char *fn) {
+  if (!f) return SC_ERR(SC_ERR_INVALID_ARG, "%s: f is NULL", fn);
+  if (!f->planned) return SC_ERR(SC_ERR_INVALID_ARG, "%s: call sc_fusion_plan first", fn);
+  if (id < 0 || (size_t)id >= f->nt)
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s: tensor %d outside [0, %zu)", fn, id, f->nt);
+  return SC_SUCCESS;
+}
+
+sc_result_t sc_fusion_ready(sc_fusion_t *f, int id) {
+  const char *fn = "sc_fusion_ready";
+  SC_CHECK(sc_check_tensor(f, id, fn));
+  sc_ftensor_t *t = &f->t[id];
+  sc_fbucket_t *b = &f->b[t->bucket];
+  sc_result_t r = SC_SUCCESS;
+  pthread_mutex_lock(&f->lock);
+  if (b->state == SC_FB_INFLIGHT) {
+    /* The previous round still owns the bucket's buffer. Its result is not
+     * delivered: the caller has already put a new gradient in buf. */
+    r = sc_fusion_complete(f, (size_t)t->bucket, 0, fn);
+    if (r != SC_SUCCESS) goto out;
+  }
+  if (f->failed != SC_SUCCESS) {
+    r = sc_fusion_failed(f, fn);
+    goto out;
+  }
+  if (t->ready) {
+    r = SC_ERR(SC_ERR_INVALID_ARG, "%s: tensor %d is ready twice in one round", fn, id);
+    goto out;
+  }
+  t->ready = 1;
+  b->state = SC_FB_FILLING;
+  if (!b->zero_copy) {
+    /* Other tensors' copies and readies may proceed meanwhile: regions are
+     * disjoint, and the bucket cannot launch before this one counts. */
+    pthread_mutex_unlock(&f->lock);
+    memcpy(b->buf + t->offset, t->buf, t->bytes);
+    pthread_mutex_lock(&f->lock);
+  }
+  if (++b->nready == b->last - b->first) {
+    b->state = SC_FB_READY;
+    r = sc_fusion_launch_ready(f);
+  }
+out:
+  pthread_mutex_unlock(&f->lock);
+  return r;
+}
+
+sc_result_t sc_fusion_wait(sc_fusion_t *f, int id) {
+  const char *fn = "sc_fusion_wait";
+  SC_CHECK(sc_check_tensor(f, id, fn));
+  pthread_mutex_lock(&f->lock);
+  sc_result_t r = sc_fusion_complete(f, (size_t)f->t[id].bucket, 1, fn);
+  pthread_mutex_unlock(&f->lock);
+  return r;
+}
+
+sc_result_t sc_fusion_wait_all(sc_fusion_t *f) {
+  const char *fn = "sc_fusion_wait_all";
+  if (!f) return SC_ERR(SC_ERR_INVALID_ARG, "%s: f is NULL", fn);
+  if (!f->planned) return SC_ERR(SC_ERR_INVALID_ARG, "%s: call sc_fusion_plan first", fn);
+  sc_result_t r = SC_SUCCESS;
+  pthread_mutex_lock(&f->lock);
+  /* In launch order: a request finishes only after the earlier ones. DeAR's
+   * all-gathers run in the reverse order, so start from the other end. */
+  for (size_t k = 0; k < f->nb && r == SC_SUCCESS; k++) {
+    size_t i = f->cfg.policy == SC_FUSE_DEAR ? f->nb - 1 - k : k;
+    r = sc_fusion_complete(f, i, 1, fn);
+  }
+  pthread_mutex_unlock(&f->lock);
+  return r;
+}

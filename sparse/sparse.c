@@ -1,0 +1,90 @@
+/* sc_sparse_allreduce: checks at the API boundary, then one operation on the
+ * communicator's queue whose schedule comes from algorithms/sparse_*.c. */
+#include "sparse/sparse.h"
+
+#include <stdint.h>
+
+#include "algorithms/sparse.h"
+#include "base/log.h"
+#include "core/comm.h"
+#include "kernels/cpu/sparse_merge.h"
+
+static const char *algo_name(sc_sparse_algo_t a) {
+  return a == SC_SPARSE_GTOPK ? "gtopk" : a == SC_SPARSE_GTOPK_TREE ? "gtopk_tree" : "allgather";
+}
+
+static sc_result_t check_input(const char *fn, const uint32_t *idx, size_t nnz, size_t dense_len) {
+  for (size_t i = 0; i < nnz; i++) {
+    if (idx[i] >= dense_len)
+      return SC_ERR(SC_ERR_INVALID_ARG, "%s: index %u at position %zu is not below dense_len %zu",
+                    fn, idx[i], i, dense_len);
+    if (i && idx[i] <= idx[i - 1])
+      return SC_ERR(SC_ERR_INVALID_ARG,
+                    "%s: indices must be sorted and unique (%u after %u at position %zu)", fn,
+                    idx[i], idx[i - 1], i);
+  }
+  return SC_SUCCESS;
+}
+
+sc_result_t sc_sparse_allreduce_track(const char *fn, const uint32_t *indices, const void *values,
+                                      size_t nnz, size_t dense_len, size_t k, sc_dtype_t dtype,
+                                      sc_sparse_algo_t algo, uint32_t *out_indices,
+                                      void *out_values, size_t *out_nnz, uint8_t *survived,
+                                      sc_comm_t *comm) {
+  if (!comm) return SC_ERR(SC_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+  if (!out_nnz) return SC_ERR(SC_ERR_INVALID_ARG, "%s: out_nnz is NULL", fn);
+  if (!sc_sparse_dtype_ok(dtype))
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s: dtype %d is not float32, float64, float16 or bfloat16",
+                  fn, (int)dtype);
+  if (algo != SC_SPARSE_GTOPK && algo != SC_SPARSE_GTOPK_TREE && algo != SC_SPARSE_ALLGATHER)
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid algorithm %d", fn, (int)algo);
+  if (dense_len > (size_t)UINT32_MAX + 1)
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s: dense_len %zu needs indices wider than 32 bits", fn,
+                  dense_len);
+  /* Every rank's set must fit the bound its peers check it against. */
+  if (nnz > k) return SC_ERR(SC_ERR_INVALID_ARG, "%s: nnz %zu is larger than k %zu", fn, nnz, k);
+  const size_t w = sc_dtype_size(dtype), p = (size_t)comm->nranks;
+  const size_t out_cap = algo == SC_SPARSE_ALLGATHER ? p * k : k;
+  if (k > SIZE_MAX / (4 + w) / p)
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s: k %zu on %zu ranks overflows", fn, k, p);
+  if (nnz && (!indices || !values))
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s: indices or values is NULL with nnz %zu", fn, nnz);
+  if (out_cap && (!out_indices || !out_values))
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s: out_indices or out_values is NULL with k %zu", fn, k);
+  SC_CHECK(check_input(fn, indices, nnz, dense_len));
+
+  sc_sparse_op_t sp = {.io = {.idx = indices,
+                              .val = values,
+                              .nnz = nnz,
+                              .out_idx = out_indices,
+                              .out_val = out_values,
+                              .out_cap = out_cap},
+                       .k = k,
+                       .dense_len = dense_len,
+                       .out_nnz = out_nnz,
+                       .survived = survived};
+  sc_op_t op = {.coll = SC_COLL_ALLREDUCE,
+                .count = k,
+                .dtype = dtype,
+                .op = SC_SUM,
+                .root = 0,
+                .sparse = &sp};
+  op.gen = algo == SC_SPARSE_GTOPK        ? sc_sparse_gtopk_schedule
+           : algo == SC_SPARSE_GTOPK_TREE ? sc_sparse_gtopk_tree_schedule
+                                          : sc_sparse_allgather_schedule;
+  SC_TRACE(SC_SUBSYS_COLL, "%s: %s of nnz %zu, k %zu, dense_len %zu", fn, algo_name(algo), nnz, k,
+           dense_len);
+  return sc_op_run_blocking(comm, &op);
+}
+
+sc_result_t sc_sparse_allreduce(const uint32_t *indices, const void *values, size_t nnz,
+                                size_t dense_len, size_t k, sc_dtype_t dtype, sc_sparse_algo_t algo,
+                                uint32_t *out_indices, void *out_values, size_t *out_nnz,
+                                sc_comm_t *comm) {
+  return sc_sparse_allreduce_track("sc_sparse_allreduce", indices, values, nnz, dense_len, k, dtype,
+                                   algo, out_indices, out_values, out_nnz, NULL, comm);
+}
+
+uint64_t sc_comm_bytes_sent(const sc_comm_t *comm) {
+  return comm->ex.bytes_sent;
+}

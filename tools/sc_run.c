@@ -1,0 +1,697 @@
+/* sc-run: start N ranks of a program on this host with the environment
+ * sc_comm_init_env reads, watch them, and stop the whole job as soon as one
+ * rank fails, so that a crashed rank never leaves the others blocked until
+ * their communication timeout. Needs only libc. */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tools/sc_run_netbed.h"
+#ifdef HAVE_SYS_RANDOM_H
+#include <sys/random.h>
+#endif
+
+#define MAX_RANKS    4096
+#define LINE_MAX_LEN 65536 /* longer lines are split, each piece labelled */
+#define TERM_TO_KILL 2.0   /* seconds between SIGTERM and SIGKILL */
+
+typedef struct label_stream {
+  int fd;     /* read end of the rank's pipe; -1 once closed */
+  int out_fd; /* where labelled lines go: 1 or 2 */
+  int rank;
+  size_t used;
+  char *buf;
+} label_stream_t;
+
+typedef struct rank_proc {
+  pid_t pid;
+  int running;
+  int status;           /* waitpid status once !running */
+  int stopped_by_us;    /* we sent it a signal before it ended */
+  label_stream_t io[2]; /* stdout, stderr (--label only) */
+} rank_proc_t;
+
+typedef enum job_phase {
+  PHASE_RUNNING, /* all well so far */
+  PHASE_GRACE,   /* a rank failed; the others get `grace` seconds to end on their own */
+  PHASE_TERMED,  /* SIGTERM (or a forwarded signal) sent; SIGKILL at the deadline */
+  PHASE_KILLED   /* SIGKILL sent; waiting for the last ones to be reaped */
+} job_phase_t;
+
+static const char *prog_name = "sc-run";
+static int signal_pipe[2] = {-1, -1};
+
+static netbed_t *netbed; /* NULL: every rank on this host as it is */
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "%s: ", prog_name);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  exit(2);
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "Usage: %s -n N [options] [--] program [args...]\n"
+          "Start N ranks of program on this host for sc_comm_init_env.\n"
+          "\n"
+          "Each rank gets SC_RANK (0..N-1), SC_WORLD_SIZE=N, SC_ROOT_ADDR=127.0.0.1:PORT\n"
+          "and a fresh 64-hex-digit SC_AUTH_TOKEN; stdin is /dev/null.\n"
+          "\n"
+          "Options:\n"
+          "  -n, --np N           number of ranks (required)\n"
+          "  -l, --label          prefix every output line with \"[rank] \"\n"
+          "  -x VAR=VALUE         set VAR on every rank (repeatable; overrides sc-run's own)\n"
+          "      --port P         bootstrap port of rank 0 (default: a free port)\n"
+          "      --timeout SEC    kill the job after SEC seconds and exit 124 (default: none)\n"
+          "      --grace SEC      after a rank fails, wait SEC seconds for the others\n"
+          "                       before SIGTERM, then SIGKILL 2 s later (default: 3)\n"
+          "      --netbed[=BED]   run the ranks on the hosts of an sc-netbed emulated\n"
+          "                       cluster (root only): BED is its prefix (default\n"
+          "                       $SC_NETBED or " NETBED_DEFAULT "; state " NETBED_DIR "/BED.env)\n"
+          "                       or the state file's path. Consecutive ranks share a\n"
+          "                       host; each host gets its own hostname, and\n"
+          "                       SC_ROOT_ADDR=host 0's address, SC_SOCKET_IFNAME=its veth\n"
+          "      --ranks-per-host M  with --netbed: M ranks per host (default: the bed's)\n"
+          "      --bind core|none core (default): rank r runs only on CPU r mod K of the\n"
+          "                       K CPUs sc-run may use, like mpirun --bind-to core;\n"
+          "                       none: the scheduler places ranks as it likes\n"
+          "  -h, --help           this text\n"
+          "\n"
+          "Exit status: 0 when every rank exits 0; else the first failing rank's exit\n"
+          "status, or 128+signal if it was killed; 124 on timeout; 2 on a usage error.\n"
+          "SIGINT/SIGTERM are forwarded to all ranks; a second one sends SIGKILL.\n"
+          "Each rank runs in its own process group; what a rank leaves running in\n"
+          "it is killed when the job ends.\n",
+          prog_name);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void on_signal(int sig) {
+  int saved = errno;
+  unsigned char b = (unsigned char)sig;
+  /* A full pipe means a wake-up is already pending, which is all we need. */
+  if (write(signal_pipe[1], &b, 1) < 0) {
+  }
+  errno = saved;
+}
+
+static double parse_seconds(const char *opt, const char *s, int allow_zero) {
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || end == s || *end || v != v || v < 0 || (!allow_zero && v == 0) || v > 1e9)
+    die("%s: '%s' is not a valid number of seconds", opt, s);
+  return v;
+}
+
+static long parse_long_opt(const char *opt, const char *s, long min, long max) {
+  char *end = NULL;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || end == s || *end || v < min || v > max)
+    die("%s: '%s' is not an integer in [%ld, %ld]", opt, s, min, max);
+  return v;
+}
+
+/* The kernel's range for the local ports of outgoing connections. */
+static void ephemeral_range(int *lo, int *hi) {
+  *lo = 32768;
+  *hi = 60999;
+  FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+  if (!f) return;
+  if (fscanf(f, "%d %d", lo, hi) != 2) {
+    *lo = 32768;
+    *hi = 60999;
+  }
+  fclose(f);
+}
+
+static int port_is_free(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) die("socket: %s", strerror(errno));
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+  close(fd);
+  return ok;
+}
+
+/* A port rank 0 can bind a moment later. It is probed and released, so it
+ * is taken from below the ephemeral range: there, any connect() on the host
+ * could pick it as its local port in between (seen with tests running in
+ * parallel). Another launcher could still race for it; --port avoids that. */
+static int find_free_port(void) {
+  int lo, hi;
+  ephemeral_range(&lo, &hi);
+  int first = 10000, last = lo - 1;
+  if (last - first < 1000) {
+    first = hi + 1; /* a range at the bottom: use the ports above it */
+    last = 65535;
+  }
+  unsigned seed = 0;
+  if (getentropy(&seed, sizeof(seed)) != 0) seed = (unsigned)getpid() * 2654435761u;
+  int span = last - first + 1;
+  for (int tries = 0; tries < 200 && span > 0; tries++) {
+    int port = first + (int)((seed + (unsigned)tries * 7919u) % (unsigned)span);
+    if (port_is_free(port)) return port;
+  }
+  die("cannot find a free port in %d..%d (use --port)", first, last);
+  return 0;
+}
+
+static void make_token(char *hex /* 65 bytes */) {
+  unsigned char raw[32];
+  size_t got = 0;
+#ifdef HAVE_SYS_RANDOM_H
+  while (got < sizeof(raw)) {
+    ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    got += (size_t)n;
+  }
+#endif
+  if (got < sizeof(raw)) {
+    /* getrandom missing (old kernel, seccomp): the same bytes from urandom. */
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) die("no randomness for SC_AUTH_TOKEN: %s", strerror(errno));
+    while (got < sizeof(raw)) {
+      ssize_t n = read(fd, raw + got, sizeof(raw) - got);
+      if (n <= 0) {
+        if (n < 0 && errno == EINTR) continue;
+        die("reading /dev/urandom failed");
+      }
+      got += (size_t)n;
+    }
+    close(fd);
+  }
+  for (size_t i = 0; i < sizeof(raw); i++) snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+}
+
+static void write_all(int fd, const char *p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return; /* e.g. EPIPE after `| head`: drop the output, keep managing the ranks */
+    }
+    p += w;
+    n -= (size_t)w;
+  }
+}
+
+/* One write per line so that lines from different ranks never interleave. */
+static void emit_labelled(int out_fd, int rank, const char *line, size_t len, int add_newline) {
+  static char out[LINE_MAX_LEN + 32];
+  int pre = snprintf(out, sizeof(out), "[%d] ", rank);
+  memcpy(out + pre, line, len);
+  size_t total = (size_t)pre + len;
+  if (add_newline) out[total++] = '\n';
+  write_all(out_fd, out, total);
+}
+
+/* Reads what is available, at most max_reads times so that a rank that
+ * writes without pause cannot starve the reaping and the deadlines; returns 0
+ * at EOF or error (stream closed). */
+static int pump_stream(label_stream_t *s, int rank, int max_reads) {
+  for (int reads = 0;; reads++) {
+    if (reads == max_reads) return 1;
+    if (s->used == LINE_MAX_LEN) {
+      emit_labelled(s->out_fd, rank, s->buf, s->used, 1);
+      s->used = 0;
+    }
+    ssize_t n = read(s->fd, s->buf + s->used, LINE_MAX_LEN - s->used);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 1;
+    if (n <= 0) break;
+    size_t start = 0, end = s->used + (size_t)n;
+    for (size_t i = s->used; i < end; i++) {
+      if (s->buf[i] != '\n') continue;
+      emit_labelled(s->out_fd, rank, s->buf + start, i + 1 - start, 0);
+      start = i + 1;
+    }
+    memmove(s->buf, s->buf + start, end - start);
+    s->used = end - start;
+  }
+  if (s->used) emit_labelled(s->out_fd, rank, s->buf, s->used, 1);
+  s->used = 0;
+  close(s->fd);
+  s->fd = -1;
+  return 0;
+}
+
+static void describe_end(int status, char *out, size_t len) {
+  if (WIFEXITED(status))
+    snprintf(out, len, "exited with status %d", WEXITSTATUS(status));
+  else if (WIFSIGNALED(status))
+    snprintf(out, len, "was killed by signal %d (%s)", WTERMSIG(status),
+             strsignal(WTERMSIG(status)));
+  else
+    snprintf(out, len, "ended with wait status 0x%x", status);
+}
+
+static int failed(int status) {
+  return !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static int exit_code_of(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+/* Signals the rank's whole process group, so helpers it started go too. */
+static void signal_rank(rank_proc_t *r, int sig) {
+  if (kill(-r->pid, sig) < 0 && errno == ESRCH) kill(r->pid, sig);
+  r->stopped_by_us = 1;
+}
+
+static void signal_running(rank_proc_t *ranks, int n, int sig) {
+  for (int i = 0; i < n; i++)
+    if (ranks[i].running) signal_rank(&ranks[i], sig);
+}
+
+static int count_running(const rank_proc_t *ranks, int n) {
+  int c = 0;
+  for (int i = 0; i < n; i++) c += ranks[i].running;
+  return c;
+}
+
+static void list_running(const rank_proc_t *ranks, int n, char *out, size_t len) {
+  size_t used = 0;
+  out[0] = '\0';
+  for (int i = 0; i < n && used < len; i++)
+    if (ranks[i].running)
+      used += (size_t)snprintf(out + used, len - used, "%s%d", used ? "," : "", i);
+}
+
+/* The CPUs sc-run may use, in order; bound ranks take them round robin. */
+static int *bind_cpus;
+static int n_bind_cpus;
+
+static void load_bind_cpus(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) die("sched_getaffinity: %s", strerror(errno));
+  n_bind_cpus = CPU_COUNT(&set);
+  bind_cpus = calloc((size_t)(n_bind_cpus > 0 ? n_bind_cpus : 1), sizeof(int));
+  if (!bind_cpus) die("out of memory");
+  int k = 0;
+  for (int cpu = 0; cpu < CPU_SETSIZE && k < n_bind_cpus; cpu++)
+    if (CPU_ISSET(cpu, &set)) bind_cpus[k++] = cpu;
+}
+
+/* Left to itself, Linux keeps two ranks that talk to each other on one core
+ * (it wakes a receiver where its sender runs) even while another core idles:
+ * a tree's two busiest ranks on 4 ranks and 2 cores then share a core, and
+ * the tree runs 1.2-1.5x slower than with each on its own. Binding makes
+ * placement even and the same run after run. Runs in the child. */
+static void bind_rank(int rank) {
+  if (n_bind_cpus <= 0) return;
+  const int cpu = bind_cpus[rank % n_bind_cpus];
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  if (sched_setaffinity(0, sizeof(one), &one) != 0)
+    fprintf(stderr, "%s: rank %d: cannot bind to CPU %d (%s); running unbound\n", prog_name, rank,
+            cpu, strerror(errno));
+}
+
+static void start_rank(rank_proc_t *r, int rank, int label, char **argv) {
+  int pipes[2][2];
+  if (label)
+    for (int k = 0; k < 2; k++)
+      if (pipe2(pipes[k], O_CLOEXEC) < 0) die("pipe: %s", strerror(errno));
+  fflush(NULL);
+  /* Until the child has dropped our handlers, a signal sent to it would run
+   * on_signal there and look to us like a signal sent to sc-run. */
+  sigset_t all, old_mask;
+  sigfillset(&all);
+  sigprocmask(SIG_SETMASK, &all, &old_mask);
+  pid_t pid = fork();
+  if (pid < 0) die("fork: %s", strerror(errno));
+  if (pid == 0) {
+    setpgid(0, 0);
+    signal(SIGPIPE, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
+    signal(SIGCHLD, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    /* Only one rank could own a terminal's input, and a rank in its own
+     * process group reading the terminal would be stopped by SIGTTIN. */
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) {
+      dup2(devnull, 0);
+      if (devnull != 0) close(devnull);
+    }
+    if (label) {
+      dup2(pipes[0][1], 1);
+      dup2(pipes[1][1], 2);
+    }
+    char rank_str[16];
+    snprintf(rank_str, sizeof(rank_str), "%d", rank);
+    setenv("SC_RANK", rank_str, 1);
+    bind_rank(rank);
+    if (netbed) netbed_enter(netbed, rank);
+    execvp(argv[0], argv);
+    fprintf(stderr, "%s: cannot execute '%s': %s\n", prog_name, argv[0], strerror(errno));
+    _exit(127);
+  }
+  /* Also here, so that no signal can reach the child before it is in its group. */
+  setpgid(pid, pid);
+  sigprocmask(SIG_SETMASK, &old_mask, NULL);
+  r->pid = pid;
+  r->running = 1;
+  for (int k = 0; k < 2; k++) {
+    r->io[k].fd = -1;
+    if (!label) continue;
+    close(pipes[k][1]);
+    r->io[k].fd = pipes[k][0];
+    fcntl(r->io[k].fd, F_SETFL, fcntl(r->io[k].fd, F_GETFL) | O_NONBLOCK);
+    r->io[k].out_fd = k + 1;
+    r->io[k].rank = rank;
+    r->io[k].buf = malloc(LINE_MAX_LEN);
+    if (!r->io[k].buf) die("out of memory");
+  }
+}
+
+int main(int argc, char **argv) {
+  int nranks = 0, label = 0, port = 0;
+  double timeout = 0, grace = 3.0;
+  char **extra_env = NULL;
+  int n_extra = 0;
+
+  const char *netbed_spec = NULL;
+  int ranks_per_host = 0;
+
+  int bind = 1;
+
+  enum { OPT_TIMEOUT = 256, OPT_GRACE, OPT_PORT, OPT_NETBED, OPT_RPH, OPT_BIND };
+  static const struct option longopts[] = {
+      {"np", required_argument, NULL, 'n'},
+      {"label", no_argument, NULL, 'l'},
+      {"timeout", required_argument, NULL, OPT_TIMEOUT},
+      {"grace", required_argument, NULL, OPT_GRACE},
+      {"port", required_argument, NULL, OPT_PORT},
+      {"netbed", optional_argument, NULL, OPT_NETBED},
+      {"ranks-per-host", required_argument, NULL, OPT_RPH},
+      {"bind", required_argument, NULL, OPT_BIND},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
+  };
+  /* '+': options end at the program name, so its own options pass through. */
+  int c;
+  while ((c = getopt_long(argc, argv, "+n:lx:h", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'n':
+      nranks = (int)parse_long_opt("-n", optarg, 1, MAX_RANKS);
+      break;
+    case 'l':
+      label = 1;
+      break;
+    case 'x': {
+      const char *eq = strchr(optarg, '=');
+      if (!eq || eq == optarg) die("-x: expected VAR=VALUE, got '%s'", optarg);
+      char **grown = realloc(extra_env, sizeof(char *) * (size_t)(n_extra + 1));
+      if (!grown) die("out of memory");
+      extra_env = grown;
+      extra_env[n_extra++] = optarg;
+      break;
+    }
+    case OPT_TIMEOUT:
+      timeout = parse_seconds("--timeout", optarg, 0);
+      break;
+    case OPT_GRACE:
+      grace = parse_seconds("--grace", optarg, 1);
+      break;
+    case OPT_PORT:
+      port = (int)parse_long_opt("--port", optarg, 1, 65535);
+      break;
+    case OPT_NETBED:
+      netbed_spec = optarg ? optarg : getenv("SC_NETBED");
+      if (!netbed_spec || !*netbed_spec) netbed_spec = NETBED_DEFAULT;
+      break;
+    case OPT_RPH:
+      ranks_per_host = (int)parse_long_opt("--ranks-per-host", optarg, 1, MAX_RANKS);
+      break;
+    case OPT_BIND:
+      if (strcmp(optarg, "core") && strcmp(optarg, "none"))
+        die("--bind: expected core or none, got '%s'", optarg);
+      bind = !strcmp(optarg, "core");
+      break;
+    case 'h':
+      usage(stdout);
+      return 0;
+    default:
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (nranks <= 0) {
+    fprintf(stderr, "%s: -n N is required\n", prog_name);
+    usage(stderr);
+    return 2;
+  }
+  if (optind >= argc) {
+    fprintf(stderr, "%s: no program given\n", prog_name);
+    usage(stderr);
+    return 2;
+  }
+  char **child_argv = argv + optind;
+  if (ranks_per_host && !netbed_spec) die("--ranks-per-host needs --netbed");
+  if (netbed_spec) {
+    netbed = netbed_load(netbed_spec, ranks_per_host);
+    if (netbed_host_of(netbed, nranks - 1) >= netbed->hosts)
+      die("--netbed: %d ranks at %d per host need %d hosts; the bed (%s) has %d "
+          "(use --ranks-per-host or a bigger bed)",
+          nranks, netbed->ranks_per_host,
+          (nranks + netbed->ranks_per_host - 1) / netbed->ranks_per_host, netbed->path,
+          netbed->hosts);
+    if (!port) port = netbed_call_in_host0(netbed, find_free_port);
+  }
+
+  if (!port) port = find_free_port();
+  if (bind) load_bind_cpus();
+  char token[65], value[64];
+  make_token(token);
+  snprintf(value, sizeof(value), "%d", nranks);
+  setenv("SC_WORLD_SIZE", value, 1);
+  snprintf(value, sizeof(value), "127.0.0.1:%d", port);
+  if (netbed) {
+    snprintf(value, sizeof(value), "%s:%d", netbed->addr[0], port);
+    setenv("SC_SOCKET_IFNAME", netbed->ifname, 1);
+  }
+  setenv("SC_ROOT_ADDR", value, 1);
+  setenv("SC_AUTH_TOKEN", token, 1);
+  for (int i = 0; i < n_extra; i++) {
+    char *eq = strchr(extra_env[i], '=');
+    *eq = '\0';
+    setenv(extra_env[i], eq + 1, 1);
+    *eq = '=';
+  }
+
+  if (pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) < 0) die("pipe: %s", strerror(errno));
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  sigaction(SIGCHLD, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  rank_proc_t *ranks = calloc((size_t)nranks, sizeof(*ranks));
+  struct pollfd *pfds = calloc((size_t)(2 * nranks + 1), sizeof(*pfds));
+  label_stream_t **pstreams = calloc((size_t)(2 * nranks + 1), sizeof(*pstreams));
+  if (!ranks || !pfds || !pstreams) die("out of memory");
+  for (int r = 0; r < nranks; r++) start_rank(&ranks[r], r, label, child_argv);
+
+  const double start = now_s();
+  job_phase_t phase = PHASE_RUNNING;
+  /* --timeout bounds the whole job, including a grace period under way. */
+  const double timeout_at = timeout > 0 ? start + timeout : 0; /* 0 = none */
+  double phase_deadline = 0; /* GRACE: SIGTERM then; TERMED: SIGKILL then */
+  int first_failed = -1, timed_out = 0, interrupted_by = 0;
+  char running_list[8 * MAX_RANKS];
+
+  for (;;) {
+    /* Reap first, so a death is reported before the output that follows it is awaited. */
+    for (;;) {
+      int status;
+      pid_t pid = waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) break;
+      for (int r = 0; r < nranks; r++) {
+        if (ranks[r].pid != pid || !ranks[r].running) continue;
+        ranks[r].running = 0;
+        ranks[r].status = status;
+        if (failed(status) && first_failed < 0 && !ranks[r].stopped_by_us && !timed_out &&
+            !interrupted_by) {
+          first_failed = r;
+          char how[128];
+          describe_end(status, how, sizeof(how));
+          int others = count_running(ranks, nranks) > 0;
+          fprintf(stderr, "%s: rank %d (pid %ld) %s%s\n", prog_name, r, (long)pid, how,
+                  others ? "; stopping the other ranks" : "");
+          if (phase == PHASE_RUNNING && others) {
+            phase = PHASE_GRACE;
+            phase_deadline = now_s() + grace;
+          }
+        }
+      }
+    }
+
+    int alive = count_running(ranks, nranks);
+    int npfd = 0;
+    pfds[npfd].fd = signal_pipe[0];
+    pfds[npfd].events = POLLIN;
+    pstreams[npfd++] = NULL;
+    for (int r = 0; r < nranks; r++)
+      for (int k = 0; k < 2; k++) {
+        label_stream_t *s = &ranks[r].io[k];
+        if (s->fd < 0) continue;
+        if (!alive) {
+          /* Everything a finished rank wrote is already in the pipe; a helper
+           * it left behind could hold the pipe open forever, so do not wait for EOF. */
+          if (pump_stream(s, r, 1024)) {
+            if (s->used) emit_labelled(s->out_fd, r, s->buf, s->used, 1);
+            s->used = 0;
+            close(s->fd);
+            s->fd = -1;
+          }
+          continue;
+        }
+        pfds[npfd].fd = s->fd;
+        pfds[npfd].events = POLLIN;
+        pstreams[npfd++] = s;
+      }
+    if (!alive) break;
+
+    double wake_at = phase == PHASE_GRACE || phase == PHASE_TERMED ? phase_deadline : 0;
+    if (timeout_at > 0 && !timed_out && (wake_at == 0 || timeout_at < wake_at))
+      wake_at = timeout_at;
+    int wait_ms = -1;
+    if (wake_at > 0) {
+      double left = wake_at - now_s();
+      wait_ms = left <= 0 ? 0 : (int)(left * 1000.0) + 1;
+    }
+    int ready = poll(pfds, (nfds_t)npfd, wait_ms);
+    if (ready < 0 && errno != EINTR) die("poll: %s", strerror(errno));
+
+    if (ready > 0) {
+      for (int i = 1; i < npfd; i++) {
+        if (!pfds[i].revents) continue;
+        pump_stream(pstreams[i], pstreams[i]->rank, 16);
+      }
+      if (pfds[0].revents) {
+        unsigned char sigs[64];
+        ssize_t got;
+        while ((got = read(signal_pipe[0], sigs, sizeof(sigs))) > 0) {
+          for (ssize_t i = 0; i < got; i++) {
+            int sig = sigs[i];
+            if (sig == SIGCHLD) continue; /* reaped at the top of the loop */
+            if (interrupted_by || phase == PHASE_KILLED) {
+              /* Second request: the user does not want to wait. */
+              signal_running(ranks, nranks, SIGKILL);
+              phase = PHASE_KILLED;
+            } else {
+              interrupted_by = sig;
+              fprintf(stderr, "%s: got signal %d (%s); forwarding it to the ranks\n", prog_name,
+                      sig, strsignal(sig));
+              signal_running(ranks, nranks, sig);
+              phase = PHASE_TERMED;
+              phase_deadline = now_s() + (grace > TERM_TO_KILL ? grace : TERM_TO_KILL);
+            }
+          }
+        }
+      }
+    }
+
+    double t = now_s();
+    if (timeout_at > 0 && !timed_out && t >= timeout_at &&
+        (phase == PHASE_RUNNING || phase == PHASE_GRACE)) {
+      timed_out = 1;
+      list_running(ranks, nranks, running_list, sizeof(running_list));
+      fprintf(stderr, "%s: timeout after %g s; ranks still running: %s\n", prog_name, timeout,
+              running_list);
+      signal_running(ranks, nranks, SIGTERM);
+      phase = PHASE_TERMED;
+      phase_deadline = t + TERM_TO_KILL;
+    } else if (phase == PHASE_GRACE && t >= phase_deadline) {
+      signal_running(ranks, nranks, SIGTERM);
+      phase = PHASE_TERMED;
+      phase_deadline = t + TERM_TO_KILL;
+    } else if (phase == PHASE_TERMED && t >= phase_deadline) {
+      list_running(ranks, nranks, running_list, sizeof(running_list));
+      fprintf(stderr, "%s: ranks still running after SIGTERM: %s; sending SIGKILL\n", prog_name,
+              running_list);
+      signal_running(ranks, nranks, SIGKILL);
+      phase = PHASE_KILLED;
+    }
+  }
+
+  int code = 0;
+  if (timed_out)
+    code = 124;
+  else if (first_failed >= 0)
+    code = exit_code_of(ranks[first_failed].status);
+  else if (interrupted_by)
+    code = 128 + interrupted_by;
+
+  /* Helpers a rank left behind in its group must not outlive the job. */
+  for (int r = 0; r < nranks; r++) kill(-ranks[r].pid, SIGKILL);
+  if (code != 0) {
+    fprintf(stderr, "%s: summary after %.1f s:\n", prog_name, now_s() - start);
+    for (int r = 0; r < nranks; r++) {
+      char how[128];
+      describe_end(ranks[r].status, how, sizeof(how));
+      fprintf(stderr, "%s:   rank %d (pid %ld) %s%s\n", prog_name, r, (long)ranks[r].pid, how,
+              r == first_failed        ? " [first failure]"
+              : ranks[r].stopped_by_us ? " [stopped by sc-run]"
+                                       : "");
+    }
+  }
+  for (int r = 0; r < nranks; r++) {
+    free(ranks[r].io[0].buf);
+    free(ranks[r].io[1].buf);
+  }
+  free(ranks);
+  free(pfds);
+  free(bind_cpus);
+  free(pstreams);
+  free(extra_env);
+  netbed_free(netbed);
+  return code;
+}

@@ -1,0 +1,84 @@
+/* The alpha-beta cost model behind algorithm choice. A prediction runs every
+ * rank's schedule through a timing simulation: a message of b bytes leaves
+ * when the sender's link is free, occupies it for b*beta, arrives alpha
+ * later; a receive waits for the arrival and a reduction adds b*gamma. The
+ * finishing time of the last rank is the prediction, so the critical path
+ * (messages and bytes on it) falls out of each algorithm's own schedule and
+ * crossovers are not constants in code. When every rank shares one host
+ * (loopback), the cores are the resource instead of links: tune/tune_host.c
+ * replays the schedules with processor sharing, with the latency of a rank
+ * noticing its message (its turn on a shared core, or a wake-up once it
+ * stopped polling), what polling and waking cost in CPU, memory that fell
+ * out of cache, and shared memory's single copy. */
+#ifndef SC_TUNE_H
+#define SC_TUNE_H
+
+#include "algorithms/registry.h"
+
+typedef struct sc_link_model {
+  double alpha_s;        /* seconds per message */
+  double beta_s_per_b;   /* seconds per byte on one link */
+  double gamma_s_per_b;  /* seconds per byte reduced or copied */
+  int host_cores;        /* > 0: all ranks share this many cores (one host) */
+  double host_s_per_b;   /* seconds per byte moved, host-wide (loopback) */
+  double host_s_per_msg; /* seconds of some core per message, host-wide */
+  double pull_min_b;     /* > 0: messages of at least this many bytes are read by the
+                            receiver alone (shm's single copy) at pull_s_per_b; smaller
+                            ones, and all when 0, cost the sender and the receiver half
+                            of host_s_per_b each */
+  double pull_s_per_b;   /* seconds per byte of a single-copy read, on the receiver */
+  double spin_s;         /* a rank waiting for a message polls this long before it
+                            sleeps (one host) */
+  double turn_s;         /* with more ranks than cores: each other rank's turn on a
+                            core before a polling receiver notices its message */
+  double same_core_s;    /* a message whose sender runs on its receiver's core reaches
+                            it this much later (the sender must give the core up) */
+  double wake_s;         /* a message for a rank that went to sleep reaches it this
+                            much later (the wake-up and the wait for a core) */
+  double wake_cpu_s;     /* CPU seconds such a wake-up costs the woken rank */
+  double cold_s_per_b;   /* > 0: extra seconds per byte of a region not in cache, */
+  double reuse_b;        /* i.e. not touched by the rank within its last reuse_b bytes */
+  double poll_cpu;       /* the share of its core a polling rank takes from the ranks
+                            with work there (0: none, 1: a full one) */
+} sc_link_model_t;
+
+/* Predicted seconds for the collective a describes (a->rank ignored) with
+ * generator gen on the model. Returns SC_ERR_INTERNAL if the schedules
+ * deadlock (a generator bug). */
+sc_result_t sc_tune_predict(const sc_link_model_t *m, sc_sched_gen_t gen, const sc_coll_args_t *a,
+                            double *seconds);
+
+/* Arrival times of the messages on one link, first in first out (both
+ * timing simulations use one per ordered pair of ranks). */
+typedef struct sc_arrivals {
+  double *t;
+  size_t head, len, cap;
+} sc_arrivals_t;
+sc_result_t sc_arrivals_push(sc_arrivals_t *q, double t);
+
+/* tune/tune_host.c: the one-host model (host_cores > 0), processor sharing,
+ * rank i on core i mod host_cores. */
+/* The latency the other ranks' turns on a shared core add to each message
+ * on p ranks (0 when every rank has a core). */
+double sc_tune_host_turns(const sc_link_model_t *m, int p);
+sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
+                                  const sc_sched_t *scheds, double *seconds);
+
+#define SC_TUNE_MAX_CANDIDATES 8
+
+/* The cheapest candidate algorithm for a->coll under m: its index in *best
+ * and every candidate's estimate in est[] (INFINITY when it cannot run).
+ * Pure: the same inputs give the same choice on every rank. */
+sc_result_t sc_tune_best(const sc_link_model_t *m, const sc_coll_args_t *a, int *best, double *est);
+/* Candidate names in the order of sc_tune_best's indices (all-reduce:
+ * ring, tree, rd, rabenseifner). */
+const char *sc_tune_candidate_name(sc_coll_t coll, int index);
+
+/* Default model of a transport by name ("tcp", "shm"; others get tcp's),
+ * for ranks on one host of host_cores cores, or on several hosts when 0. */
+void sc_tune_default_model(const char *transport, int host_cores, sc_link_model_t *m);
+/* How nranks ranks on m's host wait: they poll SC_SPIN_US (spin_us) before
+ * sleeping, except on TCP when they outnumber the cores (sc_tcp_spins). */
+void sc_tune_host_waiting(const char *transport, int nranks, int spin_us, sc_link_model_t *m);
+
+#endif

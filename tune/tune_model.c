@@ -1,0 +1,185 @@
+/* Timing simulation of a collective's schedules under the alpha-beta model
+ * (see tune/tune.h). Runs once per (collective, size) a communicator sees; the
+ * result is cached by the caller. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "transport/transport.h"
+#include "tune/tune.h"
+
+sc_result_t sc_arrivals_push(sc_arrivals_t *q, double t) {
+  if (q->head + q->len == q->cap) {
+    if (q->head > 0) {
+      memmove(q->t, q->t + q->head, q->len * sizeof(double));
+      q->head = 0;
+    } else {
+      size_t ncap = q->cap ? 2 * q->cap : 8;
+      double *n = realloc(q->t, ncap * sizeof(double));
+      if (!n) return SC_ERR(SC_ERR_NOMEM, "cost model queue of %zu", ncap);
+      q->t = n;
+      q->cap = ncap;
+    }
+  }
+  q->t[q->head + q->len++] = t;
+  return SC_SUCCESS;
+}
+
+void sc_tune_default_model(const char *transport, int host_cores, sc_link_model_t *m) {
+  memset(m, 0, sizeof(*m));
+  m->gamma_s_per_b = 1.0 / 6.0e9;
+  m->host_cores = host_cores;
+  /* On one host (tune/tune_host.c) the values below were fitted with
+   * sc_tune_fit (perf/README.md) to sc_allreduce_perf -a compare on 3-8 ranks,
+   * 8 B-64 MiB, three runs each, ranks bound to cores by sc-run, on the 2-core
+   * development machine. SC_TUNE=measure refits alpha and the bandwidths on
+   * the communicator. */
+  if (transport && !strcmp(transport, "shm")) {
+    /* Two copies through a ring cost 15.8 GB/s for both in cache, memory
+     * out of cache 43% more per byte, one process_vm_readv 7.4 GB/s; a
+     * message within one core reaches its receiver 2.4 us later than one
+     * from the other core; a rank that slept costs a quarter of a
+     * microsecond to wake, a polling one a seventh of its core; a chunk
+     * stays in cache for 3.9 MB of a rank's traffic. Fitted to two sets of
+     * runs four hours apart (the second 1.4-1.8x slower: this machine's
+     * speed drifts), so that a pick holds in both. Ties between algorithms
+     * are decided by the last digit, so these are sc_tune_fit's own, to
+     * its four digits. */
+    m->alpha_s = 0.7223e-6;
+    m->beta_s_per_b = 6.311e-11;
+    m->host_s_per_b = 6.311e-11;
+    m->host_s_per_msg = 0.1856e-6;
+    m->pull_min_b = (double)SC_SHM_SINGLE_COPY_MIN;
+    m->pull_s_per_b = 1.357e-10;
+    m->turn_s = 1.277e-6;
+    m->wake_s = 5.812e-6;
+    m->wake_cpu_s = 0.2621e-6;
+    m->poll_cpu = 0.1506;
+    m->cold_s_per_b = 2.695e-11;
+    m->reuse_b = 3.9e6;
+    m->same_core_s = 2.446e-6;
+    return;
+  }
+  if (host_cores > 0) {
+    /* Loopback TCP: a message costs little CPU of its own, but a receiver
+     * that sleeps in poll (every one when ranks outnumber cores: TCP does
+     * not spin then) pays ~9 us of CPU to be woken by the socket; memory out
+     * of cache (a region not touched in the last 3.9 MB of a rank's
+     * traffic) costs a sixth more per byte. same_core_s is not fitted here
+     * (0): these values, fitted to one set of runs, pick within 10% of the
+     * fastest without it. */
+    m->alpha_s = 3.735e-6;
+    m->beta_s_per_b = 2.44e-10;
+    m->host_s_per_b = 2.44e-10;
+    m->host_s_per_msg = 0.4115e-6;
+    m->turn_s = 2.338e-6;
+    m->wake_s = 2.187e-6;
+    m->wake_cpu_s = 9.395e-6;
+    m->poll_cpu = 0.17;
+    m->cold_s_per_b = 4.379e-11;
+    m->reuse_b = 3.905e6;
+    return;
+  }
+  /* TCP between hosts, until SC_TUNE=measure says otherwise: one-way small
+   * message ~40 us, ~1.5 GB/s per stream. */
+  m->alpha_s = 40e-6;
+  m->beta_s_per_b = 1.0 / 1.5e9;
+  m->host_s_per_b = 1.0 / 1.5e9;
+  m->host_s_per_msg = 15e-6;
+}
+
+void sc_tune_host_waiting(const char *transport, int nranks, int spin_us, sc_link_model_t *m) {
+  m->spin_s = spin_us > 0 ? spin_us * 1e-6 : 0;
+  if (m->host_cores > 0 && transport && !strcmp(transport, "tcp") &&
+      !sc_tcp_spins(nranks, m->host_cores))
+    m->spin_s = 0;
+}
+
+typedef struct sc_rank_clock {
+  size_t step;
+  double now, link_free, ingress_free;
+} sc_rank_clock_t;
+
+static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, size_t es, sc_sched_t *scheds,
+                                    double *seconds) {
+  sc_arrivals_t *q = calloc((size_t)p * (size_t)p, sizeof(*q));
+  sc_rank_clock_t *rc = calloc((size_t)p, sizeof(*rc));
+  sc_result_t r = SC_SUCCESS;
+  if (!q || !rc) {
+    r = SC_ERR(SC_ERR_NOMEM, "cost model state for %d ranks", p);
+    goto done;
+  }
+  int finished = 0;
+  while (finished < p && r == SC_SUCCESS) {
+    int advanced = 0;
+    finished = 0;
+    for (int i = 0; i < p && r == SC_SUCCESS; i++) {
+      sc_rank_clock_t *c = &rc[i];
+      const sc_sched_t *s = &scheds[i];
+      while (c->step < s->nsteps) {
+        const sc_step_t *st = &s->steps[c->step];
+        double bytes = (double)st->count * (double)es;
+        if (st->kind == SC_STEP_SEND) {
+          double start = c->now > c->link_free ? c->now : c->link_free;
+          c->link_free = start + bytes * m->beta_s_per_b;
+          r = sc_arrivals_push(&q[(size_t)i * (size_t)p + (size_t)st->peer],
+                               c->link_free + m->alpha_s);
+          if (r != SC_SUCCESS) break;
+        } else if (st->kind == SC_STEP_RECV || st->kind == SC_STEP_RECV_REDUCE) {
+          sc_arrivals_t *in = &q[(size_t)st->peer * (size_t)p + (size_t)i];
+          if (in->len == 0) break; /* blocked until the sender gets there */
+          double arrival = in->t[in->head++];
+          in->len--;
+          /* Two senders to one rank share its incoming link. */
+          double t = c->now > arrival ? c->now : arrival;
+          double ingress = c->ingress_free + bytes * m->beta_s_per_b;
+          if (ingress > t) t = ingress;
+          c->ingress_free = t;
+          if (st->kind == SC_STEP_RECV_REDUCE) {
+            t += bytes * m->gamma_s_per_b;
+          }
+          c->now = t;
+        } else {
+          c->now += bytes * m->gamma_s_per_b;
+        }
+        c->step++;
+        advanced = 1;
+      }
+      if (c->step == s->nsteps) finished++;
+    }
+    if (!advanced && finished < p && r == SC_SUCCESS)
+      r = SC_ERR(SC_ERR_INTERNAL, "cost model: the schedules of %d ranks deadlock", p);
+  }
+  if (r == SC_SUCCESS) {
+    double t = 0;
+    for (int i = 0; i < p; i++) t = rc[i].now > t ? rc[i].now : t;
+    *seconds = t;
+  }
+done:
+  if (q)
+    for (size_t k = 0; k < (size_t)p * (size_t)p; k++) free(q[k].t);
+  free(q);
+  free(rc);
+  return r;
+}
+
+sc_result_t sc_tune_predict(const sc_link_model_t *m, sc_sched_gen_t gen, const sc_coll_args_t *a,
+                            double *seconds) {
+  int p = a->nranks;
+  sc_sched_t *scheds = calloc((size_t)p, sizeof(*scheds));
+  if (!scheds) return SC_ERR(SC_ERR_NOMEM, "cost model schedules for %d ranks", p);
+  sc_result_t r = SC_SUCCESS;
+  for (int i = 0; i < p && r == SC_SUCCESS; i++) {
+    sc_coll_args_t ai = *a;
+    ai.rank = i;
+    sc_sched_init(&scheds[i]);
+    r = gen(&ai, &scheds[i]);
+  }
+  if (r == SC_SUCCESS)
+    r = m->host_cores > 0 ? sc_tune_simulate_host(m, p, a->elem_size, scheds, seconds)
+                          : sc_tune_simulate(m, p, a->elem_size, scheds, seconds);
+  for (int i = 0; i < p; i++) sc_sched_free(&scheds[i]);
+  free(scheds);
+  return r;
+}
