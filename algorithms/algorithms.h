@@ -44,6 +44,27 @@ typedef struct sc_coll_args {
  * count % nranks blocks are one element longer). Used by ring all-reduce. */
 void sc_block_range(size_t count, int nranks, int b, size_t *off, size_t *len);
 
+/* len elements at buf[off] sent to peer in chunk-element pieces: a pipeline
+ * whose receiver can forward or reduce a piece while the next one is on the
+ * wire. */
+void sc_send_chunks(sc_sched_t *s, int peer, sc_buf_t buf, size_t off, size_t len, size_t chunk);
+
+/* The ring's block index that rank handles `hop` hops after the start: the
+ * one rank - hop started with, modulo nranks. */
+static inline int sc_ring_block(int rank, int hop, int nranks) {
+  return ((rank - hop) % nranks + nranks) % nranks;
+}
+
+/* Rooted collectives (broadcast, reduce) number ranks relative to the root,
+ * so that the root is always 0: this rank's number, and back to a rank. */
+static inline int sc_root_rel_rank(const sc_coll_args_t *a) {
+  return (a->rank - a->root + a->nranks) % a->nranks;
+}
+
+static inline int sc_root_abs_rank(const sc_coll_args_t *a, int v) {
+  return (v + a->root) % a->nranks;
+}
+
 /* SC_ERR_INVALID_ARG unless 1 <= nranks <= 2^30, 0 <= rank < nranks, chunk_elems >= 1,
  * root valid (BROADCAST/REDUCE) and nranks*count fits (RS/AG). Every
  * generator calls it first.

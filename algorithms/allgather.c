@@ -11,10 +11,6 @@
 #include "algorithms/algorithms.h"
 #include "base/error.h"
 
-static int ring_block(int rank, int shift, int nranks) {
-  return ((rank - shift) % nranks + nranks) % nranks;
-}
-
 sc_result_t sc_ring_allgather_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
   SC_CHECK(sc_coll_args_check(a));
   const int p = a->nranks, r = a->rank;
@@ -23,13 +19,11 @@ sc_result_t sc_ring_allgather_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
   const int right = (r + 1) % p, left = (r + p - 1) % p;
   const int hops = p - 1;
 
-  if (p > 1)
-    for (size_t c = 0; c < n; c += chunk)
-      sc_sched_send(s, right, SC_BUF_SEND, c, n - c < chunk ? n - c : chunk);
+  if (p > 1) sc_send_chunks(s, right, SC_BUF_SEND, 0, n, chunk);
   sc_sched_copy(s, SC_BUF_RECV, (size_t)r * n, SC_BUF_SEND, 0, n);
 
   for (int h = 0; h < hops; h++) {
-    const size_t in = (size_t)ring_block(r, h + 1, p) * n;
+    const size_t in = (size_t)sc_ring_block(r, h + 1, p) * n;
     for (size_t c = 0; c < n; c += chunk) {
       size_t m = n - c < chunk ? n - c : chunk;
       sc_sched_recv(s, left, SC_BUF_RECV, in + c, m);

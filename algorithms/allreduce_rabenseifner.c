@@ -78,19 +78,13 @@ sc_result_t sc_rabenseifner_allreduce_schedule(const sc_coll_args_t *a, sc_sched
   const int pp = sc_fold_pow2_floor(p), rem = p - pp;
   const int g = sc_fold_group_rank(r, rem);
   const group_layout_t l = {.count = n, .pp = pp, .rem = rem};
-  sc_exchange_t x[MAX_EXCHANGES];
-  int nx = 0;
-
   if (g < 0) {
-    x[nx++] = (sc_exchange_t){.peer = r + 1,
-                              .send_buf = SC_BUF_SEND,
-                              .send_len = n,
-                              .recv_buf = SC_BUF_RECV,
-                              .recv_len = n};
-    sc_exchange_run(s, x, nx, chunk);
+    sc_fold_leaf_allreduce(s, r, n, chunk);
     return s->status;
   }
 
+  sc_exchange_t x[MAX_EXCHANGES];
+  int nx = 0;
   const int folds = r < 2 * rem;
   sc_buf_t src = SC_BUF_SEND;
   if (folds) {

@@ -47,20 +47,13 @@ sc_result_t sc_rd_allreduce_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
   if (sc_coll_trivial(a, s)) return s->status;
   const int pp = sc_fold_pow2_floor(p), rem = p - pp, steps = log2_exact(pp);
   const int g = sc_fold_group_rank(r, rem);
-  sc_exchange_t x[MAX_EXCHANGES];
-  int nx = 0;
-
   if (g < 0) {
-    x[nx++] = (sc_exchange_t){.peer = r + 1,
-                              .send_buf = SC_BUF_SEND,
-                              .send_len = n,
-                              .recv_buf = SC_BUF_RECV,
-                              .recv_len = n};
-    sc_exchange_start(s, x, chunk);
-    sc_exchange_finish(s, x, nx, chunk);
+    sc_fold_leaf_allreduce(s, r, n, chunk);
     return s->status;
   }
 
+  sc_exchange_t x[MAX_EXCHANGES];
+  int nx = 0;
   const int folds = r < 2 * rem;
   const int writes = steps + folds;
   sc_sched_need_scratch(s, n);
@@ -92,8 +85,7 @@ sc_result_t sc_rd_allreduce_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
     cur = write_buf(writes, w);
   }
   if (folds) x[nx++] = (sc_exchange_t){.peer = r - 1, .send_buf = SC_BUF_RECV, .send_len = n};
-  sc_exchange_start(s, x, chunk);
-  sc_exchange_finish(s, x, nx, chunk);
+  sc_exchange_run(s, x, nx, chunk);
   return s->status;
 }
 
@@ -133,8 +125,7 @@ sc_result_t sc_rd_allgather_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
                               .send_base = mine,
                               .recv_buf = SC_BUF_RECV,
                               .recv_len = (size_t)p * n};
-    sc_exchange_start(s, x, chunk);
-    sc_exchange_finish(s, x, nx, chunk);
+    sc_exchange_run(s, x, nx, chunk);
     return s->status;
   }
 

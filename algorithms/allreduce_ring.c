@@ -21,16 +21,6 @@
 #include "algorithms/algorithms.h"
 #include "base/error.h"
 
-static int ring_block(int rank, int hop, int nranks) {
-  return ((rank - hop) % nranks + nranks) % nranks;
-}
-
-static void send_block_chunks(sc_sched_t *s, int peer, sc_buf_t buf, size_t off, size_t len,
-                              size_t chunk) {
-  for (size_t c = 0; c < len; c += chunk)
-    sc_sched_send(s, peer, buf, off + c, len - c < chunk ? len - c : chunk);
-}
-
 sc_result_t sc_ring_allreduce_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
   SC_CHECK(sc_coll_args_check(a));
   const int p = a->nranks, r = a->rank;
@@ -46,10 +36,10 @@ sc_result_t sc_ring_allreduce_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
   size_t off, len;
 
   sc_block_range(a->count, p, r, &off, &len);
-  send_block_chunks(s, right, SC_BUF_SEND, off, len, chunk);
+  sc_send_chunks(s, right, SC_BUF_SEND, off, len, chunk);
 
   for (int h = 0; h < hops; h++) {
-    sc_block_range(a->count, p, ring_block(r, h + 1, p), &off, &len);
+    sc_block_range(a->count, p, sc_ring_block(r, h + 1, p), &off, &len);
     for (size_t c = 0; c < len; c += chunk) {
       size_t n = len - c < chunk ? len - c : chunk;
       if (h < p - 1)

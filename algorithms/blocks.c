@@ -11,6 +11,11 @@ void sc_block_range(size_t count, int nranks, int b, size_t *off, size_t *len) {
   *off = ub * base + (ub < rem ? ub : rem);
 }
 
+void sc_send_chunks(sc_sched_t *s, int peer, sc_buf_t buf, size_t off, size_t len, size_t chunk) {
+  for (size_t c = 0; c < len; c += chunk)
+    sc_sched_send(s, peer, buf, off + c, len - c < chunk ? len - c : chunk);
+}
+
 sc_result_t sc_coll_args_check(const sc_coll_args_t *a) {
   /* The generators' rank arithmetic (r + 2^k, 2(P-1) hops) stays in int. */
   if (a->nranks < 1 || a->nranks > (1 << 30))

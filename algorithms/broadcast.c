@@ -4,31 +4,21 @@
 #include "algorithms/algorithms.h"
 #include "base/error.h"
 
-static int rel_rank(const sc_coll_args_t *a) {
-  return (a->rank - a->root + a->nranks) % a->nranks;
-}
-
-static int abs_rank(const sc_coll_args_t *a, int v) {
-  return (v + a->root) % a->nranks;
-}
-
 /* Chain root -> root+1 -> ... : each rank forwards a chunk as soon as it has
  * arrived, so after the fill every link carries a chunk at the same time.
  * The root's own copy comes after its sends so it does not delay them. */
 sc_result_t sc_chain_broadcast_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
   SC_CHECK(sc_coll_args_check(a));
-  const int p = a->nranks, v = rel_rank(a);
+  const int p = a->nranks, v = sc_root_rel_rank(a);
   const size_t n = a->count, chunk = a->chunk_elems;
   if (n == 0) return s->status;
-  const int next = v + 1 < p ? abs_rank(a, v + 1) : -1;
+  const int next = v + 1 < p ? sc_root_abs_rank(a, v + 1) : -1;
   if (v == 0) {
-    if (next >= 0)
-      for (size_t c = 0; c < n; c += chunk)
-        sc_sched_send(s, next, SC_BUF_SEND, c, n - c < chunk ? n - c : chunk);
+    if (next >= 0) sc_send_chunks(s, next, SC_BUF_SEND, 0, n, chunk);
     sc_sched_copy(s, SC_BUF_RECV, 0, SC_BUF_SEND, 0, n);
     return s->status;
   }
-  const int prev = abs_rank(a, v - 1);
+  const int prev = sc_root_abs_rank(a, v - 1);
   for (size_t c = 0; c < n; c += chunk) {
     size_t m = n - c < chunk ? n - c : chunk;
     sc_sched_recv(s, prev, SC_BUF_RECV, c, m);
@@ -42,21 +32,21 @@ sc_result_t sc_chain_broadcast_schedule(const sc_coll_args_t *a, sc_sched_t *s) 
  * branch starts earliest. */
 sc_result_t sc_binomial_broadcast_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
   SC_CHECK(sc_coll_args_check(a));
-  const int p = a->nranks, v = rel_rank(a);
+  const int p = a->nranks, v = sc_root_rel_rank(a);
   const size_t n = a->count;
   if (n == 0) return s->status;
   sc_buf_t from = SC_BUF_RECV;
   int mask = 1;
   while (mask < p) {
     if (v & mask) {
-      sc_sched_recv(s, abs_rank(a, v - mask), SC_BUF_RECV, 0, n);
+      sc_sched_recv(s, sc_root_abs_rank(a, v - mask), SC_BUF_RECV, 0, n);
       break;
     }
     mask <<= 1;
   }
   if (v == 0) from = SC_BUF_SEND;
   for (mask >>= 1; mask > 0; mask >>= 1)
-    if (v + mask < p) sc_sched_send(s, abs_rank(a, v + mask), from, 0, n);
+    if (v + mask < p) sc_sched_send(s, sc_root_abs_rank(a, v + mask), from, 0, n);
   if (v == 0) sc_sched_copy(s, SC_BUF_RECV, 0, SC_BUF_SEND, 0, n);
   return s->status;
 }

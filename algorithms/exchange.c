@@ -61,3 +61,12 @@ int sc_fold_group_rank(int rank, int rem) {
 int sc_fold_group_to_rank(int g, int rem) {
   return g < rem ? 2 * g + 1 : g + rem;
 }
+
+void sc_fold_leaf_allreduce(sc_sched_t *s, int rank, size_t n, size_t chunk) {
+  const sc_exchange_t x = {.peer = rank + 1,
+                           .send_buf = SC_BUF_SEND,
+                           .send_len = n,
+                           .recv_buf = SC_BUF_RECV,
+                           .recv_len = n};
+  sc_exchange_run(s, &x, 1, chunk);
+}

@@ -36,5 +36,8 @@ int sc_fold_pow2_floor(int p);
  * into rank + 1. */
 int sc_fold_group_rank(int rank, int rem);
 int sc_fold_group_to_rank(int g, int rem);
+/* The whole all-reduce of a rank that folds into rank + 1: its n elements
+ * there, the result back. */
+void sc_fold_leaf_allreduce(sc_sched_t *s, int rank, size_t n, size_t chunk);
 
 #endif

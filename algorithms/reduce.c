@@ -10,18 +10,10 @@
  * wait off the critical path without holding a whole message of scratch. */
 #define SC_CHAIN_REDUCE_SLOTS 4
 
-static int rel_rank(const sc_coll_args_t *a) {
-  return (a->rank - a->root + a->nranks) % a->nranks;
-}
-
-static int abs_rank(const sc_coll_args_t *a, int v) {
-  return (v + a->root) % a->nranks;
-}
-
 /* Chain root+P-1 -> ... -> root+1 -> root, chunk by chunk. */
 sc_result_t sc_chain_reduce_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
   SC_CHECK(sc_coll_args_check(a));
-  const int p = a->nranks, v = rel_rank(a);
+  const int p = a->nranks, v = sc_root_rel_rank(a);
   const size_t n = a->count, chunk = a->chunk_elems;
   if (n == 0) return s->status;
   if (v == 0 && a->avg) sc_sched_set_avg(s, SC_BUF_RECV, 0, n);
@@ -30,17 +22,16 @@ sc_result_t sc_chain_reduce_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
     return s->status;
   }
   if (v == p - 1) {
-    for (size_t c = 0; c < n; c += chunk)
-      sc_sched_send(s, abs_rank(a, v - 1), SC_BUF_SEND, c, n - c < chunk ? n - c : chunk);
+    sc_send_chunks(s, sc_root_abs_rank(a, v - 1), SC_BUF_SEND, 0, n, chunk);
     return s->status;
   }
-  const int next = abs_rank(a, v + 1);
+  const int next = sc_root_abs_rank(a, v + 1);
   if (v == 0) {
     for (size_t c = 0; c < n; c += chunk)
       sc_sched_recv_reduce(s, next, SC_BUF_RECV, c, SC_BUF_SEND, c, n - c < chunk ? n - c : chunk);
     return s->status;
   }
-  const int prev = abs_rank(a, v - 1);
+  const int prev = sc_root_abs_rank(a, v - 1);
   const size_t slot_elems = chunk < n ? chunk : n;
   const size_t slots =
       (n - 1) / chunk + 1 < SC_CHAIN_REDUCE_SLOTS ? (n - 1) / chunk + 1 : SC_CHAIN_REDUCE_SLOTS;
@@ -61,7 +52,7 @@ sc_result_t sc_chain_reduce_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
  * later ones accumulate in place; a leaf forwards SEND untouched. */
 sc_result_t sc_binomial_reduce_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
   SC_CHECK(sc_coll_args_check(a));
-  const int p = a->nranks, v = rel_rank(a);
+  const int p = a->nranks, v = sc_root_rel_rank(a);
   const size_t n = a->count;
   if (n == 0) return s->status;
   const sc_buf_t acc = v == 0 ? SC_BUF_RECV : SC_BUF_SCRATCH;
@@ -69,12 +60,12 @@ sc_result_t sc_binomial_reduce_schedule(const sc_coll_args_t *a, sc_sched_t *s) 
   if (v == 0 && a->avg) sc_sched_set_avg(s, SC_BUF_RECV, 0, n);
   for (int mask = 1; mask < p; mask <<= 1) {
     if (v & mask) {
-      sc_sched_send(s, abs_rank(a, v - mask), cur, 0, n);
+      sc_sched_send(s, sc_root_abs_rank(a, v - mask), cur, 0, n);
       return s->status;
     }
     if (v + mask < p) {
       if (acc == SC_BUF_SCRATCH) sc_sched_need_scratch(s, n);
-      sc_sched_recv_reduce(s, abs_rank(a, v + mask), acc, 0, cur, 0, n);
+      sc_sched_recv_reduce(s, sc_root_abs_rank(a, v + mask), acc, 0, cur, 0, n);
       cur = acc;
     }
   }

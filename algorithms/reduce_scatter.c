@@ -21,10 +21,6 @@
 #include "algorithms/algorithms.h"
 #include "base/error.h"
 
-static int ring_block(int rank, int shift, int nranks) {
-  return ((rank - shift) % nranks + nranks) % nranks;
-}
-
 sc_result_t sc_ring_reduce_scatter_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
   SC_CHECK(sc_coll_args_check(a));
   const int p = a->nranks, r = a->rank;
@@ -35,12 +31,11 @@ sc_result_t sc_ring_reduce_scatter_schedule(const sc_coll_args_t *a, sc_sched_t 
   const int slots = hops - 1 < 2 ? hops - 1 : 2;
   sc_sched_need_scratch(s, (size_t)slots * n);
 
-  const size_t first = (size_t)ring_block(r, 1, p) * n;
-  for (size_t c = 0; c < n; c += chunk)
-    sc_sched_send(s, right, SC_BUF_SEND, first + c, n - c < chunk ? n - c : chunk);
+  const size_t first = (size_t)sc_ring_block(r, 1, p) * n;
+  sc_send_chunks(s, right, SC_BUF_SEND, first, n, chunk);
 
   for (int h = 0; h < hops; h++) {
-    const size_t in = (size_t)ring_block(r, h + 2, p) * n;
+    const size_t in = (size_t)sc_ring_block(r, h + 2, p) * n;
     const int last = h == hops - 1;
     const sc_buf_t dst = last ? SC_BUF_RECV : SC_BUF_SCRATCH;
     const size_t dst_off = last ? 0 : (size_t)(h % 2) * n;

@@ -7,6 +7,8 @@
 
 #include "algorithms/algorithms.h"
 
+#define SC_ALGO_MAX 8 /* candidates of one collective, at most */
+
 typedef sc_result_t (*sc_sched_gen_t)(const sc_coll_args_t *, sc_sched_t *);
 
 typedef struct sc_algo_entry {

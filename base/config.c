@@ -20,12 +20,12 @@ static const sc_config_var_t sc_config_vars[] = {
      "force a transport: auto (shm for same-host peers, tcp otherwise), tcp, shm (ucx, verbs: "
      "later releases)"},
     {"SC_ALGO", "auto",
-     "force the dense all-reduce algorithm: auto (cost model), ring, tree, rd, rabenseifner"},
+     /* sc-info appends the names, from the algorithm registry */
+     "force the dense all-reduce algorithm"},
     {"SC_TUNE", "model",
      "alpha-beta inputs of the cost model: model (the transport's defaults) or measure (a short "
      "calibration at communicator creation, rank 0's fit broadcast)"},
-    {"SC_BCAST_ALGO", "auto",
-     "force the broadcast/reduce algorithm: auto (cost model), chain (pipelined), binomial"},
+    {"SC_BCAST_ALGO", "auto", "force the broadcast/reduce algorithm"},
     {"SC_CHUNK_BYTES", "524288", "pipelining chunk of ring, chain broadcast and chain reduce"},
     {"SC_SOCKET_IFNAME", "",
      "interface name or prefix TCP binds and advertises (default: the one that reaches the root)"},

@@ -26,18 +26,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/socket.h"
-
-int64_t sc_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int sc_ms_until(int64_t deadline_ms) {
-  int64_t left = deadline_ms - sc_now_ms();
-  if (left <= 0) return 0;
-  return left > INT_MAX ? INT_MAX : (int)left;
-}
+#include "base/wire.h"
 
 int sc_secret_equal(const uint8_t *a, const uint8_t *b, size_t n) {
   volatile uint8_t diff = 0;
@@ -77,35 +66,18 @@ sc_result_t sc_socket_addr_from_storage(const void *ss, sc_sockaddr_t *out) {
   return SC_SUCCESS;
 }
 
-static void sc_put_be16(uint8_t *p, uint16_t v) {
-  p[0] = (uint8_t)(v >> 8);
-  p[1] = (uint8_t)v;
-}
-
-static void sc_put_be32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (24 - 8 * i));
-}
-
-static uint16_t sc_get_be16(const uint8_t *p) {
-  return (uint16_t)((p[0] << 8) | p[1]);
-}
-
-static uint32_t sc_get_be32(const uint8_t *p) {
-  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
 sc_result_t sc_socket_addr_pack(const sc_sockaddr_t *a, uint8_t out[SC_SOCKET_ADDR_WIRE_LEN]) {
   memset(out, 0, SC_SOCKET_ADDR_WIRE_LEN);
   if (a->sa.ss_family == AF_INET) {
     const struct sockaddr_in *in = (const struct sockaddr_in *)&a->sa;
     out[0] = 4;
-    sc_put_be16(out + 2, ntohs(in->sin_port));
+    sc_wire_put_u16(out + 2, ntohs(in->sin_port));
     memcpy(out + 8, &in->sin_addr, 4);
   } else if (a->sa.ss_family == AF_INET6) {
     const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&a->sa;
     out[0] = 6;
-    sc_put_be16(out + 2, ntohs(in6->sin6_port));
-    sc_put_be32(out + 4, in6->sin6_scope_id);
+    sc_wire_put_u16(out + 2, ntohs(in6->sin6_port));
+    sc_wire_put_u32(out + 4, in6->sin6_scope_id);
     memcpy(out + 8, &in6->sin6_addr, 16);
   } else {
     return SC_ERR(SC_ERR_INVALID_ARG, "address family %d is neither IPv4 nor IPv6",
@@ -115,7 +87,7 @@ sc_result_t sc_socket_addr_pack(const sc_sockaddr_t *a, uint8_t out[SC_SOCKET_AD
 }
 
 sc_result_t sc_socket_addr_unpack(const uint8_t in[SC_SOCKET_ADDR_WIRE_LEN], sc_sockaddr_t *a) {
-  uint16_t port = sc_get_be16(in + 2);
+  uint16_t port = sc_wire_get_u16(in + 2);
   if (port == 0) return SC_ERR(SC_ERR_INVALID_ARG, "packed address has port 0");
   /* Bytes pack leaves zero must be zero, so that a packed address has exactly
    * one encoding (the unique id's checksum and the fuzzers rely on it). */
@@ -136,7 +108,7 @@ sc_result_t sc_socket_addr_unpack(const uint8_t in[SC_SOCKET_ADDR_WIRE_LEN], sc_
     struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&a->sa;
     sin6->sin6_family = AF_INET6;
     sin6->sin6_port = htons(port);
-    sin6->sin6_scope_id = sc_get_be32(in + 4);
+    sin6->sin6_scope_id = sc_wire_get_u32(in + 4);
     memcpy(&sin6->sin6_addr, in + 8, 16);
     a->len = sizeof(*sin6);
   } else {

@@ -8,6 +8,8 @@
 
 #include <sys/socket.h>
 
+/* Every deadline_ms here is on the library's clock (sc_now_ms). */
+#include "base/clock.h"
 #include "sparsecoll.h"
 
 #define SC_SECRET_LEN 32    /* bytes of the job secret every connection presents */
@@ -19,8 +21,6 @@ typedef struct sc_sockaddr {
   socklen_t len;
 } sc_sockaddr_t;
 
-/* Milliseconds on a monotonic clock. */
-int64_t sc_now_ms(void);
 /* n bytes from getrandom(). */
 sc_result_t sc_random_bytes(void *buf, size_t n);
 
@@ -68,8 +68,6 @@ sc_result_t sc_socket_set_nodelay(int fd);
  * *fd = -1 and SC_SUCCESS when none is pending; the peer's address in *peer
  * when not NULL. */
 sc_result_t sc_socket_accept(int listen_fd, int *fd, sc_sockaddr_t *peer);
-/* Milliseconds left until deadline_ms for poll(): 0 when past, capped at INT_MAX. */
-int sc_ms_until(int64_t deadline_ms);
 /* Equality of secrets in constant time: no early return, no timing side channel. */
 int sc_secret_equal(const uint8_t *a, const uint8_t *b, size_t n);
 

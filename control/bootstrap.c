@@ -38,13 +38,12 @@ sc_result_t sc_unique_id_encode(const sc_sockaddr_t *root, const uint8_t secret[
   uint8_t *p = (uint8_t *)id->internal;
   memset(id, 0, sizeof(*id));
   memcpy(p, SC_ID_MAGIC, 4);
-  p[SC_ID_OFF_VERSION] = 0;
-  p[SC_ID_OFF_VERSION + 1] = SC_ID_VERSION;
+  sc_wire_put_u16(p + SC_ID_OFF_VERSION, SC_ID_VERSION);
   SC_CHECK(sc_socket_addr_pack(root, p + SC_ID_OFF_ADDR));
   if (p[SC_ID_OFF_ADDR + 2] == 0 && p[SC_ID_OFF_ADDR + 3] == 0)
     return SC_ERR(SC_ERR_INVALID_ARG, "unique id encode: root address has port 0");
   memcpy(p + SC_ID_OFF_SECRET, secret, SC_SECRET_LEN);
-  sc_boot_put32(p + SC_ID_OFF_CHECK, fnv1a(p, SC_ID_OFF_CHECK));
+  sc_wire_put_u32(p + SC_ID_OFF_CHECK, fnv1a(p, SC_ID_OFF_CHECK));
   return SC_SUCCESS;
 }
 
@@ -54,11 +53,11 @@ sc_result_t sc_unique_id_decode(const sc_unique_id_t *id, sc_sockaddr_t *root,
   const uint8_t *p = (const uint8_t *)id->internal;
   if (memcmp(p, SC_ID_MAGIC, 4) != 0)
     return SC_ERR(SC_ERR_INVALID_ARG, "not a libsparsecoll unique id (bad magic)");
-  unsigned ver = ((unsigned)p[SC_ID_OFF_VERSION] << 8) | p[SC_ID_OFF_VERSION + 1];
+  unsigned ver = sc_wire_get_u16(p + SC_ID_OFF_VERSION);
   if (ver != SC_ID_VERSION)
     return SC_ERR(SC_ERR_INVALID_ARG, "unique id version %u, this library speaks %u", ver,
                   SC_ID_VERSION);
-  if (sc_boot_get32(p + SC_ID_OFF_CHECK) != fnv1a(p, SC_ID_OFF_CHECK))
+  if (sc_wire_get_u32(p + SC_ID_OFF_CHECK) != fnv1a(p, SC_ID_OFF_CHECK))
     return SC_ERR(SC_ERR_INVALID_ARG, "unique id is corrupted (checksum mismatch)");
   /* Encode writes zeros there: one id, one encoding. */
   if (p[SC_ID_OFF_VERSION + 2] != 0 || p[SC_ID_OFF_VERSION + 3] != 0)
@@ -77,14 +76,13 @@ sc_result_t sc_unique_id_decode(const sc_unique_id_t *id, sc_sockaddr_t *root,
 
 void sc_boot_hello_build(uint8_t out[SC_BOOT_HELLO_LEN], const uint8_t secret[SC_SECRET_LEN],
                          uint32_t rank, uint32_t nranks, uint32_t bloblen) {
-  sc_boot_put32(out, SC_BOOT_HELLO_MAGIC);
-  out[4] = 0;
-  out[5] = SC_BOOT_VERSION;
+  sc_wire_put_u32(out, SC_BOOT_HELLO_MAGIC);
+  sc_wire_put_u16(out + 4, SC_BOOT_VERSION);
   out[6] = out[7] = 0;
   memcpy(out + 8, secret, SC_SECRET_LEN);
-  sc_boot_put32(out + 8 + SC_SECRET_LEN, rank);
-  sc_boot_put32(out + 12 + SC_SECRET_LEN, nranks);
-  sc_boot_put32(out + 16 + SC_SECRET_LEN, bloblen);
+  sc_wire_put_u32(out + 8 + SC_SECRET_LEN, rank);
+  sc_wire_put_u32(out + 12 + SC_SECRET_LEN, nranks);
+  sc_wire_put_u32(out + 16 + SC_SECRET_LEN, bloblen);
 }
 
 sc_result_t sc_boot_reply_parse(const uint8_t *buf, size_t len, size_t table_len,
@@ -93,8 +91,8 @@ sc_result_t sc_boot_reply_parse(const uint8_t *buf, size_t len, size_t table_len
     snprintf(why, whylen, "sent a %zu-byte reply header, expected %d", len, SC_BOOT_REPLY_LEN);
     return SC_ERR_REMOTE;
   }
-  uint32_t magic = sc_boot_get32(buf), status = sc_boot_get32(buf + 4),
-           plen = sc_boot_get32(buf + 8);
+  uint32_t magic = sc_wire_get_u32(buf), status = sc_wire_get_u32(buf + 4),
+           plen = sc_wire_get_u32(buf + 8);
   if (magic != SC_BOOT_REPLY_MAGIC) {
     snprintf(why, whylen, "sent garbage (magic 0x%08x)", magic);
     return SC_ERR_REMOTE;

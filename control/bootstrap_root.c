@@ -106,9 +106,9 @@ static void broot_drop(sc_broot_t *r, sc_bconn_t *c, const char *why) {
 
 static void broot_start_reply(sc_broot_t *r, sc_bconn_t *c, sc_result_t status,
                               const uint8_t *payload, size_t len) {
-  sc_boot_put32(c->reply, SC_BOOT_REPLY_MAGIC);
-  sc_boot_put32(c->reply + 4, (uint32_t)status);
-  sc_boot_put32(c->reply + 8, (uint32_t)len);
+  sc_wire_put_u32(c->reply, SC_BOOT_REPLY_MAGIC);
+  sc_wire_put_u32(c->reply + 4, (uint32_t)status);
+  sc_wire_put_u32(c->reply + 8, (uint32_t)len);
   c->payload = payload;
   c->payload_len = len;
   c->out_done = 0;
@@ -188,8 +188,8 @@ sc_result_t sc_boot_hello_parse(const uint8_t *h, size_t len, const uint8_t secr
     snprintf(why, whylen, "hello of %zu bytes, expected %d", len, SC_BOOT_HELLO_LEN);
     return SC_ERR_REMOTE;
   }
-  uint32_t magic = sc_boot_get32(h);
-  unsigned ver = ((unsigned)h[4] << 8) | h[5];
+  uint32_t magic = sc_wire_get_u32(h);
+  unsigned ver = sc_wire_get_u16(h + 4);
   if (magic != SC_BOOT_HELLO_MAGIC) {
     snprintf(why, whylen, "not a bootstrap hello (bad magic)");
     return SC_ERR_REMOTE;
@@ -202,9 +202,9 @@ sc_result_t sc_boot_hello_parse(const uint8_t *h, size_t len, const uint8_t secr
     snprintf(why, whylen, "wrong secret");
     return SC_ERR_REMOTE;
   }
-  uint32_t rank = sc_boot_get32(h + 8 + SC_SECRET_LEN);
-  uint32_t nranks = sc_boot_get32(h + 12 + SC_SECRET_LEN);
-  uint32_t bloblen = sc_boot_get32(h + 16 + SC_SECRET_LEN);
+  uint32_t rank = sc_wire_get_u32(h + 8 + SC_SECRET_LEN);
+  uint32_t nranks = sc_wire_get_u32(h + 12 + SC_SECRET_LEN);
+  uint32_t bloblen = sc_wire_get_u32(h + 16 + SC_SECRET_LEN);
   if (nranks < 1 || nranks > SC_RANKS_MAX || rank >= nranks || bloblen > SC_BOOT_BLOB_MAX) {
     snprintf(why, whylen, "invalid hello (rank %u, nranks %u, blob %u bytes)", rank, nranks,
              bloblen);

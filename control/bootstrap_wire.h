@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/wire.h"
 #include "control/bootstrap.h"
 
 #define SC_BOOT_HELLO_MAGIC 0x53434248u /* 'SCBH' */
@@ -19,14 +20,6 @@
 #define SC_BOOT_HELLO_LEN   (4 + 2 + 2 + SC_SECRET_LEN + 4 + 4 + 4)
 #define SC_BOOT_REPLY_LEN   12
 #define SC_BOOT_ERRTEXT_MAX 1024
-
-static inline void sc_boot_put32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (24 - 8 * i));
-}
-
-static inline uint32_t sc_boot_get32(const uint8_t *p) {
-  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
 
 /* Pure parsers of what arrives from an untrusted peer: bytes in, a parsed
  * struct or a reason out. They touch no socket and no thread-local error (the

@@ -18,48 +18,48 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/socket.h"
+#include "base/wire.h"
 #include "control/bootstrap_wire.h"
 #include "control/watch.h"
 #include "control/watch_internal.h"
-#include "core/comm.h"
 
 _Static_assert(SC_WATCH_ADDR_LEN == SC_SOCKET_ADDR_WIRE_LEN, "watch address size");
 _Static_assert(SC_WATCH_HELLO_LEN <= SC_WATCH_HDR_LEN + SC_WATCH_TEXT_MAX, "hello fits in[]");
 
 /* Makes subject's failure this communicator's error and wakes a blocked call. */
 void sc_watch_record(sc_watch_t *w, int subject, sc_result_t code, const char *reason) {
-  sc_comm_t *comm = w->comm;
-  const sc_peer_info_t *p = &comm->peers[subject];
+  const sc_watch_hooks_t *h = &w->hooks;
+  sc_watch_peer_t p, me;
+  h->peer(h->ctx, subject, &p);
+  h->peer(h->ctx, w->rank, &me);
   char msg[SC_ERRMSG_MAX];
   if (subject == w->rank)
     snprintf(msg, sizeof(msg),
              "rank %d (%s, pid %d; this rank) %s; rank 0's liveness watch told every rank (this "
              "rank is the cause)",
-             subject, p->hostname, (int)p->pid, reason);
+             subject, p.host, p.pid, reason);
   else /* a relayed failure may name this very rank as its cause: no verdict then */
     snprintf(msg, sizeof(msg), "rank %d (%s, pid %d) %s; rank %d of %d (%s) %s the liveness watch",
-             subject, p->hostname, (int)p->pid, reason, w->rank, w->nranks,
-             comm->peers[w->rank].hostname,
+             subject, p.host, p.pid, reason, w->rank, w->nranks, me.host,
              strncmp(reason, "failed: ", 8) ? "is a victim, told by" : "learned of it from");
   int recorded = 0;
-  pthread_mutex_lock(&comm->lock);
+  h->lock(h->ctx);
   if (!atomic_load(&w->notice_seen)) {
     snprintf(w->notice_msg, sizeof(w->notice_msg), "%s", msg);
     w->notice_subject = subject;
     w->notice_code = code;
     atomic_store(&w->notice_seen, 1);
   }
-  if (!atomic_load(&comm->aborted) && atomic_load(&comm->error) == SC_SUCCESS) {
-    snprintf(comm->errmsg, sizeof(comm->errmsg), "%s", msg);
-    atomic_store(&comm->error, code);
+  if (!h->aborted(h->ctx) && h->error(h->ctx, NULL, 0) == SC_SUCCESS) {
+    h->set_error(h->ctx, code, msg);
     recorded = 1;
     w->from_watch = 1;
   }
-  pthread_mutex_unlock(&comm->lock);
+  h->unlock(h->ctx);
   w->failed = 1;
   if (!recorded) return;
-  SC_WARN(SC_SUBSYS_COLL, "communicator of %d ranks failed: %s", comm->nranks, msg);
-  comm->tpops->wake(comm->tp);
+  SC_WARN(SC_SUBSYS_COLL, "communicator of %d ranks failed: %s", w->nranks, msg);
+  h->wake(h->ctx);
 }
 
 /* The connection to `c->rank` closed or broke. */
@@ -149,16 +149,15 @@ void sc_watch_read(sc_watch_t *w, sc_wconn_t *c) {
 /* This rank's own communicator failed or was aborted: tell the others once. */
 static void watch_tell_local(sc_watch_t *w, int aborting) {
   if (w->told) return;
-  sc_comm_t *comm = w->comm;
+  const sc_watch_hooks_t *h = &w->hooks;
   char msg[SC_ERRMSG_MAX];
-  pthread_mutex_lock(&comm->lock);
-  sc_result_t code = (sc_result_t)atomic_load(&comm->error);
+  h->lock(h->ctx);
+  sc_result_t code = h->error(h->ctx, msg, sizeof(msg));
   /* SC_CHECK_MISMATCH (core/fingerprint.c): every rank reaches the same
    * verdict from the same prints; a relay would only race, and replace, a
    * rank's own view of it. */
   int mine = code != SC_SUCCESS && code != SC_ERR_MISMATCH && !w->from_watch;
-  if (mine) snprintf(msg, sizeof(msg), "%s", comm->errmsg);
-  pthread_mutex_unlock(&comm->lock);
+  h->unlock(h->ctx);
   if (!mine && !aborting) return;
   if (!mine) {
     if (w->from_watch) return; /* the abort answers a notice everyone had */
@@ -326,18 +325,19 @@ static void watch_free(sc_watch_t *w) {
   free(w);
 }
 
-sc_result_t sc_watch_create(sc_comm_t *comm, const char *ifname, const sc_sockaddr_t *route_hint,
-                            int heartbeat_ms, const uint8_t *secret, sc_watch_t **out,
+sc_result_t sc_watch_create(const sc_watch_hooks_t *hooks, const char *ifname,
+                            const sc_sockaddr_t *route_hint, int heartbeat_ms,
+                            const uint8_t *secret, sc_watch_t **out,
                             uint8_t addr[SC_WATCH_ADDR_LEN]) {
   *out = NULL;
   memset(addr, 0, SC_WATCH_ADDR_LEN);
-  if (heartbeat_ms < 0 || comm->nranks < 2) return SC_SUCCESS;
+  if (heartbeat_ms < 0 || hooks->nranks < 2) return SC_SUCCESS;
   sc_watch_t *w = calloc(1, sizeof(*w));
   if (!w) return SC_ERR(SC_ERR_NOMEM, "liveness watch");
-  w->comm = comm;
-  w->rank = comm->rank;
-  w->nranks = comm->nranks;
-  w->timeout_ms = comm->cfg.timeout_ms;
+  w->hooks = *hooks;
+  w->rank = hooks->rank;
+  w->nranks = hooks->nranks;
+  w->timeout_ms = hooks->timeout_ms;
   int hb = heartbeat_ms > 0 ? heartbeat_ms : (w->timeout_ms / 8 < 1000 ? w->timeout_ms / 8 : 1000);
   /* At least two heartbeats per timeout, so one late frame is no death. */
   if (hb > w->timeout_ms / 2) hb = w->timeout_ms / 2;
@@ -407,18 +407,24 @@ static void watch_accept_all(sc_watch_t *w, int64_t deadline) {
 
 sc_result_t sc_watch_start(sc_watch_t *w) {
   if (!w) return SC_SUCCESS;
-  const sc_peer_info_t *peers = w->comm->peers;
+  const sc_watch_hooks_t *h = &w->hooks;
   w->start_ms = sc_now_ms();
   if (w->rank == 0) {
-    for (int r = 1; r < w->nranks; r++) w->expect[r] = peers[r].watch_addr[SC_WATCH_ADDR_LEN - 1];
+    for (int r = 1; r < w->nranks; r++) {
+      sc_watch_peer_t p;
+      h->peer(h->ctx, r, &p);
+      w->expect[r] = p.watch_addr[SC_WATCH_ADDR_LEN - 1];
+    }
     watch_accept_all(w, w->start_ms + w->timeout_ms);
   } else {
     sc_sockaddr_t a;
-    if (peers[0].watch_addr[0] == 0) {
+    sc_watch_peer_t root;
+    h->peer(h->ctx, 0, &root);
+    if (root.watch_addr[0] == 0) {
       SC_INFO(SC_SUBSYS_INIT, "rank 0 runs no liveness watch (SC_HEARTBEAT_MS=-1 there)");
       return SC_SUCCESS;
     }
-    SC_CHECK(sc_socket_addr_unpack(peers[0].watch_addr, &a));
+    SC_CHECK(sc_socket_addr_unpack(root.watch_addr, &a));
     char who[96], as[64];
     snprintf(who, sizeof(who), "rank 0's liveness watch at %s",
              sc_socket_addr_str(&a, as, sizeof(as)));
@@ -427,16 +433,15 @@ sc_result_t sc_watch_start(sc_watch_t *w) {
     sc_result_t r = sc_socket_connect(&a, deadline, &fd);
     if (r != SC_SUCCESS)
       return SC_ERR(r, "rank %d cannot connect to %s: %s", w->rank, who, sc_last_error());
-    uint8_t h[SC_WATCH_HELLO_LEN];
-    sc_boot_put32(h, SC_WATCH_HELLO_MAGIC);
-    h[4] = 0;
-    h[5] = SC_WATCH_VERSION;
-    h[6] = h[7] = 0;
-    memcpy(h + 8, w->secret, SC_SECRET_LEN);
-    sc_boot_put32(h + 8 + SC_SECRET_LEN, (uint32_t)w->rank);
-    sc_boot_put32(h + 12 + SC_SECRET_LEN, (uint32_t)w->nranks);
-    r = sc_socket_write_all(fd, h, sizeof(h), deadline, who);
-    memset(h, 0, sizeof(h));
+    uint8_t hello[SC_WATCH_HELLO_LEN];
+    sc_wire_put_u32(hello, SC_WATCH_HELLO_MAGIC);
+    sc_wire_put_u16(hello + 4, SC_WATCH_VERSION);
+    hello[6] = hello[7] = 0;
+    memcpy(hello + 8, w->secret, SC_SECRET_LEN);
+    sc_wire_put_u32(hello + 8 + SC_SECRET_LEN, (uint32_t)w->rank);
+    sc_wire_put_u32(hello + 12 + SC_SECRET_LEN, (uint32_t)w->nranks);
+    r = sc_socket_write_all(fd, hello, sizeof(hello), deadline, who);
+    memset(hello, 0, sizeof(hello));
     if (r != SC_SUCCESS) {
       close(fd);
       return r;
@@ -462,17 +467,16 @@ sc_result_t sc_watch_explain(sc_watch_t *w, sc_result_t r) {
     nanosleep(&ts, NULL);
   }
   if (!atomic_load(&w->notice_seen)) return r;
-  sc_comm_t *comm = w->comm;
+  const sc_watch_hooks_t *h = &w->hooks;
   char detail[SC_ERRMSG_MAX];
   sc_error_get_detail(detail, sizeof(detail));
-  pthread_mutex_lock(&comm->lock);
-  int use = w->notice_subject != w->rank && !atomic_load(&comm->aborted);
+  h->lock(h->ctx);
+  int use = w->notice_subject != w->rank && !h->aborted(h->ctx);
   if (use && !w->from_watch) {
-    snprintf(comm->errmsg, sizeof(comm->errmsg), "%s", w->notice_msg);
-    atomic_store(&comm->error, w->notice_code);
+    h->set_error(h->ctx, w->notice_code, w->notice_msg);
     w->from_watch = 1;
   }
-  pthread_mutex_unlock(&comm->lock);
+  h->unlock(h->ctx);
   /* The call may have ended on the notice itself, or on a symptom of it. */
   if (!use || strstr(detail, w->notice_msg)) return r;
   return SC_ERR(w->notice_code, "%s (this rank's own call saw: %s)", w->notice_msg, detail);

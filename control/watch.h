@@ -65,16 +65,43 @@ sc_result_t sc_watch_frame_parse(const uint8_t *buf, size_t len, int nranks, sc_
                                  char *why, size_t whylen);
 
 typedef struct sc_watch sc_watch_t;
-struct sc_comm;
+
+/* What the watch knows of a rank, for its messages and to connect. */
+typedef struct sc_watch_peer {
+  const char *host;
+  int pid;
+  const uint8_t *watch_addr; /* SC_WATCH_ADDR_LEN bytes it published at bootstrap */
+} sc_watch_peer_t;
+
+/* What the watch needs of its communicator, which lives in a layer above
+ * it: the watch records a notice as the communicator's error, reads the
+ * error the communicator recorded itself, and wakes a call blocked in the
+ * transport. A notice and the error change together under the
+ * communicator's lock, so the watch takes that lock through the hooks. */
+typedef struct sc_watch_hooks {
+  void *ctx;
+  int rank, nranks, timeout_ms;
+  void (*lock)(void *ctx);
+  void (*unlock)(void *ctx);
+  /* Under the lock. error copies the message when msg is not NULL. */
+  int (*aborted)(void *ctx);
+  sc_result_t (*error)(void *ctx, char *msg, size_t len);
+  void (*set_error)(void *ctx, sc_result_t code, const char *msg);
+  /* Any thread: make a call blocked in the transport look at the error. */
+  void (*wake)(void *ctx);
+  /* Rank r as every rank published it (valid from sc_watch_start on). */
+  void (*peer)(void *ctx, int r, sc_watch_peer_t *out);
+} sc_watch_hooks_t;
 
 /* Before the bootstrap exchange. Rank 0 opens the listener (on the address
  * that reaches route_hint, or on ifname) and writes its packed address to
- * addr; other ranks zero it. heartbeat_ms < 0: no watch (*out = NULL). */
-sc_result_t sc_watch_create(struct sc_comm *comm, const char *ifname,
+ * addr; other ranks zero it. heartbeat_ms < 0: no watch (*out = NULL). The
+ * hooks are copied. */
+sc_result_t sc_watch_create(const sc_watch_hooks_t *hooks, const char *ifname,
                             const sc_sockaddr_t *route_hint, int heartbeat_ms,
                             const uint8_t *secret, sc_watch_t **out,
                             uint8_t addr[SC_WATCH_ADDR_LEN]);
-/* After connect_all (comm->peers holds every blob): ranks > 0 connect to
+/* After connect_all (every rank's blob is known): ranks > 0 connect to
  * rank 0's watch_addr and send their hello; every rank starts its thread. */
 sc_result_t sc_watch_start(sc_watch_t *w);
 /* Any thread, cheap: this rank's communicator recorded an error or was

@@ -9,8 +9,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "base/error.h"
 #include "control/watch.h"
-#include "core/comm.h"
 
 /* Accepted connections that have not yet sent a valid hello (rank 0). */
 #define SC_WATCH_UNAUTH_MAX 64
@@ -41,7 +41,7 @@ typedef struct sc_wconn {
 } sc_wconn_t;
 
 struct sc_watch {
-  sc_comm_t *comm;
+  sc_watch_hooks_t hooks;
   int rank, nranks, timeout_ms, hb_ms;
   uint8_t secret[SC_SECRET_LEN];
   int listen_fd, wake_fd;

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "base/socket.h"
-#include "control/bootstrap_wire.h"
+#include "base/wire.h"
 #include "control/watch_internal.h"
 
 sc_result_t sc_watch_hello_parse(const uint8_t *h, size_t len, const uint8_t *secret,
@@ -16,11 +16,11 @@ sc_result_t sc_watch_hello_parse(const uint8_t *h, size_t len, const uint8_t *se
     snprintf(why, whylen, "watch hello of %zu bytes, expected %d", len, SC_WATCH_HELLO_LEN);
     return SC_ERR_REMOTE;
   }
-  if (sc_boot_get32(h) != SC_WATCH_HELLO_MAGIC) {
+  if (sc_wire_get_u32(h) != SC_WATCH_HELLO_MAGIC) {
     snprintf(why, whylen, "not a watch hello (bad magic)");
     return SC_ERR_REMOTE;
   }
-  unsigned ver = ((unsigned)h[4] << 8) | h[5];
+  unsigned ver = sc_wire_get_u16(h + 4);
   if (ver != SC_WATCH_VERSION) {
     snprintf(why, whylen, "watch protocol version %u, this library speaks %u", ver,
              SC_WATCH_VERSION);
@@ -30,7 +30,7 @@ sc_result_t sc_watch_hello_parse(const uint8_t *h, size_t len, const uint8_t *se
     snprintf(why, whylen, "wrong secret");
     return SC_ERR_REMOTE;
   }
-  uint32_t r = sc_boot_get32(h + 8 + SC_SECRET_LEN), n = sc_boot_get32(h + 12 + SC_SECRET_LEN);
+  uint32_t r = sc_wire_get_u32(h + 8 + SC_SECRET_LEN), n = sc_wire_get_u32(h + 12 + SC_SECRET_LEN);
   if (job_nranks < 1 || n != (uint32_t)job_nranks || r == 0 || r >= n) {
     snprintf(why, whylen, "watch hello for rank %u of %u, this job has %d ranks", r, n, job_nranks);
     return SC_ERR_REMOTE;
@@ -45,9 +45,9 @@ sc_result_t sc_watch_frame_parse(const uint8_t *b, size_t len, int nranks, sc_wa
     snprintf(why, whylen, "watch frame header of %zu bytes, expected %d", len, SC_WATCH_HDR_LEN);
     return SC_ERR_REMOTE;
   }
-  uint32_t magic = sc_boot_get32(b);
-  uint16_t tlen = (uint16_t)(((unsigned)b[6] << 8) | b[7]);
-  uint32_t subject = sc_boot_get32(b + 8), code = sc_boot_get32(b + 12);
+  uint32_t magic = sc_wire_get_u32(b);
+  uint16_t tlen = sc_wire_get_u16(b + 6);
+  uint32_t subject = sc_wire_get_u32(b + 8), code = sc_wire_get_u32(b + 12);
   if (magic != SC_WATCH_FRAME_MAGIC) {
     snprintf(why, whylen, "sent garbage on the watch connection (magic 0x%08x)", magic);
     return SC_ERR_REMOTE;
@@ -106,13 +106,12 @@ void sc_wconn_queue(sc_wconn_t *c, int type, int subject, int code, const char *
   }
   if (c->out_len + SC_WATCH_HDR_LEN + tlen > sizeof(c->out)) return; /* peer reads nothing */
   uint8_t *p = c->out + c->out_len;
-  sc_boot_put32(p, SC_WATCH_FRAME_MAGIC);
+  sc_wire_put_u32(p, SC_WATCH_FRAME_MAGIC);
   p[4] = SC_WATCH_VERSION;
   p[5] = (uint8_t)type;
-  p[6] = (uint8_t)(tlen >> 8);
-  p[7] = (uint8_t)tlen;
-  sc_boot_put32(p + 8, (uint32_t)subject);
-  sc_boot_put32(p + 12, (uint32_t)code);
+  sc_wire_put_u16(p + 6, (uint16_t)tlen);
+  sc_wire_put_u32(p + 8, (uint32_t)subject);
+  sc_wire_put_u32(p + 12, (uint32_t)code);
   if (tlen) memcpy(p + SC_WATCH_HDR_LEN, text, tlen);
   c->out_len += SC_WATCH_HDR_LEN + tlen;
   if (sc_wconn_flush(c) < 0) c->out_off = c->out_len = 0; /* the read side reports it */

@@ -7,14 +7,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "core/comm.h"
 #include "kernels/cpu/reduce.h"
 
 static double sc_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+  return (double)sc_clock_ns() * 1e-9;
 }
 
 static sc_result_t sc_calib_ring_allgather(sc_comm_t *comm, void *buf, size_t per_rank) {

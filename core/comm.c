@@ -15,10 +15,10 @@
 
 /* "auto" (-1) or the name of one of coll's registered algorithms. */
 static sc_result_t sc_parse_algo(const char *var, sc_coll_t coll, int *out) {
-  const char *names[SC_TUNE_MAX_CANDIDATES + 1] = {"auto"};
+  const char *names[SC_ALGO_MAX + 1] = {"auto"};
   int n;
   const sc_algo_entry_t *c = sc_algo_candidates(coll, &n);
-  for (int i = 0; i < n && i < SC_TUNE_MAX_CANDIDATES; i++) names[i + 1] = c[i].name;
+  for (int i = 0; i < n && i < SC_ALGO_MAX; i++) names[i + 1] = c[i].name;
   int idx;
   SC_CHECK(sc_parse_choice(var, sc_config_get(var), names, n + 1, &idx));
   *out = idx - 1;
@@ -134,7 +134,9 @@ sc_result_t sc_comm_create(sc_comm_t **out, int nranks, int rank, const sc_uniqu
     r = SC_ERR(SC_ERR_NOMEM, "peer table of %d ranks", nranks);
     goto fail;
   }
-  SC_CHECK_GOTO(sc_watch_create(comm, comm->cfg.ifname, &root, comm->cfg.heartbeat_ms, secret,
+  sc_watch_hooks_t hooks;
+  sc_comm_watch_hooks(comm, &hooks);
+  SC_CHECK_GOTO(sc_watch_create(&hooks, comm->cfg.ifname, &root, comm->cfg.heartbeat_ms, secret,
                                 &comm->watch, me.watch_addr),
                 r, fail);
   SC_INFO(SC_SUBSYS_INIT, "rank %d of %d: bootstrapping", rank, nranks);
@@ -149,7 +151,7 @@ sc_result_t sc_comm_create(sc_comm_t **out, int nranks, int rank, const sc_uniqu
                 fail);
   SC_CHECK_GOTO(sc_watch_start(comm->watch), r, fail);
   sc_sched_init(&comm->ex.sched);
-  sc_tune_init(comm);
+  SC_CHECK_GOTO(sc_tune_init(comm), r, fail);
   comm->tune_ready = 1;
   SC_CHECK_GOTO(sc_progress_start(comm), r, fail);
   if (comm->cfg.tune_measure) {

@@ -1,4 +1,5 @@
-/* The communicator and request internals shared by lib/ files. */
+/* The communicator and request internals shared by the files of core/ (and
+ * read by sparse/ and fusion/ above it). */
 #ifndef SC_COMM_H
 #define SC_COMM_H
 
@@ -177,7 +178,9 @@ sc_result_t sc_sched_execute(sc_comm_t *comm, const sc_exec_args_t *a);
 void sc_exec_state_free(sc_exec_state_t *ex);
 
 /* core/select.c: choose the algorithm and build the schedule for op. */
-void sc_tune_init(sc_comm_t *comm);
+/* The cost model of the transport's links; fails when the transport
+ * cannot describe them. */
+sc_result_t sc_tune_init(sc_comm_t *comm);
 void sc_tune_fini(sc_comm_t *comm);
 /* SC_TUNE=measure: fit alpha/beta/gamma on the communicator, rank 0's fit
  * broadcast to all (core/calibrate.c). */
@@ -186,6 +189,9 @@ sc_result_t sc_tune_build_schedule(sc_comm_t *comm, const sc_op_t *op, sc_sched_
 
 /* core/comm.c */
 sc_result_t sc_comm_create(sc_comm_t **out, int nranks, int rank, const sc_unique_id_t *id);
+/* core/comm_watch.c: what the liveness watch may do to this communicator. */
+struct sc_watch_hooks;
+void sc_comm_watch_hooks(sc_comm_t *comm, struct sc_watch_hooks *h);
 /* core/comm_env.c */
 sc_result_t sc_secret_from_token(const char *token, uint8_t secret[SC_SECRET_LEN]);
 

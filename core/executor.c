@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/log.h"
-#include "base/socket.h"
 #include "core/comm.h"
-#include "kernels/cpu/reduce.h"
+#include "schedule/step.h"
 
 /* Send slots are sized at the start of each schedule to every send it can
  * post, so a SEND never waits for an earlier one to free a slot: such a wait
@@ -20,7 +20,7 @@
 #define SC_EXEC_MIN_SENDS 256
 /* Transport messages one step can send: a sparse set is a count, indices,
  * values and, when folding, a survival mask. */
-#define SC_EXEC_SPARSE_SEND_MSGS 4
+#define SC_EXEC_SPARSE_SEND_MSGS (1 + SC_SPARSE_PARTS)
 /* Longest single poll, so that abort and deadlines are checked regularly even
  * when a transport cannot be woken. */
 #define SC_EXEC_POLL_SLICE_MS 200
@@ -31,7 +31,8 @@
 typedef struct sc_exec_ctx {
   sc_comm_t *comm;
   const sc_exec_args_t *a;
-  size_t step; /* index of the step being executed, for messages */
+  sc_step_mem_t mem; /* the operation's buffers, scratch as prepared */
+  size_t step;       /* index of the step being executed, for messages */
   int64_t last_progress_ms;
 } sc_exec_ctx_t;
 
@@ -100,17 +101,6 @@ static sc_result_t sc_exec_prepare(sc_comm_t *comm, const sc_exec_args_t *a) {
     SC_CHECK(sc_sparse_state_prepare(ex->sparse, s, a->op->dtype, sp->k, sp->dense_len, &sp->io));
   }
   return SC_SUCCESS;
-}
-
-static uint8_t *sc_exec_buf(sc_comm_t *comm, const sc_op_t *op, int buf) {
-  switch (buf) {
-  case SC_BUF_SEND:
-    return (uint8_t *)(uintptr_t)op->sendbuf;
-  case SC_BUF_RECV:
-    return (uint8_t *)op->recvbuf;
-  default:
-    return (uint8_t *)comm->ex.scratch;
-  }
 }
 
 /* One round of transport progress, bounded; checks abort and the
@@ -223,12 +213,9 @@ static sc_result_t sc_exec_sparse_send(sc_exec_ctx_t *c, const sc_step_t *st) {
                                    (const uint8_t *)(&set->wire_n + 1)));
   set->wire_n = set->n;
   SC_CHECK(sc_exec_send(c, st->peer, (const uint8_t *)&set->wire_n, sizeof(set->wire_n)));
-  if (set->n) {
-    SC_CHECK(sc_exec_send(c, st->peer, (const uint8_t *)set->idx, set->n * 4));
-    SC_CHECK(sc_exec_send(c, st->peer, (const uint8_t *)set->val, set->n * sp->w));
-  }
-  if ((st->flags & SC_SPF_MASK) && sp->fold_n)
-    SC_CHECK(sc_exec_send(c, st->peer, sp->fold_alive, sp->fold_n));
+  sc_sparse_part_t parts[SC_SPARSE_PARTS];
+  int n = sc_sparse_send_parts(sp, st, set, parts);
+  for (int i = 0; i < n; i++) SC_CHECK(sc_exec_send(c, st->peer, parts[i].p, parts[i].len));
   return SC_SUCCESS;
 }
 
@@ -239,43 +226,35 @@ static sc_result_t sc_exec_sparse_recv(sc_exec_ctx_t *c, const sc_step_t *st) {
   SC_CHECK(sc_exec_recv(c, st->peer, (uint8_t *)&sp->in.wire_n, sizeof(sp->in.wire_n)));
   SC_CHECK(sc_sparse_check_count(sp, st->peer, sp->in.wire_n, st->count));
   sp->in.n = (size_t)sp->in.wire_n;
-  if (sp->in.n) {
-    SC_CHECK(sc_exec_recv(c, st->peer, (uint8_t *)sp->in.idx, sp->in.n * 4));
-    SC_CHECK(sc_exec_recv(c, st->peer, (uint8_t *)sp->in.val, sp->in.n * sp->w));
-  }
-  if ((st->flags & SC_SPF_MASK) && sp->sets[0].n)
-    SC_CHECK(sc_exec_recv(c, st->peer, sp->alive, sp->sets[0].n));
+  sc_sparse_part_t parts[SC_SPARSE_PARTS];
+  int n = sc_sparse_recv_parts(sp, st, parts);
+  for (int i = 0; i < n; i++) SC_CHECK(sc_exec_recv(c, st->peer, parts[i].p, parts[i].len));
   SC_CHECK(sc_exec_wait_set(c, dst, sp->w));
   return sc_sparse_apply(sp, st);
 }
 
+/* Dense steps' local effects go through sc_step_apply (schedule/step.h),
+ * the one interpreter the simulator shares; a RECV lands in place. */
 static sc_result_t sc_exec_step(sc_exec_ctx_t *c, const sc_step_t *st) {
   sc_comm_t *comm = c->comm;
-  const sc_op_t *op = c->a->op;
-  size_t es = c->a->elem_size;
-  size_t len = st->count * es;
-  uint8_t *dst = sc_exec_buf(comm, op, st->buf);
-  if (dst) dst += st->off * es;
+  uint8_t *dst;
+  size_t len = sc_step_dst(&c->mem, st, &dst);
   switch (st->kind) {
   case SC_STEP_SEND:
-    return sc_exec_send(c, st->peer, dst, len);
+    return sc_exec_send(c, st->peer, dst, st->count * c->a->elem_size);
   case SC_STEP_RECV:
     SC_CHECK(sc_exec_wait_sends_over(c, dst, dst + len));
     return sc_exec_recv(c, st->peer, dst, len);
-  case SC_STEP_RECV_REDUCE: {
-    const uint8_t *local = sc_exec_buf(comm, op, st->src_buf) + st->src_off * es;
+  case SC_STEP_RECV_REDUCE:
     SC_CHECK(sc_exec_recv(c, st->peer, comm->ex.staging, len));
     SC_CHECK(sc_exec_wait_sends_over(c, dst, dst + len));
-    sc_reduce_kernel(op->dtype, op->op, dst, local, comm->ex.staging, st->count);
+    sc_step_apply(&c->mem, st, comm->ex.staging);
     return SC_SUCCESS;
-  }
-  case SC_STEP_COPY: {
-    const uint8_t *src = sc_exec_buf(comm, op, st->src_buf) + st->src_off * es;
-    if (src == dst || len == 0) return SC_SUCCESS;
+  case SC_STEP_COPY:
+    if (len == 0) return SC_SUCCESS;
     SC_CHECK(sc_exec_wait_sends_over(c, dst, dst + len));
-    memmove(dst, src, len);
+    sc_step_apply(&c->mem, st, NULL);
     return SC_SUCCESS;
-  }
   case SC_STEP_SPARSE_SEND:
     return sc_exec_sparse_send(c, st);
   case SC_STEP_SPARSE_RECV:
@@ -294,7 +273,15 @@ static sc_result_t sc_exec_step(sc_exec_ctx_t *c, const sc_step_t *st) {
 
 sc_result_t sc_sched_execute(sc_comm_t *comm, const sc_exec_args_t *a) {
   SC_CHECK(sc_exec_prepare(comm, a));
-  sc_exec_ctx_t c = {.comm = comm, .a = a, .step = 0, .last_progress_ms = sc_now_ms()};
+  sc_exec_ctx_t c = {.comm = comm,
+                     .a = a,
+                     .mem = {.base = {(uint8_t *)(uintptr_t)a->op->sendbuf,
+                                      (uint8_t *)a->op->recvbuf, (uint8_t *)comm->ex.scratch},
+                             .elem_size = a->elem_size,
+                             .dtype = a->op->dtype,
+                             .op = a->op->op},
+                     .step = 0,
+                     .last_progress_ms = sc_now_ms()};
   const sc_sched_t *s = a->sched;
   for (c.step = 0; c.step < s->nsteps; c.step++) SC_CHECK(sc_exec_step(&c, &s->steps[c.step]));
   sc_exec_state_t *ex = &comm->ex;
@@ -307,9 +294,6 @@ sc_result_t sc_sched_execute(sc_comm_t *comm, const sc_exec_args_t *a) {
     *sp->out_nnz = ex->sparse->sets[1].n;
     if (sp->survived) memcpy(sp->survived, ex->sparse->alive, sp->io.nnz);
   }
-  if (s->avg_count && a->op->op == SC_AVG) {
-    uint8_t *p = sc_exec_buf(comm, a->op, s->avg_buf) + s->avg_off * a->elem_size;
-    sc_avg_finalize(a->op->dtype, p, s->avg_count, comm->nranks);
-  }
+  sc_sched_finish(&c.mem, s, comm->nranks);
   return SC_SUCCESS;
 }

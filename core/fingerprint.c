@@ -7,12 +7,14 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/sparse.h"
+#include "base/wire.h"
 #include "core/comm.h"
 
-/* 'SCFP' little-endian, then a format version: a peer that sends anything
- * else is not running the same check. */
-#define SC_FP_MAGIC   0x50464353u
-#define SC_FP_VERSION 1
+/* 'SCFP', then a format version: a peer that sends anything else is not
+ * running the same check. Version 1 was little-endian; 2 is the library's
+ * one wire byte order (base/wire.h). */
+#define SC_FP_MAGIC   0x53434650u
+#define SC_FP_VERSION 2
 
 typedef struct sc_fp_state {
   sc_sched_t sched;
@@ -48,44 +50,24 @@ void sc_fp_from_op(const sc_op_t *op, sc_fingerprint_t *fp) {
   }
 }
 
-static void sc_put32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void sc_put64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t sc_get32(const uint8_t *p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-  return v;
-}
-
-static uint64_t sc_get64(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-  return v;
-}
-
 /* Layout: magic u32 | version, coll, dtype, redop, variant, 3 zero bytes |
- * root i32 | seq u64 | count u64 | dense_len u64; little-endian. */
+ * root i32 | seq u64 | count u64 | dense_len u64; big-endian. */
 void sc_fp_encode(const sc_fingerprint_t *fp, uint8_t out[SC_FP_WIRE_BYTES]) {
   memset(out, 0, SC_FP_WIRE_BYTES);
-  sc_put32(out, SC_FP_MAGIC);
+  sc_wire_put_u32(out, SC_FP_MAGIC);
   out[4] = SC_FP_VERSION;
   out[5] = fp->coll;
   out[6] = fp->dtype;
   out[7] = fp->redop;
   out[8] = fp->variant;
-  sc_put32(out + 12, (uint32_t)fp->root);
-  sc_put64(out + 16, fp->seq);
-  sc_put64(out + 24, fp->count);
-  sc_put64(out + 32, fp->dense_len);
+  sc_wire_put_u32(out + 12, (uint32_t)fp->root);
+  sc_wire_put_u64(out + 16, fp->seq);
+  sc_wire_put_u64(out + 24, fp->count);
+  sc_wire_put_u64(out + 32, fp->dense_len);
 }
 
 sc_result_t sc_fp_decode(const uint8_t in[SC_FP_WIRE_BYTES], int peer, sc_fingerprint_t *fp) {
-  if (sc_get32(in) != SC_FP_MAGIC || in[4] != SC_FP_VERSION || in[9] || in[10] || in[11])
+  if (sc_wire_get_u32(in) != SC_FP_MAGIC || in[4] != SC_FP_VERSION || in[9] || in[10] || in[11])
     return SC_ERR(SC_ERR_REMOTE,
                   "rank %d sent %d bytes that are not an operation fingerprint of version %d "
                   "(does it run with SC_CHECK_MISMATCH=1 and the same release?)",
@@ -95,10 +77,10 @@ sc_result_t sc_fp_decode(const uint8_t in[SC_FP_WIRE_BYTES], int peer, sc_finger
   fp->dtype = in[6];
   fp->redop = in[7];
   fp->variant = in[8];
-  fp->root = (int32_t)sc_get32(in + 12);
-  fp->seq = sc_get64(in + 16);
-  fp->count = sc_get64(in + 24);
-  fp->dense_len = sc_get64(in + 32);
+  fp->root = (int32_t)sc_wire_get_u32(in + 12);
+  fp->seq = sc_wire_get_u64(in + 16);
+  fp->count = sc_wire_get_u64(in + 24);
+  fp->dense_len = sc_wire_get_u64(in + 32);
   return SC_SUCCESS;
 }
 

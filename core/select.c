@@ -2,7 +2,8 @@
  * alpha-beta model (tune/tune_model.c), or the one SC_ALGO / SC_BCAST_ALGO
  * forces. Choices are cached per (collective, bytes) and logged at INFO with
  * every candidate's estimate. Every rank computes the same choice: the model
- * is the same on every rank (defaults, or rank 0's calibration broadcast). */
+ * is the same on every rank (the defaults of the links the transport's props
+ * describe, alike on every rank, or rank 0's calibration broadcast). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,21 +11,42 @@
 
 #include "base/log.h"
 #include "core/comm.h"
+#include "core/links.h"
 #include "tune/tune.h"
 
-void sc_tune_init(sc_comm_t *comm) {
+/* Every ordered pair, until no further pair could change the model: the
+ * props are the same on every rank, so is the model. */
+static sc_result_t sc_links_of(sc_comm_t *comm, sc_links_t *l) {
+  sc_transport_t *tp = comm->tp;
+  sc_links_init(l);
+  if (!tp->ops->props)
+    return SC_ERR(SC_ERR_INTERNAL, "transport %s describes no links (props)", tp->ops->name);
+  for (int a = 0; a < comm->nranks && !sc_links_settled(l); a++)
+    for (int b = 0; b < comm->nranks && !sc_links_settled(l); b++) {
+      if (a == b) continue;
+      sc_tp_props_t p;
+      SC_CHECK(tp->ops->props(tp, a, b, &p));
+      sc_links_add(l, &p);
+    }
+  return SC_SUCCESS;
+}
+
+sc_result_t sc_tune_init(sc_comm_t *comm) {
   sc_tune_state_t *t = &comm->tune;
-  pthread_mutex_init(&t->lock, NULL);
-  int one_host = 1;
-  for (int i = 1; i < comm->nranks && one_host; i++)
-    one_host = !strcmp(comm->peers[i].hostname, comm->peers[0].hostname) &&
-               !strcmp(comm->peers[i].boot_id, comm->peers[0].boot_id);
-  /* auto on one host is shared memory between every pair. */
-  const char *tp = comm->tpops->name;
+  sc_links_t l;
+  SC_CHECK(sc_links_of(comm, &l));
+  /* Only the one-host kinds read the cores, and there every rank counts the
+   * same machine's. */
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  int host_cores = one_host && comm->nranks > 1 ? (int)(cores > 0 ? cores : 1) : 0;
-  sc_tune_default_model(one_host && !strcmp(tp, "auto") ? "shm" : tp, host_cores, &t->model);
-  sc_tune_host_waiting(tp, comm->nranks, comm->cfg.spin_us, &t->model);
+  int host_cores = comm->nranks > 1 ? (int)(cores > 0 ? cores : 1) : 0;
+  sc_links_model(&l, host_cores, comm->cfg.spin_us, &t->model);
+  SC_INFO(
+      SC_SUBSYS_TUNE,
+      "cost model: %s (of %d pairs read, %d on other hosts, %d same-host over a network stack, %d "
+      "same-host through memory)",
+      sc_tune_kind_name(sc_links_kind(&l)), l.npairs, l.other_host, l.host_net, l.host_mem);
+  pthread_mutex_init(&t->lock, NULL);
+  return SC_SUCCESS;
 }
 
 void sc_tune_fini(sc_comm_t *comm) {

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "fusion/fusion.h"
 #include "fusion/plan.h"
@@ -12,9 +13,7 @@
 static const char *const sc_policy_names[] = {"none(WFBP)", "size", "mgwfbp", "dear", "single"};
 
 double sc_fusion_now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+  return (double)sc_clock_ns() * 1e-3;
 }
 
 sc_result_t sc_fusion_create(sc_comm_t *comm, const sc_fusion_config_t *cfg, sc_fusion_t **out) {
@@ -46,6 +45,7 @@ sc_result_t sc_fusion_create(sc_comm_t *comm, const sc_fusion_config_t *cfg, sc_
   pthread_mutex_init(&f->lock, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
+  /* The clock of sc_clock_deadline_ts, which the timed waits take. */
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&f->cv, &ca);
   pthread_cond_init(&f->wcv, &ca);

@@ -1,4 +1,4 @@
-/* The planners (see plan.h and docs ALGORITHMS.md "Bucket fusion"). */
+/* The planners (see plan.h and docs/ALGORITHMS.md, "Bucket fusion"). */
 #include "fusion/plan.h"
 
 #include <stdint.h>

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "fusion/fusion.h"
 
@@ -62,16 +63,6 @@ sc_result_t sc_fusion_launch_ready(sc_fusion_t *f) {
   return SC_SUCCESS;
 }
 
-static void sc_deadline(struct timespec *ts, int ms) {
-  clock_gettime(CLOCK_MONOTONIC, ts);
-  ts->tv_sec += ms / 1000;
-  ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-  if (ts->tv_nsec >= 1000000000L) {
-    ts->tv_sec++;
-    ts->tv_nsec -= 1000000000L;
-  }
-}
-
 /* Can a thread finish bucket b's round now (its requests all exist)? */
 static int sc_completable(const sc_fusion_t *f, const sc_fbucket_t *b) {
   if (b->state != SC_FB_INFLIGHT || b->waiting) return 0;
@@ -89,7 +80,7 @@ static void sc_copy_out(sc_fusion_t *f, sc_fbucket_t *b) {
 sc_result_t sc_fusion_complete(sc_fusion_t *f, size_t i, int deliver, const char *fn) {
   sc_fbucket_t *b = &f->b[i];
   struct timespec dl;
-  sc_deadline(&dl, f->timeout_ms);
+  sc_clock_deadline_ts(f->timeout_ms, &dl);
   for (;;) {
     if (f->failed != SC_SUCCESS) return sc_fusion_failed(f, fn);
     if (b->state == SC_FB_IDLE) return SC_SUCCESS;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "fusion/fusion.h"
 
@@ -15,8 +16,7 @@ static void *sc_fusion_worker_main(void *arg) {
     while (f->wq_len == 0 && !f->worker_stop) {
       /* Idle, not an operation: wake now and then only to stay responsive. */
       struct timespec ts;
-      clock_gettime(CLOCK_MONOTONIC, &ts);
-      ts.tv_sec += 1;
+      sc_clock_deadline_ts(1000, &ts);
       pthread_cond_timedwait(&f->wcv, &f->lock, &ts);
     }
     if (f->wq_len == 0) break; /* stopping with nothing queued */

@@ -1,4 +1,5 @@
 /* sc_allreduce_perf: nccl-tests' all_reduce_perf for libsparsecoll. */
+#include "algorithms/registry.h"
 #include "perf/perf_common.h"
 
 static void place(perf_case_t *c) {
@@ -26,8 +27,12 @@ static sc_result_t auto_pick(const perf_case_t *c, const char **name) {
 }
 
 int main(int argc, char **argv) {
-  static const char *const algos[] = {"ring", "tree", "rd", "rabenseifner", NULL};
-  static const perf_coll_t coll = {
+  /* -a compare runs every all-reduce algorithm of the registry. */
+  static const char *algos[SC_ALGO_MAX + 1];
+  int n;
+  const sc_algo_entry_t *c = sc_algo_candidates(SC_COLL_ALLREDUCE, &n);
+  for (int i = 0; i < n && i < SC_ALGO_MAX; i++) algos[i] = c[i].name;
+  const perf_coll_t coll = {
       .binary = "sc_allreduce_perf",
       .name = "allreduce",
       .has_op = 1,

@@ -1,4 +1,4 @@
-/* sc_fusion_replay: replays a model's gradient trace (perf/traces/NAME.trace)
+/* sc_fusion_replay: replays a model's gradient trace (perf/traces/<name>.trace)
  * through the fusion engine on N ranks (run it under sc-run) and reports, per
  * policy: iteration time, non-overlapped communication, buckets, and the
  * lower bound max(compute, communication of the chosen collectives).

@@ -233,3 +233,27 @@ sc_result_t sc_sparse_apply(sc_sparse_state_t *st, const sc_step_t *step) {
     return SC_ERR(SC_ERR_INTERNAL, "step kind %d is not a local sparse step", step->kind);
   }
 }
+
+int sc_sparse_send_parts(const sc_sparse_state_t *st, const sc_step_t *step, const sc_spset_t *set,
+                         sc_sparse_part_t parts[SC_SPARSE_PARTS]) {
+  int n = 0;
+  if (set->n) {
+    parts[n++] = (sc_sparse_part_t){(uint8_t *)set->idx, set->n * 4};
+    parts[n++] = (sc_sparse_part_t){(uint8_t *)set->val, set->n * st->w};
+  }
+  if ((step->flags & SC_SPF_MASK) && st->fold_n)
+    parts[n++] = (sc_sparse_part_t){st->fold_alive, st->fold_n};
+  return n;
+}
+
+int sc_sparse_recv_parts(sc_sparse_state_t *st, const sc_step_t *step,
+                         sc_sparse_part_t parts[SC_SPARSE_PARTS]) {
+  int n = 0;
+  if (st->in.n) {
+    parts[n++] = (sc_sparse_part_t){(uint8_t *)st->in.idx, st->in.n * 4};
+    parts[n++] = (sc_sparse_part_t){(uint8_t *)st->in.val, st->in.n * st->w};
+  }
+  if ((step->flags & SC_SPF_MASK) && st->sets[0].n)
+    parts[n++] = (sc_sparse_part_t){st->alive, st->sets[0].n};
+  return n;
+}

@@ -1,5 +1,5 @@
 /* The memory and local semantics of the sparse schedule steps, without any
- * I/O: the executor (lib/sched_sparse.c) moves the bytes over the transport,
+ * I/O: the executor (core/executor.c) moves the bytes over the transport,
  * the simulator (test/sim) through its mailboxes, and both hand what arrived
  * to the same functions here. Sets: id 0 the caller's input (read only), 1
  * the caller's output, 2.. scratch. */
@@ -66,6 +66,23 @@ sc_spset_t *sc_sparse_set(sc_sparse_state_t *st, size_t id);
 sc_result_t sc_sparse_check_count(const sc_sparse_state_t *st, int peer, uint64_t n, size_t bound);
 sc_result_t sc_sparse_check_indices(const sc_sparse_state_t *st, int peer, const uint32_t *idx,
                                     size_t n);
+
+/* A set on the wire after its fixed 8-byte count (sched.h): the indices and
+ * the values (only when the count is not 0), then with SC_SPF_MASK the
+ * survival mask when it is not empty. Send side: set `set` and the folded
+ * rank's mask; receive side (st->in.n holds the checked count): where each
+ * part lands, the mask being this rank's own. The executor posts one message
+ * per part, the simulator carries them in one; both take the layout from
+ * here. Returns the number of parts (<= SC_SPARSE_PARTS). */
+#define SC_SPARSE_PARTS 3
+typedef struct sc_sparse_part {
+  uint8_t *p;
+  size_t len;
+} sc_sparse_part_t;
+int sc_sparse_send_parts(const sc_sparse_state_t *st, const sc_step_t *step, const sc_spset_t *set,
+                         sc_sparse_part_t parts[SC_SPARSE_PARTS]);
+int sc_sparse_recv_parts(sc_sparse_state_t *st, const sc_step_t *step,
+                         sc_sparse_part_t parts[SC_SPARSE_PARTS]);
 
 /* After a SPARSE_RECV / RECV_MERGE's data is in st->in (count already
  * checked, mask already in st->alive): validates the indices and stores or

@@ -1,21 +1,52 @@
-/* sc-info: the library version and the SC_* configuration table, printed
- * from base/config.c's one table so the README and the code cannot drift. */
+/* sc-info: the library version, the SC_* configuration table and the
+ * algorithms, printed from base/config.c's table and algorithms/registry.c
+ * so the README and the code cannot drift. */
 #include "config.h"
 
 #include <stdio.h>
 #include <string.h>
 
+#include "algorithms/registry.h"
 #include "base/config.h"
 #include "sparsecoll.h"
 
 #define UNSET_TEXT "(unset)"
 
 static void usage(FILE *f) {
-  fprintf(f, "Usage: sc-info [--env [--markdown]]\n"
+  fprintf(f, "Usage: sc-info [--env [--markdown]] [--algorithms]\n"
              "Print the libsparsecoll version and build features.\n"
              "  --env        every SC_* variable with its default and meaning\n"
+             "  --algorithms every collective's algorithms (the names SC_ALGO,\n"
+             "               SC_BCAST_ALGO and the perf binaries' -a take)\n"
              "  --markdown   with --env: as the Markdown table the README reproduces\n"
              "  -h, --help   this text\n");
+}
+
+/* A variable's meaning; the ones that force an algorithm list the
+ * registry's names. */
+static const char *meaning_of(const sc_config_var_t *v, char *buf, size_t len) {
+  sc_coll_t coll;
+  if (!strcmp(v->name, "SC_ALGO"))
+    coll = SC_COLL_ALLREDUCE;
+  else if (!strcmp(v->name, "SC_BCAST_ALGO"))
+    coll = SC_COLL_BROADCAST;
+  else
+    return v->meaning;
+  int n;
+  const sc_algo_entry_t *c = sc_algo_candidates(coll, &n);
+  size_t used = (size_t)snprintf(buf, len, "%s: auto (cost model)", v->meaning);
+  for (int i = 0; i < n && used < len; i++)
+    used += (size_t)snprintf(buf + used, len - used, ", %s", c[i].name);
+  return buf;
+}
+
+static void print_algorithms(void) {
+  for (int coll = 0; coll < SC_COLL_COUNT_; coll++) {
+    int n;
+    const sc_algo_entry_t *c = sc_algo_candidates((sc_coll_t)coll, &n);
+    printf("%s:\n", sc_coll_name((sc_coll_t)coll));
+    for (int i = 0; i < n; i++) printf("  %-20s %s\n", c[i].name, c[i].about);
+  }
 }
 
 /* Markdown cells must not contain a bare '|'. */
@@ -36,7 +67,8 @@ static void print_env_markdown(const sc_config_var_t *vars, size_t n) {
     else
       printf("%s", UNSET_TEXT);
     printf(" | ");
-    print_md_cell(vars[i].meaning);
+    char buf[256];
+    print_md_cell(meaning_of(&vars[i], buf, sizeof(buf)));
     printf(" |\n");
   }
 }
@@ -51,9 +83,11 @@ static void print_env_text(const sc_config_var_t *vars, size_t n) {
     if (dl > def_w) def_w = dl;
   }
   printf("%-*s  %-*s  %s\n", name_w, "variable", def_w, "default", "meaning");
+  char buf[256];
   for (size_t i = 0; i < n; i++)
     printf("%-*s  %-*s  %s\n", name_w, vars[i].name, def_w,
-           vars[i].default_value[0] ? vars[i].default_value : UNSET_TEXT, vars[i].meaning);
+           vars[i].default_value[0] ? vars[i].default_value : UNSET_TEXT,
+           meaning_of(&vars[i], buf, sizeof(buf)));
 }
 
 static void print_version(void) {
@@ -78,10 +112,12 @@ static void print_version(void) {
 }
 
 int main(int argc, char **argv) {
-  int env = 0, markdown = 0;
+  int env = 0, markdown = 0, algorithms = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--env"))
       env = 1;
+    else if (!strcmp(argv[i], "--algorithms"))
+      algorithms = 1;
     else if (!strcmp(argv[i], "--markdown"))
       markdown = 1;
     else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -96,6 +132,10 @@ int main(int argc, char **argv) {
   if (markdown && !env) {
     fprintf(stderr, "sc-info: --markdown needs --env\n");
     return 2;
+  }
+  if (algorithms) {
+    print_algorithms();
+    if (!env) return 0;
   }
   if (!env) {
     print_version();

@@ -23,6 +23,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "transport/shm/shm_internal.h"
+#include "transport/tcp/tcp_internal.h"
 #include "tune/tune.h"
 
 #define NALG   4 /* ring, tree, rd, rabenseifner: sc_tune_best's order */
@@ -40,6 +42,8 @@ typedef struct fit {
   point_t *pts;
   int npts, cap;
   const char *transport;
+  sc_tune_kind_t kind;    /* the model the transport's runs get on one host */
+  size_t single_copy_min; /* its single-copy threshold (shm), else 0 */
   int cores;
   int spin_us;        /* SC_SPIN_US of the runs */
   size_t chunk_bytes; /* SC_CHUNK_BYTES of the runs */
@@ -168,9 +172,26 @@ static int by_point(const void *a, const void *b) {
 
 /* ---- evaluating a model ---- */
 
+/* -t: the runs of tcp or shm (or auto, which is shm on one host) on one host. */
+static int set_transport(fit_t *f) {
+  if (!strcmp(f->transport, "tcp")) {
+    f->kind = SC_TUNE_HOST_TCP;
+    f->single_copy_min = 0;
+    return 0;
+  }
+  if (!strcmp(f->transport, "shm") || !strcmp(f->transport, "auto")) {
+    f->kind = SC_TUNE_HOST_MEM;
+    f->single_copy_min = SC_SHM_SINGLE_COPY_MIN;
+    return 0;
+  }
+  return -1;
+}
+
 static void model_for(const fit_t *f, const double *x, int p, sc_link_model_t *m) {
-  sc_tune_default_model(f->transport, f->cores, m);
-  sc_tune_host_waiting(f->transport, p, f->spin_us, m);
+  sc_tune_default_model(f->kind, f->cores, f->single_copy_min, m);
+  /* As the transports decide it (their props): TCP sleeps at once when its
+   * ranks outnumber the cores, shm always polls first. */
+  sc_tune_host_waiting(f->kind == SC_TUNE_HOST_TCP ? sc_tcp_spins(p, f->cores) : 1, f->spin_us, m);
   for (int k = 0; k < NPARAM; k++) *field(m, k) = x[k];
 }
 
@@ -321,7 +342,8 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (!f.transport || optind == argc || f.cores < 1 || starts < 0 || iters < 0) {
+  if (!f.transport || optind == argc || f.cores < 1 || starts < 0 || iters < 0 ||
+      set_transport(&f) != 0) {
     usage(stderr);
     return 2;
   }
@@ -335,7 +357,7 @@ int main(int argc, char **argv) {
   qsort(f.pts, (size_t)f.npts, sizeof(point_t), by_point);
 
   sc_link_model_t m0;
-  sc_tune_default_model(f.transport, f.cores, &m0);
+  sc_tune_default_model(f.kind, f.cores, f.single_copy_min, &m0);
   double x[NPARAM];
   for (int k = 0; k < NPARAM; k++) x[k] = *field(&m0, k);
   for (int i = 0; i < nfix; i++) {

@@ -3,10 +3,11 @@
  * fixed offsets:
  *   u32 'SCMX', u8 tcp length, u8 shm length, u16 0, tcp blob (<= 64 B) at
  *   8, shm blob at 72.
- * Same-host is an equivalence (same hostname, boot id and pid namespace), so
- * "every rank is on this host" is the same verdict on every rank; then TCP is
- * closed before it connects anything. Otherwise TCP connects to every peer
- * (its setup is all-to-all) and carries only the remote ones.
+ * Same-host is an equivalence (same hostname, boot id, pid and network
+ * namespace), so "every rank is on this host" is the same verdict on every
+ * rank; then TCP is closed before it connects anything. Otherwise TCP
+ * connects to every peer (its setup is all-to-all) and carries only the
+ * remote ones. Each pair's props come from the child that carries it.
  *
  * Waiting on both at once: TCP's poll set is private to it, so while
  * shared-memory requests are pending the mux waits on the shm side (spin,
@@ -27,21 +28,21 @@
 
 _Static_assert(SC_MUX_SHM_OFF + SC_SHM_BLOB_LEN <= SC_TP_ADDR_MAX, "mux address blob too large");
 
-typedef struct sc_mux {
-  int rank, nranks;
+typedef struct sc_mux_transport {
+  sc_transport_t base;
   sc_transport_t *tcp; /* NULL when every peer is on this host */
   sc_transport_t *shm;
-} sc_mux_t;
+} sc_mux_transport_t;
 
-static sc_mux_t *mux_of(sc_transport_t *tp) {
-  return (sc_mux_t *)(void *)tp;
+static inline sc_mux_transport_t *mux_of(sc_transport_t *tp) {
+  return (sc_mux_transport_t *)tp;
 }
 
 static void mux_destroy(sc_transport_t *tp) {
-  sc_mux_t *m = mux_of(tp);
+  sc_mux_transport_t *m = mux_of(tp);
   if (!m) return;
-  if (m->tcp) sc_tcp_transport.destroy(m->tcp);
-  if (m->shm) sc_shm_transport.destroy(m->shm);
+  if (m->tcp) m->tcp->ops->destroy(m->tcp);
+  if (m->shm) m->shm->ops->destroy(m->shm);
   free(m);
 }
 
@@ -50,10 +51,11 @@ static sc_result_t mux_create(const sc_tp_config_t *cfg, sc_transport_t **out, v
   if (!cfg || !out || !addr || !addrlen)
     return SC_ERR(SC_ERR_INVALID_ARG, "mux create: NULL argument");
   *out = NULL;
-  sc_mux_t *m = calloc(1, sizeof(*m));
+  sc_mux_transport_t *m = calloc(1, sizeof(*m));
   if (!m) return SC_ERR(SC_ERR_NOMEM, "transport mux");
-  m->rank = cfg->rank;
-  m->nranks = cfg->nranks;
+  m->base.ops = &sc_mux_transport;
+  m->base.rank = cfg->rank;
+  m->base.nranks = cfg->nranks;
   uint8_t *blob = addr;
   memset(blob, 0, SC_TP_ADDR_MAX);
   uint8_t tmp[SC_TP_ADDR_MAX];
@@ -73,18 +75,18 @@ static sc_result_t mux_create(const sc_tp_config_t *cfg, sc_transport_t **out, v
   blob[4] = (uint8_t)tlen;
   blob[5] = (uint8_t)slen;
   *addrlen = SC_MUX_SHM_OFF + slen;
-  *out = (sc_transport_t *)(void *)m;
+  *out = &m->base;
   return SC_SUCCESS;
 fail:
-  mux_destroy((sc_transport_t *)(void *)m);
+  mux_destroy(&m->base);
   return r;
 }
 
 static sc_result_t mux_connect_all(sc_transport_t *tp, const void *addrs, size_t stride) {
-  sc_mux_t *m = mux_of(tp);
+  sc_mux_transport_t *m = mux_of(tp);
   if (!m || !addrs) return SC_ERR(SC_ERR_INVALID_ARG, "mux connect_all: NULL argument");
   const uint8_t *a = addrs;
-  for (int i = 0; i < m->nranks; i++) {
+  for (int i = 0; i < m->base.nranks; i++) {
     uint32_t magic;
     memcpy(&magic, a + (size_t)i * stride, 4);
     if (magic != SC_MUX_MAGIC)
@@ -93,66 +95,61 @@ static sc_result_t mux_connect_all(sc_transport_t *tp, const void *addrs, size_t
                     "rank must use the same SC_TRANSPORT",
                     i, magic);
   }
-  SC_CHECK(sc_shm_transport.connect_all(m->shm, a + SC_MUX_SHM_OFF, stride));
-  int nremote = m->nranks - 1 - m->shm->nlocal;
+  SC_CHECK(m->shm->ops->connect_all(m->shm, a + SC_MUX_SHM_OFF, stride));
+  int nlocal = sc_shm_of(m->shm)->nlocal;
+  int nremote = m->base.nranks - 1 - nlocal;
   if (nremote == 0) {
-    sc_tcp_transport.destroy(m->tcp);
+    m->tcp->ops->destroy(m->tcp);
     m->tcp = NULL;
   } else {
-    SC_CHECK(sc_tcp_transport.connect_all(m->tcp, a + SC_MUX_TCP_OFF, stride));
+    SC_CHECK(m->tcp->ops->connect_all(m->tcp, a + SC_MUX_TCP_OFF, stride));
   }
-  SC_INFO(SC_SUBSYS_SHM, "rank %d: %d peer%s over shared memory, %d over tcp", m->rank,
-          m->shm->nlocal, m->shm->nlocal == 1 ? "" : "s", nremote);
+  SC_INFO(SC_SUBSYS_SHM, "rank %d: %d peer%s over shared memory, %d over tcp", m->base.rank, nlocal,
+          nlocal == 1 ? "" : "s", nremote);
   return SC_SUCCESS;
 }
 
-static const sc_transport_ops_t *route(sc_mux_t *m, int peer, sc_transport_t **sub) {
-  if (!m->tcp || sc_shm_is_local(m->shm, peer)) {
-    *sub = m->shm;
-    return &sc_shm_transport;
-  }
-  *sub = m->tcp;
-  return &sc_tcp_transport;
+static sc_transport_t *route(sc_mux_transport_t *m, int peer) {
+  return !m->tcp || sc_shm_is_local(m->shm, peer) ? m->shm : m->tcp;
 }
 
 static sc_result_t mux_isend(sc_transport_t *tp, int peer, const void *buf, size_t len,
                              sc_tp_req_t *req) {
-  sc_mux_t *m = mux_of(tp);
+  sc_mux_transport_t *m = mux_of(tp);
   if (!m) return SC_ERR(SC_ERR_INVALID_ARG, "mux isend: NULL transport");
-  sc_transport_t *sub;
-  const sc_transport_ops_t *ops = route(m, peer, &sub);
-  return ops->isend(sub, peer, buf, len, req);
+  sc_transport_t *sub = route(m, peer);
+  return sub->ops->isend(sub, peer, buf, len, req);
 }
 
 static sc_result_t mux_irecv(sc_transport_t *tp, int peer, void *buf, size_t len,
                              sc_tp_req_t *req) {
-  sc_mux_t *m = mux_of(tp);
+  sc_mux_transport_t *m = mux_of(tp);
   if (!m) return SC_ERR(SC_ERR_INVALID_ARG, "mux irecv: NULL transport");
-  sc_transport_t *sub;
-  const sc_transport_ops_t *ops = route(m, peer, &sub);
-  return ops->irecv(sub, peer, buf, len, req);
+  sc_transport_t *sub = route(m, peer);
+  return sub->ops->irecv(sub, peer, buf, len, req);
 }
 
 static sc_result_t mux_progress(sc_transport_t *tp, int timeout_ms, int *progressed) {
-  sc_mux_t *m = mux_of(tp);
+  sc_mux_transport_t *m = mux_of(tp);
   if (progressed) *progressed = 0;
   if (!m) return SC_ERR(SC_ERR_INVALID_ARG, "mux progress: NULL transport");
-  if (!m->tcp) return sc_shm_transport.progress(m->shm, timeout_ms, progressed);
-  if (!sc_shm_pending(m->shm)) return sc_tcp_transport.progress(m->tcp, timeout_ms, progressed);
+  sc_transport_t *tcp = m->tcp, *shm = m->shm;
+  if (!tcp) return shm->ops->progress(shm, timeout_ms, progressed);
+  if (!sc_shm_pending(shm)) return tcp->ops->progress(tcp, timeout_ms, progressed);
   int p1 = 0, p2 = 0;
   int slice = timeout_ms < SC_MUX_SLICE_MS ? timeout_ms : SC_MUX_SLICE_MS;
-  SC_CHECK(sc_tcp_transport.progress(m->tcp, 0, &p1));
-  SC_CHECK(sc_shm_transport.progress(m->shm, p1 ? 0 : slice, &p2));
-  if (!p1 && !p2) SC_CHECK(sc_tcp_transport.progress(m->tcp, 0, &p1));
+  SC_CHECK(tcp->ops->progress(tcp, 0, &p1));
+  SC_CHECK(shm->ops->progress(shm, p1 ? 0 : slice, &p2));
+  if (!p1 && !p2) SC_CHECK(tcp->ops->progress(tcp, 0, &p1));
   if (progressed) *progressed = p1 || p2;
   return SC_SUCCESS;
 }
 
 static void mux_cancel_all(sc_transport_t *tp, sc_result_t why) {
-  sc_mux_t *m = mux_of(tp);
+  sc_mux_transport_t *m = mux_of(tp);
   if (!m) return;
-  if (m->tcp) sc_tcp_transport.cancel_all(m->tcp, why);
-  if (m->shm) sc_shm_transport.cancel_all(m->shm, why);
+  if (m->tcp) m->tcp->ops->cancel_all(m->tcp, why);
+  if (m->shm) m->shm->ops->cancel_all(m->shm, why);
 }
 
 static sc_result_t mux_reg(sc_transport_t *tp, void *buf, size_t len, void **handle) {
@@ -167,10 +164,19 @@ static sc_result_t mux_dereg(sc_transport_t *tp, void *handle) {
 }
 
 static void mux_wake(sc_transport_t *tp) {
-  sc_mux_t *m = mux_of(tp);
+  sc_mux_transport_t *m = mux_of(tp);
   if (!m) return;
-  if (m->tcp) sc_tcp_transport.wake(m->tcp);
-  if (m->shm) sc_shm_transport.wake(m->shm);
+  if (m->tcp) m->tcp->ops->wake(m->tcp);
+  if (m->shm) m->shm->ops->wake(m->shm);
+}
+
+/* A pair is the child's that carries it: shm's same-host test reads only
+ * the two ranks' blobs, so every rank routes every pair alike. */
+static sc_result_t mux_props(sc_transport_t *tp, int a, int b, sc_tp_props_t *out) {
+  sc_mux_transport_t *m = mux_of(tp);
+  if (!m) return SC_ERR(SC_ERR_INVALID_ARG, "mux props: NULL transport");
+  sc_transport_t *sub = !m->tcp || sc_shm_pair_local(m->shm, a, b) ? m->shm : m->tcp;
+  return sub->ops->props(sub, a, b, out);
 }
 
 const sc_transport_ops_t sc_mux_transport = {
@@ -185,4 +191,5 @@ const sc_transport_ops_t sc_mux_transport = {
     .dereg = mux_dereg,
     .wake = mux_wake,
     .destroy = mux_destroy,
+    .props = mux_props,
 };

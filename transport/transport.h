@@ -10,7 +10,13 @@
  * must not be reused or freed until it completes or cancel_all returned.
  * Sends to one's own rank are invalid (the executor copies locally).
  * After a peer fails, progress reports SC_ERR_REMOTE once; later requests
- * to that peer fail at once with the same text. */
+ * to that peer fail at once with the same text.
+ *
+ * What a transport provides: an sc_transport_ops_t with every op filled
+ * (props included); its own type with sc_transport_t as the first member,
+ * whose ops, rank and nranks create sets; its own member in sc_tp_req_t's
+ * union `u` for per-request state. Composite transports (mux.c) hold their
+ * children as sc_transport_t * and call them through child->ops. */
 #ifndef SC_TRANSPORT_H
 #define SC_TRANSPORT_H
 
@@ -29,19 +35,30 @@ typedef enum sc_tp_req_state {
   SC_TP_REQ_ERROR
 } sc_tp_req_state_t;
 
+/* A request's private part belongs to the transport that accepted it: the
+ * post's arguments, then one member of `u` per transport, so that no field
+ * means one thing to TCP and another to shared memory. A new transport adds
+ * its own member. */
 typedef struct sc_tp_req {
   /* public: read by the caller */
   volatile int state; /* sc_tp_req_state_t */
   sc_result_t status; /* when state == ERROR */
-  /* private to the transport */
+  /* private to the transport: the post's arguments */
   int peer;
   int is_send;
   uint8_t *buf;
   size_t len;
-  size_t done; /* payload bytes moved */
-  uint8_t hdr[16];
-  size_t hdr_done;
-  struct sc_tp_req *next;
+  union {
+    struct {
+      int segs_left; /* segments of the message not yet complete */
+    } tcp;
+    struct {
+      uint64_t done;          /* ring bytes moved, padding included */
+      int rec_done;           /* the message's record is written (send) or read (receive) */
+      uint64_t ticket;        /* single-copy send: the receiver's cma_done that completes it */
+      struct sc_tp_req *next; /* the peer's queue */
+    } shm;
+  } u;
 } sc_tp_req_t;
 
 typedef struct sc_tp_config {
@@ -57,26 +74,45 @@ typedef struct sc_tp_config {
   int spin_us;                   /* SC_SPIN_US: poll this long before sleeping */
 } sc_tp_config_t;
 
-/* Shared memory sends a message of at least this many bytes by single copy:
- * the receiver reads it from the sender's memory (process_vm_readv); smaller
- * ones go through the channel's ring. The cost model (tune/tune_model.c)
- * charges the copy accordingly. Why so large: a single-copy send completes
- * only when its receiver has read it and each read walks the sender's page
- * tables, while two copies through the ring let the sender move on at once;
- * on 4 ranks on 2 cores all-reduce of 64 KiB-1 MiB took 1.3-1.8x as long
- * with single copy from 16 KiB as with it from 256 KiB (the ring's size). */
-#define SC_SHM_SINGLE_COPY_MIN ((size_t)256 << 10)
+typedef struct sc_transport_ops sc_transport_ops_t;
 
-/* TCP waits without spinning when more of its ranks share this host than it
- * has online CPUs (a spinning rank would delay the very sender it waits
- * for); the cost model waits the same way. */
-static inline int sc_tcp_spins(int local_ranks, long cpus) {
-  return !(cpus > 0 && local_ranks > cpus);
-}
+/* The base every transport embeds as the first member of its own type
+ * (sc_tcp_transport_t, sc_shm_transport_t, ...), which it reaches from the
+ * base with a cast in one small inline helper. create fills all three. */
+typedef struct sc_transport {
+  const sc_transport_ops_t *ops;
+  int rank, nranks;
+} sc_transport_t;
 
-typedef struct sc_transport sc_transport_t; /* each transport defines its own */
+/* What carries the messages between two ranks. */
+typedef enum sc_tp_kind {
+  SC_TP_KIND_NET = 0, /* a network stack (TCP), loopback included */
+  SC_TP_KIND_SHM,     /* shared memory between processes */
+  SC_TP_KIND_INPROC   /* memory of one process */
+} sc_tp_kind_t;
 
-typedef struct sc_transport_ops {
+typedef enum sc_tp_locality {
+  SC_TP_SAME_PROCESS = 0,
+  SC_TP_SAME_HOST, /* shares the CPUs and memory of one machine */
+  SC_TP_OTHER_HOST /* across a network, emulated or not: TCP counts a rank in another network
+                      namespace of this machine (its own address) as another host */
+} sc_tp_locality_t;
+
+/* The link between two ranks, as the cost model needs it (core/links.c
+ * folds the props of every pair into the model tune/ prices). */
+typedef struct sc_tp_props {
+  sc_tp_kind_t kind;
+  sc_tp_locality_t locality;
+  double latency_s;       /* nominal one-way latency of a small message; 0 = unknown */
+  double bandwidth_bps;   /* nominal bytes per second of one direction; 0 = unknown */
+  size_t single_copy_min; /* messages of at least this many bytes are read by the receiver
+                             from the sender's memory (one copy, the send completes when it
+                             is read); 0 = never */
+  int receiver_spins;     /* 1: a waiting receiver polls SC_SPIN_US before it sleeps; 0: it
+                             sleeps at once */
+} sc_tp_props_t;
+
+struct sc_transport_ops {
   const char *name;
   /* Open the local endpoint; write its address blob (<= SC_TP_ADDR_MAX bytes)
    * to addr and its length to *addrlen (output only). */
@@ -99,7 +135,17 @@ typedef struct sc_transport_ops {
   void (*wake)(sc_transport_t *tp);
   /* Closes everything; does not touch requests (call cancel_all first). */
   void (*destroy)(sc_transport_t *tp);
-} sc_transport_ops_t;
+  /* The link between ranks a and b (a != b), once connect_all succeeded.
+   * It must answer for ANY pair, not only pairs that include this rank,
+   * and every rank must give the same answer for the same pair: every
+   * rank derives the cost model from the props of all pairs, and ranks
+   * with different models choose different algorithms and deadlock. So
+   * compute it only from what every rank has, the address blobs all
+   * ranks exchanged at connect_all (put what it needs into the blob),
+   * never from this process's own view (its CPU count, its routes, which
+   * peers it happened to connect to). */
+  sc_result_t (*props)(sc_transport_t *tp, int a, int b, sc_tp_props_t *out);
+};
 
 extern const sc_transport_ops_t sc_tcp_transport;
 /* Shared memory to every peer; connect_all fails if one is on another host. */

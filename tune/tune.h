@@ -74,11 +74,24 @@ sc_result_t sc_tune_best(const sc_link_model_t *m, const sc_coll_args_t *a, int 
  * ring, tree, rd, rabenseifner). */
 const char *sc_tune_candidate_name(sc_coll_t coll, int index);
 
-/* Default model of a transport by name ("tcp", "shm"; others get tcp's),
- * for ranks on one host of host_cores cores, or on several hosts when 0. */
-void sc_tune_default_model(const char *transport, int host_cores, sc_link_model_t *m);
-/* How nranks ranks on m's host wait: they poll SC_SPIN_US (spin_us) before
- * sleeping, except on TCP when they outnumber the cores (sc_tcp_spins). */
-void sc_tune_host_waiting(const char *transport, int nranks, int spin_us, sc_link_model_t *m);
+/* Which fitted defaults apply. tune/ knows no transport: core/select.c
+ * picks the kind from what the transport says of every pair of ranks. */
+typedef enum sc_tune_kind {
+  SC_TUNE_NET = 0,  /* some pair on different hosts: links of a network */
+  SC_TUNE_HOST_TCP, /* one host, some pair through the network stack (loopback TCP) */
+  SC_TUNE_HOST_MEM  /* one host, every pair through memory (shared or in-process) */
+} sc_tune_kind_t;
+
+const char *sc_tune_kind_name(sc_tune_kind_t kind);
+
+/* Default model of a kind, on one host of host_cores cores (the host
+ * kinds; > 0 once there are two ranks) or on several hosts (SC_TUNE_NET,
+ * host_cores 0). single_copy_min: SC_TUNE_HOST_MEM messages of at least
+ * this many bytes are read by the receiver alone (0: none are). */
+void sc_tune_default_model(sc_tune_kind_t kind, int host_cores, size_t single_copy_min,
+                           sc_link_model_t *m);
+/* How ranks on m's host wait: they poll SC_SPIN_US (spin_us) before
+ * sleeping when spins, else they sleep at once. */
+void sc_tune_host_waiting(int spins, int spin_us, sc_link_model_t *m);
 
 #endif

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "transport/transport.h"
 #include "tune/tune.h"
 
 sc_result_t sc_arrivals_push(sc_arrivals_t *q, double t) {
@@ -26,7 +25,20 @@ sc_result_t sc_arrivals_push(sc_arrivals_t *q, double t) {
   return SC_SUCCESS;
 }
 
-void sc_tune_default_model(const char *transport, int host_cores, sc_link_model_t *m) {
+const char *sc_tune_kind_name(sc_tune_kind_t kind) {
+  switch (kind) {
+  case SC_TUNE_NET:
+    return "network";
+  case SC_TUNE_HOST_TCP:
+    return "one host, tcp";
+  case SC_TUNE_HOST_MEM:
+    return "one host, shared memory";
+  }
+  return "?";
+}
+
+void sc_tune_default_model(sc_tune_kind_t kind, int host_cores, size_t single_copy_min,
+                           sc_link_model_t *m) {
   memset(m, 0, sizeof(*m));
   m->gamma_s_per_b = 1.0 / 6.0e9;
   m->host_cores = host_cores;
@@ -35,7 +47,7 @@ void sc_tune_default_model(const char *transport, int host_cores, sc_link_model_
    * 8 B-64 MiB, three runs each, ranks bound to cores by sc-run, on the 2-core
    * development machine. SC_TUNE=measure refits alpha and the bandwidths on
    * the communicator. */
-  if (transport && !strcmp(transport, "shm")) {
+  if (kind == SC_TUNE_HOST_MEM) {
     /* Two copies through a ring cost 15.8 GB/s for both in cache, memory
      * out of cache 43% more per byte, one process_vm_readv 7.4 GB/s; a
      * message within one core reaches its receiver 2.4 us later than one
@@ -50,7 +62,7 @@ void sc_tune_default_model(const char *transport, int host_cores, sc_link_model_
     m->beta_s_per_b = 6.311e-11;
     m->host_s_per_b = 6.311e-11;
     m->host_s_per_msg = 0.1856e-6;
-    m->pull_min_b = (double)SC_SHM_SINGLE_COPY_MIN;
+    m->pull_min_b = (double)single_copy_min;
     m->pull_s_per_b = 1.357e-10;
     m->turn_s = 1.277e-6;
     m->wake_s = 5.812e-6;
@@ -61,7 +73,7 @@ void sc_tune_default_model(const char *transport, int host_cores, sc_link_model_
     m->same_core_s = 2.446e-6;
     return;
   }
-  if (host_cores > 0) {
+  if (kind == SC_TUNE_HOST_TCP) {
     /* Loopback TCP: a message costs little CPU of its own, but a receiver
      * that sleeps in poll (every one when ranks outnumber cores: TCP does
      * not spin then) pays ~9 us of CPU to be woken by the socket; memory out
@@ -83,17 +95,15 @@ void sc_tune_default_model(const char *transport, int host_cores, sc_link_model_
   }
   /* TCP between hosts, until SC_TUNE=measure says otherwise: one-way small
    * message ~40 us, ~1.5 GB/s per stream. */
+  m->host_cores = 0;
   m->alpha_s = 40e-6;
   m->beta_s_per_b = 1.0 / 1.5e9;
   m->host_s_per_b = 1.0 / 1.5e9;
   m->host_s_per_msg = 15e-6;
 }
 
-void sc_tune_host_waiting(const char *transport, int nranks, int spin_us, sc_link_model_t *m) {
-  m->spin_s = spin_us > 0 ? spin_us * 1e-6 : 0;
-  if (m->host_cores > 0 && transport && !strcmp(transport, "tcp") &&
-      !sc_tcp_spins(nranks, m->host_cores))
-    m->spin_s = 0;
+void sc_tune_host_waiting(int spins, int spin_us, sc_link_model_t *m) {
+  m->spin_s = spins && spin_us > 0 ? spin_us * 1e-6 : 0;
 }
 
 typedef struct sc_rank_clock {

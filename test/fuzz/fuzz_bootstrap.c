@@ -113,7 +113,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pos += hlen;
     if ((flags & 1) && hlen >= 8 + SC_SECRET_LEN) memcpy(hdr + 8, job_secret(), SC_SECRET_LEN);
     if ((flags & 2) && hlen >= 6) {
-      sc_boot_put32(hdr, SC_BOOT_HELLO_MAGIC);
+      sc_wire_put_u32(hdr, SC_BOOT_HELLO_MAGIC);
       hdr[4] = 0;
       hdr[5] = SC_BOOT_VERSION;
     }

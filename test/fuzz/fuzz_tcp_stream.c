@@ -78,11 +78,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint8_t junk = pos < size ? data[pos++] : 0;
 
   sc_tcp_peer_t peers[2];
-  sc_transport_t tp;
+  sc_tcp_transport_t tp;
   memset(&tp, 0, sizeof(tp));
   memset(peers, 0, sizeof(peers));
-  tp.rank = 0;
-  tp.nranks = 2;
+  tp.base.rank = 0;
+  tp.base.nranks = 2;
   tp.peers = peers;
   sc_tcp_peer_t *p = &peers[1];
   snprintf(p->name, sizeof(p->name), "rank 1 (fuzz)");
@@ -114,7 +114,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     r->peer = 1;
     r->buf = bufs[m];
     r->len = lens[m];
-    r->hdr_done = (size_t)nseg;
+    r->u.tcp.segs_left = nseg;
     r->state = SC_TP_REQ_PENDING;
     uint32_t seq = p->recv_seq++;
     int first = p->recv_cursor;

@@ -374,6 +374,24 @@ done:
     dense_failed++;
 }
 
+void dense_input(const dense_case_t *tc, int r, size_t j, void *out) {
+  encode_input(tc, r, j, out);
+}
+
+void dense_io_counts(const dense_case_t *tc, int r, size_t *in, size_t *out) {
+  io_counts(tc, r, in, out);
+}
+
+unsigned char *dense_expected(const dense_case_t *tc) {
+  size_t len;
+  return expected_output(tc, &len);
+}
+
+int dense_check_output(const dense_case_t *tc, int r, const unsigned char *recv,
+                       const unsigned char *want) {
+  return check_output(tc, r, recv, want);
+}
+
 void dense_expect(int cond, const char *what, ...) {
   if (cond) {
     dense_passed++;

@@ -45,6 +45,17 @@ void dense_run_case(const dense_case_t *tc);
 /* Counts a check without data; prints "FAIL <what>" if cond is false. */
 void dense_expect(int cond, const char *what, ...) __attribute__((format(printf, 2, 3)));
 
+/* The pieces of dense_run_case, for a program that runs the same case
+ * elsewhere (sim_executor.c: the real executor): rank r's input element j,
+ * the sizes of its input and output (elements), the output every rank's
+ * result is a slice of (malloc'd; NULL when out of memory), and the check of
+ * rank r's output against it (0, or -1 after printing a FAIL line). */
+void dense_input(const dense_case_t *tc, int r, size_t j, void *out);
+void dense_io_counts(const dense_case_t *tc, int r, size_t *in, size_t *out);
+unsigned char *dense_expected(const dense_case_t *tc);
+int dense_check_output(const dense_case_t *tc, int r, const unsigned char *recv,
+                       const unsigned char *want);
+
 uint64_t dense_mix(uint64_t x);
 size_t dense_dtype_bytes(sc_dtype_t t);
 

@@ -1,5 +1,9 @@
-/* See simulator.h. Kept independent of core/executor.c on purpose: it checks the
- * schedules against the executor's rules as written, not as implemented. */
+/* See simulator.h. Its own message passing and ordering, independent of
+ * core/executor.c on purpose: it checks the schedules against the executor's
+ * rules as written, not as implemented. What a step computes once its data
+ * is at hand is not re-implemented: sc_step_apply / sc_sched_finish
+ * (schedule/step.h) and sc_sparse_apply are the executor's own, and
+ * test/sim/sim_executor.c compares the two end to end. */
 #include "test/sim/simulator.h"
 
 #include <stdarg.h>
@@ -9,7 +13,7 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "kernels/cpu/reduce.h"
+#include "schedule/step.h"
 
 typedef struct sim_msg {
   struct sim_msg *next;
@@ -18,9 +22,10 @@ typedef struct sim_msg {
   unsigned char *data;      /* eager: a copy made at the SEND */
   int from;
   size_t from_step;
-  int sparse; /* a sparse set: data = indices, values, mask */
+  int sparse; /* a sparse set: data = its parts (sc_sparse_send_parts) back to back */
   size_t set; /* the set it was sent from (rendezvous bookkeeping) */
-  size_t mask_bytes;
+  int nparts;
+  size_t part_len[SC_SPARSE_PARTS];
 } sim_msg_t;
 
 typedef struct sim_mailbox {
@@ -38,7 +43,8 @@ typedef struct sim_arena {
 typedef struct sim_rank {
   size_t pc;
   unsigned char *base[3];
-  size_t cap[3]; /* elements */
+  size_t cap[3];     /* elements */
+  sc_step_mem_t mem; /* base[] as sc_step_apply takes it */
   unsigned char *own_scratch;
   sim_arena_t arena[3];
   int narenas;
@@ -224,12 +230,7 @@ static int do_recv(sim_t *sim, int r, const sc_step_t *st) {
   b->head = m->next;
   if (!b->head) b->tail = NULL;
   const unsigned char *data = sim->cfg->model == SC_SIM_EAGER ? m->data : m->src;
-  if (st->count) {
-    if (st->kind == SC_STEP_RECV)
-      memmove(dst, data, m->bytes);
-    else
-      sc_reduce_kernel(sim->cfg->dtype, sim->cfg->op, dst, local, data, st->count);
-  }
+  sc_step_apply(&sim->rk[r].mem, st, data);
   release(sim, m);
   return STEP_DONE;
 }
@@ -238,11 +239,10 @@ static int do_copy(sim_t *sim, int r, const sc_step_t *st) {
   unsigned char *dst, *src;
   if (region(sim, r, st->buf, st->off, st->count, &dst) != STEP_DONE) return STEP_FAILED;
   if (region(sim, r, st->src_buf, st->src_off, st->count, &src) != STEP_DONE) return STEP_FAILED;
-  if (dst == src || st->count == 0) return STEP_DONE;
-  if (sim->cfg->model == SC_SIM_RENDEZVOUS &&
-      write_blocked(sim, r, dst, st->count * sim->cfg->elem_size))
-    return STEP_BLOCKED;
-  memmove(dst, src, st->count * sim->cfg->elem_size);
+  size_t len = sc_step_dst(&sim->rk[r].mem, st, &dst);
+  if (len == 0) return STEP_DONE;
+  if (sim->cfg->model == SC_SIM_RENDEZVOUS && write_blocked(sim, r, dst, len)) return STEP_BLOCKED;
+  sc_step_apply(&sim->rk[r].mem, st, NULL);
   return STEP_DONE;
 }
 
@@ -278,20 +278,23 @@ static int do_sparse_send(sim_t *sim, int r, const sc_step_t *st) {
   if (valid_peer(sim, r, st->peer) != STEP_DONE || sparse_state(sim, r, &sp) != STEP_DONE ||
       sparse_set(sim, r, sp, st->off, &set) != STEP_DONE)
     return STEP_FAILED;
+  sc_sparse_part_t parts[SC_SPARSE_PARTS];
+  const int nparts = sc_sparse_send_parts(sp, st, set, parts);
+  size_t payload = 0;
+  for (int i = 0; i < nparts; i++) payload += parts[i].len;
   sim_msg_t *m = calloc(1, sizeof(*m));
-  const size_t mask = (st->flags & SC_SPF_MASK) ? sp->fold_n : 0;
-  const size_t payload = set->n * (4 + sp->w) + mask;
   if (!m || !(m->data = malloc(payload ? payload : 1))) {
     free(m);
     return fail(sim, r, "out of memory");
   }
-  memcpy(m->data, set->idx, set->n * 4);
-  memcpy(m->data + set->n * 4, set->val, set->n * sp->w);
-  memcpy(m->data + set->n * (4 + sp->w), sp->fold_alive, mask);
+  for (size_t i = 0, at = 0; i < (size_t)nparts; at += parts[i++].len) {
+    memcpy(m->data + at, parts[i].p, parts[i].len);
+    m->part_len[i] = parts[i].len;
+  }
+  m->nparts = nparts;
   m->sparse = 1;
   m->set = st->off;
   m->count = set->n;
-  m->mask_bytes = mask;
   m->bytes = 8 + payload;
   m->from = r;
   m->from_step = sim->rk[r].pc;
@@ -322,16 +325,21 @@ static int do_sparse_recv(sim_t *sim, int r, const sc_step_t *st) {
                 m->from_step);
   if (sc_sparse_check_count(sp, st->peer, m->count, st->count) != SC_SUCCESS)
     return fail(sim, r, "%s", sc_last_error());
-  const size_t want_mask = (st->flags & SC_SPF_MASK) ? sp->sets[0].n : 0;
-  if (m->mask_bytes != want_mask)
-    return fail(sim, r, "expects a mask of %zu bytes from peer %d, whose message has %zu",
-                want_mask, st->peer, m->mask_bytes);
+  sp->in.n = m->count;
+  sc_sparse_part_t parts[SC_SPARSE_PARTS];
+  const int nparts = sc_sparse_recv_parts(sp, st, parts);
+  for (int i = 0; i < nparts || i < m->nparts; i++) {
+    size_t want = i < nparts ? parts[i].len : 0, got = i < m->nparts ? m->part_len[i] : 0;
+    if (want != got)
+      return fail(sim, r,
+                  "expects part %d of %zu bytes from peer %d, whose message (its step %zu) "
+                  "has %zu (a mask the sender did not send, or the reverse)",
+                  i, want, st->peer, m->from_step, got);
+  }
   b->head = m->next;
   if (!b->head) b->tail = NULL;
-  memcpy(sp->in.idx, m->data, m->count * 4);
-  memcpy(sp->in.val, m->data + m->count * 4, m->count * sp->w);
-  memcpy(sp->alive, m->data + m->count * (4 + sp->w), m->mask_bytes);
-  sp->in.n = m->count;
+  for (size_t i = 0, at = 0; i < (size_t)nparts; at += parts[i++].len)
+    memcpy(parts[i].p, m->data + at, parts[i].len);
   release(sim, m);
   if (sc_sparse_apply(sp, st) != SC_SUCCESS) return fail(sim, r, "%s", sc_last_error());
   return STEP_DONE;
@@ -407,7 +415,7 @@ static int finalize_avg(sim_t *sim) {
     unsigned char *p;
     if (s->avg_count == 0) continue;
     if (region(sim, r, s->avg_buf, s->avg_off, s->avg_count, &p) != STEP_DONE) return STEP_FAILED;
-    sc_avg_finalize(sim->cfg->dtype, p, s->avg_count, sim->cfg->nranks);
+    sc_sched_finish(&sim->rk[r].mem, s, sim->cfg->nranks);
   }
   return STEP_DONE;
 }
@@ -464,6 +472,10 @@ static int setup(sim_t *sim) {
       rk->base[SC_BUF_SCRATCH] = rk->own_scratch;
       rk->cap[SC_BUF_SCRATCH] = declared;
     }
+    for (int b = 0; b < 3; b++) rk->mem.base[b] = rk->base[b];
+    rk->mem.elem_size = sim->cfg->elem_size;
+    rk->mem.dtype = sim->cfg->dtype;
+    rk->mem.op = sim->cfg->op;
     if (sim->cfg->model == SC_SIM_RENDEZVOUS && setup_arenas(sim, r) != STEP_DONE)
       return STEP_FAILED;
   }

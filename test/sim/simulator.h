@@ -67,7 +67,8 @@ typedef struct sc_sim_stats {
 } sc_sim_stats_t;
 
 /* 0 on success; -1 with a description in err (errlen bytes) on failure.
- * stats may be NULL. Applies the schedules' avg regions at the end. */
+ * stats may be NULL. Applies the schedules' avg regions at the end (op
+ * SC_AVG), through sc_sched_finish as the executor does. */
 int sc_sim_run(const sc_sim_config_t *cfg, const sc_sim_rank_t *ranks, sc_sim_stats_t *stats,
                char *err, size_t errlen);
 

@@ -2,7 +2,8 @@
 # The emulated cluster end to end: sc-netbed brings up 2 hosts at 100 Mbit/s,
 # sc-run --netbed runs a 2-rank all-reduce across them, and the result must be
 # right and its bus bandwidth within what the shaped link allows (so the
-# shaping is real and the ranks did not talk over shared memory). Then the
+# shaping is real and the ranks did not talk over shared memory); with one
+# hostname on both hosts the cost model is still the network's. Then the
 # bed's own contract: idempotent up and down, exec, nothing left behind.
 # Skipped (77) unless root with network namespaces, veth, bridge and tbf.
 top_builddir=${top_builddir:-.}
@@ -161,6 +162,33 @@ if [ $rc -eq 0 ] && [ "$mixed" -eq 4 ] && grep -q '^# Out of bounds values : 0 O
   ok "2 hosts x 2 ranks: every rank has 1 shm peer and 2 tcp peers, #wrong 0"
 else
   bad "2 hosts x 2 ranks (rc=$rc, ranks with 1 shm + 2 tcp peers: $mixed of 4)"
+fi
+
+# --- one hostname on every emulated host (containers, or ip netns exec without a
+# UTS namespace): the ranks still talk TCP across a network, so the cost model
+# must be the network one and the choice that of distinct hostnames. sc-run
+# gives each rank a UTS namespace of its own; the rank renames it to one name.
+tune_run() { # tune_run OUT [hostname]: 2 ranks, 1 host each, TUNE log in OUT.err
+  "$SC_RUN" --netbed="$PREFIX" -n 2 --timeout 50 -x SC_DEBUG=INFO -x SC_DEBUG_SUBSYS=TUNE \
+    sh -c '[ -z "$1" ] || hostname "$1" || exit 1; shift; exec "$@"' sh "${2:-}" \
+    "$top_builddir/sc_allreduce_perf" -b 1M -e 1M -n 1 -w 0 >"$1.out" 2>"$1.err"
+}
+choice() { sed -n 's/.*allreduce of 1048576 B on 2 ranks: .* -> \([a-z]*\)$/\1/p' "$1" | sort -u; }
+tune_run "$tmp/distinct"
+rc1=$?
+tune_run "$tmp/same" "$PREFIX-same"
+rc2=$?
+net1=$(grep -c 'cost model: network' "$tmp/distinct.err")
+net2=$(grep -c 'cost model: network' "$tmp/same.err")
+c1=$(choice "$tmp/distinct.err")
+c2=$(choice "$tmp/same.err")
+cp "$tmp/same.err" "$tmp/err"
+if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$net1" -eq 2 ] && [ "$net2" -eq 2 ] && [ -n "$c1" ] &&
+  [ "$c1" = "$c2" ] && [ "$(echo "$c1" | wc -l)" -eq 1 ] &&
+  grep -q '^# Out of bounds values : 0 OK$' "$tmp/same.out"; then
+  ok "one hostname on 2 emulated hosts: network model on both ranks, all-reduce of 1 MiB -> $c2 as with distinct hostnames"
+else
+  bad "one hostname on 2 emulated hosts (rc=$rc1,$rc2 network model on $net1,$net2 of 2 ranks, choice '$c1' vs '$c2')"
 fi
 
 # --- down removes everything; down again succeeds; status says not up

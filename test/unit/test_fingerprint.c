@@ -36,12 +36,13 @@ static void test_roundtrip(void **state) {
                         .variant = SC_FP_SPARSE_GTOPK_TREE};
   uint8_t w[SC_FP_WIRE_BYTES];
   sc_fp_encode(&a, w);
-  /* Little-endian layout, independent of the host. */
+  /* Big-endian layout, independent of the host. */
   assert_int_equal(w[0], 'S');
   assert_int_equal(w[3], 'P');
   assert_int_equal(w[12], 0xff); /* root -1 */
-  assert_int_equal(w[16], 0xfe); /* seq low byte */
-  assert_int_equal(w[29], 1);    /* count bit 40 */
+  assert_int_equal(w[16], 0xff); /* seq high byte */
+  assert_int_equal(w[23], 0xfe); /* seq low byte */
+  assert_int_equal(w[26], 1);    /* count bit 40 */
   sc_fingerprint_t b;
   assert_int_equal(sc_fp_decode(w, 3, &b), SC_SUCCESS);
   assert_true(sc_fp_equal(&a, &b));
@@ -60,7 +61,7 @@ static void test_decode_rejects(void **state) {
   assert_non_null(strstr(sc_last_error(), "rank 5"));
   assert_non_null(strstr(sc_last_error(), "SC_CHECK_MISMATCH"));
   sc_fp_encode(&a, w);
-  w[4] = 2; /* version */
+  w[4] ^= 3; /* version */
   assert_int_equal(sc_fp_decode(w, 0, &b), SC_ERR_REMOTE);
   sc_fp_encode(&a, w);
   w[10] = 1; /* reserved */

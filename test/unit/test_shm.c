@@ -263,7 +263,7 @@ static void setup_n(int n) {
   for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
   for (int i = 0; i < n; i++) {
     assert_int_equal(nodes[i].res, SC_SUCCESS);
-    assert_int_equal(nodes[i].tp->nlocal, n - 1);
+    assert_int_equal(sc_shm_of(nodes[i].tp)->nlocal, n - 1);
   }
   assert_int_equal(shm_files_of_this_pid(), 0);
 }
@@ -304,9 +304,9 @@ static void exchange_sizes(int force_ring) {
   setup_n(2);
   if (force_ring) {
     /* Both receivers refuse single-copy: large messages stream through the ring. */
-    for (int i = 0; i < 2; i++) nodes[i].tp->peers[1 - i].rx.ctl->cma_ok = 2;
+    for (int i = 0; i < 2; i++) sc_shm_of(nodes[i].tp)->peers[1 - i].rx.ctl->cma_ok = 2;
   } else {
-    assert_int_equal(nodes[0].tp->peers[1].tx.ctl->cma_ok, 1);
+    assert_int_equal(sc_shm_of(nodes[0].tp)->peers[1].tx.ctl->cma_ok, 1);
   }
   uint8_t *sb[2][NS], *rb[2][NS];
   sc_tp_req_t sreq[2][NS], rreq[2][NS];
@@ -343,9 +343,9 @@ static void exchange_sizes(int force_ring) {
   for (int k = 0; k < NS; k++) single += sizes[k] >= SC_SHM_SINGLE_COPY_MIN;
   assert_true(single > 0 && single < NS); /* both paths were taken */
   if (!force_ring)
-    assert_int_equal(nodes[0].tp->peers[1].cma_sent, single);
+    assert_int_equal(sc_shm_of(nodes[0].tp)->peers[1].cma_sent, single);
   else
-    assert_int_equal(nodes[0].tp->peers[1].cma_sent, 0);
+    assert_int_equal(sc_shm_of(nodes[0].tp)->peers[1].cma_sent, 0);
   teardown_n(2);
 }
 
@@ -357,6 +357,28 @@ static void test_exchange_cma(void **state) {
 static void test_exchange_ring_only(void **state) {
   (void)state;
   exchange_sizes(1);
+}
+
+/* Props of any pair, from the blobs: the threads here are one process. */
+static void test_props(void **state) {
+  (void)state;
+  setup_n(3);
+  for (int r = 0; r < 3; r++) {
+    sc_tp_props_t p;
+    assert_int_equal(ops->props(nodes[r].tp, 1, 2, &p), SC_SUCCESS);
+    assert_int_equal(p.kind, SC_TP_KIND_SHM);
+    assert_int_equal(p.locality, SC_TP_SAME_PROCESS);
+    assert_int_equal(p.single_copy_min, SC_SHM_SINGLE_COPY_MIN);
+    assert_int_equal(p.receiver_spins, 1);
+    assert_int_equal(ops->props(nodes[r].tp, 2, 2, &p), SC_ERR_INVALID_ARG);
+  }
+  /* Another pid: another process of the host. */
+  sc_shm_of(nodes[0].tp)->peers[2].blob.pid += 1;
+  sc_tp_props_t p;
+  assert_int_equal(ops->props(nodes[0].tp, 1, 2, &p), SC_SUCCESS);
+  assert_int_equal(p.locality, SC_TP_SAME_HOST);
+  sc_shm_of(nodes[0].tp)->peers[2].blob.pid -= 1;
+  teardown_n(3);
 }
 
 static void test_three_ranks_all_pairs(void **state) {
@@ -437,9 +459,9 @@ static void test_wake_from_other_thread(void **state) {
   teardown_n(2);
 }
 
-static int doorbell_pending(const sc_transport_t *tp) {
+static int doorbell_pending(sc_transport_t *tp) {
   char b;
-  return recv(tp->db_fd, &b, 1, MSG_DONTWAIT | MSG_PEEK) == 1;
+  return recv(sc_shm_of(tp)->db_fd, &b, 1, MSG_DONTWAIT | MSG_PEEK) == 1;
 }
 
 static void test_wakeup_only_when_sleeping(void **state) {
@@ -457,11 +479,11 @@ static void test_wakeup_only_when_sleeping(void **state) {
   assert_int_equal(rr.state, SC_TP_REQ_DONE);
   assert_false(doorbell_pending(nodes[0].tp)); /* freeing ring space woke nobody either */
   /* Receiver announced it sleeps: exactly then the sender rings. */
-  nodes[1].tp->hdr->sleeping = 1;
+  sc_shm_of(nodes[1].tp)->hdr->sleeping = 1;
   memset(&sr, 0, sizeof(sr));
   assert_int_equal(ops->isend(nodes[0].tp, 1, s, sizeof(s), &sr), SC_SUCCESS);
   assert_true(doorbell_pending(nodes[1].tp));
-  nodes[1].tp->hdr->sleeping = 0;
+  sc_shm_of(nodes[1].tp)->hdr->sleeping = 0;
   memset(&rr, 0, sizeof(rr));
   assert_int_equal(ops->irecv(nodes[1].tp, 0, r, sizeof(r), &rr), SC_SUCCESS);
   assert_int_equal(rr.state, SC_TP_REQ_DONE);
@@ -508,6 +530,7 @@ int main(void) {
       cmocka_unit_test(test_same_host),
       cmocka_unit_test(test_exchange_cma),
       cmocka_unit_test(test_exchange_ring_only),
+      cmocka_unit_test(test_props),
       cmocka_unit_test(test_three_ranks_all_pairs),
       cmocka_unit_test(test_length_mismatch),
       cmocka_unit_test(test_wake_from_other_thread),

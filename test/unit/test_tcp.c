@@ -104,7 +104,7 @@ static void test_spin_then_sleep(void **state) {
   assert_true(wall >= 250);
   assert_true(cpu < 150.0);
   /* A spin of a second inside a 50 ms progress call. */
-  nodes[0].tp->spin_us = 1000000;
+  sc_tcp_of(nodes[0].tp)->spin_us = 1000000;
   t0 = sc_now_ms();
   int moved;
   assert_int_equal(ops->progress(nodes[0].tp, 50, &moved), SC_SUCCESS);
@@ -317,6 +317,35 @@ static void test_ipv6(void **state) {
   destroy_nodes(nodes, 2);
 }
 
+/* Props of any pair, the caller's own or not: ranks advertising one address
+ * share a host; the receiver spins unless its host has more ranks than CPUs
+ * (the blob carries them). */
+static void test_props(void **state) {
+  (void)state;
+  node_t nodes[3];
+  uint8_t addrs[3 * SC_TP_ADDR_MAX];
+  create_nodes(nodes, 3, addrs, 5000);
+  sc_tp_props_t p;
+  assert_int_equal(ops->props(nodes[0].tp, 1, 2, &p), SC_ERR_INVALID_ARG); /* not connected */
+  connect_nodes(nodes, 3);
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  for (int r = 0; r < 3; r++) {
+    assert_int_equal(ops->props(nodes[r].tp, 1, 2, &p), SC_SUCCESS);
+    assert_int_equal(p.kind, SC_TP_KIND_NET);
+    assert_int_equal(p.locality, SC_TP_SAME_HOST);
+    assert_int_equal(p.receiver_spins, sc_tcp_spins(3, cpus));
+    assert_true(p.single_copy_min == 0 && p.latency_s == 0 && p.bandwidth_bps == 0);
+  }
+  sc_tcp_transport_t *t = sc_tcp_of(nodes[0].tp);
+  assert_int_equal(t->peers[2].host_ranks, 3);
+  t->peers[2].host_cpus = 2; /* as if rank 2's host had 2 CPUs */
+  assert_int_equal(ops->props(nodes[0].tp, 0, 2, &p), SC_SUCCESS);
+  assert_int_equal(p.receiver_spins, 0);
+  assert_int_equal(ops->props(nodes[0].tp, 2, 2, &p), SC_ERR_INVALID_ARG);
+  assert_int_equal(ops->props(nodes[0].tp, 0, 3, &p), SC_ERR_INVALID_ARG);
+  destroy_nodes(nodes, 3);
+}
+
 static void test_single_rank(void **state) {
   (void)state;
   node_t nodes[1];
@@ -340,6 +369,7 @@ int main(void) {
       cmocka_unit_test_setup(test_setup_timeout, reset_cfg),
       cmocka_unit_test_setup(test_wake_and_cancel, reset_cfg),
       cmocka_unit_test_setup(test_ipv6, reset_cfg),
+      cmocka_unit_test_setup(test_props, reset_cfg),
       cmocka_unit_test_setup(test_single_rank, reset_cfg),
   };
   return cmocka_run_group_tests(tests, tcp_test_setup, NULL);

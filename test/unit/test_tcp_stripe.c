@@ -93,12 +93,12 @@ static void test_stripe_mixed_counts(void **state) {
   uint8_t addrs[3 * SC_TP_ADDR_MAX];
   create_nodes(nodes, 3, addrs, 5000);
   connect_nodes(nodes, 3);
-  assert_int_equal(nodes[0].tp->peers[1].nsocks, 2);
-  assert_int_equal(nodes[1].tp->peers[0].nsocks, 2);
-  assert_int_equal(nodes[0].tp->peers[2].nsocks, 3);
-  assert_int_equal(nodes[2].tp->peers[0].nsocks, 3);
-  assert_int_equal(nodes[1].tp->peers[2].nsocks, 3);
-  assert_int_equal(nodes[2].tp->peers[1].nsocks, 3);
+  assert_int_equal(sc_tcp_of(nodes[0].tp)->peers[1].nsocks, 2);
+  assert_int_equal(sc_tcp_of(nodes[1].tp)->peers[0].nsocks, 2);
+  assert_int_equal(sc_tcp_of(nodes[0].tp)->peers[2].nsocks, 3);
+  assert_int_equal(sc_tcp_of(nodes[2].tp)->peers[0].nsocks, 3);
+  assert_int_equal(sc_tcp_of(nodes[1].tp)->peers[2].nsocks, 3);
+  assert_int_equal(sc_tcp_of(nodes[2].tp)->peers[1].nsocks, 3);
   for (int r = 0; r < 3; r++) {
     nodes[r].sizes = stripe_sizes;
     nodes[r].nsizes = sizeof(stripe_sizes) / sizeof(stripe_sizes[0]);
@@ -168,12 +168,12 @@ static void test_garbage_header(void **state) {
       hdr[0] = 'X';
       want = "sent a malformed message header";
     } else {
-      sc_tcp_put32(hdr, SC_TCP_MSG_MAGIC);
-      sc_tcp_put32(hdr + 4, 0);
-      sc_tcp_put64(hdr + 8, 1ull << 62);
+      sc_wire_put_u32(hdr, SC_TCP_MSG_MAGIC);
+      sc_wire_put_u32(hdr + 4, 0);
+      sc_wire_put_u64(hdr + 8, 1ull << 62);
       want = "sent a 4611686018427387904-byte message where 4096 bytes were expected";
     }
-    int fd = nodes[1].tp->peers[0].socks[ns - 1].fd;
+    int fd = sc_tcp_of(nodes[1].tp)->peers[0].socks[ns - 1].fd;
     assert_true(fd >= 0);
     assert_int_equal(send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL), (ssize_t)sizeof(hdr));
     size_t posted = ns == 2 ? 2 * SC_TCP_STRIPE_MIN + 1 : 4096;

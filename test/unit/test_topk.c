@@ -502,7 +502,7 @@ static void test_gaussian_degenerate(void **state) {
 
 static void test_norm_quantile(void **state) {
   (void)state;
-  /* z at 1 - 0.001/2, as ALGORITHMS.md quotes it, to more digits. */
+  /* z at 1 - 0.001/2, as docs/ALGORITHMS.md quotes it, to more digits. */
   assert_true(fabs(sc_topk_norm_quantile(1 - 0.0005) - 3.2905267314919255) < 1e-9);
   assert_true(fabs(sc_topk_norm_quantile(0.975) - 1.959963984540054) < 1e-12);
   assert_true(sc_topk_norm_quantile(0.5) == 0.0);

@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "core/links.h"
 #include "tune/tune.h"
 
 static const double alpha = 20e-6, beta = 1e-9; /* 20 us, 1 GB/s */
@@ -307,6 +308,113 @@ static void test_host_model_single_copy(void **state) {
   hand_free(&h);
 }
 
+/* ---- the locality decision: props of every pair -> model kind ---- */
+
+enum { HOST_A = 0, HOST_B = 1 };
+
+/* Props of the ordered pairs of p ranks; host[i] is rank i's machine,
+ * ns[i] != ns[j] puts ranks of one machine in different namespaces (no
+ * shared memory: TCP with their own addresses), tcp_only: no shm at all. */
+static sc_tune_kind_t links_kind(int p, const int *host, const int *ns, int tcp_only,
+                                 const int *spins, sc_link_model_t *m) {
+  sc_links_t l;
+  sc_links_init(&l);
+  for (int a = 0; a < p; a++)
+    for (int b = 0; b < p; b++) {
+      if (a == b) continue;
+      sc_tp_props_t pr = {.kind = SC_TP_KIND_NET, .receiver_spins = spins ? spins[b] : 1};
+      int same_ns = host[a] == host[b] && ns[a] == ns[b];
+      if (same_ns && !tcp_only) {
+        pr.kind = SC_TP_KIND_SHM;
+        pr.single_copy_min = (size_t)256 << 10;
+      }
+      /* TCP: one address per namespace, so another namespace is another host. */
+      pr.locality = same_ns ? SC_TP_SAME_HOST : SC_TP_OTHER_HOST;
+      sc_links_add(&l, &pr);
+    }
+  if (m) sc_links_model(&l, 2, 50, m);
+  return sc_links_kind(&l);
+}
+
+static void test_links_kind(void **state) {
+  (void)state;
+  const int one[4] = {HOST_A, HOST_A, HOST_A, HOST_A}, same_ns[4] = {0, 0, 0, 0};
+  const int own_ns[4] = {0, 1, 2, 3}, two[4] = {HOST_A, HOST_A, HOST_B, HOST_B};
+  sc_link_model_t m;
+  /* auto on one host: every pair shared memory. */
+  assert_int_equal(links_kind(4, one, same_ns, 0, NULL, &m), SC_TUNE_HOST_MEM);
+  assert_int_equal(m.host_cores, 2);
+  assert_true(m.pull_min_b == (double)(256 << 10));
+  assert_true(fabs(m.spin_s - 50e-6) < 1e-15);
+  /* tcp on one host; a receiver that sleeps at once makes the model sleep. */
+  const int spins[4] = {1, 1, 0, 1};
+  assert_int_equal(links_kind(4, one, same_ns, 1, spins, &m), SC_TUNE_HOST_TCP);
+  assert_int_equal(m.host_cores, 2);
+  assert_true(m.spin_s == 0 && m.pull_min_b == 0);
+  /* The emulated cluster: one machine, one hostname, a network namespace
+   * per rank. Shared memory refuses, TCP crosses a network: network model. */
+  assert_int_equal(links_kind(4, one, own_ns, 0, NULL, &m), SC_TUNE_NET);
+  assert_int_equal(m.host_cores, 0);
+  assert_int_equal(links_kind(4, one, own_ns, 1, NULL, NULL), SC_TUNE_NET);
+  /* Two hosts of two ranks under auto: shm within, tcp across. */
+  assert_int_equal(links_kind(4, two, same_ns, 0, NULL, NULL), SC_TUNE_NET);
+  /* One host where one pair of namespaces shares memory and the rest not. */
+  const int half[4] = {0, 0, 1, 2};
+  assert_int_equal(links_kind(4, one, half, 0, NULL, NULL), SC_TUNE_NET);
+}
+
+/* Same-host pairs mixing memory and a network stack price as TCP; pairs
+ * stating a nominal link set the network model's alpha and beta. */
+static void test_links_mixed_and_nominal(void **state) {
+  (void)state;
+  sc_links_t l;
+  sc_links_init(&l);
+  sc_tp_props_t shm = {.kind = SC_TP_KIND_SHM,
+                       .locality = SC_TP_SAME_HOST,
+                       .single_copy_min = 1 << 18,
+                       .receiver_spins = 1};
+  sc_tp_props_t tcp = {.kind = SC_TP_KIND_NET, .locality = SC_TP_SAME_HOST, .receiver_spins = 1};
+  sc_links_add(&l, &shm);
+  assert_int_equal(sc_links_kind(&l), SC_TUNE_HOST_MEM);
+  sc_links_add(&l, &tcp);
+  assert_int_equal(sc_links_kind(&l), SC_TUNE_HOST_TCP);
+  assert_false(sc_links_settled(&l));
+
+  sc_link_model_t m, d;
+  sc_tp_props_t net = {.kind = SC_TP_KIND_NET,
+                       .locality = SC_TP_OTHER_HOST,
+                       .latency_s = 50e-6,
+                       .bandwidth_bps = 125e6,
+                       .receiver_spins = 1};
+  sc_links_init(&l);
+  for (int i = 0; i < 3; i++) sc_links_add(&l, &net);
+  sc_links_model(&l, 4, 50, &m);
+  assert_true(m.alpha_s == 50e-6 && m.beta_s_per_b == 1.0 / 125e6 && m.host_cores == 0);
+  net.bandwidth_bps = net.latency_s = 0; /* one pair unknown: the defaults */
+  sc_links_add(&l, &net);
+  assert_true(sc_links_settled(&l));
+  sc_links_model(&l, 4, 50, &m);
+  sc_tune_default_model(SC_TUNE_NET, 0, 0, &d);
+  assert_true(m.alpha_s == d.alpha_s && m.beta_s_per_b == d.beta_s_per_b);
+}
+
+/* The fitted defaults, pinned: the kind decides which, never their values. */
+static void test_default_models_pinned(void **state) {
+  (void)state;
+  sc_link_model_t m;
+  sc_tune_default_model(SC_TUNE_HOST_MEM, 2, (size_t)256 << 10, &m);
+  assert_true(m.alpha_s == 0.7223e-6 && m.host_s_per_b == 6.311e-11 && m.host_cores == 2);
+  assert_true(m.pull_min_b == 262144.0 && m.same_core_s == 2.446e-6);
+  sc_tune_default_model(SC_TUNE_HOST_TCP, 2, 0, &m);
+  assert_true(m.alpha_s == 3.735e-6 && m.wake_cpu_s == 9.395e-6 && m.pull_min_b == 0);
+  sc_tune_default_model(SC_TUNE_NET, 0, 0, &m);
+  assert_true(m.alpha_s == 40e-6 && m.beta_s_per_b == 1.0 / 1.5e9 && m.host_cores == 0);
+  sc_tune_host_waiting(0, 50, &m);
+  assert_true(m.spin_s == 0);
+  sc_tune_host_waiting(1, 50, &m);
+  assert_true(fabs(m.spin_s - 50e-6) < 1e-15);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ring_and_rd_match_formulas),
@@ -318,6 +426,9 @@ int main(void) {
       cmocka_unit_test(test_host_model_placement),
       cmocka_unit_test(test_host_model_cache_reuse),
       cmocka_unit_test(test_host_model_single_copy),
+      cmocka_unit_test(test_links_kind),
+      cmocka_unit_test(test_links_mixed_and_nominal),
+      cmocka_unit_test(test_default_models_pinned),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,27 +26,22 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/socket.h"
 #include "transport/shm/shm_internal.h"
 
-static int64_t now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static void req_finish(sc_tp_req_t *r, sc_tp_req_state_t state, sc_result_t status) {
   r->status = status;
-  r->next = NULL;
+  r->u.shm.next = NULL;
   __atomic_store_n(&r->state, (int)state, __ATOMIC_RELEASE);
 }
 
 static void q_push(sc_tp_req_t **head, sc_tp_req_t **tail, sc_tp_req_t *r) {
-  r->next = NULL;
+  r->u.shm.next = NULL;
   if (*tail)
-    (*tail)->next = r;
+    (*tail)->u.shm.next = r;
   else
     *head = r;
   *tail = r;
@@ -54,7 +49,7 @@ static void q_push(sc_tp_req_t **head, sc_tp_req_t **tail, sc_tp_req_t *r) {
 
 static sc_tp_req_t *q_pop(sc_tp_req_t **head, sc_tp_req_t **tail) {
   sc_tp_req_t *r = *head;
-  *head = r->next;
+  *head = r->u.shm.next;
   if (!*head) *tail = NULL;
   return r;
 }
@@ -62,7 +57,7 @@ static sc_tp_req_t *q_pop(sc_tp_req_t **head, sc_tp_req_t **tail) {
 static int fail_queue(sc_tp_req_t **head, sc_tp_req_t **tail, int *count, sc_result_t why) {
   int n = 0;
   for (sc_tp_req_t *r = *head; r;) {
-    sc_tp_req_t *next = r->next;
+    sc_tp_req_t *next = r->u.shm.next;
     req_finish(r, SC_TP_REQ_ERROR, why);
     r = next;
     n++;
@@ -76,14 +71,14 @@ static int peer_queued(const sc_shm_peer_t *p) {
   return p->nsend + p->ncma + p->nrecv;
 }
 
-static void fail_all_queues(sc_transport_t *tp, sc_shm_peer_t *p, sc_result_t why) {
+static void fail_all_queues(sc_shm_transport_t *tp, sc_shm_peer_t *p, sc_result_t why) {
   int n = fail_queue(&p->sq_head, &p->sq_tail, &p->nsend, why);
   n += fail_queue(&p->cq_head, &p->cq_tail, &p->ncma, why);
   n += fail_queue(&p->rq_head, &p->rq_tail, &p->nrecv, why);
   tp->npending -= n;
 }
 
-void sc_shm_wake_peer(sc_transport_t *tp, sc_shm_peer_t *p) {
+void sc_shm_wake_peer(sc_shm_transport_t *tp, sc_shm_peer_t *p) {
   if (!p->hdr || p->db_len == 0) return;
   /* Pairs with the sleeper's fence between setting `sleeping` and its last
    * look at the rings: one of the two sides sees the other's store. */
@@ -98,7 +93,7 @@ void sc_shm_wake_peer(sc_transport_t *tp, sc_shm_peer_t *p) {
   }
 }
 
-sc_result_t sc_shm_peer_fail(sc_transport_t *tp, sc_shm_peer_t *p, const char *fmt, ...) {
+sc_result_t sc_shm_peer_fail(sc_shm_transport_t *tp, sc_shm_peer_t *p, const char *fmt, ...) {
   char what[200];
   va_list ap;
   va_start(ap, fmt);
@@ -109,7 +104,7 @@ sc_result_t sc_shm_peer_fail(sc_transport_t *tp, sc_shm_peer_t *p, const char *f
     snprintf(pending, sizeof(pending), " while %d receive%s and %d send%s were pending", p->nrecv,
              p->nrecv == 1 ? "" : "s", p->nsend + p->ncma, p->nsend + p->ncma == 1 ? "" : "s");
   snprintf(p->err, sizeof(p->err), "%s %s%s (seen by rank %d over shared memory)", p->name, what,
-           pending, tp->rank);
+           pending, tp->base.rank);
   p->dead = 1;
   /* Tell the peer, in case it is alive and waits on us. */
   if (p->tx.ctl) __atomic_store_n(&p->tx.ctl->closed, 1u, __ATOMIC_RELEASE);
@@ -122,16 +117,14 @@ sc_result_t sc_shm_peer_fail(sc_transport_t *tp, sc_shm_peer_t *p, const char *f
 
 /* ---- send side ---- */
 
-static sc_result_t send_pass(sc_transport_t *tp, sc_shm_peer_t *p, int *moved) {
+static sc_result_t send_pass(sc_shm_transport_t *tp, sc_shm_peer_t *p, int *moved) {
   if (p->cq_head) {
     uint64_t done = __atomic_load_n(&p->tx.ctl->cma_done, __ATOMIC_ACQUIRE);
     if (done > p->cma_sent)
       return sc_shm_peer_fail(tp, p, "acknowledged %llu single-copy messages of %llu sent",
                               (unsigned long long)done, (unsigned long long)p->cma_sent);
     while (p->cq_head) {
-      uint64_t ticket;
-      memcpy(&ticket, p->cq_head->hdr, sizeof(ticket));
-      if (ticket > done) break;
+      if (p->cq_head->u.shm.ticket > done) break;
       sc_tp_req_t *r = q_pop(&p->cq_head, &p->cq_tail);
       p->ncma--;
       tp->npending--;
@@ -141,7 +134,7 @@ static sc_result_t send_pass(sc_transport_t *tp, sc_shm_peer_t *p, int *moved) {
   }
   while (p->sq_head) {
     sc_tp_req_t *r = p->sq_head;
-    if (!r->hdr_done) {
+    if (!r->u.shm.rec_done) {
       uint64_t room = sc_shm_ring_space(&p->tx, SC_SHM_REC_LEN);
       if (room == (uint64_t)-1) return sc_shm_peer_fail(tp, p, "corrupted its ring's head counter");
       if (room < SC_SHM_REC_LEN) break;
@@ -151,11 +144,10 @@ static sc_result_t send_pass(sc_transport_t *tp, sc_shm_peer_t *p, int *moved) {
       sc_shm_rec_encode(rec, cma ? SC_SHM_REC_CMA : SC_SHM_REC_EAGER, r->len,
                         (uint64_t)(uintptr_t)r->buf);
       sc_shm_ring_put(&p->tx, rec, SC_SHM_REC_LEN);
-      r->hdr_done = 1;
+      r->u.shm.rec_done = 1;
       *moved = 1;
       if (cma) {
-        uint64_t ticket = ++p->cma_sent;
-        memcpy(r->hdr, &ticket, sizeof(ticket));
+        r->u.shm.ticket = ++p->cma_sent;
         q_pop(&p->sq_head, &p->sq_tail);
         p->nsend--;
         q_push(&p->cq_head, &p->cq_tail, r);
@@ -164,23 +156,23 @@ static sc_result_t send_pass(sc_transport_t *tp, sc_shm_peer_t *p, int *moved) {
       }
     }
     uint64_t total = sc_shm_pad8(r->len);
-    while (r->done < total) {
-      uint64_t want = total - r->done;
+    while (r->u.shm.done < total) {
+      uint64_t want = total - r->u.shm.done;
       if (want > SC_SHM_STEP) want = SC_SHM_STEP;
       uint64_t room = sc_shm_ring_space(&p->tx, want);
       if (room == (uint64_t)-1) return sc_shm_peer_fail(tp, p, "corrupted its ring's head counter");
       uint64_t n = room < want ? room : want;
       if (n == 0) break;
-      uint64_t real = r->done < r->len ? r->len - r->done : 0;
+      uint64_t real = r->u.shm.done < r->len ? r->len - r->u.shm.done : 0;
       if (real > n) real = n;
-      sc_shm_ring_put(&p->tx, r->buf + r->done, real);
+      sc_shm_ring_put(&p->tx, r->buf + r->u.shm.done, real);
       sc_shm_ring_put_pad(&p->tx, n - real);
-      r->done += n;
+      r->u.shm.done += n;
       *moved = 1;
       /* Publish every step: the receiver copies out while we copy in. */
-      if (r->done < total && sc_shm_ring_publish(&p->tx)) sc_shm_wake_peer(tp, p);
+      if (r->u.shm.done < total && sc_shm_ring_publish(&p->tx)) sc_shm_wake_peer(tp, p);
     }
-    if (r->done < total) break;
+    if (r->u.shm.done < total) break;
     q_pop(&p->sq_head, &p->sq_tail);
     p->nsend--;
     tp->npending--;
@@ -201,7 +193,7 @@ static int chan_closed(const sc_shm_peer_t *p) {
 
 /* A sender that cancels sets `closed` before it may reuse the buffer, so a
  * read that overlapped the reuse sees the flag when it looks afterwards. */
-static sc_result_t cma_read(sc_transport_t *tp, sc_shm_peer_t *p, sc_tp_req_t *r, uint64_t at) {
+static sc_result_t cma_read(sc_shm_transport_t *tp, sc_shm_peer_t *p, sc_tp_req_t *r, uint64_t at) {
   if (chan_closed(p)) return sc_shm_peer_fail(tp, p, SC_SHM_CLOSED_TEXT);
   size_t done = 0;
   while (done < r->len) {
@@ -221,19 +213,19 @@ static sc_result_t cma_read(sc_transport_t *tp, sc_shm_peer_t *p, sc_tp_req_t *r
   return SC_SUCCESS;
 }
 
-static void recv_done(sc_transport_t *tp, sc_shm_peer_t *p) {
+static void recv_done(sc_shm_transport_t *tp, sc_shm_peer_t *p) {
   sc_tp_req_t *r = q_pop(&p->rq_head, &p->rq_tail);
   p->nrecv--;
   tp->npending--;
   req_finish(r, SC_TP_REQ_DONE, SC_SUCCESS);
 }
 
-static sc_result_t recv_pass(sc_transport_t *tp, sc_shm_peer_t *p, int *moved) {
+static sc_result_t recv_pass(sc_shm_transport_t *tp, sc_shm_peer_t *p, int *moved) {
   int acked = 0;
   sc_result_t res = SC_SUCCESS;
   while (p->rq_head && res == SC_SUCCESS) {
     sc_tp_req_t *r = p->rq_head;
-    if (!r->hdr_done) {
+    if (!r->u.shm.rec_done) {
       uint64_t have = sc_shm_ring_avail(&p->rx, SC_SHM_REC_LEN);
       if (have == (uint64_t)-1) {
         res = sc_shm_peer_fail(tp, p, "corrupted its ring's tail counter");
@@ -259,7 +251,7 @@ static sc_result_t recv_pass(sc_transport_t *tp, sc_shm_peer_t *p, int *moved) {
         res = sc_shm_peer_fail(tp, p, "sent a single-copy record although it was refused");
         break;
       }
-      r->hdr_done = 1;
+      r->u.shm.rec_done = 1;
       if (h.type == SC_SHM_REC_CMA) {
         res = cma_read(tp, p, r, h.addr);
         if (res != SC_SUCCESS) break;
@@ -271,8 +263,8 @@ static sc_result_t recv_pass(sc_transport_t *tp, sc_shm_peer_t *p, int *moved) {
       }
     }
     uint64_t total = sc_shm_pad8(r->len);
-    while (r->done < total) {
-      uint64_t want = total - r->done;
+    while (r->u.shm.done < total) {
+      uint64_t want = total - r->u.shm.done;
       if (want > SC_SHM_STEP) want = SC_SHM_STEP;
       uint64_t have = sc_shm_ring_avail(&p->rx, want);
       if (have == (uint64_t)-1) {
@@ -281,15 +273,15 @@ static sc_result_t recv_pass(sc_transport_t *tp, sc_shm_peer_t *p, int *moved) {
       }
       uint64_t n = have < want ? have : want;
       if (n == 0) break;
-      uint64_t real = r->done < r->len ? r->len - r->done : 0;
+      uint64_t real = r->u.shm.done < r->len ? r->len - r->u.shm.done : 0;
       if (real > n) real = n;
-      sc_shm_ring_get(&p->rx, r->buf + r->done, real);
+      sc_shm_ring_get(&p->rx, r->buf + r->u.shm.done, real);
       sc_shm_ring_skip(&p->rx, n - real);
-      r->done += n;
+      r->u.shm.done += n;
       *moved = 1;
-      if (r->done < total && sc_shm_ring_publish(&p->rx)) sc_shm_wake_peer(tp, p);
+      if (r->u.shm.done < total && sc_shm_ring_publish(&p->rx)) sc_shm_wake_peer(tp, p);
     }
-    if (res != SC_SUCCESS || r->done < total) break;
+    if (res != SC_SUCCESS || r->u.shm.done < total) break;
     recv_done(tp, p);
   }
   if (p->dead) return res;
@@ -301,7 +293,7 @@ static sc_result_t recv_pass(sc_transport_t *tp, sc_shm_peer_t *p, int *moved) {
 
 /* The peer exited or closed its end: what it left in the ring is still
  * delivered; whatever else we wait for from it fails. */
-static sc_result_t peer_gone(sc_transport_t *tp, sc_shm_peer_t *p, const char *how) {
+static sc_result_t peer_gone(sc_shm_transport_t *tp, sc_shm_peer_t *p, const char *how) {
   int moved = 0;
   p->gone = 1;
   /* Acknowledgements it stored before leaving complete our sends. */
@@ -311,7 +303,7 @@ static sc_result_t peer_gone(sc_transport_t *tp, sc_shm_peer_t *p, const char *h
   return SC_SUCCESS;
 }
 
-static sc_result_t check_peer(sc_transport_t *tp, sc_shm_peer_t *p, int64_t now, int force) {
+static sc_result_t check_peer(sc_shm_transport_t *tp, sc_shm_peer_t *p, int64_t now, int force) {
   if (p->dead || !peer_queued(p)) return SC_SUCCESS;
   if (p->gone) return peer_gone(tp, p, p->gone_how);
   if (!force && now < p->next_check_ms) return SC_SUCCESS;
@@ -333,11 +325,11 @@ static sc_result_t check_peer(sc_transport_t *tp, sc_shm_peer_t *p, int64_t now,
 
 /* One pass over every local peer with queued work. The first failure is
  * returned and its text kept; the other peers still move. */
-static sc_result_t pass_all(sc_transport_t *tp, int *moved, int check, char *first_err,
+static sc_result_t pass_all(sc_shm_transport_t *tp, int *moved, int check, char *first_err,
                             size_t errlen) {
   sc_result_t res = SC_SUCCESS;
   int64_t now = check ? sc_now_ms() : 0;
-  for (int i = 0; i < tp->nranks && tp->npending > 0; i++) {
+  for (int i = 0; i < tp->base.nranks && tp->npending > 0; i++) {
     sc_shm_peer_t *p = &tp->peers[i];
     if (!p->local || p->dead || !peer_queued(p)) continue;
     sc_result_t r = SC_SUCCESS;
@@ -352,14 +344,14 @@ static sc_result_t pass_all(sc_transport_t *tp, int *moved, int check, char *fir
   return res;
 }
 
-static void drain_doorbell(sc_transport_t *tp) {
+static void drain_doorbell(sc_shm_transport_t *tp) {
   char buf[64];
   while (recv(tp->db_fd, buf, sizeof(buf), MSG_DONTWAIT) >= 0 || errno == EINTR) {
   }
 }
 
 /* Sleep until a peer rings, a waited-on peer exits, wake() or the slice ends. */
-static sc_result_t sleep_once(sc_transport_t *tp, int timeout_ms, int *moved, char *first_err,
+static sc_result_t sleep_once(sc_shm_transport_t *tp, int timeout_ms, int *moved, char *first_err,
                               size_t errlen) {
   __atomic_store_n(&tp->hdr->sleeping, 1u, __ATOMIC_RELAXED);
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -371,7 +363,7 @@ static sc_result_t sleep_once(sc_transport_t *tp, int timeout_ms, int *moved, ch
   int n = 0;
   tp->pfds[n] = (struct pollfd){.fd = tp->db_fd, .events = POLLIN};
   tp->pfd_peer[n++] = -1;
-  for (int i = 0; i < tp->nranks; i++) {
+  for (int i = 0; i < tp->base.nranks; i++) {
     sc_shm_peer_t *p = &tp->peers[i];
     if (!p->local || p->dead || p->gone || p->pidfd < 0 || !peer_queued(p)) continue;
     tp->pfds[n] = (struct pollfd){.fd = p->pidfd, .events = POLLIN};
@@ -395,8 +387,9 @@ static sc_result_t sleep_once(sc_transport_t *tp, int timeout_ms, int *moved, ch
   return res;
 }
 
-static sc_result_t shm_progress(sc_transport_t *tp, int timeout_ms, int *progressed) {
+static sc_result_t shm_progress(sc_transport_t *base, int timeout_ms, int *progressed) {
   if (progressed) *progressed = 0;
+  sc_shm_transport_t *tp = sc_shm_of(base);
   if (!tp) return SC_ERR(SC_ERR_INVALID_ARG, "shm progress: NULL transport");
   char first_err[SC_ERRMSG_MAX];
   int moved = 0;
@@ -406,8 +399,8 @@ static sc_result_t shm_progress(sc_transport_t *tp, int timeout_ms, int *progres
       /* Yielding between looks: with more ranks than cores (or other jobs
        * on them) the peer we wait for gets the core at once; on an idle
        * core sched_yield returns at once and this is a plain poll. */
-      int64_t end = now_us() + tp->spin_us;
-      while (!moved && res == SC_SUCCESS && now_us() < end) {
+      int64_t end = sc_now_us() + tp->spin_us;
+      while (!moved && res == SC_SUCCESS && sc_now_us() < end) {
         sched_yield();
         res = pass_all(tp, &moved, 0, first_err, sizeof(first_err));
       }
@@ -424,14 +417,14 @@ static sc_result_t shm_progress(sc_transport_t *tp, int timeout_ms, int *progres
 
 /* ---- posting ---- */
 
-static sc_result_t post_check(sc_transport_t *tp, int peer, const void *buf, size_t len,
+static sc_result_t post_check(sc_shm_transport_t *tp, int peer, const void *buf, size_t len,
                               sc_tp_req_t *req, const char *op) {
   if (!tp || !req) return SC_ERR(SC_ERR_INVALID_ARG, "shm %s: NULL transport or request", op);
   if (!tp->connected)
     return SC_ERR(SC_ERR_INVALID_ARG, "shm %s: connect_all has not succeeded", op);
-  if (peer < 0 || peer >= tp->nranks || peer == tp->rank)
+  if (peer < 0 || peer >= tp->base.nranks || peer == tp->base.rank)
     return SC_ERR(SC_ERR_INVALID_ARG, "shm %s: peer %d is not another rank of %d (this is rank %d)",
-                  op, peer, tp->nranks, tp->rank);
+                  op, peer, tp->base.nranks, tp->base.rank);
   if (!tp->peers[peer].local)
     return SC_ERR(SC_ERR_INVALID_ARG, "shm %s: %s is not on this host", op, tp->peers[peer].name);
   if (len && !buf) return SC_ERR(SC_ERR_INVALID_ARG, "shm %s: NULL buffer for %zu bytes", op, len);
@@ -446,14 +439,13 @@ static void req_init(sc_tp_req_t *req, int peer, int is_send, const void *buf, s
   req->is_send = is_send;
   req->buf = (uint8_t *)buf;
   req->len = len;
-  req->done = 0;
-  req->hdr_done = 0;
-  req->next = NULL;
+  memset(&req->u.shm, 0, sizeof(req->u.shm));
   req->state = SC_TP_REQ_PENDING;
 }
 
-static sc_result_t shm_isend(sc_transport_t *tp, int peer, const void *buf, size_t len,
+static sc_result_t shm_isend(sc_transport_t *base, int peer, const void *buf, size_t len,
                              sc_tp_req_t *req) {
+  sc_shm_transport_t *tp = sc_shm_of(base);
   SC_CHECK(post_check(tp, peer, buf, len, req, "isend"));
   sc_shm_peer_t *p = &tp->peers[peer];
   if (p->dead) {
@@ -469,8 +461,9 @@ static sc_result_t shm_isend(sc_transport_t *tp, int peer, const void *buf, size
   return send_pass(tp, p, &moved);
 }
 
-static sc_result_t shm_irecv(sc_transport_t *tp, int peer, void *buf, size_t len,
+static sc_result_t shm_irecv(sc_transport_t *base, int peer, void *buf, size_t len,
                              sc_tp_req_t *req) {
+  sc_shm_transport_t *tp = sc_shm_of(base);
   SC_CHECK(post_check(tp, peer, buf, len, req, "irecv"));
   sc_shm_peer_t *p = &tp->peers[peer];
   if (p->dead) {
@@ -486,21 +479,22 @@ static sc_result_t shm_irecv(sc_transport_t *tp, int peer, void *buf, size_t len
   return recv_pass(tp, p, &moved);
 }
 
-static void shm_cancel_all(sc_transport_t *tp, sc_result_t why) {
+static void shm_cancel_all(sc_transport_t *base, sc_result_t why) {
+  sc_shm_transport_t *tp = sc_shm_of(base);
   if (!tp || !tp->peers) return;
-  for (int i = 0; i < tp->nranks; i++) {
+  for (int i = 0; i < tp->base.nranks; i++) {
     sc_shm_peer_t *p = &tp->peers[i];
     /* Half a message in the ring, or a payload the peer may still read from
      * our memory, leaves the stream out of step: close it on both sides. */
-    int torn =
-        (p->sq_head && p->sq_head->hdr_done) || (p->rq_head && p->rq_head->hdr_done) || p->cq_head;
+    int torn = (p->sq_head && p->sq_head->u.shm.rec_done) ||
+               (p->rq_head && p->rq_head->u.shm.rec_done) || p->cq_head;
     fail_all_queues(tp, p, why);
     /* A failed communicator is never used again: closing makes the peers
      * blocked on this rank fail now, not at their timeout (as tcp does). */
     int failed = why != SC_ERR_ABORTED && why != SC_ERR_INVALID_ARG;
     if ((torn || failed) && !p->dead && p->local) {
       snprintf(p->err, sizeof(p->err), "%s: shared-memory channel closed by rank %d after %s (%s)",
-               p->name, tp->rank,
+               p->name, tp->base.rank,
                torn ? "requests were cancelled mid-message" : "its communicator failed",
                sc_strerror(why));
       p->dead = 1;
@@ -527,7 +521,8 @@ static sc_result_t shm_dereg(sc_transport_t *tp, void *handle) {
   return SC_SUCCESS;
 }
 
-static void shm_wake(sc_transport_t *tp) {
+static void shm_wake(sc_transport_t *base) {
+  sc_shm_transport_t *tp = sc_shm_of(base);
   if (!tp || tp->db_fd < 0) return;
   char b = 0;
   /* EAGAIN: the doorbell already holds a wake-up. */
@@ -537,12 +532,13 @@ static void shm_wake(sc_transport_t *tp) {
   }
 }
 
-int sc_shm_is_local(const sc_transport_t *tp, int peer) {
-  return tp && peer >= 0 && peer < tp->nranks && tp->peers[peer].local;
+int sc_shm_is_local(sc_transport_t *base, int peer) {
+  sc_shm_transport_t *tp = sc_shm_of(base);
+  return tp && peer >= 0 && peer < base->nranks && tp->peers[peer].local;
 }
 
-int sc_shm_pending(const sc_transport_t *tp) {
-  return tp ? tp->npending : 0;
+int sc_shm_pending(sc_transport_t *base) {
+  return base ? sc_shm_of(base)->npending : 0;
 }
 
 const sc_transport_ops_t sc_shm_transport = {
@@ -557,4 +553,5 @@ const sc_transport_ops_t sc_shm_transport = {
     .dereg = shm_dereg,
     .wake = shm_wake,
     .destroy = sc_shm_destroy,
+    .props = sc_shm_props,
 };

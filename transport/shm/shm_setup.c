@@ -71,7 +71,7 @@ static void fill_blob(sc_shm_blob_t *b, int rank) {
   b->netns = stat("/proc/self/ns/net", &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
-static sc_result_t open_doorbell(sc_transport_t *tp) {
+static sc_result_t open_doorbell(sc_shm_transport_t *tp) {
   tp->db_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (tp->db_fd < 0) return SC_ERR(SC_ERR_SYSTEM, "shm: doorbell socket: %s", strerror(errno));
   sc_shm_db_name(&tp->db_addr, &tp->db_len, tp->me.pid, tp->me.nonce);
@@ -81,8 +81,8 @@ static sc_result_t open_doorbell(sc_transport_t *tp) {
   return SC_SUCCESS;
 }
 
-static sc_result_t open_segment(sc_transport_t *tp) {
-  tp->seg_len = sc_shm_seg_bytes(tp->nranks, SC_SHM_RING_BYTES);
+static sc_result_t open_segment(sc_shm_transport_t *tp) {
+  tp->seg_len = sc_shm_seg_bytes(tp->base.nranks, SC_SHM_RING_BYTES);
   /* Anonymous: nothing in /dev/shm that a killed job could leave behind;
    * peers get the descriptor over the doorbell socket (SCM_RIGHTS). */
   int fd = memfd_create("scshm", MFD_CLOEXEC);
@@ -104,9 +104,9 @@ static sc_result_t open_segment(sc_transport_t *tp) {
   tp->hdr = m;
   tp->hdr->ring_bytes = SC_SHM_RING_BYTES;
   memcpy(tp->hdr->tag, tp->tag, sizeof(tp->tag));
-  tp->hdr->owner_rank = tp->rank;
+  tp->hdr->owner_rank = tp->base.rank;
   tp->hdr->owner_pid = tp->me.pid;
-  tp->hdr->nranks = tp->nranks;
+  tp->hdr->nranks = tp->base.nranks;
   tp->hdr->probe_addr = (uint64_t)(uintptr_t)&tp->probe;
   tp->hdr->probe_value = tp->probe;
   __atomic_store_n(&tp->hdr->magic, SC_SHM_SEG_MAGIC, __ATOMIC_RELEASE);
@@ -118,11 +118,12 @@ sc_result_t sc_shm_create_mode(const sc_tp_config_t *cfg, int partial, sc_transp
   if (!cfg || !out || !addr || !addrlen)
     return SC_ERR(SC_ERR_INVALID_ARG, "shm create: NULL argument");
   *out = NULL;
-  sc_transport_t *tp = calloc(1, sizeof(*tp));
+  sc_shm_transport_t *tp = calloc(1, sizeof(*tp));
   if (!tp) return SC_ERR(SC_ERR_NOMEM, "shm transport");
   tp->db_fd = tp->seg_fd = -1;
-  tp->rank = cfg->rank;
-  tp->nranks = cfg->nranks;
+  tp->base.ops = &sc_shm_transport;
+  tp->base.rank = cfg->rank;
+  tp->base.nranks = cfg->nranks;
   tp->partial = partial;
   tp->spin_us = cfg->spin_us;
   tp->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 1;
@@ -136,30 +137,30 @@ sc_result_t sc_shm_create_mode(const sc_tp_config_t *cfg, int partial, sc_transp
   SC_CHECK_GOTO(sc_random_bytes(rnd, sizeof(rnd)), r, fail);
   tp->me.nonce = rnd[0];
   tp->probe = rnd[1] | 1;
-  tp->peers = calloc((size_t)tp->nranks, sizeof(*tp->peers));
-  tp->pfds = calloc((size_t)tp->nranks + 1, sizeof(*tp->pfds));
-  tp->pfd_peer = calloc((size_t)tp->nranks + 1, sizeof(*tp->pfd_peer));
+  tp->peers = calloc((size_t)tp->base.nranks, sizeof(*tp->peers));
+  tp->pfds = calloc((size_t)tp->base.nranks + 1, sizeof(*tp->pfds));
+  tp->pfd_peer = calloc((size_t)tp->base.nranks + 1, sizeof(*tp->pfd_peer));
   if (!tp->peers || !tp->pfds || !tp->pfd_peer) {
-    r = SC_ERR(SC_ERR_NOMEM, "shm peer table of %d ranks", tp->nranks);
+    r = SC_ERR(SC_ERR_NOMEM, "shm peer table of %d ranks", tp->base.nranks);
     goto fail;
   }
-  for (int i = 0; i < tp->nranks; i++) tp->peers[i].pidfd = -1;
+  for (int i = 0; i < tp->base.nranks; i++) tp->peers[i].pidfd = -1;
   SC_CHECK_GOTO(open_segment(tp), r, fail);
   SC_CHECK_GOTO(open_doorbell(tp), r, fail);
   memcpy(addr, &tp->me, SC_SHM_BLOB_LEN);
   *addrlen = SC_SHM_BLOB_LEN;
-  *out = tp;
+  *out = &tp->base;
   return SC_SUCCESS;
 fail:
-  sc_shm_destroy(tp);
+  sc_shm_destroy(&tp->base);
   return r;
 }
 
 /* Map the segment the peer sent and check it is the one its blob announced. */
-static sc_result_t map_peer(sc_transport_t *tp, int i, int fd) {
+static sc_result_t map_peer(sc_shm_transport_t *tp, int i, int fd) {
   sc_shm_peer_t *p = &tp->peers[i];
   struct stat st;
-  size_t want = sc_shm_seg_bytes(tp->nranks, SC_SHM_RING_BYTES);
+  size_t want = sc_shm_seg_bytes(tp->base.nranks, SC_SHM_RING_BYTES);
   if (fstat(fd, &st) != 0 || (size_t)st.st_size != want)
     return SC_ERR(SC_ERR_REMOTE, "shm: %s's segment has %lld bytes, expected %zu", p->name,
                   (long long)st.st_size, want);
@@ -167,7 +168,7 @@ static sc_result_t map_peer(sc_transport_t *tp, int i, int fd) {
    * per rank of the job. (With pages larger than the layout's alignment,
    * map it all.) */
   size_t stride = sc_shm_chan_stride(SC_SHM_RING_BYTES);
-  size_t off = SC_SHM_HDR_BYTES + (size_t)tp->rank * stride;
+  size_t off = SC_SHM_HDR_BYTES + (size_t)tp->base.rank * stride;
   long page = sysconf(_SC_PAGESIZE);
   int whole = page <= 0 || off % (size_t)page != 0 || SC_SHM_HDR_BYTES % page != 0;
   size_t hlen = whole ? want : SC_SHM_HDR_BYTES;
@@ -186,7 +187,7 @@ static sc_result_t map_peer(sc_transport_t *tp, int i, int fd) {
   p->chan_len = whole ? 0 : stride;
   if (__atomic_load_n(&p->hdr->magic, __ATOMIC_ACQUIRE) != SC_SHM_SEG_MAGIC ||
       memcmp(p->hdr->tag, tp->tag, sizeof(tp->tag)) != 0 || p->hdr->owner_rank != i ||
-      p->hdr->owner_pid != p->blob.pid || p->hdr->nranks != tp->nranks ||
+      p->hdr->owner_pid != p->blob.pid || p->hdr->nranks != tp->base.nranks ||
       p->hdr->ring_bytes != SC_SHM_RING_BYTES)
     return SC_ERR(SC_ERR_REMOTE, "shm: the segment received as %s's does not belong to it",
                   p->name);
@@ -202,8 +203,8 @@ typedef struct sc_shm_fd_msg {
   uint8_t tag[16];
 } sc_shm_fd_msg_t;
 
-static int send_fd(sc_transport_t *tp, sc_shm_peer_t *p) {
-  sc_shm_fd_msg_t msg = {.magic = SC_SHM_FD_MAGIC, .rank = tp->rank, .nonce = tp->me.nonce};
+static int send_fd(sc_shm_transport_t *tp, sc_shm_peer_t *p) {
+  sc_shm_fd_msg_t msg = {.magic = SC_SHM_FD_MAGIC, .rank = tp->base.rank, .nonce = tp->me.nonce};
   memcpy(msg.tag, tp->tag, sizeof(msg.tag));
   struct iovec iov = {.iov_base = &msg, .iov_len = sizeof(msg)};
   union {
@@ -231,7 +232,7 @@ static int send_fd(sc_transport_t *tp, sc_shm_peer_t *p) {
 /* One setup message, if any: returns the sender's rank with *fd set (the
  * caller owns it), -1 when nothing (valid) was there. Anything that is not
  * a setup message of this job (a stray wake-up, a forgery) is dropped. */
-static int recv_fd(sc_transport_t *tp, int *fd, int *again) {
+static int recv_fd(sc_shm_transport_t *tp, int *fd, int *again) {
   sc_shm_fd_msg_t msg;
   struct iovec iov = {.iov_base = &msg, .iov_len = sizeof(msg)};
   union {
@@ -262,7 +263,7 @@ static int recv_fd(sc_transport_t *tp, int *fd, int *again) {
   }
   int ok = n == (ssize_t)sizeof(msg) && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
            msg.magic == SC_SHM_FD_MAGIC && memcmp(msg.tag, tp->tag, sizeof(tp->tag)) == 0 &&
-           msg.rank >= 0 && msg.rank < tp->nranks && tp->peers[msg.rank].local &&
+           msg.rank >= 0 && msg.rank < tp->base.nranks && tp->peers[msg.rank].local &&
            tp->peers[msg.rank].blob.nonce == msg.nonce && got >= 0;
   if (!ok) {
     if (got >= 0) close(got);
@@ -279,14 +280,14 @@ static int pid_gone(pid_t pid) {
 /* Every local peer gets our segment's descriptor and we get each of theirs,
  * over the doorbells (bound before the bootstrap exchange, so a message sent
  * early waits in the queue). A full queue (EAGAIN) is retried. */
-static sc_result_t exchange_fds(sc_transport_t *tp, int64_t deadline) {
+static sc_result_t exchange_fds(sc_shm_transport_t *tp, int64_t deadline) {
   int to_send = tp->nlocal, to_map = tp->nlocal;
-  char *sent = calloc((size_t)tp->nranks, 2);
-  if (!sent) return SC_ERR(SC_ERR_NOMEM, "shm setup table of %d ranks", tp->nranks);
-  char *mapped = sent + tp->nranks;
+  char *sent = calloc((size_t)tp->base.nranks, 2);
+  if (!sent) return SC_ERR(SC_ERR_NOMEM, "shm setup table of %d ranks", tp->base.nranks);
+  char *mapped = sent + tp->base.nranks;
   sc_result_t r = SC_SUCCESS;
   while (to_send > 0 || to_map > 0) {
-    for (int i = 0; i < tp->nranks && to_send > 0; i++) {
+    for (int i = 0; i < tp->base.nranks && to_send > 0; i++) {
       sc_shm_peer_t *p = &tp->peers[i];
       if (!p->local || sent[i]) continue;
       int e = send_fd(tp, p);
@@ -311,11 +312,11 @@ static sc_result_t exchange_fds(sc_transport_t *tp, int64_t deadline) {
       continue;
     }
     if (!again) continue; /* a dropped message: look again */
-    for (int i = 0; i < tp->nranks; i++) {
+    for (int i = 0; i < tp->base.nranks; i++) {
       sc_shm_peer_t *p = &tp->peers[i];
       if (p->local && (!mapped[i] || !sent[i]) && pid_gone(p->pid)) {
         r = SC_ERR(SC_ERR_REMOTE, "shm: %s exited during connection setup (seen by rank %d)",
-                   p->name, tp->rank);
+                   p->name, tp->base.rank);
         goto out;
       }
     }
@@ -323,7 +324,7 @@ static sc_result_t exchange_fds(sc_transport_t *tp, int64_t deadline) {
       r = SC_ERR(SC_ERR_TIMEOUT,
                  "shm: rank %d: %d local peer%s did not complete the shared-memory setup within "
                  "%d ms (SC_TIMEOUT_MS)",
-                 tp->rank, to_map > to_send ? to_map : to_send,
+                 tp->base.rank, to_map > to_send ? to_map : to_send,
                  (to_map > to_send ? to_map : to_send) == 1 ? "" : "s", tp->timeout_ms);
       goto out;
     }
@@ -337,7 +338,7 @@ out:
 
 /* Can this process read the peer's memory with process_vm_readv? (Yama,
  * seccomp or capabilities may forbid it; then the ring carries everything.) */
-static int probe_cma(sc_transport_t *tp, sc_shm_peer_t *p, int *err) {
+static int probe_cma(sc_shm_transport_t *tp, sc_shm_peer_t *p, int *err) {
   uint64_t v = 0;
   struct iovec l = {.iov_base = &v, .iov_len = sizeof(v)};
   struct iovec r = {.iov_base = (void *)(uintptr_t)p->hdr->probe_addr, .iov_len = sizeof(v)};
@@ -347,9 +348,9 @@ static int probe_cma(sc_transport_t *tp, sc_shm_peer_t *p, int *err) {
   return n == (ssize_t)sizeof(v) && v == p->hdr->probe_value;
 }
 
-static sc_result_t connect_local(sc_transport_t *tp, int64_t deadline) {
+static sc_result_t connect_local(sc_shm_transport_t *tp, int64_t deadline) {
   /* Reserve the pages of every channel a local peer will write. */
-  for (int i = 0; i < tp->nranks; i++) {
+  for (int i = 0; i < tp->base.nranks; i++) {
     if (!tp->peers[i].local) continue;
     off_t off = (off_t)(SC_SHM_HDR_BYTES + (size_t)i * sc_shm_chan_stride(SC_SHM_RING_BYTES));
     int e = posix_fallocate(tp->seg_fd, off, (off_t)sc_shm_chan_stride(SC_SHM_RING_BYTES));
@@ -358,7 +359,7 @@ static sc_result_t connect_local(sc_transport_t *tp, int64_t deadline) {
                     "shm: cannot reserve %zu bytes in /dev/shm for the channel from %s: %s",
                     sc_shm_chan_stride(SC_SHM_RING_BYTES), tp->peers[i].name, strerror(e));
   }
-  for (int i = 0; i < tp->nranks; i++)
+  for (int i = 0; i < tp->base.nranks; i++)
     if (tp->peers[i].local)
       sc_shm_db_name(&tp->peers[i].db_addr, &tp->peers[i].db_len, tp->peers[i].blob.pid,
                      tp->peers[i].blob.nonce);
@@ -366,7 +367,7 @@ static sc_result_t connect_local(sc_transport_t *tp, int64_t deadline) {
    * could fail to exist. */
   SC_CHECK(exchange_fds(tp, deadline));
   int cma_ok = 0, cma_err = 0;
-  for (int i = 0; i < tp->nranks; i++) {
+  for (int i = 0; i < tp->base.nranks; i++) {
     sc_shm_peer_t *p = &tp->peers[i];
     if (!p->local) continue;
     size_t stride = sc_shm_chan_stride(SC_SHM_RING_BYTES);
@@ -402,12 +403,13 @@ static sc_result_t connect_local(sc_transport_t *tp, int64_t deadline) {
   return SC_SUCCESS;
 }
 
-sc_result_t sc_shm_connect_all(sc_transport_t *tp, const void *addrs, size_t stride) {
-  if (!tp || !addrs) return SC_ERR(SC_ERR_INVALID_ARG, "shm connect_all: NULL argument");
+sc_result_t sc_shm_connect_all(sc_transport_t *base, const void *addrs, size_t stride) {
+  if (!base || !addrs) return SC_ERR(SC_ERR_INVALID_ARG, "shm connect_all: NULL argument");
+  sc_shm_transport_t *tp = sc_shm_of(base);
   if (tp->connected) return SC_ERR(SC_ERR_INVALID_ARG, "shm connect_all: already connected");
   int64_t deadline = sc_now_ms() + tp->timeout_ms;
   tp->nlocal = 0;
-  for (int i = 0; i < tp->nranks; i++) {
+  for (int i = 0; i < tp->base.nranks; i++) {
     sc_shm_peer_t *p = &tp->peers[i];
     memcpy(&p->blob, (const uint8_t *)addrs + (size_t)i * stride, SC_SHM_BLOB_LEN);
     p->blob.host[sizeof(p->blob.host) - 1] = '\0';
@@ -416,13 +418,13 @@ sc_result_t sc_shm_connect_all(sc_transport_t *tp, const void *addrs, size_t str
                     p->blob.magic);
     p->pid = p->blob.pid;
     snprintf(p->name, sizeof(p->name), "rank %d (%s, pid %d)", i, p->blob.host, (int)p->pid);
-    if (i == tp->rank) continue;
+    if (i == tp->base.rank) continue;
     p->local = sc_shm_blob_same_host(&tp->me, &p->blob);
     if (!p->local && !tp->partial)
       return SC_ERR(SC_ERR_UNSUPPORTED,
                     "SC_TRANSPORT=shm, but %s is not on this host (rank %d on %s)%s; use "
                     "SC_TRANSPORT=auto (shm for same-host peers, tcp otherwise) or tcp",
-                    p->name, tp->rank, tp->me.host,
+                    p->name, tp->base.rank, tp->me.host,
                     p->blob.host_hash == tp->me.host_hash ? ": same name, other kernel boot or "
                                                             "pid/network namespace"
                                                           : "");
@@ -433,15 +435,36 @@ sc_result_t sc_shm_connect_all(sc_transport_t *tp, const void *addrs, size_t str
   tp->seg_fd = -1;
   tp->connected = 1;
   SC_INFO(SC_SUBSYS_SHM, "shm: rank %d connected to %d local peer%s (ring %llu KiB per pair)",
-          tp->rank, tp->nlocal, tp->nlocal == 1 ? "" : "s",
+          tp->base.rank, tp->nlocal, tp->nlocal == 1 ? "" : "s",
           (unsigned long long)(SC_SHM_RING_BYTES >> 10));
   return SC_SUCCESS;
 }
 
-void sc_shm_destroy(sc_transport_t *tp) {
-  if (!tp) return;
+int sc_shm_pair_local(sc_transport_t *base, int a, int b) {
+  sc_shm_transport_t *tp = sc_shm_of(base);
+  if (!tp || !tp->connected || a < 0 || b < 0 || a >= base->nranks || b >= base->nranks) return 0;
+  return sc_shm_blob_same_host(&tp->peers[a].blob, &tp->peers[b].blob);
+}
+
+/* From the two ranks' blobs alone: every rank has them all. */
+sc_result_t sc_shm_props(sc_transport_t *base, int a, int b, sc_tp_props_t *out) {
+  if (!base || !out || a == b || !sc_shm_pair_local(base, a, b))
+    return SC_ERR(SC_ERR_INVALID_ARG, "shm props: ranks %d and %d of %d share no memory", a, b,
+                  base ? base->nranks : 0);
+  const sc_shm_blob_t *ba = &sc_shm_of(base)->peers[a].blob, *bb = &sc_shm_of(base)->peers[b].blob;
+  memset(out, 0, sizeof(*out));
+  out->kind = SC_TP_KIND_SHM;
+  out->locality = ba->pid == bb->pid ? SC_TP_SAME_PROCESS : SC_TP_SAME_HOST;
+  out->single_copy_min = SC_SHM_SINGLE_COPY_MIN;
+  out->receiver_spins = 1; /* shm.c spins SC_SPIN_US whatever the rank count */
+  return SC_SUCCESS;
+}
+
+void sc_shm_destroy(sc_transport_t *base) {
+  if (!base) return;
+  sc_shm_transport_t *tp = sc_shm_of(base);
   if (tp->peers) {
-    for (int i = 0; i < tp->nranks; i++) {
+    for (int i = 0; i < tp->base.nranks; i++) {
       sc_shm_peer_t *p = &tp->peers[i];
       if (p->hdr) {
         /* Like a closed socket: the peer drains what is in the ring, then

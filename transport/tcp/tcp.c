@@ -11,24 +11,19 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "transport/tcp/tcp_io.h"
 
-static int64_t now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static sc_result_t post_check(sc_transport_t *tp, int peer, const void *buf, size_t len,
+static sc_result_t post_check(sc_tcp_transport_t *tp, int peer, const void *buf, size_t len,
                               sc_tp_req_t *req, const char *op) {
   if (!tp || !req) return SC_ERR(SC_ERR_INVALID_ARG, "tcp %s: NULL transport or request", op);
   if (!tp->connected)
     return SC_ERR(SC_ERR_INVALID_ARG, "tcp %s: connect_all has not succeeded", op);
-  if (peer < 0 || peer >= tp->nranks || peer == tp->rank)
+  if (peer < 0 || peer >= tp->base.nranks || peer == tp->base.rank)
     return SC_ERR(SC_ERR_INVALID_ARG, "tcp %s: peer %d is not another rank of %d (this is rank %d)",
-                  op, peer, tp->nranks, tp->rank);
+                  op, peer, tp->base.nranks, tp->base.rank);
   if (len && !buf) return SC_ERR(SC_ERR_INVALID_ARG, "tcp %s: NULL buffer for %zu bytes", op, len);
   if (req->state == SC_TP_REQ_PENDING)
     return SC_ERR(SC_ERR_INVALID_ARG, "tcp %s: request is still pending", op);
@@ -36,8 +31,8 @@ static sc_result_t post_check(sc_transport_t *tp, int peer, const void *buf, siz
 }
 
 /* Queues req's segments on p's sockets and tries the sockets it heads at once. */
-static sc_result_t post(sc_transport_t *tp, int peer, const void *buf, size_t len, sc_tp_req_t *req,
-                        int sending) {
+static sc_result_t post(sc_tcp_transport_t *tp, int peer, const void *buf, size_t len,
+                        sc_tp_req_t *req, int sending) {
   sc_tcp_peer_t *p = &tp->peers[peer];
   if (p->dead) {
     req->status = SC_ERR_REMOTE;
@@ -56,9 +51,7 @@ static sc_result_t post(sc_transport_t *tp, int peer, const void *buf, size_t le
   req->is_send = sending;
   req->buf = (uint8_t *)buf;
   req->len = len;
-  req->done = 0;
-  req->hdr_done = (size_t)k; /* segments still to complete */
-  req->next = NULL;
+  req->u.tcp.segs_left = k;
   req->state = SC_TP_REQ_PENDING;
   uint32_t seq = sending ? p->send_seq++ : p->recv_seq++;
   int first = *cursor;
@@ -74,9 +67,9 @@ static sc_result_t post(sc_transport_t *tp, int peer, const void *buf, size_t le
     s->nseg = k;
     s->first = first;
     if (sending) {
-      sc_tcp_put32(s->hdr, SC_TCP_MSG_MAGIC);
-      sc_tcp_put32(s->hdr + 4, seq);
-      sc_tcp_put64(s->hdr + 8, (uint64_t)len);
+      sc_wire_put_u32(s->hdr, SC_TCP_MSG_MAGIC);
+      sc_wire_put_u32(s->hdr + 4, seq);
+      sc_wire_put_u64(s->hdr + 8, (uint64_t)len);
     }
   }
   *cursor = (first + k) % p->nsocks;
@@ -97,24 +90,26 @@ static sc_result_t post(sc_transport_t *tp, int peer, const void *buf, size_t le
   return SC_SUCCESS;
 }
 
-static sc_result_t tcp_isend(sc_transport_t *tp, int peer, const void *buf, size_t len,
+static sc_result_t tcp_isend(sc_transport_t *base, int peer, const void *buf, size_t len,
                              sc_tp_req_t *req) {
+  sc_tcp_transport_t *tp = sc_tcp_of(base);
   SC_CHECK(post_check(tp, peer, buf, len, req, "isend"));
   return post(tp, peer, buf, len, req, 1);
 }
 
-static sc_result_t tcp_irecv(sc_transport_t *tp, int peer, void *buf, size_t len,
+static sc_result_t tcp_irecv(sc_transport_t *base, int peer, void *buf, size_t len,
                              sc_tp_req_t *req) {
+  sc_tcp_transport_t *tp = sc_tcp_of(base);
   SC_CHECK(post_check(tp, peer, buf, len, req, "irecv"));
   return post(tp, peer, buf, len, req, 0);
 }
 
 /* One pass over every socket with queued work. The first failure is returned
  * and its text kept; the other peers still move. */
-static sc_result_t progress_pass(sc_transport_t *tp, size_t *moved, char *first_err,
+static sc_result_t progress_pass(sc_tcp_transport_t *tp, size_t *moved, char *first_err,
                                  size_t errlen) {
   sc_result_t res = SC_SUCCESS;
-  for (int i = 0; i < tp->nranks; i++) {
+  for (int i = 0; i < tp->base.nranks; i++) {
     sc_tcp_peer_t *p = &tp->peers[i];
     if (p->dead || !p->connected) continue;
     sc_result_t r = SC_SUCCESS;
@@ -132,7 +127,7 @@ static sc_result_t progress_pass(sc_transport_t *tp, size_t *moved, char *first_
 
 /* Like progress_pass, but only the sockets poll reported (pfds[1..n)): with
  * several sockets per peer, trying the idle ones would double the syscalls. */
-static sc_result_t progress_ready(sc_transport_t *tp, int n, size_t *moved, char *first_err,
+static sc_result_t progress_ready(sc_tcp_transport_t *tp, int n, size_t *moved, char *first_err,
                                   size_t errlen) {
   sc_result_t res = SC_SUCCESS;
   for (int i = 1; i < n; i++) {
@@ -155,12 +150,12 @@ static sc_result_t progress_ready(sc_transport_t *tp, int n, size_t *moved, char
 }
 
 /* The wake-up descriptor and every socket waiting to move bytes; returns how many. */
-static int build_pollset(sc_transport_t *tp) {
+static int build_pollset(sc_tcp_transport_t *tp) {
   int n = 0;
   tp->pfds[n] = (struct pollfd){.fd = tp->wake_fd, .events = POLLIN};
   tp->pfd_peer[n] = tp->pfd_sock[n] = -1;
   n++;
-  for (int i = 0; i < tp->nranks; i++) {
+  for (int i = 0; i < tp->base.nranks; i++) {
     sc_tcp_peer_t *p = &tp->peers[i];
     if (p->dead || !p->connected) continue;
     for (int k = 0; k < p->nsocks; k++) {
@@ -178,28 +173,29 @@ static int build_pollset(sc_transport_t *tp) {
 }
 
 /* Spin, then sleep: > 0 when something is ready, 0 at the timeout. */
-static int wait_ready(sc_transport_t *tp, int n, int timeout_ms) {
+static int wait_ready(sc_tcp_transport_t *tp, int n, int timeout_ms) {
   int rc = 0;
   if (n > 1 && tp->spin_us > 0) {
     int64_t spin = (int64_t)tp->spin_us < (int64_t)timeout_ms * 1000 ? tp->spin_us
                                                                      : (int64_t)timeout_ms * 1000;
-    int64_t t0 = now_us(), end = t0 + spin;
+    int64_t t0 = sc_now_us(), end = t0 + spin;
     for (;;) {
       rc = poll(tp->pfds, (nfds_t)n, 0);
-      if (rc != 0 || now_us() >= end) break;
+      if (rc != 0 || sc_now_us() >= end) break;
       /* With more ranks than cores the sender may be waiting for this very
        * core: hand it over rather than hold it for the whole spin. */
       sched_yield();
     }
     if (rc != 0) return rc;
-    timeout_ms -= (int)((now_us() - t0) / 1000);
+    timeout_ms -= (int)((sc_now_us() - t0) / 1000);
     if (timeout_ms <= 0) return 0;
   }
   return poll(tp->pfds, (nfds_t)n, timeout_ms);
 }
 
-static sc_result_t tcp_progress(sc_transport_t *tp, int timeout_ms, int *progressed) {
+static sc_result_t tcp_progress(sc_transport_t *base, int timeout_ms, int *progressed) {
   if (progressed) *progressed = 0;
+  sc_tcp_transport_t *tp = sc_tcp_of(base);
   if (!tp) return SC_ERR(SC_ERR_INVALID_ARG, "tcp progress: NULL transport");
   if (!tp->connected) return SC_ERR(SC_ERR_INVALID_ARG, "tcp progress: not connected");
   char first_err[SC_ERRMSG_MAX];
@@ -225,9 +221,10 @@ static sc_result_t tcp_progress(sc_transport_t *tp, int timeout_ms, int *progres
   return res;
 }
 
-static void tcp_cancel_all(sc_transport_t *tp, sc_result_t why) {
-  if (!tp) return;
-  for (int i = 0; i < tp->nranks; i++) sc_tcp_peer_cancel(tp, &tp->peers[i], why);
+static void tcp_cancel_all(sc_transport_t *base, sc_result_t why) {
+  if (!base) return;
+  sc_tcp_transport_t *tp = sc_tcp_of(base);
+  for (int i = 0; i < tp->base.nranks; i++) sc_tcp_peer_cancel(tp, &tp->peers[i], why);
 }
 
 static sc_result_t tcp_reg(sc_transport_t *tp, void *buf, size_t len, void **handle) {
@@ -239,12 +236,31 @@ static sc_result_t tcp_dereg(sc_transport_t *tp, void *handle) {
   return SC_SUCCESS;
 }
 
-static void tcp_wake(sc_transport_t *tp) {
-  if (!tp) return;
+static void tcp_wake(sc_transport_t *base) {
+  if (!base) return;
+  sc_tcp_transport_t *tp = sc_tcp_of(base);
   uint64_t one = 1;
   /* EAGAIN means the counter is already non-zero: a wake-up is pending anyway. */
   while (write(tp->wake_fd, &one, sizeof(one)) < 0 && errno == EINTR) {
   }
+}
+
+/* Ranks advertising one address share a host (a rank in its own network
+ * namespace has its own address even on a machine it shares: its traffic
+ * crosses a network, emulated or not). The receiver spins unless its host
+ * has more of the job's ranks than CPUs, as limit_spin decides for it. */
+sc_result_t sc_tcp_props(sc_transport_t *base, int a, int b, sc_tp_props_t *out) {
+  sc_tcp_transport_t *tp = sc_tcp_of(base);
+  if (!tp || !out || a < 0 || b < 0 || a >= base->nranks || b >= base->nranks || a == b)
+    return SC_ERR(SC_ERR_INVALID_ARG, "tcp props: ranks %d and %d of %d", a, b,
+                  base ? base->nranks : 0);
+  if (!tp->connected) return SC_ERR(SC_ERR_INVALID_ARG, "tcp props: not connected");
+  const sc_tcp_peer_t *pa = &tp->peers[a], *pb = &tp->peers[b];
+  memset(out, 0, sizeof(*out));
+  out->kind = SC_TP_KIND_NET;
+  out->locality = sc_tcp_same_host(&pa->addr, &pb->addr) ? SC_TP_SAME_HOST : SC_TP_OTHER_HOST;
+  out->receiver_spins = sc_tcp_spins(pb->host_ranks, pb->host_cpus);
+  return SC_SUCCESS;
 }
 
 const sc_transport_ops_t sc_tcp_transport = {
@@ -259,4 +275,5 @@ const sc_transport_ops_t sc_tcp_transport = {
     .dereg = tcp_dereg,
     .wake = tcp_wake,
     .destroy = sc_tcp_destroy,
+    .props = sc_tcp_props,
 };

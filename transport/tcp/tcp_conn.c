@@ -20,14 +20,14 @@
 
 void sc_tcp_encode_hello(uint8_t out[SC_TCP_HELLO_LEN], const uint8_t secret[SC_SECRET_LEN],
                          int from, int to, int nranks, int sock, int nsocks) {
-  sc_tcp_put32(out, SC_TCP_HELLO_MAGIC);
-  sc_tcp_put32(out + 4, SC_TCP_VERSION);
+  sc_wire_put_u32(out, SC_TCP_HELLO_MAGIC);
+  sc_wire_put_u32(out + 4, SC_TCP_VERSION);
   memcpy(out + 8, secret, SC_SECRET_LEN);
-  sc_tcp_put32(out + 8 + SC_SECRET_LEN, (uint32_t)from);
-  sc_tcp_put32(out + 12 + SC_SECRET_LEN, (uint32_t)to);
-  sc_tcp_put32(out + 16 + SC_SECRET_LEN, (uint32_t)nranks);
-  sc_tcp_put32(out + 20 + SC_SECRET_LEN, (uint32_t)sock);
-  sc_tcp_put32(out + 24 + SC_SECRET_LEN, (uint32_t)nsocks);
+  sc_wire_put_u32(out + 8 + SC_SECRET_LEN, (uint32_t)from);
+  sc_wire_put_u32(out + 12 + SC_SECRET_LEN, (uint32_t)to);
+  sc_wire_put_u32(out + 16 + SC_SECRET_LEN, (uint32_t)nranks);
+  sc_wire_put_u32(out + 20 + SC_SECRET_LEN, (uint32_t)sock);
+  sc_wire_put_u32(out + 24 + SC_SECRET_LEN, (uint32_t)nsocks);
 }
 
 sc_result_t sc_tcp_create(const sc_tp_config_t *cfg, sc_transport_t **out, void *addr,
@@ -55,10 +55,11 @@ sc_result_t sc_tcp_create(const sc_tp_config_t *cfg, sc_transport_t **out, void 
   ifname[sizeof(cfg->ifname)] = '\0';
   SC_CHECK(sc_socket_pick_addr(ifname, hintp, &local));
 
-  sc_transport_t *tp = calloc(1, sizeof(*tp));
+  sc_tcp_transport_t *tp = calloc(1, sizeof(*tp));
   if (!tp) return SC_ERR(SC_ERR_NOMEM, "tcp create: out of memory");
-  tp->rank = cfg->rank;
-  tp->nranks = cfg->nranks;
+  tp->base.ops = &sc_tcp_transport;
+  tp->base.rank = cfg->rank;
+  tp->base.nranks = cfg->nranks;
   tp->nsocks = cfg->nsocks ? cfg->nsocks : 1; /* 0: a zeroed config means the minimum */
   tp->spin_us = cfg->spin_us;
   memcpy(tp->secret, cfg->secret, SC_SECRET_LEN);
@@ -89,21 +90,23 @@ sc_result_t sc_tcp_create(const sc_tp_config_t *cfg, sc_transport_t **out, void 
   tp->listen_addr = local;
 
   uint8_t *blob = addr;
-  sc_tcp_put32(blob, SC_TCP_BLOB_MAGIC);
+  sc_wire_put_u32(blob, SC_TCP_BLOB_MAGIC);
   SC_CHECK_GOTO(sc_socket_addr_pack(&local, blob + 4), res, fail);
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  sc_wire_put_u32(blob + 4 + SC_SOCKET_ADDR_WIRE_LEN, cpus > 0 ? (uint32_t)cpus : 0);
   *addrlen = SC_TCP_BLOB_LEN;
   char a[64];
-  SC_INFO(SC_SUBSYS_NET, "tcp: rank %d of %d listening on %s (%d sockets per peer)", tp->rank,
-          tp->nranks, sc_socket_addr_str(&local, a, sizeof(a)), tp->nsocks);
-  *out = tp;
+  SC_INFO(SC_SUBSYS_NET, "tcp: rank %d of %d listening on %s (%d sockets per peer)", tp->base.rank,
+          tp->base.nranks, sc_socket_addr_str(&local, a, sizeof(a)), tp->nsocks);
+  *out = &tp->base;
   return SC_SUCCESS;
 
 fail:
-  sc_tcp_destroy(tp);
+  sc_tcp_destroy(&tp->base);
   return res;
 }
 
-sc_result_t sc_tcp_peer_init_socks(sc_transport_t *tp, int peer, int nsocks) {
+sc_result_t sc_tcp_peer_init_socks(sc_tcp_transport_t *tp, int peer, int nsocks) {
   sc_tcp_peer_t *p = &tp->peers[peer];
   p->socks = calloc((size_t)nsocks, sizeof(*p->socks));
   if (!p->socks)
@@ -113,9 +116,9 @@ sc_result_t sc_tcp_peer_init_socks(sc_transport_t *tp, int peer, int nsocks) {
   return SC_SUCCESS;
 }
 
-sc_result_t sc_tcp_alloc_pollset(sc_transport_t *tp) {
+sc_result_t sc_tcp_alloc_pollset(sc_tcp_transport_t *tp) {
   size_t n = 1;
-  for (int i = 0; i < tp->nranks; i++) n += (size_t)tp->peers[i].nsocks;
+  for (int i = 0; i < tp->base.nranks; i++) n += (size_t)tp->peers[i].nsocks;
   tp->pfds = calloc(n, sizeof(*tp->pfds));
   tp->pfd_peer = calloc(n, sizeof(*tp->pfd_peer));
   tp->pfd_sock = calloc(n, sizeof(*tp->pfd_sock));
@@ -132,11 +135,12 @@ void sc_tcp_peer_close(sc_tcp_peer_t *p) {
   }
 }
 
-void sc_tcp_destroy(sc_transport_t *tp) {
-  if (!tp) return;
+void sc_tcp_destroy(sc_transport_t *base) {
+  if (!base) return;
+  sc_tcp_transport_t *tp = sc_tcp_of(base);
   /* Pending requests are the caller's memory and may be gone by now; callers
    * run cancel_all first when they still wait on something. */
-  for (int i = 0; tp->peers && i < tp->nranks; i++) {
+  for (int i = 0; tp->peers && i < tp->base.nranks; i++) {
     sc_tcp_peer_t *p = &tp->peers[i];
     sc_tcp_peer_close(p);
     for (int k = 0; p->socks && k < p->nsocks; k++) {

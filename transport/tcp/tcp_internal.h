@@ -11,7 +11,8 @@
  * SC_TCP_STRIPE_MIN bytes is one segment on one socket.
  *
  * Wire formats, multi-byte fields big-endian:
- *   address blob : u32 'SCTB', packed address (SC_SOCKET_ADDR_WIRE_LEN)
+ *   address blob : u32 'SCTB', packed address (SC_SOCKET_ADDR_WIRE_LEN), u32 online CPUs
+ *                  of its host (every rank's props of any pair need them)
  *   hello        : u32 'SCTH', u32 version, u8 secret[32], u32 from, u32 to, u32 nranks,
  *                  u32 socket index, u32 nsocks (the higher rank connects and sends it,
  *                  one hello per socket)
@@ -27,6 +28,7 @@
 #include <stdint.h>
 
 #include "base/socket.h"
+#include "base/wire.h"
 #include "transport/transport.h"
 
 #define SC_TCP_BLOB_MAGIC  0x53435442u /* 'SCTB' */
@@ -35,7 +37,7 @@
 #define SC_TCP_MSG_MAGIC   0x5343544du /* 'SCTM' */
 #define SC_TCP_VERSION     2
 
-#define SC_TCP_BLOB_LEN  (4 + SC_SOCKET_ADDR_WIRE_LEN)
+#define SC_TCP_BLOB_LEN  (4 + SC_SOCKET_ADDR_WIRE_LEN + 4)
 #define SC_TCP_HELLO_LEN (4 + 4 + SC_SECRET_LEN + 4 * 5)
 #define SC_TCP_ACK_LEN   16
 #define SC_TCP_HDR_LEN   16
@@ -51,7 +53,7 @@ _Static_assert(SC_TCP_BLOB_LEN <= SC_TP_ADDR_MAX, "address blob too large");
 
 /* One segment of one message queued on one socket. Send and receive queues
  * are rings of these per socket; the request itself counts its unfinished
- * segments in hdr_done (see tcp.c). */
+ * segments in u.tcp.segs_left (see tcp.c). */
 typedef struct sc_tcp_seg {
   sc_tp_req_t *req;
   size_t off, len; /* the part of req->buf this segment carries */
@@ -80,15 +82,17 @@ typedef struct sc_tcp_peer {
   int dead;      /* failed: requests to it fail at once with err */
   sc_tcp_sock_t *socks;
   sc_sockaddr_t addr;
-  char name[96]; /* "rank 3 (127.0.0.1:40123)" for error texts */
+  char name[96];  /* "rank 3 (127.0.0.1:40123)" for error texts */
+  int host_cpus;  /* from its address blob */
+  int host_ranks; /* ranks advertising its address: those sharing its host */
   int send_cursor, recv_cursor;
   uint32_t send_seq, recv_seq;
   int nsend, nrecv; /* pending requests (not segments) */
   char err[320];
 } sc_tcp_peer_t;
 
-struct sc_transport {
-  int rank, nranks;
+typedef struct sc_tcp_transport {
+  sc_transport_t base;
   int nsocks; /* SC_NSOCKS: how many this rank opens to each lower rank */
   int spin_us;
   uint8_t secret[SC_SECRET_LEN];
@@ -102,23 +106,17 @@ struct sc_transport {
   struct pollfd *pfds; /* wake_fd + every data socket, reused by progress */
   int *pfd_peer, *pfd_sock;
   size_t npfds;
-};
+} sc_tcp_transport_t;
 
-static inline void sc_tcp_put32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (24 - 8 * i));
+static inline sc_tcp_transport_t *sc_tcp_of(sc_transport_t *tp) {
+  return (sc_tcp_transport_t *)tp;
 }
 
-static inline uint32_t sc_tcp_get32(const uint8_t *p) {
-  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
-
-static inline void sc_tcp_put64(uint8_t *p, uint64_t v) {
-  sc_tcp_put32(p, (uint32_t)(v >> 32));
-  sc_tcp_put32(p + 4, (uint32_t)v);
-}
-
-static inline uint64_t sc_tcp_get64(const uint8_t *p) {
-  return ((uint64_t)sc_tcp_get32(p) << 32) | sc_tcp_get32(p + 4);
+/* TCP waits without spinning when more of its ranks share this host than it
+ * has online CPUs (a spinning rank would delay the very sender it waits
+ * for); its props tell the cost model so, which waits the same way. */
+static inline int sc_tcp_spins(int local_ranks, long cpus) {
+  return !(cpus > 0 && local_ranks > cpus);
 }
 
 /* How many segments a len-byte message is cut into over nsocks sockets, and
@@ -182,12 +180,15 @@ sc_result_t sc_tcp_create(const sc_tp_config_t *cfg, sc_transport_t **tp, void *
                           size_t *addrlen);
 void sc_tcp_destroy(sc_transport_t *tp);
 /* nsocks closed sockets and empty queues for one peer. */
-sc_result_t sc_tcp_peer_init_socks(sc_transport_t *tp, int peer, int nsocks);
+sc_result_t sc_tcp_peer_init_socks(sc_tcp_transport_t *tp, int peer, int nsocks);
 /* The poll set of progress(), once every peer's socket count is known. */
-sc_result_t sc_tcp_alloc_pollset(sc_transport_t *tp);
+sc_result_t sc_tcp_alloc_pollset(sc_tcp_transport_t *tp);
 void sc_tcp_peer_close(sc_tcp_peer_t *p);
 
 /* tcp_setup.c */
 sc_result_t sc_tcp_connect_all(sc_transport_t *tp, const void *addrs, size_t stride);
+sc_result_t sc_tcp_props(sc_transport_t *tp, int a, int b, sc_tp_props_t *out);
+/* The same IP address (the port aside). */
+int sc_tcp_same_host(const sc_sockaddr_t *a, const sc_sockaddr_t *b);
 
 #endif

@@ -24,7 +24,6 @@
 
 static void req_finish(sc_tp_req_t *r, sc_tp_req_state_t state, sc_result_t status) {
   r->status = status;
-  r->next = NULL;
   /* The waiter reads the payload after it sees the state. */
   __atomic_store_n(&r->state, (int)state, __ATOMIC_RELEASE);
 }
@@ -79,7 +78,8 @@ static void peer_fail_all(sc_tcp_peer_t *p, sc_result_t why) {
   p->nsend = p->nrecv = 0;
 }
 
-sc_result_t sc_tcp_peer_fail(sc_transport_t *tp, sc_tcp_peer_t *p, int sock, const char *fmt, ...) {
+sc_result_t sc_tcp_peer_fail(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, int sock, const char *fmt,
+                             ...) {
   char what[200];
   va_list ap;
   va_start(ap, fmt);
@@ -98,7 +98,7 @@ sc_result_t sc_tcp_peer_fail(sc_transport_t *tp, sc_tcp_peer_t *p, int sock, con
   char where[48] = "";
   if (p->nsocks > 1) snprintf(where, sizeof(where), "socket %d of %d, ", sock, p->nsocks);
   snprintf(p->err, sizeof(p->err), "%s %s%s (%sseen by rank %d)", p->name, what, pending, where,
-           tp->rank);
+           tp->base.rank);
   p->dead = 1;
   sc_tcp_peer_close(p);
   peer_fail_all(p, SC_ERR_REMOTE);
@@ -106,7 +106,7 @@ sc_result_t sc_tcp_peer_fail(sc_transport_t *tp, sc_tcp_peer_t *p, int sock, con
   return SC_ERR(SC_ERR_REMOTE, "%s", p->err);
 }
 
-static sc_result_t peer_io_error(sc_transport_t *tp, sc_tcp_peer_t *p, int sock, int err,
+static sc_result_t peer_io_error(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, int sock, int err,
                                  int sending) {
   if (err == 0) return sc_tcp_peer_fail(tp, p, sock, "closed the connection");
   if (err == ECONNRESET || err == EPIPE || err == ENOTCONN)
@@ -117,8 +117,7 @@ static sc_result_t peer_io_error(sc_transport_t *tp, sc_tcp_peer_t *p, int sock,
 /* Segment s of its request is complete; the request is when all are. */
 static void seg_complete(sc_tcp_peer_t *p, sc_tcp_seg_t *s, int sending) {
   sc_tp_req_t *r = s->req;
-  r->done += s->len;
-  if (--r->hdr_done > 0) return;
+  if (--r->u.tcp.segs_left > 0) return;
   if (sending)
     p->nsend--;
   else
@@ -128,7 +127,8 @@ static void seg_complete(sc_tcp_peer_t *p, sc_tcp_seg_t *s, int sending) {
 
 /* ---- send side ---- */
 
-sc_result_t sc_tcp_send_progress(sc_transport_t *tp, sc_tcp_peer_t *p, int sock, size_t *moved) {
+sc_result_t sc_tcp_send_progress(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, int sock,
+                                 size_t *moved) {
   sc_tcp_sock_t *sk = &p->socks[sock];
   sc_tcp_ring_t *q = &sk->sq;
   while (q->count) {
@@ -176,9 +176,9 @@ sc_result_t sc_tcp_send_progress(sc_transport_t *tp, sc_tcp_peer_t *p, int sock,
 
 sc_tcp_hdr_verdict_t sc_tcp_hdr_check(const uint8_t hdr[SC_TCP_HDR_LEN], uint32_t seq, size_t len,
                                       sc_tcp_hdr_t *out) {
-  out->magic = sc_tcp_get32(hdr);
-  out->seq = sc_tcp_get32(hdr + 4);
-  out->len = sc_tcp_get64(hdr + 8);
+  out->magic = sc_wire_get_u32(hdr);
+  out->seq = sc_wire_get_u32(hdr + 4);
+  out->len = sc_wire_get_u64(hdr + 8);
   if (out->magic != SC_TCP_MSG_MAGIC) return SC_TCP_HDR_BAD_MAGIC;
   if (out->seq != seq) return SC_TCP_HDR_BAD_SEQ;
   if (out->len != (uint64_t)len) return SC_TCP_HDR_BAD_LEN;
@@ -186,7 +186,7 @@ sc_tcp_hdr_verdict_t sc_tcp_hdr_check(const uint8_t hdr[SC_TCP_HDR_LEN], uint32_
 }
 
 /* The head segment's header is complete: check it before any payload is read. */
-static sc_result_t head_header_done(sc_transport_t *tp, sc_tcp_peer_t *p, int sock) {
+static sc_result_t head_header_done(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, int sock) {
   sc_tcp_ring_t *q = &p->socks[sock].rq;
   sc_tcp_seg_t *s = ring_at(q, 0);
   sc_tcp_hdr_t h;
@@ -213,7 +213,8 @@ static sc_result_t head_header_done(sc_transport_t *tp, sc_tcp_peer_t *p, int so
   return SC_SUCCESS;
 }
 
-sc_result_t sc_tcp_recv_progress(sc_transport_t *tp, sc_tcp_peer_t *p, int sock, size_t *moved) {
+sc_result_t sc_tcp_recv_progress(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, int sock,
+                                 size_t *moved) {
   sc_tcp_sock_t *sk = &p->socks[sock];
   sc_tcp_ring_t *q = &sk->rq;
   while (q->count) {
@@ -281,7 +282,7 @@ static int cancel_dir(sc_tcp_peer_t *p, int sending, sc_result_t why) {
     sc_tcp_ring_t *q = sending ? &p->socks[k].sq : &p->socks[k].rq;
     for (size_t i = 0; i < q->count; i++) {
       sc_tcp_seg_t *s = ring_at(q, i);
-      if (s->hdr_done > 0 || s->done > 0 || s->req->hdr_done != (size_t)s->nseg) torn = 1;
+      if (s->hdr_done > 0 || s->done > 0 || s->req->u.tcp.segs_left != s->nseg) torn = 1;
       uint32_t d = *seq - s->seq;
       if (d > oldest_d) {
         oldest_d = d;
@@ -302,7 +303,7 @@ static int cancel_dir(sc_tcp_peer_t *p, int sending, sc_result_t why) {
   return torn;
 }
 
-void sc_tcp_peer_cancel(sc_transport_t *tp, sc_tcp_peer_t *p, sc_result_t why) {
+void sc_tcp_peer_cancel(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, sc_result_t why) {
   if (!p->socks || p->dead) {
     if (p->socks) peer_fail_all(p, why);
     return;
@@ -317,7 +318,7 @@ void sc_tcp_peer_cancel(sc_transport_t *tp, sc_tcp_peer_t *p, sc_result_t why) {
   /* Half a message on the wire leaves the streams out of step with the
    * peer's: the connection cannot carry anything after it. */
   snprintf(p->err, sizeof(p->err), "%s: connection closed by rank %d after %s (%s)", p->name,
-           tp->rank, torn ? "requests were cancelled mid-message" : "its communicator failed",
+           tp->base.rank, torn ? "requests were cancelled mid-message" : "its communicator failed",
            sc_strerror(why));
   p->dead = 1;
   sc_tcp_peer_close(p);

@@ -10,13 +10,13 @@ sc_result_t sc_tcp_ring_reserve(sc_tcp_ring_t *q, size_t more);
 /* The next free slot at the tail (after sc_tcp_ring_reserve). */
 sc_tcp_seg_t *sc_tcp_ring_push(sc_tcp_ring_t *q);
 /* Move bytes of socket `sock` of p without blocking; *moved counts them. */
-sc_result_t sc_tcp_send_progress(sc_transport_t *tp, sc_tcp_peer_t *p, int sock, size_t *moved);
-sc_result_t sc_tcp_recv_progress(sc_transport_t *tp, sc_tcp_peer_t *p, int sock, size_t *moved);
+sc_result_t sc_tcp_send_progress(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, int sock, size_t *moved);
+sc_result_t sc_tcp_recv_progress(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, int sock, size_t *moved);
 /* The peer's streams are unusable: close them, fail everything queued, keep
  * the text for later requests. Returns SC_ERR_REMOTE with the text. */
-sc_result_t sc_tcp_peer_fail(sc_transport_t *tp, sc_tcp_peer_t *p, int sock, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+sc_result_t sc_tcp_peer_fail(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, int sock, const char *fmt,
+                             ...) __attribute__((format(printf, 4, 5)));
 /* Fail and forget every pending request of p (cancel_all). */
-void sc_tcp_peer_cancel(sc_transport_t *tp, sc_tcp_peer_t *p, sc_result_t why);
+void sc_tcp_peer_cancel(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, sc_result_t why);
 
 #endif

@@ -41,7 +41,7 @@ typedef struct sc_setup_conn {
 } sc_setup_conn_t;
 
 typedef struct sc_setup {
-  sc_transport_t *tp;
+  sc_tcp_transport_t *tp;
   sc_setup_conn_t *out; /* rank * nsocks: lower rank i's socket k at i * nsocks + k */
   size_t nout;
   sc_setup_conn_t *in;
@@ -65,8 +65,8 @@ static void setup_close(sc_setup_conn_t *c) {
 
 static void setup_drop_in(sc_setup_t *s, sc_setup_conn_t *c, const char *why) {
   char a[64];
-  SC_WARN(SC_SUBSYS_NET, "tcp: rank %d drops a connection from %s during setup: %s", s->tp->rank,
-          sc_socket_addr_str(&c->from, a, sizeof(a)), why);
+  SC_WARN(SC_SUBSYS_NET, "tcp: rank %d drops a connection from %s during setup: %s",
+          s->tp->base.rank, sc_socket_addr_str(&c->from, a, sizeof(a)), why);
   setup_close(c);
 }
 
@@ -87,12 +87,12 @@ static void setup_established(sc_setup_t *s, sc_setup_conn_t *c) {
   c->state = SC_SETUP_DONE;
   if (++p->nconn < p->nsocks) return;
   p->connected = 1;
-  if (c->peer < s->tp->rank)
+  if (c->peer < s->tp->base.rank)
     s->have_out++;
   else
     s->have_in++;
-  SC_TRACE(SC_SUBSYS_NET, "tcp: rank %d connected with %s over %d sockets", s->tp->rank, p->name,
-           p->nsocks);
+  SC_TRACE(SC_SUBSYS_NET, "tcp: rank %d connected with %s over %d sockets", s->tp->base.rank,
+           p->name, p->nsocks);
 }
 
 static sc_result_t setup_start_connect(sc_setup_t *s, sc_setup_conn_t *c) {
@@ -116,7 +116,7 @@ static sc_result_t setup_start_connect(sc_setup_t *s, sc_setup_conn_t *c) {
     setup_retry(c, err);
   } else {
     setup_close(c);
-    return SC_ERR(SC_ERR_SYSTEM, "tcp: rank %d connecting to %s: %s", s->tp->rank, p->name,
+    return SC_ERR(SC_ERR_SYSTEM, "tcp: rank %d connecting to %s: %s", s->tp->base.rank, p->name,
                   strerror(err));
   }
   return SC_SUCCESS;
@@ -147,12 +147,12 @@ static sc_result_t setup_fail_out(sc_setup_t *s, sc_setup_conn_t *c, int err, co
   return SC_ERR(SC_ERR_REMOTE,
                 "tcp: %s %s while rank %d %s on socket %d of %d (does it use the same secret and "
                 "nranks=%d?)",
-                p->name, err ? strerror(err) : "closed the connection", s->tp->rank, when, c->sock,
-                p->nsocks, s->tp->nranks);
+                p->name, err ? strerror(err) : "closed the connection", s->tp->base.rank, when,
+                c->sock, p->nsocks, s->tp->base.nranks);
 }
 
 static sc_result_t setup_on_out(sc_setup_t *s, sc_setup_conn_t *c) {
-  sc_transport_t *tp = s->tp;
+  sc_tcp_transport_t *tp = s->tp;
   int err = 0;
   if (c->state == SC_SETUP_CONNECTING) {
     socklen_t el = sizeof(err);
@@ -165,13 +165,14 @@ static sc_result_t setup_on_out(sc_setup_t *s, sc_setup_conn_t *c) {
     } else {
       sc_tcp_peer_t *p = &tp->peers[c->peer];
       setup_close(c);
-      return SC_ERR(SC_ERR_SYSTEM, "tcp: rank %d connecting to %s: %s", tp->rank, p->name,
+      return SC_ERR(SC_ERR_SYSTEM, "tcp: rank %d connecting to %s: %s", tp->base.rank, p->name,
                     strerror(err));
     }
   }
   if (c->state == SC_SETUP_SEND_HELLO) {
     if (c->len == 0) {
-      sc_tcp_encode_hello(c->buf, tp->secret, tp->rank, c->peer, tp->nranks, c->sock, tp->nsocks);
+      sc_tcp_encode_hello(c->buf, tp->secret, tp->base.rank, c->peer, tp->base.nranks, c->sock,
+                          tp->nsocks);
       c->len = SC_TCP_HELLO_LEN;
       c->done = 0;
     }
@@ -187,15 +188,15 @@ static sc_result_t setup_on_out(sc_setup_t *s, sc_setup_conn_t *c) {
     int st = setup_io(c, 0, &err);
     if (st < 0) return setup_fail_out(s, c, err, "waited for its ack");
     if (st == 0) return SC_SUCCESS;
-    if (!sc_tcp_ack_valid(c->buf, c->peer, tp->rank, c->sock)) {
-      uint32_t magic = sc_tcp_get32(c->buf), from = sc_tcp_get32(c->buf + 4),
-               to = sc_tcp_get32(c->buf + 8), sock = sc_tcp_get32(c->buf + 12);
+    if (!sc_tcp_ack_valid(c->buf, c->peer, tp->base.rank, c->sock)) {
+      uint32_t magic = sc_wire_get_u32(c->buf), from = sc_wire_get_u32(c->buf + 4),
+               to = sc_wire_get_u32(c->buf + 8), sock = sc_wire_get_u32(c->buf + 12);
       sc_tcp_peer_t *p = &tp->peers[c->peer];
       setup_close(c);
       return SC_ERR(SC_ERR_REMOTE,
                     "tcp: %s answered rank %d's hello on socket %d with a malformed ack (magic "
                     "0x%08x, from %u, to %u, socket %u)",
-                    p->name, tp->rank, c->sock, magic, from, to, sock);
+                    p->name, tp->base.rank, c->sock, magic, from, to, sock);
     }
     setup_established(s, c);
   }
@@ -207,13 +208,13 @@ const char *sc_tcp_hello_parse(const uint8_t buf[SC_TCP_HELLO_LEN],
                                sc_tcp_hello_t *out, char *why, size_t whylen) {
   const uint8_t *h = buf;
   sc_tcp_hello_t m = {
-      .magic = sc_tcp_get32(h),
-      .version = sc_tcp_get32(h + 4),
-      .from = sc_tcp_get32(h + 8 + SC_SECRET_LEN),
-      .to = sc_tcp_get32(h + 12 + SC_SECRET_LEN),
-      .nranks = sc_tcp_get32(h + 16 + SC_SECRET_LEN),
-      .sock = sc_tcp_get32(h + 20 + SC_SECRET_LEN),
-      .nsocks = sc_tcp_get32(h + 24 + SC_SECRET_LEN),
+      .magic = sc_wire_get_u32(h),
+      .version = sc_wire_get_u32(h + 4),
+      .from = sc_wire_get_u32(h + 8 + SC_SECRET_LEN),
+      .to = sc_wire_get_u32(h + 12 + SC_SECRET_LEN),
+      .nranks = sc_wire_get_u32(h + 16 + SC_SECRET_LEN),
+      .sock = sc_wire_get_u32(h + 20 + SC_SECRET_LEN),
+      .nsocks = sc_wire_get_u32(h + 24 + SC_SECRET_LEN),
   };
   *out = m;
   if (m.magic != SC_TCP_HELLO_MAGIC || m.version != SC_TCP_VERSION) {
@@ -237,23 +238,24 @@ const char *sc_tcp_hello_parse(const uint8_t buf[SC_TCP_HELLO_LEN],
 }
 
 void sc_tcp_encode_ack(uint8_t out[SC_TCP_ACK_LEN], int from, int to, int sock) {
-  sc_tcp_put32(out, SC_TCP_ACK_MAGIC);
-  sc_tcp_put32(out + 4, (uint32_t)from);
-  sc_tcp_put32(out + 8, (uint32_t)to);
-  sc_tcp_put32(out + 12, (uint32_t)sock);
+  sc_wire_put_u32(out, SC_TCP_ACK_MAGIC);
+  sc_wire_put_u32(out + 4, (uint32_t)from);
+  sc_wire_put_u32(out + 8, (uint32_t)to);
+  sc_wire_put_u32(out + 12, (uint32_t)sock);
 }
 
 int sc_tcp_ack_valid(const uint8_t buf[SC_TCP_ACK_LEN], int peer, int rank, int sock) {
-  return sc_tcp_get32(buf) == SC_TCP_ACK_MAGIC && sc_tcp_get32(buf + 4) == (uint32_t)peer &&
-         sc_tcp_get32(buf + 8) == (uint32_t)rank && sc_tcp_get32(buf + 12) == (uint32_t)sock;
+  return sc_wire_get_u32(buf) == SC_TCP_ACK_MAGIC && sc_wire_get_u32(buf + 4) == (uint32_t)peer &&
+         sc_wire_get_u32(buf + 8) == (uint32_t)rank && sc_wire_get_u32(buf + 12) == (uint32_t)sock;
 }
 
 /* A complete hello on an incoming connection: NULL when it may be acked, else
  * why it is dropped (in why). */
 static const char *hello_check(sc_setup_t *s, sc_setup_conn_t *c, char *why, size_t whylen) {
-  sc_transport_t *tp = s->tp;
+  sc_tcp_transport_t *tp = s->tp;
   sc_tcp_hello_t m;
-  const char *bad = sc_tcp_hello_parse(c->buf, tp->secret, tp->rank, tp->nranks, &m, why, whylen);
+  const char *bad =
+      sc_tcp_hello_parse(c->buf, tp->secret, tp->base.rank, tp->base.nranks, &m, why, whylen);
   if (bad) return bad;
   uint32_t from = m.from, sock = m.sock, nsocks = m.nsocks;
   const sc_tcp_peer_t *p = &tp->peers[from];
@@ -282,7 +284,7 @@ static const char *hello_check(sc_setup_t *s, sc_setup_conn_t *c, char *why, siz
 }
 
 static void setup_on_in(sc_setup_t *s, sc_setup_conn_t *c) {
-  sc_transport_t *tp = s->tp;
+  sc_tcp_transport_t *tp = s->tp;
   int err = 0;
   if (c->state == SC_SETUP_READ_HELLO) {
     int st = setup_io(c, 0, &err);
@@ -299,7 +301,7 @@ static void setup_on_in(sc_setup_t *s, sc_setup_conn_t *c) {
       return;
     }
     memset(c->buf, 0, sizeof(c->buf));
-    sc_tcp_encode_ack(c->buf, tp->rank, c->peer, c->sock);
+    sc_tcp_encode_ack(c->buf, tp->base.rank, c->peer, c->sock);
     c->len = SC_TCP_ACK_LEN;
     c->done = 0;
     c->state = SC_SETUP_SEND_ACK;
@@ -315,10 +317,10 @@ static void setup_on_in(sc_setup_t *s, sc_setup_conn_t *c) {
 }
 
 static sc_result_t setup_accept(sc_setup_t *s) {
-  sc_transport_t *tp = s->tp;
+  sc_tcp_transport_t *tp = s->tp;
   /* Bounded so that a flood of idle connections cannot exhaust descriptors:
    * beyond it the oldest unauthenticated one is dropped. */
-  size_t unauth_max = (size_t)tp->nranks * SC_TCP_MAX_SOCKS + 64;
+  size_t unauth_max = (size_t)tp->base.nranks * SC_TCP_MAX_SOCKS + 64;
   for (int k = 0; k < 64; k++) {
     int fd;
     sc_sockaddr_t from;
@@ -363,14 +365,14 @@ static sc_result_t setup_accept(sc_setup_t *s) {
 }
 
 static sc_result_t setup_timeout_error(sc_setup_t *s) {
-  sc_transport_t *tp = s->tp;
+  sc_tcp_transport_t *tp = s->tp;
   char list[700];
   size_t used = 0;
   int missing = 0;
   list[0] = '\0';
-  for (int i = 0; i < tp->nranks; i++) {
+  for (int i = 0; i < tp->base.nranks; i++) {
     const sc_tcp_peer_t *p = &tp->peers[i];
-    if (i == tp->rank || p->connected) continue;
+    if (i == tp->base.rank || p->connected) continue;
     missing++;
     if (used + 140 >= sizeof(list)) continue;
     char a[64];
@@ -380,7 +382,7 @@ static sc_result_t setup_timeout_error(sc_setup_t *s) {
     if (p->nconn > 0) {
       snprintf(buf, sizeof(buf), "%d of %d sockets connected", p->nconn, p->nsocks);
       what = buf;
-    } else if (i < tp->rank) {
+    } else if (i < tp->base.rank) {
       /* The first socket that has not finished tells the story. */
       const sc_setup_conn_t *c = &s->out[(size_t)i * (size_t)tp->nsocks];
       for (int k = 0; k < tp->nsocks; k++)
@@ -403,7 +405,7 @@ static sc_result_t setup_timeout_error(sc_setup_t *s) {
   return SC_ERR(
       SC_ERR_TIMEOUT,
       "tcp: rank %d: connection setup timed out after %d ms; %d peer%s never connected: %s",
-      tp->rank, tp->timeout_ms, missing, missing == 1 ? "" : "s", list);
+      tp->base.rank, tp->timeout_ms, missing, missing == 1 ? "" : "s", list);
 }
 
 static void setup_free(sc_setup_t *s) {
@@ -417,33 +419,7 @@ static void setup_free(sc_setup_t *s) {
   free(s->pconn);
 }
 
-static sc_result_t read_addrs(sc_transport_t *tp, const void *addrs, size_t stride) {
-  if (stride < SC_TCP_BLOB_LEN)
-    return SC_ERR(SC_ERR_INVALID_ARG, "tcp connect_all: stride %zu < address blob of %d bytes",
-                  stride, SC_TCP_BLOB_LEN);
-  const uint8_t *tab = addrs;
-  for (int i = 0; i < tp->nranks; i++) {
-    const uint8_t *b = tab + (size_t)i * stride;
-    sc_tcp_peer_t *p = &tp->peers[i];
-    if (sc_tcp_get32(b) != SC_TCP_BLOB_MAGIC ||
-        sc_socket_addr_unpack(b + 4, &p->addr) != SC_SUCCESS)
-      return SC_ERR(SC_ERR_INVALID_ARG,
-                    "tcp connect_all: address blob of rank %d is not a tcp address", i);
-    char a[64];
-    snprintf(p->name, sizeof(p->name), "rank %d (%s)", i,
-             sc_socket_addr_str(&p->addr, a, sizeof(a)));
-  }
-  /* Catches a table in the wrong order before it sends data to the wrong rank. */
-  uint8_t mine[SC_SOCKET_ADDR_WIRE_LEN];
-  SC_CHECK(sc_socket_addr_pack(&tp->listen_addr, mine));
-  if (memcmp(mine, tab + (size_t)tp->rank * stride + 4, SC_SOCKET_ADDR_WIRE_LEN) != 0)
-    return SC_ERR(SC_ERR_INVALID_ARG,
-                  "tcp connect_all: the table's entry for rank %d is not this endpoint's address",
-                  tp->rank);
-  return SC_SUCCESS;
-}
-
-static int same_host(const sc_sockaddr_t *a, const sc_sockaddr_t *b) {
+int sc_tcp_same_host(const sc_sockaddr_t *a, const sc_sockaddr_t *b) {
   if (a->sa.ss_family != b->sa.ss_family) return 0;
   if (a->sa.ss_family == AF_INET)
     return ((const struct sockaddr_in *)&a->sa)->sin_addr.s_addr ==
@@ -454,13 +430,51 @@ static int same_host(const sc_sockaddr_t *a, const sc_sockaddr_t *b) {
   return 0;
 }
 
+/* Ranks advertising one address share a host (every rank counts the same
+ * from the same table). */
+static void count_host_ranks(sc_tcp_transport_t *tp) {
+  for (int i = 0; i < tp->base.nranks; i++) {
+    sc_tcp_peer_t *p = &tp->peers[i];
+    p->host_ranks = 0;
+    for (int j = 0; j < tp->base.nranks; j++)
+      p->host_ranks += sc_tcp_same_host(&p->addr, &tp->peers[j].addr);
+  }
+}
+
+static sc_result_t read_addrs(sc_tcp_transport_t *tp, const void *addrs, size_t stride) {
+  if (stride < SC_TCP_BLOB_LEN)
+    return SC_ERR(SC_ERR_INVALID_ARG, "tcp connect_all: stride %zu < address blob of %d bytes",
+                  stride, SC_TCP_BLOB_LEN);
+  const uint8_t *tab = addrs;
+  for (int i = 0; i < tp->base.nranks; i++) {
+    const uint8_t *b = tab + (size_t)i * stride;
+    sc_tcp_peer_t *p = &tp->peers[i];
+    if (sc_wire_get_u32(b) != SC_TCP_BLOB_MAGIC ||
+        sc_socket_addr_unpack(b + 4, &p->addr) != SC_SUCCESS)
+      return SC_ERR(SC_ERR_INVALID_ARG,
+                    "tcp connect_all: address blob of rank %d is not a tcp address", i);
+    p->host_cpus = (int)sc_wire_get_u32(b + 4 + SC_SOCKET_ADDR_WIRE_LEN);
+    char a[64];
+    snprintf(p->name, sizeof(p->name), "rank %d (%s)", i,
+             sc_socket_addr_str(&p->addr, a, sizeof(a)));
+  }
+  /* Catches a table in the wrong order before it sends data to the wrong rank. */
+  uint8_t mine[SC_SOCKET_ADDR_WIRE_LEN];
+  SC_CHECK(sc_socket_addr_pack(&tp->listen_addr, mine));
+  if (memcmp(mine, tab + (size_t)tp->base.rank * stride + 4, SC_SOCKET_ADDR_WIRE_LEN) != 0)
+    return SC_ERR(SC_ERR_INVALID_ARG,
+                  "tcp connect_all: the table's entry for rank %d is not this endpoint's address",
+                  tp->base.rank);
+  count_host_ranks(tp);
+  return SC_SUCCESS;
+}
+
 /* Spinning only pays when the peer that will answer has a core of its own
  * (sc_tcp_spins; measured: 8-byte all-reduce of 4 ranks on 2 CPUs took 1.9x
  * as long with a 50 us spin as with none). */
-static void limit_spin(sc_transport_t *tp) {
-  int local = 0;
-  for (int i = 0; i < tp->nranks; i++) local += same_host(&tp->peers[i].addr, &tp->listen_addr);
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+static void limit_spin(sc_tcp_transport_t *tp) {
+  int local = tp->peers[tp->base.rank].host_ranks;
+  long cpus = tp->peers[tp->base.rank].host_cpus;
   if (tp->spin_us > 0 && !sc_tcp_spins(local, cpus)) {
     SC_INFO(SC_SUBSYS_NET,
             "tcp: %d ranks on this host share %ld CPUs: waiting without spinning (SC_SPIN_US=%d "
@@ -509,21 +523,22 @@ static sc_result_t setup_pollset(sc_setup_t *s, size_t *count) {
   return SC_SUCCESS;
 }
 
-sc_result_t sc_tcp_connect_all(sc_transport_t *tp, const void *addrs, size_t stride) {
-  if (!tp || !addrs) return SC_ERR(SC_ERR_INVALID_ARG, "tcp connect_all: NULL argument");
+sc_result_t sc_tcp_connect_all(sc_transport_t *base, const void *addrs, size_t stride) {
+  if (!base || !addrs) return SC_ERR(SC_ERR_INVALID_ARG, "tcp connect_all: NULL argument");
+  sc_tcp_transport_t *tp = sc_tcp_of(base);
   if (tp->connected) return SC_ERR(SC_ERR_INVALID_ARG, "tcp connect_all: already connected");
   SC_CHECK(read_addrs(tp, addrs, stride));
 
   sc_setup_t s = {.tp = tp};
-  s.need_out = tp->rank;
-  s.need_in = tp->nranks - 1 - tp->rank;
+  s.need_out = tp->base.rank;
+  s.need_in = tp->base.nranks - 1 - tp->base.rank;
   sc_result_t res = SC_SUCCESS;
   int64_t deadline = sc_now_ms() + tp->timeout_ms;
-  s.nout = (size_t)tp->rank * (size_t)tp->nsocks;
+  s.nout = (size_t)tp->base.rank * (size_t)tp->nsocks;
   s.out = calloc(s.nout + 1, sizeof(*s.out));
   if (!s.out) return SC_ERR(SC_ERR_NOMEM, "tcp connect_all: out of memory");
   for (size_t i = 0; i < s.nout; i++) s.out[i].fd = -1;
-  for (int i = 0; i < tp->rank; i++) {
+  for (int i = 0; i < tp->base.rank; i++) {
     if (!tp->peers[i].socks) SC_CHECK_GOTO(sc_tcp_peer_init_socks(tp, i, tp->nsocks), res, done);
     for (int k = 0; k < tp->nsocks; k++) {
       sc_setup_conn_t *c = &s.out[(size_t)i * (size_t)tp->nsocks + (size_t)k];
@@ -572,7 +587,8 @@ sc_result_t sc_tcp_connect_all(sc_transport_t *tp, const void *addrs, size_t str
   SC_CHECK_GOTO(sc_tcp_alloc_pollset(tp), res, done);
   limit_spin(tp);
   tp->connected = 1;
-  SC_INFO(SC_SUBSYS_NET, "tcp: rank %d connected to all %d peers", tp->rank, tp->nranks - 1);
+  SC_INFO(SC_SUBSYS_NET, "tcp: rank %d connected to all %d peers", tp->base.rank,
+          tp->base.nranks - 1);
 
 done:
   setup_free(&s);

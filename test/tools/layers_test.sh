@@ -1,0 +1,72 @@
+#!/bin/sh
+# The layer check (test/tools/layers.sh): the tree passes it, and it catches
+# what it is for. A copy of a few real folders gets one upward include and,
+# separately, one include into a sibling folder; each must fail, naming the
+# file and line.
+top_srcdir=${top_srcdir:-.}
+CHECK="$top_srcdir/test/tools/layers.sh"
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "PASS: $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+if out=$(top_srcdir="$top_srcdir" sh "$CHECK" 2>&1); then
+  ok "the tree: $out"
+else
+  bad "the tree has upward includes:"
+  echo "$out"
+fi
+
+# The picture of the layers users read must be the one the code has.
+doc="$top_srcdir/docs/ARCHITECTURE.md"
+want=$(top_srcdir="$top_srcdir" sh "$CHECK" --table)
+have=$(sed -n '/^| folder | includes headers of |$/,/^$/p' "$doc" | sed '/^$/d')
+if [ -n "$have" ] && [ "$want" = "$have" ]; then
+  ok "docs/ARCHITECTURE.md's layer table is the tree's"
+else
+  bad "docs/ARCHITECTURE.md's layer table differs from 'layers.sh --table':"
+  printf '%s\n' "$want"
+fi
+
+# A small tree: base below core, transport/tcp beside transport/shm.
+mk() {
+  rm -rf "$tmp/t" && mkdir -p "$tmp/t/base" "$tmp/t/core" "$tmp/t/transport/tcp" \
+    "$tmp/t/transport/shm"
+  printf '#include "sparsecoll.h"\n' >"$tmp/t/base/error.h"
+  printf '#include "base/error.h"\n' >"$tmp/t/core/comm.h"
+  printf '#include "base/error.h"\n' >"$tmp/t/transport/tcp/tcp.c"
+  printf '#include "base/error.h"\n' >"$tmp/t/transport/shm/shm.c"
+}
+mk
+if top_srcdir="$tmp/t" sh "$CHECK" >/dev/null 2>&1; then ok "a clean small tree passes"; else
+  bad "a clean small tree fails"; fi
+
+mk
+printf '/* a comment */\n#include "core/comm.h"\n' >>"$tmp/t/base/error.h"
+out=$(top_srcdir="$tmp/t" sh "$CHECK" 2>&1)
+rc=$?
+if [ $rc -ne 0 ] && echo "$out" | grep -q '^base/error.h:3: .*core/comm.h (layer core, above it)'; then
+  ok "an upward include fails with its file and line"
+else
+  bad "an upward include was not caught (rc=$rc): $out"
+fi
+
+mk
+printf '#include "transport/shm/shm.h"\n' >>"$tmp/t/transport/tcp/tcp.c" # paths_test:ignore
+out=$(top_srcdir="$tmp/t" sh "$CHECK" 2>&1)
+rc=$?
+if [ $rc -ne 0 ] && echo "$out" | grep -q '^transport/tcp/tcp.c:2: .*sibling folder'; then
+  ok "an include into a sibling folder fails"
+else
+  bad "a sibling include was not caught (rc=$rc): $out"
+fi
+
+mk
+printf '#include "nowhere/x.h"\n' >>"$tmp/t/core/comm.h"
+if ! top_srcdir="$tmp/t" sh "$CHECK" >/dev/null 2>&1; then ok "an include of no layer fails"; else
+  bad "an include of no layer passed"; fi
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
