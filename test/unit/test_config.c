@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -211,6 +212,42 @@ static void test_init_env_without_variables(void **state) {
   unsetenv("SC_WORLD_SIZE");
 }
 
+/* A call refused because the communicator failed names the call the same
+ * way whichever path refuses it: at submission (sc_op_submit), or when its
+ * turn comes after the failure was recorded (sc_op_check_runnable, which
+ * adds the call's number). CI once saw the second path drop count and dtype. */
+static void test_refusal_names_the_call(void **state) {
+  sc_comm_t comm;
+  memset(&comm, 0, sizeof(comm));
+  pthread_mutex_init(&comm.lock, NULL);
+  comm.rank = 1;
+  comm.nranks = 3;
+  sc_op_t op = {.coll = SC_COLL_ALLREDUCE,
+                .count = 100000,
+                .dtype = SC_INT32,
+                .op = SC_SUM,
+                .root = -1,
+                .seq = 7};
+  assert_int_equal(sc_op_check_runnable(&comm, &op), SC_SUCCESS);
+
+  snprintf(comm.errmsg, sizeof(comm.errmsg), "rank 2 (host, pid 9) closed its connections");
+  atomic_store(&comm.error, SC_ERR_REMOTE);
+  assert_int_equal(sc_op_check_runnable(&comm, &op), SC_ERR_REMOTE);
+  assert_non_null(strstr(sc_last_error(), "rank 1: allreduce #7 (count 100000, int32) not started: "
+                                          "the communicator failed earlier: rank 2 (host"));
+  sc_request_t *req = NULL;
+  assert_int_equal(sc_op_submit(&comm, &op, &req), SC_ERR_REMOTE);
+  assert_null(req);
+  assert_non_null(strstr(sc_last_error(), "rank 1: allreduce (count 100000, int32) not started: "
+                                          "the communicator failed earlier: rank 2 (host"));
+
+  atomic_store(&comm.aborted, 1);
+  assert_int_equal(sc_op_check_runnable(&comm, &op), SC_ERR_ABORTED);
+  assert_non_null(strstr(sc_last_error(), "allreduce #7 (count 100000, int32) not started: "
+                                          "the communicator was aborted"));
+  pthread_mutex_destroy(&comm.lock);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse_long),
@@ -223,6 +260,7 @@ int main(void) {
       cmocka_unit_test(test_secret_from_token),
       cmocka_unit_test(test_api_arguments_without_comm),
       cmocka_unit_test(test_init_env_without_variables),
+      cmocka_unit_test(test_refusal_names_the_call),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
