@@ -16,6 +16,20 @@ double sc_fusion_now_us(void) {
   return (double)sc_clock_ns() * 1e-3;
 }
 
+void sc_fusion_config_init(sc_fusion_config_t *cfg) {
+  if (!cfg) return;
+  /* Every byte, padding included, so a binding that hashes or copies the
+   * struct sees the same thing on every rank. */
+  memset(cfg, 0, sizeof(*cfg));
+  cfg->policy = SC_FUSE_SIZE;
+  cfg->bucket_bytes = 0; /* the library default, SC_FUSION_DEFAULT_BUCKET_BYTES */
+  cfg->alpha_us = 0.0;   /* both 0: measured at plan time */
+  cfg->beta_us_per_byte = 0.0;
+  cfg->density = 0.0;
+  cfg->select = SC_SELECT_EXACT;
+  cfg->slice_bytes = 0;
+}
+
 sc_result_t sc_fusion_create(sc_comm_t *comm, const sc_fusion_config_t *cfg, sc_fusion_t **out) {
   const char *fn = "sc_fusion_create";
   if (out) *out = NULL;
@@ -28,6 +42,8 @@ sc_result_t sc_fusion_create(sc_comm_t *comm, const sc_fusion_config_t *cfg, sc_
       isinf(cfg->beta_us_per_byte))
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: alpha %g us / beta %g us/B must be finite and >= 0", fn,
                   cfg->alpha_us, cfg->beta_us_per_byte);
+  if ((unsigned)cfg->select > SC_SELECT_GAUSSIAN)
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s: unknown select %d", fn, (int)cfg->select);
   if (cfg->policy == SC_FUSE_DEAR && cfg->density > 0.0)
     return SC_ERR(SC_ERR_UNSUPPORTED,
                   "%s: DeAR splits a dense all-reduce into reduce-scatter + all-gather; gTop-k "

@@ -37,13 +37,15 @@ sc_result_t sc_fusion_check_same(sc_fusion_t *f) {
       sc_mix(sc_mix(sc_mix(sc_mix(0, (uint64_t)c->policy), c->bucket_bytes), sc_bits(c->alpha_us)),
              sc_bits(c->beta_us_per_byte)),
       sc_bits(c->density));
+  cfg = sc_mix(cfg, (uint64_t)c->select);
   uint64_t hdr[4] = {f->nt, cfg};
   SC_CHECK(sc_minmax(f->comm, hdr, 2));
   if (hdr[1] != hdr[3])
-    return SC_ERR(SC_ERR_MISMATCH,
-                  "%s: rank %d: the fusion config (policy, bucket_bytes, alpha, beta, density) "
-                  "differs between ranks",
-                  fn, f->rank);
+    return SC_ERR(
+        SC_ERR_MISMATCH,
+        "%s: rank %d: the fusion config (policy, bucket_bytes, alpha, beta, density, select) "
+        "differs between ranks",
+        fn, f->rank);
   size_t nmin = (size_t)hdr[0];
   uint64_t *fp = malloc((2 * nmin + 1) * sizeof(*fp));
   if (!fp) return SC_ERR(SC_ERR_NOMEM, "%s: fingerprints of %zu tensors", fn, nmin);
@@ -104,7 +106,7 @@ static sc_result_t sc_time_allreduce(sc_fusion_t *f, void *buf, size_t n) {
 
 static sc_result_t sc_time_gtopk(sc_fusion_t *f, void *buf, size_t n) {
   double k = floor(f->cfg.density * (double)n);
-  return sc_gtopk_allreduce(buf, n, SC_FLOAT32, k < 1 ? 1 : (size_t)k, SC_SELECT_EXACT, NULL,
+  return sc_gtopk_allreduce(buf, n, SC_FLOAT32, k < 1 ? 1 : (size_t)k, f->cfg.select, NULL,
                             f->comm);
 }
 
@@ -180,7 +182,7 @@ sc_result_t sc_fusion_sparse_model(sc_fusion_t *f, double alpha_us, double beta_
       double k = floor(f->cfg.density * N);
       size_t nnz;
       double t0 = sc_fusion_now_us();
-      if (sc_topk(v, N, SC_FLOAT32, k < 1 ? 1 : (size_t)k, SC_SELECT_EXACT, idx, val, &nnz) ==
+      if (sc_topk(v, N, SC_FLOAT32, k < 1 ? 1 : (size_t)k, f->cfg.select, idx, val, &nnz) ==
           SC_SUCCESS)
         sel[0] = (sc_fusion_now_us() - t0) / (N * sizeof(float));
     }

@@ -24,7 +24,7 @@ typedef struct sc_ftensor {
   double bw_us;
   int bucket;
   size_t offset; /* bytes from the start of the bucket's buffer */
-  int ready;     /* in the current round */
+  int ready;     /* readied or skipped, round not delivered yet */
 } sc_ftensor_t;
 
 typedef struct sc_fbucket {
@@ -83,8 +83,6 @@ sc_result_t sc_fusion_sparse_model(sc_fusion_t *f, double alpha_us, double beta_
 
 /* runtime.c; lock held */
 sc_result_t sc_fusion_launch_ready(sc_fusion_t *f);
-/* Completes bucket b's round (deliver: copy the result out to the tensors). */
-sc_result_t sc_fusion_complete(sc_fusion_t *f, size_t b, int deliver, const char *fn);
 sc_result_t sc_fusion_fail(sc_fusion_t *f, sc_result_t r);
 
 /* worker.c */

@@ -4,6 +4,7 @@
  * same order whatever the local order of ready calls. One mutex guards the
  * state; nobody holds it while blocked on a request. */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -71,13 +72,62 @@ static int sc_completable(const sc_fusion_t *f, const sc_fbucket_t *b) {
   return 1;
 }
 
+static size_t sc_first_unready(const sc_fusion_t *f, const sc_fbucket_t *b) {
+  for (size_t l = b->first; l < b->last; l++)
+    if (!f->t[l].ready) return l;
+  return b->first;
+}
+
+/* The tensor that this rank must still make ready before bucket i's round
+ * can finish, or -1 when only other ranks or the network decide. Nothing
+ * another rank does can launch a bucket here: launches are local and in
+ * plan order, so a bucket that is not ready, or that waits behind a bucket
+ * that is not, is blocked by this rank alone (*prev: that tensor's bucket
+ * still holds its previous, undelivered round). */
+static long sc_self_blocker(const sc_fusion_t *f, size_t i, int *prev) {
+  const sc_fbucket_t *b = &f->b[i];
+  *prev = 0;
+  if (b->state == SC_FB_IDLE || b->waiting) return -1;
+  if (b->state == SC_FB_FILLING) return (long)sc_first_unready(f, b);
+  if (b->state == SC_FB_INFLIGHT &&
+      (f->cfg.density > 0.0 || f->cfg.policy != SC_FUSE_DEAR || b->req2))
+    return -1;
+  /* READY behind an earlier bucket, or DeAR's all-gathers, which are queued
+   * only after the round's last reduce-scatter. */
+  const sc_fbucket_t *j = &f->b[f->next_launch];
+  if (j == b) return -1; /* it would have launched; a failed launch is sticky */
+  if (j->state == SC_FB_INFLIGHT) {
+    *prev = 1;
+    return (long)j->first;
+  }
+  return (long)sc_first_unready(f, j);
+}
+
+static sc_result_t sc_self_blocked(const sc_fusion_t *f, size_t i, long l, int prev, const char *fn,
+                                   const char *who) {
+  const sc_ftensor_t *t = &f->t[l];
+  if (prev)
+    return SC_ERR(SC_ERR_INVALID_ARG,
+                  "%s: rank %d: %s (bucket %zu) can never finish: tensor %ld (%zu elements of %s, "
+                  "bucket %d) still holds its previous round, so it cannot be made ready for this "
+                  "one; only this rank can unblock it: wait for tensor %ld, then make it ready",
+                  fn, f->rank, who, i, l, t->count, sc_dtype_name(t->dtype), t->bucket, l);
+  return SC_ERR(SC_ERR_INVALID_ARG,
+                "%s: rank %d: %s (bucket %zu) can never finish: tensor %ld (%zu elements of %s, "
+                "bucket %d) is not ready on this rank this round, and only this rank can unblock "
+                "it: call sc_fusion_ready or sc_fusion_skip for tensor %ld first",
+                fn, f->rank, who, i, l, t->count, sc_dtype_name(t->dtype), t->bucket, l);
+}
+
 static void sc_copy_out(sc_fusion_t *f, sc_fbucket_t *b) {
   if (b->zero_copy) return;
   for (size_t l = b->first; l < b->last; l++)
     memcpy(f->t[l].buf, b->buf + f->t[l].offset, f->t[l].bytes);
 }
 
-sc_result_t sc_fusion_complete(sc_fusion_t *f, size_t i, int deliver, const char *fn) {
+/* Finishes bucket i's round and delivers it. who names the caller's target
+ * in a self-blocked error. Lock held. */
+static sc_result_t sc_fusion_complete(sc_fusion_t *f, size_t i, const char *fn, const char *who) {
   sc_fbucket_t *b = &f->b[i];
   struct timespec dl;
   sc_clock_deadline_ts(f->timeout_ms, &dl);
@@ -85,12 +135,14 @@ sc_result_t sc_fusion_complete(sc_fusion_t *f, size_t i, int deliver, const char
     if (f->failed != SC_SUCCESS) return sc_fusion_failed(f, fn);
     if (b->state == SC_FB_IDLE) return SC_SUCCESS;
     if (sc_completable(f, b)) break;
+    int prev;
+    long l = sc_self_blocker(f, i, &prev);
+    if (l >= 0) return sc_self_blocked(f, i, l, prev, fn, who);
     if (pthread_cond_timedwait(&f->cv, &f->lock, &dl) == ETIMEDOUT) {
       return SC_ERR(SC_ERR_TIMEOUT,
-                    "%s: rank %d: bucket %zu (tensors %zu-%zu) not finished after %d ms: %zu of "
-                    "%zu tensors ready this round, bucket %zu is the next to launch",
-                    fn, f->rank, i, b->first, b->last - 1, f->timeout_ms, b->nready,
-                    b->last - b->first, f->next_launch);
+                    "%s: rank %d: %s (bucket %zu, tensors %zu-%zu) not finished after %d ms: "
+                    "launched on this rank, waiting for the collective",
+                    fn, f->rank, who, i, b->first, b->last - 1, f->timeout_ms);
     }
   }
   sc_result_t r = SC_SUCCESS;
@@ -115,7 +167,7 @@ sc_result_t sc_fusion_complete(sc_fusion_t *f, size_t i, int deliver, const char
     b->state = SC_FB_IDLE;
     return sc_fusion_fail(f, r);
   }
-  if (deliver) sc_copy_out(f, b);
+  sc_copy_out(f, b);
   for (size_t l = b->first; l < b->last; l++) f->t[l].ready = 0;
   b->nready = 0;
   b->state = SC_FB_IDLE;
@@ -131,34 +183,40 @@ static sc_result_t sc_check_tensor(const sc_fusion_t *f, int id, const char *fn)
   return SC_SUCCESS;
 }
 
-sc_result_t sc_fusion_ready(sc_fusion_t *f, int id) {
-  const char *fn = "sc_fusion_ready";
+/* ready and skip: the tensor joins this round, with its gradient or zeros. */
+static sc_result_t sc_fusion_mark(sc_fusion_t *f, int id, int skip, const char *fn) {
   SC_CHECK(sc_check_tensor(f, id, fn));
   sc_ftensor_t *t = &f->t[id];
   sc_fbucket_t *b = &f->b[t->bucket];
   sc_result_t r = SC_SUCCESS;
   pthread_mutex_lock(&f->lock);
-  if (b->state == SC_FB_INFLIGHT) {
-    /* The previous round still owns the bucket's buffer. Its result is not
-     * delivered: the caller has already put a new gradient in buf. */
-    r = sc_fusion_complete(f, (size_t)t->bucket, 0, fn);
-    if (r != SC_SUCCESS) goto out;
-  }
   if (f->failed != SC_SUCCESS) {
     r = sc_fusion_failed(f, fn);
     goto out;
   }
   if (t->ready) {
-    r = SC_ERR(SC_ERR_INVALID_ARG, "%s: tensor %d is ready twice in one round", fn, id);
+    /* Its round is not delivered: the buffer is the library's (a fused
+     * copy, or the collective's own memory when zero copy). Finishing that
+     * round here would drop its result; waiting would block on this rank. */
+    r = SC_ERR(SC_ERR_INVALID_ARG,
+               "%s: tensor %d is already ready (or skipped) and its round is still in flight "
+               "(bucket %d %s): its buffer belongs to the library until sc_fusion_wait or "
+               "sc_fusion_wait_all delivers that round",
+               fn, id, t->bucket, b->state == SC_FB_INFLIGHT ? "launched" : "not launched yet");
     goto out;
   }
   t->ready = 1;
   b->state = SC_FB_FILLING;
-  if (!b->zero_copy) {
+  if (skip || !b->zero_copy) {
     /* Other tensors' copies and readies may proceed meanwhile: regions are
-     * disjoint, and the bucket cannot launch before this one counts. */
+     * disjoint, and the bucket cannot launch before this one counts. A
+     * skipped tensor's region is zeroed, in the fused buffer or (zero copy)
+     * in its own buffer, which the library owns until the wait. */
     pthread_mutex_unlock(&f->lock);
-    memcpy(b->buf + t->offset, t->buf, t->bytes);
+    if (skip)
+      memset(b->buf + t->offset, 0, t->bytes);
+    else
+      memcpy(b->buf + t->offset, t->buf, t->bytes);
     pthread_mutex_lock(&f->lock);
   }
   if (++b->nready == b->last - b->first) {
@@ -170,11 +228,29 @@ out:
   return r;
 }
 
+sc_result_t sc_fusion_ready(sc_fusion_t *f, int id) {
+  return sc_fusion_mark(f, id, 0, "sc_fusion_ready");
+}
+
+sc_result_t sc_fusion_skip(sc_fusion_t *f, int id) {
+  return sc_fusion_mark(f, id, 1, "sc_fusion_skip");
+}
+
 sc_result_t sc_fusion_wait(sc_fusion_t *f, int id) {
   const char *fn = "sc_fusion_wait";
   SC_CHECK(sc_check_tensor(f, id, fn));
+  sc_result_t r = SC_SUCCESS;
   pthread_mutex_lock(&f->lock);
-  sc_result_t r = sc_fusion_complete(f, (size_t)f->t[id].bucket, 1, fn);
+  if (f->failed != SC_SUCCESS) {
+    r = sc_fusion_failed(f, fn);
+  } else if (f->t[id].ready) {
+    /* Only a tensor with a round in flight waits; one never made ready, or
+     * already delivered (with its bucket, by an earlier wait), holds its last
+     * result: the DeAR pattern wait-then-refill relies on that. */
+    char who[48];
+    snprintf(who, sizeof(who), "tensor %d", id);
+    r = sc_fusion_complete(f, (size_t)f->t[id].bucket, fn, who);
+  }
   pthread_mutex_unlock(&f->lock);
   return r;
 }
@@ -185,11 +261,18 @@ sc_result_t sc_fusion_wait_all(sc_fusion_t *f) {
   if (!f->planned) return SC_ERR(SC_ERR_INVALID_ARG, "%s: call sc_fusion_plan first", fn);
   sc_result_t r = SC_SUCCESS;
   pthread_mutex_lock(&f->lock);
+  /* Refuse up front, before delivering anything, when some bucket can never
+   * finish (an unused parameter neither readied nor skipped, typically). */
+  for (size_t i = 0; i < f->nb && r == SC_SUCCESS && f->failed == SC_SUCCESS; i++) {
+    int prev;
+    long l = sc_self_blocker(f, i, &prev);
+    if (l >= 0) r = sc_self_blocked(f, i, l, prev, fn, "the round");
+  }
   /* In launch order: a request finishes only after the earlier ones. DeAR's
    * all-gathers run in the reverse order, so start from the other end. */
   for (size_t k = 0; k < f->nb && r == SC_SUCCESS; k++) {
     size_t i = f->cfg.policy == SC_FUSE_DEAR ? f->nb - 1 - k : k;
-    r = sc_fusion_complete(f, i, 1, fn);
+    r = sc_fusion_complete(f, i, fn, "the round");
   }
   pthread_mutex_unlock(&f->lock);
   return r;

@@ -29,7 +29,7 @@ static void *sc_fusion_worker_main(void *arg) {
       r = SC_ERR(f->failed, "sparse bucket %zu not run: an earlier one failed", i);
     } else {
       pthread_mutex_unlock(&f->lock);
-      r = sc_gtopk_allreduce(b->buf, b->count, b->dtype, b->k, SC_SELECT_EXACT, b->ef, f->comm);
+      r = sc_gtopk_allreduce(b->buf, b->count, b->dtype, b->k, f->cfg.select, b->ef, f->comm);
       pthread_mutex_lock(&f->lock);
     }
     if (r != SC_SUCCESS) sc_error_get_detail(b->errmsg, SC_ERRMSG_MAX);

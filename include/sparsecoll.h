@@ -182,7 +182,14 @@ typedef struct sc_fusion_config {
   double alpha_us;         /* all-reduce model T(m) = alpha + beta*m bytes; both 0 = */
   double beta_us_per_byte; /* measure on the communicator at plan time */
   double density;          /* 0 = dense; (0,1) = gTop-k with error feedback */
+  sc_select_t select;      /* sparse buckets: SC_SELECT_EXACT (default) or SC_SELECT_GAUSSIAN */
+  size_t slice_bytes;      /* reserved for the P3 policy (not built yet); ignored */
 } sc_fusion_config_t;
+
+/* Defaults for every field (SC_FUSE_SIZE, library-default bucket size, a
+ * measured model, dense, exact selection): call first, then set what you
+ * need, so that code keeps working when fields are added. */
+void sc_fusion_config_init(sc_fusion_config_t *cfg);
 
 typedef struct sc_fusion sc_fusion_t;
 sc_result_t sc_fusion_create(sc_comm_t *comm, const sc_fusion_config_t *cfg, sc_fusion_t **f);
@@ -192,6 +199,9 @@ sc_result_t sc_fusion_plan(sc_fusion_t *f);
 sc_result_t sc_fusion_num_buckets(const sc_fusion_t *f, int *n);
 sc_result_t sc_fusion_bucket_of(const sc_fusion_t *f, int tensor_id, int *bucket);
 sc_result_t sc_fusion_ready(sc_fusion_t *f, int tensor_id);
+/* No gradient this round (an unused parameter): counts as ready and
+ * contributes zeros; buf is not read, and receives the average. */
+sc_result_t sc_fusion_skip(sc_fusion_t *f, int tensor_id);
 sc_result_t sc_fusion_wait(sc_fusion_t *f, int tensor_id);
 sc_result_t sc_fusion_wait_all(sc_fusion_t *f);
 sc_result_t sc_fusion_destroy(sc_fusion_t *f);

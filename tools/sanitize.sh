@@ -3,7 +3,7 @@
 #   asan     build-asan: ASan + UBSan (any UB is fatal), the whole `make check`
 #            (or ASAN_TESTS).
 #   tsan     build-tsan: TSan (clang): collectives over TCP and shm, peer
-#            death, a 500-op soak (TSAN_TESTS=all: every multi-rank script
+#            death, a 500-op soak, fusion (TSAN_TESTS=all: every multi-rank script
 #            over both transports).
 #   valgrind build-asan/memcheck (plain -O2 -g, static): memcheck with
 #            --leak-check=full, definite and indirect leaks are errors, on a
@@ -86,14 +86,16 @@ for step in $steps; do
     export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
     # TSan is 5-15x slower and the machine may be shared: by default a
     # representative subset (every collective on 1-8 ranks over each transport,
-    # peer death, a 500-op soak over every algorithm); TSAN_TESTS=all runs
-    # every multi-rank script over both transports.
+    # peer death, a 500-op soak over every algorithm, fusion's worker thread
+    # against the caller's); TSAN_TESTS=all runs every multi-rank script over
+    # both transports.
     tests=${TSAN_TESTS:-"test/multi/tcp-collectives.sh test/multi/shm-collectives.sh \
-test/multi/tcp-peer_death.sh test/soak/soak.sh"}
+test/multi/tcp-peer_death.sh test/soak/soak.sh test/multi/fusion.sh"}
     [ "$tests" = all ] && tests="test/multi/tcp-collectives.sh test/multi/shm-collectives.sh \
 test/multi/tcp-allreduce_algos.sh test/multi/shm-allreduce_algos.sh \
 test/multi/tcp-peer_death.sh test/multi/shm-peer_death.sh \
-test/multi/tcp-env_launchers.sh test/multi/shm-env_launchers.sh test/soak/soak.sh"
+test/multi/tcp-env_launchers.sh test/multi/shm-env_launchers.sh test/soak/soak.sh \
+test/multi/fusion.sh"
     start=$(date +%s)
     (cd $tbd && make -j2 >make.out 2>&1 &&
       SOAK_OPS=500 make -j2 check TESTS="$tests" TEST_TIMEOUT=1800 >check.out 2>&1)

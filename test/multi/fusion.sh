@@ -1,9 +1,15 @@
 #!/bin/sh
 # Bucket fusion (every policy, dense; sparse when gTop-k is built) on 1, 2, 3
-# and 4 ranks, over TCP and shared memory, and a tiny replay of each trace.
+# and 4 ranks, over TCP and shared memory, the round and ownership rules
+# (mr_fusion_rules) on 1..4, and a tiny replay of each trace.
 . "$top_srcdir/test/multi/lib.sh"
 for n in 1 2 3 4; do
   check "fusion n=$n" "$SC_RUN" -n "$n" --timeout 300 --label "$MR/mr_fusion"
+done
+# The rules: a wait only this rank could unblock must fail far below this timeout.
+for n in 1 2 3 4; do
+  check "fusion rules n=$n" env SC_TIMEOUT_MS=60000 "$SC_RUN" -n "$n" --timeout 300 --label \
+    "$MR/mr_fusion_rules"
 done
 check "fusion n=3 SC_TRANSPORT=shm" env SC_TRANSPORT=shm "$SC_RUN" -n 3 --timeout 300 --label "$MR/mr_fusion"
 for t in resnet50 vgg16 bert_base; do

@@ -1,8 +1,8 @@
 /* Bucket fusion on N ranks (run under sc-run): every policy, with separate
  * and with contiguous (zero-copy) tensors, gives each tensor the average over
  * ranks of every rank's input, over several rounds, whatever order (and
- * thread) each rank calls ready in; a round may be readied again before
- * any wait; the plan is checked
+ * thread) each rank calls ready in; a second ready before the wait is
+ * refused; the plan is checked
  * for shape; mismatched registrations fail with SC_ERR_MISMATCH on every rank;
  * with density > 0 (if gTop-k is available) every bucket equals a direct
  * sc_gtopk_allreduce of the same fused data with its own error feedback. */
@@ -141,7 +141,7 @@ static void check_plan_shape(sc_fusion_t *f, sc_fusion_policy_t pol, const char 
 
 /* Several rounds: each rank readies in its own permutation (round 1 from two
  * threads), waits per tensor or with wait_all; round 3 is readied again
- * before anyone waited (the library finishes the earlier round first). */
+ * before anyone waited (refused: the round is still in flight). */
 static void run_policy(sc_fusion_policy_t pol, int contiguous, int calibrate) {
   char what[96];
   snprintf(what, sizeof(what), "%s %s%s", policy_names[pol], contiguous ? "contiguous" : "separate",
@@ -179,16 +179,19 @@ static void run_policy(sc_fusion_policy_t pol, int contiguous, int calibrate) {
         if (a[k].res != SC_SUCCESS)
           mr_fail("%s: ready from thread %d: %s: %s", what, k, sc_strerror(a[k].res), a[k].err);
     } else if (round == 3) {
-      /* Readied twice before any wait: the second ready of each tensor
-       * finishes the first round (its result is not delivered) and reduces
-       * again. The caller leaves buf alone between (a single-tensor or
-       * contiguous bucket reduces in buf itself), so either way buf ends as
-       * the average: of the inputs, or of the already averaged values. */
+      /* Readied twice before any wait: the buffer is the library's until the
+       * round is delivered, so the second ready is refused and the round's
+       * result still arrives (test/multi/mr_fusion_rules.c checks more). */
       for (int i = 0; i < NT; i++) {
         fill(&ts, perm[i], round);
         MR_OK(sc_fusion_ready(f, perm[i]));
       }
-      for (int i = 0; i < NT; i++) MR_OK(sc_fusion_ready(f, perm[NT - 1 - i]));
+      for (int i = 0; i < NT; i++) {
+        mr_checks++;
+        if (sc_fusion_ready(f, perm[NT - 1 - i]) != SC_ERR_INVALID_ARG)
+          mr_fail("%s: a second ready of tensor %d in flight was not refused", what,
+                  perm[NT - 1 - i]);
+      }
     } else {
       for (int i = 0; i < NT; i++) {
         fill(&ts, perm[i], round);
