@@ -1,6 +1,6 @@
 /* `sc_gtopk_perf --select`: times sc_topk's exact selection against its
- * Gaussian-k selection on N(0,1) data (the input Gaussian-k is designed for),
- * and reports the count Gaussian-k returns against k. With --sort it also
+ * Gaussian-k selection on normal (default), Laplace, Student-t(3) or skewed
+ * data (--dist), and reports the count Gaussian-k returns against k. With --sort it also
  * times the baseline both replace: a full qsort by magnitude. Only the public
  * API is used. */
 #include <errno.h>
@@ -19,6 +19,7 @@ typedef struct sel_opts {
   double density;
   sc_dtype_t dtype;
   const char *dtype_name;
+  const char *dist; /* normal | laplace | student-t3 | skewed */
   int iters, sort;
   uint64_t seed;
   const char *json;
@@ -26,12 +27,14 @@ typedef struct sel_opts {
 
 static void sel_usage(FILE *f) {
   fprintf(f, "usage: sc_gtopk_perf --select [-n N] [-k K | --density D] [--dtype T] [--iters I]\n"
-             "                     [--seed S] [--sort] [-J FILE]\n"
+             "                     [--dist D] [--seed S] [--sort] [-J FILE]\n"
              "  -n         elements (default 26214400 = 25*2^20)\n"
              "  -k         entries to select (default density * n)\n"
              "  --density  k / n (default 0.001)\n"
              "  --dtype    float | half | bfloat16 | double (default float)\n"
              "  --iters    timed runs of each selector, median reported (default 10, max 1000)\n"
+             "  --dist     normal | laplace | student-t3 | skewed (half the entries\n"
+             "             folded non-negative) (default normal)\n"
              "  --seed     data seed (default 1)\n"
              "  --sort     also time a full qsort by magnitude (slow: seconds at the default n)\n"
              "  -J FILE    also write the results as JSON\n");
@@ -42,6 +45,7 @@ static int sel_parse(int argc, char **argv, sel_opts_t *o) {
                     .density = 0.001,
                     .dtype = SC_FLOAT32,
                     .dtype_name = "float",
+                    .dist = "normal",
                     .iters = 10,
                     .seed = 1};
   for (int i = 1; i < argc; i++) {
@@ -70,6 +74,14 @@ static int sel_parse(int argc, char **argv, sel_opts_t *o) {
       o->density = strtod(v, &end);
     } else if (!strcmp(a, "--iters")) {
       o->iters = (int)strtol(v, &end, 10);
+    } else if (!strcmp(a, "--dist")) {
+      if (strcmp(v, "normal") && strcmp(v, "laplace") && strcmp(v, "student-t3") &&
+          strcmp(v, "skewed")) {
+        fprintf(stderr, "sc_gtopk_perf --select: unknown --dist %s\n", v);
+        return -1;
+      }
+      o->dist = v;
+      continue;
     } else if (!strcmp(a, "--seed")) {
       o->seed = strtoull(v, &end, 10);
     } else if (!strcmp(a, "-J") || !strcmp(a, "--json")) {
@@ -175,20 +187,34 @@ static void sel_store(sc_dtype_t t, void *buf, size_t i, double v) {
   }
 }
 
-/* N(0,1) by Marsaglia's polar method. */
-static void sel_fill(sc_dtype_t t, void *buf, size_t n, uint64_t seed) {
-  sel_rng = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (size_t i = 0; i < n; i += 2) {
-    double u, w, s;
-    do {
-      u = 2 * sel_unit() - 1;
-      w = 2 * sel_unit() - 1;
-      s = u * u + w * w;
-    } while (s >= 1.0);
-    double f = sqrt(-2.0 * log(s) / s);
-    sel_store(t, buf, i, u * f);
-    if (i + 1 < n) sel_store(t, buf, i + 1, w * f);
+/* N(0,1) by Marsaglia's polar method, one draw (the pair's second is
+ * dropped: the other distributions need a variable number per entry). */
+static double sel_normal(void) {
+  double u, w, s;
+  do {
+    u = 2 * sel_unit() - 1;
+    w = 2 * sel_unit() - 1;
+    s = u * u + w * w;
+  } while (s >= 1.0);
+  return u * sqrt(-2.0 * log(s) / s);
+}
+
+static double sel_draw(const char *dist, size_t i) {
+  if (!strcmp(dist, "laplace")) {
+    double e = -log(sel_unit());
+    return sel_unit() < 0.5 ? -e : e;
   }
+  if (!strcmp(dist, "student-t3")) {
+    double z = sel_normal(), a = sel_normal(), b = sel_normal(), c = sel_normal();
+    return z / sqrt((a * a + b * b + c * c) / 3.0);
+  }
+  double z = sel_normal();
+  return !strcmp(dist, "skewed") && i % 2 ? fabs(z) : z;
+}
+
+static void sel_fill(sc_dtype_t t, void *buf, size_t n, const char *dist, uint64_t seed) {
+  sel_rng = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (size_t i = 0; i < n; i++) sel_store(t, buf, i, sel_draw(dist, i));
 }
 
 /* ---- timing ---- */
@@ -252,11 +278,12 @@ static int sel_write_json(const sel_opts_t *o, double exact_ms, double gauss_ms,
   }
   fprintf(f,
           "{\n  \"binary\": \"sc_gtopk_perf\",\n  \"mode\": \"select\",\n  \"n\": %zu,\n"
-          "  \"k\": %zu,\n  \"density\": %.6g,\n  \"dtype\": \"%s\",\n  \"iters\": %d,\n"
+          "  \"k\": %zu,\n  \"density\": %.6g,\n  \"dtype\": \"%s\",\n  \"dist\": \"%s\",\n"
+          "  \"iters\": %d,\n"
           "  \"seed\": %llu,\n  \"exact_ms\": %.6g,\n  \"gaussian_ms\": %.6g,\n"
           "  \"speedup\": %.6g,\n  \"gaussian_count\": %zu,\n  \"count_over_k\": %.6g,\n"
           "  \"sort_ms\": ",
-          o->n, o->k, (double)o->k / (double)o->n, o->dtype_name, o->iters,
+          o->n, o->k, (double)o->k / (double)o->n, o->dtype_name, o->dist, o->iters,
           (unsigned long long)o->seed, exact_ms, gauss_ms, exact_ms / gauss_ms, count,
           (double)count / (double)o->k);
   if (sort_ms >= 0)
@@ -286,7 +313,7 @@ int sc_gtopk_select_main(int argc, char **argv) {
     fprintf(stderr, "sc_gtopk_perf --select: out of memory for n = %zu\n", o.n);
     goto out;
   }
-  sel_fill(o.dtype, buf, o.n, o.seed);
+  sel_fill(o.dtype, buf, o.n, o.dist, o.seed);
   size_t nnz_exact = 0, nnz_gauss = 0;
   /* One untimed run of each first (page faults in the output arrays). */
   for (int it = -1; it < o.iters; it++) {
@@ -308,9 +335,9 @@ int sc_gtopk_select_main(int argc, char **argv) {
   }
   double exact_ms = sel_median(te, o.iters), gauss_ms = sel_median(tg, o.iters);
   double sort_ms = o.sort ? sel_sort_ms(buf, &o) : -1;
-  printf("# top-k selection on N(0,1) data: n %zu, k %zu (density %.6g), dtype %s, median of "
+  printf("# top-k selection on %s data: n %zu, k %zu (density %.6g), dtype %s, median of "
          "%d\n",
-         o.n, o.k, (double)o.k / (double)o.n, o.dtype_name, o.iters);
+         o.dist, o.n, o.k, (double)o.k / (double)o.n, o.dtype_name, o.iters);
   printf("#  %12s %12s %9s %10s %8s %12s\n", "exact_ms", "gaussian_ms", "speedup", "count",
          "count/k", "sort_ms");
   printf("   %12.3f %12.3f %9.2f %10zu %8.3f ", exact_ms, gauss_ms, exact_ms / gauss_ms, nnz_gauss,

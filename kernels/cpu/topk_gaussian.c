@@ -1,23 +1,24 @@
 /* Gaussian-k, the approximate selector of "Understanding Top-k
- * Sparsification": fit a normal distribution to the values in one pass, take
- * the threshold whose two-sided tail holds a fraction k/n, count, adjust the
- * threshold at most three times, and select with the last one. Every pass is a
- * streaming loop the compiler vectorizes (moments, counts) or a compaction
- * whose branch is almost never taken. */
+ * Sparsification", made to hold on any input: estimate from a strided sample
+ * the threshold whose tail holds k entries, count (and compact) the entries
+ * above it in one pass, and accept when the count is in [k/2, 2k]. The common
+ * case is that single pass. Otherwise the search keeps the best thresholds
+ * found on either side of the range and interpolates ln(count) between them;
+ * when a few rounds cannot land in range (ties at the boundary, spikes,
+ * constant data) the exact selector answers. Every selection takes all
+ * entries whose magnitude key exceeds a threshold key, so every selected
+ * magnitude is >= every unselected one. */
 #include <math.h>
 #include <string.h>
 
 #include "base/error.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/topk.h"
+#include "kernels/cpu/topk_gaussian.h"
 #include "kernels/cpu/topk_keys.h"
 
-#define SC_TOPK_REFINE_MAX 3
-/* Elements per block of the moment pass: fp16/bf16 are widened to float32
- * a block at a time (stack buffer), and blocks have a constant trip count
- * for the vectorizer. */
-#define SC_TOPK_BLOCK 256
-#define SC_TOPK_LANES 4
+/* Fewest sample values the tail fit uses. */
+#define SC_TOPK_ANCHOR 64
 
 double sc_topk_norm_quantile(double p) {
   /* Peter J. Acklam's rational approximations (central region and tails). */
@@ -52,145 +53,117 @@ double sc_topk_norm_quantile(double p) {
   return x - u / (1.0 + x * u / 2.0);
 }
 
-/* Sums over the finite values (NaN and +-inf are left out of the fit). */
-typedef struct moments {
-  double sum[SC_TOPK_LANES], sumsq[SC_TOPK_LANES];
-  uint64_t count[SC_TOPK_LANES];
-} moments_t;
-
-/* m multiple of SC_TOPK_LANES, at most SC_TOPK_BLOCK. The lanes are separate
- * sums (the vectorizer may not reorder one floating-point sum, but it maps
- * independent ones onto vector lanes), and non-finite values are masked with
- * integer operations (a float compare could trap, so gcc would keep it as a
- * branch). */
-static void moments_f32_block(const float *x, size_t m, moments_t *acc) {
-  double s[SC_TOPK_LANES], q[SC_TOPK_LANES];
-  uint32_t c[SC_TOPK_LANES];
-  for (size_t l = 0; l < SC_TOPK_LANES; l++) {
-    s[l] = acc->sum[l];
-    q[l] = acc->sumsq[l];
-    c[l] = 0;
-  }
-  for (size_t i = 0; i < m; i += SC_TOPK_LANES) {
-    for (size_t l = 0; l < SC_TOPK_LANES; l++) {
-      uint32_t u;
-      memcpy(&u, &x[i + l], sizeof u);
-      uint32_t fin = (u & 0x7fffffffu) < 0x7f800000u;
-      u &= 0u - fin;
-      float v;
-      memcpy(&v, &u, sizeof v);
-      s[l] += (double)v;
-      q[l] += (double)v * (double)v;
-      c[l] += fin;
-    }
-  }
-  for (size_t l = 0; l < SC_TOPK_LANES; l++) {
-    acc->sum[l] = s[l];
-    acc->sumsq[l] = q[l];
-    acc->count[l] += c[l];
-  }
+int sc_topk_count_in_range(size_t count, size_t k) {
+  /* count >= ceil(k/2): k/2 rounded down would let an odd k accept one entry
+   * too few. */
+  return count >= k - k / 2 && (k > SIZE_MAX / 2 || count <= 2 * k);
 }
 
-static void moments_f64_block(const double *x, size_t m, moments_t *acc) {
-  double s[SC_TOPK_LANES], q[SC_TOPK_LANES];
-  uint64_t c[SC_TOPK_LANES];
-  for (size_t l = 0; l < SC_TOPK_LANES; l++) {
-    s[l] = acc->sum[l];
-    q[l] = acc->sumsq[l];
-    c[l] = 0;
-  }
-  for (size_t i = 0; i < m; i += SC_TOPK_LANES) {
-    for (size_t l = 0; l < SC_TOPK_LANES; l++) {
-      uint64_t u;
-      memcpy(&u, &x[i + l], sizeof u);
-      uint64_t fin = (u & 0x7fffffffffffffffull) < 0x7ff0000000000000ull;
-      u &= 0ull - fin;
-      double v;
-      memcpy(&v, &u, sizeof v);
-      s[l] += v;
-      q[l] += v * v;
-      c[l] += fin;
-    }
-  }
-  for (size_t l = 0; l < SC_TOPK_LANES; l++) {
-    acc->sum[l] = s[l];
-    acc->sumsq[l] = q[l];
-    acc->count[l] += c[l];
-  }
+double sc_topk_sample_threshold(const double *top, size_t h, size_t taken, size_t n, size_t k,
+                                double *slope) {
+  *slope = 0;
+  if (h == 0 || taken == 0 || n == 0) return 0;
+  /* Expected number of sampled positions among the top k. */
+  double r = (double)k * (double)taken / (double)n;
+  /* Anchor rank: several times r, so that the anchor itself is well
+   * determined (a rank-j order statistic misses its tail fraction by about
+   * 1/sqrt(j)). */
+  double want = 8 * r < SC_TOPK_ANCHOR ? SC_TOPK_ANCHOR : 8 * r;
+  size_t rb = want < (double)h ? (size_t)want : h;
+  if (rb < 1) rb = 1;
+  double tb = top[rb - 1];
+  /* An exponential tail, ln P(|v| > t) linear in t, its rate estimated by
+   * maximum likelihood from the excesses over tb of the rb - 1 larger sample
+   * values. Exact for Laplace, slightly conservative for normal tails and
+   * slightly eager for power-law ones, each well within the factor of 2 the
+   * count may miss by. */
+  double excess = 0;
+  for (size_t i = 0; i < rb; i++) excess += top[i] - tb;
+  if (excess > 0 && rb > 1) *slope = -(double)(rb - 1) / excess;
+  if (*slope == 0) return tb;
+  return tb + (log(r) - log((double)rb)) / *slope;
 }
 
-static void moments(const void *x, size_t n, sc_dtype_t dtype, double *mean, double *stddev,
-                    size_t *finite) {
-  moments_t acc;
-  memset(&acc, 0, sizeof acc);
-  float buf[SC_TOPK_BLOCK];
-  size_t i = 0;
-  for (; i + SC_TOPK_BLOCK <= n; i += SC_TOPK_BLOCK) {
-    switch (dtype) {
-    case SC_FLOAT16:
-      sc_half_to_float_array(buf, (const uint16_t *)x + i, SC_TOPK_BLOCK);
-      moments_f32_block(buf, SC_TOPK_BLOCK, &acc);
-      break;
-    case SC_BFLOAT16:
-      sc_bfloat16_to_float_array(buf, (const uint16_t *)x + i, SC_TOPK_BLOCK);
-      moments_f32_block(buf, SC_TOPK_BLOCK, &acc);
-      break;
-    case SC_FLOAT32:
-      moments_f32_block((const float *)x + i, SC_TOPK_BLOCK, &acc);
-      break;
-    default:
-      moments_f64_block((const double *)x + i, SC_TOPK_BLOCK, &acc);
-      break;
-    }
-  }
-  /* The tail, padded with NaN (not counted) to whole lanes. */
-  size_t rest = n - i;
-  if (rest > 0) {
-    double tail[SC_TOPK_BLOCK];
-    for (size_t j = 0; j < SC_TOPK_BLOCK; j++) tail[j] = NAN;
-    for (size_t j = 0; j < rest; j++) {
-      switch (dtype) {
-      case SC_FLOAT16:
-        tail[j] = sc_half_to_float(((const uint16_t *)x)[i + j]);
-        break;
-      case SC_BFLOAT16:
-        tail[j] = sc_bfloat16_to_float(((const uint16_t *)x)[i + j]);
-        break;
-      case SC_FLOAT32:
-        tail[j] = ((const float *)x)[i + j];
-        break;
-      default:
-        tail[j] = ((const double *)x)[i + j];
-        break;
-      }
-    }
-    size_t padded = (rest + SC_TOPK_LANES - 1) / SC_TOPK_LANES * SC_TOPK_LANES;
-    moments_f64_block(tail, padded, &acc);
-  }
-  double s = 0, ss = 0;
-  uint64_t c = 0;
-  for (size_t l = 0; l < SC_TOPK_LANES; l++) {
-    s += acc.sum[l];
-    ss += acc.sumsq[l];
-    c += acc.count[l];
-  }
-  *finite = (size_t)c;
-  if (c == 0) {
-    *mean = *stddev = 0;
-    return;
-  }
-  double mu = s / (double)c;
-  double var = ss / (double)c - mu * mu;
-  *mean = mu;
-  *stddev = var > 0 ? sqrt(var) : 0;
+void sc_topk_search_init(sc_topk_search_t *s, size_t k, double slope) {
+  memset(s, 0, sizeof *s);
+  s->k = k;
+  s->slope = slope < 0 && isfinite(slope) ? slope : 0;
 }
 
-/* The largest key whose magnitude is <= t (t >= 0, finite): |v| > t exactly
- * when key(v) > that key, so the passes compare integers. Binary search over
- * the keys (at most 63 steps): exact for every dtype without per-type
- * rounding code. */
+int sc_topk_search_record(sc_topk_search_t *s, uint64_t key, double t, size_t count) {
+  if (sc_topk_count_in_range(count, s->k)) return 1;
+  if (count > s->k) {
+    /* Too many: a higher threshold than any too-many one seen is tighter. */
+    if (!s->has_lo || key > s->lo_key) {
+      s->has_lo = 1;
+      s->lo_key = key;
+      s->lo_t = t;
+      s->lo_count = count;
+    }
+  } else if (!s->has_hi || key < s->hi_key) {
+    s->has_hi = 1;
+    s->hi_key = key;
+    s->hi_t = t;
+    s->hi_count = count;
+  }
+  return 0;
+}
+
+/* ln(count), with an empty count read as half an entry so that the log stays
+ * finite and still ranks below one. */
+static double log_count(size_t c) {
+  return log(c > 0 ? (double)c : 0.5);
+}
+
+double sc_topk_search_next(const sc_topk_search_t *s) {
+  double target = log((double)s->k);
+  if (s->has_lo && s->has_hi) {
+    double ylo = log_count(s->lo_count), yhi = log_count(s->hi_count);
+    double f = (ylo - target) / (ylo - yhi);
+    /* Keep away from the ends: on a curved ln(count) plain false position can
+     * creep along one side for many rounds. */
+    if (!(f >= 0.1)) f = 0.1;
+    if (f > 0.9) f = 0.9;
+    return s->lo_t + f * (s->hi_t - s->lo_t);
+  }
+  if (s->has_lo) {
+    if (s->slope < 0) return s->lo_t + (target - log_count(s->lo_count)) / s->slope;
+    return s->lo_t > 0 ? 2 * s->lo_t : INFINITY;
+  }
+  if (s->has_hi) {
+    double t = s->slope < 0 ? s->hi_t + (target - log_count(s->hi_count)) / s->slope : 0;
+    return t > 0 ? t : s->hi_t / 2;
+  }
+  return NAN;
+}
+
+int sc_topk_search_key(const sc_topk_search_t *s, uint64_t proposed, uint64_t *key) {
+  int above_lo = !s->has_lo || proposed > s->lo_key;
+  int below_hi = !s->has_hi || proposed < s->hi_key;
+  if (above_lo && below_hi) {
+    *key = proposed;
+    return 1;
+  }
+  if (s->has_lo && s->has_hi) {
+    /* The proposal hit a tried key (rounding, or ties between the ends):
+     * bisect the keys in between, if any. */
+    if (s->hi_key - s->lo_key < 2) return 0;
+    *key = s->lo_key + (s->hi_key - s->lo_key) / 2;
+    return 1;
+  }
+  if (s->has_hi && s->hi_key > 0) {
+    *key = s->hi_key / 2;
+    return 1;
+  }
+  return 0;
+}
+
+/* The largest key whose magnitude is <= t: |v| > t exactly when key(v) >
+ * that key, so the passes compare integers. Binary search over the keys (at
+ * most 63 steps): exact for every dtype without per-type rounding code. */
 static uint64_t threshold_key(const sc_topk_ops_t *ops, double t) {
   uint64_t lo = 0, hi = ops->inf_key;
+  if (!(t >= 0)) return 0;
   while (lo < hi) {
     uint64_t mid = lo + (hi - lo + 1) / 2;
     if (ops->key_value(mid) <= t)
@@ -201,6 +174,85 @@ static uint64_t threshold_key(const sc_topk_ops_t *ops, double t) {
   return lo;
 }
 
+/* The sample keeps its SC_TOPK_TOP largest magnitudes in a min-heap: most
+ * sampled values lose the one compare against the root. */
+typedef struct sample_top {
+  double v[SC_TOPK_TOP];
+  size_t h;
+} sample_top_t;
+
+static void top_sift_down(double *v, size_t h, size_t i) {
+  for (;;) {
+    size_t c = 2 * i + 1;
+    if (c >= h) return;
+    if (c + 1 < h && v[c + 1] < v[c]) c++;
+    if (v[i] <= v[c]) return;
+    double tmp = v[i];
+    v[i] = v[c];
+    v[c] = tmp;
+    i = c;
+  }
+}
+
+static void top_push(sample_top_t *t, double x) {
+  if (t->h < SC_TOPK_TOP) {
+    size_t i = t->h++;
+    t->v[i] = x;
+    while (i > 0 && t->v[(i - 1) / 2] > t->v[i]) {
+      double tmp = t->v[i];
+      t->v[i] = t->v[(i - 1) / 2];
+      t->v[(i - 1) / 2] = tmp;
+      i = (i - 1) / 2;
+    }
+  } else if (x > t->v[0]) {
+    t->v[0] = x;
+    top_sift_down(t->v, t->h, 0);
+  }
+}
+
+/* Heap to descending order, in place (pop the minimum to the back). */
+static void top_sort_desc(sample_top_t *t) {
+  for (size_t h = t->h; h > 1; h--) {
+    double tmp = t->v[0];
+    t->v[0] = t->v[h - 1];
+    t->v[h - 1] = tmp;
+    top_sift_down(t->v, h - 1, 0);
+  }
+}
+
+static double magnitude_at(const void *x, sc_dtype_t dtype, size_t i) {
+  switch (dtype) {
+  case SC_FLOAT16:
+    return fabs((double)sc_half_to_float(((const uint16_t *)x)[i]));
+  case SC_BFLOAT16:
+    return fabs((double)sc_bfloat16_to_float(((const uint16_t *)x)[i]));
+  case SC_FLOAT32:
+    return fabs((double)((const float *)x)[i]);
+  default:
+    return fabs(((const double *)x)[i]);
+  }
+}
+
+/* The largest finite magnitudes at evenly strided positions, sorted
+ * descending. The sample is sized so that about SC_TOPK_TOP / 8 of its
+ * positions fall in the top k (the tail is then read from SC_TOPK_TOP values),
+ * at most SC_TOPK_SAMPLE and at most n; *taken: positions read. */
+static void sample_top(const void *x, size_t n, sc_dtype_t dtype, size_t k, sample_top_t *t,
+                       size_t *taken) {
+  double want = (double)(SC_TOPK_TOP / 8) * (double)n / (double)k;
+  size_t cnt = want < (double)SC_TOPK_SAMPLE ? (size_t)want : SC_TOPK_SAMPLE;
+  if (cnt > n) cnt = n;
+  if (cnt == 0) cnt = 1;
+  size_t stride = n / cnt, i = stride / 2;
+  t->h = 0;
+  for (size_t j = 0; j < cnt; j++, i += stride) {
+    double v = magnitude_at(x, dtype, i);
+    if (isfinite(v)) top_push(t, v);
+  }
+  top_sort_desc(t);
+  *taken = cnt;
+}
+
 sc_result_t sc_topk_gaussian_indices(const void *x, size_t n, sc_dtype_t dtype, size_t k,
                                      uint32_t *indices, size_t *nnz) {
   const sc_topk_ops_t *ops = sc_topk_ops(dtype);
@@ -209,32 +261,27 @@ sc_result_t sc_topk_gaussian_indices(const void *x, size_t n, sc_dtype_t dtype, 
   if (k == 0 || n == 0) return SC_SUCCESS;
   if (k >= n) return sc_topk_exact_indices(x, n, dtype, k, indices, nnz);
 
-  double mu, sigma;
-  size_t finite;
-  moments(x, n, dtype, &mu, &sigma, &finite);
-  if (finite == 0) return sc_topk_exact_indices(x, n, dtype, k, indices, nnz);
-  double z = -sc_topk_norm_quantile((double)k / (double)n / 2.0);
-  double t = fabs(mu) + z * sigma;
-  /* The caller's 2k indices receive the selection during each count; the
-   * last count's selection is the answer when it fits. */
+  sample_top_t top;
+  size_t taken;
+  double slope;
+  sample_top(x, n, dtype, k, &top, &taken);
+  double t = sc_topk_sample_threshold(top.v, top.h, taken, n, k, &slope);
+  sc_topk_search_t s;
+  sc_topk_search_init(&s, k, slope);
+  /* The caller's 2k indices receive the selection during each count; a
+   * round whose count is in range leaves its answer there. */
   size_t cap = k <= SIZE_MAX / 2 ? 2 * k : SIZE_MAX;
-  size_t count = 0;
-  for (int round = 0;; round++) {
-    /* Values so large that the sums overflowed: no usable fit. */
-    if (!isfinite(t)) return sc_topk_exact_indices(x, n, dtype, k, indices, nnz);
-    count = ops->collect(x, n, threshold_key(ops, t), indices, cap);
-    if (round == SC_TOPK_REFINE_MAX) break;
-    if (count < 2 * k / 3.0)
-      t *= 0.5;
-    else if (count > 4 * k / 3.0)
-      t *= 1.5;
-    else
-      break;
+  for (int round = 0; round < SC_TOPK_ROUNDS && top.h > 0; round++) {
+    uint64_t key;
+    if (isnan(t) || !sc_topk_search_key(&s, threshold_key(ops, t), &key)) break;
+    size_t count = ops->collect(x, n, key, indices, cap);
+    if (sc_topk_search_record(&s, key, ops->key_value(key), count)) {
+      *nnz = count;
+      return SC_SUCCESS;
+    }
+    t = sc_topk_search_next(&s);
   }
-  /* More than 2k passed: everything above the threshold ranks above
-   * everything below it, so the exact top-k among them is the exact top-k of
-   * the whole vector. */
-  if (count > cap) return sc_topk_exact_indices(x, n, dtype, k, indices, nnz);
-  *nnz = count;
-  return SC_SUCCESS;
+  /* The search cannot land in range (ties at the boundary, a sample that saw
+   * no finite value, or too few rounds): the exact top k holds the contract. */
+  return sc_topk_exact_indices(x, n, dtype, k, indices, nnz);
 }
