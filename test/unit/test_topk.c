@@ -457,10 +457,10 @@ static void test_gaussian_every_dtype(void **state) {
   free(mark);
 }
 
-/* Uniform data on [-1, 1] has no exponential tail: from the sample's estimate
- * the count goes 0, then 4800, 3120, 2140 (> 2k = 400: false position creeps
- * along the curved side), so after its rounds the search returns the exact
- * top-k. */
+/* Uniform data on [-1, 1] has no exponential tail: the estimate from the
+ * sample misses, and interpolating along the curved side does not land in
+ * [k/2, 2k] within the search's rounds, so the result must be the exact
+ * top-k (which the test checks index by index). */
 static void test_gaussian_falls_back_to_exact(void **state) {
   (void)state;
   const size_t n = 20000, k = 200;
@@ -478,8 +478,9 @@ static void test_gaussian_falls_back_to_exact(void **state) {
   free(buf);
 }
 
-/* Inputs without a usable normal fit fall back to the exact selection: no
- * finite value at all, and sums of squares that overflow. */
+/* Degenerate inputs still meet the contract: no finite value at all (the
+ * infinite one is the top), and magnitudes near the top of double's range,
+ * where a tail estimate's arithmetic could overflow. */
 static void test_gaussian_degenerate(void **state) {
   (void)state;
   const float nf[] = {NAN, INFINITY, -INFINITY, NAN};
