@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "transport/loopback/loopback.h"
 
@@ -260,31 +261,39 @@ static sc_result_t lb_refuse(sc_lb_ep_t *ep, sc_tp_req_t *req) {
                 ep->peer_msg[0] ? ep->peer_msg : "loopback: the link to this peer failed");
 }
 
-static sc_result_t lb_isend(sc_transport_t *t, int peer, const void *buf, size_t len,
-                            sc_tp_req_t *req) {
-  sc_lb_ep_t *ep = lb_ep(t);
-  SC_CHECK(lb_post_check(ep, peer, buf, len, req));
-  req->is_send = 1;
-  req->buf = (uint8_t *)(uintptr_t)buf;
-  sc_lb_ep_t *dst = ep->peers[peer];
-  pthread_mutex_lock(&dst->qlock);
-  if (atomic_load(&dst->broken[ep->rank])) {
-    pthread_mutex_unlock(&dst->qlock);
+/* A send and a receive are one rule seen from either end: under the
+ * receiver's queue lock, match the oldest opposite request the pair has
+ * queued, else queue this one. rx owns the queues, sender names the pair. */
+static sc_result_t lb_post(sc_lb_ep_t *ep, sc_lb_ep_t *rx, int sender, sc_tp_req_t *req) {
+  sc_lb_queue_t *theirs = req->is_send ? &rx->recvs[sender] : &rx->sends[sender];
+  sc_lb_queue_t *mine = req->is_send ? &rx->sends[sender] : &rx->recvs[sender];
+  pthread_mutex_lock(&rx->qlock);
+  if (atomic_load(&rx->broken[sender])) {
+    pthread_mutex_unlock(&rx->qlock);
     return lb_refuse(ep, req);
   }
   sc_result_t res = SC_SUCCESS;
-  sc_tp_req_t *r = q_pop(&dst->recvs[ep->rank]);
-  if (r)
-    match(dst, ep->rank, req, r);
-  else if ((res = q_reserve(&dst->sends[ep->rank], dst->sends[ep->rank].n + 1)) == SC_SUCCESS)
-    q_push(&dst->sends[ep->rank], req);
-  pthread_mutex_unlock(&dst->qlock);
+  sc_tp_req_t *other = q_pop(theirs);
+  if (other)
+    match(rx, sender, req->is_send ? req : other, req->is_send ? other : req);
+  else if ((res = q_reserve(mine, mine->n + 1)) == SC_SUCCESS)
+    q_push(mine, req);
+  pthread_mutex_unlock(&rx->qlock);
   if (res != SC_SUCCESS) {
     req->state = SC_TP_REQ_IDLE;
     return res;
   }
   ep->inflight++;
   return SC_SUCCESS;
+}
+
+static sc_result_t lb_isend(sc_transport_t *t, int peer, const void *buf, size_t len,
+                            sc_tp_req_t *req) {
+  sc_lb_ep_t *ep = lb_ep(t);
+  SC_CHECK(lb_post_check(ep, peer, buf, len, req));
+  req->is_send = 1;
+  req->buf = (uint8_t *)(uintptr_t)buf;
+  return lb_post(ep, ep->peers[peer], ep->rank, req);
 }
 
 static sc_result_t lb_irecv(sc_transport_t *t, int peer, void *buf, size_t len, sc_tp_req_t *req) {
@@ -292,34 +301,7 @@ static sc_result_t lb_irecv(sc_transport_t *t, int peer, void *buf, size_t len, 
   SC_CHECK(lb_post_check(ep, peer, buf, len, req));
   req->is_send = 0;
   req->buf = buf;
-  pthread_mutex_lock(&ep->qlock);
-  if (atomic_load(&ep->broken[peer])) {
-    pthread_mutex_unlock(&ep->qlock);
-    return lb_refuse(ep, req);
-  }
-  sc_result_t res = SC_SUCCESS;
-  sc_tp_req_t *s = q_pop(&ep->sends[peer]);
-  if (s)
-    match(ep, peer, s, req);
-  else if ((res = q_reserve(&ep->recvs[peer], ep->recvs[peer].n + 1)) == SC_SUCCESS)
-    q_push(&ep->recvs[peer], req);
-  pthread_mutex_unlock(&ep->qlock);
-  if (res != SC_SUCCESS) {
-    req->state = SC_TP_REQ_IDLE;
-    return res;
-  }
-  ep->inflight++;
-  return SC_SUCCESS;
-}
-
-static void deadline_after(struct timespec *ts, int ms) {
-  clock_gettime(CLOCK_MONOTONIC, ts);
-  ts->tv_sec += ms / 1000;
-  ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-  if (ts->tv_nsec >= 1000000000L) {
-    ts->tv_sec++;
-    ts->tv_nsec -= 1000000000L;
-  }
+  return lb_post(ep, ep, peer, req);
 }
 
 static sc_result_t lb_progress(sc_transport_t *t, int timeout_ms, int *progressed) {
@@ -328,7 +310,7 @@ static sc_result_t lb_progress(sc_transport_t *t, int timeout_ms, int *progresse
   pthread_mutex_lock(&ep->clock);
   if (!ep->done.n && !ep->woken && !ep->has_error && timeout_ms > 0) {
     struct timespec until;
-    deadline_after(&until, timeout_ms);
+    sc_clock_deadline_ts(timeout_ms, &until);
     while (!ep->done.n && !ep->woken && !ep->has_error)
       if (pthread_cond_timedwait(&ep->cv, &ep->clock, &until) == ETIMEDOUT) break;
   }
