@@ -43,30 +43,25 @@ mk
 if top_srcdir="$tmp/t" sh "$CHECK" >/dev/null 2>&1; then ok "a clean small tree passes"; else
   bad "a clean small tree fails"; fi
 
-mk
-printf '/* a comment */\n#include "core/comm.h"\n' >>"$tmp/t/base/error.h"
-out=$(top_srcdir="$tmp/t" sh "$CHECK" 2>&1)
-rc=$?
-if [ $rc -ne 0 ] && echo "$out" | grep -q '^base/error.h:3: .*core/comm.h (layer core, above it)'; then
-  ok "an upward include fails with its file and line"
-else
-  bad "an upward include was not caught (rc=$rc): $out"
-fi
-
-mk
-printf '#include "transport/shm/shm.h"\n' >>"$tmp/t/transport/tcp/tcp.c" # paths_test:ignore
-out=$(top_srcdir="$tmp/t" sh "$CHECK" 2>&1)
-rc=$?
-if [ $rc -ne 0 ] && echo "$out" | grep -q '^transport/tcp/tcp.c:2: .*sibling folder'; then
-  ok "an include into a sibling folder fails"
-else
-  bad "a sibling include was not caught (rc=$rc): $out"
-fi
-
-mk
-printf '#include "nowhere/x.h"\n' >>"$tmp/t/core/comm.h"
-if ! top_srcdir="$tmp/t" sh "$CHECK" >/dev/null 2>&1; then ok "an include of no layer fails"; else
-  bad "an include of no layer passed"; fi
+# caught WHAT FILE LINE PATTERN: append LINE to FILE of a fresh small tree; the
+# check must fail and print PATTERN (the file and line it blames).
+caught() {
+  mk
+  printf '%s\n' "$3" >>"$tmp/t/$2"
+  out=$(top_srcdir="$tmp/t" sh "$CHECK" 2>&1)
+  rc=$?
+  if [ $rc -ne 0 ] && echo "$out" | grep -q "$4"; then
+    ok "$1 fails with its file and line"
+  else
+    bad "$1 was not caught (rc=$rc): $out"
+  fi
+}
+caught "an upward include" base/error.h '#include "core/comm.h"' \
+  '^base/error.h:2: .*core/comm.h (layer core, above it)'
+caught "an include into a sibling folder" transport/tcp/tcp.c \
+  '#include "transport/shm/shm.h"' '^transport/tcp/tcp.c:2: .*sibling folder' # paths_test:ignore
+caught "an include of no layer" core/comm.h '#include "nowhere/x.h"' \
+  '^core/comm.h:2: includes "nowhere/x.h", which is in no layer'
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
