@@ -8,6 +8,7 @@
 #include "base/config.h"
 #include "base/log.h"
 #include "base/socket.h"
+#include "config.h"
 #include "control/bootstrap.h"
 #include "control/watch.h"
 #include "core/comm.h"
@@ -25,6 +26,22 @@ static sc_result_t sc_parse_algo(const char *var, sc_coll_t coll, int *out) {
   return SC_SUCCESS;
 }
 
+/* Indexed by SC_TRANSPORT's choices: auto (shared memory to same-host peers, tcp to the
+ * others), tcp, shm, ucx, verbs; NULL where this build lacks the transport. */
+static const sc_transport_ops_t *const sc_transport_table[] = {
+    &sc_mux_transport,   &sc_tcp_transport, &sc_shm_transport,
+#ifdef SC_HAVE_UCX
+    &sc_ucx_transport,
+#else
+    NULL,
+#endif
+#ifdef SC_HAVE_VERBS
+    &sc_verbs_transport,
+#else
+    NULL,
+#endif
+};
+
 static sc_result_t sc_comm_read_config(sc_comm_config_t *cfg) {
   long v;
   SC_CHECK(sc_config_long("SC_TIMEOUT_MS", 1, 24L * 3600 * 1000, &v));
@@ -39,9 +56,10 @@ static sc_result_t sc_comm_read_config(sc_comm_config_t *cfg) {
   SC_CHECK(sc_parse_algo("SC_BCAST_ALGO", SC_COLL_BROADCAST, &cfg->bcast_algo));
   static const char *const tps[] = {"auto", "tcp", "shm", "ucx", "verbs"};
   SC_CHECK(sc_parse_choice("SC_TRANSPORT", sc_config_get("SC_TRANSPORT"), tps, 5, &idx));
-  if (idx > 2)
+  if (!sc_transport_table[idx])
     return SC_ERR(SC_ERR_UNSUPPORTED,
-                  "SC_TRANSPORT=%s is not built in this release (auto, tcp and shm are)", tps[idx]);
+                  "SC_TRANSPORT=%s: this build has no %s transport (configure did not find %s)",
+                  tps[idx], tps[idx], idx == 3 ? "UCX (libucx-dev)" : "ibverbs (libibverbs-dev)");
   cfg->transport = idx;
   SC_CHECK(sc_config_long("SC_NSOCKS", 1, 64, &v));
   cfg->nsocks = (int)v;
@@ -101,10 +119,7 @@ sc_result_t sc_comm_create(sc_comm_t **out, int nranks, int rank, const sc_uniqu
   sc_log_set_rank(rank);
   sc_result_t r;
   SC_CHECK_GOTO(sc_comm_read_config(&comm->cfg), r, fail);
-  /* auto: shared memory to same-host peers, tcp to the others. */
-  static const sc_transport_ops_t *const tpops[] = {&sc_mux_transport, &sc_tcp_transport,
-                                                    &sc_shm_transport};
-  comm->tpops = tpops[comm->cfg.transport];
+  comm->tpops = sc_transport_table[comm->cfg.transport];
 
   sc_tp_config_t tpc;
   memset(&tpc, 0, sizeof(tpc));

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "base/socket.h"
+#include "config.h"
 #include "sparsecoll.h"
 
 #define SC_TP_ADDR_MAX 192 /* bytes of an address blob exchanged at bootstrap */
@@ -152,5 +153,13 @@ extern const sc_transport_ops_t sc_tcp_transport;
 extern const sc_transport_ops_t sc_shm_transport;
 /* Per peer: shm for same-host peers, tcp for the others (SC_TRANSPORT=auto). */
 extern const sc_transport_ops_t sc_mux_transport;
+#ifdef SC_HAVE_UCX
+/* UCX (transport/ucx/): UCP tagged messages; UCX picks RDMA, shm, TCP itself. */
+extern const sc_transport_ops_t sc_ucx_transport;
+#endif
+#ifdef SC_HAVE_VERBS
+/* ibverbs RC (transport/verbs/), libibverbs loaded at run time. */
+extern const sc_transport_ops_t sc_verbs_transport;
+#endif
 
 #endif
