@@ -9,6 +9,8 @@ static const sc_algo_entry_t sc_allreduce_algos[] = {
     {"rd", sc_rd_allreduce_schedule, "recursive doubling of the whole vector"},
     {"rabenseifner", sc_rabenseifner_allreduce_schedule,
      "recursive halving reduce-scatter + recursive doubling all-gather"},
+    {"hier", sc_hier_allreduce_schedule,
+     "per host reduce-scatter, all-reduce across hosts per local rank, per host all-gather"},
 };
 static const sc_algo_entry_t sc_reduce_scatter_algos[] = {
     {"ring", sc_ring_reduce_scatter_schedule, "ring, one block per step"},

@@ -17,8 +17,8 @@ static const sc_config_var_t sc_config_vars[] = {
     {"SC_TIMEOUT_MS", "300000",
      "no-progress limit in ms for any operation, for bootstrap and for connection setup"},
     {"SC_TRANSPORT", "auto",
-     "force a transport: auto (shm for same-host peers, tcp otherwise), tcp, shm (ucx, verbs: "
-     "later releases)"},
+     "force a transport: auto (shm for same-host peers, tcp otherwise), tcp, shm, ucx (when "
+     "built with UCX), verbs (when built with ibverbs headers; needs an RDMA device)"},
     {"SC_ALGO", "auto",
      /* sc-info appends the names, from the algorithm registry */
      "force the dense all-reduce algorithm"},
@@ -39,6 +39,16 @@ static const sc_config_var_t sc_config_vars[] = {
     {"SC_CHECK_MISMATCH", "0",
      "1: every rank sends every other a fingerprint of each call (kind, sequence number, count, "
      "dtype, op, root) first; any difference fails every rank with SC_ERR_MISMATCH"},
+    {"SC_IB_HCA", "",
+     "verbs: RDMA devices and ports to use, as NCCL_IB_HCA: mlx5_0:1,mlx5_1 (prefixes), =name "
+     "(exact), ^name (exclude); default: the first active port"},
+    {"SC_IB_GID_INDEX", "-1",
+     "verbs: GID table index for RoCE (-1: the RoCE v2 IPv4-mapped entry, else 0)"},
+    {"SC_IB_TIMEOUT", "20", "verbs: QP local ACK timeout exponent (4.096 us * 2^n), 1..31"},
+    {"SC_IB_RETRY_CNT", "7", "verbs: QP transport retry count, 0..7"},
+    {"SC_IB_QPS_PER_PEER", "1", "verbs: RC queue pairs per peer; large messages are striped"},
+    {"SC_IB_REG_CACHE_BYTES", "256M",
+     "verbs: registered bytes kept cached while unused (LRU eviction); 0 = register per message"},
     {"SC_RANK", "", "this process's rank (sc_comm_init_env; set by sc-run)"},
     {"SC_WORLD_SIZE", "", "number of ranks (sc_comm_init_env; set by sc-run)"},
     {"SC_ROOT_ADDR", "", "host:port of rank 0's bootstrap listener (sc_comm_init_env)"},

@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "core/comm.h"
+#include "core/device.h"
 
 static sc_result_t sc_check_common(const char *fn, sc_comm_t *comm, sc_dtype_t dtype, int has_op,
                                    sc_redop_t op) {
@@ -45,6 +46,9 @@ static sc_result_t sc_check_root(const char *fn, sc_comm_t *comm, int root) {
 static sc_result_t sc_submit(sc_comm_t *comm, sc_coll_t coll, const void *sendbuf, void *recvbuf,
                              size_t count, sc_dtype_t dtype, sc_redop_t op, int root,
                              sc_request_t **req) {
+  /* Device pointers stop here until the device path exists (core/device.c;
+   * free when no GPU is visible). */
+  if (count) SC_CHECK(sc_check_buffers(sc_coll_name(coll), sendbuf, recvbuf));
   sc_op_t o = {.coll = coll,
                .sendbuf = sendbuf,
                .recvbuf = recvbuf,

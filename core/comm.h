@@ -109,6 +109,7 @@ typedef struct sc_tune_entry {
   uint8_t valid, coll;
   size_t bytes, elem_size;
   int choice;
+  int rail; /* choice "hier": the all-reduce its rails run */
 } sc_tune_entry_t;
 
 /* Shared by the progress thread and callers (sc_allreduce_algo). */
@@ -116,6 +117,10 @@ typedef struct sc_tune_state {
   pthread_mutex_t lock;
   sc_link_model_t model;
   sc_tune_entry_t cache[SC_TUNE_CACHE];
+  /* core/locality.c: hosts from the transport's props, numbered by their lowest rank. */
+  int *host_of; /* [nranks] */
+  int nhosts, host_index, local_rank, local_size;
+  int hier_ok; /* the hierarchical all-reduce has a hierarchy (sc_hier_useful) */
 } sc_tune_state_t;
 
 /* After sc_comm_abort only this struct remains (a tombstone that answers
@@ -178,6 +183,8 @@ sc_result_t sc_sched_execute(sc_comm_t *comm, const sc_exec_args_t *a);
 void sc_exec_state_free(sc_exec_state_t *ex);
 
 /* core/select.c: choose the algorithm and build the schedule for op. */
+/* core/locality.c: fills comm->tune's host map (after connect_all). */
+sc_result_t sc_locality_init(sc_comm_t *comm);
 /* The cost model of the transport's links; fails when the transport
  * cannot describe them. */
 sc_result_t sc_tune_init(sc_comm_t *comm);

@@ -79,11 +79,16 @@ sc_result_t sc_comm_init_env(sc_comm_t **comm) {
                   rank, src->size_var, size);
   char host[256];
   uint16_t port;
-  if (src->addr_var) {
-    if (!sc_env_set(src->addr_var))
+  /* SC_ROOT_ADDR wins over MASTER_ADDR/MASTER_PORT: under torchrun the store
+   * of torch.distributed already listens on MASTER_PORT, so a script that
+   * also uses this library needs a way to put the root elsewhere. */
+  const char *addr_var = src->addr_var;
+  if (!addr_var && sc_env_set("SC_ROOT_ADDR")) addr_var = "SC_ROOT_ADDR";
+  if (addr_var) {
+    if (!sc_env_set(addr_var))
       return SC_ERR(SC_ERR_INVALID_ARG, "sc_comm_init_env: %s and %s are set but %s is not",
-                    src->rank_var, src->size_var, src->addr_var);
-    SC_CHECK(sc_parse_hostport(src->addr_var, getenv(src->addr_var), host, sizeof(host), &port));
+                    src->rank_var, src->size_var, addr_var);
+    SC_CHECK(sc_parse_hostport(addr_var, getenv(addr_var), host, sizeof(host), &port));
   } else {
     if (!sc_env_set(src->host_var) || !sc_env_set(src->port_var))
       return SC_ERR(SC_ERR_INVALID_ARG, "sc_comm_init_env: %s and %s must be set with %s",
@@ -104,7 +109,23 @@ sc_result_t sc_comm_init_env(sc_comm_t **comm) {
   SC_CHECK(sc_socket_resolve(host, port, &root));
   if (rank == 0) {
     sc_sockaddr_t bound;
-    SC_CHECK(sc_bootstrap_root_start(&root, secret, (int)timeout, &bound));
+    sc_result_t br = sc_bootstrap_root_start(&root, secret, (int)timeout, &bound);
+    if (br != SC_SUCCESS) {
+      /* A bare "Address already in use" does not say that the port is the
+       * launcher's choice, nor what else may hold it. */
+      char detail[SC_ERRMSG_MAX - 256];
+      sc_error_get_detail(detail, sizeof(detail));
+      /* The detail starts with the code's phrase, which SC_ERR adds again. */
+      const char *what = detail, *phrase = sc_strerror(br);
+      size_t plen = strlen(phrase);
+      if (strncmp(what, phrase, plen) == 0 && strncmp(what + plen, ": ", 2) == 0) what += plen + 2;
+      const char *port_var = addr_var ? addr_var : src->port_var;
+      const char *hint = "";
+      if (!addr_var)
+        hint = " (torchrun's store may hold it: set SC_ROOT_ADDR=host:otherport or use "
+               "sparsecoll.torch)";
+      return SC_ERR(br, "%s; the port came from %s%s", what, port_var, hint);
+    }
   }
   sc_unique_id_t id;
   SC_CHECK(sc_unique_id_encode(&root, secret, &id));

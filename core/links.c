@@ -53,3 +53,13 @@ void sc_links_model(const sc_links_t *l, int host_cores, int spin_us, sc_link_mo
   if (!l->bw_unknown && l->bandwidth_bps > 0)
     m->beta_s_per_b = m->host_s_per_b = 1.0 / l->bandwidth_bps;
 }
+
+void sc_links_local(const sc_tp_props_t *p, int host_cores, sc_link_model_t *m) {
+  if (m->host_cores > 0) return; /* one host: tune/tune_host.c prices it all */
+  sc_link_model_t local;
+  size_t copy_min = p->kind == SC_TP_KIND_NET ? 0 : p->single_copy_min;
+  sc_tune_default_model(p->kind == SC_TP_KIND_NET ? SC_TUNE_HOST_TCP : SC_TUNE_HOST_MEM, host_cores,
+                        copy_min, &local);
+  m->local_alpha_s = local.alpha_s;
+  m->local_beta_s_per_b = local.beta_s_per_b;
+}

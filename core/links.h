@@ -38,5 +38,10 @@ sc_tune_kind_t sc_links_kind(const sc_links_t *l);
  * latency and bandwidth, when every pair of a network states them, replace
  * the network defaults. */
 void sc_links_model(const sc_links_t *l, int host_cores, int spin_us, sc_link_model_t *m);
+/* The network model m of a job whose hosts hold several ranks: the link of
+ * two ranks of one host (p, the props of such a pair) gets the one-host
+ * defaults of its kind, so that the cost model prices messages inside a
+ * host apart from those between hosts (tune.h: local_alpha_s). */
+void sc_links_local(const sc_tp_props_t *p, int host_cores, sc_link_model_t *m);
 
 #endif

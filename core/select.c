@@ -6,6 +6,7 @@
  * describe, alike on every rank, or rank 0's calibration broadcast). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -31,15 +32,45 @@ static sc_result_t sc_links_of(sc_comm_t *comm, sc_links_t *l) {
   return SC_SUCCESS;
 }
 
+/* The registry index of "hier". */
+static int sc_hier_index(void) {
+  return sc_algo_find(SC_COLL_ALLREDUCE, "hier");
+}
+
 sc_result_t sc_tune_init(sc_comm_t *comm) {
   sc_tune_state_t *t = &comm->tune;
   sc_links_t l;
   SC_CHECK(sc_links_of(comm, &l));
+  SC_CHECK(sc_locality_init(comm));
+  sc_coll_args_t ha = {.coll = SC_COLL_ALLREDUCE, .nranks = comm->nranks, .host_of = t->host_of};
+  t->hier_ok = sc_hier_useful(&ha);
+  if (comm->cfg.algo >= 0 && comm->cfg.algo == sc_hier_index() && !t->hier_ok && comm->rank == 0)
+    SC_INFO(SC_SUBSYS_TUNE,
+            "SC_ALGO=hier on %d host%s of at most %d rank%s: no hierarchy, the cost model picks "
+            "a flat all-reduce instead",
+            t->nhosts, t->nhosts == 1 ? "" : "s", comm->nranks / t->nhosts,
+            comm->nranks / t->nhosts == 1 ? "" : "s");
   /* Only the one-host kinds read the cores, and there every rank counts the
    * same machine's. */
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int host_cores = comm->nranks > 1 ? (int)(cores > 0 ? cores : 1) : 0;
   sc_links_model(&l, host_cores, comm->cfg.spin_us, &t->model);
+  if (t->hier_ok) {
+    /* Several hosts, one with several ranks: price its pairs apart. */
+    int a = 0, b = 0;
+    while (a == b) {
+      b++;
+      for (a = 0; t->host_of[a] != t->host_of[b];) a++;
+    }
+    sc_tp_props_t p;
+    sc_result_t r = comm->tp->ops->props(comm->tp, a, b, &p);
+    if (r != SC_SUCCESS) {
+      free(t->host_of);
+      t->host_of = NULL;
+      return r;
+    }
+    sc_links_local(&p, host_cores, &t->model);
+  }
   SC_INFO(
       SC_SUBSYS_TUNE,
       "cost model: %s (of %d pairs read, %d on other hosts, %d same-host over a network stack, %d "
@@ -51,11 +82,18 @@ sc_result_t sc_tune_init(sc_comm_t *comm) {
 
 void sc_tune_fini(sc_comm_t *comm) {
   pthread_mutex_destroy(&comm->tune.lock);
+  free(comm->tune.host_of);
+  comm->tune.host_of = NULL;
 }
 
 /* The candidate SC_ALGO or SC_BCAST_ALGO forces for coll, or -1. */
 static int sc_forced_index(sc_comm_t *comm, sc_coll_t coll) {
-  if (coll == SC_COLL_ALLREDUCE) return comm->cfg.algo;
+  if (coll == SC_COLL_ALLREDUCE) {
+    /* hier without a hierarchy: the flat algorithm the model picks (logged
+     * once by sc_tune_init). */
+    if (comm->cfg.algo >= 0 && comm->cfg.algo == sc_hier_index() && !comm->tune.hier_ok) return -1;
+    return comm->cfg.algo;
+  }
   if ((coll == SC_COLL_BROADCAST || coll == SC_COLL_REDUCE) && comm->cfg.bcast_algo >= 0) {
     int n;
     const sc_algo_entry_t *b = sc_algo_candidates(SC_COLL_BROADCAST, &n);
@@ -76,15 +114,19 @@ static void sc_fill_args(sc_comm_t *comm, sc_coll_t coll, size_t count, size_t e
   a->elem_size = es;
   a->chunk_elems = chunk ? chunk : 1;
   a->avg = avg;
+  a->host_of = comm->tune.host_of;
 }
 
 /* Index of the candidate to use for (coll, count*es bytes). */
 static sc_result_t sc_tune_choose(sc_comm_t *comm, sc_coll_t coll, size_t count, size_t es,
-                                  int *choice) {
+                                  int *choice, int *rail) {
   int n;
   const sc_algo_entry_t *c = sc_algo_candidates(coll, &n);
   int forced = sc_forced_index(comm, coll);
-  if (forced >= 0 || n == 1 || comm->nranks == 1) {
+  const int hier = coll == SC_COLL_ALLREDUCE ? sc_hier_index() : -1;
+  *rail = 0;
+  /* A forced hier still asks the model (cached) which algorithm its rails run. */
+  if ((forced >= 0 && forced != hier) || n == 1 || comm->nranks == 1) {
     *choice = forced >= 0 ? forced : 0;
     return SC_SUCCESS;
   }
@@ -93,8 +135,10 @@ static sc_result_t sc_tune_choose(sc_comm_t *comm, sc_coll_t coll, size_t count,
   size_t slot = (bytes * 31 + (size_t)coll) % SC_TUNE_CACHE;
   pthread_mutex_lock(&t->lock);
   sc_tune_entry_t *e = &t->cache[slot];
-  if (e->valid && e->coll == coll && e->bytes == bytes && e->elem_size == es) {
+  if (e->valid && e->coll == coll && e->bytes == bytes && e->elem_size == es &&
+      (forced < 0 || e->choice == forced)) {
     *choice = e->choice;
+    *rail = e->rail;
     pthread_mutex_unlock(&t->lock);
     return SC_SUCCESS;
   }
@@ -105,15 +149,23 @@ static sc_result_t sc_tune_choose(sc_comm_t *comm, sc_coll_t coll, size_t count,
   int best;
   sc_coll_args_t a;
   sc_fill_args(comm, coll, count, es, 0, 0, &a);
-  SC_CHECK(sc_tune_best(&model, &a, &best, est));
+  if (forced >= 0) {
+    best = forced;
+    for (int i = 0; i < n; i++) est[i] = NAN;
+  } else {
+    SC_CHECK(sc_tune_best(&model, &a, &best, est));
+  }
+  int best_rail = best == hier ? sc_tune_hier_rail(&model, &a) : 0;
   if (sc_log_enabled(SC_LOG_INFO, SC_SUBSYS_TUNE)) {
     char line[512];
     size_t used = 0;
-    for (int i = 0; i < n && used < sizeof(line); i++)
+    if (forced >= 0) used = (size_t)snprintf(line, sizeof(line), "forced by SC_ALGO");
+    for (int i = 0; forced < 0 && i < n && used < sizeof(line); i++)
       used += (size_t)snprintf(line + used, sizeof(line) - used, "%s%s %.1f us", i ? ", " : "",
                                c[i].name, est[i] * 1e6);
-    SC_INFO(SC_SUBSYS_TUNE, "%s of %zu B on %d ranks: %s -> %s", sc_coll_name(coll), bytes,
-            comm->nranks, line, c[best].name);
+    SC_INFO(SC_SUBSYS_TUNE, "%s of %zu B on %d ranks: %s -> %s%s%s", sc_coll_name(coll), bytes,
+            comm->nranks, line, c[best].name, best == hier ? ", rails " : "",
+            best == hier ? c[best_rail].name : "");
   }
   pthread_mutex_lock(&t->lock);
   e->valid = 1;
@@ -121,8 +173,10 @@ static sc_result_t sc_tune_choose(sc_comm_t *comm, sc_coll_t coll, size_t count,
   e->bytes = bytes;
   e->elem_size = es;
   e->choice = best;
+  e->rail = best_rail;
   pthread_mutex_unlock(&t->lock);
   *choice = best;
+  *rail = best_rail;
   return SC_SUCCESS;
 }
 
@@ -133,7 +187,7 @@ sc_result_t sc_tune_build_schedule(sc_comm_t *comm, const sc_op_t *op, sc_sched_
   if (op->gen) return op->gen(&a, s);
   int n, choice;
   const sc_algo_entry_t *c = sc_algo_candidates(op->coll, &n);
-  SC_CHECK(sc_tune_choose(comm, op->coll, op->count, es, &choice));
+  SC_CHECK(sc_tune_choose(comm, op->coll, op->count, es, &choice, &a.rail_algo));
   SC_TRACE(SC_SUBSYS_TUNE, "%s #%llu: %s", sc_coll_name(op->coll), (unsigned long long)op->seq,
            c[choice].name);
   return c[choice].gen(&a, s);
@@ -144,9 +198,9 @@ sc_result_t sc_allreduce_algo(sc_comm_t *comm, size_t count, sc_dtype_t dtype, c
   if (sc_dtype_size(dtype) == 0)
     return SC_ERR(SC_ERR_INVALID_ARG, "sc_allreduce_algo: invalid dtype %d", (int)dtype);
   SC_CHECK(sc_comm_check_usable(comm));
-  int n, choice;
+  int n, choice, rail;
   const sc_algo_entry_t *c = sc_algo_candidates(SC_COLL_ALLREDUCE, &n);
-  SC_CHECK(sc_tune_choose(comm, SC_COLL_ALLREDUCE, count, sc_dtype_size(dtype), &choice));
+  SC_CHECK(sc_tune_choose(comm, SC_COLL_ALLREDUCE, count, sc_dtype_size(dtype), &choice, &rail));
   *name = c[choice].name;
   return SC_SUCCESS;
 }

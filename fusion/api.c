@@ -10,7 +10,8 @@
 #include "fusion/fusion.h"
 #include "fusion/plan.h"
 
-static const char *const sc_policy_names[] = {"none(WFBP)", "size", "mgwfbp", "dear", "single"};
+static const char *const sc_policy_names[] = {"none(WFBP)", "size",   "mgwfbp",
+                                              "dear",       "single", "p3"};
 
 double sc_fusion_now_us(void) {
   return (double)sc_clock_ns() * 1e-3;
@@ -34,7 +35,7 @@ sc_result_t sc_fusion_create(sc_comm_t *comm, const sc_fusion_config_t *cfg, sc_
   const char *fn = "sc_fusion_create";
   if (out) *out = NULL;
   if (!comm || !cfg || !out) return SC_ERR(SC_ERR_INVALID_ARG, "%s: NULL argument", fn);
-  if ((unsigned)cfg->policy > SC_FUSE_SINGLE)
+  if ((unsigned)cfg->policy > SC_FUSE_P3)
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: unknown policy %d", fn, (int)cfg->policy);
   if (!(cfg->density >= 0.0 && cfg->density < 1.0))
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: density %g outside [0, 1)", fn, cfg->density);
@@ -48,6 +49,12 @@ sc_result_t sc_fusion_create(sc_comm_t *comm, const sc_fusion_config_t *cfg, sc_
     return SC_ERR(SC_ERR_UNSUPPORTED,
                   "%s: DeAR splits a dense all-reduce into reduce-scatter + all-gather; gTop-k "
                   "(density %g) has no such halves: use SIZE or MGWFBP with density",
+                  fn, cfg->density);
+  if (cfg->policy == SC_FUSE_P3 && cfg->density > 0.0)
+    return SC_ERR(SC_ERR_UNSUPPORTED,
+                  "%s: P3 all-reduces slices of tensors as they become ready everywhere; a gTop-k "
+                  "(density %g) selects per bucket and cannot be sliced: use NONE (LAGS), MGWFBP "
+                  "(OMGS) or SINGLE with density",
                   fn, cfg->density);
   SC_CHECK(sc_comm_check_usable(comm));
   sc_fusion_t *f = calloc(1, sizeof(*f));
@@ -238,13 +245,24 @@ sc_result_t sc_fusion_plan(sc_fusion_t *f) {
     nb = sc_fplan_size(&in, f->cfg.bucket_bytes, first);
     break;
   case SC_FUSE_MGWFBP:
-    nb = sc_fplan_mgwfbp_cap(&in, alpha, beta, f->cfg.bucket_bytes, first);
+    /* With density: OMGS, the optimum under the sparse cost (its startup
+     * includes the selection's, so merges save both). */
+    if (f->cfg.density > 0.0)
+      nb = sc_fplan_omgs(&in, alpha, beta,
+                         f->cfg.bucket_bytes < SC_FUSION_OMGS_MAX_BYTES ? f->cfg.bucket_bytes
+                                                                        : SC_FUSION_OMGS_MAX_BYTES,
+                         first);
+    else
+      nb = sc_fplan_mgwfbp_cap(&in, alpha, beta, f->cfg.bucket_bytes, first);
     break;
   case SC_FUSE_DEAR:
     nb = sc_fplan_dear(&in, f->cfg.bucket_bytes, first);
     break;
   case SC_FUSE_SINGLE:
     nb = sc_fplan_single(&in, first);
+    break;
+  case SC_FUSE_P3: /* slices, not buckets: each tensor is its own bucket */
+    nb = sc_fplan_none(&in, first);
     break;
   }
   SC_CHECK_GOTO(sc_fusion_make_buckets(f, first, nb), r, out);
@@ -264,6 +282,9 @@ sc_result_t sc_fusion_plan(sc_fusion_t *f) {
     f->b[i].pred_end = pe[i];
   }
   if (f->cfg.density > 0.0) SC_CHECK_GOTO(sc_fusion_worker_start(f), r, out);
+  if (f->cfg.policy == SC_FUSE_P3) {
+    SC_CHECK_GOTO(sc_fusion_p3_start(f, f->cfg.slice_bytes, alpha, beta), r, out);
+  }
   f->planned = 1;
   sc_fusion_log_plan(f, bw_end);
 out:
@@ -301,7 +322,7 @@ sc_result_t sc_fusion_destroy(sc_fusion_t *f) {
    * launched bucket was launched on every rank, so this matches). The worker
    * drains its queue before it stops. */
   sc_fusion_worker_stop(f);
-  sc_result_t r = SC_SUCCESS;
+  sc_result_t r = sc_fusion_p3_stop(f);
   for (size_t i = 0; i < f->nb; i++) {
     sc_fbucket_t *b = &f->b[i];
     sc_result_t ri = SC_SUCCESS;

@@ -38,12 +38,14 @@ sc_result_t sc_fusion_check_same(sc_fusion_t *f) {
              sc_bits(c->beta_us_per_byte)),
       sc_bits(c->density));
   cfg = sc_mix(cfg, (uint64_t)c->select);
+  cfg = sc_mix(cfg, (uint64_t)c->slice_bytes);
   uint64_t hdr[4] = {f->nt, cfg};
   SC_CHECK(sc_minmax(f->comm, hdr, 2));
   if (hdr[1] != hdr[3])
     return SC_ERR(
         SC_ERR_MISMATCH,
-        "%s: rank %d: the fusion config (policy, bucket_bytes, alpha, beta, density, select) "
+        "%s: rank %d: the fusion config (policy, bucket_bytes, alpha, beta, density, select, "
+        "slice_bytes) "
         "differs between ranks",
         fn, f->rank);
   size_t nmin = (size_t)hdr[0];
@@ -115,7 +117,8 @@ static sc_result_t sc_time_gtopk(sc_fusion_t *f, void *buf, size_t n) {
 static sc_result_t sc_fit_op(sc_fusion_t *f, sc_timed_fn op, const char *what, double *a,
                              double *b) {
   enum { NS = 5, REPS = 3 };
-  const size_t sizes[NS] = {1024, 16384, 131072, 524288, 2097152}; /* bytes */
+  /* The largest is SC_FUSION_OMGS_MAX_BYTES: OMGS trusts the model up to it. */
+  const size_t sizes[NS] = {1024, 16384, 131072, 524288, SC_FUSION_OMGS_MAX_BYTES}; /* bytes */
   double x[NS], y[NS];
   float *buf = malloc(sizes[NS - 1]);
   if (!buf) return SC_ERR(SC_ERR_NOMEM, "sc_fusion_plan: calibration buffer");

@@ -1,6 +1,6 @@
 /* The fusion engine's state, shared by its files: api.c (registration and
  * the collective plan step), check.c (cross-rank agreement and calibration),
- * runtime.c (ready / wait / launch), worker.c (sparse buckets). */
+ * runtime.c (ready / wait / launch), worker.c (sparse buckets), p3.c (P3). */
 #ifndef SC_FUSION_H
 #define SC_FUSION_H
 
@@ -48,6 +48,8 @@ typedef struct sc_fbucket {
   double pred_start, pred_end; /* modelled, us from the start of backward */
 } sc_fbucket_t;
 
+typedef struct sc_p3 sc_p3_t; /* p3.c */
+
 struct sc_fusion {
   sc_comm_t *comm;
   sc_fusion_config_t cfg;
@@ -70,9 +72,16 @@ struct sc_fusion {
   pthread_cond_t wcv;
   size_t *wq; /* ring of bucket indices, nb entries */
   size_t wq_head, wq_len;
+  sc_p3_t *p3; /* SC_FUSE_P3: the slice scheduler */
 };
 
 #define SC_FUSION_DEFAULT_BUCKET_BYTES ((size_t)25 * 1024 * 1024)
+/* OMGS never merges past the largest size the sparse model is measured at
+ * (check.c's calibration sizes): the model is linear, but the selection is
+ * not once a bucket leaves the cache (exact top-k at density 0.001 on this
+ * VM: 2 ns per element up to 1M elements, 11-30 ns at 8M-32M), so a merge
+ * past that size costs more than the startup it saves. */
+#define SC_FUSION_OMGS_MAX_BYTES ((size_t)2 * 1024 * 1024)
 
 /* check.c (collective) */
 sc_result_t sc_fusion_check_same(sc_fusion_t *f);
@@ -90,6 +99,16 @@ sc_result_t sc_fusion_worker_start(sc_fusion_t *f);
 void sc_fusion_worker_stop(sc_fusion_t *f);
 /* Lock held. */
 void sc_fusion_worker_push(sc_fusion_t *f, size_t b);
+
+/* p3.c: SC_FUSE_P3. start is collective (sc_fusion_plan); stop is collective
+ * too (every rank's scheduler leaves after the same agreement step). */
+/* slice_bytes 0: the default, from the model and a measured scheduler step. */
+sc_result_t sc_fusion_p3_start(sc_fusion_t *f, size_t slice_bytes, double alpha_us,
+                               double beta_us_per_byte);
+sc_result_t sc_fusion_p3_stop(sc_fusion_t *f);
+sc_result_t sc_fusion_p3_mark(sc_fusion_t *f, int id, int skip, const char *fn);
+sc_result_t sc_fusion_p3_wait(sc_fusion_t *f, int id, const char *fn);
+sc_result_t sc_fusion_p3_wait_all(sc_fusion_t *f);
 
 double sc_fusion_now_us(void);
 

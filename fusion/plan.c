@@ -1,7 +1,9 @@
 /* The planners (see plan.h and docs/ALGORITHMS.md, "Bucket fusion"). */
 #include "fusion/plan.h"
 
+#include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 static int sc_same_group(const sc_fplan_in_t *in, size_t a, size_t b) {
   return !in->group || in->group[a] == in->group[b];
@@ -112,6 +114,75 @@ size_t sc_fplan_mgwfbp_cap(const sc_fplan_in_t *in, double alpha_us, double beta
   }
   first[nb] = n;
   return nb;
+}
+
+size_t sc_fplan_omgs(const sc_fplan_in_t *in, double alpha_us, double beta_us_per_byte,
+                     size_t max_bytes, size_t *first) {
+  size_t n = in->n;
+  first[0] = 0;
+  if (n == 0) return 0;
+  /* end[j]: the earliest modelled end of tensors [0, j) cut into buckets;
+   * cut[j]: where the last of those buckets starts (kept in first[], which
+   * has the n + 1 entries); ready[j]: when tensor j-1's gradient is ready. */
+  double *end = NULL, *ready = NULL;
+  size_t *cut = first;
+  end = (double *)calloc(2 * (n + 1), sizeof(double));
+  if (!end) return sc_fplan_none(in, first); /* out of memory: WFBP is a valid plan */
+  ready = end + n + 1;
+  for (size_t l = 0; l < n; l++) ready[l + 1] = ready[l] + sc_bw(in, l);
+  end[0] = 0.0;
+  cut[0] = 0;
+  for (size_t j = 1; j <= n; j++) {
+    double best = INFINITY;
+    size_t arg = j - 1, bytes = 0;
+    /* The last bucket is [i, j); scanning i downwards grows it, and a tie
+     * prefers the larger bucket (fewer startups in reality than modelled). */
+    for (size_t i = j; i-- > 0;) {
+      if (i + 1 < j && (!sc_same_group(in, i, i + 1) || bytes + in->bytes[i] > max_bytes)) break;
+      bytes += in->bytes[i];
+      double s = end[i] > ready[j] ? end[i] : ready[j];
+      double e = s + alpha_us + beta_us_per_byte * (double)bytes;
+      if (e <= best) {
+        best = e;
+        arg = i;
+      }
+    }
+    end[j] = best;
+    cut[j] = arg;
+  }
+  /* Walk the cuts back from n, then reverse into first[]. */
+  size_t nb = 0;
+  for (size_t j = n; j > 0; j = cut[j]) nb++;
+  size_t *tmp = (size_t *)end; /* end[] is no longer needed: same size or larger */
+  size_t k = nb;
+  for (size_t j = n; j > 0; j = cut[j]) tmp[--k] = cut[j];
+  for (size_t b = 0; b < nb; b++) first[b] = tmp[b];
+  first[nb] = n;
+  free(end);
+  return nb;
+}
+
+size_t sc_fplan_p3_slice_elems(size_t slice_bytes, size_t elem_size) {
+  size_t e = elem_size ? slice_bytes / elem_size : 0;
+  return e ? e : 1;
+}
+
+size_t sc_fplan_p3_nslices(size_t count, size_t slice_elems) {
+  return count / slice_elems + (count % slice_elems != 0);
+}
+
+size_t sc_fplan_p3_default_slice(double alpha_us, double beta_us_per_byte) {
+  if (!(beta_us_per_byte > 0) || !(alpha_us >= 0)) return SC_FPLAN_P3_SLICE_MAX;
+  double s = SC_FPLAN_P3_SLICE_ALPHAS * alpha_us / beta_us_per_byte;
+  if (!(s >= (double)SC_FPLAN_P3_SLICE_MIN)) return SC_FPLAN_P3_SLICE_MIN;
+  if (s >= (double)SC_FPLAN_P3_SLICE_MAX) return SC_FPLAN_P3_SLICE_MAX;
+  return (size_t)s / 4096 * 4096; /* whole pages: slices of every dtype stay aligned */
+}
+
+long sc_fplan_p3_next(size_t n, const uint64_t *agreed, const uint64_t *launched) {
+  for (size_t t = n; t-- > 0;)
+    if (agreed[t] > launched[t]) return (long)t;
+  return -1;
 }
 
 double sc_fplan_timeline(const sc_fplan_in_t *in, const size_t *first, size_t nb, double alpha_us,

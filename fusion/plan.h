@@ -6,6 +6,7 @@
 #define SC_FUSION_PLAN_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct sc_fplan_in {
   size_t n;
@@ -46,6 +47,39 @@ size_t sc_fplan_mgwfbp(const sc_fplan_in_t *in, double alpha_us, double beta_us_
  * while merges of small tensors (the startups MG-WFBP saves) still happen. */
 size_t sc_fplan_mgwfbp_cap(const sc_fplan_in_t *in, double alpha_us, double beta_us_per_byte,
                            size_t max_bytes, size_t *first);
+
+/* OMGS (sparse buckets): the contiguous partition whose modelled timeline
+ * (sc_fplan_timeline with T(m) = alpha + beta*m, here the gTop-k collective
+ * plus the selection) ends first, by dynamic programming over prefixes: a
+ * bucket's end, max(end of the previous, ready of its last tensor) + T, grows
+ * with the previous end, so the best prefix is the best start for any last
+ * bucket. Ties keep fewer buckets. No bucket passes max_bytes (a tensor
+ * larger than that is alone). first needs n + 1 entries; O(n^2). */
+size_t sc_fplan_omgs(const sc_fplan_in_t *in, double alpha_us, double beta_us_per_byte,
+                     size_t max_bytes, size_t *first);
+
+/* P3. Elements per slice of a tensor of elem_size-byte elements (at least 1). */
+size_t sc_fplan_p3_slice_elems(size_t slice_bytes, size_t elem_size);
+/* Slices of a tensor of count elements. */
+size_t sc_fplan_p3_nslices(size_t count, size_t slice_elems);
+/* The default slice: SC_FPLAN_P3_SLICE_ALPHAS startups' worth of bytes, so a
+ * slice's own startup and the agreement step before it cost about 2/(K+2) of
+ * the link, within [SC_FPLAN_P3_SLICE_MIN, SC_FPLAN_P3_SLICE_MAX]. The floor
+ * is for what no startup measured at plan time shows: each step wakes the
+ * scheduler and the progress thread, which on a loaded host costs ms (4
+ * ranks on 2 busy cores, 1 Gbit/s bed: 64 KiB slices took 3.5 ms each
+ * against 0.8 ms on the wire; 1 MiB slices ran near the link rate). */
+#define SC_FPLAN_P3_SLICE_ALPHAS 16.0
+#define SC_FPLAN_P3_SLICE_MIN    ((size_t)1024 * 1024)
+#define SC_FPLAN_P3_SLICE_MAX    ((size_t)16 * 1024 * 1024)
+size_t sc_fplan_p3_default_slice(double alpha_us, double beta_us_per_byte);
+/* The tensor whose next slice goes now: the highest-priority tensor with a
+ * round ready on every rank and not fully launched, i.e. the largest t with
+ * agreed[t] > launched[t] (agreed: the MIN over ranks of each tensor's count
+ * of readies; launched: its rounds whose slices are all launched). Tensors
+ * register in backward order, so the largest index is the first one the
+ * next forward pass needs. -1 when none. */
+long sc_fplan_p3_next(size_t n, const uint64_t *agreed, const uint64_t *launched);
 
 /* The modelled timeline of a plan: bucket b starts at max(end of b-1, ready
  * time of its last tensor) and takes alpha + beta*bytes. start/end (nb

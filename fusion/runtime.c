@@ -186,6 +186,7 @@ static sc_result_t sc_check_tensor(const sc_fusion_t *f, int id, const char *fn)
 /* ready and skip: the tensor joins this round, with its gradient or zeros. */
 static sc_result_t sc_fusion_mark(sc_fusion_t *f, int id, int skip, const char *fn) {
   SC_CHECK(sc_check_tensor(f, id, fn));
+  if (f->p3) return sc_fusion_p3_mark(f, id, skip, fn);
   sc_ftensor_t *t = &f->t[id];
   sc_fbucket_t *b = &f->b[t->bucket];
   sc_result_t r = SC_SUCCESS;
@@ -239,6 +240,7 @@ sc_result_t sc_fusion_skip(sc_fusion_t *f, int id) {
 sc_result_t sc_fusion_wait(sc_fusion_t *f, int id) {
   const char *fn = "sc_fusion_wait";
   SC_CHECK(sc_check_tensor(f, id, fn));
+  if (f->p3) return sc_fusion_p3_wait(f, id, fn);
   sc_result_t r = SC_SUCCESS;
   pthread_mutex_lock(&f->lock);
   if (f->failed != SC_SUCCESS) {
@@ -259,6 +261,7 @@ sc_result_t sc_fusion_wait_all(sc_fusion_t *f) {
   const char *fn = "sc_fusion_wait_all";
   if (!f) return SC_ERR(SC_ERR_INVALID_ARG, "%s: f is NULL", fn);
   if (!f->planned) return SC_ERR(SC_ERR_INVALID_ARG, "%s: call sc_fusion_plan first", fn);
+  if (f->p3) return sc_fusion_p3_wait_all(f);
   sc_result_t r = SC_SUCCESS;
   pthread_mutex_lock(&f->lock);
   /* Refuse up front, before delivering anything, when some bucket can never

@@ -87,6 +87,14 @@ sc_result_t sc_comm_size(const sc_comm_t *comm, int *size);
 /* SC_SUCCESS in *err while healthy; the first failure's code afterwards. */
 sc_result_t sc_comm_get_async_error(sc_comm_t *comm, sc_result_t *err);
 
+/* ---- Topology ---- */
+/* This rank's place among the ranks of its host ("host" = the transport's own notion of
+   locality: ranks that can use shared memory with each other). Hosts are numbered in the
+   order of their lowest rank; every rank sees the same map. Any output may be NULL (not
+   wanted); a NULL comm is SC_ERR_INVALID_ARG. Communicates nothing. */
+sc_result_t sc_comm_local(const sc_comm_t *comm, int *local_rank, int *local_size, int *host_index,
+                          int *nhosts);
+
 /* ---- Dense collectives; sendbuf == recvbuf means in place ---- */
 
 sc_result_t sc_allreduce(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
@@ -121,8 +129,8 @@ sc_result_t sc_ireduce(const void *sendbuf, void *recvbuf, size_t count, sc_dtyp
 sc_result_t sc_ibarrier(sc_comm_t *comm, sc_request_t **req);
 
 /* The all-reduce algorithm SC_ALGO=auto (the cost model) uses on this
- * communicator for count elements of dtype: "ring", "tree", "rd" or
- * "rabenseifner" (a static string). Communicates nothing. */
+ * communicator for count elements of dtype: "ring", "tree", "rd",
+ * "rabenseifner" or "hier" (a static string). Communicates nothing. */
 sc_result_t sc_allreduce_algo(sc_comm_t *comm, size_t count, sc_dtype_t dtype, const char **name);
 
 /* done=1: finished and *req freed, set NULL; the op's result is returned. */
@@ -173,8 +181,13 @@ typedef enum sc_fusion_policy {
   SC_FUSE_SIZE,   /* buckets of at most bucket_bytes in ready order */
   SC_FUSE_MGWFBP, /* the optimal merge from the alpha-beta model and backward times */
   SC_FUSE_DEAR,   /* reduce-scatter during backward, all-gather before next forward */
-  SC_FUSE_SINGLE  /* everything in one all-reduce after the last tensor is ready */
+  SC_FUSE_SINGLE, /* everything in one all-reduce after the last tensor is ready */
+  SC_FUSE_P3      /* P3: slices of slice_bytes sent by priority (the next forward's order) */
 } sc_fusion_policy_t;
+/* With density > 0 every bucket is its own gTop-k step (own k, own error
+ * feedback): NONE = LAGS (layer-wise), MGWFBP = OMGS (optimal merge under the
+ * sparse cost model), SINGLE = single-model gTop-k, SIZE = size buckets;
+ * DEAR and P3 refuse density > 0. */
 
 typedef struct sc_fusion_config {
   sc_fusion_policy_t policy;
@@ -183,7 +196,7 @@ typedef struct sc_fusion_config {
   double beta_us_per_byte; /* measure on the communicator at plan time */
   double density;          /* 0 = dense; (0,1) = gTop-k with error feedback */
   sc_select_t select;      /* sparse buckets: SC_SELECT_EXACT (default) or SC_SELECT_GAUSSIAN */
-  size_t slice_bytes;      /* reserved for the P3 policy (not built yet); ignored */
+  size_t slice_bytes;      /* SC_FUSE_P3: slice size; 0 = from the cost model */
 } sc_fusion_config_t;
 
 /* Defaults for every field (SC_FUSE_SIZE, library-default bucket size, a
@@ -205,6 +218,37 @@ sc_result_t sc_fusion_skip(sc_fusion_t *f, int tensor_id);
 sc_result_t sc_fusion_wait(sc_fusion_t *f, int tensor_id);
 sc_result_t sc_fusion_wait_all(sc_fusion_t *f);
 sc_result_t sc_fusion_destroy(sc_fusion_t *f);
+
+/* ---- Device (CUDA) buffers and streams ---- */
+
+/* 1: built with CUDA and a device is visible; else 0. Asks the CUDA runtime
+ * once per process. */
+int sc_cuda_available(void);
+typedef void *sc_stream_t; /* a cudaStream_t; NULL = the legacy default stream */
+
+/* Stream-ordered forms (NCCL semantics): the operation starts after all work
+ * enqueued earlier on `stream`; work enqueued later on `stream` sees its
+ * result. They return once the operation is enqueued; a failure during
+ * execution is reported by sc_comm_get_async_error and by every later call on
+ * the communicator. Device buffers only (host buffers: SC_ERR_INVALID_ARG).
+ * Without CUDA or with no device visible: SC_ERR_UNSUPPORTED saying which.
+ * This release validates the arguments and answers SC_ERR_UNSUPPORTED for
+ * device buffers too (docs/CUDA.md: the device data path is not built yet). */
+sc_result_t sc_allreduce_on_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                   sc_dtype_t dtype, sc_redop_t op, sc_comm_t *comm,
+                                   sc_stream_t stream);
+sc_result_t sc_reduce_scatter_on_stream(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                        sc_dtype_t dtype, sc_redop_t op, sc_comm_t *comm,
+                                        sc_stream_t stream);
+sc_result_t sc_allgather_on_stream(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                   sc_dtype_t dtype, sc_comm_t *comm, sc_stream_t stream);
+sc_result_t sc_broadcast_on_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                   sc_dtype_t dtype, int root, sc_comm_t *comm, sc_stream_t stream);
+sc_result_t sc_reduce_on_stream(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
+                                sc_redop_t op, int root, sc_comm_t *comm, sc_stream_t stream);
+sc_result_t sc_gtopk_allreduce_on_stream(void *grad, size_t n, sc_dtype_t dtype, size_t k,
+                                         sc_select_t method, sc_ef_t *ef, sc_comm_t *comm,
+                                         sc_stream_t stream);
 
 #ifdef __cplusplus
 }

@@ -25,9 +25,9 @@ typedef struct layer {
 
 static struct {
   const char *trace, *json, *policies;
-  double iter_ms, scale, density, alpha, beta, bucket_mb;
+  double iter_ms, scale, density, alpha, beta, bucket_mb, slice_kb;
   int iters, warmup, busy, contiguous, repeat, interleave;
-} opt = {.policies = "none,size,mgwfbp,dear,single",
+} opt = {.policies = "none,size,mgwfbp,dear,single,p3",
          .iter_ms = 100,
          .scale = 1.0,
          .iters = 3,
@@ -182,6 +182,12 @@ static int tid(size_t j) {
   return (int)(nl - 1 - j);
 }
 
+/* DeAR and P3 finish a round during the next forward pass: wait for each
+ * layer just before its forward, not for everything before the step. */
+static int waits_in_forward(int pol) {
+  return pol == SC_FUSE_DEAR || pol == SC_FUSE_P3;
+}
+
 static void iteration(sc_fusion_t *f, int dear, int with_compute, int with_comm) {
   double t;
   for (size_t j = 0; j < nl; j++) {
@@ -221,9 +227,10 @@ static result_t run_policy(sc_fusion_policy_t pol, const char *name, double comp
                             .bucket_bytes = (size_t)(opt.bucket_mb * 1024 * 1024),
                             .alpha_us = opt.alpha,
                             .beta_us_per_byte = opt.beta,
-                            .density = opt.density};
+                            .density = opt.density,
+                            .slice_bytes = (size_t)(opt.slice_kb * 1024)};
   sc_fusion_t *f;
-  int dear = pol == SC_FUSE_DEAR;
+  int dear = waits_in_forward(pol);
   CHECK(sc_fusion_create(comm, &cfg, &f));
   for (size_t k = 0; k < nl; k++) {
     const layer_t *l = &layers[nl - 1 - k];
@@ -286,7 +293,7 @@ static double median(double *v, int n) {
 static void run_interleaved(const int *sel, int nsel, const char *const *names, double compute_ms,
                             result_t *res, double *lo, double *hi) {
   int n = opt.iters * opt.repeat;
-  sc_fusion_t *fs[5];
+  sc_fusion_t *fs[6];
   double *smp = malloc((size_t)(5 * nsel * n) * sizeof(*smp));
   if (!smp) exit(3);
   double *s_it = smp, *s_cm = smp + nsel * n, *s_fw = s_cm + nsel * n, *s_bb = s_fw + nsel * n,
@@ -296,7 +303,8 @@ static void run_interleaved(const int *sel, int nsel, const char *const *names, 
                               .bucket_bytes = (size_t)(opt.bucket_mb * 1024 * 1024),
                               .alpha_us = opt.alpha,
                               .beta_us_per_byte = opt.beta,
-                              .density = opt.density};
+                              .density = opt.density,
+                              .slice_bytes = (size_t)(opt.slice_kb * 1024)};
     memset(&res[k], 0, sizeof(res[k]));
     res[k].policy = names[sel[k]];
     res[k].compute_ms = compute_ms;
@@ -310,14 +318,14 @@ static void run_interleaved(const int *sel, int nsel, const char *const *names, 
     CHECK(sc_fusion_plan(fs[k]));
     res[k].plan_ms = max_over_ranks(now_us() - t0) / 1e3;
     CHECK(sc_fusion_num_buckets(fs[k], &res[k].buckets));
-    int dear = sel[k] == SC_FUSE_DEAR;
+    int dear = waits_in_forward(sel[k]);
     iteration(fs[k], 0, 0, 1);
     for (int w = 0; w < opt.warmup; w++) iteration(fs[k], dear, 1, 1);
     if (dear) CHECK(sc_fusion_wait_all(fs[k]));
   }
   for (int smpl = 0; smpl < n; smpl++) {
     for (int kk = 0; kk < nsel; kk++) {
-      int k = (kk + smpl) % nsel, dear = sel[k] == SC_FUSE_DEAR;
+      int k = (kk + smpl) % nsel, dear = waits_in_forward(sel[k]);
       sc_fusion_t *f = fs[k];
       CHECK(sc_barrier(comm));
       double t0 = now_us();
@@ -370,7 +378,9 @@ static void usage(FILE *f) {
   fprintf(f,
           "Usage: sc-run -n N sc_fusion_replay --trace NAME|FILE [options]\n"
           "  -t, --trace T        resnet50, vgg16, bert_base (perf/traces) or a trace file\n"
-          "  -p, --policies LIST  comma list of none,size,mgwfbp,dear,single (default all)\n"
+          "  -p, --policies LIST  comma list of none,size,mgwfbp,dear,single,p3 (default all);\n"
+          "                       with --density: lags (= none), omgs (= mgwfbp), gtopk\n"
+          "                       (= single), size\n"
           "  -T, --iter-ms MS     compute per iteration, forward + backward (default 100)\n"
           "  -i, --iters N        timed iterations per policy (default 3)\n"
           "  -w, --warmup N       untimed iterations first (default 1)\n"
@@ -379,6 +389,7 @@ static void usage(FILE *f) {
           "      --scale S        multiply every tensor's size by S (default 1)\n"
           "      --density D      gTop-k with error feedback per bucket (default 0: dense)\n"
           "      --bucket-mb MB   SIZE / DEAR bucket size (default: the library's 25 MiB)\n"
+          "      --slice-kb KB    P3 slice size (default: the library's, from the model)\n"
           "      --alpha US --beta US_PER_BYTE   the all-reduce model (default 0 0: "
           "calibrate)\n"
           "      --contiguous     all gradients in one allocation (zero-copy buckets)\n"
@@ -400,23 +411,13 @@ static void usage(FILE *f) {
 }
 
 static void parse(int argc, char **argv) {
-  static const struct option lo[] = {{"trace", 1, 0, 't'},
-                                     {"policies", 1, 0, 'p'},
-                                     {"iter-ms", 1, 0, 'T'},
-                                     {"iters", 1, 0, 'i'},
-                                     {"warmup", 1, 0, 'w'},
-                                     {"compute", 1, 0, 'c'},
-                                     {"scale", 1, 0, 's'},
-                                     {"density", 1, 0, 'd'},
-                                     {"bucket-mb", 1, 0, 'b'},
-                                     {"alpha", 1, 0, 'a'},
-                                     {"beta", 1, 0, 'B'},
-                                     {"contiguous", 0, 0, 'C'},
-                                     {"json", 1, 0, 'J'},
-                                     {"repeat", 1, 0, 'r'},
-                                     {"help", 0, 0, 'h'},
-                                     {"interleave", 0, 0, 'I'},
-                                     {0, 0, 0, 0}};
+  static const struct option lo[] = {
+      {"trace", 1, 0, 't'},      {"policies", 1, 0, 'p'}, {"iter-ms", 1, 0, 'T'},
+      {"iters", 1, 0, 'i'},      {"warmup", 1, 0, 'w'},   {"compute", 1, 0, 'c'},
+      {"scale", 1, 0, 's'},      {"density", 1, 0, 'd'},  {"bucket-mb", 1, 0, 'b'},
+      {"alpha", 1, 0, 'a'},      {"beta", 1, 0, 'B'},     {"contiguous", 0, 0, 'C'},
+      {"json", 1, 0, 'J'},       {"repeat", 1, 0, 'r'},   {"help", 0, 0, 'h'},
+      {"interleave", 0, 0, 'I'}, {"slice-kb", 1, 0, 'S'}, {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "t:p:T:i:w:J:r:Ih", lo, NULL)) != -1) {
     switch (c) {
@@ -466,6 +467,9 @@ static void parse(int argc, char **argv) {
     case 'I':
       opt.interleave = 1;
       break;
+    case 'S':
+      opt.slice_kb = atof(optarg);
+      break;
     case 'J':
       opt.json = optarg;
       break;
@@ -490,7 +494,10 @@ int main(int argc, char **argv) {
   sc_comm_rank(comm, &rank);
   sc_comm_size(comm, &nranks);
   load_trace();
-  static const char *const names[] = {"none", "size", "mgwfbp", "dear", "single"};
+  static const char *const names[] = {"none", "size", "mgwfbp", "dear", "single", "p3"};
+  /* With density every bucket is a gTop-k step: the sparse papers' names. */
+  static const char *const sparse_names[] = {"lags", "size", "omgs", "dear", "gtopk", "p3"};
+  const char *const *shown = opt.density > 0 ? sparse_names : names;
   size_t params = 0;
   for (size_t j = 0; j < nl; j++) params += layers[j].count;
   double compute_ms = compute_only();
@@ -504,18 +511,23 @@ int main(int argc, char **argv) {
            "compute_ms", "comm_ms", "nonoverlap_ms", "lowbound_ms", "lb/iter", "fwd_wait",
            "bwd_blk", "end_wait");
   }
-  int sel[5], nsel = 0;
-  for (int p = 0; p < 5; p++) {
-    const char *s = strstr(opt.policies, names[p]);
-    size_t len = strlen(names[p]);
-    if (s && (s == opt.policies || s[-1] == ',') && (s[len] == ',' || s[len] == '\0'))
-      sel[nsel++] = p;
+  int sel[6], nsel = 0;
+  for (int p = 0; p < 6; p++) {
+    for (int alias = 0; alias < 2; alias++) {
+      const char *nm = alias ? sparse_names[p] : names[p];
+      const char *s = strstr(opt.policies, nm);
+      size_t len = strlen(nm);
+      if (s && (s == opt.policies || s[-1] == ',') && (s[len] == ',' || s[len] == '\0')) {
+        sel[nsel++] = p;
+        break;
+      }
+    }
   }
-  result_t res[5];
+  result_t res[6];
   int nres = nsel;
   if (opt.interleave) {
-    double lo[5], hi[5];
-    run_interleaved(sel, nsel, names, compute_ms, res, lo, hi);
+    double lo[6], hi[6];
+    run_interleaved(sel, nsel, shown, compute_ms, res, lo, hi);
     for (int q = 0; q < nsel && rank == 0; q++) {
       char tag[96];
       snprintf(tag, sizeof(tag), "median of %d, iter %.0f-%.0f", opt.iters * opt.repeat, lo[q],
@@ -531,7 +543,7 @@ int main(int argc, char **argv) {
       for (int k = 0; k < nsel; k++) {
         int q = (k + rep) % nsel;
         runs[q * opt.repeat + rep] =
-            run_policy((sc_fusion_policy_t)sel[q], names[sel[q]], compute_ms);
+            run_policy((sc_fusion_policy_t)sel[q], shown[sel[q]], compute_ms);
         if (rank == 0) /* as it comes: a later policy may fail or hang */
           print_row(&runs[q * opt.repeat + rep], opt.repeat > 1 ? "run" : "");
       }
@@ -559,9 +571,10 @@ int main(int argc, char **argv) {
             "{\"benchmark\": \"sc_fusion_replay\", \"trace\": \"%s\", \"tensors\": %zu, "
             "\"params\": %zu, \"ranks\": %d, \"compute\": \"%s\", \"iter_ms_target\": %g, "
             "\"compute_ms\": %.4f, \"iters\": %d, \"warmup\": %d, \"scale\": %g, \"density\": %g, "
+            "\"slice_kb\": %g, "
             "\"contiguous\": %d, \"repeat\": %d, \"interleave\": %d,\n \"results\": [",
             opt.trace, nl, params, nranks, opt.busy ? "busy" : "sleep", opt.iter_ms, compute_ms,
-            opt.iters, opt.warmup, opt.scale, opt.density, opt.contiguous, opt.repeat,
+            opt.iters, opt.warmup, opt.scale, opt.density, opt.slice_kb, opt.contiguous, opt.repeat,
             opt.interleave);
     for (int i = 0; i < nres; i++)
       fprintf(j,

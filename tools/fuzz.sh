@@ -22,7 +22,8 @@ mkdir -p "$bdir"
 cd "$bdir"
 if [ ! -f Makefile ]; then
   echo "fuzz.sh: configuring $bdir (clang, $san, coverage for libFuzzer)"
-  "$top/configure" CC=clang CFLAGS="-O1 -g $san -fsanitize=fuzzer-no-link" LDFLAGS="$san" \
+  "$top/configure" --without-cuda CC=clang CFLAGS="-O1 -g $san -fsanitize=fuzzer-no-link" \
+    LDFLAGS="$san" \
     >configure.out 2>&1 || { tail -n 30 configure.out; exit 1; }
 fi
 make -j2 libsc_core.la >make.out 2>&1 || { tail -n 30 make.out; exit 1; }

@@ -14,6 +14,8 @@
 # ASAN_TESTS limits the asan step to some tests (TESTS= of make check, or
 # "multi": every multi-rank script; default all of make check). Exit status:
 # 0 when every selected step passed.
+# All three configure --without-cuda: the sanitizers cannot see into the CUDA
+# runtime (test_cuda_host still runs the kernels' host-device code here).
 set -u
 cd "$(dirname "$0")/.."
 top=$(pwd)
@@ -44,7 +46,7 @@ for step in $steps; do
     san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
     # No -Werror: at -O1 with sanitizers gcc warns about code it cannot see
     # through (maybe-uninitialized); the CI build enforces warnings.
-    if ! configure_in $abd CC="${SAN_CC:-gcc}" CFLAGS="-O1 -g $san" LDFLAGS="$san"; then
+    if ! configure_in $abd --without-cuda CC="${SAN_CC:-gcc}" CFLAGS="-O1 -g $san" LDFLAGS="$san"; then
       note "asan: configure failed"
       status=1
       continue
@@ -77,7 +79,7 @@ for step in $steps; do
   tsan)
     san="-fsanitize=thread -fno-omit-frame-pointer"
     # No -Werror here: the warning flags are tuned for gcc.
-    if ! configure_in $tbd CC=clang CFLAGS="-O1 -g $san" LDFLAGS="$san"; then
+    if ! configure_in $tbd --without-cuda CC=clang CFLAGS="-O1 -g $san" LDFLAGS="$san"; then
       note "tsan: configure failed"
       status=1
       continue
@@ -112,7 +114,7 @@ test/multi/fusion.sh"
   valgrind)
     command -v valgrind >/dev/null || { note "valgrind: not installed"; status=1; continue; }
     vb=$abd/memcheck
-    if ! configure_in $vb --enable-werror --disable-shared CFLAGS="-O2 -g"; then
+    if ! configure_in $vb --without-cuda --enable-werror --disable-shared CFLAGS="-O2 -g"; then
       note "valgrind: configure failed"
       status=1
       continue

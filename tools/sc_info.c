@@ -9,6 +9,7 @@
 #include "algorithms/registry.h"
 #include "base/config.h"
 #include "sparsecoll.h"
+#include "tools/sc_topo.h"
 
 #define UNSET_TEXT "(unset)"
 
@@ -19,7 +20,21 @@ static void usage(FILE *f) {
              "  --algorithms every collective's algorithms (the names SC_ALGO,\n"
              "               SC_BCAST_ALGO and the perf binaries' -a take)\n"
              "  --markdown   with --env: as the Markdown table the README reproduces\n"
+             "  --topo       this host's CPUs, cores, NUMA nodes, GPUs and NICs (hwloc)\n"
+             "               and the order sc-run --bind core hands CPUs out in\n"
              "  -h, --help   this text\n");
+}
+
+static int print_topo(void) {
+  sc_topo_t t;
+  char err[128];
+  if (sc_topo_load(&t, err, sizeof(err)) != 0) {
+    fprintf(stderr, "sc-info: --topo: %s\n", err);
+    return 1;
+  }
+  sc_topo_print(&t, stdout);
+  sc_topo_free(&t);
+  return 0;
 }
 
 /* A variable's meaning; the ones that force an algorithm list the
@@ -90,12 +105,68 @@ static void print_env_text(const sc_config_var_t *vars, size_t n) {
            meaning_of(&vars[i], buf, sizeof(buf)));
 }
 
+#ifdef SC_HAVE_UCX
+#include <stdlib.h>
+#include <ucp/api/ucp.h>
+
+/* The UCX version and the transport resources a UCP context opens here
+ * (what SC_TRANSPORT=ucx can use, after UCX_TLS and UCX_NET_DEVICES),
+ * taken from UCX's own context report. */
+static void print_ucx(void) {
+  printf("ucx: version %s, transports:", ucp_get_version_string());
+  ucp_config_t *config = NULL;
+  ucp_context_h ctx = NULL;
+  ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_TAG};
+  char *text = NULL;
+  size_t len = 0;
+  FILE *mem = NULL;
+  if (ucp_config_read(NULL, NULL, &config) != UCS_OK) {
+    printf(" (UCX_* settings unreadable)\n");
+    return;
+  }
+  ucs_status_t st = ucp_init(&params, config, &ctx);
+  ucp_config_release(config);
+  if (st != UCS_OK) {
+    printf(" none (ucp_init: %s)\n", ucs_status_string(st));
+    return;
+  }
+  if ((mem = open_memstream(&text, &len)) != NULL) {
+    ucp_context_print_info(ctx, mem);
+    fclose(mem);
+  }
+  int rdma = 0;
+  /* Lines "#      resource 1  :  md 1  dev 1  flags -- tcp/eth0". */
+  for (char *save = NULL, *line = text ? strtok_r(text, "\n", &save) : NULL; line;
+       line = strtok_r(NULL, "\n", &save)) {
+    const char *tl = strstr(line, "resource") ? strstr(line, "-- ") : NULL;
+    if (!tl) continue;
+    printf(" %s", tl + 3);
+    if (!strncmp(tl + 3, "rc", 2) || !strncmp(tl + 3, "ud", 2) || !strncmp(tl + 3, "dc", 2))
+      rdma = 1;
+  }
+  printf("\nucx: RDMA transports: %s\n", rdma ? "yes" : "none");
+  free(text);
+  ucp_cleanup(ctx);
+}
+#endif
+
+#ifdef SC_HAVE_VERBS
+#include "transport/verbs/verbs_api.h"
+#endif
+
 static void print_version(void) {
   int v = sc_get_version();
   printf("libsparsecoll %d.%d.%d (header %d.%d.%d, package %s)\n", v / 10000, (v / 100) % 100,
          v % 100, SC_VERSION_MAJOR, SC_VERSION_MINOR, SC_VERSION_PATCH, PACKAGE_VERSION);
-  printf("transports: tcp\n");
-  printf("optional packages found by configure (not all used yet):");
+  printf("transports: tcp shm");
+#ifdef SC_HAVE_UCX
+  printf(" ucx");
+#endif
+#ifdef SC_HAVE_VERBS
+  printf(" verbs");
+#endif
+  printf("\n");
+  printf("optional packages found by configure:");
 #ifdef SC_HAVE_CUDA
   printf(" cuda");
 #endif
@@ -109,6 +180,14 @@ static void print_version(void) {
   printf(" hwloc");
 #endif
   printf("\n");
+#ifdef SC_HAVE_UCX
+  print_ucx();
+#endif
+#ifdef SC_HAVE_VERBS
+  sc_vb_print_devices(stdout); /* devices, ports, link layers, speeds; or "no RDMA devices" */
+#else
+  printf("RDMA devices: not listed (built without the ibverbs headers)\n");
+#endif
 }
 
 int main(int argc, char **argv) {
@@ -120,6 +199,8 @@ int main(int argc, char **argv) {
       algorithms = 1;
     else if (!strcmp(argv[i], "--markdown"))
       markdown = 1;
+    else if (!strcmp(argv[i], "--topo"))
+      return print_topo();
     else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
       usage(stdout);
       return 0;

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "tools/sc_run_netbed.h"
+#include "tools/sc_topo.h"
 #ifdef HAVE_SYS_RANDOM_H
 #include <sys/random.h>
 #endif
@@ -95,9 +96,13 @@ static void usage(FILE *f) {
           "                       host; each host gets its own hostname, and\n"
           "                       SC_ROOT_ADDR=host 0's address, SC_SOCKET_IFNAME=its veth\n"
           "      --ranks-per-host M  with --netbed: M ranks per host (default: the bed's)\n"
-          "      --bind core|none core (default): rank r runs only on CPU r mod K of the\n"
-          "                       K CPUs sc-run may use, like mpirun --bind-to core;\n"
-          "                       none: the scheduler places ranks as it likes\n"
+          "      --bind core|numa|none  core (default): rank r runs only on CPU r mod K\n"
+          "                       of the K CPUs sc-run may use, like mpirun --bind-to\n"
+          "                       core, one CPU per core first, spread across NUMA nodes\n"
+          "                       (sc-info --topo prints the order); numa: on every CPU\n"
+          "                       of NUMA node r mod N; none: the scheduler places ranks\n"
+          "                       as it likes. A rank's threads (the library's progress\n"
+          "                       thread) inherit its CPUs\n"
           "  -h, --help           this text\n"
           "\n"
           "Exit status: 0 when every rank exits 0; else the first failing rank's exit\n"
@@ -314,35 +319,43 @@ static void list_running(const rank_proc_t *ranks, int n, char *out, size_t len)
       used += (size_t)snprintf(out + used, len - used, "%s%d", used ? "," : "", i);
 }
 
-/* The CPUs sc-run may use, in order; bound ranks take them round robin. */
-static int *bind_cpus;
-static int n_bind_cpus;
+/* The CPUs sc-run may use, in binding order (tools/sc_topo.h); bound ranks
+ * take them round robin. */
+enum { BIND_NONE, BIND_CORE, BIND_NUMA };
+static int bind_mode = BIND_CORE;
+static sc_topo_t bind_topo;
+static int bind_loaded;
 
 static void load_bind_cpus(void) {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) die("sched_getaffinity: %s", strerror(errno));
-  n_bind_cpus = CPU_COUNT(&set);
-  bind_cpus = calloc((size_t)(n_bind_cpus > 0 ? n_bind_cpus : 1), sizeof(int));
-  if (!bind_cpus) die("out of memory");
-  int k = 0;
-  for (int cpu = 0; cpu < CPU_SETSIZE && k < n_bind_cpus; cpu++)
-    if (CPU_ISSET(cpu, &set)) bind_cpus[k++] = cpu;
+  char err[128];
+  if (sc_topo_load(&bind_topo, err, sizeof(err)) != 0) die("--bind: %s", err);
+  bind_loaded = 1;
 }
 
 /* Left to itself, Linux keeps two ranks that talk to each other on one core
  * (it wakes a receiver where its sender runs) even while another core idles:
  * a tree's two busiest ranks on 4 ranks and 2 cores then share a core, and
  * the tree runs 1.2-1.5x slower than with each on its own. Binding makes
- * placement even and the same run after run. Runs in the child. */
+ * placement even and the same run after run. More ranks than CPUs are still
+ * bound round robin: the one-host cost model was fitted so. Runs in the
+ * child, before exec: threads the rank creates later inherit the set. */
 static void bind_rank(int rank) {
-  if (n_bind_cpus <= 0) return;
-  const int cpu = bind_cpus[rank % n_bind_cpus];
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(cpu, &one);
-  if (sched_setaffinity(0, sizeof(one), &one) != 0)
-    fprintf(stderr, "%s: rank %d: cannot bind to CPU %d (%s); running unbound\n", prog_name, rank,
-            cpu, strerror(errno));
+  if (!bind_loaded || bind_topo.ncpus <= 0) return;
+  cpu_set_t set;
+  char what[64];
+  if (bind_mode == BIND_NUMA) {
+    const int n = rank % bind_topo.nnuma;
+    set = bind_topo.numa_cpus[n];
+    snprintf(what, sizeof(what), "NUMA node %d", bind_topo.numa_id[n]);
+  } else {
+    const int cpu = bind_topo.order[rank % bind_topo.ncpus];
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    snprintf(what, sizeof(what), "CPU %d", cpu);
+  }
+  if (sched_setaffinity(0, sizeof(set), &set) != 0)
+    fprintf(stderr, "%s: rank %d: cannot bind to %s (%s); running unbound\n", prog_name, rank, what,
+            strerror(errno));
 }
 
 static void start_rank(rank_proc_t *r, int rank, int label, char **argv) {
@@ -415,8 +428,6 @@ int main(int argc, char **argv) {
   const char *netbed_spec = NULL;
   int ranks_per_host = 0;
 
-  int bind = 1;
-
   enum { OPT_TIMEOUT = 256, OPT_GRACE, OPT_PORT, OPT_NETBED, OPT_RPH, OPT_BIND };
   static const struct option longopts[] = {
       {"np", required_argument, NULL, 'n'},
@@ -466,9 +477,14 @@ int main(int argc, char **argv) {
       ranks_per_host = (int)parse_long_opt("--ranks-per-host", optarg, 1, MAX_RANKS);
       break;
     case OPT_BIND:
-      if (strcmp(optarg, "core") && strcmp(optarg, "none"))
-        die("--bind: expected core or none, got '%s'", optarg);
-      bind = !strcmp(optarg, "core");
+      if (!strcmp(optarg, "core"))
+        bind_mode = BIND_CORE;
+      else if (!strcmp(optarg, "numa"))
+        bind_mode = BIND_NUMA;
+      else if (!strcmp(optarg, "none"))
+        bind_mode = BIND_NONE;
+      else
+        die("--bind: expected core, numa or none, got '%s'", optarg);
       break;
     case 'h':
       usage(stdout);
@@ -502,7 +518,7 @@ int main(int argc, char **argv) {
   }
 
   if (!port) port = find_free_port();
-  if (bind) load_bind_cpus();
+  if (bind_mode != BIND_NONE) load_bind_cpus();
   char token[65], value[64];
   make_token(token);
   snprintf(value, sizeof(value), "%d", nranks);
@@ -689,7 +705,7 @@ int main(int argc, char **argv) {
   }
   free(ranks);
   free(pfds);
-  free(bind_cpus);
+  if (bind_loaded) sc_topo_free(&bind_topo);
   free(pstreams);
   free(extra_env);
   netbed_free(netbed);

@@ -27,7 +27,11 @@
 #include "config.h"
 #include "sparsecoll.h"
 
-#define SC_TP_ADDR_MAX 192 /* bytes of an address blob exchanged at bootstrap */
+/* Bytes of an address blob exchanged at bootstrap. A UCP worker address
+ * (transport/ucx/) alone is ~215 bytes with TCP and shared memory and grows
+ * by tens of bytes per NIC or RDMA device; core/comm.h's sc_peer_info_t
+ * (this plus 136 bytes) must stay within control/'s SC_BOOT_BLOB_MAX (1024). */
+#define SC_TP_ADDR_MAX 768
 
 typedef enum sc_tp_req_state {
   SC_TP_REQ_IDLE = 0,
@@ -59,6 +63,11 @@ typedef struct sc_tp_req {
       uint64_t ticket;        /* single-copy send: the receiver's cma_done that completes it */
       struct sc_tp_req *next; /* the peer's queue */
     } shm;
+    struct {
+      void *reg;              /* registration cache entry holding buf (NULL for 0 bytes) */
+      struct sc_tp_req *next; /* the peer's waiting list (no clear-to-send or no credit yet) */
+      uint64_t msg;           /* the message's number to or from the peer */
+    } verbs;
   } u;
 } sc_tp_req_t;
 

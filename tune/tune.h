@@ -40,6 +40,11 @@ typedef struct sc_link_model {
   double reuse_b;        /* i.e. not touched by the rank within its last reuse_b bytes */
   double poll_cpu;       /* the share of its core a polling rank takes from the ranks
                             with work there (0: none, 1: a full one) */
+  /* The network model with a host map (sc_coll_args_t.host_of): messages between ranks of
+   * one host take these instead of alpha and beta, on links of their own, while messages
+   * between hosts share their host's one network link (0: the host map is ignored). */
+  double local_alpha_s;
+  double local_beta_s_per_b;
 } sc_link_model_t;
 
 /* Predicted seconds for the collective a describes (a->rank ignored) with
@@ -70,8 +75,13 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
  * and every candidate's estimate in est[] (INFINITY when it cannot run).
  * Pure: the same inputs give the same choice on every rank. */
 sc_result_t sc_tune_best(const sc_link_model_t *m, const sc_coll_args_t *a, int *best, double *est);
+/* "hier" is a candidate only where sc_hier_useful(a) (several hosts, one holding several
+ * ranks) and the model has a host map (local_beta_s_per_b > 0); its rails run the flat
+ * all-reduce this returns (a candidate index), the cheapest on one rank per host for a
+ * share of the vector. */
+int sc_tune_hier_rail(const sc_link_model_t *m, const sc_coll_args_t *a);
 /* Candidate names in the order of sc_tune_best's indices (all-reduce:
- * ring, tree, rd, rabenseifner). */
+ * ring, tree, rd, rabenseifner, hier). */
 const char *sc_tune_candidate_name(sc_coll_t coll, int index);
 
 /* Which fitted defaults apply. tune/ knows no transport: core/select.c

@@ -11,14 +11,47 @@ sc_result_t sc_tune_best(const sc_link_model_t *m, const sc_coll_args_t *a, int 
   const sc_algo_entry_t *c = sc_algo_candidates(a->coll, &n);
   *best = 0;
   for (int i = 0; i < n; i++) {
+    sc_coll_args_t ai = *a;
+    if (c[i].gen == sc_hier_allreduce_schedule) {
+      /* Without a hierarchy it is a slower flat algorithm: not a choice. */
+      if (!sc_hier_useful(a) || m->local_beta_s_per_b <= 0 || m->host_cores > 0) {
+        est[i] = INFINITY;
+        continue;
+      }
+      ai.rail_algo = sc_tune_hier_rail(m, a);
+    }
     /* A candidate that cannot build its schedule here is not a choice. */
-    if (sc_tune_predict(m, c[i].gen, a, &est[i]) != SC_SUCCESS) est[i] = INFINITY;
+    if (sc_tune_predict(m, c[i].gen, &ai, &est[i]) != SC_SUCCESS) est[i] = INFINITY;
     if (est[i] < est[*best]) *best = i;
   }
   if (est[*best] == INFINITY)
     return SC_ERR(SC_ERR_INTERNAL, "no %s algorithm can run on %d ranks for %zu elements",
                   sc_coll_name(a->coll), a->nranks, a->count);
   return SC_SUCCESS;
+}
+
+int sc_tune_hier_rail(const sc_link_model_t *m, const sc_coll_args_t *a) {
+  if (!a->host_of) return 0;
+  int nhosts = 0, lmax = 0;
+  for (int r = 0; r < a->nranks; r++)
+    if (a->host_of[r] >= nhosts) nhosts = a->host_of[r] + 1;
+  for (int x = 0; x < nhosts; x++) {
+    int l = 0;
+    for (int r = 0; r < a->nranks; r++) l += a->host_of[r] == x;
+    if (l > lmax) lmax = l;
+  }
+  if (nhosts < 2 || lmax < 1) return 0;
+  /* One rail on its own: one rank per host, a share of the vector (the
+   * rails' sharing of a host's link slows them alike). */
+  sc_coll_args_t ra = *a;
+  ra.host_of = NULL;
+  ra.nranks = nhosts;
+  ra.rank = 0;
+  ra.count = (a->count + (size_t)lmax - 1) / (size_t)lmax;
+  double est[SC_TUNE_MAX_CANDIDATES];
+  int best;
+  if (sc_tune_best(m, &ra, &best, est) != SC_SUCCESS) return 0;
+  return best;
 }
 
 const char *sc_tune_candidate_name(sc_coll_t coll, int index) {

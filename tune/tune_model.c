@@ -108,18 +108,28 @@ void sc_tune_host_waiting(int spins, int spin_us, sc_link_model_t *m) {
 
 typedef struct sc_rank_clock {
   size_t step;
-  double now, link_free, ingress_free;
+  double now, local_free, local_in;
 } sc_rank_clock_t;
 
-static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, size_t es, sc_sched_t *scheds,
-                                    double *seconds) {
+/* host_of NULL (or no local link in m): every rank has a network link of its
+ * own. Else a message between ranks of one host uses the sender's and the
+ * receiver's local links (local_alpha_s, local_beta_s_per_b), and one between
+ * hosts the one network link of the sender's host out and of the receiver's
+ * in: the ranks of a host share it. Ranks are replayed one at a time until
+ * they block, so a shared link is booked in replay order rather than in time
+ * order: the bytes through each link, which bound the large messages, are
+ * exact; the interleaving is not. */
+static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, size_t es, const int *host_of,
+                                    sc_sched_t *scheds, double *seconds) {
   sc_arrivals_t *q = calloc((size_t)p * (size_t)p, sizeof(*q));
   sc_rank_clock_t *rc = calloc((size_t)p, sizeof(*rc));
+  double *nic = calloc(2 * (size_t)p, sizeof(double)); /* out [0, p), in [p, 2p) */
   sc_result_t r = SC_SUCCESS;
-  if (!q || !rc) {
+  if (!q || !rc || !nic) {
     r = SC_ERR(SC_ERR_NOMEM, "cost model state for %d ranks", p);
     goto done;
   }
+  if (m->local_beta_s_per_b <= 0) host_of = NULL;
   int finished = 0;
   while (finished < p && r == SC_SUCCESS) {
     int advanced = 0;
@@ -127,25 +137,30 @@ static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, size_t es, 
     for (int i = 0; i < p && r == SC_SUCCESS; i++) {
       sc_rank_clock_t *c = &rc[i];
       const sc_sched_t *s = &scheds[i];
+      const int hi = host_of ? host_of[i] : i;
       while (c->step < s->nsteps) {
         const sc_step_t *st = &s->steps[c->step];
         double bytes = (double)st->count * (double)es;
+        const int local = host_of && st->peer >= 0 && host_of[st->peer] == host_of[i];
+        const double beta = local ? m->local_beta_s_per_b : m->beta_s_per_b;
         if (st->kind == SC_STEP_SEND) {
-          double start = c->now > c->link_free ? c->now : c->link_free;
-          c->link_free = start + bytes * m->beta_s_per_b;
+          double *link = local ? &c->local_free : &nic[hi];
+          double start = c->now > *link ? c->now : *link;
+          *link = start + bytes * beta;
           r = sc_arrivals_push(&q[(size_t)i * (size_t)p + (size_t)st->peer],
-                               c->link_free + m->alpha_s);
+                               *link + (local ? m->local_alpha_s : m->alpha_s));
           if (r != SC_SUCCESS) break;
         } else if (st->kind == SC_STEP_RECV || st->kind == SC_STEP_RECV_REDUCE) {
           sc_arrivals_t *in = &q[(size_t)st->peer * (size_t)p + (size_t)i];
           if (in->len == 0) break; /* blocked until the sender gets there */
           double arrival = in->t[in->head++];
           in->len--;
-          /* Two senders to one rank share its incoming link. */
+          /* Two senders to one rank (or host) share its incoming link. */
+          double *ingress_free = local ? &c->local_in : &nic[(size_t)p + (size_t)hi];
           double t = c->now > arrival ? c->now : arrival;
-          double ingress = c->ingress_free + bytes * m->beta_s_per_b;
+          double ingress = *ingress_free + bytes * beta;
           if (ingress > t) t = ingress;
-          c->ingress_free = t;
+          *ingress_free = t;
           if (st->kind == SC_STEP_RECV_REDUCE) {
             t += bytes * m->gamma_s_per_b;
           }
@@ -171,6 +186,7 @@ done:
     for (size_t k = 0; k < (size_t)p * (size_t)p; k++) free(q[k].t);
   free(q);
   free(rc);
+  free(nic);
   return r;
 }
 
@@ -188,7 +204,7 @@ sc_result_t sc_tune_predict(const sc_link_model_t *m, sc_sched_gen_t gen, const 
   }
   if (r == SC_SUCCESS)
     r = m->host_cores > 0 ? sc_tune_simulate_host(m, p, a->elem_size, scheds, seconds)
-                          : sc_tune_simulate(m, p, a->elem_size, scheds, seconds);
+                          : sc_tune_simulate(m, p, a->elem_size, a->host_of, scheds, seconds);
   for (int i = 0; i < p; i++) sc_sched_free(&scheds[i]);
   free(scheds);
   return r;

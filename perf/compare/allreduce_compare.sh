@@ -6,11 +6,15 @@
 #   mpi-shm   Open MPI MPI_Allreduce, --mca btl vader,self
 #   ours-tcp  sc-run + sc_allreduce_perf, SC_TRANSPORT=tcp
 #   mpi-tcp   Open MPI MPI_Allreduce, --mca btl tcp,self over lo
+#   ours-ucx  sc-run + sc_allreduce_perf, SC_TRANSPORT=ucx (UCX picks its
+#             transports: shared memory here; UCX_TLS is passed through)
+#   mpi-ucx   Open MPI MPI_Allreduce, --mca pml ucx (the same UCX)
 #   gloo      torch.distributed all_reduce, backend gloo over lo
 # On an sc-netbed emulated cluster (--netbed[=scnb-ID], root; ranks placed as
 # sc-run --netbed places them: consecutive ranks share a host):
 #   ours-ALGO sc-run --netbed + sc_allreduce_perf -a compare: ring, tree, rd,
-#             rabenseifner forced and auto, in one launch per size
+#             rabenseifner, hier forced and auto, in one launch per size; mpi-han
+#             is mpi below with --mca coll_han_priority 100 (hierarchical)
 #   mpi       mpirun inside host 0, one orted per host started through
 #             `sc-netbed rsh`, --mca btl tcp,self (tcp,vader,self with several
 #             ranks per host), mpi_yield_when_idle 1 (busy-polling ranks starve
@@ -43,7 +47,7 @@ miniters=""
 json=""
 skip=""
 bed=""
-usage() { sed -n '2,34p' "$0"; }
+usage() { sed -n '2,38p' "$0"; }
 die() { echo "allreduce_compare.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -157,12 +161,12 @@ for cand in ${PYTHON:-} /usr/bin/python3 python3; do
 done
 [ -n "$py" ] || note "gloo: no python3 with torch (apt-get install -y python3-torch)"
 
-ours_algos="ring tree rd rabenseifner auto"
+ours_algos="ring tree rd rabenseifner hier auto"
 if [ -n "$bed" ]; then
-  libs="ours-ring ours-tree ours-rd ours-rabenseifner ours-auto mpi gloo"
-  launchers="ours mpi gloo"
+  libs="ours-ring ours-tree ours-rd ours-rabenseifner ours-hier ours-auto mpi mpi-han gloo"
+  launchers="ours mpi mpi-han gloo"
 else
-  libs="ours-shm mpi-shm ours-tcp mpi-tcp gloo"
+  libs="ours-shm mpi-shm ours-tcp mpi-tcp ours-ucx mpi-ucx gloo"
   launchers=$libs
 fi
 skipped() { case "$skip" in *",$1,"*) return 0 ;; esac; return 1; }
@@ -187,14 +191,16 @@ run_ours_bed() {
       esac
       i=$((i + 1))
     done
-    [ -n "$line" ] && echo "$s $(echo "$line" | awk '{print $9}')" >>"$tmp/$p.autopick"
+    [ -n "$line" ] && echo "$s $(echo "$line" | awk '{print $10}')" >>"$tmp/$p.autopick"
   done
 }
 
 # Open MPI on the bed: mpirun inside host 0 (PMIx reaches each rank's local
 # daemon over loopback, so every host needs its own orted).
-run_mpi_bed() {
-  local p=$1 out="$tmp/$1.mpi.raw" log="$tmp/$1.mpi.log" nh hosts="" h btl=tcp,self
+run_mpi_bed() { # run_mpi_bed P [han]: han = Open MPI's hierarchical collectives forced
+  local p=$1 out="$tmp/$1.mpi${2:+-$2}.raw" log="$tmp/$1.mpi${2:+-$2}.log" nh hosts="" h btl=tcp,self
+  local coll=()
+  [ "${2:-}" = han ] && coll=(--mca coll_han_priority 100)
   nh=$(((p + nb_m - 1) / nb_m))
   for ((h = 0; h < nh; h++)); do hosts="$hosts${hosts:+,}${nb_addr[$h]}:$nb_m"; done
   [ "$nb_m" -gt 1 ] && btl=tcp,vader,self
@@ -202,7 +208,7 @@ run_mpi_bed() {
     --bind-to none --map-by slot -np "$p" --host "$hosts" \
     --mca plm_rsh_agent "$build/sc-netbed --id ${bed#scnb-} rsh" \
     --mca pml ob1 --mca btl "$btl" --mca btl_tcp_if_include "$nb_if" \
-    --mca oob_tcp_if_include "$nb_if" --mca mpi_yield_when_idle 1 \
+    --mca oob_tcp_if_include "$nb_if" --mca mpi_yield_when_idle 1 "${coll[@]}" \
     "$tmp/mpi_allreduce" "${cases[@]}" >>"$out" 2>>"$log" </dev/null ||
     echo "${sizes[0]} fail exit status, see below" >>"$out"
 }
@@ -215,9 +221,9 @@ run_lib() {
     [ "$have_ours" = 1 ] || { for a in $ours_algos; do echo "${sizes[0]} fail not built" >>"$tmp/$p.ours-$a.raw"; done; return; }
     run_ours_bed "$p"
     ;;
-  mpi)
+  mpi | mpi-han)
     [ "$have_mpi" = 1 ] || { echo "${sizes[0]} fail no MPI" >>"$out"; return; }
-    run_mpi_bed "$p"
+    if [ "$lib" = mpi-han ]; then run_mpi_bed "$p" han; else run_mpi_bed "$p"; fi
     ;;
   ours-*)
     [ "$have_ours" = 1 ] || { echo "${sizes[0]} fail not built" >>"$out"; return; }
@@ -233,12 +239,15 @@ run_lib() {
     ;;
   mpi-*)
     [ "$have_mpi" = 1 ] || { echo "${sizes[0]} fail no MPI" >>"$out"; return; }
-    local btl=(--mca btl vader,self)
-    [ "$lib" = mpi-tcp ] && btl=(--mca btl tcp,self --mca btl_tcp_if_include lo)
-    # pml ob1 so that the btl choice is what carries the data (not UCX);
+    local btl=(--mca pml ob1 --mca btl vader,self)
+    [ "$lib" = mpi-tcp ] && btl=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
+    # Open MPI takes pml ucx by default only over RDMA devices: "any" lets it
+    # run over UCX's shared memory and TCP as ours-ucx does.
+    [ "$lib" = mpi-ucx ] && btl=(--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any)
+    # pml ob1 so that the btl choice is what carries the data (mpi-ucx: pml ucx);
     # no binding, like sc-run.
     timeout 1200 mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$p" \
-      --mca pml ob1 "${btl[@]}" "$tmp/mpi_allreduce" "${cases[@]}" >>"$out" 2>>"$log" </dev/null ||
+      "${btl[@]}" "$tmp/mpi_allreduce" "${cases[@]}" >>"$out" 2>>"$log" </dev/null ||
       echo "${sizes[0]} fail exit status, see below" >>"$out"
     ;;
   gloo)
@@ -343,12 +352,13 @@ for p in $ranks; do
       }
       printf "%10s", "size"
       for (i = 1; i <= nl; i++) printf " %11s %8s", L[i] "_us", "GB/s"
-      printf " %9s %9s %9s\n", "shm/mpi", "tcp/gloo", "tcp/mpi"
+      printf " %9s %9s %9s %9s %9s\n", "shm/mpi", "tcp/gloo", "tcp/mpi", "ucx/mpiu", "ucx/shm"
       for (j = 1; j <= ns; j++) {
         s = S[j]; printf "%10d", s
         for (i = 1; i <= nl; i++) { t = T[L[i], s]; printf " %11s %8s", fmt_t(t), fmt_bw(s, t) }
-        printf " %9s %9s %9s\n", ratio(T["ours-shm", s], T["mpi-shm", s]),
-          ratio(T["ours-tcp", s], T["gloo", s]), ratio(T["ours-tcp", s], T["mpi-tcp", s])
+        printf " %9s %9s %9s %9s %9s\n", ratio(T["ours-shm", s], T["mpi-shm", s]),
+          ratio(T["ours-tcp", s], T["gloo", s]), ratio(T["ours-tcp", s], T["mpi-tcp", s]),
+          ratio(T["ours-ucx", s], T["mpi-ucx", s]), ratio(T["ours-ucx", s], T["ours-shm", s])
       }
     }'
 done

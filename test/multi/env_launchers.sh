@@ -10,6 +10,8 @@ launch3_once() { # launch3_once STYLE PORT: start 3 ranks with that launcher's v
   for r in 0 1 2; do
     case $1 in
       torchrun) env RANK=$r WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$p timeout 60 "$MR/mr_env" & ;;
+      # SC_ROOT_ADDR wins over MASTER_*: 192.0.2.1 (TEST-NET) would never answer.
+      torchrun_root) env RANK=$r WORLD_SIZE=3 MASTER_ADDR=192.0.2.1 MASTER_PORT=1 SC_ROOT_ADDR=127.0.0.1:$p timeout 60 "$MR/mr_env" & ;;
       slurm) env SLURM_PROCID=$r SLURM_NTASKS=3 SC_ROOT_ADDR=127.0.0.1:$p timeout 60 "$MR/mr_env" & ;;
       ompi) env OMPI_COMM_WORLD_RANK=$r OMPI_COMM_WORLD_SIZE=3 SC_ROOT_ADDR=localhost:$p SC_AUTH_TOKEN=s3cret timeout 60 "$MR/mr_env" & ;;
     esac
@@ -37,6 +39,7 @@ launch3() { # launch3 STYLE
   return 1
 }
 check "torchrun variables" launch3 torchrun
+check "torchrun variables + SC_ROOT_ADDR" launch3 torchrun_root
 check "slurm variables + SC_ROOT_ADDR" launch3 slurm
 check "open mpi variables + SC_ROOT_ADDR + token" launch3 ompi
 finish

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Bucket fusion (every policy, dense; sparse when gTop-k is built) on 1, 2, 3
 # and 4 ranks, over TCP and shared memory, the round and ownership rules
-# (mr_fusion_rules) on 1..4, and a tiny replay of each trace.
+# (mr_fusion_rules) and P3 (mr_fusion_p3) on 1..4, and a tiny replay of each
+# trace (every policy, P3 included; LAGS / OMGS / single gTop-k on BERT).
 . "$top_srcdir/test/multi/lib.sh"
 for n in 1 2 3 4; do
   check "fusion n=$n" "$SC_RUN" -n "$n" --timeout 300 --label "$MR/mr_fusion"
@@ -11,6 +12,13 @@ for n in 1 2 3 4; do
   check "fusion rules n=$n" env SC_TIMEOUT_MS=60000 "$SC_RUN" -n "$n" --timeout 300 --label \
     "$MR/mr_fusion_rules"
 done
+# P3: ranks ready in different orders and times; results against the plain average.
+for n in 1 2 3 4; do
+  check "fusion p3 n=$n" env SC_TIMEOUT_MS=60000 "$SC_RUN" -n "$n" --timeout 300 --label \
+    "$MR/mr_fusion_p3"
+done
+check "fusion p3 n=3 SC_TRANSPORT=shm" env SC_TRANSPORT=shm SC_TIMEOUT_MS=60000 "$SC_RUN" -n 3 \
+  --timeout 300 --label "$MR/mr_fusion_p3"
 check "fusion n=3 SC_TRANSPORT=shm" env SC_TRANSPORT=shm "$SC_RUN" -n 3 --timeout 300 --label "$MR/mr_fusion"
 for t in resnet50 vgg16 bert_base; do
   check "replay $t n=2 (smoke)" "$SC_RUN" -n 2 --timeout 200 "$top_builddir/sc_fusion_replay" \
@@ -20,4 +28,8 @@ done
 check "replay resnet50 n=3 --interleave --contiguous (smoke)" "$SC_RUN" -n 3 --timeout 200 \
   "$top_builddir/sc_fusion_replay" --trace "$top_srcdir/perf/traces/resnet50.trace" --scale 0.01 \
   --iter-ms 20 -i 2 -w 0 --interleave --contiguous --alpha 50 --beta 0.001 -J "$tmpdir/il.json"
+check "replay bert_base n=3 lags,omgs,gtopk (smoke)" "$SC_RUN" -n 3 --timeout 200 \
+  "$top_builddir/sc_fusion_replay" --trace "$top_srcdir/perf/traces/bert_base.trace" --scale 0.01 \
+  --iter-ms 20 -i 1 -w 0 --density 0.01 -p lags,omgs,gtopk --alpha 50 --beta 0.001 \
+  -J "$tmpdir/sparse.json"
 finish

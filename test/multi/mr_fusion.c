@@ -266,6 +266,9 @@ static void run_sparse(sc_fusion_policy_t pol) {
   MR_OK(sc_fusion_plan(f));
   int nb = 0;
   MR_OK(sc_fusion_num_buckets(f, &nb));
+  /* LAGS: layer-wise, every tensor its own gTop-k with its own k. */
+  mr_checks++;
+  if (pol == SC_FUSE_NONE && nb != SN) mr_fail("%s: %d buckets, want one per tensor", what, nb);
   sc_ef_t *ef[SN] = {0};
   for (int b = 0; b < nb; b++) {
     size_t n = 0;

@@ -10,8 +10,9 @@
 # glob (fusion/*.c) must match at least one file. A bare Markdown name
 # (README.md) must exist at the top or next to the file that cites it.
 # Absolute paths, URLs and paths behind another variable ($cuda_dir/...) are
-# not checked, nor test logs (*.log, *.trs) and the per-transport wrappers
-# the build generates (test/multi/tcp-<script> from test/multi/<script>).
+# not checked, nor test logs (*.log, *.trs), libtool libraries (*.la) and the
+# per-transport wrappers the build generates (test/multi/tcp-<script> from
+# test/multi/<script>; likewise shm-, ucx-, verbs-).
 # A line that writes a path on purpose (a test's fake file) carries the
 # marker paths_test:ignore.
 #
@@ -111,11 +112,16 @@ while IFS="$(printf '\t')" read -r file line path; do
     # Test logs: they exist in a build directory only.
     ok=1
     ;;
-  */tcp-* | */shm-*)
+  */tcp-* | */shm-* | */ucx-* | */verbs-*)
     # Per-transport wrappers the build generates from the script without
-    # the prefix.
+    # the prefix (a glob such as ucx-*.sh: some script of that folder).
     gen=$(printf '%s\n' "$path" | sed 's|/[a-z]*-\([^/]*\)$|/\1|')
-    [ -e "$path" ] || [ -e "$gen" ] && ok=1
+    set -- $gen
+    [ -e "$path" ] || [ -e "$1" ] && ok=1
+    ;;
+  *.la)
+    # Libtool libraries: built from the sources of their Makefile.inc.
+    ok=1
     ;;
   */*)
     case $path in

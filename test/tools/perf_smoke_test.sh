@@ -75,11 +75,11 @@ fi
 cmp_rows='
   function num(x) { return x ~ /^[0-9]+(\.[0-9]+)?$/ }
   function tm(x) { return num(x) || x == "n/a" }
-  function nm(x) { return x ~ /^(ring|tree|rd|rabenseifner|n\/a)$/ }
+  function nm(x) { return x ~ /^(ring|tree|rd|rabenseifner|hier|n\/a)$/ }
   {
     n++
-    if (NF != 10 || $1 != 8 * 2 ^ (n - 1) || $2 != $1 / 4 || !num($3) || !tm($4) || !tm($5) ||
-        !tm($6) || !num($7) || !nm($8) || !nm($9) || !tm($10)) { bad = 1; print "bad row: " $0 }
+    if (NF != 11 || $1 != 8 * 2 ^ (n - 1) || $2 != $1 / 4 || !num($3) || !tm($4) || !tm($5) ||
+        !tm($6) || !tm($7) || !num($8) || !nm($9) || !nm($10) || !tm($11)) { bad = 1; print "bad row: " $0 }
   }
   END { exit !(n == want && !bad) }'
 for np in 2 3; do
@@ -92,7 +92,7 @@ for np in 2 3; do
   notes_ok=1 # every algorithm with an n/a time has a # line saying why
   na=""
   col=3
-  for algo in ring tree rd rabenseifner auto; do
+  for algo in ring tree rd rabenseifner hier auto; do
     if grep -v '^#' "$tmp/out" | awk -v c=$col '$c == "n/a" { f = 1 } END { exit !f }'; then
       na="$na $algo"
       grep -Eq "^# (n/a|FAILED) $algo \(" "$tmp/out" || notes_ok=0
@@ -100,7 +100,7 @@ for np in 2 3; do
     col=$((col + 1))
   done
   if [ $rc -eq 0 ] && [ $notes_ok -eq 1 ] &&
-    grep -Eq '^# +size +count +ring +tree +rd +rabenseifner +auto +best +auto-pick +auto/best$' \
+    grep -Eq '^# +size +count +ring +tree +rd +rabenseifner +hier +auto +best +auto-pick +auto/best$' \
       "$tmp/out" &&
     grep -v '^#' "$tmp/out" | awk -v want=14 "$cmp_rows" >"$tmp/err.rows" &&
     grep -q '^# Out of bounds values : 0 OK$' "$tmp/out" &&
@@ -115,7 +115,7 @@ if command -v python3 >/dev/null 2>&1; then
   if [ -s "$tmp/cmp.json" ] && python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
-names = ["ring", "tree", "rd", "rabenseifner", "auto"]
+names = ["ring", "tree", "rd", "rabenseifner", "hier", "auto"]
 assert d["mode"] == "compare" and d["algorithms"] == names and d["nranks"] == 2, d
 assert [r["size"] for r in d["rows"]] == [8 << i for i in range(14)], d["rows"]
 for r in d["rows"]:
@@ -123,7 +123,7 @@ for r in d["rows"]:
     assert all(r["wrong"][a] in (0, None) for a in names), r
     assert all((r["time_us"][a] is None) == (r["wrong"][a] is None) for a in names), r
     assert r["time_us"]["ring"] is not None and r["time_us"]["auto"] is not None, r
-    assert r["best"] in names[:4] and r["auto_pick"] in names[:4], r
+    assert r["best"] in names[:5] and r["auto_pick"] in names[:5], r
     assert r["auto_over_best"] is not None, r
 assert d["out_of_bounds"] == 0 and d["failed"] is False
 assert d["sizes_compared"] == 14 and 0 <= d["auto_within_10pct"] <= 14

@@ -268,7 +268,7 @@ else
 fi
 "$SC_RUN" -n 2 --bind socket sh -c true >"$tmp/out" 2>"$tmp/err"
 rc=$?
-if [ $rc -eq 2 ] && grep -q 'expected core or none' "$tmp/err"; then
+if [ $rc -eq 2 ] && grep -q 'expected core, numa or none' "$tmp/err"; then
   ok "--bind with an unknown value: usage error"
 else
   bad "--bind socket (rc=$rc)"

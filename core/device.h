@@ -1,0 +1,49 @@
+/* Where a buffer lives (host or a CUDA device), and the checks at the API
+ * boundary that keep device pointers out of the host data path until the
+ * device path exists (docs/CUDA.md). The verdicts are pure functions of what
+ * was found, so that tests reach every branch without a GPU. */
+#ifndef SC_CORE_DEVICE_H
+#define SC_CORE_DEVICE_H
+
+#include "sparsecoll.h"
+
+typedef enum sc_mem_kind { SC_MEM_HOST = 0, SC_MEM_DEVICE = 1 } sc_mem_kind_t;
+
+typedef struct sc_mem_type {
+  sc_mem_kind_t kind;
+  int device; /* the CUDA device of device memory; -1 for host memory */
+} sc_mem_type_t;
+
+/* Visible CUDA devices, asked once per process (0 without CUDA or when the
+ * runtime finds no driver or no device). */
+int sc_device_count(void);
+
+/* Host for NULL, for every pointer when no device is visible (nothing is
+ * asked then), and for memory the host can read (pinned, registered,
+ * managed); device memory otherwise. */
+sc_mem_type_t sc_mem_type_of(const void *ptr);
+
+/* The device the calling thread works on (cudaGetDevice); -1 without one.
+ * Until communicators carry a device, this is "the communicator's device". */
+int sc_current_device(void);
+
+/* The verdict on the n buffers of one call (NULL entries are ignored):
+ * mixed host and device memory, or memory of a device other than
+ * comm_device, is SC_ERR_INVALID_ARG naming the buffers; device buffers are
+ * SC_ERR_UNSUPPORTED unless device_path is set; else SC_SUCCESS. */
+sc_result_t sc_buffers_verdict(const char *fn, int n, const sc_mem_type_t *types,
+                               const char *const *names, int comm_device, int device_path);
+
+/* The verdict on a stream form's buffers: SC_ERR_UNSUPPORTED without CUDA
+ * (built == 0) or without a device (ndevices == 0), SC_ERR_INVALID_ARG for a
+ * host buffer, then sc_buffers_verdict's checks, then SC_ERR_UNSUPPORTED:
+ * stream-ordered execution is not built yet. */
+sc_result_t sc_stream_verdict(const char *fn, int built, int ndevices, int n,
+                              const sc_mem_type_t *types, const char *const *names,
+                              int comm_device);
+
+/* sc_buffers_verdict on a collective's send and receive buffers. With no
+ * device visible it returns at once, asking nothing. */
+sc_result_t sc_check_buffers(const char *fn, const void *sendbuf, const void *recvbuf);
+
+#endif

@@ -1,0 +1,202 @@
+/* Element-wise reduction and AVG finalization on the device. One template
+ * per (dtype, op): a vector kernel moves 16 bytes per load and store when
+ * every pointer shares its offset modulo 16 (a short scalar head brings them
+ * to a boundary), a scalar kernel does the head and the tail, or everything
+ * when the offsets differ. The element arithmetic is kernels/cuda/hd.h's,
+ * which the CPU tests check against kernels/cpu/reduce.c. */
+#include "kernels/cuda/cuda_util.cuh"
+#include "kernels/cuda/hd.h"
+
+namespace {
+
+#define SC_TAG(NAME, TYPE, SFX)                                                                    \
+  struct NAME {                                                                                    \
+    typedef TYPE T;                                                                                \
+    static __device__ __forceinline__ T red(int op, T x, T y) {                                    \
+      return sc_hd_red_##SFX(op, x, y);                                                            \
+    }                                                                                              \
+    static __device__ __forceinline__ T avg(T x, int d) {                                          \
+      return sc_hd_avg_##SFX(x, d);                                                                \
+    }                                                                                              \
+  };
+
+SC_TAG(TagI8, int8_t, i8)
+SC_TAG(TagU8, uint8_t, u8)
+SC_TAG(TagI32, int32_t, i32)
+SC_TAG(TagU32, uint32_t, u32)
+SC_TAG(TagI64, int64_t, i64)
+SC_TAG(TagU64, uint64_t, u64)
+SC_TAG(TagF16, uint16_t, f16)
+SC_TAG(TagBF16, uint16_t, bf16)
+SC_TAG(TagF32, float, f32)
+SC_TAG(TagF64, double, f64)
+
+template <class Tag> union Vec {
+  uint4 u;
+  typename Tag::T e[SC_CUDA_VEC_BYTES / sizeof(typename Tag::T)];
+};
+
+/* Both inputs are loaded before dst is stored, so exact aliasing is safe. */
+template <class Tag, int OP>
+__global__ void k_reduce_vec(typename Tag::T *dst, const typename Tag::T *a,
+                             const typename Tag::T *b, uint64_t head, uint64_t nvec) {
+  const uint4 *va = reinterpret_cast<const uint4 *>(a + head);
+  const uint4 *vb = reinterpret_cast<const uint4 *>(b + head);
+  uint4 *vd = reinterpret_cast<uint4 *>(dst + head);
+  const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+  for (uint64_t v = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; v < nvec; v += stride) {
+    Vec<Tag> x, y;
+    x.u = va[v];
+    y.u = vb[v];
+#pragma unroll
+    for (unsigned j = 0; j < sizeof x.e / sizeof x.e[0]; j++) x.e[j] = Tag::red(OP, x.e[j], y.e[j]);
+    vd[v] = x.u;
+  }
+}
+
+template <class Tag, int OP>
+__global__ void k_reduce_scalar(typename Tag::T *dst, const typename Tag::T *a,
+                                const typename Tag::T *b, sc_hd_vec_plan_t p) {
+  const uint64_t m = p.head + p.tail;
+  const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+  for (uint64_t j = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; j < m; j += stride) {
+    uint64_t i = sc_hd_vec_scalar_index(&p, j);
+    dst[i] = Tag::red(OP, a[i], b[i]);
+  }
+}
+
+template <class Tag>
+__global__ void k_avg_vec(typename Tag::T *buf, uint64_t head, uint64_t nvec, int d) {
+  uint4 *vb = reinterpret_cast<uint4 *>(buf + head);
+  const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+  for (uint64_t v = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; v < nvec; v += stride) {
+    Vec<Tag> x;
+    x.u = vb[v];
+#pragma unroll
+    for (unsigned j = 0; j < sizeof x.e / sizeof x.e[0]; j++) x.e[j] = Tag::avg(x.e[j], d);
+    vb[v] = x.u;
+  }
+}
+
+template <class Tag> __global__ void k_avg_scalar(typename Tag::T *buf, sc_hd_vec_plan_t p, int d) {
+  const uint64_t m = p.head + p.tail;
+  const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+  for (uint64_t j = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; j < m; j += stride) {
+    uint64_t i = sc_hd_vec_scalar_index(&p, j);
+    buf[i] = Tag::avg(buf[i], d);
+  }
+}
+
+template <class Tag, int OP>
+sc_result_t launch_reduce(void *dst, const void *a, const void *b, size_t n, cudaStream_t s) {
+  typedef typename Tag::T T;
+  const uint64_t addrs[3] = {(uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)a,
+                             (uint64_t)(uintptr_t)b};
+  sc_hd_vec_plan_t p = sc_hd_vec_plan(addrs, 3, n, sizeof(T));
+  uint32_t g = sc_hd_grid(p.nvec, SC_CUDA_BLOCK, SC_CUDA_MAX_BLOCKS);
+  if (g)
+    k_reduce_vec<Tag, OP>
+        <<<g, SC_CUDA_BLOCK, 0, s>>>((T *)dst, (const T *)a, (const T *)b, p.head, p.nvec);
+  g = sc_hd_grid(p.head + p.tail, SC_CUDA_BLOCK, SC_CUDA_MAX_BLOCKS);
+  if (g)
+    k_reduce_scalar<Tag, OP><<<g, SC_CUDA_BLOCK, 0, s>>>((T *)dst, (const T *)a, (const T *)b, p);
+  SC_CUDA_LAUNCHED("sc_cuda_reduce");
+  return SC_SUCCESS;
+}
+
+template <class Tag>
+sc_result_t launch_reduce_op(sc_redop_t op, void *dst, const void *a, const void *b, size_t n,
+                             cudaStream_t s) {
+  switch (op) {
+  case SC_PROD:
+    return launch_reduce<Tag, SC_PROD>(dst, a, b, n, s);
+  case SC_MIN:
+    return launch_reduce<Tag, SC_MIN>(dst, a, b, n, s);
+  case SC_MAX:
+    return launch_reduce<Tag, SC_MAX>(dst, a, b, n, s);
+  default: /* SUM, and AVG, whose division is sc_cuda_avg_finalize's */
+    return launch_reduce<Tag, SC_SUM>(dst, a, b, n, s);
+  }
+}
+
+template <class Tag> sc_result_t launch_avg(void *buf, size_t n, int d, cudaStream_t s) {
+  typedef typename Tag::T T;
+  const uint64_t addr = (uint64_t)(uintptr_t)buf;
+  sc_hd_vec_plan_t p = sc_hd_vec_plan(&addr, 1, n, sizeof(T));
+  uint32_t g = sc_hd_grid(p.nvec, SC_CUDA_BLOCK, SC_CUDA_MAX_BLOCKS);
+  if (g) k_avg_vec<Tag><<<g, SC_CUDA_BLOCK, 0, s>>>((T *)buf, p.head, p.nvec, d);
+  g = sc_hd_grid(p.head + p.tail, SC_CUDA_BLOCK, SC_CUDA_MAX_BLOCKS);
+  if (g) k_avg_scalar<Tag><<<g, SC_CUDA_BLOCK, 0, s>>>((T *)buf, p, d);
+  SC_CUDA_LAUNCHED("sc_cuda_avg_finalize");
+  return SC_SUCCESS;
+}
+
+} // namespace
+
+extern "C" sc_result_t sc_cuda_reduce(void *dst, const void *a, const void *b, size_t count,
+                                      sc_dtype_t dtype, sc_redop_t op, void *stream) {
+  const char *fn = "sc_cuda_reduce";
+  if (sc_dtype_size(dtype) == 0)
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid dtype %d", fn, (int)dtype);
+  if ((unsigned)op > SC_AVG)
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid reduction op %d", fn, (int)op);
+  if (count == 0) return SC_SUCCESS;
+  if (!dst || !a || !b)
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s: %s is NULL with count %zu", fn,
+                  !dst ? "dst" : (!a ? "a" : "b"), count);
+  cudaStream_t s = sc_cuda_stream(stream);
+  switch (dtype) {
+  case SC_INT8:
+    return launch_reduce_op<TagI8>(op, dst, a, b, count, s);
+  case SC_UINT8:
+    return launch_reduce_op<TagU8>(op, dst, a, b, count, s);
+  case SC_INT32:
+    return launch_reduce_op<TagI32>(op, dst, a, b, count, s);
+  case SC_UINT32:
+    return launch_reduce_op<TagU32>(op, dst, a, b, count, s);
+  case SC_INT64:
+    return launch_reduce_op<TagI64>(op, dst, a, b, count, s);
+  case SC_UINT64:
+    return launch_reduce_op<TagU64>(op, dst, a, b, count, s);
+  case SC_FLOAT16:
+    return launch_reduce_op<TagF16>(op, dst, a, b, count, s);
+  case SC_BFLOAT16:
+    return launch_reduce_op<TagBF16>(op, dst, a, b, count, s);
+  case SC_FLOAT32:
+    return launch_reduce_op<TagF32>(op, dst, a, b, count, s);
+  default:
+    return launch_reduce_op<TagF64>(op, dst, a, b, count, s);
+  }
+}
+
+extern "C" sc_result_t sc_cuda_avg_finalize(void *buf, size_t count, sc_dtype_t dtype, int nranks,
+                                            void *stream) {
+  const char *fn = "sc_cuda_avg_finalize";
+  if (sc_dtype_size(dtype) == 0)
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid dtype %d", fn, (int)dtype);
+  if (count == 0 || nranks <= 1) return SC_SUCCESS;
+  if (!buf) return SC_ERR(SC_ERR_INVALID_ARG, "%s: buf is NULL with count %zu", fn, count);
+  cudaStream_t s = sc_cuda_stream(stream);
+  switch (dtype) {
+  case SC_INT8:
+    return launch_avg<TagI8>(buf, count, nranks, s);
+  case SC_UINT8:
+    return launch_avg<TagU8>(buf, count, nranks, s);
+  case SC_INT32:
+    return launch_avg<TagI32>(buf, count, nranks, s);
+  case SC_UINT32:
+    return launch_avg<TagU32>(buf, count, nranks, s);
+  case SC_INT64:
+    return launch_avg<TagI64>(buf, count, nranks, s);
+  case SC_UINT64:
+    return launch_avg<TagU64>(buf, count, nranks, s);
+  case SC_FLOAT16:
+    return launch_avg<TagF16>(buf, count, nranks, s);
+  case SC_BFLOAT16:
+    return launch_avg<TagBF16>(buf, count, nranks, s);
+  case SC_FLOAT32:
+    return launch_avg<TagF32>(buf, count, nranks, s);
+  default:
+    return launch_avg<TagF64>(buf, count, nranks, s);
+  }
+}

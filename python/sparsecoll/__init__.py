@@ -1,0 +1,34 @@
+"""libsparsecoll from Python: collectives, gTop-k sparse all-reduce and error
+feedback on numpy arrays and torch tensors, without copies.
+
+    import sparsecoll
+    comm = sparsecoll.Comm.from_env()          # under sc-run / torchrun / srun
+    comm.allreduce(x)                          # in place, like torch.distributed
+
+`import sparsecoll.torch` registers the torch.distributed backend "sparsecoll".
+See docs/PYTHON.md.
+"""
+from . import _consts as consts
+from ._buf import cuda_available
+from ._comm import EF, Comm, ErrorFeedback, Request, get_unique_id, topk
+from ._fusion import Fusion
+from ._lib import ArgumentError, Error, UnsupportedError, last_error, lib
+
+version = lib.sc_get_version()
+__version__ = "%d.%d.%d" % (version // 10000, version // 100 % 100, version % 100)
+
+__all__ = [
+    "Comm",
+    "Error",
+    "ArgumentError",
+    "UnsupportedError",
+    "ErrorFeedback",
+    "EF",
+    "Request",
+    "Fusion",
+    "get_unique_id",
+    "topk",
+    "cuda_available",
+    "consts",
+    "last_error",
+]

@@ -1,0 +1,16 @@
+"""torch.distributed backend "sparsecoll" (registered on import).
+
+    import sparsecoll.torch
+    torch.distributed.init_process_group("sparsecoll")   # under torchrun
+
+Bootstrap goes through torch's own store (rank 0 puts sc_get_unique_id's bytes
+there), so the library never binds MASTER_PORT. See docs/PYTHON.md.
+"""
+from ._backend import BACKEND_NAME, ProcessGroupSparsecoll, register
+
+register()
+
+from . import hooks  # noqa: E402  (sparsecoll.torch.hooks.gtopk_hook)
+from .optimizer import DistributedOptimizer  # noqa: E402
+
+__all__ = ["ProcessGroupSparsecoll", "BACKEND_NAME", "register", "hooks", "DistributedOptimizer"]

@@ -1,0 +1,57 @@
+#!/bin/sh
+# The verbs transport's data path on a machine without RDMA: the multi-rank
+# suite with SC_TRANSPORT=verbs over test/multi/verbs_fake_ibverbs.c, a stand-in
+# libibverbs.so.1 found first through LD_LIBRARY_PATH (RDMA writes become
+# process_vm_writev into the peer, immediates datagrams). It checks the
+# transport's protocol, striping, registration, completions and failure paths,
+# not an HCA's behaviour or speed: test/multi/verbs-*.sh do that where a real
+# device exists.
+. "$top_srcdir/test/multi/lib.sh"
+lib="$top_builddir/test/multi/.libs/libverbs_fake_ibverbs.so"
+if [ ! -f "$lib" ]; then
+  echo "skipped: $lib not built"
+  exit 77
+fi
+mkdir "$tmpdir/fakeib"
+ln -s "$(cd "$(dirname "$lib")" && pwd)/libverbs_fake_ibverbs.so" "$tmpdir/fakeib/libibverbs.so.1"
+LD_LIBRARY_PATH="$tmpdir/fakeib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+SC_TRANSPORT=verbs
+export LD_LIBRARY_PATH SC_TRANSPORT
+lists_fake() {
+  "$top_builddir/sc-info" | tee "$tmpdir/info"
+  grep -q '^  fake0:1 ACTIVE, Ethernet (RoCE), 100.0 Gbit/s, MTU 4096' "$tmpdir/info"
+}
+check "sc-info lists the fake device" lists_fake
+for s in collectives allreduce_algos sparse fusion peer_death env_launchers; do
+  check "$s over verbs (fake provider)" sh "$top_srcdir/test/multi/$s.sh"
+done
+check "collectives, SC_IB_QPS_PER_PEER=4 (striped)" \
+  env SC_IB_QPS_PER_PEER=4 sh "$top_srcdir/test/multi/collectives.sh"
+check "collectives, SC_IB_QPS_PER_PEER=3 (uneven stripes)" \
+  env SC_IB_QPS_PER_PEER=3 sh "$top_srcdir/test/multi/collectives.sh"
+check "collectives, SC_IB_REG_CACHE_BYTES=0" \
+  env SC_IB_REG_CACHE_BYTES=0 sh "$top_srcdir/test/multi/collectives.sh"
+# A receive posted for another length than the send: both ranks fail with
+# SC_ERR_REMOTE naming the lengths, whether a rank learns of it as the sender
+# ("sent X bytes to peer P, which posted a receive of Y") or as the receiver
+# ("peer P sent a message of another length"); which, depends on timing.
+length_mismatch() {
+  SC_TIMEOUT_MS=3000 SC_DEBUG=NONE "$SC_RUN" -n 2 --grace 30 --timeout 60 \
+    "$top_builddir/test/failure/fail_mismatch" count report >"$tmpdir/mm" 2>&1
+  cat "$tmpdir/mm"
+  [ "$(grep -c '^rank [01]: remote peer failed' "$tmpdir/mm")" -eq 2 ] &&
+    [ "$(grep -Ec 'sent (3996|4000) bytes to peer [01], which posted a receive of (4000|3996) bytes|peer [01] sent a message of another length than the (4000|3996) bytes posted' "$tmpdir/mm")" -eq 2 ]
+}
+check "count mismatch: SC_ERR_REMOTE on both ranks" length_mismatch
+# Without the liveness watch a killed peer is noticed through its closed side
+# channel: every survivor fails with SC_ERR_REMOTE naming it, long before the
+# 60 s timeout.
+no_watch_kill() {
+  SC_HEARTBEAT_MS=-1 SC_TIMEOUT_MS=60000 "$SC_RUN" -n 3 --grace 90 --timeout 120 --label \
+    "$MR/mr_peer_death" kill >"$tmpdir/nw" 2>&1
+  cat "$tmpdir/nw"
+  [ "$(grep -Ec 'failed in [0-4]\.[0-9]+ s with: .*peer 1 closed its connection' "$tmpdir/nw")" -eq 2 ] &&
+    [ "$(grep -c 'FAIL' "$tmpdir/nw")" -eq 0 ]
+}
+check "peer killed, SC_HEARTBEAT_MS=-1: survivors fail at once" no_watch_kill
+finish

@@ -1,0 +1,18 @@
+#!/bin/sh
+# sc_comm_init_env under torchrun's variables with MASTER_PORT held by torch's
+# store: the bind error names MASTER_PORT; SC_ROOT_ADDR is honoured.
+. "$top_srcdir/test/multi/lib.sh"
+. "$top_srcdir/test/python/lib.sh"
+need_python
+# The second port (SC_ROOT_ADDR's) may be taken by a test running alongside;
+# only that failure, said as such, is retried.
+clash() {
+  for try in 1 2 3; do
+    "$PYTHON" "$PYT/env_clash.py" "$MR/mr_env" "$(rand_port)" "$(rand_port)" >"$tmpdir/clash" 2>&1 && { cat "$tmpdir/clash"; return 0; }
+    cat "$tmpdir/clash"
+    grep -q 'FAIL: ranks failed with SC_ROOT_ADDR' "$tmpdir/clash" && grep -q 'bind.*in use' "$tmpdir/clash" || return 1
+  done
+  return 1
+}
+check "torchrun variables, MASTER_PORT held, SC_ROOT_ADDR" clash
+finish

@@ -1,0 +1,291 @@
+/* The hierarchical all-reduce run through the simulator (both send models)
+ * on every host map of 1..8 ranks on 1..4 hosts that can be told apart by
+ * shape: hosts of consecutive ranks (even and uneven), ranks dealt round
+ * robin, and random maps; every rail algorithm; awkward counts and chunks;
+ * every dtype and op, in place and out of place; against dense_check's
+ * reference. Plus properties read off the schedules: the bytes that leave
+ * each host (the point of the hierarchy: 2(H-1)/H of the vector per host,
+ * where a flat ring sends 2(P-1)/P), host maps the generator must refuse,
+ * and the cost model's view (hier priced below the flat ring on a network
+ * with fast intra-host links, and not a candidate without a hierarchy).
+ * Prints one line per failure and ends with "N passed, N failed". */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algorithms/algorithms.h"
+#include "algorithms/registry.h"
+#include "test/sim/dense_check.h"
+#include "test/sim/simulator.h"
+#include "tune/tune.h"
+
+#define MAXP 8
+
+/* The generator under test reads the map and the rail from here: dense_check
+ * builds every rank's arguments itself. */
+static int g_map[MAXP];
+static int g_rail;
+
+static sc_result_t hier_gen_fn(const sc_coll_args_t *a, sc_sched_t *s) {
+  sc_coll_args_t b = *a;
+  b.host_of = g_map;
+  b.rail_algo = g_rail;
+  return sc_hier_allreduce_schedule(&b, s);
+}
+
+static const dense_gen_t hier_gen = {"hier_allreduce", SC_COLL_ALLREDUCE, hier_gen_fn};
+static uint64_t case_seed;
+
+static void run(int p, size_t count, size_t chunk, sc_dtype_t dtype, sc_redop_t op,
+                dense_place_t place, sc_sim_model_t model) {
+  dense_case_t tc = {.gen = &hier_gen,
+                     .nranks = p,
+                     .count = count,
+                     .chunk = chunk,
+                     .dtype = dtype,
+                     .op = op,
+                     .place = place,
+                     .model = model,
+                     .seed = dense_mix(++case_seed)};
+  dense_run_case(&tc);
+}
+
+/* Renumbers hosts in the order of their lowest rank (the generator's contract). */
+static int normalize(int p, const int *raw, int *map) {
+  int seen[MAXP], n = 0;
+  for (int r = 0; r < p; r++) {
+    int h = -1;
+    for (int i = 0; i < n; i++)
+      if (seen[i] == raw[r]) h = i;
+    if (h < 0) {
+      seen[n] = raw[r];
+      h = n++;
+    }
+    map[r] = h;
+  }
+  return n;
+}
+
+/* Maps of p ranks on h hosts: kind 0 consecutive even-ish blocks, 1 the
+ * same with the big host last (uneven the other way), 2 round robin, 3..
+ * random (seeded by kind). */
+static int make_map(int p, int h, int kind, int *map) {
+  int raw[MAXP];
+  for (int r = 0; r < p; r++) {
+    if (kind == 0)
+      raw[r] = r * h / p;
+    else if (kind == 1)
+      raw[r] = h - 1 - (p - 1 - r) * h / p;
+    else if (kind == 2)
+      raw[r] = r % h;
+    else
+      raw[r] = (int)(dense_mix((uint64_t)(kind * 131 + p * 17 + h * 3 + r)) % (uint64_t)h);
+  }
+  return normalize(p, raw, map);
+}
+
+static void map_name(int p, char *buf, size_t n) {
+  size_t u = 0;
+  for (int r = 0; r < p && u < n; r++) u += (size_t)snprintf(buf + u, n - u, "%d", g_map[r]);
+}
+
+/* Every map shape, every rail, awkward counts and chunk sizes, both
+ * placements and send models. */
+static void sweep_maps(void) {
+  for (int p = 1; p <= MAXP; p++)
+    for (int h = 1; h <= 4 && h <= p; h++)
+      for (int kind = 0; kind < 6; kind++) {
+        make_map(p, h, kind, g_map);
+        const size_t counts[] = {0, 1, (size_t)p + 1, 13, 1009, 40000};
+        const size_t chunks[] = {1, 3, 64, (size_t)1 << 40};
+        for (int rail = 0; rail < 4; rail++) {
+          g_rail = rail;
+          for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++)
+            for (size_t k = 0; k < sizeof(chunks) / sizeof(chunks[0]); k++) {
+              if (chunks[k] <= 3 && counts[ci] > 2000) continue;
+              if ((rail + (int)k + (int)ci) % 2 && counts[ci] > 2000) continue;
+              sc_sim_model_t m = (k + ci + (size_t)rail) % 2 ? SC_SIM_RENDEZVOUS : SC_SIM_EAGER;
+              run(p, counts[ci], chunks[k], SC_INT32, SC_SUM, PLACE_OUT, m);
+              run(p, counts[ci], chunks[k], SC_INT32, SC_SUM, PLACE_IN_SAME,
+                  m == SC_SIM_EAGER ? SC_SIM_RENDEZVOUS : SC_SIM_EAGER);
+            }
+        }
+      }
+}
+
+/* Arithmetic: every dtype and op on an even and an uneven map. */
+static void sweep_dtypes_ops(void) {
+  static const int maps[][MAXP + 1] = {
+      {8, 0, 0, 1, 1, 2, 2, 3, 3}, /* 4 hosts x 2 */
+      {7, 0, 0, 0, 1, 1, 2, 2},    /* 3 + 2 + 2 */
+      {5, 0, 1, 0, 1, 1},          /* interleaved, 2 + 3 */
+  };
+  static const sc_dtype_t dtypes[] = {SC_INT32,    SC_INT64,   SC_FLOAT16,
+                                      SC_BFLOAT16, SC_FLOAT32, SC_FLOAT64};
+  g_rail = 0;
+  for (size_t mi = 0; mi < sizeof(maps) / sizeof(maps[0]); mi++) {
+    const int p = maps[mi][0];
+    memcpy(g_map, maps[mi] + 1, (size_t)p * sizeof(int));
+    for (size_t di = 0; di < 6; di++)
+      for (sc_redop_t op = SC_SUM; op <= SC_AVG; op++)
+        for (dense_place_t pl = PLACE_OUT; pl <= PLACE_IN_SAME; pl++)
+          run(p, 1009, 7, dtypes[di], op, pl,
+              (di + (size_t)op + (size_t)pl) % 2 ? SC_SIM_RENDEZVOUS : SC_SIM_EAGER);
+  }
+}
+
+/* Large vectors: many slices of many chunks. */
+static void sweep_large(void) {
+  static const int maps[][MAXP + 1] = {{8, 0, 0, 1, 1, 2, 2, 3, 3}, {6, 0, 0, 0, 1, 1, 2}};
+  for (size_t mi = 0; mi < 2; mi++) {
+    const int p = maps[mi][0];
+    memcpy(g_map, maps[mi] + 1, (size_t)p * sizeof(int));
+    g_rail = (int)mi;
+    run(p, ((size_t)1 << 20) + 7, 4093, SC_INT32, SC_SUM, PLACE_OUT, SC_SIM_RENDEZVOUS);
+    run(p, ((size_t)1 << 20) + 7, 65536, SC_FLOAT32, SC_AVG, PLACE_IN_SAME, SC_SIM_EAGER);
+  }
+}
+
+/* Bytes each host sends to other hosts, summed over its ranks' schedules. */
+static void host_out_bytes(sc_sched_gen_t gen, const int *map, int p, int rail, size_t n,
+                           size_t *out) {
+  memset(out, 0, MAXP * sizeof(size_t));
+  for (int r = 0; r < p; r++) {
+    sc_coll_args_t a = {.coll = SC_COLL_ALLREDUCE,
+                        .nranks = p,
+                        .rank = r,
+                        .count = n,
+                        .elem_size = 4,
+                        .chunk_elems = 4096,
+                        .host_of = map,
+                        .rail_algo = rail};
+    sc_sched_t s;
+    sc_sched_init(&s);
+    dense_expect(gen(&a, &s) == SC_SUCCESS, "schedule of rank %d", r);
+    for (size_t i = 0; i < s.nsteps; i++)
+      if (s.steps[i].kind == SC_STEP_SEND && map[s.steps[i].peer] != map[r])
+        out[map[r]] += s.steps[i].count * 4;
+    sc_sched_free(&s);
+  }
+}
+
+/* The traffic bound of the issue: with ring rails each host sends
+ * 2(H-1)/H of the vector to other hosts (up to rounding of shares and
+ * blocks), where the flat ring over consecutive hosts sends
+ * 2(P-1)/P * (ranks of the host at a boundary)... measured, not assumed:
+ * the flat ring's own count from its schedules. */
+static void test_traffic(void) {
+  static const int maps[][MAXP + 1] = {
+      {8, 0, 0, 1, 1, 2, 2, 3, 3}, {8, 0, 0, 0, 0, 1, 1, 1, 1}, {7, 0, 0, 0, 1, 1, 2, 2}};
+  const size_t n = 1 << 20;
+  for (size_t mi = 0; mi < sizeof(maps) / sizeof(maps[0]); mi++) {
+    const int p = maps[mi][0];
+    const int *map = maps[mi] + 1;
+    int h = map[p - 1] + 1;
+    size_t hier[MAXP], ring[MAXP];
+    host_out_bytes(sc_hier_allreduce_schedule, map, p, 0, n, hier);
+    host_out_bytes(sc_ring_allreduce_schedule, map, p, 0, n, ring);
+    const double bound = 2.0 * (h - 1) / h * (double)n * 4;
+    for (int x = 0; x < h; x++) {
+      dense_expect(fabs((double)hier[x] - bound) <= 64.0 * p * h,
+                   "map %zu host %d: hier sends %zu B to other hosts, want %.0f", mi, x, hier[x],
+                   bound);
+      dense_expect(hier[x] < ring[x], "map %zu host %d: hier %zu B not below the ring's %zu B", mi,
+                   x, hier[x], ring[x]);
+    }
+  }
+}
+
+/* Host maps that break the numbering rule are refused, not mis-scheduled. */
+static void test_args(void) {
+  static const int bad[][4] = {{1, 0, 0, 1}, {0, 2, 1, 1}, {0, -1, 0, 0}, {0, 0, 1, 3}};
+  for (size_t i = 0; i < 4; i++) {
+    sc_coll_args_t a = {.coll = SC_COLL_ALLREDUCE,
+                        .nranks = 4,
+                        .rank = 0,
+                        .count = 100,
+                        .elem_size = 4,
+                        .chunk_elems = 16,
+                        .host_of = bad[i]};
+    sc_sched_t s;
+    sc_sched_init(&s);
+    dense_expect(sc_hier_allreduce_schedule(&a, &s) == SC_ERR_INVALID_ARG,
+                 "bad host map %zu accepted", i);
+    sc_sched_free(&s);
+  }
+  /* sc_hier_useful: several hosts and one with several ranks. */
+  static const struct {
+    int p, map[MAXP], useful;
+  } u[] = {{4, {0, 0, 0, 0}, 0}, {4, {0, 1, 2, 3}, 0}, {4, {0, 0, 1, 1}, 1},
+           {3, {0, 1, 0}, 1},    {2, {0, 1}, 0},       {5, {0, 1, 2, 3, 0}, 1}};
+  for (size_t i = 0; i < sizeof(u) / sizeof(u[0]); i++) {
+    sc_coll_args_t a = {.coll = SC_COLL_ALLREDUCE, .nranks = u[i].p, .host_of = u[i].map};
+    dense_expect(sc_hier_useful(&a) == u[i].useful, "sc_hier_useful case %zu", i);
+  }
+  sc_coll_args_t none = {.coll = SC_COLL_ALLREDUCE, .nranks = 4};
+  dense_expect(!sc_hier_useful(&none), "sc_hier_useful without a map");
+}
+
+/* The cost model: 4 hosts x 2 ranks, 64 MiB, a 1 Gbit/s network and memory
+ * links inside hosts: hier is cheaper than every flat algorithm (its
+ * network bytes per host are 1.5 vectors, the ring's 1.75) and is picked;
+ * without a map, or on one host, it is no candidate. */
+static void test_cost(void) {
+  sc_link_model_t m;
+  sc_tune_default_model(SC_TUNE_NET, 0, 0, &m);
+  m.beta_s_per_b = m.host_s_per_b = 1.0 / 125e6;
+  sc_link_model_t mem;
+  sc_tune_default_model(SC_TUNE_HOST_MEM, 2, 0, &mem);
+  m.local_alpha_s = mem.alpha_s;
+  m.local_beta_s_per_b = mem.beta_s_per_b;
+  static const int map[MAXP] = {0, 0, 1, 1, 2, 2, 3, 3};
+  sc_coll_args_t a = {.coll = SC_COLL_ALLREDUCE,
+                      .nranks = 8,
+                      .count = (size_t)16 << 20,
+                      .elem_size = 4,
+                      .chunk_elems = 131072,
+                      .host_of = map};
+  int best, n;
+  double est[SC_TUNE_MAX_CANDIDATES];
+  const sc_algo_entry_t *c = sc_algo_candidates(SC_COLL_ALLREDUCE, &n);
+  int hier = sc_algo_find(SC_COLL_ALLREDUCE, "hier");
+  dense_expect(hier >= 0 && c[hier].gen == sc_hier_allreduce_schedule, "hier is registered");
+  dense_expect(sc_tune_best(&m, &a, &best, est) == SC_SUCCESS, "sc_tune_best on 4x2");
+  dense_expect(best == hier, "4x2 64 MiB: model picks %s, not hier", c[best].name);
+  for (int i = 0; i < n; i++)
+    if (i != hier)
+      dense_expect(est[hier] < est[i], "4x2 64 MiB: hier %.4f s not below %s %.4f s", est[hier],
+                   c[i].name, est[i]);
+  /* The ring's network bytes per host bound it from below: 1.75 vectors. */
+  dense_expect(est[0] >= 1.75 * 64e6 / 125e6 * 0.99, "ring priced %.4f s, below its bytes", est[0]);
+  a.host_of = NULL;
+  dense_expect(sc_tune_best(&m, &a, &best, est) == SC_SUCCESS && isinf(est[hier]),
+               "without a host map hier is no candidate");
+  static const int one[MAXP] = {0};
+  a.host_of = one;
+  dense_expect(sc_tune_best(&m, &a, &best, est) == SC_SUCCESS && isinf(est[hier]),
+               "on one host hier is no candidate");
+}
+
+int main(void) {
+  static const struct {
+    const char *name;
+    void (*fn)(void);
+  } parts[] = {{"args", test_args},  {"traffic", test_traffic},        {"cost", test_cost},
+               {"maps", sweep_maps}, {"dtypes_ops", sweep_dtypes_ops}, {"large", sweep_large}};
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+    int before = dense_passed + dense_failed, fbefore = dense_failed;
+    parts[i].fn();
+    fprintf(stderr, "%-12s %6d cases%s\n", parts[i].name, dense_passed + dense_failed - before,
+            dense_failed > fbefore ? " (failures)" : "");
+    if (dense_failed > fbefore && dense_failed - fbefore > 0) {
+      char m[MAXP * 2 + 1] = "";
+      map_name(MAXP, m, sizeof(m));
+      fprintf(stderr, "  last map %s rail %d\n", m, g_rail);
+    }
+  }
+  printf("%d passed, %d failed\n", dense_passed, dense_failed);
+  return dense_failed ? 1 : 0;
+}

@@ -1,0 +1,150 @@
+/* The UCX transport's pure helpers (transport/ucx/ucx_internal.h): the tag
+ * that makes a receive match exactly the send posted in the same position,
+ * and the props of a pair from two address blobs. References are written
+ * independently: the tag as bytes (sender big-endian in the first two, the
+ * sequence number in the other six), the props from the rules in
+ * docs/UCX.md. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "transport/ucx/ucx_internal.h"
+
+/* The tag as the 8 bytes of a big-endian number: sender, then sequence. */
+static uint64_t ref_tag(int sender, uint64_t seq) {
+  uint8_t b[8];
+  b[0] = (uint8_t)(sender >> 8);
+  b[1] = (uint8_t)sender;
+  for (int i = 0; i < 6; i++) b[2 + i] = (uint8_t)(seq >> (8 * (5 - i)));
+  uint64_t t = 0;
+  for (int i = 0; i < 8; i++) t = t * 256 + b[i];
+  return t;
+}
+
+static void test_tag_layout(void **state) {
+  (void)state;
+  const int senders[] = {0, 1, 2, 255, 256, 4097, 65535};
+  const uint64_t seqs[] = {
+      0, 1, 2, 1000, UINT64_C(0xffffffff), UINT64_C(0x100000000), (UINT64_C(1) << 48) - 1};
+  for (size_t i = 0; i < sizeof(senders) / sizeof(senders[0]); i++)
+    for (size_t j = 0; j < sizeof(seqs) / sizeof(seqs[0]); j++) {
+      uint64_t t = sc_ucx_tag(senders[i], seqs[j]);
+      assert_true(t == ref_tag(senders[i], seqs[j]));
+      assert_int_equal(sc_ucx_tag_sender(t), senders[i]);
+      assert_true(sc_ucx_tag_seq(t) == seqs[j]);
+    }
+}
+
+/* The sequence number wraps inside its field and never reaches the sender's. */
+static void test_tag_wrap(void **state) {
+  (void)state;
+  uint64_t top = (UINT64_C(1) << 48) - 1;
+  assert_true(sc_ucx_tag(7, top + 1) == sc_ucx_tag(7, 0));
+  assert_int_equal(sc_ucx_tag_sender(sc_ucx_tag(7, top + 5)), 7);
+  assert_true(sc_ucx_tag_seq(sc_ucx_tag(7, top + 5)) == 4);
+  assert_true(sc_ucx_tag(7, top) != sc_ucx_tag(8, 0));
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Distinct (sender, sequence) pairs, sequence below 2^48, give distinct tags. */
+static void test_tag_distinct(void **state) {
+  (void)state;
+  enum { N = 4096 };
+  uint64_t *t = malloc(N * sizeof(*t));
+  assert_non_null(t);
+  size_t n = 0;
+  for (int s = 0; s < 64; s++)
+    for (int k = 0; k < 64; k++) {
+      /* sequence numbers near the low end, the 32-bit boundary and the top */
+      uint64_t seq = k < 32 ? (uint64_t)k
+                            : (k < 48 ? UINT64_C(0xfffffff0) + (uint64_t)k
+                                      : (UINT64_C(1) << 48) - 1 - (uint64_t)k);
+      t[n++] = sc_ucx_tag(s * 1021 % 65536, seq);
+    }
+  qsort(t, n, sizeof(*t), cmp_u64);
+  for (size_t i = 1; i < n; i++) assert_true(t[i] != t[i - 1]);
+  free(t);
+}
+
+static sc_ucx_blob_hdr_t blob(int rank, int pid, uint64_t host, uint64_t boot, uint64_t netns,
+                              int flags, int cpus) {
+  sc_ucx_blob_hdr_t b;
+  memset(&b, 0, sizeof(b));
+  b.magic = SC_UCX_BLOB_MAGIC;
+  b.rank = rank;
+  b.pid = pid;
+  b.host_hash = host;
+  b.boot_hash = boot;
+  b.netns = netns;
+  b.flags = (uint8_t)flags;
+  b.host_cpus = cpus;
+  return b;
+}
+
+static void test_props_locality(void **state) {
+  (void)state;
+  sc_tp_props_t p;
+  sc_ucx_blob_hdr_t a = blob(0, 100, 1, 2, 3, SC_UCX_FLAG_SHM, 8);
+  /* same host, shared memory on both: memory, same host */
+  sc_ucx_blob_hdr_t b = blob(1, 101, 1, 2, 3, SC_UCX_FLAG_SHM, 8);
+  sc_ucx_pair_props(&a, &b, 2, &p);
+  assert_int_equal(p.kind, SC_TP_KIND_SHM);
+  assert_int_equal(p.locality, SC_TP_SAME_HOST);
+  assert_int_equal(p.receiver_spins, 1);
+  assert_int_equal(p.single_copy_min, 0);
+  /* one side without shared memory (UCX_TLS=tcp): a network on one host */
+  sc_ucx_blob_hdr_t c = blob(2, 102, 1, 2, 3, 0, 8);
+  sc_ucx_pair_props(&a, &c, 2, &p);
+  assert_int_equal(p.kind, SC_TP_KIND_NET);
+  assert_int_equal(p.locality, SC_TP_SAME_HOST);
+  /* another network namespace, boot or hostname: another host */
+  sc_ucx_blob_hdr_t d[] = {blob(3, 103, 1, 2, 4, SC_UCX_FLAG_SHM, 8),
+                           blob(3, 103, 1, 5, 3, SC_UCX_FLAG_SHM, 8),
+                           blob(3, 103, 6, 2, 3, SC_UCX_FLAG_SHM, 8)};
+  for (int i = 0; i < 3; i++) {
+    sc_ucx_pair_props(&a, &d[i], 1, &p);
+    assert_int_equal(p.kind, SC_TP_KIND_NET);
+    assert_int_equal(p.locality, SC_TP_OTHER_HOST);
+    assert_true(p.latency_s == 0 && p.bandwidth_bps == 0);
+    /* the same verdict seen from the other end */
+    sc_ucx_pair_props(&d[i], &a, 1, &p);
+    assert_int_equal(p.locality, SC_TP_OTHER_HOST);
+  }
+  /* one process */
+  sc_ucx_blob_hdr_t e = blob(4, 100, 1, 2, 3, SC_UCX_FLAG_SHM, 8);
+  sc_ucx_pair_props(&a, &e, 2, &p);
+  assert_int_equal(p.locality, SC_TP_SAME_PROCESS);
+}
+
+/* The receiver spins unless its host has more ranks than CPUs. */
+static void test_props_spin(void **state) {
+  (void)state;
+  sc_tp_props_t p;
+  sc_ucx_blob_hdr_t a = blob(0, 100, 1, 2, 3, SC_UCX_FLAG_SHM, 4);
+  for (int ranks = 1; ranks <= 8; ranks++) {
+    sc_ucx_blob_hdr_t b = blob(1, 101, 1, 2, 3, SC_UCX_FLAG_SHM, 4);
+    sc_ucx_pair_props(&a, &b, ranks, &p);
+    assert_int_equal(p.receiver_spins, ranks <= 4);
+  }
+  sc_ucx_blob_hdr_t unknown = blob(1, 101, 1, 2, 3, SC_UCX_FLAG_SHM, 0);
+  sc_ucx_pair_props(&a, &unknown, 64, &p);
+  assert_int_equal(p.receiver_spins, 1);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_tag_layout),   cmocka_unit_test(test_tag_wrap),
+      cmocka_unit_test(test_tag_distinct), cmocka_unit_test(test_props_locality),
+      cmocka_unit_test(test_props_spin),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

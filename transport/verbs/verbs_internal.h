@@ -1,0 +1,86 @@
+/* The verbs transport's state, shared by verbs_setup.c (create, connect_all,
+ * destroy) and verbs.c (the data path). The protocol itself is in
+ * verbs_proto.h. */
+#ifndef SC_VERBS_INTERNAL_H
+#define SC_VERBS_INTERNAL_H
+
+#include <poll.h>
+#include <stdint.h>
+
+#include "base/socket.h"
+#include "transport/transport.h"
+#include "transport/verbs/verbs_api.h"
+#include "transport/verbs/verbs_proto.h"
+#include "transport/verbs/verbs_regcache.h"
+
+typedef struct sc_vb_reqlist {
+  sc_tp_req_t *head, *tail;
+} sc_vb_reqlist_t;
+
+typedef struct sc_vb_peer {
+  sc_vb_blob_t blob; /* the peer's published address */
+  int nqps;          /* min of both sides' SC_IB_QPS_PER_PEER: both stripe alike */
+  struct ibv_qp *qp[SC_VB_QPS_MAX];
+  int sq_used[SC_VB_QPS_MAX]; /* send WRs posted and not yet retired */
+  /* sending: slots by message number, busy = stripes not yet acknowledged */
+  sc_vb_fifo_t sfifo;
+  sc_tp_req_t *sreq[SC_VB_FIFO_DEPTH];
+  sc_vb_reqlist_t swait; /* posted, waiting for the receiver's clear-to-send */
+  uint64_t cts_seen;     /* clear-to-send immediates received (they arrive in order on qp 0) */
+  /* receiving: busy = stripes whose immediate has not arrived */
+  sc_vb_fifo_t rfifo;
+  sc_tp_req_t *rreq[SC_VB_FIFO_DEPTH];
+  sc_vb_reqlist_t rwait; /* posted, waiting for a free slot (credit) */
+  int dead;
+  char err[256];
+  /* The side channel of connect_all, kept open as a liveness sensor: the peer's
+   * kernel closes it when the process ends, while RDMA alone reports a dead peer
+   * only when a write to it fails. -1 once closed. */
+  int sock;
+  int closed;
+} sc_vb_peer_t;
+
+typedef struct sc_vb_transport {
+  sc_transport_t base;
+  const sc_vb_api_t *api;
+  sc_vb_env_t env;
+  sc_vb_dev_t dev;
+  struct ibv_pd *pd;
+  struct ibv_comp_channel *ch;
+  struct ibv_cq *cq;
+  int cq_armed;
+  int gid_index;
+  union ibv_gid gid;
+  /* FIFO: nranks * DEPTH entries, section w written by rank w (its clear-to-sends) */
+  sc_vb_cts_t *fifo;
+  struct ibv_mr *fifo_mr;
+  /* the source of this rank's clear-to-send writes, same layout by destination rank */
+  sc_vb_cts_t *ctsbuf;
+  struct ibv_mr *cts_mr;
+  sc_vb_regcache_t *rc;
+  sc_vb_gdr_mode_t gdr;
+  int listen_fd;
+  int wake_fd;
+  int spin_us;
+  int timeout_ms;
+  uint8_t secret[SC_SECRET_LEN];
+  int connected;
+  int report_pending; /* a peer failed since the last progress: report it once */
+  char report[SC_ERRMSG_MAX];
+  sc_vb_peer_t *peers;
+  struct pollfd *pfds; /* 3 + nranks: wake, channel, async, the peers' side channels */
+  int *pfd_peer;
+} sc_vb_transport_t;
+
+static inline sc_vb_transport_t *sc_vb_of(sc_transport_t *t) {
+  return (sc_vb_transport_t *)t;
+}
+
+sc_result_t sc_vb_create(const sc_tp_config_t *cfg, sc_transport_t **tp, void *addr,
+                         size_t *addrlen);
+sc_result_t sc_vb_connect_all(sc_transport_t *tp, const void *addrs, size_t stride);
+void sc_vb_destroy(sc_transport_t *tp);
+/* Posts a receive for one write-with-immediate on qp q of peer p. */
+sc_result_t sc_vb_post_recv(sc_vb_transport_t *tp, int peer, int q);
+
+#endif
