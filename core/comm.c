@@ -13,6 +13,7 @@
 #include "control/watch.h"
 #include "core/comm.h"
 #include "core/fingerprint.h"
+#include "transport/ucx/ucx_auto.h"
 
 /* "auto" (-1) or the name of one of coll's registered algorithms. */
 static sc_result_t sc_parse_algo(const char *var, sc_coll_t coll, int *out) {
@@ -73,6 +74,67 @@ static sc_result_t sc_comm_read_config(sc_comm_config_t *cfg) {
   return SC_SUCCESS;
 }
 
+/* Under auto, where sysfs lists an RDMA device, also open UCX and publish its
+ * address after the mux's; keep it (*alt) only when its context found an RDMA
+ * transport. Elsewhere nothing is opened: a UCP context and worker cost
+ * milliseconds per communicator (3-20 ms measured here). */
+static void sc_auto_probe_ucx(const sc_comm_t *comm, const sc_tp_config_t *tpc, sc_peer_info_t *me,
+                              sc_transport_t **alt) {
+  *alt = NULL;
+#ifdef SC_HAVE_UCX
+  if (comm->cfg.transport != SC_TP_AUTO || comm->nranks < 2 || !sc_ucx_rdma_devices_listed())
+    return;
+  size_t len = 0;
+  sc_transport_t *u = NULL;
+  sc_result_t r = sc_ucx_create_in(tpc, &u, me->tp_addr + SC_TP_AUTO_UCX_OFF,
+                                   sizeof(me->tp_addr) - SC_TP_AUTO_UCX_OFF, &len);
+  if (r == SC_SUCCESS && sc_ucx_tp_has_rdma(u)) {
+    me->caps |= SC_TP_CAP_UCX_RDMA;
+    *alt = u;
+    return;
+  }
+  SC_INFO(SC_SUBSYS_INIT, "SC_TRANSPORT=auto: UCX %s here; this rank offers only tcp/shm",
+          r == SC_SUCCESS ? "opened no RDMA transport" : "did not open");
+  if (u) sc_ucx_transport.destroy(u);
+  memset(me->tp_addr + SC_TP_AUTO_UCX_OFF, 0, sizeof(me->tp_addr) - SC_TP_AUTO_UCX_OFF);
+#else
+  (void)comm, (void)tpc, (void)me;
+#endif
+}
+
+/* The auto verdict, from the exchanged table (identical on every rank): keep
+ * the mux, or switch to the UCX transport opened beside it. */
+static sc_result_t sc_auto_decide(sc_comm_t *comm, sc_transport_t **alt, size_t *addr_off) {
+  if (comm->cfg.transport != SC_TP_AUTO) return SC_SUCCESS; /* explicit: as created */
+  int cross = 0;
+  for (int i = 1; i < comm->nranks && !cross; i++)
+    cross = strcmp(comm->peers[i].hostname, comm->peers[0].hostname) != 0 ||
+            strcmp(comm->peers[i].boot_id, comm->peers[0].boot_id) != 0;
+#ifdef SC_HAVE_UCX
+  const int built = 1;
+#else
+  const int built = 0;
+#endif
+  int pick = sc_tp_auto_choose(comm->cfg.transport, built, comm->nranks, &comm->peers[0].caps,
+                               sizeof(sc_peer_info_t), cross);
+  SC_INFO(SC_SUBSYS_INIT, "SC_TRANSPORT=auto chose %s (%s)", pick == SC_TP_UCX ? "ucx" : "tcp/shm",
+          pick == SC_TP_UCX ? "every rank has RDMA through UCX"
+          : !cross          ? "every rank on one host"
+                            : "not every rank has RDMA through UCX");
+  if (pick != SC_TP_UCX || !*alt) {
+    if (*alt) sc_transport_table[SC_TP_UCX]->destroy(*alt);
+    *alt = NULL;
+    return pick == SC_TP_UCX ? SC_ERR(SC_ERR_INTERNAL, "auto chose ucx without a UCX transport")
+                             : SC_SUCCESS;
+  }
+  comm->tpops->destroy(comm->tp);
+  comm->tp = *alt;
+  comm->tpops = sc_transport_table[SC_TP_UCX];
+  *alt = NULL;
+  *addr_off = SC_TP_AUTO_UCX_OFF;
+  return SC_SUCCESS;
+}
+
 static void sc_read_boot_id(char *out, size_t len) {
   FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
   out[0] = '\0';
@@ -118,6 +180,8 @@ sc_result_t sc_comm_create(sc_comm_t **out, int nranks, int rank, const sc_uniqu
   comm->tpops = &sc_tcp_transport;
   sc_log_set_rank(rank);
   sc_result_t r;
+  sc_transport_t *alt = NULL; /* UCX opened beside the mux (auto, RDMA listed) */
+  size_t addr_off = 0;        /* of the chosen transport's blob in each record's tp_addr */
   SC_CHECK_GOTO(sc_comm_read_config(&comm->cfg), r, fail);
   comm->tpops = sc_transport_table[comm->cfg.transport];
 
@@ -137,6 +201,7 @@ sc_result_t sc_comm_create(sc_comm_t **out, int nranks, int rank, const sc_uniqu
   memset(&me, 0, sizeof(me));
   size_t addrlen = sizeof(me.tp_addr);
   SC_CHECK_GOTO(comm->tpops->create(&tpc, &comm->tp, me.tp_addr, &addrlen), r, fail);
+  if (addrlen <= SC_TP_AUTO_UCX_OFF) sc_auto_probe_ucx(comm, &tpc, &me, &alt);
   if (gethostname(me.hostname, sizeof(me.hostname)) != 0)
     snprintf(me.hostname, sizeof(me.hostname), "?");
   me.hostname[sizeof(me.hostname) - 1] = '\0';
@@ -162,8 +227,10 @@ sc_result_t sc_comm_create(sc_comm_t **out, int nranks, int rank, const sc_uniqu
     comm->peers[i].hostname[sizeof(me.hostname) - 1] = '\0';
     comm->peers[i].boot_id[sizeof(me.boot_id) - 1] = '\0';
   }
-  SC_CHECK_GOTO(comm->tpops->connect_all(comm->tp, comm->peers->tp_addr, sizeof(sc_peer_info_t)), r,
-                fail);
+  SC_CHECK_GOTO(sc_auto_decide(comm, &alt, &addr_off), r, fail);
+  SC_CHECK_GOTO(
+      comm->tpops->connect_all(comm->tp, comm->peers->tp_addr + addr_off, sizeof(sc_peer_info_t)),
+      r, fail);
   SC_CHECK_GOTO(sc_watch_start(comm->watch), r, fail);
   sc_sched_init(&comm->ex.sched);
   SC_CHECK_GOTO(sc_tune_init(comm), r, fail);
@@ -186,6 +253,7 @@ sc_result_t sc_comm_create(sc_comm_t **out, int nranks, int rank, const sc_uniqu
   *out = comm;
   return SC_SUCCESS;
 fail:
+  if (alt) sc_transport_table[SC_TP_UCX]->destroy(alt);
   sc_comm_free(comm);
   return r;
 }

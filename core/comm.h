@@ -23,6 +23,7 @@ typedef struct sc_peer_info {
   char boot_id[40];
   int32_t pid;
   int32_t rank;
+  uint32_t caps;          /* SC_TP_CAP_* (transport/ucx/ucx_auto.h): what auto may use here */
   uint8_t watch_addr[24]; /* rank 0: its liveness watch listener; others: "will connect" flag */
 } sc_peer_info_t;
 

@@ -119,13 +119,25 @@ sc_result_t sc_stream_verdict(const char *fn, int built, int ndevices, int n,
                 SC_VERSION_MAJOR, SC_VERSION_MINOR, SC_VERSION_PATCH);
 }
 
-sc_result_t sc_check_buffers(const char *fn, const void *sendbuf, const void *recvbuf) {
+sc_result_t sc_check_buffer_list(const char *fn, int n, const void *const *ptrs,
+                                 const char *const *names) {
   if (sc_device_count() == 0) return SC_SUCCESS;
+  if (n < 0 || n > SC_CHECK_BUFFERS_MAX)
+    return SC_ERR(SC_ERR_INTERNAL, "%s: %d buffers to check, at most %d", fn, n,
+                  SC_CHECK_BUFFERS_MAX);
+  const char *used[SC_CHECK_BUFFERS_MAX];
+  sc_mem_type_t t[SC_CHECK_BUFFERS_MAX];
+  for (int i = 0; i < n; i++) {
+    used[i] = ptrs[i] ? names[i] : NULL;
+    t[i] = sc_mem_type_of(ptrs[i]);
+  }
+  return sc_buffers_verdict(fn, n, t, used, sc_current_device(), 0);
+}
+
+sc_result_t sc_check_buffers(const char *fn, const void *sendbuf, const void *recvbuf) {
   const void *p[2] = {sendbuf, recvbuf};
-  const char *names[2] = {sendbuf ? "sendbuf" : NULL, recvbuf ? "recvbuf" : NULL};
-  sc_mem_type_t t[2];
-  for (int i = 0; i < 2; i++) t[i] = sc_mem_type_of(p[i]);
-  return sc_buffers_verdict(fn, 2, t, names, sc_current_device(), 0);
+  static const char *const names[2] = {"sendbuf", "recvbuf"};
+  return sc_check_buffer_list(fn, 2, p, names);
 }
 
 /* ---- the stream forms ---- */

@@ -42,8 +42,15 @@ sc_result_t sc_stream_verdict(const char *fn, int built, int ndevices, int n,
                               const sc_mem_type_t *types, const char *const *names,
                               int comm_device);
 
-/* sc_buffers_verdict on a collective's send and receive buffers. With no
- * device visible it returns at once, asking nothing. */
+/* sc_buffers_verdict on the n (at most SC_CHECK_BUFFERS_MAX) buffers of a
+ * call, named by names; NULL pointers are not looked at. With no device
+ * visible it returns at once, asking nothing. Every API entry that hands a
+ * buffer to host code calls this (or sc_check_buffers) first. */
+#define SC_CHECK_BUFFERS_MAX 4
+sc_result_t sc_check_buffer_list(const char *fn, int n, const void *const *ptrs,
+                                 const char *const *names);
+
+/* sc_check_buffer_list on a collective's send and receive buffers. */
 sc_result_t sc_check_buffers(const char *fn, const void *sendbuf, const void *recvbuf);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "core/device.h"
 #include "fusion/fusion.h"
 #include "fusion/plan.h"
 
@@ -90,6 +91,9 @@ sc_result_t sc_fusion_add_tensor(sc_fusion_t *f, void *buf, size_t count, sc_dty
                   buf);
   if (count > SIZE_MAX / 4 / es)
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: tensor %zu: count %zu too large", fn, f->nt, count);
+  const void *bufs[1] = {buf};
+  static const char *const names[1] = {"buf"};
+  SC_CHECK(sc_check_buffer_list(fn, 1, bufs, names));
   if (!(backward_us >= 0.0) || isinf(backward_us))
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: tensor %zu: backward_us %g", fn, f->nt, backward_us);
   if (f->nt >= (size_t)INT32_MAX) return SC_ERR(SC_ERR_INVALID_ARG, "%s: too many tensors", fn);

@@ -56,6 +56,7 @@ struct sc_p3 {
   sc_p3_slot_t slot[SC_P3_SLOTS];
   size_t shead, slen;
   uint64_t changes, seen; /* local readies and stop requests; the count last contributed */
+  uint64_t slices_done;   /* slices completed here (lock): a wait's sign of progress */
   int stop, abandon, exited;
   pthread_t thread;
   int started;
@@ -89,10 +90,13 @@ static sc_result_t sc_p3_collect(sc_fusion_t *f) {
   p->shead = (p->shead + 1) % SC_P3_SLOTS;
   p->slen--;
   sc_result_t r = sc_wait(&s->req);
-  if (r == SC_SUCCESS && --p->left[s->t] == 0) {
+  if (r == SC_SUCCESS) {
     pthread_mutex_lock(&f->lock);
-    p->done[s->t]++;
-    pthread_cond_broadcast(&f->cv);
+    p->slices_done++;
+    if (--p->left[s->t] == 0) {
+      p->done[s->t]++;
+      pthread_cond_broadcast(&f->cv);
+    }
     pthread_mutex_unlock(&f->lock);
   }
   return r;
@@ -341,8 +345,11 @@ sc_result_t sc_fusion_p3_mark(sc_fusion_t *f, int id, int skip, const char *fn) 
 static sc_result_t sc_p3_finish(sc_fusion_t *f, size_t id, const char *fn) {
   sc_p3_t *p = f->p3;
   if (!f->t[id].ready) return SC_SUCCESS; /* no round in flight: its last result is there */
+  /* SC_TIMEOUT_MS bounds a stall, not a round: a tensor of many slices may
+   * take longer than that while slices keep completing. */
   struct timespec dl;
   sc_clock_deadline_ts(f->timeout_ms, &dl);
+  uint64_t progress = p->slices_done;
   while (p->done[id] < p->gen[id]) {
     if (f->failed != SC_SUCCESS)
       return SC_ERR(f->failed, "%s: an earlier collective of this fusion failed: %s", fn,
@@ -350,11 +357,18 @@ static sc_result_t sc_p3_finish(sc_fusion_t *f, size_t id, const char *fn) {
     /* Its slices launch once every rank made it ready; nothing on this rank
      * holds them back (no plan order), so only other ranks or the network
      * can make this wait long. */
-    if (pthread_cond_timedwait(&f->cv, &f->lock, &dl) == ETIMEDOUT && p->done[id] < p->gen[id])
-      return SC_ERR(SC_ERR_TIMEOUT,
-                    "%s: rank %d: tensor %zu (P3, %zu slices) not finished after %d ms: made "
-                    "ready here; not yet ready on every rank, or its slices are still in flight",
-                    fn, f->rank, id, p->ns[id], f->timeout_ms);
+    if (pthread_cond_timedwait(&f->cv, &f->lock, &dl) != ETIMEDOUT || p->done[id] >= p->gen[id])
+      continue;
+    if (p->slices_done != progress) {
+      progress = p->slices_done;
+      sc_clock_deadline_ts(f->timeout_ms, &dl);
+      continue;
+    }
+    return SC_ERR(SC_ERR_TIMEOUT,
+                  "%s: rank %d: tensor %zu (P3, %zu slices) not finished, and no slice of this "
+                  "fusion completed for %d ms: made ready here; not yet ready on every rank, or "
+                  "its slices are stuck in flight",
+                  fn, f->rank, id, p->ns[id], f->timeout_ms);
   }
   f->t[id].ready = 0;
   return SC_SUCCESS;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/comm.h"
+#include "core/device.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/sparse_merge.h"
 #include "sparse/sparse.h"
@@ -182,6 +183,9 @@ sc_result_t sc_gtopk_allreduce(void *grad, size_t n, sc_dtype_t dtype, size_t k,
   if (method != SC_SELECT_EXACT && method != SC_SELECT_GAUSSIAN)
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid selection method %d", fn, (int)method);
   if (n && !grad) return SC_ERR(SC_ERR_INVALID_ARG, "%s: grad is NULL with n %zu", fn, n);
+  const void *bufs[1] = {grad};
+  static const char *const names[1] = {"grad"};
+  SC_CHECK(sc_check_buffer_list(fn, 1, bufs, names));
   if (n > (size_t)UINT32_MAX + 1)
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: n %zu exceeds 2^32", fn, n);
   if (ef && (ef->n != n || ef->dtype != dtype))

@@ -7,6 +7,7 @@
 #include "algorithms/sparse.h"
 #include "base/log.h"
 #include "core/comm.h"
+#include "core/device.h"
 #include "kernels/cpu/sparse_merge.h"
 
 static const char *algo_name(sc_sparse_algo_t a) {
@@ -81,6 +82,10 @@ sc_result_t sc_sparse_allreduce(const uint32_t *indices, const void *values, siz
                                 size_t dense_len, size_t k, sc_dtype_t dtype, sc_sparse_algo_t algo,
                                 uint32_t *out_indices, void *out_values, size_t *out_nnz,
                                 sc_comm_t *comm) {
+  /* Here and not in _track: sc_gtopk_allreduce passes its own host buffers. */
+  const void *bufs[4] = {indices, values, out_indices, out_values};
+  static const char *const names[4] = {"indices", "values", "out_indices", "out_values"};
+  SC_CHECK(sc_check_buffer_list("sc_sparse_allreduce", 4, bufs, names));
   return sc_sparse_allreduce_track("sc_sparse_allreduce", indices, values, nnz, dense_len, k, dtype,
                                    algo, out_indices, out_values, out_nnz, NULL, comm);
 }

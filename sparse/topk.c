@@ -2,6 +2,7 @@
  * Arguments are checked here so that the kernels can trust them. */
 #include "kernels/cpu/topk.h"
 #include "base/error.h"
+#include "core/device.h"
 
 sc_result_t sc_topk(const void *dense, size_t n, sc_dtype_t dtype, size_t k, sc_select_t method,
                     uint32_t *indices, void *values, size_t *nnz) {
@@ -21,5 +22,8 @@ sc_result_t sc_topk(const void *dense, size_t n, sc_dtype_t dtype, size_t k, sc_
   if (!indices || !values)
     return SC_ERR(SC_ERR_INVALID_ARG, "sc_topk: %s is NULL with k = %zu",
                   !indices ? "indices" : "values", k);
+  const void *bufs[3] = {dense, indices, values};
+  static const char *const names[3] = {"dense", "indices", "values"};
+  SC_CHECK(sc_check_buffer_list("sc_topk", 3, bufs, names));
   return sc_topk_kernel(dense, n, dtype, k, method, indices, values, nnz);
 }

@@ -109,6 +109,8 @@ static void print_env_text(const sc_config_var_t *vars, size_t n) {
 #include <stdlib.h>
 #include <ucp/api/ucp.h>
 
+#include "transport/ucx/ucx_auto.h"
+
 /* The UCX version and the transport resources a UCP context opens here
  * (what SC_TRANSPORT=ucx can use, after UCX_TLS and UCX_NET_DEVICES),
  * taken from UCX's own context report. */
@@ -134,15 +136,14 @@ static void print_ucx(void) {
     ucp_context_print_info(ctx, mem);
     fclose(mem);
   }
-  int rdma = 0;
+  /* The same reading of the report as SC_TRANSPORT=auto's (before strtok_r cuts it up). */
+  const int rdma = text ? sc_ucx_info_has_rdma(text) : 0;
   /* Lines "#      resource 1  :  md 1  dev 1  flags -- tcp/eth0". */
   for (char *save = NULL, *line = text ? strtok_r(text, "\n", &save) : NULL; line;
        line = strtok_r(NULL, "\n", &save)) {
     const char *tl = strstr(line, "resource") ? strstr(line, "-- ") : NULL;
     if (!tl) continue;
     printf(" %s", tl + 3);
-    if (!strncmp(tl + 3, "rc", 2) || !strncmp(tl + 3, "ud", 2) || !strncmp(tl + 3, "dc", 2))
-      rdma = 1;
   }
   printf("\nucx: RDMA transports: %s\n", rdma ? "yes" : "none");
   free(text);

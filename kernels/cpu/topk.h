@@ -24,6 +24,9 @@ sc_result_t sc_topk_exact_indices(const void *x, size_t n, sc_dtype_t dtype, siz
 sc_result_t sc_topk_gaussian_indices(const void *x, size_t n, sc_dtype_t dtype, size_t k,
                                      uint32_t *indices, size_t *nnz);
 
+/* |x[i]| as a double, decoded from the dtype (a NaN stays NaN). */
+double sc_topk_magnitude(const void *x, sc_dtype_t dtype, size_t i);
+
 /* values[j] = x[indices[j]] for j < nnz. */
 void sc_topk_gather_values(const void *x, sc_dtype_t dtype, const uint32_t *indices, size_t nnz,
                            void *values);

@@ -220,7 +220,7 @@ static void top_sort_desc(sample_top_t *t) {
   }
 }
 
-static double magnitude_at(const void *x, sc_dtype_t dtype, size_t i) {
+double sc_topk_magnitude(const void *x, sc_dtype_t dtype, size_t i) {
   switch (dtype) {
   case SC_FLOAT16:
     return fabs((double)sc_half_to_float(((const uint16_t *)x)[i]));
@@ -246,7 +246,7 @@ static void sample_top(const void *x, size_t n, sc_dtype_t dtype, size_t k, samp
   size_t stride = n / cnt, i = stride / 2;
   t->h = 0;
   for (size_t j = 0; j < cnt; j++, i += stride) {
-    double v = magnitude_at(x, dtype, i);
+    double v = sc_topk_magnitude(x, dtype, i);
     if (isfinite(v)) top_push(t, v);
   }
   top_sort_desc(t);

@@ -70,13 +70,13 @@ SC_HDI uint64_t sc_hd_key(uint64_t bits, const sc_hd_keyfmt_t *f) {
 SC_HDI double sc_hd_key_value(uint64_t key, sc_dtype_t dtype) {
   switch (dtype) {
   case SC_FLOAT16:
-    return (double)sc_hd_half_to_float((uint16_t)key);
+    return (double)sc_half_to_float_core((uint16_t)key);
   case SC_BFLOAT16:
-    return (double)sc_hd_bf16_to_float((uint16_t)key);
+    return (double)sc_bfloat16_to_float_core((uint16_t)key);
   case SC_FLOAT32:
-    return (double)sc_hd_bits_f32((uint32_t)key);
+    return (double)sc_bits_f32((uint32_t)key);
   default:
-    return sc_hd_bits_f64(key);
+    return sc_bits_f64(key);
   }
 }
 

@@ -9,8 +9,9 @@
 
 namespace {
 
-#define SC_TAG(NAME, TYPE, SFX)                                                                    \
-  struct NAME {                                                                                    \
+/* Tag_<suffix>: a dtype's element type and arithmetic, one per dtype. */
+#define SC_TAG(DTYPE, TYPE, SFX)                                                                   \
+  struct Tag_##SFX {                                                                               \
     typedef TYPE T;                                                                                \
     static __device__ __forceinline__ T red(int op, T x, T y) {                                    \
       return sc_hd_red_##SFX(op, x, y);                                                            \
@@ -19,17 +20,8 @@ namespace {
       return sc_hd_avg_##SFX(x, d);                                                                \
     }                                                                                              \
   };
-
-SC_TAG(TagI8, int8_t, i8)
-SC_TAG(TagU8, uint8_t, u8)
-SC_TAG(TagI32, int32_t, i32)
-SC_TAG(TagU32, uint32_t, u32)
-SC_TAG(TagI64, int64_t, i64)
-SC_TAG(TagU64, uint64_t, u64)
-SC_TAG(TagF16, uint16_t, f16)
-SC_TAG(TagBF16, uint16_t, bf16)
-SC_TAG(TagF32, float, f32)
-SC_TAG(TagF64, double, f64)
+SC_HD_FOR_EACH_DTYPE(SC_TAG)
+#undef SC_TAG
 
 template <class Tag> union Vec {
   uint4 u;
@@ -146,27 +138,13 @@ extern "C" sc_result_t sc_cuda_reduce(void *dst, const void *a, const void *b, s
                   !dst ? "dst" : (!a ? "a" : "b"), count);
   cudaStream_t s = sc_cuda_stream(stream);
   switch (dtype) {
-  case SC_INT8:
-    return launch_reduce_op<TagI8>(op, dst, a, b, count, s);
-  case SC_UINT8:
-    return launch_reduce_op<TagU8>(op, dst, a, b, count, s);
-  case SC_INT32:
-    return launch_reduce_op<TagI32>(op, dst, a, b, count, s);
-  case SC_UINT32:
-    return launch_reduce_op<TagU32>(op, dst, a, b, count, s);
-  case SC_INT64:
-    return launch_reduce_op<TagI64>(op, dst, a, b, count, s);
-  case SC_UINT64:
-    return launch_reduce_op<TagU64>(op, dst, a, b, count, s);
-  case SC_FLOAT16:
-    return launch_reduce_op<TagF16>(op, dst, a, b, count, s);
-  case SC_BFLOAT16:
-    return launch_reduce_op<TagBF16>(op, dst, a, b, count, s);
-  case SC_FLOAT32:
-    return launch_reduce_op<TagF32>(op, dst, a, b, count, s);
-  default:
-    return launch_reduce_op<TagF64>(op, dst, a, b, count, s);
+#define SC_CASE(DTYPE, TYPE, SFX)                                                                  \
+  case DTYPE:                                                                                      \
+    return launch_reduce_op<Tag_##SFX>(op, dst, a, b, count, s);
+    SC_HD_FOR_EACH_DTYPE(SC_CASE)
+#undef SC_CASE
   }
+  return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid dtype %d", fn, (int)dtype);
 }
 
 extern "C" sc_result_t sc_cuda_avg_finalize(void *buf, size_t count, sc_dtype_t dtype, int nranks,
@@ -178,25 +156,11 @@ extern "C" sc_result_t sc_cuda_avg_finalize(void *buf, size_t count, sc_dtype_t 
   if (!buf) return SC_ERR(SC_ERR_INVALID_ARG, "%s: buf is NULL with count %zu", fn, count);
   cudaStream_t s = sc_cuda_stream(stream);
   switch (dtype) {
-  case SC_INT8:
-    return launch_avg<TagI8>(buf, count, nranks, s);
-  case SC_UINT8:
-    return launch_avg<TagU8>(buf, count, nranks, s);
-  case SC_INT32:
-    return launch_avg<TagI32>(buf, count, nranks, s);
-  case SC_UINT32:
-    return launch_avg<TagU32>(buf, count, nranks, s);
-  case SC_INT64:
-    return launch_avg<TagI64>(buf, count, nranks, s);
-  case SC_UINT64:
-    return launch_avg<TagU64>(buf, count, nranks, s);
-  case SC_FLOAT16:
-    return launch_avg<TagF16>(buf, count, nranks, s);
-  case SC_BFLOAT16:
-    return launch_avg<TagBF16>(buf, count, nranks, s);
-  case SC_FLOAT32:
-    return launch_avg<TagF32>(buf, count, nranks, s);
-  default:
-    return launch_avg<TagF64>(buf, count, nranks, s);
+#define SC_CASE(DTYPE, TYPE, SFX)                                                                  \
+  case DTYPE:                                                                                      \
+    return launch_avg<Tag_##SFX>(buf, count, nranks, s);
+    SC_HD_FOR_EACH_DTYPE(SC_CASE)
+#undef SC_CASE
   }
+  return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid dtype %d", fn, (int)dtype);
 }

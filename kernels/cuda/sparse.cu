@@ -31,9 +31,9 @@ __global__ void k_scatter(B *dst, const uint32_t *idx, const B *values, uint64_t
       if (sizeof(B) == 2)
         v = (B)div16(dtype, (uint16_t)v, divisor);
       else if (sizeof(B) == 4)
-        v = (B)sc_hd_f32_bits(sc_hd_avg_f32(sc_hd_bits_f32((uint32_t)v), divisor));
+        v = (B)sc_f32_bits(sc_hd_avg_f32(sc_bits_f32((uint32_t)v), divisor));
       else
-        v = (B)sc_hd_f64_bits(sc_hd_avg_f64(sc_hd_bits_f64((uint64_t)v), divisor));
+        v = (B)sc_f64_bits(sc_hd_avg_f64(sc_bits_f64((uint64_t)v), divisor));
     }
     dst[idx[j]] = v;
   }

@@ -1,8 +1,9 @@
 """sparsecoll.Comm: a communicator and its collectives on numpy arrays and
 torch tensors (see docs/PYTHON.md for the conventions)."""
+import contextlib
 import ctypes
 
-from . import _consts
+from . import _consts, _staging
 from ._buf import buf, dtype_of, empty_index, empty_like, index_buf, same_kind
 from ._lib import ArgumentError, Error, UniqueId, check, lib
 
@@ -55,19 +56,28 @@ class Request:
     """An operation in flight (the async forms). It keeps the buffers alive
     until the operation finished; wait() returns the result array."""
 
-    def __init__(self, req, result, keep):
+    def __init__(self, req, result, keep, staging=None):
         self._req = req
         self._result = result
         self._keep = keep
+        self._staging = staging
         self._done = False
+
+    def _end(self, ok):
+        # Staged CUDA tensors: the result reaches the device tensors here.
+        st, self._staging, self._keep = self._staging, None, None
+        if st is not None:
+            st.finish() if ok else st.abort()
 
     def wait(self):
         if not self._done:
             self._done = True
+            ok = False
             try:
                 check(lib.sc_wait(ctypes.byref(self._req)))
+                ok = True
             finally:
-                self._keep = None
+                self._end(ok)
         return self._result
 
     def test(self):
@@ -79,11 +89,11 @@ class Request:
             check(lib.sc_test(ctypes.byref(self._req), ctypes.byref(done)))
         except Error:
             self._done = True
-            self._keep = None
+            self._end(False)
             raise
         if done.value:
             self._done = True
-            self._keep = None
+            self._end(True)
         return bool(done.value)
 
     is_completed = test
@@ -105,7 +115,7 @@ class ErrorFeedback:
     def __init__(self, n_or_like, dtype=None):
         if dtype is None:
             like = n_or_like
-            n = buf(like, "ErrorFeedback(like)")[1]
+            n = like.numel() if hasattr(like, "numel") else buf(like, "ErrorFeedback(like)")[1]
             dt = dtype_of(like)
         else:
             n = int(n_or_like)
@@ -147,7 +157,15 @@ def _dtype_enum(dtype):
 
 def topk(x, k, method="exact"):
     """Top-k by magnitude of a dense float vector: (indices, values), sorted by
-    index; indices are uint32 (numpy) or int32 holding those bits (torch)."""
+    index; indices are uint32 (numpy) or int32 holding those bits (torch).
+    CUDA input gives CUDA results, computed on a host copy (see _staging)."""
+    if _staging.for_tensors(x) is not None:
+        ix, vals = _topk_direct(x.cpu(), k, method)
+        return ix.to(x.device), vals.to(x.device)
+    return _topk_direct(x, k, method)
+
+
+def _topk_direct(x, k, method):
     p, n, dt = buf(x, "topk input")
     k = int(k)
     if k < 0:
@@ -159,6 +177,52 @@ def topk(x, k, method="exact"):
     check(lib.sc_topk(p, n, dt, k, _enum(SELECT, method, "method"), index_buf(ix, "indices")[0],
                       buf(vals, "values")[0], ctypes.byref(nnz)))
     return ix[: nnz.value], vals[: nnz.value]
+
+
+def _count(x, what):
+    """Element count without taking a pointer (CUDA tensors are staged later)."""
+    if hasattr(x, "numel") and callable(x.numel):
+        return x.numel()
+    return buf(x, what)[1]
+
+
+@contextlib.contextmanager
+def _aborting(st):
+    """Returns st's blocks to the pool when the arguments turn out wrong."""
+    try:
+        yield
+    except BaseException:
+        if st is not None:
+            st.abort()
+        raise
+
+
+def _stage_pair(x, out):
+    """Host stand-ins for an in-place (out None) or out-of-place call."""
+    st = _staging.for_tensors(x, out)
+    if st is None:
+        return None, x, out
+    try:
+        if out is None:
+            return st, st.inout(x), None
+        same_kind(x, out, "out")
+        return st, st.input(x), st.output(out, "out")
+    except BaseException:
+        st.abort()
+        raise
+
+
+def _stage_in_out(x, out):
+    """Host stand-ins for a call that reads x and writes out."""
+    st = _staging.for_tensors(x, out)
+    if st is None:
+        return None, x, out
+    try:
+        same_kind(x, out, "out")
+        return st, st.input(x), st.output(out, "out")
+    except BaseException:
+        st.abort()
+        raise
 
 
 class Comm:
@@ -243,12 +307,21 @@ class Comm:
     # torch.distributed. out= gives an out-of-place call. async_op=True
     # returns a Request whose wait() gives the result.
 
-    def _run(self, fn, ifn, args, result, keep, async_op):
-        if async_op:
-            req = ctypes.c_void_p()
-            check(ifn(*args, ctypes.byref(req)))
-            return Request(req, result, keep)
-        check(fn(*args))
+    def _run(self, fn, ifn, args, result, keep, async_op, st=None):
+        if st is not None:
+            st.ready()
+        try:
+            if async_op:
+                req = ctypes.c_void_p()
+                check(ifn(*args, ctypes.byref(req)))
+                return Request(req, result, keep, st)
+            check(fn(*args))
+        except BaseException:
+            if st is not None:
+                st.abort()
+            raise
+        if st is not None:
+            st.finish()
         return result
 
     def _out(self, x, out, n_out, what):
@@ -261,56 +334,68 @@ class Comm:
         return p
 
     def allreduce(self, x, op="sum", out=None, async_op=False):
-        xp, n, dt = buf(x, "allreduce input", writable=out is None)
         op = _enum(OPS, op, "op")
-        op_ = self._out(x, out, n, "allreduce")
         res = x if out is None else out
+        st, hx, hout = _stage_pair(x, out)
+        with _aborting(st):
+            xp, n, dt = buf(hx, "allreduce input", writable=out is None)
+            op_ = self._out(hx, hout, n, "allreduce")
         return self._run(lib.sc_allreduce, lib.sc_iallreduce,
-                         (xp, op_ or xp, n, dt, op, self.handle), res, (x, out), async_op)
+                         (xp, op_ or xp, n, dt, op, self.handle), res, (hx, hout), async_op, st)
 
     def reduce_scatter(self, x, op="sum", out=None, async_op=False):
         """x: size*m elements (flattened); returns this rank's m-element block
         of the reduction (a new 1-D array unless out is given)."""
-        xp, n, dt = buf(x, "reduce_scatter input")
+        n = _count(x, "reduce_scatter input")
         if n % self.size:
             raise ArgumentError("reduce_scatter: %d elements do not split over %d ranks" % (n, self.size))
         m = n // self.size
         op = _enum(OPS, op, "op")
         if out is None:
             out = empty_like(x, m)
-        op_ = self._out(x, out, m, "reduce_scatter")
+        st, hx, hout = _stage_in_out(x, out)
+        with _aborting(st):
+            xp, n, dt = buf(hx, "reduce_scatter input")
+            op_ = self._out(hx, hout, m, "reduce_scatter")
         return self._run(lib.sc_reduce_scatter, lib.sc_ireduce_scatter,
-                         (xp, op_, m, dt, op, self.handle), out, (x, out), async_op)
+                         (xp, op_, m, dt, op, self.handle), out, (hx, hout), async_op, st)
 
     def allgather(self, x, out=None, async_op=False):
         """Concatenation of every rank's x (in rank order) along the first
         axis: a new array of shape (size*x.shape[0], ...) unless out is given."""
-        xp, n, dt = buf(x, "allgather input")
+        n = _count(x, "allgather input")
         if out is None:
             out = empty_like(x, n * self.size)
             shape = tuple(x.shape)
             if len(shape) > 0:
                 out = out.reshape((shape[0] * self.size,) + shape[1:])
-        op_ = self._out(x, out, n * self.size, "allgather")
+        st, hx, hout = _stage_in_out(x, out)
+        with _aborting(st):
+            xp, n, dt = buf(hx, "allgather input")
+            op_ = self._out(hx, hout, n * self.size, "allgather")
         return self._run(lib.sc_allgather, lib.sc_iallgather,
-                         (xp, op_, n, dt, self.handle), out, (x, out), async_op)
+                         (xp, op_, n, dt, self.handle), out, (hx, hout), async_op, st)
 
     def broadcast(self, x, root=0, out=None, async_op=False):
-        xp, n, dt = buf(x, "broadcast buffer", writable=out is None)
-        op_ = self._out(x, out, n, "broadcast")
         res = x if out is None else out
+        st, hx, hout = _stage_pair(x, out)
+        with _aborting(st):
+            xp, n, dt = buf(hx, "broadcast buffer", writable=out is None)
+            op_ = self._out(hx, hout, n, "broadcast")
         return self._run(lib.sc_broadcast, lib.sc_ibroadcast,
-                         (xp, op_ or xp, n, dt, int(root), self.handle), res, (x, out), async_op)
+                         (xp, op_ or xp, n, dt, int(root), self.handle), res, (hx, hout), async_op, st)
 
     def reduce(self, x, op="sum", root=0, out=None, async_op=False):
         """The reduction lands on root, in x (or out); on the other ranks the
         output buffer is not meaningful (sc_reduce's rule)."""
-        xp, n, dt = buf(x, "reduce input", writable=out is None)
         op = _enum(OPS, op, "op")
-        op_ = self._out(x, out, n, "reduce")
         res = x if out is None else out
+        st, hx, hout = _stage_pair(x, out)
+        with _aborting(st):
+            xp, n, dt = buf(hx, "reduce input", writable=out is None)
+            op_ = self._out(hx, hout, n, "reduce")
         return self._run(lib.sc_reduce, lib.sc_ireduce,
-                         (xp, op_ or xp, n, dt, op, int(root), self.handle), res, (x, out), async_op)
+                         (xp, op_ or xp, n, dt, op, int(root), self.handle), res, (hx, hout), async_op, st)
 
     def barrier(self, async_op=False):
         if async_op:
@@ -347,7 +432,14 @@ class Comm:
         """Sum of every rank's sparse vector (indices sorted, unique, <
         dense_len; at most k of them). gtopk/gtopk_tree: the global top-k of
         the sum (at most k entries); allgather: the exact sum. Returns
-        (indices, values) sorted by index."""
+        (indices, values) sorted by index. CUDA tensors: computed on host
+        copies, results on the values' device (see _staging)."""
+        if _staging.for_tensors(indices, values) is not None:
+            oi, ov = self._sparse_allreduce(indices.cpu(), values.cpu(), dense_len, k, algo)
+            return oi.to(values.device), ov.to(values.device)
+        return self._sparse_allreduce(indices, values, dense_len, k, algo)
+
+    def _sparse_allreduce(self, indices, values, dense_len, k, algo):
         ip, nnz = index_buf(indices, "indices")
         vp, nv, dt = buf(values, "values")
         if nv != nnz:
@@ -367,17 +459,27 @@ class Comm:
         grad becomes the dense average of the global top-k (zeros elsewhere).
         ef: an ErrorFeedback of the same size and dtype; True: one this
         communicator keeps per gradient buffer (address, size, dtype); None or
-        False: no residual."""
-        gp, n, dt = buf(grad, "gtopk_allreduce gradient", writable=True)
+        False: no residual. A CUDA gradient goes through a pinned host copy
+        (see _staging)."""
+        n, dt = _count(grad, "gtopk_allreduce gradient"), dtype_of(grad)
         efp = None
         if ef is True:
+            # Keyed on the caller's buffer, not on a staged copy's (a pooled
+            # block is reused by other gradients of its size class).
+            addr = grad.data_ptr() if hasattr(grad, "data_ptr") else grad.ctypes.data
             cache = self.__dict__.setdefault("_efs", {})
-            ef = cache.get((gp, n, dt))
+            ef = cache.get((addr, n, dt))
             if ef is None:
-                ef = cache[(gp, n, dt)] = ErrorFeedback(n, dt)
+                ef = cache[(addr, n, dt)] = ErrorFeedback(n, dt)
         if ef is not None and ef is not False:
             if not isinstance(ef, ErrorFeedback):
                 raise ArgumentError("ef must be a sparsecoll.ErrorFeedback, got %s" % type(ef).__name__)
             efp = ef._ef
-        check(lib.sc_gtopk_allreduce(gp, n, dt, int(k), _enum(SELECT, method, "method"), efp, self.handle))
+        sel = _enum(SELECT, method, "method")
+        st = _staging.for_tensors(grad)
+        hg = st.inout(grad, "gtopk_allreduce gradient") if st is not None else grad
+        with _aborting(st):
+            gp, n, dt = buf(hg, "gtopk_allreduce gradient", writable=True)
+        self._run(lib.sc_gtopk_allreduce, None, (gp, n, dt, int(k), sel, efp, self.handle),
+                  grad, None, False, st)
         return grad

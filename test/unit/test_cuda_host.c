@@ -1,11 +1,11 @@
 /* The CUDA kernels' element arithmetic and launch geometry
  * (kernels/cuda/hd.h, hd_launch.h), run on the CPU against the CPU kernels as
- * the independent reference: fp16/bf16 conversions for every 16-bit pattern
- * and the float neighbourhoods of every rounding boundary; every dtype and op
- * of the element reduction and AVG; the scatter's averaging; grid sizes,
- * vector width by alignment and balanced chunks for counts 0, 1, primes and
- * unaligned offsets. The top-k decisions are test_cuda_topk_host.c's. Needs
- * no GPU, and runs in builds without CUDA. */
+ * the independent reference: every dtype and op of the element reduction and
+ * AVG; the scatter's averaging; grid sizes, vector width by alignment and
+ * balanced chunks for counts 0, 1, primes and unaligned offsets. The fp16/bf16
+ * conversion cores are the CPU converters' own (kernels/half_bits.h), which
+ * test_kernels checks against references of its own. The top-k decisions are
+ * test_cuda_topk_host.c's. Needs no GPU, and runs in builds without CUDA. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,113 +24,33 @@
 #include "sparsecoll.h"
 #include "test/unit/test_cuda_data.h"
 
-/* ---- conversions ---- */
-
-static void test_half_and_bf16_to_float_all(void **state) {
-  (void)state;
-  for (uint32_t h = 0; h < 65536; h++) {
-    assert_int_equal(f32_bits(sc_hd_half_to_float((uint16_t)h)),
-                     f32_bits(sc_half_to_float((uint16_t)h)));
-    assert_int_equal(f32_bits(sc_hd_bf16_to_float((uint16_t)h)),
-                     f32_bits(sc_bfloat16_to_float((uint16_t)h)));
-  }
-}
-
-static void check_narrow(float f) {
-  if (sc_hd_float_to_half(f) != sc_float_to_half(f))
-    fail_msg("fp16 of 0x%08x: device %04x, CPU %04x", f32_bits(f), sc_hd_float_to_half(f),
-             sc_float_to_half(f));
-  if (sc_hd_float_to_bf16(f) != sc_float_to_bfloat16(f))
-    fail_msg("bf16 of 0x%08x: device %04x, CPU %04x", f32_bits(f), sc_hd_float_to_bf16(f),
-             sc_float_to_bfloat16(f));
-}
-
-/* Every 16-bit value's float, the midpoints to its neighbour (where round to
- * nearest even decides) and the floats one ulp either side, both signs; then
- * random patterns (NaN payloads, subnormals, overflow). */
-static void test_float_to_half_bf16_boundaries(void **state) {
-  (void)state;
-  for (uint32_t h = 0; h < 0x7c00; h++) {
-    float lo = sc_half_to_float((uint16_t)h), hi = sc_half_to_float((uint16_t)(h + 1));
-    float mid = (float)(((double)lo + (double)hi) / 2);
-    const float c[] = {lo, mid, nextafterf(mid, 0), nextafterf(mid, INFINITY), hi};
-    for (unsigned i = 0; i < sizeof c / sizeof c[0]; i++) {
-      check_narrow(c[i]);
-      check_narrow(-c[i]);
-    }
-  }
-  for (uint32_t b = 0; b < 0x8000; b++) {
-    const uint32_t lowbits[] = {0, 1, 0x7fff, 0x8000, 0x8001, 0xffff};
-    for (unsigned i = 0; i < sizeof lowbits / sizeof lowbits[0]; i++) {
-      check_narrow(bits_f32(b << 16 | lowbits[i]));
-      check_narrow(bits_f32(0x80000000u | b << 16 | lowbits[i]));
-    }
-  }
-  rng_seed(1);
-  for (int i = 0; i < 2000000; i++) check_narrow(bits_f32((uint32_t)rng_next()));
-}
-
 /* ---- element reductions and AVG ---- */
 
 static const sc_dtype_t all_dtypes[] = {SC_INT8,   SC_UINT8,   SC_INT32,    SC_UINT32,  SC_INT64,
                                         SC_UINT64, SC_FLOAT16, SC_BFLOAT16, SC_FLOAT32, SC_FLOAT64};
 
-/* The device kernels' element loop, run here. */
+/* The device kernels' element loops, run here. */
 static void hd_reduce(sc_dtype_t dtype, int op, void *dst, const void *a, const void *b, size_t n) {
-#define LOOP(T, SFX)                                                                               \
-  for (size_t i = 0; i < n; i++)                                                                   \
-    ((T *)dst)[i] = sc_hd_red_##SFX(op, ((const T *)a)[i], ((const T *)b)[i]);
   switch (dtype) {
-  case SC_INT8:
-    LOOP(int8_t, i8) break;
-  case SC_UINT8:
-    LOOP(uint8_t, u8) break;
-  case SC_INT32:
-    LOOP(int32_t, i32) break;
-  case SC_UINT32:
-    LOOP(uint32_t, u32) break;
-  case SC_INT64:
-    LOOP(int64_t, i64) break;
-  case SC_UINT64:
-    LOOP(uint64_t, u64) break;
-  case SC_FLOAT16:
-    LOOP(uint16_t, f16) break;
-  case SC_BFLOAT16:
-    LOOP(uint16_t, bf16) break;
-  case SC_FLOAT32:
-    LOOP(float, f32) break;
-  case SC_FLOAT64:
-    LOOP(double, f64) break;
+#define CASE(DTYPE, T, SFX)                                                                        \
+  case DTYPE:                                                                                      \
+    for (size_t i = 0; i < n; i++)                                                                 \
+      ((T *)dst)[i] = sc_hd_red_##SFX(op, ((const T *)a)[i], ((const T *)b)[i]);                   \
+    break;
+    SC_HD_FOR_EACH_DTYPE(CASE)
+#undef CASE
   }
-#undef LOOP
 }
 
 static void hd_avg(sc_dtype_t dtype, void *buf, size_t n, int d) {
-#define LOOP(T, SFX)                                                                               \
-  for (size_t i = 0; i < n; i++) ((T *)buf)[i] = sc_hd_avg_##SFX(((T *)buf)[i], d);
   switch (dtype) {
-  case SC_INT8:
-    LOOP(int8_t, i8) break;
-  case SC_UINT8:
-    LOOP(uint8_t, u8) break;
-  case SC_INT32:
-    LOOP(int32_t, i32) break;
-  case SC_UINT32:
-    LOOP(uint32_t, u32) break;
-  case SC_INT64:
-    LOOP(int64_t, i64) break;
-  case SC_UINT64:
-    LOOP(uint64_t, u64) break;
-  case SC_FLOAT16:
-    LOOP(uint16_t, f16) break;
-  case SC_BFLOAT16:
-    LOOP(uint16_t, bf16) break;
-  case SC_FLOAT32:
-    LOOP(float, f32) break;
-  case SC_FLOAT64:
-    LOOP(double, f64) break;
+#define CASE(DTYPE, T, SFX)                                                                        \
+  case DTYPE:                                                                                      \
+    for (size_t i = 0; i < n; i++) ((T *)buf)[i] = sc_hd_avg_##SFX(((T *)buf)[i], d);              \
+    break;
+    SC_HD_FOR_EACH_DTYPE(CASE)
+#undef CASE
   }
-#undef LOOP
 }
 
 static void test_reduce_every_dtype_and_op(void **state) {
@@ -273,8 +193,6 @@ static void test_chunks_and_layout(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_half_and_bf16_to_float_all),
-      cmocka_unit_test(test_float_to_half_bf16_boundaries),
       cmocka_unit_test(test_reduce_every_dtype_and_op),
       cmocka_unit_test(test_scatter_average_as_gtopk),
       cmocka_unit_test(test_grid_sizes),

@@ -1,9 +1,8 @@
 /* The CUDA top-k decisions (kernels/cuda/hd_topk.h), run on the CPU: keys
- * against independently decoded magnitudes; radix digits per pass and dtype;
- * the bucket choice of the parallel chooser against a serial walk; a replay
- * of the whole multi-pass radix select (candidate lists appended in a
- * shuffled order, as the device's atomics do) and of the Gaussian-k
- * primitives, compared index for index with sc_topk_exact_indices /
+ * against magnitudes decoded by the CPU selector (sc_topk_magnitude); radix digits per pass and
+ * dtype; the bucket choice of the parallel chooser against a serial walk; a replay of the whole
+ * multi-pass radix select (candidate lists appended in a shuffled order, as the device's atomics
+ * do) and of the Gaussian-k primitives, compared index for index with sc_topk_exact_indices /
  * sc_topk_gaussian_indices on random, tied, NaN and +-0 inputs in every float
  * dtype; the threshold key. Needs no GPU, and runs in builds without CUDA. */
 #include <math.h>
@@ -33,19 +32,6 @@ _Static_assert(SC_CUDA_TOPK_TOP == SC_TOPK_TOP, "the device keeps the CPU's samp
 
 static const sc_dtype_t float_dtypes[] = {SC_FLOAT16, SC_BFLOAT16, SC_FLOAT32, SC_FLOAT64};
 
-static double magnitude(const void *x, sc_dtype_t dt, size_t i) {
-  switch (dt) {
-  case SC_FLOAT16:
-    return fabs((double)sc_half_to_float(((const uint16_t *)x)[i]));
-  case SC_BFLOAT16:
-    return fabs((double)sc_bfloat16_to_float(((const uint16_t *)x)[i]));
-  case SC_FLOAT32:
-    return fabs((double)((const float *)x)[i]);
-  default:
-    return fabs(((const double *)x)[i]);
-  }
-}
-
 /* Keys order like |v| (decoded independently), NaN has key 0, the sign
  * does not matter. */
 static void test_keys_order_like_magnitudes(void **state) {
@@ -60,7 +46,7 @@ static void test_keys_order_like_magnitudes(void **state) {
     fill_bits(x, N, dt);
     for (size_t i = 0; i + 1 < N; i++) {
       uint64_t bi = sc_hd_load_bits(x, f.size, i), bj = sc_hd_load_bits(x, f.size, i + 1);
-      double mi = magnitude(x, dt, i), mj = magnitude(x, dt, i + 1);
+      double mi = sc_topk_magnitude(x, dt, i), mj = sc_topk_magnitude(x, dt, i + 1);
       uint64_t ki = sc_hd_key(bi, &f), kj = sc_hd_key(bj, &f);
       if (isnan(mi)) assert_int_equal(ki, 0);
       if (isnan(mi) || isnan(mj)) continue;

@@ -4,7 +4,11 @@
  * device, device buffers before the device path exists, and a stream form
  * with host buffers (fed with memory types, so that every branch is reached
  * here); sc_cuda_available against the CUDA runtime asked directly; host
- * buffers still reduce correctly through the new boundary check. */
+ * buffers still reduce correctly through the boundary checks of the
+ * collectives, sc_topk, sc_sparse_allreduce, sc_gtopk_allreduce and
+ * sc_fusion_add_tensor (a device pointer there is refused when a GPU is
+ * visible). */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -193,6 +197,117 @@ static void test_host_collectives_pass_the_check(void **state) {
   assert_int_equal(sc_broadcast(NULL, out, 5, SC_INT32, 0, comm), SC_ERR_INVALID_ARG);
 }
 
+/* The other entries that hand buffers to host code: host buffers pass the
+ * check and the results are what an independent reference says. */
+static void test_host_buffer_list(void **state) {
+  (void)state;
+  char a[8], b[8];
+  void *heap = malloc(8);
+  const void *p[4] = {a, NULL, heap, b};
+  static const char *const names[4] = {"w", "x", "y", "z"};
+  for (int n = 0; n <= 4; n++) assert_int_equal(sc_check_buffer_list("f", n, p, names), SC_SUCCESS);
+  free(heap);
+}
+
+/* Index of the largest |x[i]| not yet taken (distinct magnitudes). */
+static int largest_untaken(const float *x, int n, const int *taken) {
+  int best = -1;
+  for (int i = 0; i < n; i++)
+    if (!taken[i] && (best < 0 || fabsf(x[i]) > fabsf(x[best]))) best = i;
+  return best;
+}
+
+static void test_host_sparse_entries_pass_the_check(void **state) {
+  (void)state;
+  enum { N = 9, K = 3 };
+  const float x[N] = {0.5f, -7, 2, -1.5f, 9, 0.25f, -3, 1, 6};
+  int taken[N] = {0};
+  for (int j = 0; j < K; j++) taken[largest_untaken(x, N, taken)] = 1;
+  uint32_t ref_idx[K];
+  float ref_val[K];
+  int m = 0;
+  for (int i = 0; i < N; i++)
+    if (taken[i]) ref_idx[m] = (uint32_t)i, ref_val[m++] = x[i];
+
+  uint32_t idx[2 * K];
+  float val[2 * K];
+  size_t nnz = 0;
+  assert_int_equal(sc_topk(x, N, SC_FLOAT32, K, SC_SELECT_EXACT, idx, val, &nnz), SC_SUCCESS);
+  assert_int_equal(nnz, K);
+  assert_memory_equal(idx, ref_idx, sizeof ref_idx);
+  assert_memory_equal(val, ref_val, sizeof ref_val);
+
+  /* One rank: the sparse all-reduce returns its own set. */
+  uint32_t out_idx[K];
+  float out_val[K];
+  size_t out_nnz = 0;
+  assert_int_equal(sc_sparse_allreduce(ref_idx, ref_val, K, N, K, SC_FLOAT32, SC_SPARSE_GTOPK,
+                                       out_idx, out_val, &out_nnz, comm),
+                   SC_SUCCESS);
+  assert_int_equal(out_nnz, K);
+  assert_memory_equal(out_idx, ref_idx, sizeof ref_idx);
+  assert_memory_equal(out_val, ref_val, sizeof ref_val);
+
+  /* One rank, no error feedback: the top K stay, the rest become 0. */
+  float grad[N];
+  memcpy(grad, x, sizeof grad);
+  assert_int_equal(sc_gtopk_allreduce(grad, N, SC_FLOAT32, K, SC_SELECT_EXACT, NULL, comm),
+                   SC_SUCCESS);
+  for (int i = 0; i < N; i++) assert_true(grad[i] == (taken[i] ? x[i] : 0.0f));
+
+  /* A fusion tensor in host memory is accepted and averaged (1 rank: kept). */
+  sc_fusion_config_t cfg;
+  sc_fusion_config_init(&cfg);
+  cfg.alpha_us = 10;
+  cfg.beta_us_per_byte = 0.001;
+  sc_fusion_t *f = NULL;
+  assert_int_equal(sc_fusion_create(comm, &cfg, &f), SC_SUCCESS);
+  float t[N];
+  memcpy(t, x, sizeof t);
+  int tid = -1;
+  assert_int_equal(sc_fusion_add_tensor(f, t, N, SC_FLOAT32, 1, &tid), SC_SUCCESS);
+  assert_int_equal(tid, 0);
+  assert_int_equal(sc_fusion_plan(f), SC_SUCCESS);
+  assert_int_equal(sc_fusion_ready(f, tid), SC_SUCCESS);
+  assert_int_equal(sc_fusion_wait_all(f), SC_SUCCESS);
+  assert_memory_equal(t, x, sizeof t);
+  assert_int_equal(sc_fusion_destroy(f), SC_SUCCESS);
+}
+
+/* With a device: a device pointer at each of these entries is refused
+ * before host code touches it, naming the buffer. */
+static void test_device_pointers_refused(void **state) {
+  (void)state;
+  if (devices_visible() == 0) skip();
+#ifdef SC_HAVE_CUDA
+  void *d = NULL;
+  assert_int_equal(cudaMalloc(&d, 4096), cudaSuccess);
+  uint32_t idx[8];
+  float val[8], host[8] = {0};
+  size_t nnz;
+  assert_int_equal(sc_topk(d, 8, SC_FLOAT32, 2, SC_SELECT_EXACT, idx, val, &nnz),
+                   SC_ERR_INVALID_ARG);
+  expect_detail("sc_topk: dense is CUDA device memory but indices is host memory");
+  assert_int_equal(
+      sc_sparse_allreduce(idx, d, 2, 8, 2, SC_FLOAT32, SC_SPARSE_GTOPK, idx, val, &nnz, comm),
+      SC_ERR_INVALID_ARG);
+  expect_detail("sc_sparse_allreduce: indices is host memory but values is CUDA device memory");
+  assert_int_equal(sc_gtopk_allreduce(d, 8, SC_FLOAT32, 2, SC_SELECT_EXACT, NULL, comm),
+                   SC_ERR_UNSUPPORTED);
+  expect_detail("sc_gtopk_allreduce: grad is CUDA device memory");
+  sc_fusion_config_t cfg;
+  sc_fusion_config_init(&cfg);
+  sc_fusion_t *f = NULL;
+  int tid;
+  assert_int_equal(sc_fusion_create(comm, &cfg, &f), SC_SUCCESS);
+  assert_int_equal(sc_fusion_add_tensor(f, d, 8, SC_FLOAT32, 1, &tid), SC_ERR_UNSUPPORTED);
+  expect_detail("sc_fusion_add_tensor: buf is CUDA device memory");
+  assert_int_equal(sc_fusion_add_tensor(f, host, 8, SC_FLOAT32, 1, &tid), SC_SUCCESS);
+  assert_int_equal(sc_fusion_destroy(f), SC_SUCCESS);
+  cudaFree(d);
+#endif
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cuda_available_matches_runtime),
@@ -202,6 +317,9 @@ int main(void) {
       cmocka_unit_test(test_buffer_verdicts),
       cmocka_unit_test(test_stream_verdicts),
       cmocka_unit_test(test_host_collectives_pass_the_check),
+      cmocka_unit_test(test_host_buffer_list),
+      cmocka_unit_test(test_host_sparse_entries_pass_the_check),
+      cmocka_unit_test(test_device_pointers_refused),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

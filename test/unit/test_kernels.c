@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "kernels/cpu/reduce.h"
+#include "kernels/half_bits.h"
 #include "sparsecoll.h"
 
 /* ---- helpers ---- */
@@ -26,24 +27,6 @@ static uint64_t rng_next(void) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
-}
-
-static uint32_t f32_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  return u;
-}
-
-static float bits_f32(uint32_t u) {
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-static uint64_t f64_bits(double d) {
-  uint64_t u;
-  memcpy(&u, &d, sizeof u);
-  return u;
 }
 
 static int half_is_nan(uint16_t h) {
@@ -539,7 +522,7 @@ static const uint16_t tricky_bf16[] = {0x7fc0, 0xffc0, 0x7f81, 0xff92, 0x7fff, 0
 /* The same kind of value as a double, keeping a NaN's sign, payload and
  * quietness (a conversion would quiet a signalling NaN). */
 static double f32_pattern_as_f64(uint32_t u) {
-  if (!isnan(bits_f32(u))) return (double)bits_f32(u);
+  if (!isnan(sc_bits_f32(u))) return (double)sc_bits_f32(u);
   uint64_t b = ((uint64_t)(u & 0x80000000u) << 32) | 0x7ff0000000000000ull |
                ((uint64_t)(u & 0x7fffffu) << 29);
   double d;
@@ -552,28 +535,28 @@ static void test_minmax_nan_and_symmetry(void **state) {
     for (size_t j = 0; j < NTRICKY; j++) {
       for (int o = SC_MIN; o <= SC_MAX; o++) {
         sc_redop_t op = (sc_redop_t)o;
-        float x = bits_f32(tricky_f32[i]), y = bits_f32(tricky_f32[j]), xy, yx;
+        float x = sc_bits_f32(tricky_f32[i]), y = sc_bits_f32(tricky_f32[j]), xy, yx;
         sc_reduce_kernel(SC_FLOAT32, op, &xy, &x, &y, 1);
         sc_reduce_kernel(SC_FLOAT32, op, &yx, &y, &x, 1);
-        assert_int_equal(f32_bits(xy), f32_bits(yx));
+        assert_int_equal(sc_f32_bits(xy), sc_f32_bits(yx));
         if (isnan(x) || isnan(y)) {
           assert_true(isnan(xy));
-          assert_true(f32_bits(xy) & 0x00400000u); /* quiet */
+          assert_true(sc_f32_bits(xy) & 0x00400000u); /* quiet */
         } else {
-          assert_int_equal(f32_bits(xy), f32_bits(ref_float_op(op, x, y)));
+          assert_int_equal(sc_f32_bits(xy), sc_f32_bits(ref_float_op(op, x, y)));
         }
 
         double dx = f32_pattern_as_f64(tricky_f32[i]), dy = f32_pattern_as_f64(tricky_f32[j]);
         double dxy, dyx;
         sc_reduce_kernel(SC_FLOAT64, op, &dxy, &dx, &dy, 1);
         sc_reduce_kernel(SC_FLOAT64, op, &dyx, &dy, &dx, 1);
-        assert_int_equal(f64_bits(dxy), f64_bits(dyx));
+        assert_int_equal(sc_f64_bits(dxy), sc_f64_bits(dyx));
         if (isnan(dx) || isnan(dy)) {
           assert_true(isnan(dxy));
-          assert_true(f64_bits(dxy) & 0x0008000000000000ull);
+          assert_true(sc_f64_bits(dxy) & 0x0008000000000000ull);
         } else {
           double want = op == SC_MIN ? ref_min_d(dx, dy) : ref_max_d(dx, dy);
-          assert_int_equal(f64_bits(dxy), f64_bits(want));
+          assert_int_equal(sc_f64_bits(dxy), sc_f64_bits(want));
         }
 
         uint16_t hx = tricky_f16[i], hy = tricky_f16[j], hxy, hyx;
@@ -603,8 +586,8 @@ static void test_minmax_nan_and_symmetry(void **state) {
   assert_true(fa && fb && r1 && r2);
   for (size_t i = 0; i < N; i++) {
     uint64_t r = rng_next();
-    fa[i] = bits_f32(tricky_f32[r % NTRICKY]);
-    fb[i] = bits_f32(tricky_f32[(r >> 8) % NTRICKY]);
+    fa[i] = sc_bits_f32(tricky_f32[r % NTRICKY]);
+    fb[i] = sc_bits_f32(tricky_f32[(r >> 8) % NTRICKY]);
   }
   for (int o = SC_MIN; o <= SC_MAX; o++) {
     sc_reduce_kernel(SC_FLOAT32, (sc_redop_t)o, r1, fa, fb, N);
@@ -632,7 +615,7 @@ static void test_half_round_trip_all(void **state) {
       assert_true(back & 0x200u); /* quiet */
       continue;
     }
-    if (f32_bits(f) != f32_bits(ref_h2f(h)))
+    if (sc_f32_bits(f) != sc_f32_bits(ref_h2f(h)))
       fail_msg("half %#06x -> %a, reference %a", h, (double)f, (double)ref_h2f(h));
     assert_int_equal(sc_float_to_half(f), h);
   }
@@ -647,10 +630,10 @@ static void test_half_round_trip_all(void **state) {
   sc_half_to_float_array(fs, hs, N);
   sc_half_to_float_array_portable(fp, hs, N);
   for (size_t i = 0; i < N; i++) {
-    uint32_t want = f32_bits(sc_half_to_float(hs[i]));
-    if (f32_bits(fs[i]) != want || f32_bits(fp[i]) != want)
-      fail_msg("half %#06x: array %#010x, portable %#010x, scalar %#010x", hs[i], f32_bits(fs[i]),
-               f32_bits(fp[i]), want);
+    uint32_t want = sc_f32_bits(sc_half_to_float(hs[i]));
+    if (sc_f32_bits(fs[i]) != want || sc_f32_bits(fp[i]) != want)
+      fail_msg("half %#06x: array %#010x, portable %#010x, scalar %#010x", hs[i],
+               sc_f32_bits(fs[i]), sc_f32_bits(fp[i]), want);
   }
   sc_float_to_half_array(back, fs, N);
   for (size_t i = 0; i < N; i++) assert_int_equal(back[i], sc_float_to_half(fs[i]));
@@ -670,7 +653,7 @@ static void check_f2h(float f, int expect) {
   }
   if (got != want || got != want2 || (expect >= 0 && got != (uint16_t)expect))
     fail_msg("float %a (%#010x) -> half %#06x, _Float16 %#06x, search %#06x, expected %#x",
-             (double)f, f32_bits(f), got, want, want2, expect);
+             (double)f, sc_f32_bits(f), got, want, want2, expect);
 }
 
 static void test_half_cases(void **state) {
@@ -700,13 +683,13 @@ static void test_half_cases(void **state) {
   check_f2h(-1e-40f, 0x8000);
   check_f2h(-1023 * 0x1p-24f, 0x83ff);
   check_f2h(NAN, -1);
-  check_f2h(bits_f32(0x7f800001u), -1); /* payload only in dropped bits */
-  check_f2h(bits_f32(0xff801fffu), -1);
-  check_f2h(bits_f32(0x7fffffffu), -1);
+  check_f2h(sc_bits_f32(0x7f800001u), -1); /* payload only in dropped bits */
+  check_f2h(sc_bits_f32(0xff801fffu), -1);
+  check_f2h(sc_bits_f32(0x7fffffffu), -1);
   assert_true(sc_half_to_float(0x0001) == 0x1p-24f);
   assert_true(sc_half_to_float(0x03ff) == 1023 * 0x1p-24f);
   assert_true(sc_half_to_float(0x7bff) == 65504.0f);
-  assert_int_equal(f32_bits(sc_half_to_float(0x8000)), 0x80000000u);
+  assert_int_equal(sc_f32_bits(sc_half_to_float(0x8000)), 0x80000000u);
   assert_true(isinf(sc_half_to_float(0x7c00)));
 
   /* Random patterns: half uniformly over all floats, half concentrated on the
@@ -720,19 +703,19 @@ static void test_half_cases(void **state) {
     for (size_t i = 0; i < BATCH; i++) {
       uint32_t u = (uint32_t)rng_next();
       if (i & 1) u = (u & 0x807fffffu) | ((uint32_t)(100 + (u >> 23) % 48) << 23);
-      fs[i] = bits_f32(u);
+      fs[i] = sc_bits_f32(u);
     }
     sc_float_to_half_array(ha, fs, BATCH);
     sc_float_to_half_array_portable(hp, fs, BATCH);
     for (size_t i = 0; i < BATCH; i++) {
       uint16_t got = sc_float_to_half(fs[i]);
       if (ha[i] != got || hp[i] != got)
-        fail_msg("float %#010x: array %#06x, portable %#06x, scalar %#06x", f32_bits(fs[i]), ha[i],
-                 hp[i], got);
+        fail_msg("float %#010x: array %#06x, portable %#06x, scalar %#06x", sc_f32_bits(fs[i]),
+                 ha[i], hp[i], got);
       if (isnan(fs[i]))
         assert_true(half_is_nan(got) && (got & 0x200u));
       else if (got != ref_f2h(fs[i]))
-        fail_msg("float %#010x -> %#06x, want %#06x", f32_bits(fs[i]), got, ref_f2h(fs[i]));
+        fail_msg("float %#010x -> %#06x, want %#06x", sc_f32_bits(fs[i]), got, ref_f2h(fs[i]));
     }
   }
   free(fs);
@@ -743,7 +726,7 @@ static void test_half_cases(void **state) {
   for (int i = 0; i < 100000; i++) {
     uint32_t u = (uint32_t)rng_next();
     u = (u & 0x807fffffu) | ((uint32_t)(100 + (u >> 23) % 48) << 23);
-    assert_int_equal(sc_float_to_half(bits_f32(u)), ref_f2h_search(bits_f32(u)));
+    assert_int_equal(sc_float_to_half(sc_bits_f32(u)), ref_f2h_search(sc_bits_f32(u)));
   }
 }
 
@@ -758,13 +741,13 @@ static void test_bf16_round_trip_all(void **state) {
       assert_true(bf16_is_nan(sc_float_to_bfloat16(f)));
       continue;
     }
-    assert_int_equal(f32_bits(f), f32_bits(ref_bf2f(h)));
+    assert_int_equal(sc_f32_bits(f), sc_f32_bits(ref_bf2f(h)));
     assert_int_equal(sc_float_to_bfloat16(f), h);
   }
 }
 
 static void check_f2bf(uint32_t fbits, int expect) {
-  float f = bits_f32(fbits);
+  float f = sc_bits_f32(fbits);
   uint16_t got = sc_float_to_bfloat16(f);
   if (isnan(f)) {
     if (!bf16_is_nan(got)) fail_msg("NaN %#010x -> bf16 %#06x, not a NaN", fbits, got);
@@ -806,7 +789,7 @@ static void test_bf16_cases(void **state) {
   }
   uint16_t hs[1000], back[1000];
   float fs[1000];
-  for (size_t i = 0; i < 1000; i++) fs[i] = bits_f32((uint32_t)rng_next());
+  for (size_t i = 0; i < 1000; i++) fs[i] = sc_bits_f32((uint32_t)rng_next());
   sc_float_to_bfloat16_array(hs, fs, 1000);
   for (size_t i = 0; i < 1000; i++) assert_int_equal(hs[i], sc_float_to_bfloat16(fs[i]));
   sc_bfloat16_to_float_array(fs, hs, 1000);

@@ -21,6 +21,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "transport/ucx/ucx_auto.h"
 #include "transport/ucx/ucx_internal.h"
 
 static uint64_t fnv1a(const char *s, size_t n) {
@@ -73,7 +74,9 @@ static void fill_blob_hdr(sc_ucx_blob_hdr_t *b, int rank) {
 }
 
 /* Writes the worker address (full, else network-only) after the header. */
-static sc_result_t put_address(sc_ucx_transport_t *tp, uint8_t *blob, size_t *addrlen) {
+static sc_result_t put_address(sc_ucx_transport_t *tp, uint8_t *blob, size_t room,
+                               size_t *addrlen) {
+  size_t addr_room = room - sizeof(tp->me);
   ucp_worker_attr_t attr = {.field_mask =
                                 UCP_WORKER_ATTR_FIELD_ADDRESS | UCP_WORKER_ATTR_FIELD_ADDRESS_FLAGS,
                             .address_flags = 0};
@@ -81,7 +84,7 @@ static sc_result_t put_address(sc_ucx_transport_t *tp, uint8_t *blob, size_t *ad
   if (st != UCS_OK)
     return SC_ERR(SC_ERR_SYSTEM, "ucx: ucp_worker_query: %s", ucs_status_string(st));
   int full = 1;
-  if (attr.address_length > SC_UCX_ADDR_ROOM) {
+  if (attr.address_length > addr_room) {
     size_t full_len = attr.address_length;
     ucp_worker_release_address(tp->worker, attr.address);
     attr.address_flags = UCP_WORKER_ADDRESS_FLAG_NET_ONLY;
@@ -89,18 +92,18 @@ static sc_result_t put_address(sc_ucx_transport_t *tp, uint8_t *blob, size_t *ad
     if (st != UCS_OK)
       return SC_ERR(SC_ERR_SYSTEM, "ucx: ucp_worker_query (network only): %s",
                     ucs_status_string(st));
-    if (attr.address_length > SC_UCX_ADDR_ROOM) {
+    if (attr.address_length > addr_room) {
       size_t len = attr.address_length;
       ucp_worker_release_address(tp->worker, attr.address);
       return SC_ERR(SC_ERR_UNSUPPORTED,
                     "ucx: the UCP worker address has %zu bytes (%zu network only), room for %zu: "
                     "narrow it with UCX_TLS or UCX_NET_DEVICES",
-                    full_len, len, (size_t)SC_UCX_ADDR_ROOM);
+                    full_len, len, addr_room);
     }
     SC_WARN(SC_SUBSYS_NET,
             "ucx: the UCP worker address has %zu bytes, room for %zu: publishing the network-only "
             "address (%zu bytes); peers on this host use UCX's network transports",
-            full_len, (size_t)SC_UCX_ADDR_ROOM, attr.address_length);
+            full_len, addr_room, attr.address_length);
     full = 0;
   }
   tp->me.addr_len = (uint16_t)attr.address_length;
@@ -122,8 +125,15 @@ static void op_init(void *request) {
 
 sc_result_t sc_ucx_create(const sc_tp_config_t *cfg, sc_transport_t **out, void *addr,
                           size_t *addrlen) {
+  return sc_ucx_create_in(cfg, out, addr, SC_TP_ADDR_MAX, addrlen);
+}
+
+sc_result_t sc_ucx_create_in(const sc_tp_config_t *cfg, sc_transport_t **out, void *addr,
+                             size_t room, size_t *addrlen) {
   if (!cfg || !out || !addr || !addrlen)
     return SC_ERR(SC_ERR_INVALID_ARG, "ucx create: NULL argument");
+  if (room <= sizeof(sc_ucx_blob_hdr_t) || room > SC_TP_ADDR_MAX)
+    return SC_ERR(SC_ERR_INVALID_ARG, "ucx create: %zu bytes of address room", room);
   if (cfg->nranks < 1 || cfg->rank < 0 || cfg->rank >= cfg->nranks)
     return SC_ERR(SC_ERR_INVALID_ARG, "ucx create: rank %d of %d", cfg->rank, cfg->nranks);
   *out = NULL;
@@ -179,8 +189,8 @@ sc_result_t sc_ucx_create(const sc_tp_config_t *cfg, sc_transport_t **out, void 
     goto fail;
   }
   fill_blob_hdr(&tp->me, cfg->rank);
-  memset(addr, 0, SC_TP_ADDR_MAX);
-  SC_CHECK_GOTO(put_address(tp, addr, addrlen), r, fail);
+  memset(addr, 0, room);
+  SC_CHECK_GOTO(put_address(tp, addr, room, addrlen), r, fail);
   *out = &tp->base;
   return SC_SUCCESS;
 fail:

@@ -12,15 +12,14 @@ DDP's, run on that thread). No C++ extension is needed.
 """
 import collections
 import inspect
-import os
 import threading
 
 import torch
 import torch.distributed as dist
 
-from .._buf import cuda_available
 from .._comm import Comm, get_unique_id
 from .._lib import ArgumentError, UnsupportedError
+from .._staging import device_path
 
 try:
     from torch._C._distributed_c10d import ProcessGroup, Work
@@ -160,16 +159,16 @@ class ProcessGroupSparsecoll(ProcessGroup):
 
     def _check(self, tensors):
         for t in tensors:
-            if t.device.type != "cpu":
-                if t.device.type == "cuda" and cuda_available():
-                    # The library reads device memory when called: work queued
-                    # on the tensor's stream must have produced it.
-                    torch.cuda.current_stream(t.device).synchronize()
-                else:
-                    raise UnsupportedError(
-                        "sparsecoll backend: tensor on %s, but this libsparsecoll has no CUDA "
-                        "(sc_cuda_available() is 0); use CPU tensors or another backend" % t.device
-                    )
+            if t.device.type == "cuda" and device_path():
+                # The library reads device memory when called: work queued
+                # on the tensor's stream must have produced it. (Otherwise
+                # Comm stages CUDA tensors through pinned host copies and
+                # synchronizes the streams itself: sparsecoll._staging.)
+                torch.cuda.current_stream(t.device).synchronize()
+            elif t.device.type not in ("cpu", "cuda"):
+                raise UnsupportedError(
+                    "sparsecoll backend: tensor on %s; it takes CPU and CUDA tensors" % t.device
+                )
             if not t.is_contiguous():
                 raise ArgumentError("sparsecoll backend: tensors must be contiguous")
 
@@ -224,6 +223,8 @@ class ProcessGroupSparsecoll(ProcessGroup):
         def scatter_out():
             for o, part in zip(outs, flat.split(inp.numel())):
                 o.copy_(part.view_as(o))
+            if flat.is_cuda:  # done before the Work completes, as the staged copies are
+                torch.cuda.current_stream(flat.device).synchronize()
 
         return self._launch(output_tensors, req, scatter_out)
 
@@ -298,5 +299,5 @@ def register():
     kwargs = {}
     params = inspect.signature(dist.Backend.register_backend).parameters
     if "devices" in params:  # torch >= 2.0: say which devices the group takes
-        kwargs["devices"] = ["cpu", "cuda"] if cuda_available() else ["cpu"]
+        kwargs["devices"] = ["cpu", "cuda"]  # CUDA: staged (sparsecoll._staging)
     dist.Backend.register_backend(BACKEND_NAME, _create, **kwargs)

@@ -11,8 +11,10 @@ the global top-k of the sum (gTop-k); the bucket becomes the dense average of
 that global selection, and what this rank did not get through stays in its
 residual for the next step (error feedback).
 """
+import atexit
 import collections
 import threading
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -56,6 +58,12 @@ class GTopkState:
         self._cv = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="sparsecoll-gtopk", daemon=True)
         self._thread.start()
+        # A state nobody closed (the usual case: it lives as long as the
+        # model) is closed before the interpreter tears down: a worker thread
+        # still parked in the queue and an open communicator at finalization
+        # made processes abort at exit ("terminate called without an active
+        # exception") after a successful run.
+        atexit.register(_close_ref, weakref.ref(self))
 
     def k_of(self, n):
         return max(1, min(n, int(round(self.density * n))))
@@ -94,11 +102,21 @@ class GTopkState:
         return fut
 
     def close(self):
+        """Stops the worker thread and frees the communicator (idempotent)."""
+        if self._thread is None:
+            return
         with self._cv:
             self._q.append(None)
             self._cv.notify()
         self._thread.join()
+        self._thread = None
         self.comm.close()
+
+
+def _close_ref(ref):
+    state = ref()
+    if state is not None:
+        state.close()
 
 
 def _bucket_tensor(bucket):

@@ -1,0 +1,233 @@
+"""CUDA tensors through pinned host memory: the interim data path until
+libsparsecoll takes device pointers itself (issue 18).
+
+Today every build of the library refuses device pointers in collectives
+(SC_ERR_UNSUPPORTED, docs/CUDA.md), a CUDA build included, so CUDA tensors
+always take this path unless device_path() says the library takes them
+(a CUDA build, sc_cuda_available() 1, and SPARSECOLL_CUDA_DIRECT=1: an
+opt-in to try the library's device path while it lands).
+
+A collective on CUDA tensors runs on pinned host copies: the inputs
+are copied device-to-host (non_blocking), the tensors' current streams are
+synchronized once, the library runs on the host copies, and the outputs are
+copied back host-to-device (non_blocking) and their streams synchronized
+before the call (or Request.wait) returns, so the result is in place for any
+stream that uses it next.
+
+The host buffers come from a per-process pool of pinned blocks in size
+classes, reused across calls: a training loop that reduces the same buckets
+every step allocates pinned memory in its first step only. Blocks in use by an
+operation in flight are not handed out again, so concurrent async operations
+each get their own.
+
+The decisions (which path, which size class, what the pool keeps) are plain
+functions and classes that take their device facts as arguments, so they can
+be tested on CPU tensors.
+"""
+import os
+import threading
+
+from ._lib import ArgumentError, UnsupportedError
+
+# Tests set this to route CPU tensors through the staging path as well (the
+# copies are then plain CPU copies); users have no reason to.
+STAGE_CPU = False
+
+_MIN_CLASS = 4096
+
+
+def plan(device_types, lib_takes_device, stage_cpu=False):
+    """'direct' (the library gets the tensors' own memory) or 'stage' (pinned
+    host copies) for an operation on tensors on these device types
+    ('cpu', 'cuda', ...). Raises UnsupportedError for other devices."""
+    types = set(device_types)
+    other = types - {"cpu", "cuda"}
+    if other:
+        raise UnsupportedError("tensors on %s: libsparsecoll takes CPU tensors, and CUDA tensors through "
+                               "pinned host copies" % ", ".join(sorted(other)))
+    if "cuda" in types and not lib_takes_device:
+        return "stage"
+    if stage_cpu and types:
+        return "stage"
+    return "direct"
+
+
+def size_class(nbytes):
+    """Bytes of the pooled block that holds nbytes: at least 4 KiB; powers of
+    two up to 1 MiB, above that the next of 2^k x (1, 1.25, 1.5, 1.75), so a
+    block wastes at most a quarter of itself on large gradients."""
+    n = max(int(nbytes), _MIN_CLASS)
+    p = 1 << (n - 1).bit_length()  # smallest power of two >= n
+    if p <= (1 << 20):
+        return p
+    q = p // 2  # n is in (q, p]
+    step = q // 4
+    return q + -(-(n - q) // step) * step
+
+
+def _pinned_alloc(nbytes):
+    import torch
+
+    return torch.empty(nbytes, dtype=torch.uint8, pin_memory=torch.cuda.is_available())
+
+
+def _cache_bytes_from_env():
+    v = os.environ.get("SPARSECOLL_STAGING_CACHE_BYTES", "")
+    try:
+        return int(v) if v else 256 << 20
+    except ValueError:
+        raise ArgumentError("SPARSECOLL_STAGING_CACHE_BYTES=%r is not a byte count" % v) from None
+
+
+class PinnedPool:
+    """Blocks of host memory by size class. acquire() hands out a free block
+    of the class (allocating one only when none is free); release() returns
+    it. Free blocks beyond keep_bytes in total are dropped (largest first),
+    so a one-off huge tensor does not pin memory for the rest of the run.
+    Thread-safe: the torch backend releases from its waiter thread."""
+
+    def __init__(self, alloc=_pinned_alloc, keep_bytes=None):
+        self._alloc = alloc
+        self.keep_bytes = _cache_bytes_from_env() if keep_bytes is None else int(keep_bytes)
+        self._free = {}  # size class -> [block]
+        self._free_bytes = 0
+        self._lock = threading.Lock()
+        self.allocations = 0
+        self.reuses = 0
+
+    def acquire(self, nbytes):
+        c = size_class(nbytes)
+        with self._lock:
+            blocks = self._free.get(c)
+            if blocks:
+                self._free_bytes -= c
+                self.reuses += 1
+                return blocks.pop()
+            self.allocations += 1
+        return self._alloc(c)
+
+    def release(self, block):
+        c = block.numel()
+        with self._lock:
+            self._free.setdefault(c, []).append(block)
+            self._free_bytes += c
+            while self._free_bytes > self.keep_bytes:
+                big = max(k for k, v in self._free.items() if v)
+                self._free[big].pop()
+                self._free_bytes -= big
+
+    def cached_bytes(self):
+        with self._lock:
+            return self._free_bytes
+
+
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def pool():
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = PinnedPool()
+        return _pool
+
+
+def _sync_streams(devices):
+    import torch
+
+    for d in devices:
+        if d.type == "cuda":
+            torch.cuda.current_stream(d).synchronize()
+
+
+class Staging:
+    """The host side of one operation. input(t), inout(t), output(t) give
+    the host tensor to pass to the library for device tensor t; ready() is
+    called once before the library call, finish() after it succeeded (copies
+    back, releases), abort() after it failed (releases only)."""
+
+    def __init__(self, pool_, sync=_sync_streams):
+        self._pool = pool_
+        self._sync = sync
+        self._blocks = []
+        self._back = []  # (device tensor, host view)
+        self._devices = []
+
+    def _host(self, t, what):
+        if t.is_sparse or not t.is_contiguous():
+            raise ArgumentError("%s is not contiguous (call .contiguous() and use the result)" % what)
+        nbytes = t.numel() * t.element_size()
+        block = self._pool.acquire(nbytes)
+        self._blocks.append(block)
+        if t.device not in self._devices:
+            self._devices.append(t.device)
+        return block[:nbytes].view(t.dtype).view(t.shape)
+
+    def input(self, t, what="input"):
+        h = self._host(t, what)
+        h.copy_(t, non_blocking=True)
+        return h
+
+    def inout(self, t, what="buffer"):
+        h = self.input(t, what)
+        self._back.append((t, h))
+        return h
+
+    def output(self, t, what="output"):
+        h = self._host(t, what)
+        self._back.append((t, h))
+        return h
+
+    def ready(self):
+        # The device-to-host copies, and the work that produced the inputs,
+        # must be done before the library reads the host copies.
+        self._sync(self._devices)
+
+    def finish(self):
+        try:
+            for t, h in self._back:
+                t.copy_(h, non_blocking=True)
+            # Before the blocks go back to the pool (and before the caller
+            # sees the result on another stream).
+            self._sync(self._devices)
+        finally:
+            self._release()
+
+    def abort(self):
+        self._release()
+
+    def _release(self):
+        blocks, self._blocks, self._back = self._blocks, [], []
+        for b in blocks:
+            self._pool.release(b)
+
+
+def _device_type(x):
+    d = getattr(x, "device", None)
+    return "cpu" if d is None else d.type
+
+
+def device_path(env=None, lib_cuda=None):
+    """True when CUDA tensors are handed to the library as device pointers:
+    only on request (SPARSECOLL_CUDA_DIRECT=1) and with a library that reports
+    CUDA; no build takes device pointers in collectives yet."""
+    env = os.environ if env is None else env
+    if env.get("SPARSECOLL_CUDA_DIRECT", "") != "1":
+        return False
+    if lib_cuda is None:
+        from ._buf import cuda_available
+
+        lib_cuda = cuda_available()
+    return bool(lib_cuda)
+
+
+def for_tensors(*xs):
+    """A Staging for an operation on these arrays/tensors (None entries are
+    skipped), or None when the library takes them directly."""
+    types = [_device_type(x) for x in xs if x is not None]
+    needs_cuda = "cuda" in types
+    stage_cpu = STAGE_CPU and all(hasattr(x, "device") for x in xs if x is not None)
+    if plan(types, needs_cuda and device_path(), stage_cpu) == "stage":
+        return Staging(pool())
+    return None

@@ -1,0 +1,47 @@
+/* Is there RDMA for UCX here? The cheap look (sysfs) and the real one (the
+ * resources a UCP context opened), shared by SC_TRANSPORT=auto and sc-info. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/ucx/ucx_auto.h"
+#include "transport/ucx/ucx_internal.h"
+
+int sc_ucx_rdma_devices_listed(void) {
+  DIR *d = opendir("/sys/class/infiniband");
+  if (!d) return 0;
+  int found = 0;
+  for (struct dirent *e; !found && (e = readdir(d)) != NULL;) found = e->d_name[0] != '.';
+  closedir(d);
+  return found;
+}
+
+int sc_ucx_info_has_rdma(const char *info) {
+  /* Resource lines read "#      resource 1  :  md 1  dev 1  flags -- rc_mlx5/mlx5_0:1". */
+  for (const char *line = info; line && *line;) {
+    const char *end = strchr(line, '\n');
+    size_t len = end ? (size_t)(end - line) : strlen(line);
+    const char *res = strstr(line, "resource");
+    const char *tl = res && res < line + len ? strstr(res, "-- ") : NULL;
+    if (tl && tl + 5 <= line + len &&
+        (!strncmp(tl + 3, "rc", 2) || !strncmp(tl + 3, "ud", 2) || !strncmp(tl + 3, "dc", 2)))
+      return 1;
+    line = end ? end + 1 : NULL;
+  }
+  return 0;
+}
+
+int sc_ucx_tp_has_rdma(sc_transport_t *tp) {
+  sc_ucx_transport_t *u = (sc_ucx_transport_t *)tp;
+  if (!u || !u->ctx) return 0;
+  char *text = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&text, &len);
+  if (!mem) return 0;
+  ucp_context_print_info(u->ctx, mem);
+  fclose(mem);
+  int rdma = sc_ucx_info_has_rdma(text);
+  free(text);
+  return rdma;
+}
