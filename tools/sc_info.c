@@ -28,7 +28,7 @@ static void usage(FILE *f) {
 static int print_topo(void) {
   sc_topo_t t;
   char err[128];
-  if (sc_topo_load(&t, err, sizeof(err)) != 0) {
+  if (sc_topo_load(&t, 1, err, sizeof(err)) != 0) {
     fprintf(stderr, "sc-info: --topo: %s\n", err);
     return 1;
   }

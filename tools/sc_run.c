@@ -328,7 +328,7 @@ static int bind_loaded;
 
 static void load_bind_cpus(void) {
   char err[128];
-  if (sc_topo_load(&bind_topo, err, sizeof(err)) != 0) die("--bind: %s", err);
+  if (sc_topo_load(&bind_topo, 0, err, sizeof(err)) != 0) die("--bind: %s", err);
   bind_loaded = 1;
 }
 

@@ -36,8 +36,9 @@ typedef struct sc_topo {
   sc_topo_dev_t dev[SC_TOPO_MAX_DEV];
 } sc_topo_t;
 
-/* 0, or -1 with a reason in err. */
-int sc_topo_load(sc_topo_t *t, char *err, size_t errlen);
+/* 0, or -1 with a reason in err. with_io: also the GPUs and NICs (dev[]);
+ * binding needs only the CPUs and NUMA nodes. */
+int sc_topo_load(sc_topo_t *t, int with_io, char *err, size_t errlen);
 void sc_topo_free(sc_topo_t *t);
 /* The human-readable summary of sc-info --topo. */
 void sc_topo_print(const sc_topo_t *t, FILE *f);
