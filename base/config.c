@@ -28,6 +28,10 @@ static const sc_config_var_t sc_config_vars[] = {
      "calibration at communicator creation, rank 0's fit broadcast)"},
     {"SC_BCAST_ALGO", "auto", "force the broadcast/reduce algorithm"},
     {"SC_CHUNK_BYTES", "524288", "pipelining chunk of ring, chain broadcast and chain reduce"},
+    {"SC_STAGE_CHUNK_BYTES", "1048576",
+     "device buffers over a transport without device support: bytes per staged chunk through "
+     "pinned host memory (the same on every rank)"},
+    {"SC_STAGE_SLOTS", "4", "device buffers: pinned staging slots per peer, 1..64"},
     {"SC_SOCKET_IFNAME", "",
      "interface name or prefix TCP binds and advertises (default: the one that reaches the root)"},
     {"SC_NSOCKS", "2", "TCP data sockets per peer; chunks are striped across them"},

@@ -43,19 +43,28 @@ static sc_result_t sc_check_root(const char *fn, sc_comm_t *comm, int root) {
     if (req) *(req) = NULL;                                                                        \
   } while (0)
 
-static sc_result_t sc_submit(sc_comm_t *comm, sc_coll_t coll, const void *sendbuf, void *recvbuf,
-                             size_t count, sc_dtype_t dtype, sc_redop_t op, int root,
+static sc_result_t sc_submit(const char *fn, sc_comm_t *comm, sc_coll_t coll, const void *sendbuf,
+                             void *recvbuf, size_t count, sc_dtype_t dtype, sc_redop_t op, int root,
                              sc_request_t **req) {
-  /* Device pointers stop here until the device path exists (core/device.c;
-   * free when no GPU is visible). */
-  if (count) SC_CHECK(sc_check_buffers(sc_coll_name(coll), sendbuf, recvbuf));
+  /* Host or device buffers (core/device.c; free when no device runtime is in
+   * use). Only the buffers this rank's part uses count: off the root, a
+   * broadcast's sendbuf and a reduce's recvbuf are never touched. */
+  sc_mem_kind_t kind = SC_MEM_HOST;
+  if (count) {
+    int off_root = comm->rank != root;
+    const void *p[2] = {coll == SC_COLL_BROADCAST && off_root ? NULL : sendbuf,
+                        coll == SC_COLL_REDUCE && off_root ? NULL : recvbuf};
+    static const char *const names[2] = {"sendbuf", "recvbuf"};
+    SC_CHECK(sc_buffers_kind(fn, 2, p, names, &kind));
+  }
   sc_op_t o = {.coll = coll,
                .sendbuf = sendbuf,
                .recvbuf = recvbuf,
                .count = count,
                .dtype = dtype,
                .op = op,
-               .root = root};
+               .root = root,
+               .device = kind == SC_MEM_DEVICE};
   return req ? sc_op_submit(comm, &o, req) : sc_op_run_blocking(comm, &o);
 }
 
@@ -70,7 +79,7 @@ static sc_result_t sc_allreduce_post(const void *sendbuf, void *recvbuf, size_t 
     SC_NEED_BUF(fn, sendbuf, "sendbuf");
     SC_NEED_BUF(fn, recvbuf, "recvbuf");
   }
-  return sc_submit(comm, SC_COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, 0, req);
+  return sc_submit(fn, comm, SC_COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, 0, req);
 }
 
 static sc_result_t sc_reduce_scatter_post(const void *sendbuf, void *recvbuf, size_t recvcount,
@@ -84,7 +93,8 @@ static sc_result_t sc_reduce_scatter_post(const void *sendbuf, void *recvbuf, si
     SC_NEED_BUF(fn, sendbuf, "sendbuf");
     SC_NEED_BUF(fn, recvbuf, "recvbuf");
   }
-  return sc_submit(comm, SC_COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0, req);
+  return sc_submit(fn, comm, SC_COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0,
+                   req);
 }
 
 static sc_result_t sc_allgather_post(const void *sendbuf, void *recvbuf, size_t sendcount,
@@ -97,7 +107,7 @@ static sc_result_t sc_allgather_post(const void *sendbuf, void *recvbuf, size_t 
     SC_NEED_BUF(fn, sendbuf, "sendbuf");
     SC_NEED_BUF(fn, recvbuf, "recvbuf");
   }
-  return sc_submit(comm, SC_COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dtype, SC_SUM, 0, req);
+  return sc_submit(fn, comm, SC_COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dtype, SC_SUM, 0, req);
 }
 
 static sc_result_t sc_broadcast_post(const void *sendbuf, void *recvbuf, size_t count,
@@ -112,7 +122,7 @@ static sc_result_t sc_broadcast_post(const void *sendbuf, void *recvbuf, size_t 
     if (comm->rank == root) SC_NEED_BUF(fn, sendbuf, "sendbuf (on the root)");
     SC_NEED_BUF(fn, recvbuf, "recvbuf");
   }
-  return sc_submit(comm, SC_COLL_BROADCAST, sendbuf, recvbuf, count, dtype, SC_SUM, root, req);
+  return sc_submit(fn, comm, SC_COLL_BROADCAST, sendbuf, recvbuf, count, dtype, SC_SUM, root, req);
 }
 
 static sc_result_t sc_reduce_post(const void *sendbuf, void *recvbuf, size_t count,
@@ -127,14 +137,14 @@ static sc_result_t sc_reduce_post(const void *sendbuf, void *recvbuf, size_t cou
     SC_NEED_BUF(fn, sendbuf, "sendbuf");
     if (comm->rank == root) SC_NEED_BUF(fn, recvbuf, "recvbuf (on the root)");
   }
-  return sc_submit(comm, SC_COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root, req);
+  return sc_submit(fn, comm, SC_COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root, req);
 }
 
 static sc_result_t sc_barrier_post(sc_comm_t *comm, sc_request_t **req) {
   const char *fn = "sc_barrier";
   SC_NEED_REQ(fn, req);
   if (!comm) return SC_ERR(SC_ERR_INVALID_ARG, "%s: comm is NULL", fn);
-  return sc_submit(comm, SC_COLL_BARRIER, NULL, NULL, 0, SC_UINT8, SC_SUM, 0, req);
+  return sc_submit(fn, comm, SC_COLL_BARRIER, NULL, NULL, 0, SC_UINT8, SC_SUM, 0, req);
 }
 
 /* Public entry points: non-blocking ones need a request; blocking ones pass

@@ -13,6 +13,7 @@
 #include "control/watch.h"
 #include "core/comm.h"
 #include "core/fingerprint.h"
+#include "core/stream.h"
 #include "transport/ucx/ucx_auto.h"
 
 /* "auto" (-1) or the name of one of coll's registered algorithms. */
@@ -160,6 +161,10 @@ static void sc_comm_release_resources(sc_comm_t *comm) {
 }
 
 static void sc_comm_free(sc_comm_t *comm) {
+  /* After the progress thread (the flag's writer), before the executor's
+   * device memory is freed: a free synchronizes every stream, so none may
+   * still wait on the flag then. */
+  sc_stream_state_free(comm);
   sc_comm_release_resources(comm);
   if (comm->tune_ready) sc_tune_fini(comm);
   pthread_mutex_destroy(&comm->lock);
@@ -305,6 +310,9 @@ sc_result_t sc_comm_abort(sc_comm_t *comm) {
   pthread_cond_broadcast(&comm->queue_cv);
   pthread_mutex_unlock(&comm->lock);
   if (already) return SC_SUCCESS;
+  /* Streams waiting on this communicator go on at once, before the queue is
+   * failed: their results are undefined, sc_comm_get_async_error says why. */
+  sc_stream_release_all(comm);
   if (comm->thread_started && comm->tp) comm->tpops->wake(comm->tp);
   sc_progress_stop(comm);
   /* Queued requests were failed by the progress thread; only the handle

@@ -49,7 +49,18 @@ typedef struct sc_op {
   /* Sparse operations (with gen set, count = k): the caller blocks until the
    * operation is done, so this may point into its stack frame. */
   const sc_sparse_op_t *sparse;
+  int device; /* the buffers are device memory (core/device.h's sc_buffers_kind) */
+  /* A queued call whose work is not one schedule (sparse/gtopk_stream.c's
+   * stream form of gTop-k): the progress thread calls job(comm, op) in place
+   * of a schedule, with its arguments in job_args. The job's own blocking
+   * calls run inline on that thread, numbered from SC_JOB_SEQ_SPAN sequence
+   * numbers the job reserved when it was queued, so that every rank numbers
+   * them alike whatever else was queued meanwhile. */
+  sc_result_t (*job)(struct sc_comm *comm, const struct sc_op *op);
+  uint64_t job_args[6];
 } sc_op_t;
+
+#define SC_JOB_SEQ_SPAN 1024
 
 struct sc_request {
   sc_op_t op;
@@ -57,6 +68,11 @@ struct sc_request {
   _Atomic uint32_t done; /* futex word: 0 pending, 1 finished */
   sc_result_t result;
   char errmsg[SC_ERRMSG_MAX];
+  /* A stream form's request (core/stream.c): its events and pool slot;
+   * NULL for the others. ticket: the value its stream waits for, handed
+   * out under comm->lock in queue order. */
+  struct sc_stream_slot *stream;
+  uint32_t ticket;
 };
 
 /* Settings read once at creation. */
@@ -102,6 +118,8 @@ typedef struct sc_exec_state {
   sc_tp_req_t recv_req;
   sc_sparse_state_t *sparse; /* allocated by the first sparse operation */
   uint64_t bytes_sent;       /* posted by this rank since creation (sc_gtopk_perf reports it) */
+  struct sc_exec_dev *dev;   /* device buffers' stream, staging and pools (core/exec_device.c);
+                                NULL until the first operation on device memory */
 } sc_exec_state_t;
 
 #define SC_TUNE_CACHE 64
@@ -151,10 +169,18 @@ struct sc_comm {
   struct sc_fp_state *fp; /* SC_CHECK_MISMATCH exchange; progress thread only */
   sc_tune_state_t tune;
   int tune_ready;
+
+  /* The stream forms' pinned flag and pools (core/stream.c), created by the
+   * first stream call under lock; stream_tickets: the last ticket handed out. */
+  struct sc_stream_state *stream;
+  uint32_t stream_tickets;
 };
 
 /* core/op.c */
 sc_result_t sc_op_submit(sc_comm_t *comm, const sc_op_t *op, sc_request_t **req);
+/* Queue a request the caller allocated (its op is numbered here, and a stream
+ * form's request gets its ticket) unless the communicator refuses. */
+sc_result_t sc_op_enqueue(sc_comm_t *comm, sc_request_t *req);
 void sc_request_complete(sc_request_t *req, sc_result_t res);
 sc_result_t sc_comm_check_usable(sc_comm_t *comm);
 /* SC_SUCCESS unless the communicator was aborted or failed: then the error,
@@ -164,6 +190,8 @@ sc_result_t sc_op_check_runnable(sc_comm_t *comm, const sc_op_t *op);
 /* Blocking form: runs op on the calling thread when nothing is queued or
  * executing (no thread hand-off on the latency path), else queues and waits. */
 sc_result_t sc_op_run_blocking(sc_comm_t *comm, const sc_op_t *op);
+/* Runs a queued job (op->job) on the thread that owns the transport. */
+sc_result_t sc_op_run_job(sc_comm_t *comm, const sc_op_t *op);
 
 /* core/progress.c */
 sc_result_t sc_progress_start(sc_comm_t *comm);

@@ -1,42 +1,25 @@
-/* Device support at the API boundary: whether CUDA is usable, where a
- * pointer lives, the checks that refuse device buffers clearly (the device
- * data path through the transports is not built yet), and the stream-ordered
- * forms, which validate their arguments and then say what is missing.
+/* Device support at the API boundary: whether a device is usable, where a
+ * pointer lives (both through the device runtime, kernels/devrt.h), the
+ * checks that refuse device buffers clearly where a call has no device path,
+ * and the memory kind of a call's buffers where it has one.
  *
- * Cost for host buffers: the device count is asked once per process; with no
- * device visible (every machine without a GPU) the buffer check is one
- * relaxed atomic load. With a device, each buffer costs one
- * cudaPointerGetAttributes (about a microsecond). */
-#include <stdatomic.h>
+ * Cost for host buffers: the device runtime is chosen once per process; with
+ * none (every machine without a GPU) the buffer check asks nothing. With a
+ * device, each buffer costs one pointer query (cudaPointerGetAttributes,
+ * about a microsecond). */
 #include <stdint.h>
 
 #include "config.h"
 #include "core/comm.h"
 #include "core/device.h"
+#include "kernels/devrt.h"
 
-#ifdef SC_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
-
+/* Through the device runtime (kernels/devrt.h): CUDA's answers, the test
+ * stand-in's when SC_DEVRT_STANDIN names one (a test device: it counts as a
+ * device here and for sc_cuda_available), none without either. */
 int sc_device_count(void) {
-#ifdef SC_HAVE_CUDA
-  static atomic_int cached = -1;
-  int v = atomic_load_explicit(&cached, memory_order_relaxed);
-  if (v < 0) {
-    /* Without a driver (or a GPU) this fails quickly; threads racing here
-     * store the same answer. */
-    int c = 0;
-    if (cudaGetDeviceCount(&c) != cudaSuccess) {
-      c = 0;
-      (void)cudaGetLastError(); /* clear the sticky per-thread error */
-    }
-    v = c;
-    atomic_store_explicit(&cached, v, memory_order_relaxed);
-  }
-  return v;
-#else
-  return 0;
-#endif
+  const sc_devrt_t *rt = sc_devrt();
+  return rt ? rt->device_count() : 0;
 }
 
 int sc_cuda_available(void) {
@@ -44,31 +27,20 @@ int sc_cuda_available(void) {
 }
 
 int sc_current_device(void) {
-#ifdef SC_HAVE_CUDA
-  int d = -1;
-  if (sc_device_count() > 0 && cudaGetDevice(&d) == cudaSuccess) return d;
-  (void)cudaGetLastError();
-#endif
-  return -1;
+  const sc_devrt_t *rt = sc_devrt();
+  return rt && rt->device_count() > 0 ? rt->current_device() : -1;
 }
 
 sc_mem_type_t sc_mem_type_of(const void *ptr) {
   sc_mem_type_t t = {SC_MEM_HOST, -1};
-#ifdef SC_HAVE_CUDA
-  if (!ptr || sc_device_count() == 0) return t;
-  struct cudaPointerAttributes a;
-  if (cudaPointerGetAttributes(&a, ptr) != cudaSuccess) {
-    (void)cudaGetLastError(); /* an unknown pointer is host memory */
-    return t;
-  }
-  /* Managed memory is readable by the host: the host path works on it. */
-  if (a.type == cudaMemoryTypeDevice) {
+  const sc_devrt_t *rt = sc_devrt();
+  if (!ptr || !rt || rt->device_count() == 0) return t;
+  /* Pinned and managed memory are readable by the host: host memory here. */
+  int device = -1;
+  if (rt->pointer_device(ptr, &device)) {
     t.kind = SC_MEM_DEVICE;
-    t.device = a.device;
+    t.device = device;
   }
-#else
-  (void)ptr;
-#endif
   return t;
 }
 
@@ -113,10 +85,7 @@ sc_result_t sc_stream_verdict(const char *fn, int built, int ndevices, int n,
     if (names[i] && types[i].kind != SC_MEM_DEVICE)
       return SC_ERR(SC_ERR_INVALID_ARG,
                     "%s: %s is host memory: stream forms take device buffers only", fn, names[i]);
-  SC_CHECK(sc_buffers_verdict(fn, n, types, names, comm_device, 1));
-  return SC_ERR(SC_ERR_UNSUPPORTED,
-                "%s: stream-ordered execution is not implemented yet in libsparsecoll %d.%d.%d", fn,
-                SC_VERSION_MAJOR, SC_VERSION_MINOR, SC_VERSION_PATCH);
+  return sc_buffers_verdict(fn, n, types, names, comm_device, 1);
 }
 
 sc_result_t sc_check_buffer_list(const char *fn, int n, const void *const *ptrs,
@@ -140,108 +109,22 @@ sc_result_t sc_check_buffers(const char *fn, const void *sendbuf, const void *re
   return sc_check_buffer_list(fn, 2, p, names);
 }
 
-/* ---- the stream forms ---- */
-
-/* The argument checks of the blocking forms that need no buffer access. */
-static sc_result_t stream_args(const char *fn, sc_comm_t *comm, sc_dtype_t dtype, int has_op,
-                               sc_redop_t op, int root) {
-  if (!comm) return SC_ERR(SC_ERR_INVALID_ARG, "%s: comm is NULL", fn);
-  if (sc_dtype_size(dtype) == 0)
-    return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid dtype %d", fn, (int)dtype);
-  if (has_op && (unsigned)op > SC_AVG)
-    return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid reduction op %d", fn, (int)op);
-  if (root < 0 || root >= comm->nranks)
-    return SC_ERR(SC_ERR_INVALID_ARG, "%s: root %d outside [0, %d)", fn, root, comm->nranks);
-  return SC_SUCCESS;
-}
-
-/* The buffers' verdict: names[i] NULL marks a buffer the call does not use. */
-static sc_result_t stream_buffers(const char *fn, size_t count, int n, const void *const *ptrs,
-                                  const char *const *names) {
-  const char *used[2];
-  sc_mem_type_t t[2];
+sc_result_t sc_buffers_kind(const char *fn, int n, const void *const *ptrs,
+                            const char *const *names, sc_mem_kind_t *kind) {
+  *kind = SC_MEM_HOST;
+  if (sc_device_count() == 0) return SC_SUCCESS;
+  if (n < 0 || n > SC_CHECK_BUFFERS_MAX)
+    return SC_ERR(SC_ERR_INTERNAL, "%s: %d buffers to check, at most %d", fn, n,
+                  SC_CHECK_BUFFERS_MAX);
+  const char *used[SC_CHECK_BUFFERS_MAX];
+  sc_mem_type_t t[SC_CHECK_BUFFERS_MAX];
+  int device = 0;
   for (int i = 0; i < n; i++) {
-    used[i] = count ? names[i] : NULL;
-    if (used[i] && !ptrs[i])
-      return SC_ERR(SC_ERR_INVALID_ARG, "%s: %s is NULL with a non-zero count", fn, names[i]);
+    used[i] = ptrs[i] ? names[i] : NULL;
     t[i] = sc_mem_type_of(ptrs[i]);
+    if (used[i] && t[i].kind == SC_MEM_DEVICE) device = 1;
   }
-#ifdef SC_HAVE_CUDA
-  const int built = 1;
-#else
-  const int built = 0;
-#endif
-  return sc_stream_verdict(fn, built, sc_device_count(), n, t, used, sc_current_device());
-}
-
-sc_result_t sc_allreduce_on_stream(const void *sendbuf, void *recvbuf, size_t count,
-                                   sc_dtype_t dtype, sc_redop_t op, sc_comm_t *comm,
-                                   sc_stream_t stream) {
-  const char *fn = "sc_allreduce_on_stream";
-  (void)stream;
-  SC_CHECK(stream_args(fn, comm, dtype, 1, op, 0));
-  const void *p[2] = {sendbuf, recvbuf};
-  const char *names[2] = {"sendbuf", "recvbuf"};
-  return stream_buffers(fn, count, 2, p, names);
-}
-
-sc_result_t sc_reduce_scatter_on_stream(const void *sendbuf, void *recvbuf, size_t recvcount,
-                                        sc_dtype_t dtype, sc_redop_t op, sc_comm_t *comm,
-                                        sc_stream_t stream) {
-  const char *fn = "sc_reduce_scatter_on_stream";
-  (void)stream;
-  SC_CHECK(stream_args(fn, comm, dtype, 1, op, 0));
-  const void *p[2] = {sendbuf, recvbuf};
-  const char *names[2] = {"sendbuf", "recvbuf"};
-  return stream_buffers(fn, recvcount, 2, p, names);
-}
-
-sc_result_t sc_allgather_on_stream(const void *sendbuf, void *recvbuf, size_t sendcount,
-                                   sc_dtype_t dtype, sc_comm_t *comm, sc_stream_t stream) {
-  const char *fn = "sc_allgather_on_stream";
-  (void)stream;
-  SC_CHECK(stream_args(fn, comm, dtype, 0, SC_SUM, 0));
-  const void *p[2] = {sendbuf, recvbuf};
-  const char *names[2] = {"sendbuf", "recvbuf"};
-  return stream_buffers(fn, sendcount, 2, p, names);
-}
-
-sc_result_t sc_broadcast_on_stream(const void *sendbuf, void *recvbuf, size_t count,
-                                   sc_dtype_t dtype, int root, sc_comm_t *comm,
-                                   sc_stream_t stream) {
-  const char *fn = "sc_broadcast_on_stream";
-  (void)stream;
-  SC_CHECK(stream_args(fn, comm, dtype, 0, SC_SUM, root));
-  const void *p[2] = {sendbuf, recvbuf};
-  /* Only the root's sendbuf is read. */
-  const char *names[2] = {comm->rank == root ? "sendbuf (on the root)" : NULL, "recvbuf"};
-  return stream_buffers(fn, count, 2, p, names);
-}
-
-sc_result_t sc_reduce_on_stream(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
-                                sc_redop_t op, int root, sc_comm_t *comm, sc_stream_t stream) {
-  const char *fn = "sc_reduce_on_stream";
-  (void)stream;
-  SC_CHECK(stream_args(fn, comm, dtype, 1, op, root));
-  const void *p[2] = {sendbuf, recvbuf};
-  /* Only the root's recvbuf is written. */
-  const char *names[2] = {"sendbuf", comm->rank == root ? "recvbuf (on the root)" : NULL};
-  return stream_buffers(fn, count, 2, p, names);
-}
-
-sc_result_t sc_gtopk_allreduce_on_stream(void *grad, size_t n, sc_dtype_t dtype, size_t k,
-                                         sc_select_t method, sc_ef_t *ef, sc_comm_t *comm,
-                                         sc_stream_t stream) {
-  const char *fn = "sc_gtopk_allreduce_on_stream";
-  (void)stream;
-  (void)k;
-  (void)ef;
-  SC_CHECK(stream_args(fn, comm, dtype, 0, SC_SUM, 0));
-  if (dtype != SC_FLOAT16 && dtype != SC_BFLOAT16 && dtype != SC_FLOAT32 && dtype != SC_FLOAT64)
-    return SC_ERR(SC_ERR_INVALID_ARG, "%s: dtype %d is not a float type", fn, (int)dtype);
-  if (method != SC_SELECT_EXACT && method != SC_SELECT_GAUSSIAN)
-    return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid selection method %d", fn, (int)method);
-  const void *p[1] = {grad};
-  const char *names[1] = {"grad"};
-  return stream_buffers(fn, n, 1, p, names);
+  SC_CHECK(sc_buffers_verdict(fn, n, t, used, sc_current_device(), 1));
+  if (device) *kind = SC_MEM_DEVICE;
+  return SC_SUCCESS;
 }

@@ -14,8 +14,9 @@ typedef struct sc_mem_type {
   int device; /* the CUDA device of device memory; -1 for host memory */
 } sc_mem_type_t;
 
-/* Visible CUDA devices, asked once per process (0 without CUDA or when the
- * runtime finds no driver or no device). */
+/* Visible devices of the device runtime (kernels/devrt.h: CUDA, or the test
+ * stand-in when SC_DEVRT_STANDIN names it); 0 without a runtime (no CUDA,
+ * no driver or no device). */
 int sc_device_count(void);
 
 /* Host for NULL, for every pointer when no device is visible (nothing is
@@ -34,10 +35,10 @@ int sc_current_device(void);
 sc_result_t sc_buffers_verdict(const char *fn, int n, const sc_mem_type_t *types,
                                const char *const *names, int comm_device, int device_path);
 
-/* The verdict on a stream form's buffers: SC_ERR_UNSUPPORTED without CUDA
- * (built == 0) or without a device (ndevices == 0), SC_ERR_INVALID_ARG for a
- * host buffer, then sc_buffers_verdict's checks, then SC_ERR_UNSUPPORTED:
- * stream-ordered execution is not built yet. */
+/* The verdict on a stream form's buffers: SC_ERR_UNSUPPORTED without a
+ * device runtime (built == 0: neither CUDA nor the stand-in) or without a
+ * device (ndevices == 0), SC_ERR_INVALID_ARG for a host buffer, then
+ * sc_buffers_verdict's checks (device path taken); else SC_SUCCESS. */
 sc_result_t sc_stream_verdict(const char *fn, int built, int ndevices, int n,
                               const sc_mem_type_t *types, const char *const *names,
                               int comm_device);
@@ -49,6 +50,14 @@ sc_result_t sc_stream_verdict(const char *fn, int built, int ndevices, int n,
 #define SC_CHECK_BUFFERS_MAX 4
 sc_result_t sc_check_buffer_list(const char *fn, int n, const void *const *ptrs,
                                  const char *const *names);
+
+/* The memory kind of the n (<= SC_CHECK_BUFFERS_MAX) buffers of a call
+ * whose data path takes device memory: SC_MEM_HOST when no device runtime
+ * is in use (kernels/devrt.h) or every buffer is host memory; SC_MEM_DEVICE
+ * when every non-NULL buffer is memory of the communicator's device; else
+ * sc_buffers_verdict's errors. NULL pointers are not looked at. */
+sc_result_t sc_buffers_kind(const char *fn, int n, const void *const *ptrs,
+                            const char *const *names, sc_mem_kind_t *kind);
 
 /* sc_check_buffer_list on a collective's send and receive buffers. */
 sc_result_t sc_check_buffers(const char *fn, const void *sendbuf, const void *recvbuf);

@@ -3,13 +3,15 @@
  * step writes memory that an in-flight SEND still reads, the executor waits
  * for that SEND (so schedules may reuse buffers freely). Receives complete
  * before the next step. Every wait is bounded by the no-progress timeout and
- * interrupted by abort. */
+ * interrupted by abort. Operations on device buffers take their own path
+ * (core/exec_device.c): one branch here, nothing else on the host path. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
 #include "base/log.h"
 #include "core/comm.h"
+#include "core/exec_device.h"
 #include "schedule/step.h"
 
 /* Send slots are sized at the start of each schedule to every send it can
@@ -21,20 +23,9 @@
 /* Transport messages one step can send: a sparse set is a count, indices,
  * values and, when folding, a survival mask. */
 #define SC_EXEC_SPARSE_SEND_MSGS (1 + SC_SPARSE_PARTS)
-/* Longest single poll, so that abort and deadlines are checked regularly even
- * when a transport cannot be woken. */
-#define SC_EXEC_POLL_SLICE_MS 200
 /* After the liveness watch (control/watch.c) reported a peer's failure, an
  * operation still moving data may finish; one idle this long fails. */
 #define SC_EXEC_NOTICE_GRACE_MS 200
-
-typedef struct sc_exec_ctx {
-  sc_comm_t *comm;
-  const sc_exec_args_t *a;
-  sc_step_mem_t mem; /* the operation's buffers, scratch as prepared */
-  size_t step;       /* index of the step being executed, for messages */
-  int64_t last_progress_ms;
-} sc_exec_ctx_t;
 
 static sc_result_t sc_exec_reserve(void **buf, size_t *have, size_t need, const char *what) {
   if (need <= *have) return SC_SUCCESS;
@@ -55,6 +46,7 @@ void sc_exec_state_free(sc_exec_state_t *ex) {
   free(ex->send_hi);
   if (ex->sparse) sc_sparse_state_free(ex->sparse);
   free(ex->sparse);
+  sc_exec_dev_free(ex->dev);
   memset(ex, 0, sizeof(*ex));
 }
 
@@ -103,9 +95,8 @@ static sc_result_t sc_exec_prepare(sc_comm_t *comm, const sc_exec_args_t *a) {
   return SC_SUCCESS;
 }
 
-/* One round of transport progress, bounded; checks abort and the
- * no-progress deadline. `waiting_for` describes what we wait on. */
-static sc_result_t sc_exec_progress(sc_exec_ctx_t *c, int peer, size_t bytes, const char *dir) {
+sc_result_t sc_exec_progress(sc_exec_ctx_t *c, int peer, size_t bytes, const char *dir,
+                             int max_slice_ms) {
   sc_comm_t *comm = c->comm;
   if (atomic_load(&comm->aborted))
     return SC_ERR(SC_ERR_ABORTED, "rank %d: aborted while waiting", comm->rank);
@@ -115,6 +106,10 @@ static sc_result_t sc_exec_progress(sc_exec_ctx_t *c, int peer, size_t bytes, co
   if (failed != SC_SUCCESS && now - c->last_progress_ms >= SC_EXEC_NOTICE_GRACE_MS)
     return SC_ERR((sc_result_t)failed, "%s", comm->errmsg);
   int64_t left = c->last_progress_ms + comm->cfg.timeout_ms - now;
+  if (left <= 0 && peer < 0)
+    return SC_ERR(SC_ERR_TIMEOUT,
+                  "no progress for %d ms (SC_TIMEOUT_MS) while waiting to %s, step %zu of %zu",
+                  comm->cfg.timeout_ms, dir, c->step + 1, c->a->sched->nsteps);
   if (left <= 0) {
     const char *host = (peer >= 0 && comm->peers) ? comm->peers[peer].hostname : "?";
     return SC_ERR(SC_ERR_TIMEOUT,
@@ -125,7 +120,7 @@ static sc_result_t sc_exec_progress(sc_exec_ctx_t *c, int peer, size_t bytes, co
   }
   /* The transport tries its I/O before it sleeps in poll. */
   int progressed = 0;
-  int slice = left < SC_EXEC_POLL_SLICE_MS ? (int)left : SC_EXEC_POLL_SLICE_MS;
+  int slice = left < max_slice_ms ? (int)left : max_slice_ms;
   if (failed != SC_SUCCESS) {
     int64_t grace = c->last_progress_ms + SC_EXEC_NOTICE_GRACE_MS - now;
     slice = grace < slice ? (grace > 1 ? (int)grace : 1) : slice;
@@ -143,7 +138,8 @@ static sc_result_t sc_exec_req_status(const sc_tp_req_t *req, int peer) {
 }
 
 static sc_result_t sc_exec_wait_req(sc_exec_ctx_t *c, sc_tp_req_t *req, const char *dir) {
-  while (req->state == SC_TP_REQ_PENDING) SC_CHECK(sc_exec_progress(c, req->peer, req->len, dir));
+  while (req->state == SC_TP_REQ_PENDING)
+    SC_CHECK(sc_exec_progress(c, req->peer, req->len, dir, SC_EXEC_POLL_SLICE_MS));
   return sc_exec_req_status(req, req->peer);
 }
 
@@ -272,6 +268,7 @@ static sc_result_t sc_exec_step(sc_exec_ctx_t *c, const sc_step_t *st) {
 }
 
 sc_result_t sc_sched_execute(sc_comm_t *comm, const sc_exec_args_t *a) {
+  if (a->op->device) return sc_exec_device(comm, a);
   SC_CHECK(sc_exec_prepare(comm, a));
   sc_exec_ctx_t c = {.comm = comm,
                      .a = a,

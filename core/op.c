@@ -88,18 +88,19 @@ sc_result_t sc_comm_check_usable(sc_comm_t *comm) {
   return r;
 }
 
-sc_result_t sc_op_submit(sc_comm_t *comm, const sc_op_t *op, sc_request_t **out) {
-  sc_request_t *req = calloc(1, sizeof(*req));
-  if (!req) return SC_ERR(SC_ERR_NOMEM, "request for %s", sc_coll_name(op->coll));
-  req->op = *op;
+sc_result_t sc_op_enqueue(sc_comm_t *comm, sc_request_t *req) {
   pthread_mutex_lock(&comm->lock);
-  sc_result_t r = sc_comm_check_usable_locked(comm, op);
+  sc_result_t r = sc_comm_check_usable_locked(comm, &req->op);
   if (r != SC_SUCCESS) {
     pthread_mutex_unlock(&comm->lock);
-    free(req);
     return r;
   }
   req->op.seq = comm->next_seq++;
+  if (req->op.job) comm->next_seq += SC_JOB_SEQ_SPAN; /* the job's own calls */
+  /* Tickets follow queue order, so releasing them in order releases each
+   * stream exactly when its own operations are done. */
+  if (req->stream) req->ticket = ++comm->stream_tickets;
+  req->next = NULL;
   if (comm->qtail)
     comm->qtail->next = req;
   else
@@ -107,11 +108,47 @@ sc_result_t sc_op_submit(sc_comm_t *comm, const sc_op_t *op, sc_request_t **out)
   comm->qtail = req;
   pthread_cond_signal(&comm->queue_cv);
   pthread_mutex_unlock(&comm->lock);
+  return SC_SUCCESS;
+}
+
+sc_result_t sc_op_submit(sc_comm_t *comm, const sc_op_t *op, sc_request_t **out) {
+  sc_request_t *req = calloc(1, sizeof(*req));
+  if (!req) return SC_ERR(SC_ERR_NOMEM, "request for %s", sc_coll_name(op->coll));
+  req->op = *op;
+  sc_result_t r = sc_op_enqueue(comm, req);
+  if (r != SC_SUCCESS) {
+    free(req);
+    return r;
+  }
   *out = req;
   return SC_SUCCESS;
 }
 
+/* The job this thread runs (sc_op_run_job), whose blocking calls run inline:
+ * queueing them would wait for this very thread. */
+static _Thread_local struct {
+  sc_comm_t *comm;
+  uint64_t next_seq, end_seq;
+} sc_job_here;
+
+sc_result_t sc_op_run_job(sc_comm_t *comm, const sc_op_t *op) {
+  sc_job_here.comm = comm;
+  sc_job_here.next_seq = op->seq + 1;
+  sc_job_here.end_seq = op->seq + 1 + SC_JOB_SEQ_SPAN;
+  sc_result_t r = op->job(comm, op);
+  sc_job_here.comm = NULL;
+  return r;
+}
+
 sc_result_t sc_op_run_blocking(sc_comm_t *comm, const sc_op_t *op) {
+  if (sc_job_here.comm == comm) {
+    sc_op_t mine = *op;
+    if (sc_job_here.next_seq == sc_job_here.end_seq)
+      return SC_ERR(SC_ERR_INTERNAL, "a queued job made more than %d calls", SC_JOB_SEQ_SPAN);
+    mine.seq = sc_job_here.next_seq++;
+    SC_CHECK(sc_op_check_runnable(comm, &mine));
+    return sc_op_run(comm, &mine);
+  }
   pthread_mutex_lock(&comm->lock);
   sc_result_t r = sc_comm_check_usable_locked(comm, op);
   if (r != SC_SUCCESS || comm->qhead || comm->busy) {

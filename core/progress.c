@@ -7,6 +7,7 @@
 #include "control/watch.h"
 #include "core/comm.h"
 #include "core/fingerprint.h"
+#include "core/stream.h"
 
 void sc_comm_record_error(sc_comm_t *comm, sc_result_t res) {
   if (res == SC_SUCCESS || res == SC_ERR_INVALID_ARG) return;
@@ -83,6 +84,15 @@ sc_result_t sc_op_run(sc_comm_t *comm, const sc_op_t *op) {
   return r;
 }
 
+/* A stream form's request has no waiter: core/stream.c runs it behind its
+ * stream's event, releases the stream and recycles the request. */
+static void sc_progress_one(sc_comm_t *comm, sc_request_t *req) {
+  if (req->stream)
+    sc_stream_run(comm, req);
+  else
+    sc_request_complete(req, sc_op_run(comm, &req->op));
+}
+
 static void *sc_progress_main(void *arg) {
   sc_comm_t *comm = arg;
   sc_log_set_rank(comm->rank);
@@ -100,13 +110,13 @@ static void *sc_progress_main(void *arg) {
     if (atomic_load(&comm->aborted)) {
       /* Fails at once without the transport, which a caller may still own. */
       pthread_mutex_unlock(&comm->lock);
-      sc_request_complete(req, sc_op_run(comm, &req->op));
+      sc_progress_one(comm, req);
       pthread_mutex_lock(&comm->lock);
       continue;
     }
     comm->busy = 1;
     pthread_mutex_unlock(&comm->lock);
-    sc_request_complete(req, sc_op_run(comm, &req->op));
+    sc_progress_one(comm, req);
     pthread_mutex_lock(&comm->lock);
     comm->busy = 0;
     pthread_cond_broadcast(&comm->queue_cv);

@@ -91,9 +91,7 @@ sc_result_t sc_fusion_add_tensor(sc_fusion_t *f, void *buf, size_t count, sc_dty
                   buf);
   if (count > SIZE_MAX / 4 / es)
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: tensor %zu: count %zu too large", fn, f->nt, count);
-  const void *bufs[1] = {buf};
-  static const char *const names[1] = {"buf"};
-  SC_CHECK(sc_check_buffer_list(fn, 1, bufs, names));
+  SC_CHECK(sc_fusion_dev_kind(f, buf, fn));
   if (!(backward_us >= 0.0) || isinf(backward_us))
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: tensor %zu: backward_us %g", fn, f->nt, backward_us);
   if (f->nt >= (size_t)INT32_MAX) return SC_ERR(SC_ERR_INVALID_ARG, "%s: too many tensors", fn);
@@ -157,6 +155,8 @@ static sc_result_t sc_fusion_make_buckets(sc_fusion_t *f, const size_t *first, s
     if (base) {
       b->zero_copy = 1;
       b->buf = base;
+    } else if (f->device) {
+      SC_CHECK(sc_fusion_dev_alloc(f, b->padded * es, &b->buf));
     } else {
       b->buf = calloc(b->padded, es); /* padding stays zero: it adds nothing */
       if (!b->buf)
@@ -269,6 +269,7 @@ sc_result_t sc_fusion_plan(sc_fusion_t *f) {
     nb = sc_fplan_none(&in, first);
     break;
   }
+  if (f->device) SC_CHECK_GOTO(sc_fusion_dev_start(f), r, out);
   SC_CHECK_GOTO(sc_fusion_make_buckets(f, first, nb), r, out);
   ps = malloc(nb * sizeof(*ps));
   pe = malloc(nb * sizeof(*pe));
@@ -336,10 +337,14 @@ sc_result_t sc_fusion_destroy(sc_fusion_t *f) {
     else if (b->req2)
       sc_wait(&b->req2);
     if (r == SC_SUCCESS) r = ri;
-    if (!b->zero_copy) free(b->buf);
+    if (!b->zero_copy && f->device)
+      sc_fusion_dev_free(f, b->buf);
+    else if (!b->zero_copy)
+      free(b->buf);
     if (b->ef) sc_ef_destroy(b->ef);
     free(b->errmsg);
   }
+  sc_fusion_dev_stop(f);
   free(f->b);
   free(f->t);
   free(f->wq);

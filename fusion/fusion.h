@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "core/comm.h"
+#include "kernels/devrt.h"
 #include "sparsecoll.h"
 
 typedef enum sc_fb_state {
@@ -73,6 +74,15 @@ struct sc_fusion {
   size_t *wq; /* ring of bucket indices, nb entries */
   size_t wq_head, wq_len;
   sc_p3_t *p3; /* SC_FUSE_P3: the slice scheduler */
+  /* Device tensors (device.c): all tensors are one memory kind, the first
+   * one's; with device tensors the fused buffers are device memory too. */
+  int device;
+  const sc_devrt_t *rt;
+  void *dstream;         /* copies into and out of fused buffers */
+  void *dev_in;          /* recorded on the legacy default stream: the gradients */
+  void *dev_done;        /* recorded on dstream: the copies */
+  pthread_mutex_t dlock; /* dstream's events serve one thread at a time */
+  int dlock_init;
 };
 
 #define SC_FUSION_DEFAULT_BUCKET_BYTES ((size_t)25 * 1024 * 1024)
@@ -109,6 +119,22 @@ sc_result_t sc_fusion_p3_stop(sc_fusion_t *f);
 sc_result_t sc_fusion_p3_mark(sc_fusion_t *f, int id, int skip, const char *fn);
 sc_result_t sc_fusion_p3_wait(sc_fusion_t *f, int id, const char *fn);
 sc_result_t sc_fusion_p3_wait_all(sc_fusion_t *f);
+
+/* device.c. The memory kind of tensor buf (the first tensor fixes it). */
+sc_result_t sc_fusion_dev_kind(sc_fusion_t *f, void *buf, const char *fn);
+/* Plan time, device tensors: the runtime, stream and events. */
+sc_result_t sc_fusion_dev_start(sc_fusion_t *f);
+void sc_fusion_dev_stop(sc_fusion_t *f);
+/* A fused buffer of bytes on the device, zeroed (padding adds nothing). */
+sc_result_t sc_fusion_dev_alloc(sc_fusion_t *f, size_t bytes, char **buf);
+void sc_fusion_dev_free(sc_fusion_t *f, void *buf);
+/* Device tensors: after the caller's work on the legacy default stream so
+ * far (a gradient made ready), bytes of src go to dst (src NULL: zeros;
+ * bytes 0: only that ordering), and the call returns when they are there,
+ * so a collective launched next reads them. Bounded by the fusion's timeout. */
+sc_result_t sc_fusion_dev_fill(sc_fusion_t *f, void *dst, const void *src, size_t bytes);
+/* Device tensors: bucket b's results from its fused buffer into the tensors. */
+sc_result_t sc_fusion_dev_out(sc_fusion_t *f, const sc_fbucket_t *b);
 
 double sc_fusion_now_us(void);
 

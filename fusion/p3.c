@@ -327,15 +327,24 @@ sc_result_t sc_fusion_p3_mark(sc_fusion_t *f, int id, int skip, const char *fn) 
                fn, id);
   } else {
     t->ready = 1;
-    if (skip) {
-      /* The scheduler cannot touch the tensor before gen counts it. */
+    if (skip || f->device) {
+      /* The scheduler cannot touch the tensor before gen counts it. A device
+       * gradient may still be in the making on the default stream. */
       pthread_mutex_unlock(&f->lock);
-      memset(t->buf, 0, t->bytes);
+      if (f->device)
+        r = sc_fusion_dev_fill(f, t->buf, NULL, skip ? t->bytes : 0);
+      else
+        memset(t->buf, 0, t->bytes);
       pthread_mutex_lock(&f->lock);
     }
-    f->p3->gen[id]++;
-    f->p3->changes++;
-    pthread_cond_signal(&f->p3->cv);
+    if (r != SC_SUCCESS) {
+      t->ready = 0;
+      sc_fusion_fail(f, r);
+    } else {
+      f->p3->gen[id]++;
+      f->p3->changes++;
+      pthread_cond_signal(&f->p3->cv);
+    }
   }
   pthread_mutex_unlock(&f->lock);
   return r;

@@ -119,10 +119,12 @@ static sc_result_t sc_self_blocked(const sc_fusion_t *f, size_t i, long l, int p
                 fn, f->rank, who, i, l, t->count, sc_dtype_name(t->dtype), t->bucket, l);
 }
 
-static void sc_copy_out(sc_fusion_t *f, sc_fbucket_t *b) {
-  if (b->zero_copy) return;
+static sc_result_t sc_copy_out(sc_fusion_t *f, sc_fbucket_t *b) {
+  if (f->device) return sc_fusion_dev_out(f, b);
+  if (b->zero_copy) return SC_SUCCESS;
   for (size_t l = b->first; l < b->last; l++)
     memcpy(f->t[l].buf, b->buf + f->t[l].offset, f->t[l].bytes);
+  return SC_SUCCESS;
 }
 
 /* Finishes bucket i's round and delivers it. who names the caller's target
@@ -163,11 +165,11 @@ static sc_result_t sc_fusion_complete(sc_fusion_t *f, size_t i, const char *fn, 
     pthread_mutex_lock(&f->lock);
     b->waiting = 0;
   }
+  if (r == SC_SUCCESS) r = sc_copy_out(f, b);
   if (r != SC_SUCCESS) {
     b->state = SC_FB_IDLE;
     return sc_fusion_fail(f, r);
   }
-  sc_copy_out(f, b);
   for (size_t l = b->first; l < b->last; l++) f->t[l].ready = 0;
   b->nready = 0;
   b->state = SC_FB_IDLE;
@@ -208,17 +210,28 @@ static sc_result_t sc_fusion_mark(sc_fusion_t *f, int id, int skip, const char *
   }
   t->ready = 1;
   b->state = SC_FB_FILLING;
-  if (skip || !b->zero_copy) {
+  if (skip || !b->zero_copy || f->device) {
     /* Other tensors' copies and readies may proceed meanwhile: regions are
      * disjoint, and the bucket cannot launch before this one counts. A
      * skipped tensor's region is zeroed, in the fused buffer or (zero copy)
-     * in its own buffer, which the library owns until the wait. */
+     * in its own buffer, which the library owns until the wait. A device
+     * tensor's gradient may still be in the making on the default stream:
+     * the fill waits for it even when there is nothing to copy. */
     pthread_mutex_unlock(&f->lock);
-    if (skip)
+    if (f->device)
+      r = sc_fusion_dev_fill(f, b->buf + t->offset, skip ? NULL : t->buf,
+                             skip || !b->zero_copy ? t->bytes : 0);
+    else if (skip)
       memset(b->buf + t->offset, 0, t->bytes);
     else
       memcpy(b->buf + t->offset, t->buf, t->bytes);
     pthread_mutex_lock(&f->lock);
+    if (r != SC_SUCCESS) {
+      /* The bucket can never launch on this rank now: fail the fusion, as a
+       * failed collective does, so that no rank waits for it in silence. */
+      sc_fusion_fail(f, r);
+      goto out;
+    }
   }
   if (++b->nready == b->last - b->first) {
     b->state = SC_FB_READY;

@@ -8,7 +8,9 @@
  * Merge and merge trees, the exact sum for allgather, n x P for dense.
  * Also the latency of an 8-byte all-reduce, which the time-vs-ranks figure
  * (perf/plot.py) turns into the alpha of the cost model; -J writes it all as
- * JSON, one file per rank count.
+ * JSON, one file per rank count. --mem device puts every buffer of the
+ * timed calls in device memory (inputs copied there once, results copied
+ * back for the check).
  * `--select` runs the top-k selection benchmark instead (perf/gtopk_select.c). */
 #include <math.h>
 #include <stdio.h>
@@ -27,6 +29,7 @@ typedef struct opts {
   int algo; /* -1: all */
   int iters, warmup, check;
   const char *json;
+  perf_mem_t mem;
 } opts_t;
 
 enum { A_GTOPK, A_TREE, A_ALLGATHER, A_DENSE, A_COUNT };
@@ -34,7 +37,7 @@ static const char *const algo_names[] = {"gtopk", "gtopk_tree", "allgather", "de
 
 static void usage(FILE *f) {
   fprintf(f, "usage: sc_gtopk_perf [-n DENSE_LEN] [-k K | --density D] [-a ALGO] [-d DTYPE]\n"
-             "                     [-w WARMUP] [-i ITERS] [-c 0|1] [-J FILE]\n"
+             "                     [-w WARMUP] [-i ITERS] [-c 0|1] [--mem host|device] [-J FILE]\n"
              "       sc_gtopk_perf --select [selection benchmark options]\n"
              "  -n   dense length (default 26214400 = 25*2^20)\n"
              "  -k   entries per rank and kept by each merge (default density * n)\n"
@@ -43,6 +46,7 @@ static void usage(FILE *f) {
              "  -d   float | double | half | bfloat16 (default float)\n"
              "  -w, -i  warm-up and timed iterations (default 2, 10; at most 64)\n"
              "  -c   check every result against the reference (default 1)\n"
+             "  --mem  host | device: where the buffers of the timed calls live (default host)\n"
              "  -J   also write the results as JSON to FILE (rank 0)\n"
              "Run under sc-run, e.g. sc-run -n 4 sc_gtopk_perf.\n");
 }
@@ -96,6 +100,8 @@ static int parse(int argc, char **argv, opts_t *o) {
       o->check = atoi(v);
     } else if (!strcmp(a, "-J")) {
       o->json = v;
+    } else if (!strcmp(a, "--mem")) {
+      if (perf_mem_parse(v, &o->mem)) goto bad;
     } else {
       goto bad;
     }
@@ -261,6 +267,9 @@ typedef struct bench {
   size_t es, out_cap;
   uint32_t *idx, *oidx;
   void *val, *oval, *dense_in, *dense_out;
+  /* What the timed calls get: the buffers above, or their device copies. */
+  uint32_t *c_idx, *c_oidx;
+  void *c_val, *c_oval, *c_dense_in, *c_dense_out;
   size_t out_nnz;
   row_t rows[A_COUNT];
   double lat_s;
@@ -270,12 +279,24 @@ typedef struct bench {
 static sc_result_t run_once(bench_t *b, int al) {
   const opts_t *o = b->o;
   if (al == A_DENSE)
-    return sc_allreduce(b->dense_in, b->dense_out, o->n, o->dtype, SC_SUM, b->comm);
+    return sc_allreduce(b->c_dense_in, b->c_dense_out, o->n, o->dtype, SC_SUM, b->comm);
   const sc_sparse_algo_t sa = al == A_GTOPK  ? SC_SPARSE_GTOPK
                               : al == A_TREE ? SC_SPARSE_GTOPK_TREE
                                              : SC_SPARSE_ALLGATHER;
-  return sc_sparse_allreduce(b->idx, b->val, o->k, o->n, o->k, o->dtype, sa, b->oidx, b->oval,
-                             &b->out_nnz, b->comm);
+  return sc_sparse_allreduce(b->c_idx, b->c_val, o->k, o->n, o->k, o->dtype, sa, b->c_oidx,
+                             b->c_oval, &b->out_nnz, b->comm);
+}
+
+/* --mem device: the last result back into the host buffers check reads. */
+static void download_result(bench_t *b, int al) {
+  if (b->o->mem != PERF_MEM_DEVICE) return;
+  if (al == A_DENSE) {
+    perf_dev_download(b->dense_out, b->c_dense_out, b->o->n * b->es);
+    return;
+  }
+  size_t nnz = b->out_nnz < b->out_cap ? b->out_nnz : b->out_cap;
+  perf_dev_download(b->oidx, b->c_oidx, nnz * sizeof(*b->oidx));
+  perf_dev_download(b->oval, b->c_oval, nnz * b->es);
 }
 
 /* Wrong entries of this rank's result. */
@@ -322,6 +343,7 @@ static void bench_algo(bench_t *b, int al) {
   int64_t wrong = -1;
   if (o->check) {
     /* The timed inputs are the check inputs; the last run's result is checked. */
+    download_result(b, al);
     int64_t mine = check(b, al);
     perf_check_sc(sc_allreduce(&mine, &wrong, 1, SC_INT64, SC_SUM, b->comm), "sc_allreduce");
   }
@@ -372,10 +394,11 @@ static int write_json(const bench_t *b) {
   fprintf(f,
           "{\n  \"benchmark\": \"sc_gtopk_perf\", \"nranks\": %d, \"n\": %zu, \"k\": %zu, "
           "\"density\": %.9g,\n  \"dtype\": \"%s\", \"dtype_bytes\": %zu, \"index_bytes\": 4, "
-          "\"warmup\": %d, \"iters\": %d, \"check\": %d,\n"
+          "\"warmup\": %d, \"iters\": %d, \"check\": %d, \"mem\": \"%s\",\n"
           "  \"latency_8B_allreduce_us\": %.3f, \"latency_algo\": \"%s\",\n  \"rows\": [",
           b->nranks, o->n, o->k, (double)o->k / (double)o->n, o->dtype_name, b->es, o->warmup,
-          o->iters, o->check, b->lat_s * 1e6, b->lat_algo ? b->lat_algo : "?");
+          o->iters, o->check, perf_mem_name(o->mem), b->lat_s * 1e6,
+          b->lat_algo ? b->lat_algo : "?");
   const char *sep = "";
   for (int al = 0; al < A_COUNT; al++) {
     const row_t *r = &b->rows[al];
@@ -410,6 +433,8 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--select")) return sc_gtopk_select_main(argc, argv);
   opts_t o;
   if (parse(argc, argv, &o)) return 2;
+  /* Before init: a run without a device ends on every rank alike. */
+  if (o.mem == PERF_MEM_DEVICE && perf_mem_device_ready("sc_gtopk_perf") != 0) return 2;
   bench_t b = {.o = &o, .es = sc_dtype_size(o.dtype)};
   perf_check_sc(sc_comm_init_env(&b.comm), "sc_comm_init_env");
   perf_check_sc(sc_comm_rank(b.comm, &b.rank), "sc_comm_rank");
@@ -428,6 +453,26 @@ int main(int argc, char **argv) {
     if (!b.dense_in) return 3;
     for (size_t j = 0; j < o.k; j++) store(o.dtype, b.dense_in, in.idx[j], in.val[j]);
   }
+  b.c_idx = b.idx, b.c_val = b.val, b.c_oidx = b.oidx, b.c_oval = b.oval;
+  b.c_dense_in = b.dense_in, b.c_dense_out = b.dense_out;
+  int device = -1;
+  if (o.mem == PERF_MEM_DEVICE) {
+    int local_rank = 0, local_size = 1, host_index = 0, nhosts = 1;
+    perf_check_sc(sc_comm_local(b.comm, &local_rank, &local_size, &host_index, &nhosts),
+                  "sc_comm_local");
+    device = perf_mem_pick_device(local_rank);
+    b.c_idx = perf_dev_alloc(o.k * sizeof(*b.idx));
+    b.c_val = perf_dev_alloc(o.k * b.es);
+    b.c_oidx = perf_dev_alloc(b.out_cap * sizeof(*b.oidx));
+    b.c_oval = perf_dev_alloc(b.out_cap * b.es);
+    perf_dev_upload(b.c_idx, b.idx, o.k * sizeof(*b.idx));
+    perf_dev_upload(b.c_val, b.val, o.k * b.es);
+    if (want_dense) {
+      b.c_dense_in = perf_dev_alloc(o.n * b.es);
+      b.c_dense_out = perf_dev_alloc(o.n * b.es);
+      perf_dev_upload(b.c_dense_in, b.dense_in, o.n * b.es);
+    }
+  }
   measure_latency(&b);
   if (b.rank == 0) {
     printf("# sc_gtopk_perf: %d ranks, n = %zu %s, k = %zu (density %.6g), %d warm-up + %d "
@@ -436,6 +481,10 @@ int main(int argc, char **argv) {
     printf("# algbw = n * sizeof(dtype) / time (dense equivalent); sent = bytes this rank's "
            "schedule posted per call (max and mean over ranks)\n");
     printf("# 8-byte all-reduce (%s): %.1f us\n", b.lat_algo ? b.lat_algo : "?", b.lat_s * 1e6);
+    if (o.mem == PERF_MEM_DEVICE)
+      printf("# buffers in device memory (%s, rank 0 on device %d); the 8-byte all-reduce on "
+             "the host\n",
+             perf_mem_runtime_name(), device);
     printf("%12s %12s %12s %16s %16s %10s %8s\n", "algo", "time_us", "algbw_GB/s", "sent_B_max",
            "sent_B_mean", "out_nnz", "wrong");
   }
@@ -451,5 +500,16 @@ int main(int argc, char **argv) {
   free(b.oval);
   free(b.dense_in);
   free(b.dense_out);
+  if (o.mem == PERF_MEM_DEVICE) {
+    perf_dev_free(b.c_idx);
+    perf_dev_free(b.c_val);
+    perf_dev_free(b.c_oidx);
+    perf_dev_free(b.c_oval);
+    if (want_dense) {
+      perf_dev_free(b.c_dense_in);
+      perf_dev_free(b.c_dense_out);
+    }
+    perf_mem_finish();
+  }
   return status;
 }

@@ -1,8 +1,11 @@
 /* `sc_gtopk_perf --select`: times sc_topk's exact selection against its
  * Gaussian-k selection on normal (default), Laplace, Student-t(3) or skewed
  * data (--dist), and reports the count Gaussian-k returns against k. With --sort it also
- * times the baseline both replace: a full qsort by magnitude. Only the public
- * API is used. */
+ * times the baseline both replace: a full qsort by magnitude. With --mem
+ * device it also times both selectors on a device copy of the same vector
+ * (sc_topk on device memory) and checks the device's exact selection
+ * against the host's. Only the public API selects; the device copy is made
+ * through perf/perf_mem.h. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -12,6 +15,7 @@
 #include <time.h>
 
 #include "perf/gtopk_select.h"
+#include "perf/perf_mem.h"
 #include "sparsecoll.h"
 
 typedef struct sel_opts {
@@ -23,11 +27,12 @@ typedef struct sel_opts {
   int iters, sort;
   uint64_t seed;
   const char *json;
+  perf_mem_t mem;
 } sel_opts_t;
 
 static void sel_usage(FILE *f) {
   fprintf(f, "usage: sc_gtopk_perf --select [-n N] [-k K | --density D] [--dtype T] [--iters I]\n"
-             "                     [--dist D] [--seed S] [--sort] [-J FILE]\n"
+             "                     [--dist D] [--seed S] [--sort] [--mem host|device] [-J FILE]\n"
              "  -n         elements (default 26214400 = 25*2^20)\n"
              "  -k         entries to select (default density * n)\n"
              "  --density  k / n (default 0.001)\n"
@@ -37,6 +42,8 @@ static void sel_usage(FILE *f) {
              "             folded non-negative) (default normal)\n"
              "  --seed     data seed (default 1)\n"
              "  --sort     also time a full qsort by magnitude (slow: seconds at the default n)\n"
+             "  --mem      device: also time both selectors on a device copy of the vector\n"
+             "             (and check the device's exact result against the host's)\n"
              "  -J FILE    also write the results as JSON\n");
 }
 
@@ -81,6 +88,12 @@ static int sel_parse(int argc, char **argv, sel_opts_t *o) {
         return -1;
       }
       o->dist = v;
+      continue;
+    } else if (!strcmp(a, "--mem")) {
+      if (perf_mem_parse(v, &o->mem)) {
+        fprintf(stderr, "sc_gtopk_perf --select: --mem: '%s' is neither host nor device\n", v);
+        return -1;
+      }
       continue;
     } else if (!strcmp(a, "--seed")) {
       o->seed = strtoull(v, &end, 10);
@@ -269,8 +282,97 @@ static double sel_sort_ms(const void *buf, const sel_opts_t *o) {
   return t;
 }
 
+/* ---- --mem device ---- */
+
+typedef struct sel_dev {
+  double exact_ms, gauss_ms;
+  size_t nnz_exact, nnz_gauss;
+  int exact_same; /* the host's exact indices and values, bit for bit */
+  int gauss_same; /* the host's Gaussian-k result (not promised: the
+                     threshold may round differently on a GPU) */
+} sel_dev_t;
+
+static int sel_topk_or_say(const void *x, const sel_opts_t *o, sc_select_t m, uint32_t *idx,
+                           void *vals, size_t *nnz, const char *where) {
+  sc_result_t r = sc_topk(x, o->n, o->dtype, o->k, m, idx, vals, nnz);
+  if (r == SC_SUCCESS) return 0;
+  fprintf(stderr, "sc_gtopk_perf --select: sc_topk on %s memory failed: %s (%s)\n", where,
+          sc_strerror(r), sc_last_error());
+  return -1;
+}
+
+/* One selection on the host and on the device; 1 if both found the same. */
+static int sel_same(const sel_opts_t *o, sc_select_t m, const void *buf, const void *dx,
+                    uint32_t *didx, void *dval, uint32_t *hi, void *hv, uint32_t *gi, void *gv,
+                    size_t *dev_nnz) {
+  size_t es = sc_dtype_size(o->dtype), hn = 0;
+  if (sel_topk_or_say(buf, o, m, hi, hv, &hn, "host") ||
+      sel_topk_or_say(dx, o, m, didx, dval, dev_nnz, "device"))
+    return -1;
+  if (*dev_nnz != hn) return 0;
+  perf_dev_download(gi, didx, hn * sizeof *gi);
+  perf_dev_download(gv, dval, hn * es);
+  return !memcmp(hi, gi, hn * sizeof *hi) && !memcmp(hv, gv, hn * es);
+}
+
+/* Both selectors on a device copy of buf, timed like the host's (te, tg:
+ * scratch for iters times), then each checked against the host's. */
+static int sel_device(const sel_opts_t *o, const void *buf, double *te, double *tg, sel_dev_t *d) {
+  size_t es = sc_dtype_size(o->dtype), cap = 2 * o->k;
+  void *dx = perf_dev_alloc(o->n * es);
+  uint32_t *didx = perf_dev_alloc(cap * sizeof *didx);
+  void *dval = perf_dev_alloc(cap * es);
+  uint32_t *hi = malloc(cap * sizeof *hi), *gi = malloc(cap * sizeof *gi);
+  void *hv = malloc(cap * es), *gv = malloc(cap * es);
+  int rc = -1;
+  if (!hi || !gi || !hv || !gv) {
+    fprintf(stderr, "sc_gtopk_perf --select: out of memory for k = %zu\n", o->k);
+    goto out;
+  }
+  perf_dev_upload(dx, buf, o->n * es);
+  for (int it = -1; it < o->iters; it++) {
+    double t0 = sel_now_ms();
+    if (sel_topk_or_say(dx, o, SC_SELECT_EXACT, didx, dval, &d->nnz_exact, "device")) goto out;
+    double t1 = sel_now_ms();
+    if (sel_topk_or_say(dx, o, SC_SELECT_GAUSSIAN, didx, dval, &d->nnz_gauss, "device")) goto out;
+    double t2 = sel_now_ms();
+    if (it >= 0) {
+      te[it] = t1 - t0;
+      tg[it] = t2 - t1;
+    }
+  }
+  d->exact_ms = sel_median(te, o->iters);
+  d->gauss_ms = sel_median(tg, o->iters);
+  d->exact_same = sel_same(o, SC_SELECT_EXACT, buf, dx, didx, dval, hi, hv, gi, gv, &d->nnz_exact);
+  d->gauss_same =
+      sel_same(o, SC_SELECT_GAUSSIAN, buf, dx, didx, dval, hi, hv, gi, gv, &d->nnz_gauss);
+  if (d->exact_same >= 0 && d->gauss_same >= 0) rc = 0;
+out:
+  perf_dev_free(dx);
+  perf_dev_free(didx);
+  perf_dev_free(dval);
+  free(hi);
+  free(gi);
+  free(hv);
+  free(gv);
+  return rc;
+}
+
+static void sel_json_device(FILE *f, const sel_dev_t *d) {
+  if (!d) {
+    fprintf(f, "null");
+    return;
+  }
+  fprintf(f,
+          "{\"runtime\": \"%s\", \"exact_ms\": %.6g, \"gaussian_ms\": %.6g, "
+          "\"exact_count\": %zu, \"gaussian_count\": %zu, \"exact_same_as_host\": %s, "
+          "\"gaussian_same_as_host\": %s}",
+          perf_mem_runtime_name(), d->exact_ms, d->gauss_ms, d->nnz_exact, d->nnz_gauss,
+          d->exact_same > 0 ? "true" : "false", d->gauss_same > 0 ? "true" : "false");
+}
+
 static int sel_write_json(const sel_opts_t *o, double exact_ms, double gauss_ms, double sort_ms,
-                          size_t count) {
+                          size_t count, const sel_dev_t *dev) {
   FILE *f = fopen(o->json, "w");
   if (!f) {
     fprintf(stderr, "sc_gtopk_perf --select: cannot write %s: %s\n", o->json, strerror(errno));
@@ -287,9 +389,11 @@ static int sel_write_json(const sel_opts_t *o, double exact_ms, double gauss_ms,
           (unsigned long long)o->seed, exact_ms, gauss_ms, exact_ms / gauss_ms, count,
           (double)count / (double)o->k);
   if (sort_ms >= 0)
-    fprintf(f, "%.6g\n}\n", sort_ms);
+    fprintf(f, "%.6g,\n  \"device\": ", sort_ms);
   else
-    fprintf(f, "null\n}\n");
+    fprintf(f, "null,\n  \"device\": ");
+  sel_json_device(f, dev);
+  fprintf(f, "\n}\n");
   int bad = ferror(f);
   if (fclose(f) != 0 || bad) {
     fprintf(stderr, "sc_gtopk_perf --select: error writing %s\n", o->json);
@@ -302,6 +406,10 @@ int sc_gtopk_select_main(int argc, char **argv) {
   sel_opts_t o;
   int pr = sel_parse(argc, argv, &o);
   if (pr) return pr > 0 ? 0 : 2;
+  if (o.mem == PERF_MEM_DEVICE) {
+    if (perf_mem_device_ready("sc_gtopk_perf --select") != 0) return 2;
+    perf_mem_pick_device(0);
+  }
   size_t es = sc_dtype_size(o.dtype);
   void *buf = malloc(o.n * es);
   uint32_t *idx = malloc(2 * o.k * sizeof *idx);
@@ -335,6 +443,8 @@ int sc_gtopk_select_main(int argc, char **argv) {
   }
   double exact_ms = sel_median(te, o.iters), gauss_ms = sel_median(tg, o.iters);
   double sort_ms = o.sort ? sel_sort_ms(buf, &o) : -1;
+  sel_dev_t dev = {0};
+  if (o.mem == PERF_MEM_DEVICE && sel_device(&o, buf, te, tg, &dev) != 0) goto out;
   printf("# top-k selection on %s data: n %zu, k %zu (density %.6g), dtype %s, median of "
          "%d\n",
          o.dist, o.n, o.k, (double)o.k / (double)o.n, o.dtype_name, o.iters);
@@ -346,11 +456,29 @@ int sc_gtopk_select_main(int argc, char **argv) {
     printf("%12.3f\n", sort_ms);
   else
     printf("%12s\n", "-");
+  if (o.mem == PERF_MEM_DEVICE) {
+    printf("# the same vector in device memory (%s): time ratios device / host\n",
+           perf_mem_runtime_name());
+    printf("#  %12s %12s %9s %10s %8s %12s %12s %11s %11s\n", "exact_ms", "gaussian_ms", "speedup",
+           "count", "count/k", "exact/host", "gauss/host", "exact_same", "gauss_same");
+    printf("   %12.3f %12.3f %9.2f %10zu %8.3f %12.3f %12.3f %11s %11s\n", dev.exact_ms,
+           dev.gauss_ms, dev.exact_ms / dev.gauss_ms, dev.nnz_gauss,
+           (double)dev.nnz_gauss / (double)o.k, dev.exact_ms / exact_ms, dev.gauss_ms / gauss_ms,
+           dev.exact_same ? "yes" : "NO", dev.gauss_same ? "yes" : "no");
+  }
   if (nnz_exact != o.k)
     fprintf(stderr, "sc_gtopk_perf --select: exact selection returned %zu, not k = %zu\n",
             nnz_exact, o.k);
   rc = nnz_exact == o.k ? 0 : 1;
-  if (o.json && sel_write_json(&o, exact_ms, gauss_ms, sort_ms, nnz_gauss) != 0) rc = 1;
+  /* The exact selection is defined bit for bit: the device must agree. */
+  if (o.mem == PERF_MEM_DEVICE && !dev.exact_same) {
+    fprintf(stderr, "sc_gtopk_perf --select: the device's exact selection differs from the "
+                    "host's\n");
+    rc = 1;
+  }
+  if (o.json && sel_write_json(&o, exact_ms, gauss_ms, sort_ms, nnz_gauss,
+                               o.mem == PERF_MEM_DEVICE ? &dev : NULL) != 0)
+    rc = 1;
 out:
   free(buf);
   free(idx);

@@ -46,7 +46,11 @@ static void usage(const perf_coll_t *coll, FILE *f) {
                "                        n/a: the algorithm failed there, a # line says why.\n"
                "                        One -d and one -o; no in-place columns.\n");
   }
-  fprintf(f, "  -J, --json FILE       also write every row and the run's settings as JSON\n"
+  fprintf(f, "      --mem host|device where the buffers live (default host); device: the\n"
+             "                        device of this rank (local rank modulo the devices),\n"
+             "                        inputs copied there and results back, outside the\n"
+             "                        timing; without a device: exit status 2\n"
+             "  -J, --json FILE       also write every row and the run's settings as JSON\n"
              "  -t, -g 1              accepted for nccl-tests compatibility (1 thread, 1 device)\n"
              "  -h, --help            this text\n"
              "\n"
@@ -150,6 +154,7 @@ void perf_parse_args(const perf_coll_t *coll, int argc, char **argv, perf_args_t
       {"nthreads", required_argument, NULL, 't'},
       {"ngpus", required_argument, NULL, 'g'},
       {"help", no_argument, NULL, 'h'},
+      {"mem", required_argument, NULL, 'M'},
       {NULL, 0, NULL, 0},
   };
   int factor_given = 0, stepbytes_given = 0, opt;
@@ -216,6 +221,10 @@ void perf_parse_args(const perf_coll_t *coll, int argc, char **argv, perf_args_t
     case 'g':
       if (strcmp(optarg, "1") != 0)
         usage_error(coll, "-%c: only 1 is supported (one rank per process)", opt);
+      break;
+    case 'M':
+      if (perf_mem_parse(optarg, &a->mem))
+        usage_error(coll, "--mem: '%s' is neither host nor device", optarg);
       break;
     case 'h':
       usage(coll, stdout);

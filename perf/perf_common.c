@@ -3,6 +3,7 @@
  * perf_output.c, the -a compare sweep in perf_compare.c. */
 #include "perf/perf_common.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +57,9 @@ void perf_check_sc(sc_result_t r, const char *call) {
     snprintf(who, sizeof(who), "rank %d", current_rank);
   else /* before the communicator exists */
     snprintf(who, sizeof(who), "SC_RANK=%s", getenv("SC_RANK") ? getenv("SC_RANK") : "(unset)");
-  fprintf(stderr, "%s: %s: %s failed: %s\n", current_coll->binary, who, call,
+  /* sc_gtopk_perf calls this without perf_main (no coll). */
+  fprintf(stderr, "%s: %s: %s failed: %s\n",
+          current_coll ? current_coll->binary : program_invocation_short_name, who, call,
           (detail && *detail) ? detail : sc_strerror(r));
   fflush(NULL);
   exit(3);
@@ -96,15 +99,62 @@ static double busbw_factor(perf_busbw_t kind, int nranks) {
   return 1.0;
 }
 
-static void run_placement(const perf_coll_t *coll, const perf_args_t *a, perf_case_t *c,
-                          int in_place, perf_result_t *res) {
+/* ---- --mem device ---- */
+
+static void *to_device(const perf_world_t *w, void *p) {
+  size_t max = w->a->maxbytes;
+  char *b = p;
+  if (b >= (char *)w->send_alloc && b <= (char *)w->send_alloc + max)
+    return (char *)w->dev_send + (b - (char *)w->send_alloc);
+  if (b >= (char *)w->recv_alloc && b <= (char *)w->recv_alloc + max)
+    return (char *)w->dev_recv + (b - (char *)w->recv_alloc);
+  /* Every placement points into the two allocations; anything else is a bug
+   * of a benchmark, and must not reach the library as a host pointer. */
+  fprintf(stderr, "%s: a buffer outside the allocations\n", w->coll->binary);
+  exit(3);
+}
+
+void perf_call_case(const perf_world_t *w, const perf_case_t *c, perf_case_t *call) {
+  *call = *c;
+  if (w->a->mem != PERF_MEM_DEVICE) return;
+  call->sendbuf = to_device(w, c->sendbuf);
+  call->recvbuf = to_device(w, c->recvbuf);
+  call->send_alloc = w->dev_send;
+  call->recv_alloc = w->dev_recv;
+}
+
+/* The whole array is the most any collective reads or writes of either
+ * allocation (in place included). */
+static size_t case_bytes(const perf_case_t *c) {
+  return c->total * c->elem_size;
+}
+
+void perf_upload_case(const perf_world_t *w, const perf_case_t *c) {
+  if (w->a->mem != PERF_MEM_DEVICE) return;
+  perf_dev_upload(w->dev_send, w->send_alloc, case_bytes(c));
+  perf_dev_upload(w->dev_recv, w->recv_alloc, case_bytes(c));
+}
+
+void perf_download_case(const perf_world_t *w, const perf_case_t *c) {
+  if (w->a->mem != PERF_MEM_DEVICE) return;
+  perf_dev_download(w->send_alloc, w->dev_send, case_bytes(c));
+  perf_dev_download(w->recv_alloc, w->dev_recv, case_bytes(c));
+}
+
+static void run_placement(const perf_world_t *w, perf_case_t *c, int in_place, perf_result_t *res) {
+  const perf_coll_t *coll = w->coll;
+  const perf_args_t *a = w->a;
+  perf_case_t call;
   c->in_place = in_place;
   coll->place(c);
   res->wrong = -1;
   if (a->check) {
     c->timing = 0;
     coll->fill(c);
-    perf_check_sc(coll->run(c), coll->name);
+    perf_upload_case(w, c);
+    perf_call_case(w, c, &call);
+    perf_check_sc(coll->run(&call), coll->name);
+    perf_download_case(w, c);
     int64_t wrong = coll->check(c);
     perf_check_sc(sc_allreduce(&wrong, &wrong, 1, SC_INT64, SC_SUM, c->comm),
                   "sc_allreduce(#wrong)");
@@ -112,11 +162,15 @@ static void run_placement(const perf_coll_t *coll, const perf_args_t *a, perf_ca
   }
   c->timing = 1;
   coll->fill(c);
+  perf_upload_case(w, c);
+  perf_call_case(w, c, &call);
   perf_check_sc(sc_barrier(c->comm), "sc_barrier");
-  for (int i = 0; i < a->warmup; i++) perf_check_sc(coll->run(c), coll->name);
+  /* With device buffers a blocking call returns once the result is in
+   * device memory, so the host clock times the whole operation. */
+  for (int i = 0; i < a->warmup; i++) perf_check_sc(coll->run(&call), coll->name);
   perf_check_sc(sc_barrier(c->comm), "sc_barrier");
   double t0 = perf_now_s();
-  for (int i = 0; i < a->iters; i++) perf_check_sc(coll->run(c), coll->name);
+  for (int i = 0; i < a->iters; i++) perf_check_sc(coll->run(&call), coll->name);
   double us = (perf_now_s() - t0) * 1e6 / a->iters;
   /* The operation is done when the last rank is. */
   perf_check_sc(sc_allreduce(&us, &us, 1, SC_FLOAT64, SC_MAX, c->comm), "sc_allreduce(time)");
@@ -192,8 +246,8 @@ static int sweep(const perf_world_t *w) {
             .redop = coll->has_op ? perf_op_name_of(c.op) : "none",
             .root = coll->has_root ? c.root : -1,
         };
-        run_placement(coll, a, &c, 0, &row.res[0]);
-        run_placement(coll, a, &c, 1, &row.res[1]);
+        run_placement(w, &c, 0, &row.res[0]);
+        run_placement(w, &c, 1, &row.res[1]);
         for (int p = 0; p < 2; p++) {
           if (row.res[p].wrong > 0) total_wrong += row.res[p].wrong;
           busbw_sum += row.res[p].busbw;
@@ -239,6 +293,8 @@ int perf_main(const perf_coll_t *coll, int argc, char **argv) {
   current_coll = coll;
   perf_parse_args(coll, argc, argv, &a);
   if (a.algo) setenv(coll->algo_env, a.algo, 1);
+  /* Before init: a run without a device ends on every rank alike. */
+  if (a.mem == PERF_MEM_DEVICE && perf_mem_device_ready(coll->binary) != 0) return 2;
 
   sc_comm_t *comm = NULL;
   perf_check_sc(sc_comm_init_env(&comm), "sc_comm_init_env");
@@ -255,6 +311,16 @@ int perf_main(const perf_coll_t *coll, int argc, char **argv) {
   perf_rank_desc_t me;
   memset(&me, 0, sizeof(me));
   me.pid = (int32_t)getpid();
+  me.device = -1;
+  void *dev_send = NULL, *dev_recv = NULL;
+  if (a.mem == PERF_MEM_DEVICE) {
+    int local_rank = 0, local_size = 1, host_index = 0, nhosts = 1;
+    perf_check_sc(sc_comm_local(comm, &local_rank, &local_size, &host_index, &nhosts),
+                  "sc_comm_local");
+    me.device = perf_mem_pick_device(local_rank);
+    dev_send = perf_dev_alloc(a.maxbytes);
+    dev_recv = perf_dev_alloc(a.maxbytes);
+  }
   gethostname(me.host, sizeof(me.host) - 1);
   perf_rank_desc_t *ranks = calloc((size_t)nranks, sizeof(*ranks));
   void *send_alloc = alloc_pages(a.maxbytes);
@@ -274,6 +340,8 @@ int perf_main(const perf_coll_t *coll, int argc, char **argv) {
       .ranks = ranks,
       .send_alloc = send_alloc,
       .recv_alloc = recv_alloc,
+      .dev_send = dev_send,
+      .dev_recv = dev_recv,
   };
   int status = a.compare ? perf_compare(&w) : sweep(&w);
 
@@ -281,5 +349,10 @@ int perf_main(const perf_coll_t *coll, int argc, char **argv) {
   free(ranks);
   free(send_alloc);
   free(recv_alloc);
+  if (a.mem == PERF_MEM_DEVICE) {
+    perf_dev_free(dev_send);
+    perf_dev_free(dev_recv);
+    perf_mem_finish();
+  }
   return status;
 }

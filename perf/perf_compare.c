@@ -168,10 +168,13 @@ static int settle(cmp_t *x, int i, long long at, sc_result_t mine, char *msg) {
   return 0;
 }
 
-/* n operations on c->comm; stops at the first failure. */
-static sc_result_t run_ops(const perf_coll_t *coll, const perf_case_t *c, int n, char *msg) {
+/* n operations on c->comm (on the device copies with --mem device); stops at
+ * the first failure. */
+static sc_result_t run_ops(const perf_world_t *w, const perf_case_t *c, int n, char *msg) {
+  perf_case_t call;
+  perf_call_case(w, c, &call);
   for (int k = 0; k < n; k++) {
-    sc_result_t r = coll->run(c);
+    sc_result_t r = w->coll->run(&call);
     if (r != SC_SUCCESS) {
       capture(msg, r);
       return r;
@@ -207,7 +210,9 @@ static void measure(cmp_t *x, perf_case_t *c, perf_compare_row_t *row) {
       c->comm = al->comm;
       c->timing = 0;
       coll->fill(c);
-      sc_result_t r = run_ops(coll, c, 1, msg);
+      perf_upload_case(w, c);
+      sc_result_t r = run_ops(w, c, 1, msg);
+      if (r == SC_SUCCESS) perf_download_case(w, c);
       int64_t wrong = r == SC_SUCCESS ? coll->check(c) : 0;
       if (!settle(x, i, at, r, msg)) continue;
       perf_check_sc(sc_allreduce(&wrong, &wrong, 1, SC_INT64, SC_SUM, w->comm),
@@ -227,11 +232,12 @@ static void measure(cmp_t *x, perf_case_t *c, perf_compare_row_t *row) {
   /* Each one's warm-up, then the timed rounds. */
   c->timing = 1;
   coll->fill(c);
+  perf_upload_case(w, c);
   for (int i = 0; i < n; i++) {
     algo_t *al = &x->algos[i];
     if (!al->ok) continue;
     c->comm = al->comm;
-    settle(x, i, at, run_ops(coll, c, a->warmup, msg), msg);
+    settle(x, i, at, run_ops(w, c, a->warmup, msg), msg);
   }
   int rounds = a->iters / MIN_ROUND_ITERS;
   rounds = rounds < 1 ? 1 : rounds > ROUNDS ? ROUNDS : rounds;
@@ -244,7 +250,7 @@ static void measure(cmp_t *x, perf_case_t *c, perf_compare_row_t *row) {
       c->comm = al->comm;
       perf_check_sc(sc_barrier(w->comm), "sc_barrier");
       double t0 = perf_now_s();
-      sc_result_t r = run_ops(coll, c, iters, msg);
+      sc_result_t r = run_ops(w, c, iters, msg);
       al->round_us[round] = (perf_now_s() - t0) * 1e6 / iters;
       settle(x, i, at, r, msg);
     }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "perf/perf_common.h"
+#include "perf/perf_mem.h"
 #include "sparsecoll.h"
 
 #define PERF_N_DTYPES      10
@@ -41,6 +42,7 @@ typedef struct perf_args {
   const char *json_path;
   const char *algo; /* -a ALGO; NULL when not given or in compare mode */
   int compare;      /* -a compare */
+  perf_mem_t mem;   /* --mem: where the buffers handed to the library live */
 } perf_args_t;
 
 /* Exits with status 0 after --help and 2 on a usage error. */
@@ -64,8 +66,8 @@ typedef struct perf_row {
 
 typedef struct perf_rank_desc {
   int32_t pid;
+  int32_t device; /* --mem device: the device the rank uses; else -1 */
   char host[PERF_HOST_NAME_LEN];
-  char pad[64 - 4 - PERF_HOST_NAME_LEN];
 } perf_rank_desc_t;
 
 /* What a sweep works with, set up by perf_main. */
@@ -76,7 +78,18 @@ typedef struct perf_world {
   int rank, nranks;
   const perf_rank_desc_t *ranks;
   void *send_alloc, *recv_alloc; /* a->maxbytes each, pages touched */
+  void *dev_send, *dev_recv;     /* --mem device: a->maxbytes each; else NULL */
 } perf_world_t;
+
+/* --mem device. The benchmarks' place, fill and check work on the host
+ * allocations; the library is called with `call`, whose buffers sit at the
+ * same offsets of the device allocations (with host memory, a copy of c). */
+void perf_call_case(const perf_world_t *w, const perf_case_t *c, perf_case_t *call);
+/* Copies what fill wrote (the bytes c uses of both allocations) to the
+ * device; nothing with host memory. */
+void perf_upload_case(const perf_world_t *w, const perf_case_t *c);
+/* Copies the device results back before check; nothing with host memory. */
+void perf_download_case(const perf_world_t *w, const perf_case_t *c);
 
 /* Fails the process (exit 3, the detail on stderr) unless r is SC_SUCCESS. */
 void perf_check_sc(sc_result_t r, const char *call);

@@ -37,11 +37,12 @@ static void json_settings_and_ranks(FILE *f, const perf_args_t *a, int nranks,
   fprintf(f,
           ",\n  \"minbytes\": %zu,\n  \"maxbytes\": %zu,\n  \"stepfactor\": %ld,\n"
           "  \"stepbytes\": %zu,\n  \"iters\": %d,\n  \"warmup_iters\": %d,\n  \"check\": %d,\n"
-          "  \"ranks\": [",
-          a->minbytes, a->maxbytes, a->stepfactor, a->stepbytes, a->iters, a->warmup, a->check);
+          "  \"mem\": \"%s\",\n  \"ranks\": [",
+          a->minbytes, a->maxbytes, a->stepfactor, a->stepbytes, a->iters, a->warmup, a->check,
+          perf_mem_name(a->mem));
   for (int r = 0; r < nranks; r++) {
-    fprintf(f, "%s\n    {\"rank\": %d, \"pid\": %d, \"host\": ", r ? "," : "", r,
-            (int)ranks[r].pid);
+    fprintf(f, "%s\n    {\"rank\": %d, \"pid\": %d, \"device\": %d, \"host\": ", r ? "," : "", r,
+            (int)ranks[r].pid, (int)ranks[r].device);
     json_string(f, ranks[r].host);
     fprintf(f, "}");
   }
@@ -125,8 +126,12 @@ static void print_library(const perf_coll_t *coll, int nranks) {
 static void print_devices(int nranks, const perf_rank_desc_t *ranks) {
   printf("#\n# Using devices\n");
   for (int r = 0; r < nranks; r++)
-    printf("#  Rank %2d Group %2d Pid %6d on %10s device %2d [cpu] CPU\n", r, 0, (int)ranks[r].pid,
-           ranks[r].host, -1);
+    if (ranks[r].device >= 0) /* --mem device: the buffers' device */
+      printf("#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s]\n", r, 0, (int)ranks[r].pid,
+             ranks[r].host, (int)ranks[r].device, perf_mem_runtime_name());
+    else
+      printf("#  Rank %2d Group %2d Pid %6d on %10s device %2d [cpu] CPU\n", r, 0,
+             (int)ranks[r].pid, ranks[r].host, -1);
   printf("#\n");
 }
 

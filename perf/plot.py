@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Figures from the JSON the perf tools write (see perf/README.md).
 
-    plot.py [-o DIR] [--link RATE] [--kind KIND] [--metric busbw|time] FILE...
+    plot.py [-o DIR] [--link RATE] [--kind KIND] [--model M] [--dpi N] FILE...
 
 Each input is recognised by its shape (or forced with --kind):
   dense    sc_*_perf -J: busbw vs size, one line per file (out of place;
@@ -9,9 +9,10 @@ Each input is recognised by its shape (or forced with --kind):
   compare  sc_allreduce_perf -a compare -J: busbw vs size per algorithm.
   peers    perf/compare/allreduce_compare.sh -J: busbw vs size per library.
   sparse   one file per nranks with rows naming an algorithm and a time
-           (sc_gtopk_perf): time vs nranks per algorithm; for sc_gtopk_perf
-           files also the alpha-beta model of docs/ALGORITHMS.md per
-           algorithm (dashed), see --model.
+           (sc_gtopk_perf): time vs nranks per algorithm (several files with
+           the same nranks: their median); for sc_gtopk_perf files also the
+           alpha-beta model of docs/ALGORITHMS.md per algorithm (dashed), see
+           --model and --duplex.
   bars     {"title", "ylabel", "bars": [{"label", "value"}, ...]} or any rows
            of one label and one number (fusion replay): a bar per label.
 dense, compare and peers files go into busbw_P<nranks>.png (one figure per
@@ -26,7 +27,11 @@ from the link rate (1 / (0.956 x RATE / 8) s per byte, one TCP stream's
 payload rate) and alpha from the 8-byte all-reduce latency sc_gtopk_perf
 measures (its time / the message steps of the algorithm that ran it, median
 over the files); "fit" (the default without --link) fits alpha and beta by
-least squares to every measured point; "none" draws no model.
+least squares to every measured point; "none" draws no model. --duplex full
+charges a sparse exchange one direction's bytes (L (alpha + k(4+w) beta) for
+the butterfly, 2 ceil(log2 P)(alpha + k(4+w) beta) for the tree, (P-1)(alpha +
+k(4+w) beta) for the library's ring all-gather), as the papers do and as the
+dense ring formula does; the default (half) keeps docs/ALGORITHMS.md's table.
 """
 import argparse
 import json
@@ -217,7 +222,7 @@ def link_lines(ax, link_bps):
                label="%.3f x link (one TCP stream)" % ONE_STREAM)
 
 
-def plot_busbw(series, outdir, link_bps, title):
+def plot_busbw(series, outdir, link_bps, title, dpi=120):
     written = []
     for p in sorted({s[0] for s in series}):
         fig, ax = plt.subplots(figsize=(7.5, 4.8))
@@ -247,7 +252,7 @@ def plot_busbw(series, outdir, link_bps, title):
         ax.legend(fontsize=8)
         fig.tight_layout()
         path = os.path.join(outdir, "busbw_P%d.png" % p)
-        fig.savefig(path, dpi=120)
+        fig.savefig(path, dpi=dpi)
         plt.close(fig)
         written.append(path)
     return written
@@ -274,13 +279,29 @@ def dense_steps(algo, p):
     return log2_steps(p)  # rd and anything unknown
 
 
-def model_terms(algo, p, d):
+def model_terms(algo, p, d, full_duplex=False):
     """(alpha coefficient, beta coefficient in bytes) of docs/ALGORITHMS.md's
-    cost for this algorithm, P ranks, the run's n, k and value width w."""
+    cost for this algorithm, P ranks, the run's n, k and value width w;
+    full_duplex: the sparse terms of --duplex full (below)."""
     n, k, w = d["n"], d["k"], d.get("dtype_bytes", 4)
     e = k * (d.get("index_bytes", 4) + w)  # one sparse entry set
     if algo == "dense":  # ring
         return 2 * (p - 1), 2.0 * (p - 1) / p * n * w
+    if full_duplex:
+        # Each sc-netbed veth is shaped both ways, as a switched Ethernet port
+        # is, so an exchange in which a rank sends one set and receives one
+        # costs one set's bytes, as a ring step costs one chunk: the papers'
+        # formulas (their 2k words are k entries of index + value). A 2-rank
+        # exchange on the bed takes this single charge (docs/REPRODUCTION.md).
+        if algo == "gtopk":  # butterfly: L (alpha + k(4+w) beta), +2 fold steps
+            s = log2_steps(p)
+            return s, e * s
+        if algo == "gtopk_tree":  # reduce + broadcast: 2 ceil(log2P)(alpha + k(4+w) beta)
+            s = ceil_log2(p)
+            return 2 * s, 2.0 * e * s
+        if algo == "allgather":  # this library's ring: (P-1)(alpha + k(4+w) beta)
+            return p - 1, (p - 1) * e
+        return None
     if algo == "gtopk":  # butterfly: log2P (alpha + 2k(4+w) beta)
         s = log2_steps(p)
         return s, 2.0 * e * s
@@ -316,7 +337,7 @@ def fit_alpha_beta(samples):
     return min(cands)[1:] if cands else (0.0, 0.0)
 
 
-def sparse_model(docs, by_algo, mode, link_bps):
+def sparse_model(docs, by_algo, mode, link_bps, full_duplex=False):
     """{algo: [(P, model time in us)]} and a description of alpha and beta."""
     docs = [d for d in docs if d.get("benchmark") == "sc_gtopk_perf" and "n" in d and "k" in d]
     if mode == "none" or not docs:
@@ -336,7 +357,7 @@ def sparse_model(docs, by_algo, mode, link_bps):
         for d in docs:
             p = nranks_of(d)
             for name, t, _ in sparse_rows(d):
-                terms = model_terms(name, p, d)
+                terms = model_terms(name, p, d, full_duplex)
                 if terms:
                     # Relative error, so the dense ring's seconds do not drown
                     # the sparse algorithms' milliseconds.
@@ -352,7 +373,7 @@ def sparse_model(docs, by_algo, mode, link_bps):
     for name in by_algo:
         pts = []
         for p in range(min(ranks), max(ranks) + 1):
-            terms = model_terms(name, p, ref)
+            terms = model_terms(name, p, ref, full_duplex)
             if terms:
                 pts.append((p, (terms[0] * alpha + terms[1] * beta) * 1e6))
         if pts:
@@ -360,37 +381,68 @@ def sparse_model(docs, by_algo, mode, link_bps):
     return out, how
 
 
-def plot_sparse(docs, outdir, title, mode=None, link_bps=None):
-    by_algo = {}
+def median(xs):
+    xs = sorted(xs)
+    m = len(xs) // 2
+    return xs[m] if len(xs) % 2 else 0.5 * (xs[m - 1] + xs[m])
+
+
+def plot_sparse(docs, outdir, title, mode=None, link_bps=None, dpi=120, full_duplex=False):
+    # Several files with the same nranks are repeated runs: one point, their median.
+    runs = {}
     for d in docs:
         for name, t, _ in sparse_rows(d):
-            by_algo.setdefault(name, []).append((nranks_of(d), t))
+            runs.setdefault(name, {}).setdefault(nranks_of(d), []).append(t)
+    by_algo = {name: [(p, median(ts)) for p, ts in per_p.items()]
+               for name, per_p in runs.items()}
+    nrep = max(len(ts) for per_p in runs.values() for ts in per_p.values())
+    if nrep > 1:
+        print("points: median of up to %d runs per rank count" % nrep)
     mode = mode or ("link" if link_bps else "fit")
-    model, how = sparse_model(docs, by_algo, mode, link_bps)
-    fig, ax = plt.subplots(figsize=(7.5, 5))
+    model, how = sparse_model(docs, by_algo, mode, link_bps, full_duplex)
+    if how and full_duplex:
+        how += "; full duplex"
+    # The dense all-reduce takes ~100x the sparse ones: on one log axis both
+    # look flat, so it gets a panel of its own (both linear, from 0), where the
+    # sparse lines' log P and P growth can be read.
+    times = [t for pts in by_algo.values() for _, t in pts if t > 0]
+    split = "dense" in by_algo and len(by_algo) > 1 and max(times) / min(times) > 30
+    if split:
+        fig, (ax, axd) = plt.subplots(1, 2, figsize=(10, 4.6),
+                                      gridspec_kw={"width_ratios": [3, 2]})
+    else:
+        fig, ax = plt.subplots(figsize=(7.5, 5))
+        axd = ax
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, (name, pts) in enumerate(sorted(by_algo.items())):
         pts.sort()
         c = colors[i % len(colors)]
-        ax.plot([p for p, _ in pts], [t / 1e3 for _, t in pts], marker="o", color=c,
-                label=name + " (measured)")
+        a = axd if name == "dense" else ax
+        a.plot([p for p, _ in pts], [t / 1e3 for _, t in pts], marker="o", color=c,
+               label=name + " (measured)")
         print("time %s: %s" % (name, ", ".join("P=%d %.4g ms" % (p, t / 1e3) for p, t in pts)))
         if name in model:
             mp = model[name]
-            ax.plot([p for p, _ in mp], [t / 1e3 for _, t in mp], ls="--", color=c, lw=1,
-                    marker="x", ms=3, label=name + " (model)")
+            a.plot([p for p, _ in mp], [t / 1e3 for _, t in mp], ls="--", color=c, lw=1,
+                   marker="x", ms=3, label=name + " (model)")
             got = dict(pts)
             print("model %s: %s" % (name, ", ".join(
                 "P=%d %.4g ms (measured/model %.2f)" % (p, t / 1e3, got[p] / t)
                 for p, t in mp if p in got and t > 0)))
     if how:
         print("model: %s" % how)
-    ax.set_xlabel("ranks")
-    ax.set_ylabel("time per operation (ms)")
     ranks = sorted({p for pts in by_algo.values() for p, _ in pts})
-    ax.set_xticks(ranks)
-    times = [t for pts in by_algo.values() for _, t in pts if t > 0]
-    if times and max(times) / min(times) > 30:
+    for a in ((ax, axd) if split else (ax,)):
+        a.set_xlabel("ranks")
+        a.set_ylabel("time per operation (ms)")
+        a.set_xticks(ranks)
+        a.grid(True, alpha=0.3)
+        a.legend(fontsize=8)
+    if split:
+        ax.set_ylim(bottom=0)
+        axd.set_ylim(bottom=0)
+        axd.set_title("dense ring, same n", fontsize=10)
+    elif times and max(times) / min(times) > 30:
         ax.set_yscale("log")
     else:
         ax.set_ylim(bottom=0)
@@ -401,18 +453,29 @@ def plot_sparse(docs, outdir, title, mode=None, link_bps=None):
             d0["n"], d0["density"], (", %g Gbit/s links" % (link_bps / 1e9)) if link_bps else "")
     ax.set_title(title or auto, fontsize=10)
     if how:
-        ax.text(0.01, 0.01, "model: " + how, transform=ax.transAxes, fontsize=7, va="bottom")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+        # Under the axes: inside them it would sit on the lines.
+        fig.text(0.01, 0.01, "model: " + how, fontsize=7, va="bottom")
+        fig.tight_layout(rect=(0, 0.04, 1, 1))
+    else:
+        fig.tight_layout()
     path = os.path.join(outdir, "time_vs_nranks.png")
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return [path]
 
 
-def plot_bars(d, path_in, outdir, title):
+# Fusion replay's policy names, as the papers call them.
+POLICY_LABELS = {"none": "WFBP", "size": "size buckets", "mgwfbp": "MG-WFBP", "dear": "DeAR",
+                 "single": "single bucket", "p3": "P3", "lags": "LAGS", "omgs": "OMGS",
+                 "gtopk": "single gTop-k"}
+SPARSE_LABELS = {"none": "LAGS", "mgwfbp": "OMGS", "single": "single gTop-k"}
+
+
+def plot_bars(d, path_in, outdir, title, dpi=120):
     bars = label_value_rows(d)
+    if d.get("benchmark") == "sc_fusion_replay":
+        names = dict(POLICY_LABELS, **(SPARSE_LABELS if d.get("density") else {}))
+        bars = [(names.get(lab, lab), v, e) for lab, v, e in bars]
     rows = d["bars"] if isinstance(d.get("bars"), list) else (first_list_of_dicts(d) or [{}] * len(bars))
     fig, ax = plt.subplots(figsize=(max(5, 1 + 0.9 * len(bars)), 4.5))
     labels = [b[0] for b in bars]
@@ -444,13 +507,22 @@ def plot_bars(d, path_in, outdir, title):
     base = os.path.splitext(os.path.basename(path_in))[0]
     if d.get("benchmark") == "sc_fusion_replay":
         auto_title = "fusion replay: %s, %s ranks" % (d.get("trace", "?"), d.get("ranks", "?"))
+        more = []
+        if isinstance(d.get("iter_ms_target"), (int, float)):
+            more.append("compute %g ms" % d["iter_ms_target"])
+        if d.get("scale", 1) != 1:
+            more.append("tensors x %g" % d["scale"])
+        if d.get("density"):
+            more.append("density %g" % d["density"])
+        if more:  # a second line: one would not fit over a few bars
+            auto_title += "\n" + ", ".join(more)
     else:
         auto_title = d.get("title") or base
-    ax.set_title(title or auto_title)
+    ax.set_title(title or auto_title, fontsize=10)
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
     path = os.path.join(outdir, "bars_%s.png" % base)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
     print("bars %s: %s" % (base, ", ".join("%s=%.4g" % (lab, v) for lab, v in zip(labels, vals))))
     return [path]
@@ -465,6 +537,12 @@ def main():
     ap.add_argument("--title")
     ap.add_argument("--model", choices=["link", "fit", "none"],
                     help="sparse figure's cost model (default: link with --link, else fit)")
+    ap.add_argument("--duplex", choices=["half", "full"], default="half",
+                    help="sparse model: half charges a rank's sent and received bytes both "
+                    "(docs/ALGORITHMS.md's formulas), full one direction per exchange "
+                    "(the papers' formulas; what sc-netbed's links are)")
+    ap.add_argument("--dpi", type=int, default=120,
+                    help="PNG resolution (default 120; 80-100 keeps committed figures small)")
     args = ap.parse_args()
     os.makedirs(args.outdir, exist_ok=True)
 
@@ -491,11 +569,12 @@ def main():
         else:
             if not label_value_rows(d):
                 sys.exit("plot.py: %s: no label/value rows" % path)
-            written += plot_bars(d, path, args.outdir, args.title)
+            written += plot_bars(d, path, args.outdir, args.title, args.dpi)
     if series:
-        written += plot_busbw(series, args.outdir, link, args.title)
+        written += plot_busbw(series, args.outdir, link, args.title, args.dpi)
     if sparse_docs:
-        written += plot_sparse(sparse_docs, args.outdir, args.title, args.model, args.link)
+        written += plot_sparse(sparse_docs, args.outdir, args.title, args.model, args.link,
+                               args.dpi, args.duplex == "full")
     for w in written:
         print("wrote %s" % w)
 

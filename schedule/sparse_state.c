@@ -221,8 +221,10 @@ sc_result_t sc_sparse_apply(sc_sparse_state_t *st, const sc_step_t *step) {
       return SC_ERR(SC_ERR_INTERNAL, "sparse sum of %zu entries into a set of %zu", total,
                     dst->cap);
     if (step->count == 1) { /* a copy: keep the bits exactly */
-      memcpy(dst->idx, v[0].idx, v[0].n * 4);
-      memcpy(dst->val, v[0].val, v[0].n * st->w);
+      if (v[0].n) {         /* with k = 0 the sets may have no storage at all */
+        memcpy(dst->idx, v[0].idx, v[0].n * 4);
+        memcpy(dst->val, v[0].val, v[0].n * st->w);
+      }
       dst->n = v[0].n;
       return SC_SUCCESS;
     }

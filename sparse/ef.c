@@ -10,23 +10,8 @@
 #include "core/device.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/sparse_merge.h"
+#include "sparse/ef.h"
 #include "sparse/sparse.h"
-
-/* Work buffers of one step, sized by k. */
-typedef struct ef_work {
-  uint32_t *sel_idx, *out_idx, *w_idx;
-  void *sel_val, *out_val, *w_val;
-  uint64_t *w_key;
-  uint8_t *w_src, *surv;
-  size_t cap; /* entries each buffer holds; 0: none allocated */
-} ef_work_t;
-
-struct sc_ef {
-  size_t n;
-  sc_dtype_t dtype;
-  void *residual;
-  ef_work_t work; /* kept from step to step: a training loop calls with the same k */
-};
 
 static void ef_work_free(ef_work_t *w) {
   free(w->sel_idx);
@@ -106,9 +91,23 @@ sc_result_t sc_ef_create(size_t n, sc_dtype_t dtype, sc_ef_t **ef) {
 sc_result_t sc_ef_destroy(sc_ef_t *ef) {
   if (!ef) return SC_SUCCESS;
   ef_work_free(&ef->work);
-  free(ef->residual);
+  /* Every step waits for its device work: nothing is queued on the residual. */
+  if (ef->kind == SC_EF_DEVICE)
+    ef->rt->free_device(ef->residual);
+  else
+    free(ef->residual);
   free(ef);
   return SC_SUCCESS;
+}
+
+size_t sc_ef_trim(sc_dtype_t dtype, size_t k, uint32_t *sel_idx, void *sel_val, size_t nnz,
+                  uint32_t *out_idx, void *out_val, sc_merge_work_t *mw) {
+  /* The rest was never sent and simply stays in the residual. */
+  sc_spview_t a = {sel_idx, sel_val, nnz}, none = {NULL, NULL, 0};
+  nnz = sc_sparse_merge(dtype, k, a, none, out_idx, out_val, NULL, NULL, mw);
+  memcpy(sel_idx, out_idx, nnz * 4);
+  memcpy(sel_val, out_val, nnz * sc_dtype_size(dtype));
+  return nnz;
 }
 
 /* acc = grad + residual into the residual (fp16/bf16 through float32). */
@@ -140,14 +139,9 @@ static sc_result_t ef_step(void *grad, size_t n, sc_dtype_t dtype, size_t k, sc_
   /* On failure the gradient stays in the residual for the next step. */
   if (r != SC_SUCCESS) return r;
   if (nnz > 2 * k) return SC_ERR(SC_ERR_INTERNAL, "%s: sc_topk returned %zu > 2k", fn, nnz);
-  if (nnz > k) {
-    /* GAUSSIAN overshot: keep the exact top-k of what it picked; the rest
-     * was never sent and simply stays in the residual. */
+  if (nnz > k) { /* GAUSSIAN overshot: keep the exact top-k of what it picked */
     sc_merge_work_t mw = {w->w_idx, w->w_val, w->w_key, w->w_src, nnz};
-    sc_spview_t a = {w->sel_idx, w->sel_val, nnz}, none = {NULL, NULL, 0};
-    nnz = sc_sparse_merge(dtype, k, a, none, w->out_idx, w->out_val, NULL, NULL, &mw);
-    memcpy(w->sel_idx, w->out_idx, nnz * 4);
-    memcpy(w->sel_val, w->out_val, nnz * sc_dtype_size(dtype));
+    nnz = sc_ef_trim(dtype, k, w->sel_idx, w->sel_val, nnz, w->out_idx, w->out_val, &mw);
   }
   if (ef)
     for (size_t i = 0; i < nnz; i++) put(dtype, ef->residual, w->sel_idx[i], 0.0);
@@ -185,7 +179,8 @@ sc_result_t sc_gtopk_allreduce(void *grad, size_t n, sc_dtype_t dtype, size_t k,
   if (n && !grad) return SC_ERR(SC_ERR_INVALID_ARG, "%s: grad is NULL with n %zu", fn, n);
   const void *bufs[1] = {grad};
   static const char *const names[1] = {"grad"};
-  SC_CHECK(sc_check_buffer_list(fn, 1, bufs, names));
+  sc_mem_kind_t kind = SC_MEM_HOST;
+  SC_CHECK(sc_buffers_kind(fn, 1, bufs, names, &kind));
   if (n > (size_t)UINT32_MAX + 1)
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: n %zu exceeds 2^32", fn, n);
   if (ef && (ef->n != n || ef->dtype != dtype))
@@ -195,7 +190,15 @@ sc_result_t sc_gtopk_allreduce(void *grad, size_t n, sc_dtype_t dtype, size_t k,
   if (k > n) k = n;
   if (k > SIZE_MAX / 16 / (size_t)comm->nranks)
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: k %zu overflows", fn, k);
+  if (kind == SC_MEM_DEVICE) return sc_ef_step_device(grad, n, dtype, k, method, ef, comm);
+  if (ef && ef->kind == SC_EF_DEVICE)
+    return SC_ERR(SC_ERR_INVALID_ARG,
+                  "%s: grad is host memory, but this error-feedback state keeps its residual on "
+                  "device %d (its first use was with device gradients): use one sc_ef_t per "
+                  "memory kind",
+                  fn, ef->device);
   if (ef) {
+    ef->kind = SC_EF_HOST;
     SC_CHECK(ef_work_reserve(&ef->work, k, sc_dtype_size(dtype)));
     return ef_step(grad, n, dtype, k, method, ef, comm, &ef->work);
   }

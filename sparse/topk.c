@@ -1,8 +1,30 @@
-/* sc_topk: the public entry of the top-k selectors (kernels/cpu/topk*.c).
- * Arguments are checked here so that the kernels can trust them. */
+/* sc_topk: the public entry of the top-k selectors (kernels/cpu/topk*.c on
+ * host vectors, sc_dev_topk on device vectors). Arguments are checked here
+ * so that the kernels can trust them. */
 #include "kernels/cpu/topk.h"
 #include "base/error.h"
 #include "core/device.h"
+#include "sparse/devctx.h"
+
+/* Device vector: indices and values are written on the device, *nnz on the
+ * host; the call returns when they are there. */
+static sc_result_t topk_device(const void *dense, size_t n, sc_dtype_t dtype, size_t k,
+                               sc_select_t method, uint32_t *indices, void *values, size_t *nnz) {
+  sc_spdev_t *d;
+  SC_CHECK(sc_spdev_acquire("sc_topk", &d));
+  size_t ws = sc_dev_topk_workspace_size(d->rt, n, dtype);
+  sc_result_t r = sc_spdev_reserve(d, "sc_topk", ws, 0, 0);
+  if (r == SC_SUCCESS)
+    r = sc_dev_topk(d->rt, dense, n, dtype, k, method, indices, values, nnz, d->ws, d->ws_bytes,
+                    d->stream);
+  if (r != SC_SUCCESS) *nnz = 0;
+  char msg[SC_ERRMSG_MAX];
+  sc_error_get_detail(msg, sizeof(msg));
+  sc_result_t rs = sc_spdev_sync(d, d->timeout_ms, "sc_topk: the selection on the device");
+  sc_spdev_release(d, rs == SC_SUCCESS);
+  if (r != SC_SUCCESS) sc_error_set_detail(msg);
+  return r != SC_SUCCESS ? r : rs;
+}
 
 sc_result_t sc_topk(const void *dense, size_t n, sc_dtype_t dtype, size_t k, sc_select_t method,
                     uint32_t *indices, void *values, size_t *nnz) {
@@ -24,6 +46,8 @@ sc_result_t sc_topk(const void *dense, size_t n, sc_dtype_t dtype, size_t k, sc_
                   !indices ? "indices" : "values", k);
   const void *bufs[3] = {dense, indices, values};
   static const char *const names[3] = {"dense", "indices", "values"};
-  SC_CHECK(sc_check_buffer_list("sc_topk", 3, bufs, names));
+  sc_mem_kind_t kind = SC_MEM_HOST;
+  SC_CHECK(sc_buffers_kind("sc_topk", 3, bufs, names, &kind));
+  if (kind == SC_MEM_DEVICE) return topk_device(dense, n, dtype, k, method, indices, values, nnz);
   return sc_topk_kernel(dense, n, dtype, k, method, indices, values, nnz);
 }

@@ -48,6 +48,9 @@ typedef struct sc_tp_req {
   /* public: read by the caller */
   volatile int state; /* sc_tp_req_state_t */
   sc_result_t status; /* when state == ERROR */
+  /* set by the caller after clearing the request, before posting: buf is
+   * device memory (only to a transport whose props say device_mem) */
+  int device;
   /* private to the transport: the post's arguments */
   int peer;
   int is_send;
@@ -120,6 +123,9 @@ typedef struct sc_tp_props {
                              is read); 0 = never */
   int receiver_spins;     /* 1: a waiting receiver polls SC_SPIN_US before it sleeps; 0: it
                              sleeps at once */
+  int device_mem;         /* 1: isend/irecv take device buffers (req->device) for this pair
+                             and move them device to device (CUDA IPC, GPUDirect); 0: the
+                             executor stages device buffers through pinned host memory */
 } sc_tp_props_t;
 
 struct sc_transport_ops {

@@ -4,7 +4,7 @@ import contextlib
 import ctypes
 
 from . import _consts, _staging
-from ._buf import buf, dtype_of, empty_index, empty_like, index_buf, same_kind
+from ._buf import address, buf, dtype_of, empty_index, empty_like, index_buf, same_kind
 from ._lib import ArgumentError, Error, UniqueId, check, lib
 
 OPS = {
@@ -158,11 +158,23 @@ def _dtype_enum(dtype):
 def topk(x, k, method="exact"):
     """Top-k by magnitude of a dense float vector: (indices, values), sorted by
     index; indices are uint32 (numpy) or int32 holding those bits (torch).
-    CUDA input gives CUDA results, computed on a host copy (see _staging)."""
-    if _staging.for_tensors(x) is not None:
+    CUDA input gives CUDA results: selected on the device when the library
+    takes device memory, else on a host copy (see _staging)."""
+    st = _staging.for_tensors(x)
+    if st is not None and st.staged:
         ix, vals = _topk_direct(x.cpu(), k, method)
         return ix.to(x.device), vals.to(x.device)
-    return _topk_direct(x, k, method)
+    return _direct(st, _topk_direct, x, k, method)
+
+
+def _direct(st, fn, *args):
+    """fn(*args) on memory the library takes as it is; st (a Direct, or None
+    for host memory) synchronizes the producers first."""
+    if st is None:
+        return fn(*args)
+    st.ready()
+    with st.guard():
+        return fn(*args)
 
 
 def _topk_direct(x, k, method):
@@ -310,12 +322,15 @@ class Comm:
     def _run(self, fn, ifn, args, result, keep, async_op, st=None):
         if st is not None:
             st.ready()
+        guard = st.guard() if st is not None else contextlib.nullcontext()
         try:
             if async_op:
                 req = ctypes.c_void_p()
-                check(ifn(*args, ctypes.byref(req)))
+                with guard:
+                    check(ifn(*args, ctypes.byref(req)))
                 return Request(req, result, keep, st)
-            check(fn(*args))
+            with guard:
+                check(fn(*args))
         except BaseException:
             if st is not None:
                 st.abort()
@@ -432,12 +447,14 @@ class Comm:
         """Sum of every rank's sparse vector (indices sorted, unique, <
         dense_len; at most k of them). gtopk/gtopk_tree: the global top-k of
         the sum (at most k entries); allgather: the exact sum. Returns
-        (indices, values) sorted by index. CUDA tensors: computed on host
-        copies, results on the values' device (see _staging)."""
-        if _staging.for_tensors(indices, values) is not None:
+        (indices, values) sorted by index. CUDA tensors: on the device when
+        the library takes device memory, else on host copies; results on the
+        values' device (see _staging)."""
+        st = _staging.for_tensors(indices, values)
+        if st is not None and st.staged:
             oi, ov = self._sparse_allreduce(indices.cpu(), values.cpu(), dense_len, k, algo)
             return oi.to(values.device), ov.to(values.device)
-        return self._sparse_allreduce(indices, values, dense_len, k, algo)
+        return _direct(st, self._sparse_allreduce, indices, values, dense_len, k, algo)
 
     def _sparse_allreduce(self, indices, values, dense_len, k, algo):
         ip, nnz = index_buf(indices, "indices")
@@ -459,14 +476,15 @@ class Comm:
         grad becomes the dense average of the global top-k (zeros elsewhere).
         ef: an ErrorFeedback of the same size and dtype; True: one this
         communicator keeps per gradient buffer (address, size, dtype); None or
-        False: no residual. A CUDA gradient goes through a pinned host copy
-        (see _staging)."""
+        False: no residual. A CUDA gradient is reduced on the device when the
+        library takes device memory, else through a pinned host copy (see
+        _staging)."""
         n, dt = _count(grad, "gtopk_allreduce gradient"), dtype_of(grad)
         efp = None
         if ef is True:
             # Keyed on the caller's buffer, not on a staged copy's (a pooled
             # block is reused by other gradients of its size class).
-            addr = grad.data_ptr() if hasattr(grad, "data_ptr") else grad.ctypes.data
+            addr = address(grad)
             cache = self.__dict__.setdefault("_efs", {})
             ef = cache.get((addr, n, dt))
             if ef is None:

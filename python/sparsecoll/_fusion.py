@@ -82,6 +82,7 @@ class Fusion:
         self._comm = comm  # keeps the communicator alive
         self._f = ctypes.c_void_p()
         self._tensors = []
+        self._cuda = {}  # tensor id -> device of CUDA tensors
         check(lib.sc_fusion_create(comm.handle, ctypes.byref(cfg), ctypes.byref(self._f)))
 
     def add(self, x, backward_us=0.0):
@@ -89,6 +90,9 @@ class Fusion:
         tid = ctypes.c_int()
         check(lib.sc_fusion_add_tensor(self._f, p, n, dt, float(backward_us), ctypes.byref(tid)))
         self._tensors.append(x)
+        dev = getattr(x, "device", None)
+        if dev is not None and dev.type == "cuda":
+            self._cuda[tid.value] = dev
         return tid.value
 
     def plan(self):
@@ -106,6 +110,13 @@ class Fusion:
         return b.value
 
     def ready(self, tid):
+        dev = self._cuda.get(int(tid))
+        if dev is not None:
+            # The library reads the gradient once it is ready, off torch's
+            # stream order: the kernels producing it must have finished.
+            import torch
+
+            torch.cuda.current_stream(dev).synchronize()
         check(lib.sc_fusion_ready(self._f, int(tid)))
 
     def skip(self, tid):

@@ -1,13 +1,19 @@
-"""CUDA tensors through pinned host memory: the interim data path until
-libsparsecoll takes device pointers itself (issue 18).
+"""How CUDA tensors reach the library: directly, or through pinned host memory.
 
-Today every build of the library refuses device pointers in collectives
-(SC_ERR_UNSUPPORTED, docs/CUDA.md), a CUDA build included, so CUDA tensors
-always take this path unless device_path() says the library takes them
-(a CUDA build, sc_cuda_available() 1, and SPARSECOLL_CUDA_DIRECT=1: an
-opt-in to try the library's device path while it lands).
+Direct (the default when the library reports a device runtime:
+sc_cuda_available() is 1; SPARSECOLL_CUDA_DIRECT=0 turns it off): the
+library gets the tensors' device pointers. The binding first synchronizes
+torch's current stream of each tensor's device (the library reads the inputs
+when called, on streams of its own, so the work that produced them must have
+finished), and makes the tensor's device current for the call. A blocking
+call returns once the result is in the tensor, so any later work on any
+stream sees it; an async request's wait() likewise. Objects with a
+__cuda_array_interface__ always go this way (the binding has no means to copy
+them); their interface's stream, if any, is synchronized the same way.
 
-A collective on CUDA tensors runs on pinned host copies: the inputs
+Staged (the fallback, for a library without a device runtime: built without
+CUDA, or no device visible to it while torch sees one):
+a collective on CUDA tensors runs on pinned host copies: the inputs
 are copied device-to-host (non_blocking), the tensors' current streams are
 synchronized once, the library runs on the host copies, and the outputs are
 copied back host-to-device (non_blocking) and their streams synchronized
@@ -24,6 +30,7 @@ The decisions (which path, which size class, what the pool keeps) are plain
 functions and classes that take their device facts as arguments, so they can
 be tested on CPU tensors.
 """
+import contextlib
 import os
 import threading
 
@@ -147,6 +154,8 @@ class Staging:
     called once before the library call, finish() after it succeeded (copies
     back, releases), abort() after it failed (releases only)."""
 
+    staged = True
+
     def __init__(self, pool_, sync=_sync_streams):
         self._pool = pool_
         self._sync = sync
@@ -184,6 +193,9 @@ class Staging:
         # must be done before the library reads the host copies.
         self._sync(self._devices)
 
+    def guard(self):
+        return contextlib.nullcontext()  # host copies: no device to make current
+
     def finish(self):
         try:
             for t, h in self._back:
@@ -210,10 +222,10 @@ def _device_type(x):
 
 def device_path(env=None, lib_cuda=None):
     """True when CUDA tensors are handed to the library as device pointers:
-    only on request (SPARSECOLL_CUDA_DIRECT=1) and with a library that reports
-    CUDA; no build takes device pointers in collectives yet."""
+    whenever the library reports a device runtime (sc_cuda_available()),
+    unless SPARSECOLL_CUDA_DIRECT=0 asks for the staged path."""
     env = os.environ if env is None else env
-    if env.get("SPARSECOLL_CUDA_DIRECT", "") != "1":
+    if env.get("SPARSECOLL_CUDA_DIRECT", "") == "0":
         return False
     if lib_cuda is None:
         from ._buf import cuda_available
@@ -222,12 +234,94 @@ def device_path(env=None, lib_cuda=None):
     return bool(lib_cuda)
 
 
+def _sync_stream_handle(stream):
+    """Waits for a __cuda_array_interface__ stream (None: nothing to wait
+    for), through torch or CuPy, whichever is there."""
+    if stream is None:
+        return
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.ExternalStream(int(stream)).synchronize()
+            return
+    except ImportError:
+        pass
+    try:
+        import cupy
+
+        cupy.cuda.ExternalStream(int(stream)).synchronize()
+        return
+    except ImportError:
+        pass
+    raise UnsupportedError("a __cuda_array_interface__ names stream %r, and neither torch (with CUDA) "
+                           "nor CuPy is here to wait for it" % (stream,))
+
+
+class Direct:
+    """The library gets the tensors themselves (device pointers); the same
+    interface as Staging, so that Comm drives both alike. ready()
+    synchronizes the producers' streams; guard() makes the tensors' device
+    current around the library call."""
+
+    staged = False
+
+    def __init__(self, xs, sync=_sync_streams, sync_handle=_sync_stream_handle):
+        from ._buf import cai_stream, is_cai
+
+        self._devices = []
+        self._handles = []
+        for x in xs:
+            if is_cai(x):
+                h = cai_stream(x)
+                if h is not None and h not in self._handles:
+                    self._handles.append(h)
+            elif getattr(x, "device", None) is not None and x.device.type == "cuda":
+                if x.device not in self._devices:
+                    self._devices.append(x.device)
+        self._sync = sync
+        self._sync_handle = sync_handle
+
+    def input(self, t, what="input"):
+        return t
+
+    inout = input
+    output = input
+
+    def ready(self):
+        if self._devices:  # (torch is not needed for __cuda_array_interface__ objects)
+            self._sync(self._devices)
+        for h in self._handles:
+            self._sync_handle(h)
+
+    def guard(self):
+        if not self._devices:
+            return contextlib.nullcontext()
+        import torch
+
+        return torch.cuda.device(self._devices[0])
+
+    def finish(self):
+        pass
+
+    def abort(self):
+        pass
+
+
 def for_tensors(*xs):
-    """A Staging for an operation on these arrays/tensors (None entries are
-    skipped), or None when the library takes them directly."""
-    types = [_device_type(x) for x in xs if x is not None]
+    """What an operation on these arrays/tensors (None entries are skipped)
+    needs: None for host memory (the library takes it as it is), a Direct
+    for device memory the library takes, a Staging for CUDA tensors it does
+    not."""
+    from ._buf import is_cai
+
+    xs = [x for x in xs if x is not None]
+    if any(is_cai(x) for x in xs):
+        return Direct(xs)
+    types = [_device_type(x) for x in xs]
     needs_cuda = "cuda" in types
-    stage_cpu = STAGE_CPU and all(hasattr(x, "device") for x in xs if x is not None)
-    if plan(types, needs_cuda and device_path(), stage_cpu) == "stage":
+    direct = needs_cuda and device_path()
+    stage_cpu = STAGE_CPU and all(hasattr(x, "device") for x in xs)
+    if plan(types, direct, stage_cpu) == "stage":
         return Staging(pool())
-    return None
+    return Direct(xs) if direct else None

@@ -9,12 +9,16 @@ check() { # check NAME CMD...: run CMD, count it
   name=$1
   shift
   start=$(date +%s)
-  if "$@" >"$tmpdir/out" 2>&1; then
+  # The status is kept before anything else runs: inside "else", $? after
+  # an assignment is that assignment's 0.
+  "$@" >"$tmpdir/out" 2>&1
+  rc=$?
+  if [ "$rc" -eq 0 ]; then
     passed=$((passed + 1))
     echo "PASS: $name ($(($(date +%s) - start)) s)"
   else
     failed=$((failed + 1))
-    echo "FAIL: $name (exit $?)"
+    echo "FAIL: $name (exit $rc)"
     tail -n 40 "$tmpdir/out"
   fi
 }

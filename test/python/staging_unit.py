@@ -41,8 +41,9 @@ ok(plan([], False, stage_cpu=True) == "direct", "no tensors: direct")
 raises(UnsupportedError, lambda: plan(["mps"], False), "mps refused")
 raises(UnsupportedError, lambda: plan(["cuda", "xla"], True), "xla refused")
 
-# ---- device_path: only on request, and only with a library that has CUDA ----
-ok(not _staging.device_path({}, True), "CUDA library, no request: staged")
+# ---- device_path: whenever the library has a device runtime, unless turned off ----
+ok(_staging.device_path({}, True), "CUDA library, no setting: direct")
+ok(not _staging.device_path({}, False), "no CUDA library: staged")
 ok(not _staging.device_path({"SPARSECOLL_CUDA_DIRECT": "1"}, False), "request, no CUDA library: staged")
 ok(_staging.device_path({"SPARSECOLL_CUDA_DIRECT": "1"}, True), "request and CUDA library: direct")
 ok(not _staging.device_path({"SPARSECOLL_CUDA_DIRECT": "0"}, True), "SPARSECOLL_CUDA_DIRECT=0: staged")
@@ -156,4 +157,42 @@ try:
 except ImportError:
     pass
 _staging.STAGE_CPU = False
+
+
+# ---- Direct: device memory the library takes as it is ----
+class FakeCAI:
+    """A device buffer as CuPy/Numba describe one (never dereferenced here)."""
+
+    def __init__(self, n, typestr="<f4", stream=None, strides=None, readonly=False):
+        self.d = {"shape": (n,), "typestr": typestr, "data": (0x1000, readonly), "version": 3,
+                  "stream": stream, "strides": strides}
+
+    @property
+    def __cuda_array_interface__(self):
+        return self.d
+
+
+from sparsecoll import ArgumentError, _buf, _consts  # noqa: E402
+
+a, b = FakeCAI(6, stream=7), FakeCAI(6, stream=9)
+st = _staging.for_tensors(a, None, b)
+ok(isinstance(st, _staging.Direct) and not st.staged, "__cuda_array_interface__: Direct")
+_staging.STAGE_CPU = True
+ok(isinstance(_staging.for_tensors(a), _staging.Direct), "__cuda_array_interface__: Direct even when staging is forced")
+_staging.STAGE_CPU = False
+ok(st.input(a) is a and st.output(b, "out") is b and st.inout(a) is a, "Direct hands the objects themselves")
+seen_devs, seen_handles = [], []
+st = _staging.Direct([a, b, FakeCAI(2, stream=7), FakeCAI(2)], sync=seen_devs.append,
+                     sync_handle=seen_handles.append)
+st.ready()
+ok(seen_devs == [] and seen_handles == [7, 9], "ready: each named stream waited for once, None skipped")
+ok(_buf.buf(FakeCAI(6), "x") == (0x1000, 6, _consts.SC_FLOAT32), "pointer, count, dtype from the interface")
+ok(_buf.buf(FakeCAI(3, "<f8"), "x")[2] == _consts.SC_FLOAT64, "float64 typestr")
+ok(_buf.index_buf(FakeCAI(3, "<u4"), "ix") == (0x1000, 3), "uint32 indices from the interface")
+raises(ArgumentError, lambda: _buf.buf(FakeCAI(6, strides=(8,)), "x"), "strided: refused")
+ok(_buf.buf(FakeCAI(6, strides=(4,)), "x")[1] == 6, "contiguous strides: taken")
+raises(ArgumentError, lambda: _buf.buf(FakeCAI(6, readonly=True), "x", writable=True), "read-only output: refused")
+raises(ArgumentError, lambda: _buf.buf(FakeCAI(6, "<c8"), "x"), "complex typestr: refused")
+raises(ArgumentError, lambda: _buf.empty_like(FakeCAI(6), 6), "no allocation like an interface object")
+raises(ArgumentError, lambda: _buf.same_kind(FakeCAI(6), torch.zeros(6), "out"), "mixing with a tensor: refused")
 print("staging unit: %d checks passed" % checks)

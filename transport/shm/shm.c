@@ -32,33 +32,17 @@
 #include "base/socket.h"
 #include "transport/shm/shm_internal.h"
 
-static void req_finish(sc_tp_req_t *r, sc_tp_req_state_t state, sc_result_t status) {
+void sc_shm_req_finish(sc_tp_req_t *r, sc_tp_req_state_t state, sc_result_t status) {
   r->status = status;
   r->u.shm.next = NULL;
   __atomic_store_n(&r->state, (int)state, __ATOMIC_RELEASE);
-}
-
-static void q_push(sc_tp_req_t **head, sc_tp_req_t **tail, sc_tp_req_t *r) {
-  r->u.shm.next = NULL;
-  if (*tail)
-    (*tail)->u.shm.next = r;
-  else
-    *head = r;
-  *tail = r;
-}
-
-static sc_tp_req_t *q_pop(sc_tp_req_t **head, sc_tp_req_t **tail) {
-  sc_tp_req_t *r = *head;
-  *head = r->u.shm.next;
-  if (!*head) *tail = NULL;
-  return r;
 }
 
 static int fail_queue(sc_tp_req_t **head, sc_tp_req_t **tail, int *count, sc_result_t why) {
   int n = 0;
   for (sc_tp_req_t *r = *head; r;) {
     sc_tp_req_t *next = r->u.shm.next;
-    req_finish(r, SC_TP_REQ_ERROR, why);
+    sc_shm_req_finish(r, SC_TP_REQ_ERROR, why);
     r = next;
     n++;
   }
@@ -68,12 +52,13 @@ static int fail_queue(sc_tp_req_t **head, sc_tp_req_t **tail, int *count, sc_res
 }
 
 static int peer_queued(const sc_shm_peer_t *p) {
-  return p->nsend + p->ncma + p->nrecv;
+  return p->nsend + p->ncma + p->ndev + p->nrecv + p->ncopy;
 }
 
 static void fail_all_queues(sc_shm_transport_t *tp, sc_shm_peer_t *p, sc_result_t why) {
   int n = fail_queue(&p->sq_head, &p->sq_tail, &p->nsend, why);
   n += fail_queue(&p->cq_head, &p->cq_tail, &p->ncma, why);
+  n += fail_queue(&p->dq_head, &p->dq_tail, &p->ndev, why);
   n += fail_queue(&p->rq_head, &p->rq_tail, &p->nrecv, why);
   tp->npending -= n;
 }
@@ -100,9 +85,10 @@ sc_result_t sc_shm_peer_fail(sc_shm_transport_t *tp, sc_shm_peer_t *p, const cha
   vsnprintf(what, sizeof(what), fmt, ap);
   va_end(ap);
   char pending[120] = "";
+  int nr = p->nrecv + p->ncopy, ns = p->nsend + p->ncma + p->ndev;
   if (peer_queued(p))
-    snprintf(pending, sizeof(pending), " while %d receive%s and %d send%s were pending", p->nrecv,
-             p->nrecv == 1 ? "" : "s", p->nsend + p->ncma, p->nsend + p->ncma == 1 ? "" : "s");
+    snprintf(pending, sizeof(pending), " while %d receive%s and %d send%s were pending", nr,
+             nr == 1 ? "" : "s", ns, ns == 1 ? "" : "s");
   snprintf(p->err, sizeof(p->err), "%s %s%s (seen by rank %d over shared memory)", p->name, what,
            pending, tp->base.rank);
   p->dead = 1;
@@ -125,15 +111,21 @@ static sc_result_t send_pass(sc_shm_transport_t *tp, sc_shm_peer_t *p, int *move
                               (unsigned long long)done, (unsigned long long)p->cma_sent);
     while (p->cq_head) {
       if (p->cq_head->u.shm.ticket > done) break;
-      sc_tp_req_t *r = q_pop(&p->cq_head, &p->cq_tail);
+      sc_tp_req_t *r = sc_shm_q_pop(&p->cq_head, &p->cq_tail);
       p->ncma--;
       tp->npending--;
-      req_finish(r, SC_TP_REQ_DONE, SC_SUCCESS);
+      sc_shm_req_finish(r, SC_TP_REQ_DONE, SC_SUCCESS);
       *moved = 1;
     }
   }
+  if (p->dq_head) SC_CHECK(sc_shm_dev_acks(tp, p, moved));
   while (p->sq_head) {
     sc_tp_req_t *r = p->sq_head;
+    if (!r->u.shm.rec_done && r->device) {
+      SC_CHECK(sc_shm_dev_send(tp, p, r, moved));
+      if (!r->u.shm.rec_done) break; /* no room yet */
+      continue;
+    }
     if (!r->u.shm.rec_done) {
       uint64_t room = sc_shm_ring_space(&p->tx, SC_SHM_REC_LEN);
       if (room == (uint64_t)-1) return sc_shm_peer_fail(tp, p, "corrupted its ring's head counter");
@@ -148,9 +140,9 @@ static sc_result_t send_pass(sc_shm_transport_t *tp, sc_shm_peer_t *p, int *move
       *moved = 1;
       if (cma) {
         r->u.shm.ticket = ++p->cma_sent;
-        q_pop(&p->sq_head, &p->sq_tail);
+        sc_shm_q_pop(&p->sq_head, &p->sq_tail);
         p->nsend--;
-        q_push(&p->cq_head, &p->cq_tail, r);
+        sc_shm_q_push(&p->cq_head, &p->cq_tail, r);
         p->ncma++;
         continue;
       }
@@ -173,10 +165,10 @@ static sc_result_t send_pass(sc_shm_transport_t *tp, sc_shm_peer_t *p, int *move
       if (r->u.shm.done < total && sc_shm_ring_publish(&p->tx)) sc_shm_wake_peer(tp, p);
     }
     if (r->u.shm.done < total) break;
-    q_pop(&p->sq_head, &p->sq_tail);
+    sc_shm_q_pop(&p->sq_head, &p->sq_tail);
     p->nsend--;
     tp->npending--;
-    req_finish(r, SC_TP_REQ_DONE, SC_SUCCESS);
+    sc_shm_req_finish(r, SC_TP_REQ_DONE, SC_SUCCESS);
   }
   if (sc_shm_ring_publish(&p->tx)) sc_shm_wake_peer(tp, p);
   return SC_SUCCESS;
@@ -214,10 +206,10 @@ static sc_result_t cma_read(sc_shm_transport_t *tp, sc_shm_peer_t *p, sc_tp_req_
 }
 
 static void recv_done(sc_shm_transport_t *tp, sc_shm_peer_t *p) {
-  sc_tp_req_t *r = q_pop(&p->rq_head, &p->rq_tail);
+  sc_tp_req_t *r = sc_shm_q_pop(&p->rq_head, &p->rq_tail);
   p->nrecv--;
   tp->npending--;
-  req_finish(r, SC_TP_REQ_DONE, SC_SUCCESS);
+  sc_shm_req_finish(r, SC_TP_REQ_DONE, SC_SUCCESS);
 }
 
 static sc_result_t recv_pass(sc_shm_transport_t *tp, sc_shm_peer_t *p, int *moved) {
@@ -232,12 +224,28 @@ static sc_result_t recv_pass(sc_shm_transport_t *tp, sc_shm_peer_t *p, int *move
         break;
       }
       if (have < SC_SHM_REC_LEN) break;
-      uint8_t rec[SC_SHM_REC_LEN];
-      sc_shm_ring_get(&p->rx, rec, SC_SHM_REC_LEN);
-      *moved = 1;
+      uint8_t rec[SC_SHM_REC_LEN + SC_SHM_DEV_EXT_LEN];
+      sc_shm_ring_peek(&p->rx, rec, SC_SHM_REC_LEN);
       sc_shm_rec_t h;
       int cma_ok = __atomic_load_n(&p->rx.ctl->cma_ok, __ATOMIC_RELAXED) == 1;
-      sc_shm_rec_verdict_t v = sc_shm_rec_check(rec, r->len, cma_ok, &h);
+      sc_shm_rec_verdict_t v = sc_shm_rec_check_dev(rec, r->len, cma_ok, r->device, &h);
+      if (v == SC_SHM_REC_OK && h.type == SC_SHM_REC_DEV) {
+        /* The record with its handle, and a free copy slot (copies end in
+         * order: pass_all completes the oldest first). */
+        have = sc_shm_ring_avail(&p->rx, sizeof(rec));
+        if (have == (uint64_t)-1) {
+          res = sc_shm_peer_fail(tp, p, "corrupted its ring's tail counter");
+          break;
+        }
+        if (have < sizeof(rec) || !sc_shm_dev_copy_free(tp)) break;
+        sc_shm_ring_get(&p->rx, rec, sizeof(rec));
+        *moved = 1;
+        r->u.shm.rec_done = 1;
+        res = sc_shm_dev_start(tp, p, &h, rec + SC_SHM_REC_LEN);
+        continue;
+      }
+      sc_shm_ring_skip(&p->rx, SC_SHM_REC_LEN);
+      *moved = 1;
       if (v == SC_SHM_REC_BAD_TYPE) {
         res = sc_shm_peer_fail(tp, p, "sent a malformed record (type 0x%08x)", h.type);
         break;
@@ -249,6 +257,12 @@ static sc_result_t recv_pass(sc_shm_transport_t *tp, sc_shm_peer_t *p, int *move
       }
       if (v == SC_SHM_REC_CMA_REFUSED) {
         res = sc_shm_peer_fail(tp, p, "sent a single-copy record although it was refused");
+        break;
+      }
+      if (v == SC_SHM_REC_DEV_WANTED || v == SC_SHM_REC_HOST_WANTED) {
+        res = sc_shm_peer_fail(tp, p, "sent a %s message where %s memory was posted",
+                               v == SC_SHM_REC_DEV_WANTED ? "host" : "device",
+                               v == SC_SHM_REC_DEV_WANTED ? "device" : "host");
         break;
       }
       r->u.shm.rec_done = 1;
@@ -297,7 +311,7 @@ static sc_result_t peer_gone(sc_shm_transport_t *tp, sc_shm_peer_t *p, const cha
   int moved = 0;
   p->gone = 1;
   /* Acknowledgements it stored before leaving complete our sends. */
-  if (p->cq_head) SC_CHECK(send_pass(tp, p, &moved));
+  if (p->cq_head || p->dq_head) SC_CHECK(send_pass(tp, p, &moved));
   SC_CHECK(recv_pass(tp, p, &moved));
   if (!p->dead && peer_queued(p)) return sc_shm_peer_fail(tp, p, "%s", how);
   return SC_SUCCESS;
@@ -329,11 +343,15 @@ static sc_result_t pass_all(sc_shm_transport_t *tp, int *moved, int check, char 
                             size_t errlen) {
   sc_result_t res = SC_SUCCESS;
   int64_t now = check ? sc_now_ms() : 0;
+  if (sc_shm_dev_inflight(tp)) {
+    res = sc_shm_dev_poll(tp, moved);
+    if (res != SC_SUCCESS) sc_error_get_detail(first_err, errlen);
+  }
   for (int i = 0; i < tp->base.nranks && tp->npending > 0; i++) {
     sc_shm_peer_t *p = &tp->peers[i];
     if (!p->local || p->dead || !peer_queued(p)) continue;
     sc_result_t r = SC_SUCCESS;
-    if (p->sq_head || p->cq_head) r = send_pass(tp, p, moved);
+    if (p->sq_head || p->cq_head || p->dq_head) r = send_pass(tp, p, moved);
     if (r == SC_SUCCESS && p->rq_head) r = recv_pass(tp, p, moved);
     if (r == SC_SUCCESS && check) r = check_peer(tp, p, now, 0);
     if (r != SC_SUCCESS && res == SC_SUCCESS) {
@@ -370,7 +388,11 @@ static sc_result_t sleep_once(sc_shm_transport_t *tp, int timeout_ms, int *moved
     tp->pfd_peer[n++] = i;
   }
   int slice = timeout_ms < SC_SHM_CHECK_MS ? timeout_ms : SC_SHM_CHECK_MS;
-  int rc = poll(tp->pfds, (nfds_t)n, slice);
+  struct timespec ts = {slice / 1000, (long)(slice % 1000) * 1000000L};
+  /* A device copy's end rings no doorbell: look again soon (a copy of
+   * megabytes takes tens to hundreds of microseconds). */
+  if (sc_shm_dev_inflight(tp)) ts = (struct timespec){0, SC_SHM_DEV_POLL_US * 1000L};
+  int rc = ppoll(tp->pfds, (nfds_t)n, &ts, NULL);
   int err = errno;
   __atomic_store_n(&tp->hdr->sleeping, 0u, __ATOMIC_RELAXED);
   if (rc < 0 && err != EINTR) return SC_ERR(SC_ERR_SYSTEM, "shm progress: poll: %s", strerror(err));
@@ -430,6 +452,16 @@ static sc_result_t post_check(sc_shm_transport_t *tp, int peer, const void *buf,
   if (len && !buf) return SC_ERR(SC_ERR_INVALID_ARG, "shm %s: NULL buffer for %zu bytes", op, len);
   if (req->state == SC_TP_REQ_PENDING)
     return SC_ERR(SC_ERR_INVALID_ARG, "shm %s: request is still pending", op);
+  if (req->device && !sc_shm_blob_pair_device(&tp->me, &tp->peers[peer].blob))
+    return SC_ERR(SC_ERR_INVALID_ARG,
+                  "shm %s: a device buffer for %s, but this pair has no device IPC (rank %d: %s, "
+                  "peer: %s; props device_mem is 0)",
+                  op, tp->peers[peer].name, tp->base.rank,
+                  tp->me.caps & SC_SHM_CAP_DEVICE ? "yes" : "no",
+                  tp->peers[peer].blob.pid == tp->me.pid          ? "same process"
+                  : tp->peers[peer].blob.caps & SC_SHM_CAP_DEVICE ? "yes"
+                                                                  : "no");
+  if (req->device) SC_CHECK(sc_shm_dev_init(tp, op));
   return SC_SUCCESS;
 }
 
@@ -449,11 +481,11 @@ static sc_result_t shm_isend(sc_transport_t *base, int peer, const void *buf, si
   SC_CHECK(post_check(tp, peer, buf, len, req, "isend"));
   sc_shm_peer_t *p = &tp->peers[peer];
   if (p->dead) {
-    req_finish(req, SC_TP_REQ_ERROR, SC_ERR_REMOTE);
+    sc_shm_req_finish(req, SC_TP_REQ_ERROR, SC_ERR_REMOTE);
     return SC_ERR(SC_ERR_REMOTE, "%s", p->err);
   }
   req_init(req, peer, 1, buf, len);
-  q_push(&p->sq_head, &p->sq_tail, req);
+  sc_shm_q_push(&p->sq_head, &p->sq_tail, req);
   p->nsend++;
   tp->npending++;
   if (p->sq_head != req) return SC_SUCCESS; /* progress() pushes the queue in order */
@@ -467,11 +499,11 @@ static sc_result_t shm_irecv(sc_transport_t *base, int peer, void *buf, size_t l
   SC_CHECK(post_check(tp, peer, buf, len, req, "irecv"));
   sc_shm_peer_t *p = &tp->peers[peer];
   if (p->dead) {
-    req_finish(req, SC_TP_REQ_ERROR, SC_ERR_REMOTE);
+    sc_shm_req_finish(req, SC_TP_REQ_ERROR, SC_ERR_REMOTE);
     return SC_ERR(SC_ERR_REMOTE, "%s", p->err);
   }
   req_init(req, peer, 0, buf, len);
-  q_push(&p->rq_head, &p->rq_tail, req);
+  sc_shm_q_push(&p->rq_head, &p->rq_tail, req);
   p->nrecv++;
   tp->npending++;
   if (p->rq_head != req) return SC_SUCCESS;
@@ -487,7 +519,7 @@ static void shm_cancel_all(sc_transport_t *base, sc_result_t why) {
     /* Half a message in the ring, or a payload the peer may still read from
      * our memory, leaves the stream out of step: close it on both sides. */
     int torn = (p->sq_head && p->sq_head->u.shm.rec_done) ||
-               (p->rq_head && p->rq_head->u.shm.rec_done) || p->cq_head;
+               (p->rq_head && p->rq_head->u.shm.rec_done) || p->cq_head || p->dq_head || p->ncopy;
     fail_all_queues(tp, p, why);
     /* A failed communicator is never used again: closing makes the peers
      * blocked on this rank fail now, not at their timeout (as tcp does). */
@@ -503,6 +535,8 @@ static void shm_cancel_all(sc_transport_t *base, sc_result_t why) {
       sc_shm_wake_peer(tp, p);
     }
   }
+  /* Last: no device copy writes into a buffer the caller gets back. */
+  sc_shm_dev_cancel(tp, why, tp->timeout_ms);
 }
 
 static sc_result_t shm_create(const sc_tp_config_t *cfg, sc_transport_t **tp, void *addr,

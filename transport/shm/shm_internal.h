@@ -15,6 +15,10 @@
  *   CMA    : the payload stays in the sender's memory at `address`; the
  *            receiver reads it with process_vm_readv and bumps the channel's
  *            cma_done counter, which completes the sender's request.
+ *   DEV    : device memory (shm_ipc.c): `address` is the offset in the
+ *            allocation whose IPC handle and size follow the record; the
+ *            receiver opens the handle, copies device to device on its own
+ *            stream and, once the copy's event is done, bumps dev_done.
  *
  * Waking: a rank that is about to sleep sets `sleeping` in its own segment
  * and polls an abstract unix datagram socket (its doorbell; abstract names
@@ -31,6 +35,7 @@
 #include <sys/types.h>
 #include <sys/un.h>
 
+#include "kernels/devrt.h"
 #include "transport/transport.h"
 
 #define SC_SHM_CACHELINE 64
@@ -52,6 +57,7 @@ typedef struct sc_shm_chan_ctl {
   _Alignas(SC_SHM_CACHELINE) volatile uint64_t head;   /* consumer: bytes consumed */
   volatile uint64_t cma_done;                          /* consumer: CMA records finished */
   volatile uint32_t cma_ok;                            /* consumer: 0 unknown, 1 yes, 2 no */
+  volatile uint64_t dev_done;                          /* consumer: device records finished */
   _Alignas(SC_SHM_CACHELINE) volatile uint32_t closed; /* either side gave the stream up */
 } sc_shm_chan_ctl_t;
 
@@ -83,6 +89,8 @@ void sc_shm_ring_put_pad(sc_shm_ring_t *r, uint64_t n); /* advance without writi
 uint64_t sc_shm_ring_avail(sc_shm_ring_t *r, uint64_t need);
 void sc_shm_ring_get(sc_shm_ring_t *r, void *dst, uint64_t n);
 void sc_shm_ring_skip(sc_shm_ring_t *r, uint64_t n);
+/* Copy n readable bytes out without consuming them. */
+void sc_shm_ring_peek(const sc_shm_ring_t *r, void *dst, uint64_t n);
 /* Make the own counter visible (release). Returns 1 when it changed. */
 int sc_shm_ring_publish(sc_shm_ring_t *r);
 
@@ -90,7 +98,10 @@ int sc_shm_ring_publish(sc_shm_ring_t *r);
 
 #define SC_SHM_REC_EAGER 0x53434d45u /* 'SCME' */
 #define SC_SHM_REC_CMA   0x53434d43u /* 'SCMC' */
+#define SC_SHM_REC_DEV   0x53434d44u /* 'SCMD' */
 #define SC_SHM_REC_LEN   24
+/* What follows a DEV record: the IPC handle, then the allocation's size (u64). */
+#define SC_SHM_DEV_EXT_LEN (SC_DEV_IPC_HANDLE_BYTES + 8)
 
 static inline uint64_t sc_shm_pad8(uint64_t n) {
   return (n + 7) & ~(uint64_t)7;
@@ -101,8 +112,10 @@ static inline uint64_t sc_shm_pad8(uint64_t n) {
 typedef enum sc_shm_rec_verdict {
   SC_SHM_REC_OK = 0,
   SC_SHM_REC_BAD_TYPE,
-  SC_SHM_REC_BAD_LEN,    /* not the posted length */
-  SC_SHM_REC_CMA_REFUSED /* single-copy record although this side refused it */
+  SC_SHM_REC_BAD_LEN,     /* not the posted length */
+  SC_SHM_REC_CMA_REFUSED, /* single-copy record although this side refused it */
+  SC_SHM_REC_DEV_WANTED,  /* a host record where the receive is device memory */
+  SC_SHM_REC_HOST_WANTED  /* a device record where the receive is host memory */
 } sc_shm_rec_verdict_t;
 
 typedef struct sc_shm_rec {
@@ -115,6 +128,11 @@ void sc_shm_rec_encode(uint8_t rec[SC_SHM_REC_LEN], uint32_t type, uint64_t len,
  * whatever the verdict, for the error text. */
 sc_shm_rec_verdict_t sc_shm_rec_check(const uint8_t rec[SC_SHM_REC_LEN], size_t len, int cma_ok,
                                       sc_shm_rec_t *out);
+/* The same for a receive whose buffer is device memory (device = 1) or not:
+ * DEV records are valid only for the first, EAGER and CMA ones only for the
+ * second. */
+sc_shm_rec_verdict_t sc_shm_rec_check_dev(const uint8_t rec[SC_SHM_REC_LEN], size_t len, int cma_ok,
+                                          int device, sc_shm_rec_t *out);
 
 /* Address blob (native byte order: only a same-host peer reads it as more
  * than bytes to compare). */
@@ -123,7 +141,7 @@ typedef struct sc_shm_blob {
   uint32_t magic;
   int32_t pid;
   int32_t rank;
-  uint32_t reserved;
+  uint32_t caps;      /* SC_SHM_CAP_* */
   uint64_t nonce;     /* per transport instance: names the doorbell */
   uint64_t host_hash; /* FNV-1a of the hostname */
   uint64_t boot_hash; /* FNV-1a of /proc/sys/kernel/random/boot_id */
@@ -132,6 +150,8 @@ typedef struct sc_shm_blob {
   char host[48];      /* for error texts */
 } sc_shm_blob_t;
 #define SC_SHM_BLOB_LEN sizeof(sc_shm_blob_t)
+/* The rank had a device runtime with IPC when it created its transport. */
+#define SC_SHM_CAP_DEVICE 1u
 _Static_assert(SC_SHM_BLOB_LEN <= SC_TP_ADDR_MAX, "shm address blob too large");
 
 /* Same kernel, pid and network namespaces: shared memory, pids and doorbells
@@ -168,6 +188,56 @@ static inline size_t sc_shm_seg_bytes(int nranks, uint64_t ring_bytes) {
   return SC_SHM_HDR_BYTES + (size_t)nranks * sc_shm_chan_stride(ring_bytes);
 }
 
+/* ---- device memory over IPC (shm_ipc.c) ---- */
+
+#define SC_SHM_DEV_COPIES  32  /* device copies in flight per transport (its event pool) */
+#define SC_SHM_IPC_CACHE   64  /* peer allocations kept open per transport */
+#define SC_SHM_DEV_POLL_US 100 /* sleep slice while device copies run */
+_Static_assert(SC_SHM_IPC_CACHE > SC_SHM_DEV_COPIES, "an unreferenced entry always exists");
+
+/* A peer's allocation opened in this process (peer -1: free). */
+typedef struct sc_shm_ipc_entry {
+  int peer;
+  int refs;          /* copies in flight that read it: not closed before they end */
+  uint64_t last_use; /* LRU stamp */
+  uint64_t key;      /* hash of the handle, compared before its bytes */
+  sc_dev_ipc_handle_t h;
+  void *base;
+  size_t size; /* as this process sees the mapping (mem_range) */
+} sc_shm_ipc_entry_t;
+
+/* Pure, for the unit test: the entry of (peer, handle) or -1; the entry to
+ * (re)use for a new one: a free one, else the least recently used one no
+ * copy holds, else -1. */
+uint64_t sc_shm_ipc_key(const sc_dev_ipc_handle_t *h);
+int sc_shm_ipc_find(const sc_shm_ipc_entry_t *c, int n, int peer, const sc_dev_ipc_handle_t *h,
+                    uint64_t key);
+int sc_shm_ipc_victim(const sc_shm_ipc_entry_t *c, int n);
+/* off + len lies within an allocation of size bytes (no overflow). */
+int sc_shm_dev_span_ok(uint64_t off, uint64_t len, uint64_t size);
+/* Both blobs announce a device runtime with IPC and belong to different
+ * processes (CUDA refuses to open a handle in its own process). */
+int sc_shm_blob_pair_device(const sc_shm_blob_t *a, const sc_shm_blob_t *b);
+
+/* A receive whose device copy runs: completes when its event has. */
+typedef struct sc_shm_dev_copy {
+  void *event;
+  sc_tp_req_t *req;
+  int peer;
+  int entry; /* cache entry it reads, -1: none (an empty message) */
+} sc_shm_dev_copy_t;
+
+typedef struct sc_shm_dev {
+  const sc_devrt_t *rt;
+  void *stream;                                /* every copy: FIFO order = completion order */
+  sc_shm_dev_copy_t copies[SC_SHM_DEV_COPIES]; /* ring in stream order */
+  unsigned head, count;
+  sc_shm_ipc_entry_t cache[SC_SHM_IPC_CACHE];
+  uint64_t clock;
+  uint64_t opens, evictions;
+  int claims_logged; /* the runtime could not size a mapping: said once */
+} sc_shm_dev_t;
+
 /* ---- transport state ---- */
 
 typedef struct sc_shm_peer {
@@ -189,12 +259,16 @@ typedef struct sc_shm_peer {
   sc_shm_ring_t rx;   /* peer -> me, in mine */
   uint64_t cma_sent;  /* CMA records written to the peer */
   uint64_t cma_recvd; /* CMA records read from the peer */
+  uint64_t dev_sent;  /* device records written to the peer */
+  uint64_t dev_recvd; /* device records from the peer whose copy ended */
   struct sockaddr_un db_addr;
   socklen_t db_len;
   sc_tp_req_t *sq_head, *sq_tail; /* sends not yet fully in the ring */
   sc_tp_req_t *cq_head, *cq_tail; /* CMA sends waiting for the receiver's read */
+  sc_tp_req_t *dq_head, *dq_tail; /* device sends waiting for the receiver's copy */
   sc_tp_req_t *rq_head, *rq_tail;
-  int nsend, ncma, nrecv;
+  int nsend, ncma, ndev, nrecv;
+  int ncopy; /* receives from the peer whose device copy runs (in tp->dev->copies) */
 } sc_shm_peer_t;
 
 typedef struct sc_shm_transport {
@@ -217,6 +291,7 @@ typedef struct sc_shm_transport {
   sc_shm_peer_t *peers;
   struct pollfd *pfds; /* 1 + nranks */
   int *pfd_peer;
+  sc_shm_dev_t *dev; /* created at the first device request */
 } sc_shm_transport_t;
 
 static inline sc_shm_transport_t *sc_shm_of(sc_transport_t *tp) {
@@ -243,5 +318,49 @@ sc_result_t sc_shm_peer_fail(sc_shm_transport_t *tp, sc_shm_peer_t *p, const cha
     __attribute__((format(printf, 3, 4)));
 /* Ring the peer's doorbell if it announced it sleeps. */
 void sc_shm_wake_peer(sc_shm_transport_t *tp, sc_shm_peer_t *p);
+void sc_shm_req_finish(sc_tp_req_t *r, sc_tp_req_state_t state, sc_result_t status);
+
+/* The per-peer FIFOs, linked through the requests. */
+static inline void sc_shm_q_push(sc_tp_req_t **head, sc_tp_req_t **tail, sc_tp_req_t *r) {
+  r->u.shm.next = NULL;
+  if (*tail)
+    (*tail)->u.shm.next = r;
+  else
+    *head = r;
+  *tail = r;
+}
+
+static inline sc_tp_req_t *sc_shm_q_pop(sc_tp_req_t **head, sc_tp_req_t **tail) {
+  sc_tp_req_t *r = *head;
+  *head = r->u.shm.next;
+  if (!*head) *tail = NULL;
+  return r;
+}
+
+/* shm_ipc.c: the device path */
+/* The stream and event pool, once (what names the caller in errors). */
+sc_result_t sc_shm_dev_init(sc_shm_transport_t *tp, const char *what);
+/* The DEV record and its extension for send r (IPC handle of buf's allocation). */
+/* Head send r of p: its record into the ring (when there is room), then to
+ * the queue waiting for the receiver's copy; a buffer without a handle
+ * fails it. */
+sc_result_t sc_shm_dev_send(sc_shm_transport_t *tp, sc_shm_peer_t *p, sc_tp_req_t *r, int *moved);
+/* Device sends whose receiver's copy ended (dev_done) complete. */
+sc_result_t sc_shm_dev_acks(sc_shm_transport_t *tp, sc_shm_peer_t *p, int *moved);
+sc_result_t sc_shm_dev_encode(sc_shm_transport_t *tp, const sc_tp_req_t *r,
+                              uint8_t rec[SC_SHM_REC_LEN + SC_SHM_DEV_EXT_LEN]);
+int sc_shm_dev_copy_free(const sc_shm_transport_t *tp);
+/* Receive r (p's queue head) got DEV record h with extension ext: open the
+ * handle, check the span, start the copy; r moves from p's queue to the
+ * copies. Failures are the peer's (garbage) or the runtime's. */
+sc_result_t sc_shm_dev_start(sc_shm_transport_t *tp, sc_shm_peer_t *p, const sc_shm_rec_t *h,
+                             const uint8_t ext[SC_SHM_DEV_EXT_LEN]);
+/* Complete the copies that ended, in order; acknowledges them to the senders. */
+sc_result_t sc_shm_dev_poll(sc_shm_transport_t *tp, int *moved);
+int sc_shm_dev_inflight(const sc_shm_transport_t *tp);
+/* Wait (at most timeout_ms) until no copy runs, then fail the requests of
+ * those left with why: nothing writes into a caller's buffer afterwards. */
+void sc_shm_dev_cancel(sc_shm_transport_t *tp, sc_result_t why, int timeout_ms);
+void sc_shm_dev_destroy(sc_shm_transport_t *tp);
 
 #endif

@@ -61,6 +61,13 @@ void sc_shm_ring_get(sc_shm_ring_t *r, void *dst, uint64_t n) {
   r->pos += n;
 }
 
+void sc_shm_ring_peek(const sc_shm_ring_t *r, void *dst, uint64_t n) {
+  uint64_t off = r->pos & (r->size - 1);
+  uint64_t first = r->size - off < n ? r->size - off : n;
+  memcpy(dst, r->data + off, first);
+  if (n > first) memcpy((uint8_t *)dst + first, r->data, n - first);
+}
+
 void sc_shm_ring_skip(sc_shm_ring_t *r, uint64_t n) {
   r->pos += n;
 }
@@ -93,5 +100,21 @@ sc_shm_rec_verdict_t sc_shm_rec_check(const uint8_t rec[SC_SHM_REC_LEN], size_t 
   if (out->type != SC_SHM_REC_EAGER && out->type != SC_SHM_REC_CMA) return SC_SHM_REC_BAD_TYPE;
   if (out->len != (uint64_t)len) return SC_SHM_REC_BAD_LEN;
   if (out->type == SC_SHM_REC_CMA && !cma_ok) return SC_SHM_REC_CMA_REFUSED;
+  return SC_SHM_REC_OK;
+}
+
+sc_shm_rec_verdict_t sc_shm_rec_check_dev(const uint8_t rec[SC_SHM_REC_LEN], size_t len, int cma_ok,
+                                          int device, sc_shm_rec_t *out) {
+  uint32_t type;
+  memcpy(&type, rec, 4);
+  if (type != SC_SHM_REC_DEV) {
+    sc_shm_rec_verdict_t v = sc_shm_rec_check(rec, len, cma_ok, out);
+    return v == SC_SHM_REC_OK && device ? SC_SHM_REC_DEV_WANTED : v;
+  }
+  out->type = type;
+  memcpy(&out->len, rec + 8, 8);
+  memcpy(&out->addr, rec + 16, 8);
+  if (!device) return SC_SHM_REC_HOST_WANTED;
+  if (out->len != (uint64_t)len) return SC_SHM_REC_BAD_LEN;
   return SC_SHM_REC_OK;
 }

@@ -132,6 +132,11 @@ sc_result_t sc_shm_create_mode(const sc_tp_config_t *cfg, int partial, sc_transp
   memcpy(tp->tag, &t0, 8);
   memcpy(tp->tag + 8, &t1, 8);
   fill_blob(&tp->me, cfg->rank);
+  /* Announced to every rank, so that each one derives the same device_mem
+   * for every pair (props). */
+  const sc_devrt_t *rt = sc_devrt();
+  if (rt && rt->ipc_get && rt->ipc_open && rt->ipc_close && rt->mem_range)
+    tp->me.caps |= SC_SHM_CAP_DEVICE;
   uint64_t rnd[2];
   sc_result_t r;
   SC_CHECK_GOTO(sc_random_bytes(rnd, sizeof(rnd)), r, fail);
@@ -457,12 +462,14 @@ sc_result_t sc_shm_props(sc_transport_t *base, int a, int b, sc_tp_props_t *out)
   out->locality = ba->pid == bb->pid ? SC_TP_SAME_PROCESS : SC_TP_SAME_HOST;
   out->single_copy_min = SC_SHM_SINGLE_COPY_MIN;
   out->receiver_spins = 1; /* shm.c spins SC_SPIN_US whatever the rank count */
+  out->device_mem = sc_shm_blob_pair_device(ba, bb);
   return SC_SUCCESS;
 }
 
 void sc_shm_destroy(sc_transport_t *base) {
   if (!base) return;
   sc_shm_transport_t *tp = sc_shm_of(base);
+  sc_shm_dev_destroy(tp); /* its copies may still acknowledge through the channels */
   if (tp->peers) {
     for (int i = 0; i < tp->base.nranks; i++) {
       sc_shm_peer_t *p = &tp->peers[i];

@@ -19,7 +19,6 @@ import torch.distributed as dist
 
 from .._comm import Comm, get_unique_id
 from .._lib import ArgumentError, UnsupportedError
-from .._staging import device_path
 
 try:
     from torch._C._distributed_c10d import ProcessGroup, Work
@@ -159,13 +158,9 @@ class ProcessGroupSparsecoll(ProcessGroup):
 
     def _check(self, tensors):
         for t in tensors:
-            if t.device.type == "cuda" and device_path():
-                # The library reads device memory when called: work queued
-                # on the tensor's stream must have produced it. (Otherwise
-                # Comm stages CUDA tensors through pinned host copies and
-                # synchronizes the streams itself: sparsecoll._staging.)
-                torch.cuda.current_stream(t.device).synchronize()
-            elif t.device.type not in ("cpu", "cuda"):
+            # CUDA tensors: Comm synchronizes their current streams before the
+            # library reads them, on either path (sparsecoll._staging).
+            if t.device.type not in ("cpu", "cuda"):
                 raise UnsupportedError(
                     "sparsecoll backend: tensor on %s; it takes CPU and CUDA tensors" % t.device
                 )
@@ -299,5 +294,5 @@ def register():
     kwargs = {}
     params = inspect.signature(dist.Backend.register_backend).parameters
     if "devices" in params:  # torch >= 2.0: say which devices the group takes
-        kwargs["devices"] = ["cpu", "cuda"]  # CUDA: staged (sparsecoll._staging)
+        kwargs["devices"] = ["cpu", "cuda"]  # CUDA: direct or staged (sparsecoll._staging)
     dist.Backend.register_backend(BACKEND_NAME, _create, **kwargs)

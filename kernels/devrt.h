@@ -1,0 +1,129 @@
+/* The device runtime: everything the library asks of CUDA (memory, streams,
+ * events, IPC, kernels) through one table, so that the device data path
+ * (core/, sparse/, fusion/) is written once and runs either on the CUDA
+ * runtime (kernels/cuda/devrt_cuda.c, when built with CUDA and a device is
+ * visible) or on a stand-in loaded for tests (SC_DEVRT_STANDIN=path of a
+ * module exporting `sc_devrt_standin`; test/devfake/), which emulates
+ * device memory that the host cannot touch, asynchronous streams, events,
+ * stream waits on a flag and IPC between processes on a machine with no
+ * GPU. The library never uses the stand-in unless that variable names it.
+ *
+ * Conventions: streams and events are opaque void *; NULL stream = the
+ * legacy default stream. Every op returns sc_result_t (SC_ERR_SYSTEM naming
+ * the runtime's error, detail set). Asynchronous ops enqueue on the stream
+ * and return; nothing here blocks without a bound (waits are polled by the
+ * caller through event_query with its own deadline). */
+#ifndef SC_KERNELS_DEVRT_H
+#define SC_KERNELS_DEVRT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+#include "sparsecoll.h"
+
+/* A handle another process of the same host opens to reach a device
+ * allocation (cudaIpcMemHandle_t is 64 bytes). */
+#define SC_DEV_IPC_HANDLE_BYTES 64
+typedef struct sc_dev_ipc_handle {
+  uint8_t bytes[SC_DEV_IPC_HANDLE_BYTES];
+} sc_dev_ipc_handle_t;
+
+/* A host function run in stream order; args are copied when enqueued. */
+typedef void (*sc_dev_host_fn_t)(void *args);
+#define SC_DEV_HOST_ARGS_MAX 128
+
+typedef struct sc_devrt {
+  const char *name; /* "cuda", or the stand-in's name */
+
+  /* ---- devices and pointers ---- */
+  int (*device_count)(void);
+  int (*current_device)(void); /* -1 when none */
+  sc_result_t (*set_device)(int device);
+  /* 1 and *device set when p is device memory (not host-readable); 0 for
+   * host memory (pageable, pinned, managed) and unknown pointers. */
+  int (*pointer_device)(const void *p, int *device);
+  /* The allocation holding device pointer p: its base and size. */
+  sc_result_t (*mem_range)(const void *p, void **base, size_t *size);
+
+  /* ---- memory ---- */
+  sc_result_t (*malloc_device)(void **p, size_t bytes);
+  sc_result_t (*free_device)(void *p);
+  sc_result_t (*malloc_pinned)(void **p, size_t bytes); /* page-locked host memory */
+  sc_result_t (*free_pinned)(void *p);
+
+  /* ---- streams and events ---- */
+  sc_result_t (*stream_create)(void **stream); /* non-blocking w.r.t. the default stream */
+  sc_result_t (*stream_destroy)(void *stream);
+  /* Any direction (unified addressing): host<->device, device<->device. */
+  sc_result_t (*memcpy_async)(void *dst, const void *src, size_t bytes, void *stream);
+  sc_result_t (*memset_async)(void *dst, int value, size_t bytes, void *stream);
+  sc_result_t (*event_create)(void **event); /* timing disabled */
+  sc_result_t (*event_destroy)(void *event);
+  sc_result_t (*event_record)(void *event, void *stream);
+  /* *done = 1 when everything before the record has run; never blocks. */
+  sc_result_t (*event_query)(void *event, int *done);
+  sc_result_t (*stream_wait_event)(void *stream, void *event);
+  /* The stream waits (on the device, no host thread) until *flag >= value
+   * (wrap-around compare: (int32_t)(*flag - value) >= 0). flag is pinned
+   * host memory from malloc_pinned. */
+  sc_result_t (*stream_wait_value)(void *stream, volatile uint32_t *flag, uint32_t value);
+  /* fn(copy of args) runs on a runtime thread in stream order; it must not
+   * call this table. args_len <= SC_DEV_HOST_ARGS_MAX. */
+  sc_result_t (*launch_host)(void *stream, sc_dev_host_fn_t fn, const void *args, size_t args_len);
+
+  /* ---- IPC between processes of one host ---- */
+  /* The handle of the allocation that contains p (its base: mem_range). */
+  sc_result_t (*ipc_get)(void *p, sc_dev_ipc_handle_t *h);
+  /* Map a peer's allocation; *base is its base address in this process. */
+  sc_result_t (*ipc_open)(const sc_dev_ipc_handle_t *h, void **base);
+  sc_result_t (*ipc_close)(void *base);
+
+  /* ---- the stand-in only (NULL for CUDA) ---- */
+  /* The host address where the stand-in keeps device pointer p's bytes:
+   * the library's emulated kernels (kernels/devrt.c) run there, inside
+   * launch_host functions. */
+  void *(*host_view)(const void *p);
+} sc_devrt_t;
+
+/* The runtime in use: the stand-in when SC_DEVRT_STANDIN names one (loaded
+ * once; a module that fails to load is logged once at WARN and then NULL),
+ * else CUDA when built with it and a device is visible, else NULL. */
+const sc_devrt_t *sc_devrt(void);
+
+/* ---- kernels on device memory, in stream order ----
+ * With CUDA these are kernels/cuda/cuda_kernels.h's; with the stand-in the
+ * CPU kernels (kernels/cpu/) run on its host views through launch_host, so
+ * results are the same bit for bit. rt is sc_devrt()'s answer (non-NULL). */
+sc_result_t sc_dev_reduce(const sc_devrt_t *rt, void *dst, const void *a, const void *b,
+                          size_t count, sc_dtype_t dtype, sc_redop_t op, void *stream);
+sc_result_t sc_dev_avg_finalize(const sc_devrt_t *rt, void *buf, size_t count, sc_dtype_t dtype,
+                                int nranks, void *stream);
+/* Top-k by magnitude of device x: indices (device, uint32, sorted by
+ * index) and values (device, may be NULL); *nnz on the host. Waits for the
+ * stream (the count comes back). method: SC_SELECT_EXACT or
+ * SC_SELECT_GAUSSIAN, with sc_topk's contracts. workspace: device memory
+ * of sc_dev_topk_workspace_size bytes, pooled by the caller. */
+size_t sc_dev_topk_workspace_size(const sc_devrt_t *rt, size_t n, sc_dtype_t dtype);
+sc_result_t sc_dev_topk(const sc_devrt_t *rt, const void *x, size_t n, sc_dtype_t dtype, size_t k,
+                        sc_select_t method, uint32_t *indices, void *values, size_t *nnz,
+                        void *workspace, size_t workspace_bytes, void *stream);
+sc_result_t sc_dev_sparse_gather(const sc_devrt_t *rt, void *values, const void *x,
+                                 const uint32_t *indices, size_t nnz, sc_dtype_t dtype,
+                                 void *stream);
+sc_result_t sc_dev_sparse_scatter(const sc_devrt_t *rt, void *dst, size_t n,
+                                  const uint32_t *indices, const void *values, size_t nnz,
+                                  sc_dtype_t dtype, int zero_first, int divisor, void *stream);
+sc_result_t sc_dev_ef_accumulate(const sc_devrt_t *rt, void *residual, const void *grad, size_t n,
+                                 sc_dtype_t dtype, void *stream);
+sc_result_t sc_dev_ef_clear(const sc_devrt_t *rt, void *residual, const uint32_t *indices,
+                            size_t nnz, sc_dtype_t dtype, void *stream);
+sc_result_t sc_dev_ef_restore(const sc_devrt_t *rt, void *residual, const uint32_t *indices,
+                              const void *values, const uint8_t *survived, size_t nnz,
+                              sc_dtype_t dtype, void *stream);
+
+/* Wait until event has run, polling event_query; SC_ERR_TIMEOUT after
+ * timeout_ms (what names the wait in the message). */
+sc_result_t sc_dev_event_wait(const sc_devrt_t *rt, void *event, int timeout_ms, const char *what);
+
+#endif

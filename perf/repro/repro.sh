@@ -1,0 +1,163 @@
+#!/bin/bash
+# Reproduces the figures of docs/REPRODUCTION.md on an emulated cluster
+# (sc-netbed): (a) gTop-k vs top-k all-gather vs dense ring, time against P
+# with the alpha-beta model; (b)-(d) the dense fusion policies (WFBP, MG-WFBP,
+# single bucket, DeAR, P3) on ResNet-50, VGG-16 and BERT-base, and on
+# ResNet-50 with every tensor scaled by 0.1 (the bandwidth share of a 10x
+# faster link); (e) the sparse schemes (LAGS, OMGS, single gTop-k) on
+# ResNet-50 and BERT-base.
+#
+# Usage (from a build directory, or with SC_BUILD=dir; needs root):
+#   repro.sh [-o DIR] [-r REPS] [--first-rep N] [-P "2 3 4 6 8"] [--wide "12 16"] [--rate 1gbit]
+#            [--only a,wide,local,fusion,scaled,bert,sparse] [--plot-only] [--dpi 80]
+# Parts: a = the sparse sweep over -P, REPS times (rank counts alternating;
+# files gtopk_P<P>_r<N>.json, N from --first-rep, so more runs can be added);
+# wide = the same once at the --wide rank counts (past the 2-core CPU limit);
+# local = gTop-k and all-gather at -P on one host (shm, no bed): the local work;
+# fusion = ResNet-50 and VGG-16, every dense policy; scaled = ResNet-50 at
+# --scale 0.1; bert = BERT-base, every dense policy; sparse = part (e).
+# Writes DIR/*.json (one per run), DIR/repro.log (the tools' output), DIR/load.tsv (load average before and
+# after, the machine's busy share during, seconds and exit status of every
+# run), DIR/fig/*.png, DIR/plot.txt (what plot.py printed: measured/model per
+# point). Defaults: DIR=repro-out, 3 repetitions, P = 2 3 4 6 8 and wide 12 16
+# on a 16-host 1 Gbit/s bed (fusion runs use hosts 0-3). About 30 minutes on
+# this 2-core VM. The bed is always taken down on exit.
+set -u
+out=repro-out reps=3 first=1 ps="2 3 4 6 8" wide="12 16" rate=1gbit plot_only=0 dpi=80
+only="a,wide,local,fusion,scaled,bert,sparse"
+die() { echo "repro.sh: $*" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+  -o) out="$2"; shift 2 ;;
+  -r) reps="$2"; shift 2 ;;
+  --first-rep) first="$2"; shift 2 ;;
+  -P) ps="$2"; shift 2 ;;
+  --wide) wide="$2"; shift 2 ;;
+  --rate) rate="$2"; shift 2 ;;
+  --only) only="$2"; shift 2 ;;
+  --plot-only) plot_only=1; shift ;;
+  --dpi) dpi="$2"; shift 2 ;;
+  -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
+  *) die "unknown option '$1'" ;;
+  esac
+done
+src="$(cd "$(dirname "$0")/../.." && pwd)"
+build="$(cd "${SC_BUILD:-.}" && pwd)"
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
+plot() { "$py" "$src/perf/plot.py" --dpi "$dpi" "$@"; }
+want() { case ",$only," in *",$1,"*) return 0 ;; esac; return 1; }
+mkdir -p "$out/fig" || die "cannot create $out"
+
+hosts=1
+wide_run=$wide
+want wide || wide_run=""
+for p in $ps $wide_run; do [ "$p" -gt "$hosts" ] && hosts=$p; done
+[ "$hosts" -ge 4 ] || hosts=4
+id=repro bed=scnb-repro
+
+busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat; }
+load() { cut -d' ' -f1 /proc/loadavg; }
+# run NAME CMD...: runs CMD, logs load average before/after, the machine's busy
+# share during the run and the seconds it took to DIR/load.tsv.
+run() {
+  local name=$1 b0 t0 b1 t1 l0 s0 rc
+  shift
+  l0=$(load)
+  read -r b0 t0 < <(busy)
+  s0=$(date +%s)
+  echo "== $name (load $l0): $*" | tee -a "$out/repro.log"
+  # The tools' text output has what their JSON lacks (fusion replay's sample
+  # ranges), so it is kept.
+  timeout 900 "$@" 2>&1 | tee -a "$out/repro.log"
+  rc=${PIPESTATUS[0]}
+  read -r b1 t1 < <(busy)
+  printf '%s\t%s\t%s\t%.2f\t%d\t%d\n' "$name" "$l0" "$(load)" \
+    "$(echo "$b0 $t0 $b1 $t1" | awk '{d = $4 - $2; print (d > 0 ? ($3 - $1) / d : 0)}')" \
+    $(($(date +%s) - s0)) "$rc" >>"$out/load.tsv"
+  [ "$rc" -eq 0 ] || echo "repro.sh: $name failed (rc $rc)" >&2
+  return 0
+}
+
+if [ "$plot_only" -eq 0 ]; then
+  for b in sc-netbed sc-run sc_gtopk_perf sc_fusion_replay; do
+    [ -x "$build/$b" ] || die "$build/$b not found (run from a build directory)"
+  done
+  [ "$(id -u)" -eq 0 ] || die "the bed needs root"
+  trap '"$build/sc-netbed" --id $id down >/dev/null 2>&1' EXIT
+  trap 'exit 130' INT TERM
+  "$build/sc-netbed" --id $id up "$hosts" "$rate" >/dev/null || die "sc-netbed up failed"
+  [ -s "$out/load.tsv" ] || printf 'run\tload_before\tload_after\tbusy_share\tseconds\trc\n' >"$out/load.tsv"
+  echo "# $(date -u '+%F %T') $(nproc) cores, bed $hosts x $rate, $(uptime)" >>"$out/load.tsv"
+  R="$build/sc-run --netbed=$bed"
+
+  # (a) one rank per host; dense forced to ring (the model's algorithm), the
+  # rank counts alternate within each repetition so load drift hits all.
+  gtopk() {
+    run "gtopk_P${1}_r$2" $R -n "$1" -x SC_ALGO=ring "$build/sc_gtopk_perf" -w 1 -i 5 \
+      -J "$out/gtopk_P${1}_r$2.json"
+  }
+  if want a; then
+    for rep in $(seq "$first" $((first + reps - 1))); do
+      for p in $ps; do gtopk "$p" "$rep"; done
+    done
+  fi
+  for p in $wide_run; do gtopk "$p" 1; done
+  # The same on one host over shared memory, no bed: the wire is nearly free,
+  # so this is the local work (merges, copies, wake-ups on 2 cores) that the
+  # alpha-beta model leaves out.
+  if want local; then
+    for p in $ps; do
+      run "local_P$p" "$build/sc-run" -n "$p" -x SC_ALGO=ring "$build/sc_gtopk_perf" -a gtopk \
+        -w 1 -i 5 -J "$out/local_P$p.json"
+      run "local_ag_P$p" "$build/sc-run" -n "$p" "$build/sc_gtopk_perf" -a allgather \
+        -w 1 -i 5 -J "$out/local_ag_P$p.json"
+    done
+  fi
+  # (b)-(d): every dense policy in one interleaved run per model (4 hosts).
+  F="$R -n 4 $build/sc_fusion_replay --contiguous --interleave -w 1"
+  if want fusion; then
+    run r50_dense $F -t resnet50 -T 1500 -i 5 -p none,mgwfbp,single,dear,p3 \
+      -J "$out/r50_dense.json"
+    run vgg16_dense $F -t vgg16 -T 6000 -i 3 -p none,mgwfbp,single,dear,p3 \
+      -J "$out/vgg16_dense.json"
+  fi
+  # Tensors x 0.1 at 1 Gbit/s: each all-reduce's bytes cost what they would
+  # at 10 Gbit/s (the MG-WFBP and DeAR papers' Ethernet) while its startup
+  # stays, the regime where merging pays; compute scaled alike.
+  if want scaled; then
+    run r50_scaled $F -t resnet50 --scale 0.1 -T 150 -i 9 -p none,mgwfbp,single,dear,p3 \
+      -J "$out/r50_scaled.json"
+  fi
+  if want bert; then
+    run bert_dense $F -t bert_base -T 6000 -i 2 -p none,mgwfbp,single,dear,p3 \
+      -J "$out/bert_dense.json"
+  fi
+  # (e) the sparse schemes, density 0.001.
+  if want sparse; then
+    run r50_sparse $F --density 0.001 -t resnet50 -T 300 -i 5 -p lags,omgs,gtopk \
+      -J "$out/r50_sparse.json"
+    run bert_sparse $F --density 0.001 -t bert_base -T 2000 -i 4 -p lags,omgs,gtopk \
+      -J "$out/bert_sparse.json"
+  fi
+  "$build/sc-netbed" --id $id down >/dev/null
+fi
+
+# The sweep over -P, and (time_vs_nranks_wide.png) the same with the --wide
+# rank counts, whose larger times would flatten the first figure.
+sweep() { for p in $ps; do ls "$out"/gtopk_P"${p}"_r*.json 2>/dev/null; done; }
+{
+  files=$(sweep)
+  [ -n "$files" ] &&
+    plot -o "$out/fig" --link "$rate" --duplex full \
+      --title "gTop-k vs top-k all-gather vs dense ring, $rate links, median of runs" $files
+  more=$(for p in $wide; do ls "$out"/gtopk_P"${p}"_r*.json 2>/dev/null; done)
+  if [ -n "$files" ] && [ -n "$more" ]; then
+    plot -o "$out/fig-wide" --link "$rate" --duplex full \
+      --title "the same with P = ${wide// /, } (past the 2-core CPU limit)" $files $more &&
+      cp "$out/fig-wide/time_vs_nranks.png" "$out/fig/time_vs_nranks_wide.png"
+  fi
+  for f in r50_dense vgg16_dense r50_scaled bert_dense r50_sparse bert_sparse; do
+    [ -s "$out/$f.json" ] && plot -o "$out/fig" "$out/$f.json"
+  done
+} | tee "$out/plot.txt"

@@ -1,0 +1,77 @@
+#!/bin/sh
+# The dense collectives on device buffers through the device stand-in
+# (test/devfake/, loaded with SC_DEVRT_STANDIN): every collective, dtype and
+# op on 1 to 8 ranks over tcp, shm and auto (three dtypes above 4 ranks);
+# the all-reduce with each algorithm forced on 3 to 8 ranks; small prime
+# staging chunks and a single slot; a rank killed mid-job and an abort.
+# A sample of the full matrix, to keep the run short on a loaded machine.
+. "$top_srcdir/test/multi/lib.sh"
+standin="$(cd "$top_builddir" && pwd)/test/devfake/.libs/libsc_devfake.so"
+if [ ! -f "$standin" ]; then
+  echo "skipped: no device stand-in at $standin"
+  exit 77
+fi
+export SC_DEVRT_STANDIN="$standin"
+unset SC_ALGO SC_BCAST_ALGO SC_STAGE_CHUNK_BYTES SC_STAGE_SLOTS
+run() { # run NAME N "VAR=VALUE ..." ARGS...
+  name=$1
+  n=$2
+  vars=$3
+  shift 3
+  # shellcheck disable=SC2086 # the settings split into words on purpose
+  check "$name" env $vars "$SC_RUN" -n "$n" --timeout 300 --label "$MR/mr_device" "$@"
+}
+# tcp stages every message through pinned memory; shm (and auto, on one
+# host) moves device memory itself where the transport says device_mem.
+for n in 1 2 3 4 5 6 7 8; do
+  q=--quick
+  [ "$n" -le 4 ] && q=
+  run "all collectives tcp n=$n${q:+ (sample)}" "$n" "SC_TRANSPORT=tcp" $q
+done
+for n in 2 3 5 8; do
+  q=--quick
+  [ "$n" -le 3 ] && q=
+  run "all collectives shm n=$n${q:+ (sample)}" "$n" "SC_TRANSPORT=shm" $q
+done
+run "all collectives auto n=3" 3 "SC_TRANSPORT=auto"
+run "all collectives auto n=7 (sample)" 7 "SC_TRANSPORT=auto" --quick
+for algo in ring tree rd rabenseifner hier; do
+  for n in 3 4 5 7 8; do
+    tp=tcp
+    case $n in 4 | 8) tp=shm ;; esac
+    run "allreduce SC_ALGO=$algo $tp n=$n" "$n" "SC_TRANSPORT=$tp SC_ALGO=$algo" --allreduce-only --quick
+  done
+done
+run "allreduce SC_ALGO=rabenseifner tcp n=5" 5 "SC_TRANSPORT=tcp SC_ALGO=rabenseifner" --allreduce-only
+run "SC_BCAST_ALGO=chain tcp n=4 (sample)" 4 "SC_TRANSPORT=tcp SC_BCAST_ALGO=chain" --quick
+run "SC_BCAST_ALGO=binomial shm n=5 (sample)" 5 "SC_TRANSPORT=shm SC_BCAST_ALGO=binomial" --quick
+run "tcp n=3, 4099-byte chunks, 3 slots" 3 "SC_TRANSPORT=tcp SC_STAGE_CHUNK_BYTES=4099 SC_STAGE_SLOTS=3" --quick
+run "tcp n=5, 1000-byte chunks, 1 slot" 5 "SC_TRANSPORT=tcp SC_STAGE_CHUNK_BYTES=1000 SC_STAGE_SLOTS=1" --quick
+survivors() { # survivors N TRANSPORT: every rank but the killed one reports its error
+  SC_TIMEOUT_MS=60000 SC_TRANSPORT=$2 "$SC_RUN" -n "$1" --grace 90 --timeout 120 --label "$MR/mr_device" --peer-death >"$tmpdir/run" 2>&1
+  cat "$tmpdir/run"
+  [ "$(grep -c 'failed in' "$tmpdir/run")" -eq $(($1 - 1)) ] && [ "$(grep -c 'FAIL' "$tmpdir/run")" -eq 0 ]
+}
+check "peer killed mid-job, tcp n=3" survivors 3 tcp
+check "peer killed mid-job, shm n=4" survivors 4 shm
+run "abort wakes a blocked device call, tcp n=2" 2 "SC_TRANSPORT=tcp" --abort
+run "abort wakes a blocked device call, shm n=2" 2 "SC_TRANSPORT=shm" --abort
+# Two emulated hosts (sc-netbed, root only): auto gives each rank a direct
+# (shm) peer and staged (tcp) peers within one operation.
+NETBED="$top_builddir/sc-netbed"
+if [ "$(id -u)" = 0 ] && [ -x "$NETBED" ] && "$NETBED" check >/dev/null 2>&1 &&
+  "$NETBED" --id "dv$$" up 2 1gbit >"$tmpdir/bed" 2>&1; then
+  trap '"$NETBED" --id "dv$$" down >/dev/null 2>&1; rm -rf "$tmpdir"' EXIT
+  bed() { # bed NAME N PER_HOST VAR=VALUE ARGS...
+    name=$1 n=$2 m=$3 var=$4
+    shift 4
+    check "$name" "$SC_RUN" --netbed="scnb-dv$$" --ranks-per-host "$m" -n "$n" --timeout 300 \
+      -x SC_DEVRT_STANDIN="$SC_DEVRT_STANDIN" -x "$var" "$MR/mr_device" "$@"
+  }
+  bed "2 hosts x 2: all collectives, 4099-byte chunks" 4 2 SC_STAGE_CHUNK_BYTES=4099
+  bed "2 hosts, 3 + 2: SC_ALGO=hier" 5 3 SC_ALGO=hier --allreduce-only
+  bed "2 hosts x 3: SC_ALGO=ring (sample)" 6 3 SC_ALGO=ring --allreduce-only --quick
+else
+  echo "SKIP: the two-host rows (sc-netbed needs root, namespaces, veth, bridge and tbf)"
+fi
+finish

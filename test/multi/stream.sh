@@ -1,0 +1,37 @@
+#!/bin/sh
+# The stream forms (sc_*_on_stream) on the device stand-in, over tcp and shm:
+# stream order without host synchronization and every dense form on 1..4
+# ranks, calls back to back on one stream and on two, sc_comm_abort
+# releasing a waiting stream, a killed peer failing the communicator and
+# releasing the survivors' streams, the gTop-k stream form against the blocking
+# form on host copies (mr_stream.c says what each mode checks).
+. "$top_srcdir/test/multi/lib.sh"
+SC_DEVRT_STANDIN="$top_builddir/test/devfake/.libs/libsc_devfake.so"
+if [ ! -f "$SC_DEVRT_STANDIN" ]; then
+  echo "skipped: no device stand-in at $SC_DEVRT_STANDIN"
+  exit 77
+fi
+export SC_DEVRT_STANDIN
+survivors() { # survivors N: every rank but the killed one reports its release
+  SC_TIMEOUT_MS=60000 "$SC_RUN" -n "$1" --grace 90 --timeout 120 "$MR/mr_stream" death \
+    >"$tmpdir/run" 2>&1
+  cat "$tmpdir/run"
+  got=$(grep -c 'failed with' "$tmpdir/run")
+  bad=$(grep -c 'FAIL' "$tmpdir/run")
+  [ "$got" -eq $(($1 - 1)) ] && [ "$bad" -eq 0 ]
+}
+for tp in tcp shm; do
+  export SC_TRANSPORT=$tp
+  for n in 1 2 3 4; do
+    check "$tp: order and every form, n=$n" "$SC_RUN" -n "$n" --timeout 120 "$MR/mr_stream" order
+    # Every stand-in stream op sleeps first: stream work lags far behind the host.
+    check "$tp: back to back, two streams, n=$n" env SC_DEVFAKE_DELAY_US=200 "$SC_RUN" -n "$n" \
+      --timeout 120 "$MR/mr_stream" chain
+  done
+  check "$tp: gTop-k stream form vs blocking host, n=3" "$SC_RUN" -n 3 --timeout 120 \
+    "$MR/mr_stream" gtopk
+  check "$tp: abort releases the stream, n=2" "$SC_RUN" -n 2 --timeout 60 "$MR/mr_stream" abort
+  check "$tp: peer killed, n=2" survivors 2
+  check "$tp: peer killed, n=3" survivors 3
+done
+finish
