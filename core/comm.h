@@ -198,6 +198,10 @@ sc_result_t sc_progress_start(sc_comm_t *comm);
 /* Stop the thread: drain the queue (destroy) or fail it (abort). */
 void sc_progress_stop(sc_comm_t *comm);
 void sc_comm_record_error(sc_comm_t *comm, sc_result_t res);
+/* The same for any error, SC_ERR_INVALID_ARG included: for work no caller
+ * waits for (a stream form's queued call), whose failure only the
+ * communicator can report. */
+void sc_comm_fail(sc_comm_t *comm, sc_result_t res);
 /* Execute one operation (or fail it at once when aborted / in error). The
  * caller must own the transport (comm->busy). */
 sc_result_t sc_op_run(sc_comm_t *comm, const sc_op_t *op);

@@ -52,6 +52,11 @@ void sc_request_complete(sc_request_t *req, sc_result_t res) {
  * its number too; a destroy in progress refuses new calls only, the calls
  * queued before it still run. Caller holds comm->lock. */
 static sc_result_t sc_comm_refusal_locked(sc_comm_t *comm, const sc_op_t *op, int queued) {
+  /* The common case words nothing: formatting the call's name cost a small
+   * all-reduce about 40% of its instructions. */
+  if (!atomic_load(&comm->aborted) && atomic_load(&comm->error) == SC_SUCCESS &&
+      (queued || !comm->stopping))
+    return SC_SUCCESS;
   char what[128] = "", seq[32] = "";
   if (op && queued) snprintf(seq, sizeof(seq), " #%llu", (unsigned long long)op->seq);
   if (op)

@@ -10,7 +10,12 @@
 #include "core/stream.h"
 
 void sc_comm_record_error(sc_comm_t *comm, sc_result_t res) {
-  if (res == SC_SUCCESS || res == SC_ERR_INVALID_ARG) return;
+  if (res == SC_ERR_INVALID_ARG) return; /* the caller was told; the others are not involved */
+  sc_comm_fail(comm, res);
+}
+
+void sc_comm_fail(sc_comm_t *comm, sc_result_t res) {
+  if (res == SC_SUCCESS) return;
   pthread_mutex_lock(&comm->lock);
   if (atomic_load(&comm->error) == SC_SUCCESS) {
     sc_error_get_detail(comm->errmsg, sizeof(comm->errmsg));

@@ -256,7 +256,7 @@ void sc_stream_run(sc_comm_t *comm, sc_request_t *req) {
     /* Its device work is done when it returns. */
     if (r == SC_SUCCESS) r = op->job ? sc_op_run_job(comm, op) : sc_op_run(comm, op);
     /* No one waits for this request: the failure is the communicator's. */
-    if (r != SC_SUCCESS && r != SC_ERR_ABORTED) sc_comm_record_error(comm, r);
+    if (r != SC_SUCCESS && r != SC_ERR_ABORTED) sc_comm_fail(comm, r);
   }
   if (r != SC_SUCCESS)
     SC_INFO(SC_SUBSYS_COLL, "rank %d: stream call %s #%llu failed; its stream is released: %s",

@@ -194,8 +194,10 @@ sc_result_t sc_fusion_sparse_model(sc_fusion_t *f, double alpha_us, double beta_
     free(val);
   }
   SC_CHECK(sc_broadcast(sel, sel, 1, SC_FLOAT64, 0, f->comm));
-  /* per byte of float32 gradient: density * 2 entries of (4 + 4) bytes per 4 bytes */
+  /* Per byte of float32 gradient, each round sends density entries of 4 + 4
+   * bytes per 4-byte element; what it receives meanwhile is free (links are
+   * full duplex: docs/ALGORITHMS.md, "The formulas perf/plot.py draws"). */
   *sp_alpha = rounds * alpha_us;
-  *sp_beta = rounds * 2.0 * f->cfg.density * 2.0 * beta_us_per_byte + sel[0];
+  *sp_beta = rounds * f->cfg.density * 2.0 * beta_us_per_byte + sel[0];
   return SC_SUCCESS;
 }

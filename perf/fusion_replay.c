@@ -397,7 +397,8 @@ static void usage(FILE *f) {
           "                       between them (rotated), -i x -r samples each; report each\n"
           "                       policy's median sample and the range (load drift hits\n"
           "                       every policy alike; needs every policy's buffers at once)\n"
-          "  -J, --json FILE      also write the results as JSON\n"
+          "  -J, --json FILE      also write the results as JSON (iter_min_ms/iter_max_ms:\n"
+          "                       the range of the samples, or of the --repeat runs)\n"
           "Columns (ms per iteration, slowest rank): iter (DeAR: steady-state period, its\n"
           "all-gathers overlap the next forward), compute alone, comm (every tensor ready at\n"
           "once, no compute), iter - compute, lower bound max(compute, comm) and its ratio,\n"
@@ -524,9 +525,11 @@ int main(int argc, char **argv) {
     }
   }
   result_t res[6];
+  /* The range of each policy's samples (interleaved iterations, or the
+   * --repeat runs' iteration times), for error bars in the JSON. */
+  double lo[6], hi[6];
   int nres = nsel;
   if (opt.interleave) {
-    double lo[6], hi[6];
     run_interleaved(sel, nsel, shown, compute_ms, res, lo, hi);
     for (int q = 0; q < nsel && rank == 0; q++) {
       char tag[96];
@@ -556,6 +559,8 @@ int main(int argc, char **argv) {
           rr[b - 1] = x;
         }
       res[q] = rr[opt.repeat / 2];
+      lo[q] = rr[0].iter_ms;
+      hi[q] = rr[opt.repeat - 1].iter_ms;
       const result_t *r = &res[q];
       if (rank == 0 && opt.repeat > 1) print_row(r, "median");
     }
@@ -581,10 +586,10 @@ int main(int argc, char **argv) {
               "%s\n  {\"policy\": \"%s\", \"buckets\": %d, \"plan_ms\": %.3f, \"iter_ms\": %.4f, "
               "\"compute_ms\": %.4f, \"comm_ms\": %.4f, \"nonoverlap_ms\": %.4f, "
               "\"lower_bound_ms\": %.4f, \"fwd_wait_ms\": %.4f, \"bwd_block_ms\": %.4f, "
-              "\"end_wait_ms\": %.4f}",
+              "\"end_wait_ms\": %.4f, \"iter_min_ms\": %.4f, \"iter_max_ms\": %.4f}",
               i ? "," : "", res[i].policy, res[i].buckets, res[i].plan_ms, res[i].iter_ms,
               res[i].compute_ms, res[i].comm_ms, res[i].nonoverlap_ms, res[i].bound_ms,
-              res[i].fwd_wait_ms, res[i].bwd_block_ms, res[i].end_wait_ms);
+              res[i].fwd_wait_ms, res[i].bwd_block_ms, res[i].end_wait_ms, lo[i], hi[i]);
     fprintf(j, "\n]}\n");
     fclose(j);
   }

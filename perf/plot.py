@@ -14,7 +14,9 @@ Each input is recognised by its shape (or forced with --kind):
            alpha-beta model of docs/ALGORITHMS.md per algorithm (dashed), see
            --model and --duplex.
   bars     {"title", "ylabel", "bars": [{"label", "value"}, ...]} or any rows
-           of one label and one number (fusion replay): a bar per label.
+           of one label and one number (fusion replay): a bar per label, with
+           error bars from "error" or the samples' range (iter_min_ms and
+           iter_max_ms of sc_fusion_replay -J; files without them: no bars).
 dense, compare and peers files go into busbw_P<nranks>.png (one figure per
 rank count, every file's lines together, so libraries and algorithms measured
 in one run are compared on one plot); sparse files into time_vs_nranks.png;
@@ -28,10 +30,12 @@ payload rate) and alpha from the 8-byte all-reduce latency sc_gtopk_perf
 measures (its time / the message steps of the algorithm that ran it, median
 over the files); "fit" (the default without --link) fits alpha and beta by
 least squares to every measured point; "none" draws no model. --duplex full
-charges a sparse exchange one direction's bytes (L (alpha + k(4+w) beta) for
-the butterfly, 2 ceil(log2 P)(alpha + k(4+w) beta) for the tree, (P-1)(alpha +
-k(4+w) beta) for the library's ring all-gather), as the papers do and as the
-dense ring formula does; the default (half) keeps docs/ALGORITHMS.md's table.
+(the default) charges a sparse exchange one direction's bytes (L (alpha +
+k(4+w) beta) for the butterfly, 2 ceil(log2 P)(alpha + k(4+w) beta) for the
+tree, (P-1)(alpha + k(4+w) beta) for the library's ring all-gather), as the
+papers do, as the dense ring formula does and as docs/ALGORITHMS.md's table
+does: links are full duplex. --duplex half charges a rank's sent and received
+sparse bytes both (the table's earlier terms, kept to redraw old figures).
 """
 import argparse
 import json
@@ -144,6 +148,20 @@ def sparse_rows(d):
     return out
 
 
+def range_error(r, key, val):
+    """A bar's error: "error" (symmetric), else the samples' range around the
+    value, (below, above), from <name>_min_<unit>/<name>_max_<unit> (fusion
+    replay: iter_min_ms, iter_max_ms) or min/max; None without either."""
+    if isinstance(r.get("error"), (int, float)):
+        return r["error"]
+    m = re.match(r"(.*)_(ms|us)$", key or "")
+    lo_k, hi_k = ("%s_min_%s" % m.groups(), "%s_max_%s" % m.groups()) if m else ("min", "max")
+    lo, hi = r.get(lo_k), r.get(hi_k)
+    if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and lo <= val <= hi:
+        return (val - lo, hi - val)
+    return None
+
+
 def label_value_rows(d):
     """[(label, value)] from {"bars": [...]}, rows of one label and one number, or {label: number}."""
     rows = d.get("bars") if isinstance(d.get("bars"), list) else first_list_of_dicts(d)
@@ -162,7 +180,7 @@ def label_value_rows(d):
                 val = nums[0] if len(nums) == 1 else None
             if label is None or not isinstance(val, (int, float)):
                 return None
-            out.append((label, float(val), r.get("error")))
+            out.append((label, float(val), range_error(r, key, val)))
         return out
     if d and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in d.values()):
         return [(k, float(v), None) for k, v in d.items()]
@@ -279,10 +297,10 @@ def dense_steps(algo, p):
     return log2_steps(p)  # rd and anything unknown
 
 
-def model_terms(algo, p, d, full_duplex=False):
+def model_terms(algo, p, d, full_duplex=True):
     """(alpha coefficient, beta coefficient in bytes) of docs/ALGORITHMS.md's
     cost for this algorithm, P ranks, the run's n, k and value width w;
-    full_duplex: the sparse terms of --duplex full (below)."""
+    full_duplex False: the doubled sparse terms of --duplex half (below)."""
     n, k, w = d["n"], d["k"], d.get("dtype_bytes", 4)
     e = k * (d.get("index_bytes", 4) + w)  # one sparse entry set
     if algo == "dense":  # ring
@@ -292,7 +310,8 @@ def model_terms(algo, p, d, full_duplex=False):
         # is, so an exchange in which a rank sends one set and receives one
         # costs one set's bytes, as a ring step costs one chunk: the papers'
         # formulas (their 2k words are k entries of index + value). A 2-rank
-        # exchange on the bed takes this single charge (docs/REPRODUCTION.md).
+        # exchange on the bed takes this single charge, and a 2-rank dense ring,
+        # which sends and receives n bytes each, takes n beta (docs/REPRODUCTION.md).
         if algo == "gtopk":  # butterfly: L (alpha + k(4+w) beta), +2 fold steps
             s = log2_steps(p)
             return s, e * s
@@ -302,6 +321,7 @@ def model_terms(algo, p, d, full_duplex=False):
         if algo == "allgather":  # this library's ring: (P-1)(alpha + k(4+w) beta)
             return p - 1, (p - 1) * e
         return None
+    # --duplex half: a rank's sent and received bytes both.
     if algo == "gtopk":  # butterfly: log2P (alpha + 2k(4+w) beta)
         s = log2_steps(p)
         return s, 2.0 * e * s
@@ -337,7 +357,7 @@ def fit_alpha_beta(samples):
     return min(cands)[1:] if cands else (0.0, 0.0)
 
 
-def sparse_model(docs, by_algo, mode, link_bps, full_duplex=False):
+def sparse_model(docs, by_algo, mode, link_bps, full_duplex=True):
     """{algo: [(P, model time in us)]} and a description of alpha and beta."""
     docs = [d for d in docs if d.get("benchmark") == "sc_gtopk_perf" and "n" in d and "k" in d]
     if mode == "none" or not docs:
@@ -387,7 +407,7 @@ def median(xs):
     return xs[m] if len(xs) % 2 else 0.5 * (xs[m - 1] + xs[m])
 
 
-def plot_sparse(docs, outdir, title, mode=None, link_bps=None, dpi=120, full_duplex=False):
+def plot_sparse(docs, outdir, title, mode=None, link_bps=None, dpi=120, full_duplex=True):
     # Several files with the same nranks are repeated runs: one point, their median.
     runs = {}
     for d in docs:
@@ -400,8 +420,8 @@ def plot_sparse(docs, outdir, title, mode=None, link_bps=None, dpi=120, full_dup
         print("points: median of up to %d runs per rank count" % nrep)
     mode = mode or ("link" if link_bps else "fit")
     model, how = sparse_model(docs, by_algo, mode, link_bps, full_duplex)
-    if how and full_duplex:
-        how += "; full duplex"
+    if how and not full_duplex:
+        how += "; half duplex"
     # The dense all-reduce takes ~100x the sparse ones: on one log axis both
     # look flat, so it gets a panel of its own (both linear, from 0), where the
     # sparse lines' log P and P growth can be read.
@@ -471,6 +491,13 @@ POLICY_LABELS = {"none": "WFBP", "size": "size buckets", "mgwfbp": "MG-WFBP", "d
 SPARSE_LABELS = {"none": "LAGS", "mgwfbp": "OMGS", "single": "single gTop-k"}
 
 
+def bar_error(e):
+    """(below, above) of a bar's error from label_value_rows."""
+    if isinstance(e, (int, float)):
+        return (e, e)
+    return tuple(e) if isinstance(e, tuple) else (0, 0)
+
+
 def plot_bars(d, path_in, outdir, title, dpi=120):
     bars = label_value_rows(d)
     if d.get("benchmark") == "sc_fusion_replay":
@@ -480,8 +507,10 @@ def plot_bars(d, path_in, outdir, title, dpi=120):
     fig, ax = plt.subplots(figsize=(max(5, 1 + 0.9 * len(bars)), 4.5))
     labels = [b[0] for b in bars]
     vals = [b[1] for b in bars]
-    errs = [b[2] if isinstance(b[2], (int, float)) else 0 for b in bars]
-    ax.bar(range(len(bars)), vals, yerr=errs if any(errs) else None, color="tab:blue",
+    errs = [bar_error(b[2]) for b in bars]
+    yerr = [[e[0] for e in errs], [e[1] for e in errs]]
+    ax.bar(range(len(bars)), vals, yerr=yerr if any(map(any, errs)) else None, capsize=3,
+           color="tab:blue",
            label={"iter_ms": "iteration time"}.get(
                next((k for k in VALUE_KEYS if all(k in r for r in rows)), None)))
     # Fusion replay rows also carry the non-overlapped communication and the
@@ -497,7 +526,8 @@ def plot_bars(d, path_in, outdir, title, dpi=120):
     lb = d.get("lower_bound")
     if isinstance(lb, (int, float)):
         ax.axhline(lb, color="black", ls=":", label="lower bound")
-    ax.set_ylim(0, max(vals + [lb if isinstance(lb, (int, float)) else 0]) * 1.3)
+    tops = [v + e[1] for v, e in zip(vals, errs)]
+    ax.set_ylim(0, max(tops + [lb if isinstance(lb, (int, float)) else 0]) * 1.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="upper right")
     vkey = next((k for k in VALUE_KEYS if rows and all(k in r for r in rows)), "")
@@ -524,7 +554,9 @@ def plot_bars(d, path_in, outdir, title, dpi=120):
     path = os.path.join(outdir, "bars_%s.png" % base)
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
-    print("bars %s: %s" % (base, ", ".join("%s=%.4g" % (lab, v) for lab, v in zip(labels, vals))))
+    print("bars %s: %s" % (base, ", ".join(
+        "%s=%.4g" % (lab, v) + (" (%.4g-%.4g)" % (v - e[0], v + e[1]) if any(e) else "")
+        for lab, v, e in zip(labels, vals, errs))))
     return [path]
 
 
@@ -537,10 +569,10 @@ def main():
     ap.add_argument("--title")
     ap.add_argument("--model", choices=["link", "fit", "none"],
                     help="sparse figure's cost model (default: link with --link, else fit)")
-    ap.add_argument("--duplex", choices=["half", "full"], default="half",
-                    help="sparse model: half charges a rank's sent and received bytes both "
-                    "(docs/ALGORITHMS.md's formulas), full one direction per exchange "
-                    "(the papers' formulas; what sc-netbed's links are)")
+    ap.add_argument("--duplex", choices=["half", "full"], default="full",
+                    help="sparse model: full (default) charges one direction per exchange "
+                    "(docs/ALGORITHMS.md's and the papers' formulas; what sc-netbed's links "
+                    "are), half a rank's sent and received bytes both (old figures)")
     ap.add_argument("--dpi", type=int, default=120,
                     help="PNG resolution (default 120; 80-100 keeps committed figures small)")
     args = ap.parse_args()

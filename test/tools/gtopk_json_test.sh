@@ -38,8 +38,10 @@ for r in d["rows"]:
 nnz = {r["algo"]: r["out_nnz"] for r in d["rows"]}
 assert nnz["gtopk"] == nnz["gtopk_tree"] == 100 and 100 < nnz["allgather"] <= 300, nnz
 assert nnz["dense"] == 65536, nnz
-# plot.py's cost terms for this run, against docs/ALGORITHMS.md worked by hand
-# (P = 3: butterfly log2 floor 1 + 2 fold steps; ceil(log2 3) = 2).
+# plot.py's cost terms for this run, against docs/ALGORITHMS.md worked by hand:
+# full duplex, one set's bytes per step (P = 3: butterfly log2 floor 1 + 2 fold
+# steps, tree 2 x ceil(log2 3) = 4 steps, ring all-gather 2; P = 5: 2 + 2,
+# 2 x 3, 4), and --duplex half, a rank's sent and received bytes both.
 spec = importlib.util.spec_from_file_location("plot", sys.argv[2])
 try:
     plot = importlib.util.module_from_spec(spec)
@@ -49,9 +51,16 @@ except SystemExit:
     sys.exit(0)
 e = 100 * 8
 assert plot.model_terms("dense", 3, d) == (4, 2.0 * 2 / 3 * 65536 * 4)
-assert plot.model_terms("gtopk", 3, d) == (3, 2.0 * e * 3)
-assert plot.model_terms("gtopk_tree", 3, d) == (4, 4.0 * e * 2)
+assert plot.model_terms("gtopk", 3, d) == (3, 3 * e)
+assert plot.model_terms("gtopk_tree", 3, d) == (4, 4 * e)
 assert plot.model_terms("allgather", 3, d) == (2, 2 * e)
+assert plot.model_terms("gtopk", 5, d) == (4, 4 * e)
+assert plot.model_terms("gtopk_tree", 5, d) == (6, 6 * e)
+assert plot.model_terms("allgather", 5, d) == (4, 4 * e)
+assert plot.model_terms("dense", 3, d, False) == plot.model_terms("dense", 3, d)
+assert plot.model_terms("gtopk", 3, d, False) == (3, 2 * 3 * e)
+assert plot.model_terms("gtopk_tree", 3, d, False) == (4, 2 * 4 * e)
+assert plot.model_terms("allgather", 5, d, False) == (3, 4 * e)
 a, b = plot.fit_alpha_beta([(1, 0, 3.0), (0, 1, 5.0), (1, 1, 8.0)])
 assert abs(a - 3) < 1e-9 and abs(b - 5) < 1e-9, (a, b)
 print("PASS: sc_gtopk_perf -J: 4 algorithms correct at 3 ranks, latency %.1f us; plot model terms"

@@ -134,6 +134,78 @@ assert d["sizes_compared"] == 14 and 0 <= d["auto_within_10pct"] <= 14
   fi
 fi
 
+# sc_fusion_replay -J: each policy's range. --repeat 3: the JSON's min and max
+# are the fastest and slowest of the three "run" rows the text prints, the
+# median between them; --interleave: the range the text's tag gives (whole ms).
+# plot.py turns the range into asymmetric error bars and reads files without it.
+top_srcdir=${top_srcdir:-..}
+replay() {
+  "$SC_RUN" -n 2 --timeout 200 "$top_builddir/sc_fusion_replay" \
+    --trace "$top_srcdir/perf/traces/resnet50.trace" --scale 0.01 --iter-ms 5 -i 2 -w 0 \
+    -p none,mgwfbp,single --alpha 50 --beta 0.001 "$@"
+}
+py=""
+for c in /usr/bin/python3 python3; do # Debian's python3-matplotlib is /usr/bin's
+  if "$c" -c 'import json' 2>/dev/null; then py=$c; break; fi
+done
+if [ -z "$py" ]; then
+  echo "SKIP-PART: no python3: sc_fusion_replay -J not parsed"
+elif replay -r 3 -J "$tmp/rep.json" >"$tmp/rep.out" 2>"$tmp/err" &&
+  replay --interleave -J "$tmp/il.json" >"$tmp/il.out" 2>>"$tmp/err"; then
+  cp "$tmp/il.out" "$tmp/out"
+  if SC_PLOT_REEXEC=1 "$py" - "$tmp" "$top_srcdir/perf/plot.py" <<'PYEOF' >>"$tmp/out" 2>&1; then
+import importlib.util, json, os, re, sys
+tmp = sys.argv[1]
+rep = json.load(open(os.path.join(tmp, "rep.json")))
+il = json.load(open(os.path.join(tmp, "il.json")))
+runs = {}
+for line in open(os.path.join(tmp, "rep.out")):
+    f = line.split()
+    if len(f) > 3 and f[-1] == "run":
+        runs.setdefault(f[0], []).append(float(f[2]))
+assert sorted(runs) == ["mgwfbp", "none", "single"], runs
+for r in rep["results"]:
+    t = runs[r["policy"]]
+    assert len(t) == 3 and abs(r["iter_min_ms"] - min(t)) < 0.006, (r, t)
+    assert abs(r["iter_max_ms"] - max(t)) < 0.006 and abs(r["iter_ms"] - sorted(t)[1]) < 0.006, (r, t)
+tags = {}
+for line in open(os.path.join(tmp, "il.out")):
+    m = re.match(r"\s+(\w+) .* median of \d+, iter (\d+)-(\d+)$", line)
+    if m:
+        tags[m.group(1)] = (int(m.group(2)), int(m.group(3)))
+assert sorted(tags) == ["mgwfbp", "none", "single"], tags
+for r in il["results"]:
+    lo, hi = tags[r["policy"]]
+    assert 0 < r["iter_min_ms"] <= r["iter_ms"] <= r["iter_max_ms"], r
+    assert abs(r["iter_min_ms"] - lo) <= 0.5001 and abs(r["iter_max_ms"] - hi) <= 0.5001, (r, lo, hi)
+spec = importlib.util.spec_from_file_location("plot", sys.argv[2])
+try:
+    plot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plot)
+except SystemExit:
+    print("SKIP-PART: plot.py needs matplotlib; error bars not checked")
+    sys.exit(0)
+bars = plot.label_value_rows(il)
+want = [(r["policy"], r["iter_ms"], (r["iter_ms"] - r["iter_min_ms"], r["iter_max_ms"] - r["iter_ms"]))
+        for r in il["results"]]
+assert bars == want, (bars, want)
+for r in il["results"]:  # as written before the range existed
+    del r["iter_min_ms"], r["iter_max_ms"]
+assert [b[2] for b in plot.label_value_rows(il)] == [None] * 3
+assert plot.label_value_rows({"bars": [{"label": "x", "value": 2.0, "error": 0.5}]}) == [("x", 2.0, 0.5)]
+out = plot.plot_bars(rep, os.path.join(tmp, "rep.json"), tmp, None, 60)
+assert out and os.path.getsize(out[0]) > 0, out
+print("plot.py: error bars %s" % [b[2] for b in bars])
+PYEOF
+    grep '^SKIP-PART' "$tmp/out"
+    ok "sc_fusion_replay -J: each policy's range (--repeat, --interleave) and plot.py's error bars"
+  else
+    bad "sc_fusion_replay -J range"
+  fi
+else
+  bad "sc_fusion_replay runs"
+fi
+
 # Usage errors exit 2 before any communication is set up.
 "$top_builddir/sc_allreduce_perf" -d nosuchtype >"$tmp/out" 2>"$tmp/err"
 rc1=$?

@@ -32,6 +32,17 @@
 #include "base/socket.h"
 #include "transport/shm/shm_internal.h"
 
+/* Looks at the rings, between pauses, before the first yield (see shm_progress). */
+#define SC_SHM_POLLS_BEFORE_YIELD 32
+
+static inline void sc_shm_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
 void sc_shm_req_finish(sc_tp_req_t *r, sc_tp_req_state_t state, sc_result_t status) {
   r->status = status;
   r->u.shm.next = NULL;
@@ -409,6 +420,16 @@ static sc_result_t sleep_once(sc_shm_transport_t *tp, int timeout_ms, int *moved
   return res;
 }
 
+/* With more local ranks than cores the peer we wait for is often not
+ * running: looking again before yielding only delays it. */
+static int polls_before_yield(sc_shm_transport_t *tp) {
+  if (tp->polls_plus1 == 0) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    tp->polls_plus1 = 1 + (cpus > 0 && tp->nlocal + 1 <= cpus ? SC_SHM_POLLS_BEFORE_YIELD : 0);
+  }
+  return tp->polls_plus1 - 1;
+}
+
 static sc_result_t shm_progress(sc_transport_t *base, int timeout_ms, int *progressed) {
   if (progressed) *progressed = 0;
   sc_shm_transport_t *tp = sc_shm_of(base);
@@ -422,6 +443,14 @@ static sc_result_t shm_progress(sc_transport_t *base, int timeout_ms, int *progr
        * on them) the peer we wait for gets the core at once; on an idle
        * core sched_yield returns at once and this is a plain poll. */
       int64_t end = sc_now_us() + tp->spin_us;
+      /* A peer that is running answers a small message within a
+       * microsecond or so: look a few times before paying a sched_yield
+       * system call (otherwise one per small all-reduce at P=2). */
+      int polls = polls_before_yield(tp);
+      for (int k = 0; k < polls && !moved && res == SC_SUCCESS; k++) {
+        sc_shm_cpu_relax();
+        res = pass_all(tp, &moved, 0, first_err, sizeof(first_err));
+      }
       while (!moved && res == SC_SUCCESS && sc_now_us() < end) {
         sched_yield();
         res = pass_all(tp, &moved, 0, first_err, sizeof(first_err));

@@ -287,6 +287,7 @@ typedef struct sc_shm_transport {
   int connected;
   int nlocal;              /* local peers, self excluded */
   int npending;            /* requests queued on local peers */
+  int polls_plus1;         /* 1 + looks before the first yield; 0: not decided yet */
   volatile uint64_t probe; /* peers read it through process_vm_readv */
   sc_shm_peer_t *peers;
   struct pollfd *pfds; /* 1 + nranks */
