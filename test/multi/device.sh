@@ -3,7 +3,8 @@
 # (test/devfake/, loaded with SC_DEVRT_STANDIN): every collective, dtype and
 # op on 1 to 8 ranks over tcp, shm and auto (three dtypes above 4 ranks);
 # the all-reduce with each algorithm forced on 3 to 8 ranks; small prime
-# staging chunks and a single slot; a rank killed mid-job and an abort.
+# staging chunks and a single slot; one device per rank; a rank killed
+# mid-job and an abort.
 # A sample of the full matrix, to keep the run short on a loaded machine.
 . "$top_srcdir/test/multi/lib.sh"
 standin="$(cd "$top_builddir" && pwd)/test/devfake/.libs/libsc_devfake.so"
@@ -45,6 +46,12 @@ done
 run "allreduce SC_ALGO=rabenseifner tcp n=5" 5 "SC_TRANSPORT=tcp SC_ALGO=rabenseifner" --allreduce-only
 run "SC_BCAST_ALGO=chain tcp n=4 (sample)" 4 "SC_TRANSPORT=tcp SC_BCAST_ALGO=chain" --quick
 run "SC_BCAST_ALGO=binomial shm n=5 (sample)" 5 "SC_TRANSPORT=shm SC_BCAST_ALGO=binomial" --quick
+# One device per rank (four stand-in devices, rank mod 4), as on a node of
+# GPUs; the runs above share one device among all ranks.
+run "one device per rank shm n=4 (sample)" 4 "SC_TRANSPORT=shm SC_DEVFAKE_DEVICES=4" --quick \
+  --device-per-rank
+run "one device per rank tcp n=3 (sample)" 3 "SC_TRANSPORT=tcp SC_DEVFAKE_DEVICES=4" --quick \
+  --device-per-rank
 run "tcp n=3, 4099-byte chunks, 3 slots" 3 "SC_TRANSPORT=tcp SC_STAGE_CHUNK_BYTES=4099 SC_STAGE_SLOTS=3" --quick
 run "tcp n=5, 1000-byte chunks, 1 slot" 5 "SC_TRANSPORT=tcp SC_STAGE_CHUNK_BYTES=1000 SC_STAGE_SLOTS=1" --quick
 survivors() { # survivors N TRANSPORT: every rank but the killed one reports its error

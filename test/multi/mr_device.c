@@ -399,12 +399,14 @@ static int test_abort(void) {
 }
 
 int main(int argc, char **argv) {
-  int allreduce_only = 0, quick = 0, death = 0, abort_mode = 0;
+  int allreduce_only = 0, quick = 0, death = 0, abort_mode = 0, per_rank = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--allreduce-only")) allreduce_only = 1;
     if (!strcmp(argv[i], "--quick")) quick = 1;
     if (!strcmp(argv[i], "--peer-death")) death = 1;
     if (!strcmp(argv[i], "--abort")) abort_mode = 1;
+    /* one device per rank (rank mod the devices), as on a node of GPUs */
+    if (!strcmp(argv[i], "--device-per-rank")) per_rank = 1;
   }
   if (!load_standin()) {
     printf("skipped: SC_DEVRT_STANDIN does not name a loadable device stand-in\n");
@@ -417,6 +419,10 @@ int main(int argc, char **argv) {
   }
   sc_comm_rank(comm, &mr_rank);
   sc_comm_size(comm, &mr_nranks);
+  if (per_rank && rt->set_device(mr_rank % rt->device_count()) != SC_SUCCESS) {
+    fprintf(stderr, "rank %d: set_device failed\n", mr_rank);
+    return 1;
+  }
   cap_bytes = ((size_t)(3u << 20) + 4096 * (size_t)mr_nranks + GUARD) * 8;
   hs = malloc(cap_bytes);
   hr = malloc(cap_bytes);
