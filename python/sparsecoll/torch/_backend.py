@@ -55,11 +55,17 @@ class _Work(Work):
 
     def _finish(self, error=None):
         self._error = error
-        self._done.set()
-        if error is None:
-            self._fut.set_result(self._outputs)
-        else:
-            self._fut.set_exception(error)
+        # The future before the event: once the event is set, the caller may
+        # return and the interpreter exit, and a daemon thread still inside
+        # torch's C++ (set_result) when Python finalizes ends the process with
+        # std::terminate ("terminate called without an active exception").
+        try:
+            if error is None:
+                self._fut.set_result(self._outputs)
+            else:
+                self._fut.set_exception(error)
+        finally:
+            self._done.set()
 
     def wait(self, timeout=None):
         self._done.wait()
