@@ -38,11 +38,11 @@ typedef struct sc_coll_args {
   size_t elem_size;   /* bytes per element */
   size_t chunk_elems; /* pipelining granularity, >= 1 */
   int avg;            /* op is SC_AVG: mark the output region for division */
-  /* ALLREDUCE "hier" only (the other generators ignore both): host_of[r] is rank r's host
-   * index, hosts numbered 0.. in the order of their lowest rank; NULL: one host. The cost
-   * model also reads it (a host's ranks share its network link). */
+  /* "hier" only (the other generators ignore both): host_of[r] is rank r's host index,
+   * hosts numbered 0.. in the order of their lowest rank; NULL: one host. The cost model
+   * also reads it (a host's ranks share its network link). */
   const int *host_of;
-  int rail_algo; /* "hier": the all-reduce candidate each rail runs (0: ring) */
+  int rail_algo; /* ALLREDUCE "hier": the all-reduce candidate each rail runs (0: ring) */
 } sc_coll_args_t;
 
 /* Block b of a count split into nranks nearly equal blocks (the first
@@ -109,6 +109,12 @@ sc_result_t sc_tree_allreduce_schedule(const sc_coll_args_t *a, sc_sched_t *s);
  * across hosts among ranks of equal local rank, all-gather inside each host. Any host map
  * (host_of) gives a correct schedule; it is only worth it when sc_hier_useful. */
 sc_result_t sc_hier_allreduce_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+/* Hierarchical reduce-scatter (reduce_scatter_hier.c): reduce-scatter inside each host to
+ * the members of the blocks' rails, ring reduce-scatter across hosts on each rail. And
+ * all-gather (allgather_hier.c): ring all-gather across hosts on each rail, all-gather
+ * inside each host. Same host maps as the all-reduce; rails always run a ring. */
+sc_result_t sc_hier_reduce_scatter_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+sc_result_t sc_hier_allgather_schedule(const sc_coll_args_t *a, sc_sched_t *s);
 /* 1 when a's host map has more than one host and some host holds more than one rank. */
 int sc_hier_useful(const sc_coll_args_t *a);
 

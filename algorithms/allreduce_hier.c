@@ -28,9 +28,8 @@
  * unfinished task always has every message it waits for posted. Per ordered
  * pair of ranks both ends list their messages in the same order (tasks in
  * order, shares ascending), which is the FIFO matching the transports give. */
-#include <stdlib.h>
-
 #include "algorithms/algorithms.h"
+#include "algorithms/hier_map.h"
 #include "algorithms/registry.h"
 #include "base/error.h"
 
@@ -42,110 +41,40 @@
 
 typedef struct hier {
   const sc_coll_args_t *a;
-  int nhosts, smax;  /* hosts, shares (the largest host's rank count) */
-  int host, me, lsz; /* this rank's host, local rank, host size */
-  int *start;        /* [nhosts + 1]: host h's ranks are ranks[start[h]..start[h+1]) */
-  int *ranks;        /* [nranks] grouped by host, ascending inside a host */
+  sc_hier_map_t m; /* hosts, shares (m.smax) and this rank's place */
   sc_sched_gen_t rail;
   sc_sched_t sub; /* one rail's schedule, translated into s */
 } hier_t;
 
-static int hier_member(const hier_t *h, int host, int local) {
-  return h->ranks[h->start[host] + local];
-}
-
-static int hier_size(const hier_t *h, int host) {
-  return h->start[host + 1] - h->start[host];
-}
-
-static int hier_owner(const hier_t *h, int host, int share) {
-  return hier_member(h, host, share % hier_size(h, host));
-}
-
-/* Validates host_of (hosts numbered by their lowest rank) and groups the
- * ranks. NULL host_of: every rank on host 0. */
-static sc_result_t hier_map(const sc_coll_args_t *a, hier_t *h) {
-  const int p = a->nranks;
-  int nh = 0;
-  for (int r = 0; r < p; r++) {
-    int x = a->host_of ? a->host_of[r] : 0;
-    if (x < 0 || x > nh)
-      return SC_ERR(SC_ERR_INVALID_ARG,
-                    "hier: rank %d is on host %d, but hosts must be numbered 0.. in the order "
-                    "of their lowest rank (next new host: %d)",
-                    r, x, nh);
-    if (x == nh) nh++;
-  }
-  h->nhosts = nh;
-  h->start = calloc((size_t)nh + 1, sizeof(int));
-  h->ranks = malloc((size_t)p * sizeof(int));
-  if (!h->start || !h->ranks) return SC_ERR(SC_ERR_NOMEM, "hier: host map of %d ranks", p);
-  for (int r = 0; r < p; r++) h->start[(a->host_of ? a->host_of[r] : 0) + 1]++;
-  h->smax = 0;
-  for (int x = 0; x < nh; x++) {
-    if (h->start[x + 1] > h->smax) h->smax = h->start[x + 1];
-    h->start[x + 1] += h->start[x];
-  }
-  int *fill = calloc((size_t)nh, sizeof(int));
-  if (!fill) return SC_ERR(SC_ERR_NOMEM, "hier: host map of %d hosts", nh);
-  for (int r = 0; r < p; r++) {
-    int x = a->host_of ? a->host_of[r] : 0;
-    if (r == a->rank) {
-      h->host = x;
-      h->me = fill[x];
-    }
-    h->ranks[h->start[x] + fill[x]++] = r;
-  }
-  free(fill);
-  h->lsz = hier_size(h, h->host);
-  return SC_SUCCESS;
-}
-
-int sc_hier_useful(const sc_coll_args_t *a) {
-  if (!a->host_of || a->nranks < 3) return 0;
-  int nh = 0, several = 0;
-  for (int r = 0; r < a->nranks; r++) {
-    if (a->host_of[r] >= nh) nh = a->host_of[r] + 1;
-    if (r > 0 && a->host_of[r] == a->host_of[r - 1]) several = 1;
-  }
-  if (nh < 2) return 0;
-  if (several) return 1;
-  /* Ranks of one host need not be consecutive. */
-  for (int r = 0; r < a->nranks; r++)
-    for (int q = r + 1; q < a->nranks; q++)
-      if (a->host_of[q] == a->host_of[r]) return 1;
-  return 0;
-}
-
 /* Share s of the slice [z0, z0 + zl): its offset and length in the vector. */
 static void hier_share(const hier_t *h, size_t z0, size_t zl, int s, size_t *off, size_t *len) {
-  sc_block_range(zl, h->smax, s, off, len);
+  sc_block_range(zl, h->m.smax, s, off, len);
   *off += z0;
 }
 
 static void hier_reduce_scatter(hier_t *h, sc_sched_t *s, size_t z0, size_t zl) {
   const size_t chunk = h->a->chunk_elems;
   size_t off, len;
-  for (int sh = 0; sh < h->smax; sh++) {
+  for (int sh = 0; sh < h->m.smax; sh++) {
     hier_share(h, z0, zl, sh, &off, &len);
-    int o = sh % h->lsz;
-    if (o != h->me && len)
-      sc_send_chunks(s, hier_member(h, h->host, o), SC_BUF_SEND, off, len, chunk);
+    int o = sh % h->m.lsz;
+    if (o != h->m.me && len)
+      sc_send_chunks(s, sc_hier_member(&h->m, h->m.host, o), SC_BUF_SEND, off, len, chunk);
   }
-  for (int sh = h->me; sh < h->smax; sh += h->lsz) {
+  for (int sh = h->m.me; sh < h->m.smax; sh += h->m.lsz) {
     hier_share(h, z0, zl, sh, &off, &len);
     if (!len) continue;
-    if (h->lsz == 1) {
+    if (h->m.lsz == 1) {
       sc_sched_copy(s, SC_BUF_RECV, off, SC_BUF_SEND, off, len);
       continue;
     }
     sc_buf_t operand = SC_BUF_SEND;
-    for (int q = 0; q < h->lsz; q++) {
-      if (q == h->me) continue;
+    for (int q = 0; q < h->m.lsz; q++) {
+      if (q == h->m.me) continue;
       for (size_t c = 0; c < len; c += chunk) {
         size_t n = len - c < chunk ? len - c : chunk;
-        sc_sched_recv_reduce(s, hier_member(h, h->host, q), SC_BUF_RECV, off + c, operand, off + c,
-                             n);
+        sc_sched_recv_reduce(s, sc_hier_member(&h->m, h->m.host, q), SC_BUF_RECV, off + c, operand,
+                             off + c, n);
       }
       operand = SC_BUF_RECV;
     }
@@ -156,14 +85,14 @@ static void hier_reduce_scatter(hier_t *h, sc_sched_t *s, size_t z0, size_t zl) 
  * are host indices, its SEND and RECV are this share of RECV (in place), its
  * scratch a region of its own. */
 static sc_result_t hier_rails(hier_t *h, sc_sched_t *s, size_t z0, size_t zl) {
-  if (h->nhosts == 1) return s->status;
+  if (h->m.nhosts == 1) return s->status;
   size_t off, len, scratch = 0;
-  for (int sh = h->me; sh < h->smax; sh += h->lsz) {
+  for (int sh = h->m.me; sh < h->m.smax; sh += h->m.lsz) {
     hier_share(h, z0, zl, sh, &off, &len);
     if (!len) continue;
     sc_coll_args_t ra = {.coll = SC_COLL_ALLREDUCE,
-                         .nranks = h->nhosts,
-                         .rank = h->host,
+                         .nranks = h->m.nhosts,
+                         .rank = h->m.host,
                          .count = len,
                          .elem_size = h->a->elem_size,
                          .chunk_elems = h->a->chunk_elems};
@@ -175,7 +104,7 @@ static sc_result_t hier_rails(hier_t *h, sc_sched_t *s, size_t z0, size_t zl) {
       sc_step_t st = h->sub.steps[i];
       if (st.kind > SC_STEP_COPY)
         return SC_ERR(SC_ERR_INTERNAL, "hier: rail step kind %d", (int)st.kind);
-      if (st.peer >= 0) st.peer = hier_owner(h, st.peer, sh);
+      if (st.peer >= 0) st.peer = sc_hier_owner(&h->m, st.peer, sh);
       if (st.buf == SC_BUF_SCRATCH)
         st.off += scratch;
       else
@@ -207,18 +136,19 @@ static sc_result_t hier_rails(hier_t *h, sc_sched_t *s, size_t z0, size_t zl) {
 static void hier_all_gather(hier_t *h, sc_sched_t *s, size_t z0, size_t zl) {
   const size_t chunk = h->a->chunk_elems;
   size_t off, len;
-  for (int sh = h->me; sh < h->smax; sh += h->lsz) {
+  for (int sh = h->m.me; sh < h->m.smax; sh += h->m.lsz) {
     hier_share(h, z0, zl, sh, &off, &len);
-    for (int q = 0; q < h->lsz && len; q++)
-      if (q != h->me) sc_send_chunks(s, hier_member(h, h->host, q), SC_BUF_RECV, off, len, chunk);
+    for (int q = 0; q < h->m.lsz && len; q++)
+      if (q != h->m.me)
+        sc_send_chunks(s, sc_hier_member(&h->m, h->m.host, q), SC_BUF_RECV, off, len, chunk);
   }
-  for (int sh = 0; sh < h->smax; sh++) {
-    int o = sh % h->lsz;
-    if (o == h->me) continue;
+  for (int sh = 0; sh < h->m.smax; sh++) {
+    int o = sh % h->m.lsz;
+    if (o == h->m.me) continue;
     hier_share(h, z0, zl, sh, &off, &len);
     for (size_t c = 0; c < len; c += chunk) {
       size_t n = len - c < chunk ? len - c : chunk;
-      sc_sched_recv(s, hier_member(h, h->host, o), SC_BUF_RECV, off + c, n);
+      sc_sched_recv(s, sc_hier_member(&h->m, h->m.host, o), SC_BUF_RECV, off + c, n);
     }
   }
 }
@@ -228,7 +158,7 @@ sc_result_t sc_hier_allreduce_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
   if (sc_coll_trivial(a, s)) return s->status;
   hier_t h = {.a = a};
   sc_sched_init(&h.sub);
-  sc_result_t r = hier_map(a, &h);
+  sc_result_t r = sc_hier_map_init(a, &h.m);
   if (r != SC_SUCCESS) goto done;
   int n;
   const sc_algo_entry_t *c = sc_algo_candidates(SC_COLL_ALLREDUCE, &n);
@@ -237,11 +167,7 @@ sc_result_t sc_hier_allreduce_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
                : sc_ring_allreduce_schedule;
   /* A slice gives every share at least two chunks; small vectors are one
    * slice (latency counts more than overlap there). */
-  const size_t per = (size_t)h.smax * a->chunk_elems * 2;
-  size_t k = a->count / per;
-  if (k < 1) k = 1;
-  if (k > SC_HIER_SLICES) k = SC_HIER_SLICES;
-  const int nk = (int)k;
+  const int nk = sc_hier_slices(a->count / (size_t)h.m.smax, a->chunk_elems, SC_HIER_SLICES);
   size_t z0, zl;
   for (int t = 0; t < nk + SC_HIER_LAG3 && r == SC_SUCCESS; t++) {
     if (t < nk) {
@@ -260,7 +186,6 @@ sc_result_t sc_hier_allreduce_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
   if (r == SC_SUCCESS) r = s->status;
 done:
   sc_sched_free(&h.sub);
-  free(h.start);
-  free(h.ranks);
+  sc_hier_map_free(&h.m);
   return r;
 }

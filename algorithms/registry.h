@@ -15,12 +15,15 @@ typedef struct sc_algo_entry {
   const char *name; /* as SC_ALGO / SC_BCAST_ALGO / perf -a take it */
   sc_sched_gen_t gen;
   const char *about; /* one line for sc-info */
+  int hier; /* 1: needs a hierarchy (sc_hier_useful): a candidate only where there is one */
 } sc_algo_entry_t;
 
 /* The candidates of coll, in a fixed order (the tuner's indices): n >= 1. */
 const sc_algo_entry_t *sc_algo_candidates(sc_coll_t coll, int *n);
 /* coll's candidate called name (case-insensitive): its index, or -1. */
 int sc_algo_find(sc_coll_t coll, const char *name);
+/* coll's "hier" candidate: its index, or -1 when coll has none. */
+int sc_algo_hier_index(sc_coll_t coll);
 /* "allreduce", "broadcast", ... */
 const char *sc_coll_name(sc_coll_t c);
 

@@ -27,6 +27,8 @@ static const sc_config_var_t sc_config_vars[] = {
      "alpha-beta inputs of the cost model: model (the transport's defaults) or measure (a short "
      "calibration at communicator creation, rank 0's fit broadcast)"},
     {"SC_BCAST_ALGO", "auto", "force the broadcast/reduce algorithm"},
+    {"SC_RS_ALGO", "auto", "force the reduce-scatter algorithm"},
+    {"SC_AG_ALGO", "auto", "force the all-gather algorithm"},
     {"SC_CHUNK_BYTES", "524288", "pipelining chunk of ring, chain broadcast and chain reduce"},
     {"SC_STAGE_CHUNK_BYTES", "1048576",
      "device buffers over a transport without device support: bytes per staged chunk through "
@@ -46,7 +48,8 @@ static const sc_config_var_t sc_config_vars[] = {
      "dtype, op, root) first; any difference fails every rank with SC_ERR_MISMATCH"},
     {"SC_IB_HCA", "",
      "verbs: RDMA devices and ports to use, as NCCL_IB_HCA: mlx5_0:1,mlx5_1 (prefixes), =name "
-     "(exact), ^name (exclude); default: the first active port"},
+     "(exact), ^name (exclude); default: the first active port, on the device nearest the "
+     "rank's GPU when it uses one"},
     {"SC_IB_GID_INDEX", "-1",
      "verbs: GID table index for RoCE (-1: the RoCE v2 IPv4-mapped entry, else 0)"},
     {"SC_IB_TIMEOUT", "20", "verbs: QP local ACK timeout exponent (4.096 us * 2^n), 1..31"},
@@ -54,6 +57,9 @@ static const sc_config_var_t sc_config_vars[] = {
     {"SC_IB_QPS_PER_PEER", "1", "verbs: RC queue pairs per peer; large messages are striped"},
     {"SC_IB_REG_CACHE_BYTES", "256M",
      "verbs: registered bytes kept cached while unused (LRU eviction); 0 = register per message"},
+    {"SC_IB_GDR", "auto",
+     "verbs: device buffers: auto (dma-buf, else peer memory, else staging), dmabuf, peermem, "
+     "staging (through pinned host memory)"},
     {"SC_RANK", "", "this process's rank (sc_comm_init_env; set by sc-run)"},
     {"SC_WORLD_SIZE", "", "number of ranks (sc_comm_init_env; set by sc-run)"},
     {"SC_ROOT_ADDR", "", "host:port of rank 0's bootstrap listener (sc_comm_init_env)"},

@@ -82,6 +82,8 @@ typedef struct sc_comm_config {
   size_t sockbuf_bytes;
   int algo;         /* SC_ALGO: index of an all-reduce candidate (registry), -1 auto */
   int bcast_algo;   /* SC_BCAST_ALGO: index of a broadcast candidate, -1 auto */
+  int rs_algo;      /* SC_RS_ALGO: index of a reduce-scatter candidate, -1 auto */
+  int ag_algo;      /* SC_AG_ALGO: index of an all-gather candidate, -1 auto */
   int tune_measure; /* SC_TUNE=measure */
   int transport;    /* SC_TRANSPORT: index into auto, tcp, shm, ucx, verbs */
   int nsocks;       /* SC_NSOCKS */
@@ -116,6 +118,17 @@ typedef struct sc_exec_state {
   /* Lives here, not on a stack frame: after a failure the transport may still
    * hold it until cancel_all. */
   sc_tp_req_t recv_req;
+  /* The next receive step, posted early (core/executor.c's lookahead) into
+   * pre_slot (recv_req or pre_req, whichever the current receive does not
+   * hold): pre_step is its index, pre_in where it lands. */
+  sc_tp_req_t pre_req;
+  sc_tp_req_t *pre_slot;
+  size_t pre_step;
+  int pre_posted;
+  uint8_t *pre_in;
+  void *staging2;
+  size_t staging2_bytes;
+  uint64_t early_posts;      /* receives the lookahead posted since creation (tests read it) */
   sc_sparse_state_t *sparse; /* allocated by the first sparse operation */
   uint64_t bytes_sent;       /* posted by this rank since creation (sc_gtopk_perf reports it) */
   struct sc_exec_dev *dev;   /* device buffers' stream, staging and pools (core/exec_device.c);

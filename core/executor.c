@@ -2,7 +2,8 @@
  * Steps run in order. A SEND is posted and left in flight; before any later
  * step writes memory that an in-flight SEND still reads, the executor waits
  * for that SEND (so schedules may reuse buffers freely). Receives complete
- * before the next step. Every wait is bounded by the no-progress timeout and
+ * before the next step, but the next receive may be posted early (the
+ * lookahead below). Every wait is bounded by the no-progress timeout and
  * interrupted by abort. Operations on device buffers take their own path
  * (core/exec_device.c): one branch here, nothing else on the host path. */
 #include <stdlib.h>
@@ -23,6 +24,34 @@
 /* Transport messages one step can send: a sparse set is a count, indices,
  * values and, when folding, a survival mask. */
 #define SC_EXEC_SPARSE_SEND_MSGS (1 + SC_SPARSE_PARTS)
+/* Receive lookahead. The transport can only match a receive once it is
+ * posted, and a rendezvous transport (UCX above its eager limit) answers a
+ * sender's request-to-send only then: with one receive posted at a time,
+ * every chunk of a pipelined ring waited for a round trip and the sender's
+ * next wake-up after the previous chunk, the link idle meanwhile (10-20% of
+ * a 16 MiB all-reduce over UCX on the 1 Gbit/s bed, perf/README.md). So
+ * while a receive step waits, the next receive step is posted too, when
+ * that needs no wait for anything:
+ *   - only SEND steps lie between the two (no COPY, no sparse step), so
+ *     receives are still posted in schedule order (per-peer matching);
+ *   - a RECV_REDUCE lands in the staging buffer the current receive does
+ *     not use (the second one holds at most SC_EXEC_LOOKAHEAD_MAX bytes;
+ *     larger receives are posted at their step, as before);
+ *   - a RECV lands in place, so nothing that runs before its step (the
+ *     current step's destination and operand, the SENDs between) and no
+ *     send still in flight may touch its destination;
+ *   - its peer is on another host (core/locality.c's map). On one host the
+ *     handshake is cheap, and early posts, tried there for every receive,
+ *     cost more than they saved (P = 4 on 2 cores, 1 MiB: 1.8x the context
+ *     switches, 15-20% slower over shm and UCX alike);
+ *   - it comes from the peer the current receive comes from and is at
+ *     least a pipelining chunk (SC_CHUNK_BYTES): the next chunk of one
+ *     stream, announced while the current one flows. An early receive
+ *     from another peer (Rabenseifner's doubling, 4 hosts, 1 MiB) measured
+ *     18-28 ms against 13-17 ms without on the bed: the two peers' data
+ *     then share this host's link, and the one the rank waits for comes
+ *     later. */
+#define SC_EXEC_LOOKAHEAD_MAX ((size_t)4 << 20)
 /* After the liveness watch (control/watch.c) reported a peer's failure, an
  * operation still moving data may finish; one idle this long fails. */
 #define SC_EXEC_NOTICE_GRACE_MS 200
@@ -41,6 +70,7 @@ void sc_exec_state_free(sc_exec_state_t *ex) {
   sc_sched_free(&ex->sched);
   free(ex->scratch);
   free(ex->staging);
+  free(ex->staging2);
   free(ex->sends);
   free(ex->send_lo);
   free(ex->send_hi);
@@ -61,6 +91,12 @@ static sc_result_t sc_exec_prepare(sc_comm_t *comm, const sc_exec_args_t *a) {
                            "scratch buffer"));
   SC_CHECK(
       sc_exec_reserve(&ex->staging, &ex->staging_bytes, max_rr * a->elem_size, "staging buffer"));
+  /* Only a communicator spanning hosts posts early (below). */
+  size_t ahead = comm->tune.host_of && comm->tune.nhosts > 1 ? max_rr * a->elem_size : 0;
+  SC_CHECK(sc_exec_reserve(&ex->staging2, &ex->staging2_bytes,
+                           ahead < SC_EXEC_LOOKAHEAD_MAX ? ahead : SC_EXEC_LOOKAHEAD_MAX,
+                           "lookahead staging buffer"));
+  ex->pre_posted = 0;
   size_t nsends = 0;
   for (size_t i = 0; i < s->nsteps; i++)
     nsends += s->steps[i].kind == SC_STEP_SEND          ? 1
@@ -190,6 +226,97 @@ static sc_result_t sc_exec_recv(sc_exec_ctx_t *c, int peer, uint8_t *p, size_t l
   return sc_exec_wait_req(c, req, "receive");
 }
 
+static int sc_exec_overlap(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen) {
+  return alen && blen && a < b + blen && b < a + alen;
+}
+
+/* Whether a send still in flight reads [lo, lo + len); never waits. */
+static int sc_exec_sending_from(const sc_exec_state_t *ex, const uint8_t *lo, size_t len) {
+  for (size_t i = 0; i < ex->send_count; i++) {
+    size_t k = (ex->send_head + i) % ex->send_cap;
+    if (ex->sends[k].state == SC_TP_REQ_PENDING &&
+        sc_exec_overlap(lo, len, ex->send_lo[k], (size_t)(ex->send_hi[k] - ex->send_lo[k])))
+      return 1;
+  }
+  return 0;
+}
+
+/* Posts the receive step after the current one (whose data lands at `in`)
+ * into request `slot` when the rules above allow it; else leaves it to its
+ * step. */
+static sc_result_t sc_exec_lookahead(sc_exec_ctx_t *c, const uint8_t *in, sc_tp_req_t *slot) {
+  sc_exec_state_t *ex = &c->comm->ex;
+  const sc_sched_t *s = c->a->sched;
+  const sc_step_t *cur = &s->steps[c->step];
+  size_t j = c->step + 1;
+  while (j < s->nsteps && s->steps[j].kind == SC_STEP_SEND) j++;
+  if (j >= s->nsteps) return SC_SUCCESS;
+  const sc_step_t *nx = &s->steps[j];
+  const int *host_of = c->comm->tune.host_of;
+  if (!host_of || nx->peer < 0 || nx->peer >= c->comm->nranks ||
+      host_of[nx->peer] == host_of[c->comm->rank] || nx->peer != cur->peer ||
+      nx->count * c->a->elem_size < c->comm->cfg.chunk_bytes)
+    return SC_SUCCESS;
+  uint8_t *dst, *to;
+  size_t len = sc_step_dst(&c->mem, nx, &dst);
+  if (nx->kind == SC_STEP_RECV_REDUCE) {
+    int second = in == ex->staging;
+    if (len > (second ? ex->staging2_bytes : ex->staging_bytes)) return SC_SUCCESS;
+    to = second ? ex->staging2 : ex->staging;
+  } else if (nx->kind == SC_STEP_RECV) {
+    if (sc_exec_sending_from(ex, dst, len)) return SC_SUCCESS;
+    uint8_t *cd;
+    size_t cl = sc_step_dst(&c->mem, cur, &cd);
+    if (sc_exec_overlap(dst, len, cd, cl)) return SC_SUCCESS;
+    if (cur->kind == SC_STEP_RECV_REDUCE &&
+        sc_exec_overlap(dst, len, sc_step_ptr(&c->mem, cur->src_buf, cur->src_off),
+                        cur->count * c->a->elem_size))
+      return SC_SUCCESS;
+    for (size_t k = c->step + 1; k < j; k++)
+      if (sc_exec_overlap(dst, len, sc_step_ptr(&c->mem, s->steps[k].buf, s->steps[k].off),
+                          s->steps[k].count * c->a->elem_size))
+        return SC_SUCCESS;
+    to = dst;
+  } else {
+    return SC_SUCCESS;
+  }
+  memset(slot, 0, sizeof(*slot));
+  SC_CHECK(c->comm->tpops->irecv(c->comm->tp, nx->peer, to, len, slot));
+  ex->pre_posted = 1;
+  ex->early_posts++;
+  ex->pre_slot = slot;
+  ex->pre_step = j;
+  ex->pre_in = to;
+  return SC_SUCCESS;
+}
+
+/* A RECV or RECV_REDUCE: its receive (posted now, or already by the
+ * lookahead), the next one's early post, the wait, then the reduction. */
+static sc_result_t sc_exec_recv_step(sc_exec_ctx_t *c, const sc_step_t *st, uint8_t *dst,
+                                     size_t len) {
+  sc_exec_state_t *ex = &c->comm->ex;
+  sc_tp_req_t *req;
+  uint8_t *in;
+  if (ex->pre_posted && ex->pre_step == c->step) {
+    ex->pre_posted = 0;
+    req = ex->pre_slot;
+    in = ex->pre_in;
+  } else {
+    in = st->kind == SC_STEP_RECV ? dst : ex->staging;
+    if (st->kind == SC_STEP_RECV) SC_CHECK(sc_exec_wait_sends_over(c, dst, dst + len));
+    req = &ex->recv_req;
+    memset(req, 0, sizeof(*req));
+    SC_CHECK(c->comm->tpops->irecv(c->comm->tp, st->peer, in, len, req));
+  }
+  SC_CHECK(sc_exec_lookahead(c, in, req == &ex->recv_req ? &ex->pre_req : &ex->recv_req));
+  SC_CHECK(sc_exec_wait_req(c, req, "receive"));
+  if (st->kind == SC_STEP_RECV_REDUCE) {
+    SC_CHECK(sc_exec_wait_sends_over(c, dst, dst + len));
+    sc_step_apply(&c->mem, st, in);
+  }
+  return SC_SUCCESS;
+}
+
 /* Wait until no in-flight send reads any part of set `set`. */
 static sc_result_t sc_exec_wait_set(sc_exec_ctx_t *c, const sc_spset_t *set, size_t w) {
   const uint8_t *n = (const uint8_t *)&set->wire_n, *i = (const uint8_t *)set->idx,
@@ -239,13 +366,8 @@ static sc_result_t sc_exec_step(sc_exec_ctx_t *c, const sc_step_t *st) {
   case SC_STEP_SEND:
     return sc_exec_send(c, st->peer, dst, st->count * c->a->elem_size);
   case SC_STEP_RECV:
-    SC_CHECK(sc_exec_wait_sends_over(c, dst, dst + len));
-    return sc_exec_recv(c, st->peer, dst, len);
   case SC_STEP_RECV_REDUCE:
-    SC_CHECK(sc_exec_recv(c, st->peer, comm->ex.staging, len));
-    SC_CHECK(sc_exec_wait_sends_over(c, dst, dst + len));
-    sc_step_apply(&c->mem, st, comm->ex.staging);
-    return SC_SUCCESS;
+    return sc_exec_recv_step(c, st, dst, len);
   case SC_STEP_COPY:
     if (len == 0) return SC_SUCCESS;
     SC_CHECK(sc_exec_wait_sends_over(c, dst, dst + len));

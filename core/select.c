@@ -32,9 +32,30 @@ static sc_result_t sc_links_of(sc_comm_t *comm, sc_links_t *l) {
   return SC_SUCCESS;
 }
 
-/* The registry index of "hier". */
-static int sc_hier_index(void) {
-  return sc_algo_find(SC_COLL_ALLREDUCE, "hier");
+/* The variable that forces coll's algorithm, and its forced candidate index (-1: auto or
+ * no variable). Broadcast and reduce share SC_BCAST_ALGO's names. */
+static const char *sc_forcing_var(const sc_comm_t *comm, sc_coll_t coll, int *forced) {
+  int n;
+  const sc_algo_entry_t *b;
+  *forced = -1;
+  switch (coll) {
+  case SC_COLL_ALLREDUCE:
+    *forced = comm->cfg.algo;
+    return "SC_ALGO";
+  case SC_COLL_REDUCE_SCATTER:
+    *forced = comm->cfg.rs_algo;
+    return "SC_RS_ALGO";
+  case SC_COLL_ALLGATHER:
+    *forced = comm->cfg.ag_algo;
+    return "SC_AG_ALGO";
+  case SC_COLL_BROADCAST:
+  case SC_COLL_REDUCE:
+    b = sc_algo_candidates(SC_COLL_BROADCAST, &n);
+    if (comm->cfg.bcast_algo >= 0) *forced = sc_algo_find(coll, b[comm->cfg.bcast_algo].name);
+    return "SC_BCAST_ALGO";
+  default:
+    return NULL;
+  }
 }
 
 sc_result_t sc_tune_init(sc_comm_t *comm) {
@@ -44,12 +65,16 @@ sc_result_t sc_tune_init(sc_comm_t *comm) {
   SC_CHECK(sc_locality_init(comm));
   sc_coll_args_t ha = {.coll = SC_COLL_ALLREDUCE, .nranks = comm->nranks, .host_of = t->host_of};
   t->hier_ok = sc_hier_useful(&ha);
-  if (comm->cfg.algo >= 0 && comm->cfg.algo == sc_hier_index() && !t->hier_ok && comm->rank == 0)
-    SC_INFO(SC_SUBSYS_TUNE,
-            "SC_ALGO=hier on %d host%s of at most %d rank%s: no hierarchy, the cost model picks "
-            "a flat all-reduce instead",
-            t->nhosts, t->nhosts == 1 ? "" : "s", comm->nranks / t->nhosts,
-            comm->nranks / t->nhosts == 1 ? "" : "s");
+  for (int coll = 0; coll < SC_COLL_COUNT_ && !t->hier_ok && comm->rank == 0; coll++) {
+    int forced;
+    const char *var = sc_forcing_var(comm, (sc_coll_t)coll, &forced);
+    if (forced >= 0 && forced == sc_algo_hier_index((sc_coll_t)coll))
+      SC_INFO(SC_SUBSYS_TUNE,
+              "%s=hier on %d host%s of at most %d rank%s: no hierarchy, the cost model picks "
+              "a flat %s instead",
+              var, t->nhosts, t->nhosts == 1 ? "" : "s", comm->nranks / t->nhosts,
+              comm->nranks / t->nhosts == 1 ? "" : "s", sc_coll_name((sc_coll_t)coll));
+  }
   /* Only the one-host kinds read the cores, and there every rank counts the
    * same machine's. */
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -86,20 +111,14 @@ void sc_tune_fini(sc_comm_t *comm) {
   comm->tune.host_of = NULL;
 }
 
-/* The candidate SC_ALGO or SC_BCAST_ALGO forces for coll, or -1. */
+/* The candidate SC_ALGO, SC_RS_ALGO, SC_AG_ALGO or SC_BCAST_ALGO forces for coll, or -1. */
 static int sc_forced_index(sc_comm_t *comm, sc_coll_t coll) {
-  if (coll == SC_COLL_ALLREDUCE) {
-    /* hier without a hierarchy: the flat algorithm the model picks (logged
-     * once by sc_tune_init). */
-    if (comm->cfg.algo >= 0 && comm->cfg.algo == sc_hier_index() && !comm->tune.hier_ok) return -1;
-    return comm->cfg.algo;
-  }
-  if ((coll == SC_COLL_BROADCAST || coll == SC_COLL_REDUCE) && comm->cfg.bcast_algo >= 0) {
-    int n;
-    const sc_algo_entry_t *b = sc_algo_candidates(SC_COLL_BROADCAST, &n);
-    return sc_algo_find(coll, b[comm->cfg.bcast_algo].name);
-  }
-  return -1;
+  int forced;
+  sc_forcing_var(comm, coll, &forced);
+  /* hier without a hierarchy: the flat algorithm the model picks (logged
+   * once by sc_tune_init). */
+  if (forced >= 0 && forced == sc_algo_hier_index(coll) && !comm->tune.hier_ok) return -1;
+  return forced;
 }
 
 static void sc_fill_args(sc_comm_t *comm, sc_coll_t coll, size_t count, size_t es, int root,
@@ -123,10 +142,12 @@ static sc_result_t sc_tune_choose(sc_comm_t *comm, sc_coll_t coll, size_t count,
   int n;
   const sc_algo_entry_t *c = sc_algo_candidates(coll, &n);
   int forced = sc_forced_index(comm, coll);
-  const int hier = coll == SC_COLL_ALLREDUCE ? sc_hier_index() : -1;
+  const int hier = sc_algo_hier_index(coll);
+  /* Only the all-reduce's rails have a choice of algorithm. */
+  const int rails = coll == SC_COLL_ALLREDUCE;
   *rail = 0;
-  /* A forced hier still asks the model (cached) which algorithm its rails run. */
-  if ((forced >= 0 && forced != hier) || n == 1 || comm->nranks == 1) {
+  /* A forced all-reduce hier still asks the model (cached) which algorithm its rails run. */
+  if ((forced >= 0 && (forced != hier || !rails)) || n == 1 || comm->nranks == 1) {
     *choice = forced >= 0 ? forced : 0;
     return SC_SUCCESS;
   }
@@ -155,7 +176,7 @@ static sc_result_t sc_tune_choose(sc_comm_t *comm, sc_coll_t coll, size_t count,
   } else {
     SC_CHECK(sc_tune_best(&model, &a, &best, est));
   }
-  int best_rail = best == hier ? sc_tune_hier_rail(&model, &a) : 0;
+  int best_rail = best == hier && rails ? sc_tune_hier_rail(&model, &a) : 0;
   if (sc_log_enabled(SC_LOG_INFO, SC_SUBSYS_TUNE)) {
     char line[512];
     size_t used = 0;
@@ -165,7 +186,7 @@ static sc_result_t sc_tune_choose(sc_comm_t *comm, sc_coll_t coll, size_t count,
                                c[i].name, est[i] * 1e6);
     SC_INFO(SC_SUBSYS_TUNE, "%s of %zu B on %d ranks: %s -> %s%s%s", sc_coll_name(coll), bytes,
             comm->nranks, line, c[best].name, best == hier ? ", rails " : "",
-            best == hier ? c[best_rail].name : "");
+            best == hier ? (rails ? c[best_rail].name : "ring") : "");
   }
   pthread_mutex_lock(&t->lock);
   e->valid = 1;

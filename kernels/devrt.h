@@ -79,7 +79,17 @@ typedef struct sc_devrt {
   sc_result_t (*ipc_open)(const sc_dev_ipc_handle_t *h, void **base);
   sc_result_t (*ipc_close)(void *base);
 
+  /* ---- RDMA to device memory and NIC affinity (NULL where unsupported) ---- */
+  /* A dma-buf fd for the device memory [p, p + len), for ibv_reg_dmabuf_mr:
+   * p and len page-aligned (sc_vb_dmabuf_range), inside one allocation;
+   * *offset is p's offset within the dma-buf. The caller closes *fd. */
+  sc_result_t (*dmabuf_fd)(const void *p, size_t len, int *fd, uint64_t *offset);
+  /* The device's PCI address as sysfs names it ("0000:3b:00.0", lower case). */
+  sc_result_t (*pci_bus_id)(int device, char *buf, size_t len);
+
   /* ---- the stand-in only (NULL for CUDA) ---- */
+  /* test/python/device_direct.py mirrors this table's layout up to here
+   * (ctypes): a field added above must be added there too. */
   /* The host address where the stand-in keeps device pointer p's bytes:
    * the library's emulated kernels (kernels/devrt.c) run there, inside
    * launch_host functions. */

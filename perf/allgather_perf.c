@@ -31,6 +31,7 @@ int main(int argc, char **argv) {
   static const perf_coll_t coll = {
       .binary = "sc_allgather_perf",
       .name = "allgather",
+      .algo_env = "SC_AG_ALGO",
       .blocks_per_rank = 1,
       .busbw = PERF_BUSBW_GATHER,
       .place = place,

@@ -30,6 +30,7 @@ int main(int argc, char **argv) {
       .binary = "sc_reduce_scatter_perf",
       .name = "reduce_scatter",
       .has_op = 1,
+      .algo_env = "SC_RS_ALGO",
       .blocks_per_rank = 1,
       .busbw = PERF_BUSBW_GATHER,
       .place = place,

@@ -10,6 +10,7 @@
 #include "base/config.h"
 #include "sparsecoll.h"
 #include "tools/sc_topo.h"
+#include "transport/verbs/verbs_near.h"
 
 #define UNSET_TEXT "(unset)"
 
@@ -33,6 +34,7 @@ static int print_topo(void) {
     return 1;
   }
   sc_topo_print(&t, stdout);
+  sc_vb_print_near(stdout);
   sc_topo_free(&t);
   return 0;
 }
@@ -45,6 +47,10 @@ static const char *meaning_of(const sc_config_var_t *v, char *buf, size_t len) {
     coll = SC_COLL_ALLREDUCE;
   else if (!strcmp(v->name, "SC_BCAST_ALGO"))
     coll = SC_COLL_BROADCAST;
+  else if (!strcmp(v->name, "SC_RS_ALGO"))
+    coll = SC_COLL_REDUCE_SCATTER;
+  else if (!strcmp(v->name, "SC_AG_ALGO"))
+    coll = SC_COLL_ALLGATHER;
   else
     return v->meaning;
   int n;
@@ -110,6 +116,7 @@ static void print_env_text(const sc_config_var_t *vars, size_t n) {
 #include <ucp/api/ucp.h>
 
 #include "transport/ucx/ucx_auto.h"
+#include "transport/ucx/ucx_internal.h"
 
 /* The UCX version and the transport resources a UCP context opens here
  * (what SC_TRANSPORT=ucx can use, after UCX_TLS and UCX_NET_DEVICES),
@@ -146,6 +153,11 @@ static void print_ucx(void) {
     printf(" %s", tl + 3);
   }
   printf("\nucx: RDMA transports: %s\n", rdma ? "yes" : "none");
+  /* What the UCX transport's create reads for its device flag. */
+  printf("ucx: CUDA memory: %s\n",
+         sc_ucx_context_has_cuda(ctx)
+             ? "yes (device buffers go to UCX directly when the device runtime is CUDA)"
+             : "no (device buffers over SC_TRANSPORT=ucx are staged through pinned host memory)");
   free(text);
   ucp_cleanup(ctx);
 }

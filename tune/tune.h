@@ -75,10 +75,11 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
  * and every candidate's estimate in est[] (INFINITY when it cannot run).
  * Pure: the same inputs give the same choice on every rank. */
 sc_result_t sc_tune_best(const sc_link_model_t *m, const sc_coll_args_t *a, int *best, double *est);
-/* "hier" is a candidate only where sc_hier_useful(a) (several hosts, one holding several
- * ranks) and the model has a host map (local_beta_s_per_b > 0); its rails run the flat
- * all-reduce this returns (a candidate index), the cheapest on one rank per host for a
- * share of the vector. */
+/* "hier" (of every collective that has one) is a candidate only where sc_hier_useful(a)
+ * (several hosts, one holding several ranks) and the model has a host map
+ * (local_beta_s_per_b > 0). The all-reduce's rails run the flat all-reduce this returns (a
+ * candidate index), the cheapest on one rank per host for a share of the vector; the
+ * reduce-scatter's and all-gather's rails are always rings. */
 int sc_tune_hier_rail(const sc_link_model_t *m, const sc_coll_args_t *a);
 /* Candidate names in the order of sc_tune_best's indices (all-reduce:
  * ring, tree, rd, rabenseifner, hier). */

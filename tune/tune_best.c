@@ -12,13 +12,13 @@ sc_result_t sc_tune_best(const sc_link_model_t *m, const sc_coll_args_t *a, int 
   *best = 0;
   for (int i = 0; i < n; i++) {
     sc_coll_args_t ai = *a;
-    if (c[i].gen == sc_hier_allreduce_schedule) {
+    if (c[i].hier) {
       /* Without a hierarchy it is a slower flat algorithm: not a choice. */
       if (!sc_hier_useful(a) || m->local_beta_s_per_b <= 0 || m->host_cores > 0) {
         est[i] = INFINITY;
         continue;
       }
-      ai.rail_algo = sc_tune_hier_rail(m, a);
+      if (a->coll == SC_COLL_ALLREDUCE) ai.rail_algo = sc_tune_hier_rail(m, a);
     }
     /* A candidate that cannot build its schedule here is not a choice. */
     if (sc_tune_predict(m, c[i].gen, &ai, &est[i]) != SC_SUCCESS) est[i] = INFINITY;

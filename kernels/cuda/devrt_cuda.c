@@ -1,7 +1,8 @@
 /* The device runtime table (kernels/devrt.h) over the CUDA runtime: thin
  * wrappers, one CUDA call each, errors as SC_ERR_SYSTEM naming the call and
- * cudaGetErrorString. Two driver calls the runtime API lacks (a stream wait
- * on a host flag, an allocation's range) come from cudaGetDriverEntryPoint-
+ * cudaGetErrorString. Three driver calls the runtime API lacks (a stream wait
+ * on a host flag, an allocation's range, a dma-buf of a range for GPUDirect
+ * RDMA) come from cudaGetDriverEntryPoint-
  * ByVersion, so the library still links only the static runtime and loads
  * where no driver is installed.
  *
@@ -12,6 +13,7 @@
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -36,10 +38,13 @@ static sc_result_t cuda_fail(const char *what, cudaError_t e) {
 
 typedef CUresult (*wait_value_fn_t)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 typedef CUresult (*addr_range_fn_t)(CUdeviceptr *, size_t *, CUdeviceptr);
+typedef CUresult (*range_handle_fn_t)(void *, CUdeviceptr, size_t, CUmemRangeHandleType,
+                                      unsigned long long);
 
 static wait_value_fn_t g_wait_value;
 static addr_range_fn_t g_addr_range;
-static atomic_int g_wait_value_broken; /* the device refused stream memory ops once */
+static range_handle_fn_t g_range_handle; /* NULL before CUDA 11.7 */
+static atomic_int g_wait_value_broken;   /* the device refused stream memory ops once */
 
 static void *entry_point(const char *name) {
   void *fn = NULL;
@@ -94,6 +99,35 @@ static sc_result_t c_mem_range(const void *p, void **base, size_t *size) {
   if (r != CUDA_SUCCESS)
     return SC_ERR(SC_ERR_SYSTEM, "cuMemGetAddressRange(%p): CUresult %d", p, (int)r);
   *base = (void *)(uintptr_t)b;
+  return SC_SUCCESS;
+}
+
+/* ---- RDMA and affinity ---- */
+
+static sc_result_t c_dmabuf_fd(const void *p, size_t len, int *fd, uint64_t *offset) {
+  *fd = -1;
+  if (!g_range_handle)
+    return SC_ERR(SC_ERR_UNSUPPORTED, "dmabuf_fd: the driver has no cuMemGetHandleForAddressRange");
+  int h = -1;
+  CUresult r =
+      g_range_handle(&h, (CUdeviceptr)(uintptr_t)p, len, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+  if (r != CUDA_SUCCESS || h < 0)
+    return SC_ERR(SC_ERR_UNSUPPORTED,
+                  "cuMemGetHandleForAddressRange(%p, %zu, DMA_BUF_FD): CUresult %d", p, len,
+                  (int)r);
+  *fd = h;
+  *offset = 0; /* the dma-buf starts at p */
+  return SC_SUCCESS;
+}
+
+static sc_result_t c_pci_bus_id(int device, char *buf, size_t len) {
+  char id[32];
+  CU_TRY("cudaDeviceGetPCIBusId", cudaDeviceGetPCIBusId(id, (int)sizeof id, device));
+  /* CUDA writes upper case and sometimes an 8-digit domain; sysfs wants 0000:3b:00.0 */
+  unsigned dom, bus, dev, fn;
+  if (sscanf(id, "%x:%x:%x.%x", &dom, &bus, &dev, &fn) != 4)
+    return SC_ERR(SC_ERR_SYSTEM, "cudaDeviceGetPCIBusId(%d): unexpected '%s'", device, id);
+  snprintf(buf, len, "%04x:%02x:%02x.%x", dom & 0xffffu, bus, dev, fn);
   return SC_SUCCESS;
 }
 
@@ -317,6 +351,8 @@ static const sc_devrt_t g_cuda = {
     .ipc_get = c_ipc_get,
     .ipc_open = c_ipc_open,
     .ipc_close = c_ipc_close,
+    .dmabuf_fd = c_dmabuf_fd,
+    .pci_bus_id = c_pci_bus_id,
     .host_view = NULL,
 };
 
@@ -332,9 +368,11 @@ static void probe(void) {
   g_ndev = n;
   void *w = entry_point("cuStreamWaitValue32");
   void *r = entry_point("cuMemGetAddressRange");
+  void *h = entry_point("cuMemGetHandleForAddressRange");
   /* POSIX: an object pointer from a symbol lookup converts to a function. */
   memcpy(&g_wait_value, &w, sizeof w);
   memcpy(&g_addr_range, &r, sizeof r);
+  memcpy(&g_range_handle, &h, sizeof h);
   if (!g_wait_value)
     SC_INFO(SC_SUBSYS_INIT, "the driver has no cuStreamWaitValue32: stream waits on flags poll "
                             "in a host function");

@@ -417,6 +417,33 @@ static sc_result_t df_ipc_close(void *base) {
   return SC_SUCCESS;
 }
 
+/* ---- dma-buf ---- */
+
+/* The allocation's own memfd stands in for the dma-buf: a fresh descriptor of
+ * it, and the range's offset in it, so that an importer (the stand-in
+ * libibverbs of test/multi/verbs_fake_ibverbs.c) maps the very bytes. As
+ * CUDA, the range must be page-aligned and inside one allocation. */
+static sc_result_t df_dmabuf_fd(const void *p, size_t len, int *fd, uint64_t *offset) {
+  *fd = -1;
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  if ((uintptr_t)p % page || len % page || !len)
+    return DF_ERR(SC_ERR_INVALID_ARG, "dmabuf_fd(%p, %zu): not page-aligned", p, len);
+  pthread_mutex_lock(&g_mem);
+  long i = find_alloc(p);
+  int own = i >= 0 && g_allocs[i].fd >= 0;
+  size_t off = own ? (size_t)((const char *)p - g_allocs[i].dev) : 0;
+  int ok = own && off + len <= g_allocs[i].map;
+  int d = ok ? fcntl(g_allocs[i].fd, F_DUPFD_CLOEXEC, 0) : -1;
+  pthread_mutex_unlock(&g_mem);
+  if (!ok)
+    return DF_ERR(SC_ERR_INVALID_ARG,
+                  "dmabuf_fd(%p, %zu): not inside one device allocation of this process", p, len);
+  if (d < 0) return DF_ERR(SC_ERR_SYSTEM, "dmabuf_fd: dup: %s", strerror(errno));
+  *fd = d;
+  *offset = off;
+  return SC_SUCCESS;
+}
+
 __attribute__((destructor)) static void df_unload(void) {
   df_streams_shutdown();
 }
@@ -446,5 +473,7 @@ const sc_devrt_t sc_devrt_standin = {
     .ipc_get = df_ipc_get,
     .ipc_open = df_ipc_open,
     .ipc_close = df_ipc_close,
+    .dmabuf_fd = df_dmabuf_fd,
+    .pci_bus_id = NULL, /* no PCI device behind it */
     .host_view = df_host_view,
 };

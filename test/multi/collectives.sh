@@ -1,6 +1,7 @@
 #!/bin/sh
 # Every collective, dtype, op and placement on 1, 2, 3, 4, 5 and 8 ranks over
-# loopback TCP, plus both broadcast/reduce algorithms forced and a tiny chunk.
+# loopback TCP, plus both broadcast/reduce algorithms forced, the reduce-scatter's and
+# all-gather's non-ring ones forced, and a tiny chunk.
 . "$top_srcdir/test/multi/lib.sh"
 for n in 1 2 3 4 5 8; do
   check "collectives n=$n" "$SC_RUN" -n "$n" --timeout 400 --label "$MR/mr_collectives"
@@ -9,4 +10,6 @@ check "collectives n=4 SC_BCAST_ALGO=chain" env SC_BCAST_ALGO=chain "$SC_RUN" -n
 check "collectives n=3 SC_BCAST_ALGO=binomial" env SC_BCAST_ALGO=binomial "$SC_RUN" -n 3 --timeout 300 --label "$MR/mr_collectives"
 check "collectives n=5 SC_CHUNK_BYTES=4096" env SC_CHUNK_BYTES=4096 "$SC_RUN" -n 5 --timeout 300 --label "$MR/mr_collectives"
 check "collectives n=4 SC_ALGO=ring" env SC_ALGO=ring "$SC_RUN" -n 4 --timeout 300 --label "$MR/mr_collectives"
+check "collectives n=5 SC_RS_ALGO=recursive-halving SC_AG_ALGO=recursive-doubling" \
+  env SC_RS_ALGO=recursive-halving SC_AG_ALGO=recursive-doubling "$SC_RUN" -n 5 --timeout 300 --label "$MR/mr_collectives" --rs-ag-only
 finish

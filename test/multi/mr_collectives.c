@@ -1,7 +1,9 @@
 /* Every dense collective, dtype and op, in place and out of place, at counts
  * 0, 1, nranks-1, nranks+1, a prime and a multi-MiB one, against references
  * each rank computes independently; then non-blocking requests, two
- * communicators at once, sc_comm_split and argument errors. Run under sc-run. */
+ * communicators at once, sc_comm_split and argument errors. Run under sc-run.
+ * --allreduce-only: the all-reduce alone (for a forced SC_ALGO); --rs-ag-only:
+ * the reduce-scatter and all-gather alone (for a forced SC_RS_ALGO / SC_AG_ALGO). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +176,25 @@ static void test_allreduce_only(void) {
   test_allreduce(big / 2, SC_INT64, SC_MAX, 0);
 }
 
+/* Every dtype, op, placement and count of the reduce-scatter and the
+ * all-gather alone (runs once per forced SC_RS_ALGO / SC_AG_ALGO). */
+static void test_rs_ag_only(void) {
+  size_t p = (size_t)mr_nranks;
+  size_t counts[] = {0, 1, p > 1 ? p - 1 : 2, p + 1, 1009, 65537};
+  for (int dt = SC_INT8; dt <= SC_FLOAT64; dt++)
+    for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++)
+      for (int inplace = 0; inplace < 3; inplace++) {
+        test_allgather(counts[ci], (sc_dtype_t)dt, inplace);
+        for (int op = SC_SUM; op <= SC_AVG; op++)
+          test_reduce_scatter(counts[ci], (sc_dtype_t)dt, (sc_redop_t)op, inplace);
+      }
+  size_t big = ((size_t)3 << 20) / p + 7; /* 12 MiB of float32 in all: many slices */
+  test_reduce_scatter(big, SC_FLOAT32, SC_SUM, 0);
+  test_reduce_scatter(big, SC_FLOAT16, SC_AVG, 2);
+  test_allgather(big, SC_FLOAT32, 1);
+  test_allgather(big / 2, SC_INT64, 2);
+}
+
 static void test_all_dense(void) {
   size_t p = (size_t)mr_nranks;
   size_t counts[] = {0, 1, p > 1 ? p - 1 : 2, p + 1, 1009};
@@ -342,6 +363,7 @@ static void test_bad_arguments(void) {
 
 int main(int argc, char **argv) {
   int allreduce_only = argc > 1 && !strcmp(argv[1], "--allreduce-only");
+  int rs_ag_only = argc > 1 && !strcmp(argv[1], "--rs-ag-only");
   MR_OK(sc_comm_init_env(&comm));
   if (!comm) {
     fprintf(stderr, "sc_comm_init_env failed: %s\n", sc_last_error());
@@ -354,6 +376,8 @@ int main(int argc, char **argv) {
   rbuf = malloc((max_elems + GUARD) * 8);
   if (allreduce_only) {
     test_allreduce_only();
+  } else if (rs_ag_only) {
+    test_rs_ag_only();
   } else {
     test_bad_arguments();
     test_all_dense();

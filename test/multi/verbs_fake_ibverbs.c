@@ -8,22 +8,41 @@
  * carried in the GID), turning into receive completions when the peer
  * polls. A write to a process that is gone completes with "transport retry
  * counter exceeded", as a real QP would after its retries; a datagram with
- * no receive posted aborts the process (the protocol promises one). */
+ * no receive posted aborts the process (the protocol promises one).
+ *
+ * GPUDirect RDMA against the device stand-in (test/devfake/, whose device
+ * pointers are PROT_NONE reservations with the bytes elsewhere): an MR on
+ * device memory, by ibv_reg_dmabuf_mr (the stand-in's dma-buf is its memfd,
+ * mapped here at the given offset) or by ibv_reg_mr on the device pointer
+ * (peer memory: the stand-in's host_view), goes into a table of device MRs
+ * whose keys carry DEVKEY. The table's address travels in bytes 8-15 of the
+ * GID, so a writer reads the target's entry with process_vm_readv and writes
+ * the bytes where they really are, as an HCA reaches a GPU's BAR. Host code
+ * touching a device pointer would fault instead, so a transport that passed
+ * device pointers without a device registration fails here.
+ * FAKEIBV_DMABUF=0 makes ibv_reg_dmabuf_mr fail (EOPNOTSUPP, a provider
+ * without dma-buf) and FAKEIBV_PEERMEM=0 makes ibv_reg_mr of device memory
+ * fail (EFAULT, no nvidia-peermem). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
+
+#include "kernels/devrt.h"
 
 #undef ibv_query_port
 #undef ibv_reg_mr
@@ -43,8 +62,22 @@ typedef struct fake_ctx {
   int id;
 } fake_ctx_t;
 
+/* A device MR as a peer reads it (process_vm_readv of mrtab[key & ~DEVKEY]). */
+typedef struct dev_mr {
+  uint32_t key; /* 0: free */
+  uint32_t pad;
+  uint64_t iova, len;   /* the addresses the MR answers to: device pointers */
+  uint64_t host;        /* where the bytes of iova are in this process */
+  uint64_t map, maplen; /* this process's mapping of a dma-buf, to unmap */
+} dev_mr_t;
+
+#define DEVKEY 0x80000000u
+#define MRTAB  4096
+static dev_mr_t mrtab[MRTAB];
+
 typedef struct fake_qp {
   struct ibv_qp qp;
+  uint64_t dest_tab; /* the peer's mrtab */
   uint32_t dest_qpn;
   pid_t dest_pid;
   int dest_ctx;
@@ -79,6 +112,12 @@ static void cq_push(struct ibv_cq *cq, const struct ibv_wc *wc) {
   c->wc[c->tail++ % RING] = *wc;
 }
 
+/* Where [addr, addr + len) of device MR e really is; 0 when outside it. */
+static uint64_t dev_host(const dev_mr_t *e, uint32_t key, uint64_t addr, size_t len) {
+  if (e->key != key || addr < e->iova || addr + len > e->iova + e->len) return 0;
+  return e->host + (addr - e->iova);
+}
+
 static int fake_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad) {
   fake_qp_t *q = (fake_qp_t *)qp;
   for (; wr; wr = wr->next) {
@@ -91,10 +130,34 @@ static int fake_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_
     for (int i = 0; i < wr->num_sge; i++) len += wr->sg_list[i].length;
     if (len) {
       struct iovec l[8], r = {(void *)(uintptr_t)wr->wr.rdma.remote_addr, len};
-      for (int i = 0; i < wr->num_sge && i < 8; i++)
-        l[i] = (struct iovec){(void *)(uintptr_t)wr->sg_list[i].addr, wr->sg_list[i].length};
-      ssize_t n = process_vm_writev(q->dest_pid, l, (unsigned long)wr->num_sge, &r, 1, 0);
-      if (n != (ssize_t)len) st = errno == ESRCH ? IBV_WC_RETRY_EXC_ERR : IBV_WC_REM_ACCESS_ERR;
+      for (int i = 0; i < wr->num_sge && i < 8; i++) {
+        const struct ibv_sge *g = &wr->sg_list[i];
+        uint64_t a = g->addr;
+        if (g->lkey & DEVKEY) {
+          a = dev_host(&mrtab[(g->lkey & ~DEVKEY) % MRTAB], g->lkey, g->addr, g->length);
+          if (!a) st = IBV_WC_LOC_PROT_ERR;
+        }
+        l[i] = (struct iovec){(void *)(uintptr_t)a, g->length};
+      }
+      uint32_t rkey = wr->wr.rdma.rkey;
+      if (st == IBV_WC_SUCCESS && (rkey & DEVKEY)) {
+        dev_mr_t e;
+        struct iovec le = {&e, sizeof(e)},
+                     re = {
+                         (void *)(uintptr_t)(q->dest_tab + ((rkey & ~DEVKEY) % MRTAB) * sizeof(e)),
+                         sizeof(e)};
+        uint64_t a = 0;
+        if (process_vm_readv(q->dest_pid, &le, 1, &re, 1, 0) == (ssize_t)sizeof(e))
+          a = dev_host(&e, rkey, wr->wr.rdma.remote_addr, len);
+        else if (errno == ESRCH)
+          st = IBV_WC_RETRY_EXC_ERR;
+        if (!a && st == IBV_WC_SUCCESS) st = IBV_WC_REM_ACCESS_ERR;
+        r.iov_base = (void *)(uintptr_t)a;
+      }
+      if (st == IBV_WC_SUCCESS) {
+        ssize_t n = process_vm_writev(q->dest_pid, l, (unsigned long)wr->num_sge, &r, 1, 0);
+        if (n != (ssize_t)len) st = errno == ESRCH ? IBV_WC_RETRY_EXC_ERR : IBV_WC_REM_ACCESS_ERR;
+      }
     }
     if (st == IBV_WC_SUCCESS && wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
       imm_msg_t m = {0x46414b45u, q->dest_qpn, wr->imm_data, (uint32_t)len};
@@ -235,6 +298,8 @@ int ibv_query_gid(struct ibv_context *ctx, uint8_t port, int index, union ibv_gi
   uint32_t pid = (uint32_t)getpid(), id = (uint32_t)((fake_ctx_t *)ctx)->id;
   memcpy(gid->raw, &pid, 4);
   memcpy(gid->raw + 4, &id, 4);
+  uint64_t tab = (uint64_t)(uintptr_t)mrtab;
+  memcpy(gid->raw + 8, &tab, 8);
   return 0;
 }
 
@@ -249,17 +314,91 @@ int ibv_dealloc_pd(struct ibv_pd *pd) {
   return 0;
 }
 
-struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access) {
+/* The device stand-in the library loaded (SC_DEVRT_STANDIN), if any. */
+static const sc_devrt_t *standin(void) {
+  const char *path = getenv("SC_DEVRT_STANDIN");
+  void *h = path && *path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+  return h ? (const sc_devrt_t *)dlsym(h, "sc_devrt_standin") : NULL;
+}
+
+static int env_off(const char *name) {
+  const char *v = getenv(name);
+  return v && !strcmp(v, "0");
+}
+
+static struct ibv_mr *new_mr(struct ibv_pd *pd, void *addr, size_t len, uint32_t key) {
   struct ibv_mr *mr = calloc(1, sizeof(*mr));
   mr->context = pd->context;
   mr->pd = pd;
   mr->addr = addr;
   mr->length = len;
-  mr->lkey = mr->rkey = next_key++;
+  mr->lkey = mr->rkey = key;
   return mr;
 }
 
+/* A free device-MR entry for [iova, iova + len) at host; its key, 0 when full. */
+static uint32_t dev_add(uint64_t iova, size_t len, uint64_t host, uint64_t map, size_t maplen) {
+  for (uint32_t i = 0; i < MRTAB; i++)
+    if (!mrtab[i].key) {
+      mrtab[i] = (dev_mr_t){DEVKEY | i, 0, iova, len, host, map, maplen};
+      return DEVKEY | i;
+    }
+  return 0;
+}
+
+struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access) {
+  const sc_devrt_t *rt = standin();
+  int device = 0;
+  if (rt && len && rt->pointer_device(addr, &device)) {
+    /* peer memory: pinned for the HCA only where nvidia-peermem is loaded */
+    char *h = rt->host_view(addr);
+    char *last = rt->host_view((char *)addr + len - 1);
+    uint32_t key = 0;
+    if (!env_off("FAKEIBV_PEERMEM") && h && last == h + len - 1)
+      key = dev_add((uint64_t)(uintptr_t)addr, len, (uint64_t)(uintptr_t)h, 0, 0);
+    if (!key) {
+      errno = EFAULT;
+      return NULL;
+    }
+    return new_mr(pd, addr, len, key);
+  }
+  return new_mr(pd, addr, len, next_key++ & ~DEVKEY);
+}
+
+struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova,
+                                 int fd, int access) {
+  if (env_off("FAKEIBV_DMABUF")) {
+    errno = EOPNOTSUPP;
+    return NULL;
+  }
+  struct stat st;
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  if (fstat(fd, &st) != 0) return NULL; /* errno: EBADF */
+  size_t fsize = ((size_t)st.st_size + page - 1) / page * page;
+  if (!length || offset > fsize || length > fsize - offset) {
+    errno = EINVAL;
+    return NULL;
+  }
+  uint64_t aoff = offset / page * page;
+  size_t maplen = length + (size_t)(offset - aoff);
+  char *m = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)aoff);
+  if (m == MAP_FAILED) return NULL;
+  uint32_t key = dev_add(iova, length, (uint64_t)(uintptr_t)(m + (offset - aoff)),
+                         (uint64_t)(uintptr_t)m, maplen);
+  if (!key) {
+    munmap(m, maplen);
+    errno = ENOMEM;
+    return NULL;
+  }
+  return new_mr(pd, (void *)(uintptr_t)iova, length, key);
+}
+
 int ibv_dereg_mr(struct ibv_mr *mr) {
+  if (mr->lkey & DEVKEY) {
+    dev_mr_t *e = &mrtab[(mr->lkey & ~DEVKEY) % MRTAB];
+    if (e->map) munmap((void *)(uintptr_t)e->map, e->maplen);
+    memset(e, 0, sizeof(*e));
+  }
   free(mr);
   return 0;
 }
@@ -317,6 +456,7 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask) {
     q->dest_pid = (pid_t)pid;
     q->dest_ctx = (int)id;
     q->dest_qpn = a->dest_qp_num;
+    memcpy(&q->dest_tab, a->ah_attr.grh.dgid.raw + 8, 8);
   }
   if (a->qp_state == IBV_QPS_ERR) /* flush the posted receives */
     while (q->rq_head != q->rq_tail) {
@@ -359,6 +499,8 @@ const char *ibv_wc_status_str(enum ibv_wc_status st) {
     return "success";
   case IBV_WC_REM_ACCESS_ERR:
     return "remote access error";
+  case IBV_WC_LOC_PROT_ERR:
+    return "local protection error";
   case IBV_WC_RETRY_EXC_ERR:
     return "transport retry counter exceeded";
   case IBV_WC_WR_FLUSH_ERR:

@@ -47,6 +47,8 @@ class DevRT(ctypes.Structure):
         ("ipc_get", _F),
         ("ipc_open", _F),
         ("ipc_close", _F),
+        ("dmabuf_fd", _F),
+        ("pci_bus_id", _F),
         ("host_view", ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)),
     ]
 

@@ -9,6 +9,11 @@
 # ring's 1.75), by the network model's defaults (the bed's props state no
 # rate). One rank per host: hier has no
 # hierarchy and falls back to the model's flat pick (checked too).
+# The same layouts for the hierarchical reduce-scatter and all-gather
+# (SC_RS_ALGO=hier SC_AG_ALGO=hier, mr_collectives --rs-ag-only: every dtype,
+# op, placement and count); that auto prices them on 4 hosts x 2 ranks and not
+# on 4 x 1, and picks the all-gather's for 32 MiB (the TUNE log); and that the
+# forced hier falls back, and says so, with one rank per host.
 # Skipped (77) unless root with network namespaces, veth, bridge and tbf.
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-.}
@@ -72,7 +77,53 @@ for layout in 4:1 8:2 7:2 12:3 11:3 16:4 6:4; do
   check "SC_ALGO=hier, $n ranks at $m per host: every dtype, op, placement" \
     env SC_ALGO=hier "$SC_RUN" --netbed="$PREFIX" --ranks-per-host "$m" -n "$n" --timeout 300 \
     "$MR/mr_collectives" --allreduce-only
+  check "SC_RS_ALGO=hier SC_AG_ALGO=hier, $n ranks at $m per host: every dtype, op, placement" \
+    env SC_RS_ALGO=hier SC_AG_ALGO=hier "$SC_RUN" --netbed="$PREFIX" --ranks-per-host "$m" -n "$n" \
+    --timeout 300 "$MR/mr_collectives" --rs-ag-only
 done
+# Rank 0's TUNE log line for COLL's call of sc_COLL_perf -b BYTES on N ranks at M per host:
+# "<coll> of <bytes of a block> B on <n> ranks: ring .. us, .., hier .. us -> <pick>".
+tune_line() { # tune_line COLL BYTES N M
+  env SC_DEBUG=INFO SC_DEBUG_SUBSYS=TUNE "$SC_RUN" --netbed="$PREFIX" --ranks-per-host "$4" \
+    -n "$3" --timeout 120 "$top_builddir/sc_$1_perf" -b "$2" -e "$2" -n 1 -w 1 2>&1 |
+    grep ":0 .* $1 of $(($2 / $3)) B on $3 ranks: " | head -n 1
+}
+verdict() { # verdict NAME OK
+  if [ "$2" = 1 ]; then
+    pass=$((pass + 1))
+    echo "PASS: $1"
+  else
+    fail=$((fail + 1))
+    echo "FAIL: $1"
+  fi
+}
+# hier is priced exactly where the all-reduce's is: 4 x 2 yes, 4 x 1 no. On the
+# model's defaults (1.5 GB/s links) the all-gather's hier wins at 32 MiB (8%
+# under the ring); the reduce-scatter's is priced 2% above the ring there, so
+# only its candidacy is asserted.
+for coll in reduce_scatter allgather; do
+  line=$(tune_line $coll 33554432 8 2)
+  case $line in *"hier inf us"* | "") ok=0 ;; *" hier "[0-9]*) ok=1 ;; *) ok=0 ;; esac
+  verdict "auto prices hier for $coll on 4 hosts x 2 ranks: ${line#*ranks: }" $ok
+  line=$(tune_line $coll 33554432 4 1)
+  case $line in *"hier inf us"*) ok=1 ;; *) ok=0 ;; esac
+  verdict "auto leaves hier out for $coll on 4 hosts x 1 rank: ${line#*ranks: }" $ok
+done
+# The forced hier runs (TRACE names each operation's algorithm).
+for c in reduce_scatter:SC_RS_ALGO allgather:SC_AG_ALGO; do
+  coll=${c%%:*}
+  if env "${c#*:}=hier" SC_DEBUG=TRACE SC_DEBUG_SUBSYS=TUNE "$SC_RUN" --netbed="$PREFIX" \
+    --ranks-per-host 2 -n 7 --timeout 120 "$top_builddir/sc_${coll}_perf" -b 1M -e 1M -n 1 -w 0 \
+    2>&1 | grep -q ":0 .* $coll #[0-9]*: hier"; then ok=1; else ok=0; fi
+  verdict "${c#*:}=hier runs hier on 7 ranks at 2 per host" $ok
+done
+line=$(tune_line allgather 33554432 8 2)
+case $line in *"-> hier"*) ok=1 ;; *) ok=0 ;; esac
+verdict "auto picks hier for allgather of 32 MiB on 4 hosts x 2 ranks" $ok
+check "SC_RS_ALGO=hier on 4 hosts x 1 rank falls back and logs it" sh -c \
+  "env SC_DEBUG=INFO SC_DEBUG_SUBSYS=TUNE SC_RS_ALGO=hier SC_AG_ALGO=hier '$SC_RUN' \
+    --netbed='$PREFIX' -n 4 --timeout 120 '$top_builddir/sc_reduce_scatter_perf' -b 4096 -e 4096 \
+    -n 1 -w 0 2>&1 | grep -q 'SC_RS_ALGO=hier on 4 hosts of at most 1 rank: no hierarchy'"
 for count in 16384 16777216; do
   check "auto picks hier for $count float32 on 4 hosts x 2 ranks" \
     "$SC_RUN" --netbed="$PREFIX" --ranks-per-host 2 -n 8 --timeout 120 "$MR/mr_topo_local" --algo hier $count

@@ -209,7 +209,7 @@ fi
 # Usage errors exit 2 before any communication is set up.
 "$top_builddir/sc_allreduce_perf" -d nosuchtype >"$tmp/out" 2>"$tmp/err"
 rc1=$?
-"$top_builddir/sc_allgather_perf" -a ring >"$tmp/out" 2>"$tmp/err"
+"$top_builddir/sc_allgather_perf" -a compare >"$tmp/out" 2>"$tmp/err"
 rc2=$?
 "$top_builddir/sc_broadcast_perf" --help >"$tmp/out" 2>"$tmp/err"
 rc3=$?

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -528,6 +529,58 @@ static void test_destroy_bounded(void **state) {
   assert_int_equal(rt->free_pinned((void *)flag), SC_SUCCESS);
 }
 
+/* dma-buf export for GPUDirect RDMA. On the stand-in the fd is the
+ * allocation's memfd: mapped at the returned offset it shows the device
+ * bytes (both ways); ranges not page-aligned, past the allocation or in host
+ * memory are refused. On CUDA: an fd or SC_ERR_UNSUPPORTED (no dma-buf). */
+static void test_dmabuf(void **state) {
+  (void)state;
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  const size_t n = 3 * page + 100;
+  void *d, *s;
+  int fd = -1;
+  uint64_t off = 0;
+  if (!standin) {
+    assert_int_equal(rt->malloc_device(&d, (size_t)2 << 20), SC_SUCCESS);
+    sc_result_t r = rt->dmabuf_fd(d, (size_t)2 << 20, &fd, &off);
+    assert_true(r == SC_SUCCESS || r == SC_ERR_UNSUPPORTED);
+    if (r == SC_SUCCESS) close(fd);
+    assert_int_equal(rt->free_device(d), SC_SUCCESS);
+    return;
+  }
+  uint8_t *src = malloc(n), *back = malloc(n);
+  fill_random(src, n);
+  assert_int_equal(rt->malloc_device(&d, n), SC_SUCCESS);
+  assert_int_equal(rt->stream_create(&s), SC_SUCCESS);
+  assert_int_equal(rt->memcpy_async(d, src, n, s), SC_SUCCESS);
+  to_host(back, d, n, s);
+  assert_int_equal(rt->dmabuf_fd((char *)d + page, 2 * page, &fd, &off), SC_SUCCESS);
+  assert_true(fd >= 0);
+  assert_int_equal(off, page);
+  uint8_t *m = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
+  assert_true(m != MAP_FAILED);
+  assert_memory_equal(m, src + page, 2 * page);
+  m[5] ^= 0x5a; /* what an importer writes, the device sees */
+  to_host(back, d, n, s);
+  src[page + 5] ^= 0x5a;
+  assert_memory_equal(back, src, n);
+  munmap(m, 2 * page);
+  close(fd);
+  /* refused: unaligned start or length, past the allocation's pages, host memory */
+  assert_int_equal(rt->dmabuf_fd((char *)d + 1, page, &fd, &off), SC_ERR_INVALID_ARG);
+  assert_int_equal(rt->dmabuf_fd(d, page + 1, &fd, &off), SC_ERR_INVALID_ARG);
+  assert_int_equal(rt->dmabuf_fd(d, 5 * page, &fd, &off), SC_ERR_INVALID_ARG);
+  void *h = NULL;
+  assert_int_equal(posix_memalign(&h, page, page), 0);
+  assert_int_equal(rt->dmabuf_fd(h, page, &fd, &off), SC_ERR_INVALID_ARG);
+  assert_int_equal(fd, -1);
+  free(h);
+  assert_int_equal(rt->free_device(d), SC_SUCCESS);
+  assert_int_equal(rt->stream_destroy(s), SC_SUCCESS);
+  free(src);
+  free(back);
+}
+
 int main(void) {
 #ifdef DEVRT_TEST_CUDA
   standin = 0;
@@ -547,6 +600,7 @@ int main(void) {
       cmocka_unit_test(test_events_and_wait_value),
       cmocka_unit_test(test_launch_host_order),
       cmocka_unit_test(test_ipc),
+      cmocka_unit_test(test_dmabuf),
       cmocka_unit_test(test_buffers_kind),
       cmocka_unit_test(test_destroy_bounded),
   };

@@ -1,9 +1,9 @@
 /* The UCX transport's pure helpers (transport/ucx/ucx_internal.h): the tag
  * that makes a receive match exactly the send posted in the same position,
- * and the props of a pair from two address blobs. References are written
- * independently: the tag as bytes (sender big-endian in the first two, the
- * sequence number in the other six), the props from the rules in
- * docs/UCX.md. */
+ * and the props of a pair from two address blobs (device_mem included).
+ * References are written independently: the tag as bytes (sender
+ * big-endian in the first two, the sequence number in the other six), the
+ * props from the rules in docs/UCX.md. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -125,7 +125,8 @@ static void test_props_locality(void **state) {
   assert_int_equal(p.locality, SC_TP_SAME_PROCESS);
 }
 
-/* The receiver spins unless its host has more ranks than CPUs. */
+/* Over shared memory the receiver always spins; without it, unless its host
+ * has more ranks than CPUs. */
 static void test_props_spin(void **state) {
   (void)state;
   sc_tp_props_t p;
@@ -133,6 +134,9 @@ static void test_props_spin(void **state) {
   for (int ranks = 1; ranks <= 8; ranks++) {
     sc_ucx_blob_hdr_t b = blob(1, 101, 1, 2, 3, SC_UCX_FLAG_SHM, 4);
     sc_ucx_pair_props(&a, &b, ranks, &p);
+    assert_int_equal(p.receiver_spins, 1);
+    sc_ucx_blob_hdr_t tcp_only = blob(1, 101, 1, 2, 3, 0, 4);
+    sc_ucx_pair_props(&a, &tcp_only, ranks, &p);
     assert_int_equal(p.receiver_spins, ranks <= 4);
   }
   sc_ucx_blob_hdr_t unknown = blob(1, 101, 1, 2, 3, SC_UCX_FLAG_SHM, 0);
@@ -140,11 +144,44 @@ static void test_props_spin(void **state) {
   assert_int_equal(p.receiver_spins, 1);
 }
 
+/* device_mem: device pointers go to UCX for a pair only when, on both
+ * ranks, UCX reports CUDA memory AND the device runtime is CUDA; otherwise
+ * the executor stages. Reference: the rule spelled out over every
+ * combination of the four facts, on one host and on two, with and without
+ * shared memory (which must not matter to it, nor it to the kind). */
+static void test_props_device(void **state) {
+  (void)state;
+  for (int m = 0; m < 16; m++) {
+    int ucx_a = m & 1, rt_a = (m >> 1) & 1, ucx_b = (m >> 2) & 1, rt_b = (m >> 3) & 1;
+    int want = ucx_a == 1 && rt_a == 1 && ucx_b == 1 && rt_b == 1;
+    assert_int_equal(sc_ucx_cuda_flag(ucx_a, rt_a) != 0, ucx_a == 1 && rt_a == 1);
+    for (int shm = 0; shm < 2; shm++)
+      for (int other_host = 0; other_host < 2; other_host++) {
+        int base = shm ? SC_UCX_FLAG_SHM : 0;
+        sc_ucx_blob_hdr_t a = blob(0, 100, 1, 2, 3, base | (int)sc_ucx_cuda_flag(ucx_a, rt_a), 8);
+        sc_ucx_blob_hdr_t b =
+            blob(1, 101, other_host ? 9 : 1, 2, 3, base | (int)sc_ucx_cuda_flag(ucx_b, rt_b), 8);
+        sc_tp_props_t p, q;
+        sc_ucx_pair_props(&a, &b, 1, &p);
+        sc_ucx_pair_props(&b, &a, 1, &q);
+        assert_int_equal(p.device_mem, want);
+        assert_int_equal(q.device_mem, want);
+        assert_int_equal(sc_ucx_pair_device(&a, &b), want);
+        sc_tp_kind_t kind = !other_host && shm ? SC_TP_KIND_SHM : SC_TP_KIND_NET;
+        assert_int_equal(p.kind, kind);
+      }
+  }
+  /* The flag is its own bit: a shm-only blob never claims CUDA. */
+  sc_ucx_blob_hdr_t s1 = blob(0, 100, 1, 2, 3, SC_UCX_FLAG_SHM, 8);
+  sc_ucx_blob_hdr_t s2 = blob(1, 101, 1, 2, 3, SC_UCX_FLAG_SHM, 8);
+  assert_int_equal(sc_ucx_pair_device(&s1, &s2), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tag_layout),   cmocka_unit_test(test_tag_wrap),
       cmocka_unit_test(test_tag_distinct), cmocka_unit_test(test_props_locality),
-      cmocka_unit_test(test_props_spin),
+      cmocka_unit_test(test_props_spin),   cmocka_unit_test(test_props_device),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "base/error.h"
+#include "transport/verbs/verbs_near.h"
 #include "transport/verbs/verbs_proto.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -116,8 +117,10 @@ static void test_check_devices(void **state) {
 static void test_read_env(void **state) {
   (void)state;
   const char *vars[] = {"SC_IB_HCA",       "SC_IB_GID_INDEX",    "SC_IB_TIMEOUT",
-                        "SC_IB_RETRY_CNT", "SC_IB_QPS_PER_PEER", "SC_IB_REG_CACHE_BYTES"};
-  for (size_t i = 0; i < 6; i++) unsetenv(vars[i]);
+                        "SC_IB_RETRY_CNT", "SC_IB_QPS_PER_PEER", "SC_IB_REG_CACHE_BYTES",
+                        "SC_IB_GDR"};
+  const size_t nvars = sizeof(vars) / sizeof(vars[0]);
+  for (size_t i = 0; i < nvars; i++) unsetenv(vars[i]);
   sc_vb_env_t env;
   assert_int_equal(sc_vb_read_env(&env), SC_SUCCESS);
   assert_int_equal(env.gid_index, -1);
@@ -126,7 +129,9 @@ static void test_read_env(void **state) {
   assert_int_equal(env.timeout, 20);
   assert_int_equal(env.reg_cache_bytes, (size_t)256 << 20);
   assert_int_equal(env.hca.n, 0);
+  assert_int_equal(env.gdr, SC_VB_GDR_WANT_AUTO);
   setenv("SC_IB_QPS_PER_PEER", "4", 1);
+  setenv("SC_IB_GDR", "PeerMem", 1);
   setenv("SC_IB_REG_CACHE_BYTES", "0", 1);
   setenv("SC_IB_GID_INDEX", "3", 1);
   setenv("SC_IB_HCA", "^mlx5_0", 1);
@@ -135,13 +140,27 @@ static void test_read_env(void **state) {
   assert_int_equal(env.reg_cache_bytes, 0);
   assert_int_equal(env.gid_index, 3);
   assert_int_equal(env.hca.exclude, 1);
-  for (size_t i = 0; i < 6; i++) unsetenv(vars[i]);
+  assert_int_equal(env.gdr, SC_VB_GDR_WANT_PEERMEM);
+  const char *gdr[][2] = {{"dmabuf", "1"}, {"staging", "3"}, {"auto", "0"}};
+  for (size_t i = 0; i < 3; i++) {
+    setenv("SC_IB_GDR", gdr[i][0], 1);
+    assert_int_equal(sc_vb_read_env(&env), SC_SUCCESS);
+    assert_int_equal(env.gdr, gdr[i][1][0] - '0');
+  }
+  for (size_t i = 0; i < nvars; i++) unsetenv(vars[i]);
   /* Every variable out of range or malformed fails naming itself. */
-  const char *bad[][2] = {{"SC_IB_GID_INDEX", "-2"},       {"SC_IB_GID_INDEX", "x"},
-                          {"SC_IB_TIMEOUT", "0"},          {"SC_IB_TIMEOUT", "32"},
-                          {"SC_IB_RETRY_CNT", "8"},        {"SC_IB_QPS_PER_PEER", "0"},
-                          {"SC_IB_QPS_PER_PEER", "17"},    {"SC_IB_REG_CACHE_BYTES", "-1"},
-                          {"SC_IB_REG_CACHE_BYTES", "2T"}, {"SC_IB_HCA", "mlx5_0:0"}};
+  const char *bad[][2] = {{"SC_IB_GID_INDEX", "-2"},
+                          {"SC_IB_GID_INDEX", "x"},
+                          {"SC_IB_TIMEOUT", "0"},
+                          {"SC_IB_TIMEOUT", "32"},
+                          {"SC_IB_RETRY_CNT", "8"},
+                          {"SC_IB_QPS_PER_PEER", "0"},
+                          {"SC_IB_QPS_PER_PEER", "17"},
+                          {"SC_IB_REG_CACHE_BYTES", "-1"},
+                          {"SC_IB_REG_CACHE_BYTES", "2T"},
+                          {"SC_IB_HCA", "mlx5_0:0"},
+                          {"SC_IB_GDR", "gpu"},
+                          {"SC_IB_GDR", "dmabuf2"}};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     setenv(bad[i][0], bad[i][1], 1);
     assert_int_equal(sc_vb_read_env(&env), SC_ERR_INVALID_ARG);
@@ -344,6 +363,9 @@ static void test_pair_props(void **state) {
     assert_true(ab.bandwidth_bps >= slow * 1e6 / 8 * 0.8);
     assert_true(ab.latency_s > 0 && ab.latency_s < 1e-4);
     assert_int_equal(sc_vb_path_mtu(a.mtu, b.mtu), a.mtu < b.mtu ? a.mtu : b.mtu);
+    /* direct device buffers: both sides register device memory (modes 1, 2) */
+    assert_int_equal(ab.device_mem, ba.device_mem);
+    assert_int_equal(ab.device_mem, a.gdr % 3 != 0 && b.gdr % 3 != 0);
   }
 }
 
@@ -360,17 +382,131 @@ static void test_port_rate(void **state) {
     assert_int_equal(sc_vb_port_mbps(t[i].w, t[i].s), t[i].mbps);
 }
 
+/* Every combination against a table written out by hand. */
 static void test_gdr_plan(void **state) {
   (void)state;
-  for (int m = 0; m < 16; m++) {
-    sc_vb_gdr_caps_t c = {m & 1, (m >> 1) & 1, (m >> 2) & 1, (m >> 3) & 1};
-    sc_vb_gdr_mode_t want = !c.have_cuda                           ? SC_VB_GDR_NONE
-                            : (c.have_reg_dmabuf && c.cuda_dmabuf) ? SC_VB_GDR_DMABUF
-                            : c.peermem_loaded                     ? SC_VB_GDR_PEERMEM
-                                                                   : SC_VB_GDR_STAGE;
-    assert_int_equal(sc_vb_gdr_plan(&c), want);
-    assert_non_null(sc_vb_gdr_name(want));
+  enum { N = SC_VB_GDR_NONE, D = SC_VB_GDR_DMABUF, P = SC_VB_GDR_PEERMEM, S = SC_VB_GDR_STAGE };
+  /* rows: (dmabuf works, peer memory works); columns: auto, dmabuf, peermem, staging */
+  static const int expect[4][4] = {
+      /* neither */ {S, S, S, S},
+      /* dma-buf only */ {D, D, S, S},
+      /* peer memory only */ {P, S, P, S},
+      /* both */ {D, D, P, S},
+  };
+  for (int dev = 0; dev < 2; dev++)
+    for (int row = 0; row < 4; row++)
+      for (int want = 0; want < 4; want++) {
+        sc_vb_gdr_caps_t c = {dev, row & 1, row >> 1};
+        int got = sc_vb_gdr_plan(&c, (sc_vb_gdr_want_t)want);
+        assert_int_equal(got, dev ? expect[row][want] : N);
+        assert_non_null(sc_vb_gdr_name((sc_vb_gdr_mode_t)got));
+      }
+  /* direct between two ranks only when both register device memory */
+  static const int direct[4][4] = {
+      {0, 0, 0, 0}, /* none */
+      {0, 1, 1, 0}, /* dma-buf */
+      {0, 1, 1, 0}, /* peer memory */
+      {0, 0, 0, 0}, /* staging */
+  };
+  for (int a = 0; a < 4; a++)
+    for (int b = 0; b < 4; b++) assert_int_equal(sc_vb_gdr_direct(a, b), direct[a][b]);
+}
+
+/* The dma-buf range: hand-computed cases, then the invariants on random ones. */
+static void test_dmabuf_range(void **state) {
+  (void)state;
+  static const struct {
+    uintptr_t addr;
+    size_t len, page;
+    uintptr_t start;
+    size_t size, off;
+  } t[] = {
+      {0x10000, 4096, 4096, 0x10000, 4096, 0},     /* exactly one page */
+      {0x10010, 100, 4096, 0x10000, 4096, 0x10},   /* inside one page */
+      {0x10ff0, 0x20, 4096, 0x10000, 8192, 0xff0}, /* across a page boundary */
+      {0x11000, 0, 4096, 0x11000, 4096, 0},        /* empty: one page */
+      {0x10001, 0x2fff, 4096, 0x10000, 0x3000, 1}, /* ends on a boundary */
+      {0x10001, 0x3000, 4096, 0x10000, 0x4000, 1}, /* one byte past it */
+      {0x7f0000012345, 0x10000, 65536, 0x7f0000010000, 0x20000, 0x2345}, /* 64 KiB pages */
+  };
+  for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+    uintptr_t start;
+    size_t size, off;
+    sc_vb_dmabuf_range(t[i].addr, t[i].len, t[i].page, &start, &size, &off);
+    assert_int_equal(start, t[i].start);
+    assert_int_equal(size, t[i].size);
+    assert_int_equal(off, t[i].off);
   }
+  for (int i = 0; i < 10000; i++) {
+    size_t page = (size_t)4096 << (next_rand() % 5);
+    uintptr_t addr = (uintptr_t)(next_rand() % ((uint64_t)1 << 47));
+    size_t len = (size_t)(next_rand() % ((uint64_t)1 << (next_rand() % 30)));
+    uintptr_t start;
+    size_t size, off;
+    sc_vb_dmabuf_range(addr, len, page, &start, &size, &off);
+    assert_int_equal(start % page, 0);
+    assert_int_equal(size % page, 0);
+    assert_true(start <= addr && addr - start < page);
+    assert_int_equal(off, addr - start);
+    assert_true(start + size >= addr + len && start + size - (addr + len) < page + (len == 0));
+  }
+}
+
+/* ---- the RDMA device nearest a GPU ---- */
+
+#define GPU0 "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:08.0/0000:05:00.0"
+
+/* NIC paths against GPU0 (node 0), the shared PCI devices counted by hand:
+ * 00:01.0 root port, 01:00.0 switch upstream port, 02:08.0 downstream port. */
+static const struct {
+  const char *nic;
+  int numa;
+  int shared; /* by hand */
+} near_tab[] = {
+    /* 0: the other downstream port of GPU0's switch: 00:01.0, 01:00.0 */
+    {"/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:10.0/0000:06:00.0", 0, 2},
+    /* 1: behind the same downstream port (a second function): all three */
+    {"/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:08.0/0000:05:00.1", 0, 3},
+    /* 2: another root port of the same host bridge, node 0: none */
+    {"/sys/devices/pci0000:00/0000:00:02.0/0000:07:00.0", 0, 0},
+    /* 3: another host bridge, node 1 */
+    {"/sys/devices/pci0000:80/0000:80:01.0/0000:81:00.0", 1, 0},
+    /* 4: a look-alike prefix that differs in the function digit: none */
+    {"/sys/devices/pci0000:00/0000:00:01.1/0000:01:00.0/0000:09:00.0", 0, 0},
+    /* 5: under the same root port only: 00:01.0 */
+    {"/sys/devices/pci0000:00/0000:00:01.0/0000:0a:00.0", 1, 1},
+    /* 6: unknown (no sysfs entry), node unknown */
+    {"", -1, 0},
+    /* 7: another domain whose later components look alike: none */
+    {"/sys/devices/pci0001:00/0001:00:01.0/0000:01:00.0/0000:02:08.0/0000:05:00.0", 1, 0},
+};
+
+static void test_near_nic(void **state) {
+  (void)state;
+  const int n = (int)(sizeof(near_tab) / sizeof(near_tab[0]));
+  const char *paths[16];
+  int numa[16], order[16];
+  for (int i = 0; i < n; i++) {
+    paths[i] = near_tab[i].nic;
+    numa[i] = near_tab[i].numa;
+    if (near_tab[i].nic[0])
+      assert_int_equal(sc_vb_pci_shared(GPU0, near_tab[i].nic), near_tab[i].shared);
+  }
+  /* by hand: switch first (deepest first: 1, then 0, then 5 which is also on
+   * node 1), then GPU0's node 0 (2, 4 in list order), then the rest in list
+   * order (3, 6, 7) */
+  static const int want[] = {1, 0, 5, 2, 4, 3, 6, 7};
+  sc_vb_near_order(GPU0, 0, paths, numa, n, order);
+  for (int i = 0; i < n; i++) assert_int_equal(order[i], want[i]);
+  assert_string_equal(sc_vb_near_level(sc_vb_near_score(GPU0, 0, paths[0], 0)), "same PCI switch");
+  assert_string_equal(sc_vb_near_level(sc_vb_near_score(GPU0, 0, paths[2], 0)), "same NUMA node");
+  assert_string_equal(sc_vb_near_level(sc_vb_near_score(GPU0, 0, paths[3], 1)), "no affinity");
+  /* an unknown GPU path or node: NUMA alone decides, unknown nodes never match */
+  sc_vb_near_order("", 1, paths, numa, n, order);
+  static const int want_numa1[] = {3, 5, 7, 0, 1, 2, 4, 6};
+  for (int i = 0; i < n; i++) assert_int_equal(order[i], want_numa1[i]);
+  sc_vb_near_order("", -1, paths, numa, n, order);
+  for (int i = 0; i < n; i++) assert_int_equal(order[i], i);
 }
 
 int main(void) {
@@ -386,6 +522,8 @@ int main(void) {
       cmocka_unit_test(test_pair_props),
       cmocka_unit_test(test_port_rate),
       cmocka_unit_test(test_gdr_plan),
+      cmocka_unit_test(test_dmabuf_range),
+      cmocka_unit_test(test_near_nic),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,6 +18,7 @@
 
 typedef struct fake_mr {
   uintptr_t start, end;
+  int kind;
   int live;
   uint32_t key;
 } fake_mr_t;
@@ -26,8 +27,8 @@ static fake_mr_t mrs[MAXLIVE];
 static int nmrs, nlive, fail_next;
 static size_t live_bytes;
 
-static sc_result_t fake_reg(void *ctx, uintptr_t addr, size_t len, void **mr, uint32_t *lkey,
-                            uint32_t *rkey) {
+static sc_result_t fake_reg(void *ctx, sc_vb_mem_kind_t kind, uintptr_t addr, size_t len, void **mr,
+                            uint32_t *lkey, uint32_t *rkey) {
   (void)ctx;
   if (fail_next) {
     fail_next = 0;
@@ -37,7 +38,7 @@ static sc_result_t fake_reg(void *ctx, uintptr_t addr, size_t len, void **mr, ui
   assert_int_equal(addr % PAGE, 0);
   assert_int_equal(len % PAGE, 0);
   fake_mr_t *m = &mrs[nmrs];
-  *m = (fake_mr_t){addr, addr + len, 1, (uint32_t)(0x1000 + nmrs)};
+  *m = (fake_mr_t){addr, addr + len, (int)kind, 1, (uint32_t)(0x1000 + nmrs)};
   nmrs++;
   nlive++;
   live_bytes += len;
@@ -47,10 +48,11 @@ static sc_result_t fake_reg(void *ctx, uintptr_t addr, size_t len, void **mr, ui
   return SC_SUCCESS;
 }
 
-static void fake_dereg(void *ctx, void *mr) {
+static void fake_dereg(void *ctx, sc_vb_mem_kind_t kind, void *mr) {
   (void)ctx;
   fake_mr_t *m = mr;
-  assert_int_equal(m->live, 1); /* never twice */
+  assert_int_equal(m->live, 1);         /* never twice */
+  assert_int_equal(m->kind, (int)kind); /* deregistered the way it was registered */
   m->live = 0;
   nlive--;
   live_bytes -= m->end - m->start;
@@ -229,11 +231,63 @@ static void test_merge(void **state) {
   assert_int_equal(nlive, 0);
 }
 
+/* Device and host entries are keyed apart: the same addresses in the other
+ * kind miss and register their own way; device entries never merge with
+ * their neighbours (each allocation is its own dma-buf); each registration
+ * is deregistered with the kind it was registered with (fake_dereg checks).
+ * The reference: the fake registrations the callbacks recorded. */
+static void test_kinds(void **state) {
+  (void)state;
+  static sc_vb_regcache_t rc;
+  reset();
+  sc_vb_rc_init(&rc, &ops, 1u << 20, PAGE);
+  const uintptr_t B = 0x2000000;
+  const sc_vb_mem_kind_t H = SC_VB_MEM_HOST, D = SC_VB_MEM_DEVICE;
+  sc_vb_rc_entry_t *h, *d, *d2, *x;
+  assert_int_equal(sc_vb_rc_acquire_kind(&rc, H, (void *)B, 2 * PAGE, &h), SC_SUCCESS);
+  /* the same range as device memory: not the host entry */
+  assert_int_equal(sc_vb_rc_acquire_kind(&rc, D, (void *)B, 2 * PAGE, &d), SC_SUCCESS);
+  assert_int_equal(nmrs, 2);
+  assert_ptr_not_equal(d, h);
+  assert_ptr_equal(d->mr, &mrs[1]);
+  assert_int_equal(mrs[0].kind, H);
+  assert_int_equal(mrs[1].kind, D);
+  assert_int_not_equal(d->lkey, h->lkey);
+  /* inside the device entry: a hit on it, for the device kind only */
+  assert_int_equal(sc_vb_rc_acquire_kind(&rc, D, (void *)(B + 10), PAGE, &x), SC_SUCCESS);
+  assert_ptr_equal(x, d);
+  assert_int_equal(nmrs, 2);
+  sc_vb_rc_release(&rc, x);
+  assert_int_equal(sc_vb_rc_acquire_kind(&rc, H, (void *)(B + 10), PAGE, &x), SC_SUCCESS);
+  assert_ptr_equal(x, h);
+  sc_vb_rc_release(&rc, x);
+  /* a device range touching d: its own registration, exactly its pages */
+  assert_int_equal(sc_vb_rc_acquire_kind(&rc, D, (void *)(B + 2 * PAGE), PAGE, &d2), SC_SUCCESS);
+  assert_int_equal(nmrs, 3);
+  assert_int_equal(d2->start, B + 2 * PAGE);
+  assert_int_equal(d2->end, B + 3 * PAGE);
+  assert_int_equal(mrs[2].kind, D);
+  assert_int_equal(d->start, B); /* d untouched */
+  assert_int_equal(d->end, B + 2 * PAGE);
+  /* a host range touching h still merges with h, never with the device entries */
+  assert_int_equal(sc_vb_rc_acquire_kind(&rc, H, (void *)(B + 2 * PAGE), PAGE, &x), SC_SUCCESS);
+  assert_int_equal(mrs[3].kind, H);
+  assert_int_equal(x->start, B);
+  assert_int_equal(x->end, B + 3 * PAGE);
+  assert_int_equal(((fake_mr_t *)d->mr)->live, 1);
+  assert_int_equal(((fake_mr_t *)d2->mr)->live, 1);
+  sc_vb_rc_release(&rc, x);
+  sc_vb_rc_release(&rc, d2);
+  sc_vb_rc_release(&rc, d);
+  sc_vb_rc_release(&rc, h);
+  sc_vb_rc_fini(&rc);
+  assert_int_equal(nlive, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_random_workload),
-      cmocka_unit_test(test_lru_order),
-      cmocka_unit_test(test_bound_zero_and_full),
+      cmocka_unit_test(test_kinds),     cmocka_unit_test(test_random_workload),
+      cmocka_unit_test(test_lru_order), cmocka_unit_test(test_bound_zero_and_full),
       cmocka_unit_test(test_merge),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -170,7 +170,20 @@ static sc_result_t post_check(sc_ucx_transport_t *tp, int peer, const void *buf,
   if (len && !buf) return SC_ERR(SC_ERR_INVALID_ARG, "ucx %s: NULL buffer for %zu bytes", op, len);
   if (req->state == SC_TP_REQ_PENDING)
     return SC_ERR(SC_ERR_INVALID_ARG, "ucx %s: request is still pending", op);
+  if (req->device && !sc_ucx_pair_device(&tp->me, &tp->peers[peer].blob))
+    return SC_ERR(SC_ERR_INVALID_ARG,
+                  "ucx %s: a device buffer for rank %d, but this pair's UCX does not take CUDA "
+                  "memory (rank %d: %s, peer: %s; props device_mem is 0)",
+                  op, peer, tp->base.rank, tp->me.flags & SC_UCX_FLAG_CUDA ? "yes" : "no",
+                  tp->peers[peer].blob.flags & SC_UCX_FLAG_CUDA ? "yes" : "no");
   return SC_SUCCESS;
+}
+
+/* Declared on every operation, so that UCX never guesses (a guess costs a
+ * pointer query per message in CUDA builds of UCX). A device request
+ * reaches here only for a pair whose props said device_mem. */
+static ucs_memory_type_t mem_type(const sc_tp_req_t *req) {
+  return req->device ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
 }
 
 /* Fills req; a request to a peer that already failed fails at once. */
@@ -205,7 +218,7 @@ static sc_result_t ucx_isend(sc_transport_t *base, int peer, const void *buf, si
                              .cb.send = send_cb,
                              .user_data = tp,
                              .datatype = ucp_dt_make_contig(1),
-                             .memory_type = UCS_MEMORY_TYPE_HOST};
+                             .memory_type = mem_type(req)};
   ucs_status_ptr_t h =
       ucp_tag_send_nbx(p->ep, buf, len, sc_ucx_tag(tp->base.rank, p->send_seq++), &prm);
   if (h == NULL) {
@@ -234,7 +247,7 @@ static sc_result_t ucx_irecv(sc_transport_t *base, int peer, void *buf, size_t l
                              .cb.recv = recv_cb,
                              .user_data = tp,
                              .datatype = ucp_dt_make_contig(1),
-                             .memory_type = UCS_MEMORY_TYPE_HOST};
+                             .memory_type = mem_type(req)};
   tp->posting = 1;
   tp->imm_done = 0;
   ucs_status_ptr_t h =

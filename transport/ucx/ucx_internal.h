@@ -31,6 +31,12 @@
 /* flags: this rank's UCX may use shared memory (UCX_TLS allows it and its
  * worker address has it), so a same-host pair is carried by memory. */
 #define SC_UCX_FLAG_SHM 1u
+/* flags: device pointers may go to this rank's UCX as they are: its UCP
+ * context reports CUDA memory (ucp_context_query's memory types) and the
+ * library's device runtime is CUDA. The stand-in runtime's device memory
+ * (test/devfake) is an emulation UCX cannot read, and Debian's UCX 1.13 has
+ * no CUDA support: both leave the bit clear, and the executor stages. */
+#define SC_UCX_FLAG_CUDA 2u
 
 typedef struct sc_ucx_blob_hdr {
   uint32_t magic;
@@ -68,10 +74,27 @@ static inline int sc_ucx_blob_same_host(const sc_ucx_blob_hdr_t *a, const sc_ucx
   return a->host_hash == b->host_hash && a->boot_hash == b->boot_hash && a->netns == b->netns;
 }
 
-/* A waiting receiver spins unless its host has more of the job's ranks than
- * CPUs (then spinning steals the core the sender needs), as for tcp. */
-static inline int sc_ucx_spins(int local_ranks, int cpus) {
-  return !(cpus > 0 && local_ranks > cpus);
+/* Whether a waiting receiver spins (ucx.c's spin yields the core whenever a
+ * look finds nothing). Over UCX's shared memory it always does, as our shm
+ * transport does: with more ranks than CPUs a sleep on the worker's event fd
+ * costs a wake-up per message, and P = 4 and 8 on 2 cores measured 1.2-1.6x
+ * our shm's time at 1 MiB that way against 1.0-1.2x with the yielding spin
+ * (perf/README.md). Without shared memory (UCX over TCP loopback) the rule
+ * is tcp's: no spin when the host has more of the job's ranks than CPUs. */
+static inline int sc_ucx_spins(int local_ranks, int cpus, unsigned flags) {
+  return (flags & SC_UCX_FLAG_SHM) || !(cpus > 0 && local_ranks > cpus);
+}
+
+/* This rank's CUDA flag: both conditions, or the executor must stage. */
+static inline unsigned sc_ucx_cuda_flag(int ucx_has_cuda_mem, int devrt_is_cuda) {
+  return ucx_has_cuda_mem && devrt_is_cuda ? SC_UCX_FLAG_CUDA : 0u;
+}
+
+/* Device buffers pass between a and b through UCX only when both ends' UCX
+ * can take them (each end's UCX touches its own buffer); both derive it
+ * from the same two blobs, so either both stage or neither does. */
+static inline int sc_ucx_pair_device(const sc_ucx_blob_hdr_t *a, const sc_ucx_blob_hdr_t *b) {
+  return (a->flags & b->flags & SC_UCX_FLAG_CUDA) != 0;
 }
 
 /* The props of the pair (a, b) from their two blobs and the number of ranks
@@ -92,7 +115,8 @@ static inline void sc_ucx_pair_props(const sc_ucx_blob_hdr_t *a, const sc_ucx_bl
      * (CMA), but its thresholds are its own: claim no single copy. */
     out->single_copy_min = 0;
   }
-  out->receiver_spins = sc_ucx_spins(b_host_ranks, b->host_cpus);
+  out->receiver_spins = sc_ucx_spins(b_host_ranks, b->host_cpus, b->flags);
+  out->device_mem = sc_ucx_pair_device(a, b);
 }
 
 #ifdef SC_HAVE_UCX
@@ -154,6 +178,10 @@ void sc_ucx_op_unlink(sc_ucx_transport_t *tp, sc_ucx_op_t *op);
  * the text; progress reports it once if a request was pending. */
 void sc_ucx_peer_fail(sc_ucx_transport_t *tp, sc_ucx_peer_t *p, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* 1 when the UCP context reports CUDA memory among its memory types (a UCX
+ * built with CUDA, on a machine where its CUDA memory domain opened). */
+int sc_ucx_context_has_cuda(ucp_context_h ctx);
 
 sc_result_t sc_ucx_create(const sc_tp_config_t *cfg, sc_transport_t **tp, void *addr,
                           size_t *addrlen);

@@ -45,3 +45,9 @@ int sc_ucx_tp_has_rdma(sc_transport_t *tp) {
   free(text);
   return rdma;
 }
+
+int sc_ucx_context_has_cuda(ucp_context_h ctx) {
+  ucp_context_attr_t attr = {.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES};
+  if (!ctx || ucp_context_query(ctx, &attr) != UCS_OK) return 0;
+  return (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+}

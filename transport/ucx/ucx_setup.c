@@ -21,6 +21,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "kernels/devrt.h"
 #include "transport/ucx/ucx_auto.h"
 #include "transport/ucx/ucx_internal.h"
 
@@ -189,6 +190,17 @@ sc_result_t sc_ucx_create_in(const sc_tp_config_t *cfg, sc_transport_t **out, vo
     goto fail;
   }
   fill_blob_hdr(&tp->me, cfg->rank);
+  /* Announced, so that every rank derives the same device_mem for every
+   * pair (props). The stand-in runtime is named otherwise and has host
+   * views: UCX could not read its device memory. */
+  const sc_devrt_t *rt = sc_devrt();
+  int ucx_cuda = sc_ucx_context_has_cuda(tp->ctx);
+  int rt_cuda = rt && rt->name && strcmp(rt->name, "cuda") == 0 && !rt->host_view;
+  tp->me.flags |= (uint8_t)sc_ucx_cuda_flag(ucx_cuda, rt_cuda);
+  SC_INFO(SC_SUBSYS_NET, "ucx: CUDA memory %s by UCX, device runtime %s: device buffers %s",
+          ucx_cuda ? "supported" : "not supported", rt ? rt->name : "none",
+          tp->me.flags & SC_UCX_FLAG_CUDA ? "go to UCX directly where the peer's UCX takes them too"
+                                          : "are staged through pinned host memory");
   memset(addr, 0, room);
   SC_CHECK_GOTO(put_address(tp, addr, room, addrlen), r, fail);
   *out = &tp->base;
@@ -260,10 +272,10 @@ sc_result_t sc_ucx_connect_all(sc_transport_t *base, const void *addrs, size_t s
     }
   }
   int local = tp->peers[base->rank].host_ranks;
-  if (tp->spin_us > 0 && !sc_ucx_spins(local, tp->me.host_cpus)) {
+  if (tp->spin_us > 0 && !sc_ucx_spins(local, tp->me.host_cpus, tp->me.flags)) {
     SC_INFO(SC_SUBSYS_NET,
-            "ucx: %d ranks on this host share %d CPUs: waiting without spinning (SC_SPIN_US=%d "
-            "ignored)",
+            "ucx: %d ranks on this host share %d CPUs and UCX has no shared memory here: waiting "
+            "without spinning (SC_SPIN_US=%d ignored)",
             local, tp->me.host_cpus, tp->spin_us);
     tp->spin_us = 0;
   }

@@ -143,7 +143,7 @@ static sc_result_t post(sc_vb_transport_t *tp, int peer, void *buf, size_t len, 
 static int need_reg(sc_vb_transport_t *tp, int peer, sc_tp_req_t *r) {
   if (!r->len || r->u.verbs.reg) return 0;
   sc_vb_rc_entry_t *e;
-  sc_result_t res = sc_vb_rc_acquire(tp->rc, r->buf, r->len, &e);
+  sc_result_t res = sc_vb_acquire(tp, peer, r, &e);
   if (res == SC_ERR_NOMEM) return 1;
   if (res != SC_SUCCESS) {
     char d[SC_ERRMSG_MAX], t[SC_ERRMSG_MAX + 64];
@@ -573,6 +573,7 @@ static sc_result_t vb_props(sc_transport_t *base, int a, int b, sc_tp_props_t *o
   out->latency_s = pp.latency_s;
   out->bandwidth_bps = pp.bandwidth_bps;
   out->receiver_spins = 1;
+  out->device_mem = pp.device_mem;
   return SC_SUCCESS;
 }
 

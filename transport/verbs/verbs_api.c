@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "transport/verbs/verbs_api.h"
+#include "transport/verbs/verbs_near.h"
 
 static sc_vb_api_t api;
 static pthread_once_t api_once = PTHREAD_ONCE_INIT;
@@ -92,6 +93,33 @@ static sc_result_t device_list(const sc_vb_api_t *a, struct ibv_device ***list, 
   return SC_SUCCESS;
 }
 
+/* With SC_IB_HCA unset, a rank that uses a GPU tries the RDMA devices nearest
+ * it first (verbs_near.h): order[] and 0, or -1 (list order) without a GPU. */
+static int near_order(const char *const *names, int n, int *order) {
+  char gpu[512], link[128], path[64][256];
+  const char *paths[64];
+  int gnuma, numa[64];
+  if (sc_vb_gpu_pci(-1, gpu, sizeof(gpu), &gnuma) != 0) return -1;
+  for (int i = 0; i < n; i++) {
+    snprintf(link, sizeof(link), "/sys/class/infiniband/%.64s/device", names[i]);
+    if (sc_vb_sysfs_pci(link, path[i], sizeof(path[i]), &numa[i]) != 0) numa[i] = -1;
+    paths[i] = path[i];
+  }
+  sc_vb_near_order(gpu, gnuma, paths, numa, n, order);
+  return 0;
+}
+
+/* How near device `name` is to this rank's GPU, for the log. */
+static int near_score(const char *name) {
+  char gpu[512], link[128], path[256];
+  int gnuma, numa;
+  snprintf(link, sizeof(link), "/sys/class/infiniband/%.64s/device", name);
+  if (sc_vb_gpu_pci(-1, gpu, sizeof(gpu), &gnuma) != 0 ||
+      sc_vb_sysfs_pci(link, path, sizeof(path), &numa) != 0)
+    return 0;
+  return sc_vb_near_score(gpu, gnuma, path, numa);
+}
+
 sc_result_t sc_vb_open(const sc_vb_api_t *a, const sc_vb_hca_spec_t *spec, sc_vb_dev_t *out) {
   memset(out, 0, sizeof(*out));
   struct ibv_device **list;
@@ -106,9 +134,12 @@ sc_result_t sc_vb_open(const sc_vb_api_t *a, const sc_vb_hca_spec_t *spec, sc_vb
     if (list) a->free_device_list(list);
     return r;
   }
+  int order[64];
+  int near = spec->n == 0 ? near_order(names, nn, order) : -1;
   char seen[256] = "";
   size_t used = 0;
-  for (int i = 0; i < nn && !out->ctx; i++) {
+  for (int k = 0; k < nn && !out->ctx; k++) {
+    int i = near >= 0 ? order[k] : k;
     if (!sc_vb_hca_match(spec, names[i], 0)) continue;
     struct ibv_context *ctx = a->open_device(list[i]);
     if (!ctx) {
@@ -142,8 +173,10 @@ sc_result_t sc_vb_open(const sc_vb_api_t *a, const sc_vb_hca_spec_t *spec, sc_vb
   if (!out->ctx)
     return SC_ERR(SC_ERR_UNSUPPORTED, "no RDMA device: no active port among those selected (%s)",
                   seen[0] ? seen : "none matched");
-  SC_INFO(SC_SUBSYS_NET, "verbs: using %s port %d (%s)", out->name, out->port,
-          out->pattr.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand");
+  SC_INFO(SC_SUBSYS_NET, "verbs: using %s port %d (%s%s%s)", out->name, out->port,
+          out->pattr.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
+          near >= 0 ? "; the device nearest this rank's GPU: " : "",
+          near >= 0 ? sc_vb_near_level(near_score(out->name)) : "");
   return SC_SUCCESS;
 }
 
@@ -188,6 +221,20 @@ static const char *state_name(int s) {
   }
 }
 
+/* How device buffers would travel through this device (the probe a
+ * communicator makes, with SC_IB_GDR as set). */
+static void print_gdr(FILE *f, const sc_vb_api_t *a, struct ibv_context *ctx, const char *name) {
+  sc_vb_env_t env;
+  int want = sc_vb_read_env(&env) == SC_SUCCESS ? env.gdr : SC_VB_GDR_WANT_AUTO;
+  struct ibv_pd *pd = a->alloc_pd(ctx);
+  if (!pd) return;
+  char why[SC_ERRMSG_MAX];
+  sc_vb_gdr_mode_t m = sc_vb_gdr_probe(a, pd, want, why, sizeof(why));
+  fprintf(f, "  %s GPUDirect RDMA: %s%s%s%s\n", name, sc_vb_gdr_name(m), why[0] ? " (" : "", why,
+          why[0] ? ")" : "");
+  a->dealloc_pd(pd);
+}
+
 void sc_vb_print_devices(FILE *f) {
   const sc_vb_api_t *a;
   if (sc_vb_api_get(&a) != SC_SUCCESS) {
@@ -224,6 +271,7 @@ void sc_vb_print_devices(FILE *f) {
               pa.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet (RoCE)" : "InfiniBand",
               mbps / 1000.0, 128 << pa.active_mtu, pa.lid, pa.gid_tbl_len);
     }
+    print_gdr(f, a, ctx, name);
     a->close_device(ctx);
   }
   a->free_device_list(list);

@@ -70,6 +70,12 @@ sc_result_t sc_vb_open(const sc_vb_api_t *api, const sc_vb_hca_spec_t *spec, sc_
  * IPv4-mapped address (from sysfs, as NCCL does), else 0. */
 int sc_vb_pick_gid(const char *dev, int port, int want, int table_len);
 
+/* Which registration of device memory works on pd (registering a small device
+ * allocation each way SC_IB_GDR allows) and what sc_vb_gdr_plan makes of it;
+ * why says what failed when the answer stages (verbs_gdr.c). */
+sc_vb_gdr_mode_t sc_vb_gdr_probe(const sc_vb_api_t *api, struct ibv_pd *pd, int want, char *why,
+                                 size_t whylen);
+
 /* sc-info: every device and port with state, link layer, width, speed and MTU, or
  * "no RDMA devices" with the reason. */
 void sc_vb_print_devices(FILE *f);

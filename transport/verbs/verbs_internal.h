@@ -83,4 +83,16 @@ void sc_vb_destroy(sc_transport_t *tp);
 /* Posts a receive for one write-with-immediate on qp q of peer p. */
 sc_result_t sc_vb_post_recv(sc_vb_transport_t *tp, int peer, int q);
 
+/* ---- GPUDirect RDMA (verbs_gdr.c) ---- */
+/* Sets tp->gdr by the probe and logs it (staging once per process at INFO). */
+void sc_vb_gdr_setup(sc_vb_transport_t *tp);
+/* The registration cache's callbacks for device memory, in tp->gdr's way. */
+sc_result_t sc_vb_gdr_reg(sc_vb_transport_t *tp, uintptr_t addr, size_t len, void **mr,
+                          uint32_t *lkey, uint32_t *rkey);
+void sc_vb_gdr_dereg(sc_vb_transport_t *tp, void *mr);
+/* The cache entry for request r's buffer: host memory, or (r->device) the
+ * device allocation holding it, which the pair must move directly. */
+sc_result_t sc_vb_acquire(sc_vb_transport_t *tp, int peer, const sc_tp_req_t *r,
+                          sc_vb_rc_entry_t **out);
+
 #endif

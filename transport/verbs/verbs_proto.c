@@ -2,6 +2,7 @@
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/config.h"
 #include "base/error.h"
@@ -85,6 +86,14 @@ sc_result_t sc_vb_read_env(sc_vb_env_t *out) {
   SC_CHECK(sc_config_long("SC_IB_QPS_PER_PEER", 1, SC_VB_QPS_MAX, &v));
   out->qps_per_peer = (int)v;
   SC_CHECK(sc_config_size("SC_IB_REG_CACHE_BYTES", 0, (size_t)1 << 40, &out->reg_cache_bytes));
+  const char *g = sc_config_get("SC_IB_GDR");
+  static const char *const gdr_names[] = {"auto", "dmabuf", "peermem", "staging"};
+  out->gdr = -1;
+  for (int i = 0; i < 4 && g; i++)
+    if (!strcasecmp(g, gdr_names[i])) out->gdr = i;
+  if (out->gdr < 0)
+    return SC_ERR(SC_ERR_INVALID_ARG, "SC_IB_GDR=%s: expected auto, dmabuf, peermem or staging",
+                  g ? g : "");
   return SC_SUCCESS;
 }
 
@@ -251,6 +260,7 @@ void sc_vb_pair_props(const sc_vb_blob_t *a, const sc_vb_blob_t *b, sc_vb_pair_t
   out->bandwidth_bps = (double)mbps * 1e6 / 8.0 * 0.95;
   /* Nominal one-way small-message latency of RC writes: InfiniBand ~2 us, RoCE ~3 us. */
   out->latency_s = (a->link_layer == 2 || b->link_layer == 2) ? 3e-6 : 2e-6;
+  out->device_mem = sc_vb_gdr_direct(a->gdr, b->gdr);
 }
 
 uint32_t sc_vb_port_mbps(int active_width, int active_speed) {
@@ -311,11 +321,37 @@ uint32_t sc_vb_port_mbps(int active_width, int active_speed) {
 
 /* ---- GPUDirect registration plan ---- */
 
-sc_vb_gdr_mode_t sc_vb_gdr_plan(const sc_vb_gdr_caps_t *caps) {
-  if (!caps->have_cuda) return SC_VB_GDR_NONE;
-  if (caps->have_reg_dmabuf && caps->cuda_dmabuf) return SC_VB_GDR_DMABUF;
-  if (caps->peermem_loaded) return SC_VB_GDR_PEERMEM;
-  return SC_VB_GDR_STAGE;
+sc_vb_gdr_mode_t sc_vb_gdr_plan(const sc_vb_gdr_caps_t *caps, sc_vb_gdr_want_t want) {
+  if (!caps->have_device) return SC_VB_GDR_NONE;
+  switch (want) {
+  case SC_VB_GDR_WANT_STAGE:
+    return SC_VB_GDR_STAGE;
+  case SC_VB_GDR_WANT_DMABUF:
+    return caps->dmabuf_ok ? SC_VB_GDR_DMABUF : SC_VB_GDR_STAGE;
+  case SC_VB_GDR_WANT_PEERMEM:
+    return caps->peermem_ok ? SC_VB_GDR_PEERMEM : SC_VB_GDR_STAGE;
+  default:
+    if (caps->dmabuf_ok) return SC_VB_GDR_DMABUF;
+    if (caps->peermem_ok) return SC_VB_GDR_PEERMEM;
+    return SC_VB_GDR_STAGE;
+  }
+}
+
+static int registers_device(int m) {
+  return m == SC_VB_GDR_DMABUF || m == SC_VB_GDR_PEERMEM;
+}
+
+int sc_vb_gdr_direct(int mode_a, int mode_b) {
+  return registers_device(mode_a) && registers_device(mode_b);
+}
+
+void sc_vb_dmabuf_range(uintptr_t addr, size_t len, size_t page, uintptr_t *start, size_t *size,
+                        size_t *off) {
+  uintptr_t s = addr & ~(uintptr_t)(page - 1);
+  uintptr_t e = (addr + (len ? len : 1) + page - 1) & ~(uintptr_t)(page - 1);
+  *start = s;
+  *size = (size_t)(e - s);
+  *off = (size_t)(addr - s);
 }
 
 const char *sc_vb_gdr_name(sc_vb_gdr_mode_t m) {

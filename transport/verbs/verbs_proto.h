@@ -56,6 +56,7 @@ typedef struct sc_vb_env {
   int retry_cnt; /* SC_IB_RETRY_CNT */
   int qps_per_peer;
   size_t reg_cache_bytes; /* 0 = register per message */
+  int gdr;                /* SC_IB_GDR: sc_vb_gdr_want_t */
 } sc_vb_env_t;
 
 sc_result_t sc_vb_parse_hca(const char *s, sc_vb_hca_spec_t *out);
@@ -191,6 +192,7 @@ typedef struct sc_vb_pair {
   int same_host;
   double bandwidth_bps;
   double latency_s;
+  int device_mem; /* sc_vb_gdr_direct of the two blobs' gdr */
 } sc_vb_pair_t;
 
 /* From two ranks' blobs only, so every rank answers the same for any pair. */
@@ -213,15 +215,33 @@ typedef enum sc_vb_gdr_mode {
   SC_VB_GDR_STAGE = 3    /* through pinned host memory */
 } sc_vb_gdr_mode_t;
 
+/* SC_IB_GDR: which registration of device buffers to use. */
+typedef enum sc_vb_gdr_want {
+  SC_VB_GDR_WANT_AUTO = 0, /* dma-buf, else peer memory, else staging */
+  SC_VB_GDR_WANT_DMABUF,
+  SC_VB_GDR_WANT_PEERMEM,
+  SC_VB_GDR_WANT_STAGE
+} sc_vb_gdr_want_t;
+
+/* What the probe at communicator creation found (verbs_gdr.c): each is 1 only
+ * when a real registration of a small device allocation that way worked. */
 typedef struct sc_vb_gdr_caps {
-  int have_cuda;       /* the library was built with CUDA and a device is present */
-  int have_reg_dmabuf; /* libibverbs exports ibv_reg_dmabuf_mr */
-  int cuda_dmabuf;     /* the CUDA driver supports dma-buf export of this allocation */
-  int peermem_loaded;  /* /sys/kernel/mm/memory_peers/nv_mem or nvidia_peermem module */
+  int have_device; /* a device runtime with a current device */
+  int dmabuf_ok;   /* ibv_reg_dmabuf_mr on the runtime's dma-buf fd of the allocation */
+  int peermem_ok;  /* ibv_reg_mr on the device pointer (nvidia-peermem) */
 } sc_vb_gdr_caps_t;
 
-/* The order the issue fixes: dma-buf, else peer memory, else staging. */
-sc_vb_gdr_mode_t sc_vb_gdr_plan(const sc_vb_gdr_caps_t *caps);
+/* The order the issue fixes: dma-buf, else peer memory, else staging; a forced
+ * mode that did not work stages (the caller says why). No device: NONE. */
+sc_vb_gdr_mode_t sc_vb_gdr_plan(const sc_vb_gdr_caps_t *caps, sc_vb_gdr_want_t want);
+/* Whether device buffers move directly between two ranks that published these
+ * modes: both sides must register device memory for the HCA. */
+int sc_vb_gdr_direct(int mode_a, int mode_b);
+/* The dma-buf range of [addr, addr + len): whole pages as NCCL registers them
+ * (cuMemGetHandleForAddressRange wants page-aligned ranges); *start and *size
+ * page-aligned, *off = addr - *start. An empty range still takes one page. */
+void sc_vb_dmabuf_range(uintptr_t addr, size_t len, size_t page, uintptr_t *start, size_t *size,
+                        size_t *off);
 const char *sc_vb_gdr_name(sc_vb_gdr_mode_t m);
 
 #endif

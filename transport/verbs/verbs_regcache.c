@@ -12,7 +12,7 @@ void sc_vb_rc_init(sc_vb_regcache_t *rc, const sc_vb_rc_ops_t *ops, size_t limit
 }
 
 static void drop(sc_vb_regcache_t *rc, sc_vb_rc_entry_t *e) {
-  rc->ops.dereg(rc->ops.ctx, e->mr);
+  rc->ops.dereg(rc->ops.ctx, e->kind, e->mr);
   rc->bytes -= e->end - e->start;
   memset(e, 0, sizeof(*e));
 }
@@ -38,6 +38,11 @@ static void evict(sc_vb_regcache_t *rc, size_t need) {
 
 sc_result_t sc_vb_rc_acquire(sc_vb_regcache_t *rc, const void *addr, size_t len,
                              sc_vb_rc_entry_t **out) {
+  return sc_vb_rc_acquire_kind(rc, SC_VB_MEM_HOST, addr, len, out);
+}
+
+sc_result_t sc_vb_rc_acquire_kind(sc_vb_regcache_t *rc, sc_vb_mem_kind_t kind, const void *addr,
+                                  size_t len, sc_vb_rc_entry_t **out) {
   uintptr_t a = (uintptr_t)addr;
   uintptr_t start = a & ~(uintptr_t)(rc->page - 1);
   uintptr_t end = (a + len + rc->page - 1) & ~(uintptr_t)(rc->page - 1);
@@ -45,7 +50,7 @@ sc_result_t sc_vb_rc_acquire(sc_vb_regcache_t *rc, const void *addr, size_t len,
   rc->clock++;
   for (int i = 0; i < SC_VB_RC_ENTRIES; i++) {
     sc_vb_rc_entry_t *e = &rc->e[i];
-    if (e->end && e->start <= start && end <= e->end) {
+    if (e->end && e->kind == kind && e->start <= start && end <= e->end) {
       e->refs++;
       e->last_use = rc->clock;
       rc->hits++;
@@ -56,12 +61,13 @@ sc_result_t sc_vb_rc_acquire(sc_vb_regcache_t *rc, const void *addr, size_t len,
   rc->misses++;
   /* Grow the new range over every entry it overlaps or touches: their union is
    * mapped memory too, and a pipelined operation's chunks of one buffer then
-   * share one registration instead of taking an entry each. */
-  for (int grown = 1; grown;) {
+   * share one registration instead of taking an entry each. Host memory only:
+   * two device allocations side by side are two dma-bufs. */
+  for (int grown = kind == SC_VB_MEM_HOST; grown;) {
     grown = 0;
     for (int i = 0; i < SC_VB_RC_ENTRIES; i++) {
       sc_vb_rc_entry_t *e = &rc->e[i];
-      if (!e->end || e->end < start || end < e->start) continue;
+      if (!e->end || e->kind != kind || e->end < start || end < e->start) continue;
       if (e->start < start) start = e->start, grown = 1;
       if (e->end > end) end = e->end, grown = 1;
     }
@@ -69,7 +75,8 @@ sc_result_t sc_vb_rc_acquire(sc_vb_regcache_t *rc, const void *addr, size_t len,
   /* The unused entries it covers are redundant now. */
   for (int i = 0; i < SC_VB_RC_ENTRIES; i++) {
     sc_vb_rc_entry_t *e = &rc->e[i];
-    if (e->end && e->refs == 0 && start <= e->start && e->end <= end) drop(rc, e);
+    if (e->end && e->kind == kind && e->refs == 0 && start <= e->start && e->end <= end)
+      drop(rc, e);
   }
   evict(rc, end - start);
   sc_vb_rc_entry_t *slot = NULL;
@@ -84,7 +91,8 @@ sc_result_t sc_vb_rc_acquire(sc_vb_regcache_t *rc, const void *addr, size_t len,
   if (!slot)
     return SC_ERR(SC_ERR_NOMEM, "verbs: all %d registration cache entries are in use",
                   SC_VB_RC_ENTRIES);
-  SC_CHECK(rc->ops.reg(rc->ops.ctx, start, end - start, &slot->mr, &slot->lkey, &slot->rkey));
+  SC_CHECK(rc->ops.reg(rc->ops.ctx, kind, start, end - start, &slot->mr, &slot->lkey, &slot->rkey));
+  slot->kind = kind;
   slot->start = start;
   slot->end = end;
   slot->refs = 1;

@@ -10,6 +10,13 @@
  * kept once released. The table has a fixed number of entries, allocated once: a lookup scans it (a
  * few hundred entries at most).
  *
+ * Entries have a kind, host or device memory, and a lookup matches only its
+ * own kind: a device range is registered another way (dma-buf or peer
+ * memory) and its key must never serve a host buffer, whatever the
+ * addresses. Device entries are never merged either: neighbouring device
+ * allocations are separate dma-bufs, so the transport asks for one whole
+ * allocation per entry instead (verbs_gdr.c).
+ *
  * The hazard every such cache has: memory freed and mapped again at the same
  * address keeps the old entry and its old pages. The transport keeps the
  * bound small by default and docs/VERBS.md says to set 0 where an
@@ -24,16 +31,22 @@
 
 #define SC_VB_RC_ENTRIES 1024
 
+typedef enum sc_vb_mem_kind {
+  SC_VB_MEM_HOST = 0,
+  SC_VB_MEM_DEVICE = 1 /* GPU memory: GPUDirect registration */
+} sc_vb_mem_kind_t;
+
 typedef struct sc_vb_rc_ops {
   /* Register [addr, addr + len); the handle and the keys in *mr, *lkey, *rkey. */
-  sc_result_t (*reg)(void *ctx, uintptr_t addr, size_t len, void **mr, uint32_t *lkey,
-                     uint32_t *rkey);
-  void (*dereg)(void *ctx, void *mr);
+  sc_result_t (*reg)(void *ctx, sc_vb_mem_kind_t kind, uintptr_t addr, size_t len, void **mr,
+                     uint32_t *lkey, uint32_t *rkey);
+  void (*dereg)(void *ctx, sc_vb_mem_kind_t kind, void *mr);
   void *ctx;
 } sc_vb_rc_ops_t;
 
 typedef struct sc_vb_rc_entry {
   uintptr_t start, end; /* page-aligned; end == 0: unused entry */
+  sc_vb_mem_kind_t kind;
   void *mr;
   uint32_t lkey, rkey;
   uint32_t refs;
@@ -56,6 +69,9 @@ void sc_vb_rc_init(sc_vb_regcache_t *rc, const sc_vb_rc_ops_t *ops, size_t limit
  * bound). SC_ERR_NOMEM when every entry is in use. */
 sc_result_t sc_vb_rc_acquire(sc_vb_regcache_t *rc, const void *addr, size_t len,
                              sc_vb_rc_entry_t **out);
+/* The same for memory of the given kind (sc_vb_rc_acquire is SC_VB_MEM_HOST). */
+sc_result_t sc_vb_rc_acquire_kind(sc_vb_regcache_t *rc, sc_vb_mem_kind_t kind, const void *addr,
+                                  size_t len, sc_vb_rc_entry_t **out);
 /* Drops one reference; an unused entry over the bound is deregistered at once. */
 void sc_vb_rc_release(sc_vb_regcache_t *rc, sc_vb_rc_entry_t *e);
 /* Deregisters every entry (in use or not). */

@@ -37,9 +37,10 @@ static uint64_t host_id(void) {
   return h;
 }
 
-static sc_result_t rc_reg(void *ctx, uintptr_t addr, size_t len, void **mr, uint32_t *lkey,
-                          uint32_t *rkey) {
+static sc_result_t rc_reg(void *ctx, sc_vb_mem_kind_t kind, uintptr_t addr, size_t len, void **mr,
+                          uint32_t *lkey, uint32_t *rkey) {
   sc_vb_transport_t *tp = ctx;
+  if (kind == SC_VB_MEM_DEVICE) return sc_vb_gdr_reg(tp, addr, len, mr, lkey, rkey);
   struct ibv_mr *m =
       tp->api->reg_mr(tp->pd, (void *)addr, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   if (!m)
@@ -51,9 +52,12 @@ static sc_result_t rc_reg(void *ctx, uintptr_t addr, size_t len, void **mr, uint
   return SC_SUCCESS;
 }
 
-static void rc_dereg(void *ctx, void *mr) {
+static void rc_dereg(void *ctx, sc_vb_mem_kind_t kind, void *mr) {
   sc_vb_transport_t *tp = ctx;
-  tp->api->dereg_mr(mr);
+  if (kind == SC_VB_MEM_DEVICE)
+    sc_vb_gdr_dereg(tp, mr);
+  else
+    tp->api->dereg_mr(mr);
 }
 
 static sc_result_t alloc_registered(sc_vb_transport_t *tp, size_t bytes, int access,
@@ -67,19 +71,6 @@ static sc_result_t alloc_registered(sc_vb_transport_t *tp, size_t bytes, int acc
     return SC_ERR(SC_ERR_SYSTEM, "verbs: ibv_reg_mr of the FIFO on %s: %s", tp->dev.name,
                   strerror(errno));
   return SC_SUCCESS;
-}
-
-/* What this build can do with device buffers. CUDA is not integrated yet, so the
- * plan is host memory only; the capability probes are here for when it is. */
-static sc_vb_gdr_mode_t gdr_mode(const sc_vb_transport_t *tp) {
-  sc_vb_gdr_caps_t caps = {0};
-#ifdef SC_HAVE_CUDA
-  caps.have_cuda = 0; /* TODO(GPU issue): cuDeviceGetCount and CU_DEVICE_ATTRIBUTE_DMA_BUF */
-#endif
-  caps.have_reg_dmabuf = tp->api->reg_dmabuf_mr != NULL;
-  caps.peermem_loaded = access("/sys/kernel/mm/memory_peers/nv_mem/version", F_OK) == 0 ||
-                        access("/sys/module/nvidia_peermem", F_OK) == 0;
-  return sc_vb_gdr_plan(&caps);
 }
 
 sc_result_t sc_vb_create(const sc_tp_config_t *cfg, sc_transport_t **out, void *addr,
@@ -158,8 +149,7 @@ sc_result_t sc_vb_create(const sc_tp_config_t *cfg, sc_transport_t **out, void *
   sc_sockaddr_t la;
   SC_CHECK_GOTO(sc_socket_pick_addr(cfg->ifname, cfg->route_hint, &la), r, fail);
   SC_CHECK_GOTO(sc_socket_listen(&la, n < 4096 ? n + 1 : 4096, &tp->listen_fd), r, fail);
-  tp->gdr = gdr_mode(tp);
-  SC_INFO(SC_SUBSYS_NET, "verbs: device buffers: %s", sc_vb_gdr_name(tp->gdr));
+  sc_vb_gdr_setup(tp);
 
   sc_vb_blob_t b;
   memset(&b, 0, sizeof(b));
