@@ -94,8 +94,9 @@ static sc_result_t device_list(const sc_vb_api_t *a, struct ibv_device ***list, 
 }
 
 /* With SC_IB_HCA unset, a rank that uses a GPU tries the RDMA devices nearest
- * it first (verbs_near.h): order[] and 0, or -1 (list order) without a GPU. */
-static int near_order(const char *const *names, int n, int *order) {
+ * it first (verbs_near.h): order[] and score[] (by device index, for the log)
+ * and 0, or -1 (list order) without a GPU. */
+static int near_order(const char *const *names, int n, int *order, int *score) {
   char gpu[512], link[128], path[64][256];
   const char *paths[64];
   int gnuma, numa[64];
@@ -104,20 +105,10 @@ static int near_order(const char *const *names, int n, int *order) {
     snprintf(link, sizeof(link), "/sys/class/infiniband/%.64s/device", names[i]);
     if (sc_vb_sysfs_pci(link, path[i], sizeof(path[i]), &numa[i]) != 0) numa[i] = -1;
     paths[i] = path[i];
+    score[i] = sc_vb_near_score(gpu, gnuma, paths[i], numa[i]);
   }
   sc_vb_near_order(gpu, gnuma, paths, numa, n, order);
   return 0;
-}
-
-/* How near device `name` is to this rank's GPU, for the log. */
-static int near_score(const char *name) {
-  char gpu[512], link[128], path[256];
-  int gnuma, numa;
-  snprintf(link, sizeof(link), "/sys/class/infiniband/%.64s/device", name);
-  if (sc_vb_gpu_pci(-1, gpu, sizeof(gpu), &gnuma) != 0 ||
-      sc_vb_sysfs_pci(link, path, sizeof(path), &numa) != 0)
-    return 0;
-  return sc_vb_near_score(gpu, gnuma, path, numa);
 }
 
 sc_result_t sc_vb_open(const sc_vb_api_t *a, const sc_vb_hca_spec_t *spec, sc_vb_dev_t *out) {
@@ -134,8 +125,8 @@ sc_result_t sc_vb_open(const sc_vb_api_t *a, const sc_vb_hca_spec_t *spec, sc_vb
     if (list) a->free_device_list(list);
     return r;
   }
-  int order[64];
-  int near = spec->n == 0 ? near_order(names, nn, order) : -1;
+  int order[64], score[64], chosen = -1;
+  int near = spec->n == 0 ? near_order(names, nn, order, score) : -1;
   char seen[256] = "";
   size_t used = 0;
   for (int k = 0; k < nn && !out->ctx; k++) {
@@ -165,6 +156,7 @@ sc_result_t sc_vb_open(const sc_vb_api_t *a, const sc_vb_hca_spec_t *spec, sc_vb
       out->port = p;
       out->pattr = pa;
       out->dattr = dattr;
+      chosen = i;
       snprintf(out->name, sizeof(out->name), "%s", names[i]);
     }
     if (!out->ctx) a->close_device(ctx);
@@ -176,7 +168,7 @@ sc_result_t sc_vb_open(const sc_vb_api_t *a, const sc_vb_hca_spec_t *spec, sc_vb
   SC_INFO(SC_SUBSYS_NET, "verbs: using %s port %d (%s%s%s)", out->name, out->port,
           out->pattr.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
           near >= 0 ? "; the device nearest this rank's GPU: " : "",
-          near >= 0 ? sc_vb_near_level(near_score(out->name)) : "");
+          near >= 0 ? sc_vb_near_level(score[chosen]) : "");
   return SC_SUCCESS;
 }
 

@@ -13,6 +13,7 @@
  * when both of its ranks register device memory (sc_vb_gdr_direct), so both
  * ends of every pair agree on whether a message is staged. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,10 +152,49 @@ sc_vb_gdr_mode_t sc_vb_gdr_probe(const sc_vb_api_t *api, struct ibv_pd *pd, int 
   return m;
 }
 
+/* The probe's answers in this process, by (HCA, GPU, SC_IB_GDR): whether a
+ * registration works does not change while the process runs, and without
+ * this every communicator (sc_comm_split, the fusion and P3 communicators)
+ * would allocate device memory and register it again at creation. */
+enum { GDR_CACHE = 8 };
+static struct {
+  char dev[SC_VB_NAME_MAX];
+  int gpu, want;
+  sc_vb_gdr_mode_t mode;
+  char why[SC_ERRMSG_MAX];
+} gdr_cache[GDR_CACHE];
+static int gdr_cached;
+static pthread_mutex_t gdr_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static sc_vb_gdr_mode_t probe_cached(sc_vb_transport_t *tp, char *why, size_t whylen) {
+  const sc_devrt_t *rt = sc_devrt();
+  int gpu = rt && rt->device_count() > 0 ? rt->current_device() : -1;
+  pthread_mutex_lock(&gdr_lock);
+  for (int i = 0; i < gdr_cached; i++)
+    if (gdr_cache[i].gpu == gpu && gdr_cache[i].want == tp->env.gdr &&
+        !strcmp(gdr_cache[i].dev, tp->dev.name)) {
+      snprintf(why, whylen, "%s", gdr_cache[i].why);
+      sc_vb_gdr_mode_t m = gdr_cache[i].mode;
+      pthread_mutex_unlock(&gdr_lock);
+      return m;
+    }
+  sc_vb_gdr_mode_t m = sc_vb_gdr_probe(tp->api, tp->pd, tp->env.gdr, why, whylen);
+  if (gdr_cached < GDR_CACHE) {
+    snprintf(gdr_cache[gdr_cached].dev, sizeof(gdr_cache[gdr_cached].dev), "%s", tp->dev.name);
+    gdr_cache[gdr_cached].gpu = gpu;
+    gdr_cache[gdr_cached].want = tp->env.gdr;
+    gdr_cache[gdr_cached].mode = m;
+    snprintf(gdr_cache[gdr_cached].why, sizeof(gdr_cache[gdr_cached].why), "%s", why);
+    gdr_cached++;
+  }
+  pthread_mutex_unlock(&gdr_lock);
+  return m;
+}
+
 void sc_vb_gdr_setup(sc_vb_transport_t *tp) {
   static atomic_int staged_logged;
   char why[SC_ERRMSG_MAX];
-  tp->gdr = sc_vb_gdr_probe(tp->api, tp->pd, tp->env.gdr, why, sizeof(why));
+  tp->gdr = probe_cached(tp, why, sizeof(why));
   if (tp->gdr == SC_VB_GDR_STAGE && tp->env.gdr != SC_VB_GDR_WANT_AUTO &&
       tp->env.gdr != SC_VB_GDR_WANT_STAGE)
     SC_WARN(SC_SUBSYS_NET,
