@@ -248,14 +248,17 @@ static sc_result_t sc_exec_lookahead(sc_exec_ctx_t *c, const uint8_t *in, sc_tp_
   sc_exec_state_t *ex = &c->comm->ex;
   const sc_sched_t *s = c->a->sched;
   const sc_step_t *cur = &s->steps[c->step];
+  const int *host_of = c->comm->tune.host_of;
+  /* The next receive must come from this one's peer: on one host, done here
+   * before any scan (the one-host hot path pays this test only). */
+  if (!host_of || cur->peer < 0 || cur->peer >= c->comm->nranks ||
+      host_of[cur->peer] == host_of[c->comm->rank])
+    return SC_SUCCESS;
   size_t j = c->step + 1;
   while (j < s->nsteps && s->steps[j].kind == SC_STEP_SEND) j++;
   if (j >= s->nsteps) return SC_SUCCESS;
   const sc_step_t *nx = &s->steps[j];
-  const int *host_of = c->comm->tune.host_of;
-  if (!host_of || nx->peer < 0 || nx->peer >= c->comm->nranks ||
-      host_of[nx->peer] == host_of[c->comm->rank] || nx->peer != cur->peer ||
-      nx->count * c->a->elem_size < c->comm->cfg.chunk_bytes)
+  if (nx->peer != cur->peer || nx->count * c->a->elem_size < c->comm->cfg.chunk_bytes)
     return SC_SUCCESS;
   uint8_t *dst, *to;
   size_t len = sc_step_dst(&c->mem, nx, &dst);
