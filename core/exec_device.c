@@ -40,54 +40,6 @@ static sc_result_t dev_read_settings(struct sc_exec_dev *d) {
   return SC_SUCCESS;
 }
 
-/* Keeps p for sc_exec_dev_free (see struct sc_exec_dev's retired). */
-static sc_result_t dev_retire(struct sc_exec_dev *d, void *p, int pinned) {
-  if (d->nretired == d->retired_cap) {
-    size_t cap = d->retired_cap ? 2 * d->retired_cap : 16;
-    void *n = realloc(d->retired, cap * sizeof(*d->retired));
-    if (!n) return SC_ERR(SC_ERR_NOMEM, "list of %zu outgrown device buffers", cap);
-    d->retired = n;
-    d->retired_cap = cap;
-  }
-  d->retired[d->nretired].p = p;
-  d->retired[d->nretired].pinned = pinned;
-  d->nretired++;
-  return SC_SUCCESS;
-}
-
-/* At least need, at least twice have: outgrown buffers are kept until the
- * communicator goes, so growth must be geometric to bound them. */
-static size_t dev_grown(size_t have, size_t need) {
-  return have && need < 2 * have && 2 * have > have ? 2 * have : need;
-}
-
-static void ring_release_all(const sc_devrt_t *rt, sc_stage_xring_t *x) {
-  for (uint32_t s = 0; s < SC_STAGE_SLOTS_MAX; s++)
-    if (x->slots[s].event) rt->event_destroy(x->slots[s].event);
-  if (x->pinned) rt->free_pinned(x->pinned);
-  memset(x, 0, sizeof(*x));
-}
-
-/* Makes the ring's slots at least slot_bytes each; called between
- * operations only, when no slot is in use. */
-static sc_result_t ring_ensure(struct sc_exec_dev *d, sc_stage_xring_t *x, size_t slot_bytes) {
-  const sc_devrt_t *rt = d->rt;
-  if (x->pinned && x->slot_bytes >= slot_bytes) return SC_SUCCESS;
-  if (x->pinned) SC_CHECK(dev_retire(d, x->pinned, 1));
-  slot_bytes = dev_grown(x->slot_bytes, slot_bytes);
-  x->pinned = NULL;
-  x->slot_bytes = 0;
-  void *p = NULL;
-  SC_CHECK(rt->malloc_pinned(&p, (size_t)d->nslots * slot_bytes));
-  x->pinned = p;
-  x->slot_bytes = slot_bytes;
-  for (uint32_t s = 0; s < d->nslots; s++) {
-    x->slots[s].host = x->pinned + (size_t)s * slot_bytes;
-    if (!x->slots[s].event) SC_CHECK(rt->event_create(&x->slots[s].event));
-  }
-  return SC_SUCCESS;
-}
-
 /* Between operations: every slot free, no queue. */
 static void ring_reset(struct sc_exec_dev *d, sc_stage_xring_t *x) {
   sc_stage_ring_init(&x->r, d->nslots);
@@ -109,6 +61,9 @@ static sc_result_t dev_create(sc_comm_t *comm, const sc_devrt_t *rt, int device,
     r = SC_ERR(SC_ERR_NOMEM, "device executor peers");
   if (r == SC_SUCCESS && !(d->send_rings = calloc((size_t)comm->nranks, sizeof(*d->send_rings))))
     r = SC_ERR(SC_ERR_NOMEM, "device executor rings");
+  if (r == SC_SUCCESS && !(d->send_ring_reserved = calloc((size_t)comm->nranks, 1)))
+    r = SC_ERR(SC_ERR_NOMEM, "device executor rings");
+  pthread_mutex_init(&d->spare_lock, NULL);
   if (r == SC_SUCCESS) r = rt->stream_create(&d->stream);
   if (r == SC_SUCCESS) r = rt->event_create(&d->sync_event);
   if (r != SC_SUCCESS) {
@@ -136,6 +91,16 @@ static sc_result_t dev_create(sc_comm_t *comm, const sc_devrt_t *rt, int device,
   return SC_SUCCESS;
 }
 
+sc_result_t sc_exec_dev_get(sc_comm_t *comm, const sc_devrt_t *rt, int device,
+                            struct sc_exec_dev **out) {
+  pthread_mutex_lock(&comm->lock);
+  sc_result_t r = SC_SUCCESS;
+  if (!comm->ex.dev) r = dev_create(comm, rt, device, &comm->ex.dev);
+  *out = comm->ex.dev;
+  pthread_mutex_unlock(&comm->lock);
+  return r;
+}
+
 void sc_exec_dev_free(struct sc_exec_dev *d) {
   if (!d) return;
   const sc_devrt_t *rt = d->rt;
@@ -147,18 +112,22 @@ void sc_exec_dev_free(struct sc_exec_dev *d) {
     free(d->retired);
     free(d->direct);
     free(d->send_rings);
+    free(d->send_ring_reserved);
+    free(d->spares);
     free(d->dsends);
+    pthread_mutex_destroy(&d->spare_lock);
     free(d);
     return;
   }
+  sc_exec_dev_free_spares(d);
   if (d->send_rings) {
     for (int p = 0; p < d->nranks; p++)
       if (d->send_rings[p]) {
-        ring_release_all(rt, d->send_rings[p]);
+        sc_exec_ring_release_all(rt, d->send_rings[p]);
         free(d->send_rings[p]);
       }
   }
-  ring_release_all(rt, &d->recv_ring);
+  sc_exec_ring_release_all(rt, &d->recv_ring);
   if (d->scratch) rt->free_device(d->scratch);
   if (d->rstage) rt->free_device(d->rstage);
   if (d->sync_event) rt->event_destroy(d->sync_event);
@@ -168,7 +137,10 @@ void sc_exec_dev_free(struct sc_exec_dev *d) {
   free(d->retired);
   free(d->direct);
   free(d->send_rings);
+  free(d->send_ring_reserved);
+  free(d->spares);
   free(d->dsends);
+  pthread_mutex_destroy(&d->spare_lock);
   free(d);
 }
 
@@ -458,18 +430,6 @@ static sc_result_t dev_step(sc_exec_ctx_t *c, struct sc_exec_dev *d, const sc_st
 
 /* ---- one operation ---- */
 
-static sc_result_t dev_reserve(struct sc_exec_dev *d, void **buf, size_t *have, size_t need) {
-  const sc_devrt_t *rt = d->rt;
-  if (need <= *have) return SC_SUCCESS;
-  if (*buf) SC_CHECK(dev_retire(d, *buf, 0));
-  need = dev_grown(*have, need);
-  *buf = NULL;
-  *have = 0;
-  SC_CHECK(rt->malloc_device(buf, need));
-  *have = need;
-  return SC_SUCCESS;
-}
-
 /* The device the buffers are on (the first one that is device memory). */
 static sc_result_t dev_of_op(const sc_devrt_t *rt, const sc_op_t *op, int *device) {
   const void *p[2] = {op->recvbuf, op->sendbuf};
@@ -485,11 +445,8 @@ static sc_result_t dev_prepare(sc_comm_t *comm, const sc_exec_args_t *a, struct 
   int device = -1;
   SC_CHECK(dev_of_op(rt, a->op, &device));
   if (rt->current_device() != device) SC_CHECK(rt->set_device(device));
-  struct sc_exec_dev *d = comm->ex.dev;
-  if (!d) {
-    SC_CHECK(dev_create(comm, rt, device, &d));
-    comm->ex.dev = d;
-  }
+  struct sc_exec_dev *d = NULL;
+  SC_CHECK(sc_exec_dev_get(comm, rt, device, &d));
   if (d->device != device)
     return SC_ERR(SC_ERR_INVALID_ARG,
                   "%s: buffers on device %d, but this communicator works on device %d",
@@ -505,29 +462,15 @@ static sc_result_t dev_prepare(sc_comm_t *comm, const sc_exec_args_t *a, struct 
   d->dirty = 0;
   const sc_sched_t *s = a->sched;
   const size_t es = a->elem_size;
-  SC_CHECK(dev_reserve(d, &d->scratch, &d->scratch_bytes, s->scratch_count * es));
+  SC_CHECK(sc_exec_dev_reserve(d, &d->scratch, &d->scratch_bytes, s->scratch_count * es));
   const sc_step_mem_t m = {.base = {(uint8_t *)(uintptr_t)a->op->sendbuf, (uint8_t *)a->op->recvbuf,
                                     (uint8_t *)d->scratch},
                            .elem_size = es};
-  size_t max_rr = 0, max_msg = 0, nsends = 0;
-  int staged_recv = 0;
-  for (size_t i = 0; i < s->nsteps; i++) {
-    const sc_step_t *st = &s->steps[i];
-    size_t bytes = st->count * es;
-    if (st->kind == SC_STEP_SEND) nsends++;
-    if (st->kind == SC_STEP_SEND || st->kind == SC_STEP_RECV || st->kind == SC_STEP_RECV_REDUCE)
-      max_msg = bytes > max_msg ? bytes : max_msg;
-    if (st->kind == SC_STEP_RECV_REDUCE && bytes > max_rr) max_rr = bytes;
-    if ((st->kind == SC_STEP_RECV || st->kind == SC_STEP_RECV_REDUCE) && !d->direct[st->peer])
-      staged_recv = 1;
-    /* A COPY between partially overlapping ranges goes through rstage. */
-    if (st->kind == SC_STEP_COPY && bytes > max_rr) {
-      const uint8_t *to = sc_step_ptr(&m, st->buf, st->off),
-                    *from = sc_step_ptr(&m, st->src_buf, st->src_off);
-      if (to && from && partial_overlap(to, from, bytes)) max_rr = bytes;
-    }
-  }
-  SC_CHECK(dev_reserve(d, &d->rstage, &d->rstage_bytes, max_rr));
+  sc_exec_needs_t need;
+  sc_exec_sched_needs(s, es, d->direct, &m, d->chunk, &need);
+  SC_CHECK(sc_exec_dev_reserve(d, &d->rstage, &d->rstage_bytes, need.rstage));
+  size_t nsends = 0;
+  for (size_t i = 0; i < s->nsteps; i++) nsends += s->steps[i].kind == SC_STEP_SEND;
   if (nsends < SC_DSEND_MIN) nsends = SC_DSEND_MIN;
   if (nsends > d->dsend_cap) {
     sc_dsend_t *n = calloc(nsends, sizeof(*n));
@@ -538,16 +481,21 @@ static sc_result_t dev_prepare(sc_comm_t *comm, const sc_exec_args_t *a, struct 
   }
   d->ndsends = d->dsend_head = 0;
   d->rcur.active = 0;
-  size_t slot_bytes = sc_stage_slot_bytes(d->chunk, max_msg);
+  size_t slot_bytes = need.slot_bytes;
   ring_reset(d, &d->recv_ring);
-  if (staged_recv) SC_CHECK(ring_ensure(d, &d->recv_ring, slot_bytes));
+  if (need.staged_recv) SC_CHECK(sc_exec_ring_ensure(d, &d->recv_ring, slot_bytes));
   for (size_t i = 0; i < s->nsteps; i++) {
     const sc_step_t *st = &s->steps[i];
     if (st->kind != SC_STEP_SEND || d->direct[st->peer]) continue;
     sc_stage_xring_t **x = &d->send_rings[st->peer];
-    if (!*x && !(*x = calloc(1, sizeof(**x))))
-      return SC_ERR(SC_ERR_NOMEM, "staging ring for rank %d", st->peer);
-    if ((*x)->slot_bytes < slot_bytes) SC_CHECK(ring_ensure(d, *x, slot_bytes));
+    if (!*x) {
+      sc_stage_xring_t *nx = calloc(1, sizeof(**x));
+      if (!nx) return SC_ERR(SC_ERR_NOMEM, "staging ring for rank %d", st->peer);
+      pthread_mutex_lock(&d->spare_lock);
+      *x = nx;
+      pthread_mutex_unlock(&d->spare_lock);
+    }
+    if ((*x)->slot_bytes < slot_bytes) SC_CHECK(sc_exec_ring_ensure(d, *x, slot_bytes));
   }
   for (int p = 0; p < comm->nranks; p++)
     if (d->send_rings[p]) ring_reset(d, d->send_rings[p]);

@@ -13,6 +13,7 @@
 #ifndef SC_CORE_EXEC_DEVICE_H
 #define SC_CORE_EXEC_DEVICE_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "core/comm.h"
@@ -126,7 +127,55 @@ struct sc_exec_dev {
     int pinned;
   } * retired;
   size_t nretired, retired_cap;
+  /* Memory a stream form's caller allocated before its stream began to wait
+   * (sc_exec_device_reserve); the progress thread takes it instead of
+   * allocating. spare_lock also guards the capacities the caller reads:
+   * scratch_bytes, rstage_bytes, the rings' pinned and slot_bytes, and
+   * send_rings[]. */
+  pthread_mutex_t spare_lock;
+  struct sc_exec_dev_spare {
+    void *p;
+    size_t bytes;
+    int pinned;
+  } * spares;
+  int nspares, spare_cap;
+  uint8_t *send_ring_reserved; /* [nranks], the reservation's scratch */
 };
+
+/* What one schedule needs of the executor's memory. */
+typedef struct sc_exec_needs {
+  size_t scratch, rstage; /* device bytes */
+  size_t slot_bytes;      /* of every staging ring it uses */
+  int staged_recv;        /* it receives from a peer through the receive ring */
+} sc_exec_needs_t;
+
+/* The needs of schedule s with elements of es bytes; m: the operation's
+ * buffers (a COPY goes through rstage only where its ranges partly
+ * overlap), NULL to count every COPY. */
+void sc_exec_sched_needs(const sc_sched_t *s, size_t es, const uint8_t *direct,
+                         const sc_step_mem_t *m, size_t chunk, sc_exec_needs_t *n);
+
+/* The communicator's device executor state, made on first use (by the
+ * progress thread, a blocking caller or a stream form's caller). */
+sc_result_t sc_exec_dev_get(sc_comm_t *comm, const sc_devrt_t *rt, int device,
+                            struct sc_exec_dev **out);
+
+/* core/exec_device_mem.c: buffers that grow (a spare first, else an
+ * allocation), outgrown ones kept until sc_exec_dev_free, the rings'
+ * memory, and the parked spares. */
+sc_result_t sc_exec_dev_retire(struct sc_exec_dev *d, void *p, int pinned);
+sc_result_t sc_exec_dev_reserve(struct sc_exec_dev *d, void **buf, size_t *have, size_t need);
+/* Makes the ring's slots at least slot_bytes each; called between
+ * operations only, when no slot is in use. */
+sc_result_t sc_exec_ring_ensure(struct sc_exec_dev *d, sc_stage_xring_t *x, size_t slot_bytes);
+void sc_exec_ring_release_all(const sc_devrt_t *rt, sc_stage_xring_t *x);
+void sc_exec_dev_free_spares(struct sc_exec_dev *d);
+
+/* For a stream form (core/stream.c), on the caller's thread before its stream
+ * waits for op: allocates what the device executor would lack for op and
+ * parks it, so that the progress thread allocates nothing while that stream
+ * waits (an allocation is an implicit synchronization in CUDA). */
+sc_result_t sc_exec_device_reserve(sc_comm_t *comm, const sc_op_t *op);
 
 /* sc_sched_execute for an operation on device buffers (op->device). */
 sc_result_t sc_exec_device(sc_comm_t *comm, const sc_exec_args_t *a);

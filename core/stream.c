@@ -20,6 +20,7 @@
 #include "config.h"
 #include "core/comm.h"
 #include "core/device.h"
+#include "core/exec_device.h"
 #include "core/stream.h"
 #include "kernels/devrt.h"
 
@@ -330,6 +331,9 @@ sc_result_t sc_stream_submit(const char *fn, sc_comm_t *comm, const sc_devrt_t *
                              const sc_op_t *op, sc_stream_t stream) {
   sc_stream_state_t *ss = NULL;
   SC_CHECK(state_get(fn, comm, rt, &ss));
+  /* Before the stream waits: the progress thread must not allocate while it
+   * does (core/exec_device_mem.c). */
+  SC_CHECK(sc_exec_device_reserve(comm, op));
   sc_stream_slot_t *s = NULL;
   SC_CHECK(slot_take(fn, comm, ss, &s));
   memset(&s->req, 0, sizeof(s->req));

@@ -75,7 +75,9 @@ typedef struct sc_devrt {
   /* ---- IPC between processes of one host ---- */
   /* The handle of the allocation that contains p (its base: mem_range). */
   sc_result_t (*ipc_get)(void *p, sc_dev_ipc_handle_t *h);
-  /* Map a peer's allocation; *base is its base address in this process. */
+  /* Map a peer's allocation; *base is its base address in this process.
+   * As CUDA, a second open of an allocation this process has open fails:
+   * callers use sc_dev_ipc_open/sc_dev_ipc_close, which count references. */
   sc_result_t (*ipc_open)(const sc_dev_ipc_handle_t *h, void **base);
   sc_result_t (*ipc_close)(void *base);
 
@@ -100,6 +102,17 @@ typedef struct sc_devrt {
  * once; a module that fails to load is logged once at WARN and then NULL),
  * else CUDA when built with it and a device is visible, else NULL. */
 const sc_devrt_t *sc_devrt(void);
+
+/* A peer's allocation mapped once per process however many communicators
+ * (splits, fusion, P3) and caches open it: the first open maps it through
+ * rt->ipc_open, later opens of the same handle return the same base and
+ * count a reference, and the last close unmaps it. owner (a process id) and
+ * [obase, obase + osize) (the allocation in the owner's address space) let
+ * an open retire the mapping of an allocation the owner freed, which CUDA
+ * would otherwise refuse to map again (kernels/devrt_ipc.c). Thread-safe. */
+sc_result_t sc_dev_ipc_open(const sc_devrt_t *rt, const sc_dev_ipc_handle_t *h, int64_t owner,
+                            uint64_t obase, uint64_t osize, void **base);
+sc_result_t sc_dev_ipc_close(const sc_devrt_t *rt, const sc_dev_ipc_handle_t *h, void *base);
 
 /* ---- kernels on device memory, in stream order ----
  * With CUDA these are kernels/cuda/cuda_kernels.h's; with the stand-in the

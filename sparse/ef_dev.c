@@ -194,6 +194,24 @@ sc_result_t sc_ef_step_device(void *grad, size_t n, sc_dtype_t dtype, size_t k, 
   return r;
 }
 
+sc_result_t sc_ef_device_prepare(const char *fn, size_t n, sc_dtype_t dtype, size_t k,
+                                 sc_ef_t *ef) {
+  if (k > n) k = n; /* as sc_gtopk_allreduce takes it */
+  sc_spdev_t *d;
+  SC_CHECK(sc_spdev_acquire(fn, &d));
+  const size_t es = sc_dtype_size(dtype), c = 2 * k + 1;
+  dev_bufs_t b;
+  size_t dbytes, hbytes;
+  dev_layout(&b, NULL, NULL, c, es, &dbytes, &hbytes);
+  size_t ws = n && k ? sc_dev_topk_workspace_size(d->rt, n, dtype) : 0;
+  sc_result_t r = sc_spdev_reserve(d, fn, ws, dbytes, hbytes);
+  if (r == SC_SUCCESS && ef) r = ef_bind_device(ef, d, fn);
+  /* The residual's clear ends before another context's stream may use it. */
+  sc_result_t rs = sc_spdev_sync(d, d->timeout_ms, "sc_gtopk_allreduce_on_stream: preparation");
+  sc_spdev_release(d, rs == SC_SUCCESS);
+  return r != SC_SUCCESS ? r : rs;
+}
+
 sc_result_t sc_ef_residual_read(const sc_ef_t *ef, void *out) {
   const char *fn = "sc_ef_residual_read";
   if (!ef || !out) return SC_ERR(SC_ERR_INVALID_ARG, "%s: NULL argument", fn);

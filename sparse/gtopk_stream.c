@@ -56,5 +56,6 @@ sc_result_t sc_gtopk_allreduce_on_stream(void *grad, size_t n, sc_dtype_t dtype,
   op.job_args[2] = k;
   op.job_args[3] = (uint64_t)method;
   op.job_args[4] = (uint64_t)(uintptr_t)ef;
+  SC_CHECK(sc_ef_device_prepare(fn, n, dtype, k, ef));
   return sc_stream_submit(fn, comm, rt, &op, stream);
 }

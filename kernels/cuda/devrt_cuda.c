@@ -91,11 +91,27 @@ static int c_pointer_device(const void *p, int *device) {
   return 1;
 }
 
+/* Driver calls need a current context, and a thread that has made no
+ * runtime call that binds one (the progress thread before its first copy)
+ * has none: CUDA_ERROR_INVALID_CONTEXT. cudaSetDevice makes the primary
+ * context of p's device current, as the runtime does for its own calls. */
+static int bind_context_of(const void *p) {
+  struct cudaPointerAttributes a;
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess || a.type != cudaMemoryTypeDevice ||
+      cudaSetDevice(a.device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return 1;
+}
+
 static sc_result_t c_mem_range(const void *p, void **base, size_t *size) {
   if (!g_addr_range)
     return SC_ERR(SC_ERR_SYSTEM, "mem_range: the driver has no cuMemGetAddressRange");
   CUdeviceptr b = 0;
   CUresult r = g_addr_range(&b, size, (CUdeviceptr)(uintptr_t)p);
+  if (r == CUDA_ERROR_INVALID_CONTEXT && bind_context_of(p))
+    r = g_addr_range(&b, size, (CUdeviceptr)(uintptr_t)p);
   if (r != CUDA_SUCCESS)
     return SC_ERR(SC_ERR_SYSTEM, "cuMemGetAddressRange(%p): CUresult %d", p, (int)r);
   *base = (void *)(uintptr_t)b;
@@ -111,6 +127,8 @@ static sc_result_t c_dmabuf_fd(const void *p, size_t len, int *fd, uint64_t *off
   int h = -1;
   CUresult r =
       g_range_handle(&h, (CUdeviceptr)(uintptr_t)p, len, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+  if (r == CUDA_ERROR_INVALID_CONTEXT && bind_context_of(p))
+    r = g_range_handle(&h, (CUdeviceptr)(uintptr_t)p, len, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
   if (r != CUDA_SUCCESS || h < 0)
     return SC_ERR(SC_ERR_UNSUPPORTED,
                   "cuMemGetHandleForAddressRange(%p, %zu, DMA_BUF_FD): CUresult %d", p, len,

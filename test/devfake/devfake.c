@@ -70,6 +70,7 @@ static void read_settings(void) {
   g_set.delay_us = env_long("SC_DEVFAKE_DELAY_US", 0, 0, 1000000);
   g_set.poison = (int)env_long("SC_DEVFAKE_POISON", 1, 0, 1);
   g_set.drain_ms = env_long("SC_DEVFAKE_DRAIN_MS", 10000, 1, 3600000);
+  g_set.alloc_sync = (int)env_long("SC_DEVFAKE_ALLOC_SYNC", 1, 0, 1);
   pthread_atfork(NULL, NULL, forked_child);
   /* Each device allocation holds a descriptor (its memfd, for IPC). */
   struct rlimit rl;
@@ -250,6 +251,11 @@ static sc_result_t df_malloc_device(void **p, size_t bytes) {
   if (df_settings()->devices == 0)
     return DF_ERR(SC_ERR_SYSTEM, "malloc_device: no device visible (SC_DEVFAKE_DEVICES=0)");
   if (bytes == 0) return SC_SUCCESS; /* cudaMalloc(0) gives NULL */
+  /* A device allocation is one of CUDA's implicit synchronizations (the
+   * programming guide's list): it may wait for work on every stream, so an
+   * allocation made while a stream waits on a flag that only the caller's
+   * later work raises never returns on a GPU. Here it is bounded. */
+  if (df_settings()->alloc_sync) SC_CHECK(df_sync_all("malloc_device"));
   int fd = memfd_create("scdev", MFD_CLOEXEC);
   if (fd < 0)
     return DF_ERR(SC_ERR_NOMEM, "malloc_device: memfd_create: %s (one descriptor per allocation)",
@@ -317,6 +323,8 @@ static sc_result_t df_free_device(void *p) {
 static sc_result_t df_malloc_pinned(void **p, size_t bytes) {
   *p = NULL;
   if (bytes == 0) return SC_SUCCESS;
+  /* So is a page-locked host allocation (see df_malloc_device). */
+  if (df_settings()->alloc_sync) SC_CHECK(df_sync_all("malloc_pinned"));
   void *m;
   if (posix_memalign(&m, 4096, bytes) != 0)
     return DF_ERR(SC_ERR_NOMEM, "malloc_pinned: %zu bytes", bytes);
@@ -398,6 +406,18 @@ static sc_result_t df_ipc_open(const sc_dev_ipc_handle_t *h, void **base) {
     return DF_ERR(SC_ERR_SYSTEM,
                   "ipc_open: %s is no longer the allocation of the handle (freed by process %d)",
                   path, (int)d.pid);
+  }
+  /* CUDA maps a peer's allocation once per process: a second open of it
+   * fails with cudaErrorAlreadyMapped until the first is closed. */
+  int mapped = 0;
+  pthread_mutex_lock(&g_mem);
+  for (size_t i = 0; i < g_nallocs && !mapped; i++)
+    mapped = g_allocs[i].fd < 0 && g_allocs[i].ino == d.ino && g_allocs[i].stdev == d.stdev;
+  pthread_mutex_unlock(&g_mem);
+  if (mapped) {
+    close(fd);
+    return DF_ERR(SC_ERR_SYSTEM,
+                  "ipc_open: resource already mapped (this process has the allocation open)");
   }
   df_alloc_t a = {.fd = -1, .device = t_device, .ino = d.ino, .stdev = d.stdev};
   sc_result_t r = map_segment(fd, (size_t)d.size, &a, "ipc_open");

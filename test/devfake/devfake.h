@@ -23,10 +23,11 @@ sc_result_t df_fail(sc_result_t code, const char *file, int line, const char *fm
 
 /* Settings read once from the environment. */
 typedef struct df_settings {
-  int devices;   /* SC_DEVFAKE_DEVICES, default 1 */
-  long delay_us; /* SC_DEVFAKE_DELAY_US: sleep before each stream op, default 0 */
-  int poison;    /* SC_DEVFAKE_POISON: fill new device memory with 0xff, default 1 */
-  long drain_ms; /* SC_DEVFAKE_DRAIN_MS: bound of the implicit synchronizations */
+  int devices;    /* SC_DEVFAKE_DEVICES, default 1 */
+  long delay_us;  /* SC_DEVFAKE_DELAY_US: sleep before each stream op, default 0 */
+  int poison;     /* SC_DEVFAKE_POISON: fill new device memory with 0xff, default 1 */
+  long drain_ms;  /* SC_DEVFAKE_DRAIN_MS: bound of the implicit synchronizations */
+  int alloc_sync; /* SC_DEVFAKE_ALLOC_SYNC: allocations wait for every stream too, default 1 */
 } df_settings_t;
 const df_settings_t *df_settings(void);
 

@@ -53,10 +53,12 @@ typedef struct df_stream {
   uint64_t enqueued, ran;
   int stop;
   atomic_int abort; /* a drain ran past its bound: drop the rest */
+  int pins;         /* drains under way (g_streams_mu): destroy waits for them */
   struct df_stream *next_all;
 } df_stream_t;
 
 static pthread_mutex_t g_streams_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_unpinned = PTHREAD_COND_INITIALIZER;
 static df_stream_t *g_streams;
 static df_stream_t *_Atomic g_null;
 
@@ -160,7 +162,7 @@ sc_result_t df_stream_create(void **stream) {
 
 static sc_result_t get_stream(void *stream, df_stream_t **out, const char *what) {
   if (!stream) {
-    /* Without the list's lock once it exists: a drain holds that lock. */
+    /* Without the list's lock once it exists. */
     df_stream_t *n = atomic_load(&g_null);
     if (n) {
       *out = n;
@@ -228,19 +230,41 @@ static void deadline_in(long ms, struct timespec *ts) {
   }
 }
 
+/* Without the list's lock while it waits (only pins on the streams it
+ * waits for): another thread may create, use or destroy other streams
+ * meanwhile, as CUDA lets it. */
 sc_result_t df_sync_all(const char *what) {
   struct timespec dl;
   deadline_in(df_settings()->drain_ms, &dl);
-  int ok = 1;
   pthread_mutex_lock(&g_streams_mu);
-  for (df_stream_t *s = g_streams; s && ok; s = s->next_all) {
+  size_t n = 0;
+  for (df_stream_t *s = g_streams; s; s = s->next_all) n += !s->dead;
+  df_stream_t **ss = calloc(n ? n : 1, sizeof(*ss));
+  uint64_t *target = calloc(n ? n : 1, sizeof(*target));
+  if (!ss || !target) {
+    pthread_mutex_unlock(&g_streams_mu);
+    free(ss);
+    free(target);
+    return DF_ERR(SC_ERR_NOMEM, "%s: the list of streams to wait for", what);
+  }
+  size_t k = 0;
+  for (df_stream_t *s = g_streams; s; s = s->next_all) {
     if (s->dead) continue;
+    s->pins++;
     pthread_mutex_lock(&s->mu);
-    uint64_t target = s->enqueued;
+    target[k] = s->enqueued;
     pthread_mutex_unlock(&s->mu);
-    ok = drain_to(s, target, &dl);
+    ss[k++] = s;
   }
   pthread_mutex_unlock(&g_streams_mu);
+  int ok = 1;
+  for (size_t i = 0; i < k && ok; i++) ok = drain_to(ss[i], target[i], &dl);
+  pthread_mutex_lock(&g_streams_mu);
+  for (size_t i = 0; i < k; i++) ss[i]->pins--;
+  pthread_cond_broadcast(&g_unpinned);
+  pthread_mutex_unlock(&g_streams_mu);
+  free(ss);
+  free(target);
   if (!ok)
     return DF_ERR(SC_ERR_TIMEOUT,
                   "%s: streams still busy after %ld ms (a stream waits on a flag or an event "
@@ -290,6 +314,7 @@ sc_result_t df_stream_destroy(void *stream) {
     return DF_ERR(SC_ERR_INVALID_ARG, "stream_destroy: %p is not a stream", stream);
   pthread_mutex_lock(&g_streams_mu);
   unlink_stream(s);
+  while (s->pins > 0) pthread_cond_wait(&g_unpinned, &g_streams_mu);
   pthread_mutex_unlock(&g_streams_mu);
   if (s->dead) {
     s->magic = 0; /* the parent's: its worker and locks are not ours */
@@ -306,6 +331,7 @@ sc_result_t df_stream_destroy(void *stream) {
 
 void df_streams_forked(void) {
   pthread_mutex_init(&g_streams_mu, NULL);
+  pthread_cond_init(&g_unpinned, NULL);
   for (df_stream_t *s = g_streams; s; s = s->next_all) s->dead = 1;
   g_streams = NULL;
   atomic_store(&g_null, NULL);

@@ -1,18 +1,14 @@
 #!/bin/sh
 # The sparse calls and fusion on device buffers, through the device stand-in
-# (test/devfake: device memory the host cannot touch, asynchronous streams):
+# (test/devfake: device memory the host cannot touch, asynchronous streams;
+# on a GPU with SC_TEST_DEVICE=cuda):
 # sc_topk, sc_sparse_allreduce and sc_gtopk_allreduce (with and without error
 # feedback) on 1..5 ranks, and fusion with device tensors on 1..4 ranks,
 # each against the same calls on host copies of the same data, bit for bit.
 # Once more with a delay before every stream operation, so that a missing
 # wait shows up as a wrong result instead of hiding behind a fast copy.
 . "$top_srcdir/test/multi/lib.sh"
-SC_DEVRT_STANDIN="$top_builddir/test/devfake/.libs/libsc_devfake.so"
-if [ ! -f "$SC_DEVRT_STANDIN" ]; then
-  echo "skipped: the device stand-in $SC_DEVRT_STANDIN is not built"
-  exit 77
-fi
-export SC_DEVRT_STANDIN
+device_runtime "$top_builddir/test/devfake/.libs/libsc_devfake.so" || exit 77
 for n in 1 2 3 4 5; do
   check "device sparse n=$n" "$SC_RUN" -n "$n" --timeout 300 --label "$MR/mr_dev_sparse"
 done

@@ -1,18 +1,14 @@
 #!/bin/sh
 # The dense collectives on device buffers through the device stand-in
-# (test/devfake/, loaded with SC_DEVRT_STANDIN): every collective, dtype and
+# (test/devfake/, loaded with SC_DEVRT_STANDIN; on a GPU with
+# SC_TEST_DEVICE=cuda): every collective, dtype and
 # op on 1 to 8 ranks over tcp, shm and auto (three dtypes above 4 ranks);
 # the all-reduce with each algorithm forced on 3 to 8 ranks; small prime
 # staging chunks and a single slot; one device per rank; a rank killed
 # mid-job and an abort.
 # A sample of the full matrix, to keep the run short on a loaded machine.
 . "$top_srcdir/test/multi/lib.sh"
-standin="$(cd "$top_builddir" && pwd)/test/devfake/.libs/libsc_devfake.so"
-if [ ! -f "$standin" ]; then
-  echo "skipped: no device stand-in at $standin"
-  exit 77
-fi
-export SC_DEVRT_STANDIN="$standin"
+device_runtime "$(cd "$top_builddir" && pwd)/test/devfake/.libs/libsc_devfake.so" || exit 77
 unset SC_ALGO SC_BCAST_ALGO SC_STAGE_CHUNK_BYTES SC_STAGE_SLOTS
 run() { # run NAME N "VAR=VALUE ..." ARGS...
   name=$1

@@ -22,6 +22,24 @@ check() { # check NAME CMD...: run CMD, count it
     tail -n 40 "$tmpdir/out"
   fi
 }
+# device_runtime STANDIN: the device the device scripts run on. By default the
+# stand-in at STANDIN (exported as SC_DEVRT_STANDIN); with SC_TEST_DEVICE=cuda
+# (test/gpu/gpu_checks.sh, on a machine with a GPU) the library's CUDA
+# runtime, with the stand-in unset. Returns 1 (the caller skips) when the
+# stand-in is not built.
+device_runtime() {
+  if [ "${SC_TEST_DEVICE:-}" = cuda ]; then
+    unset SC_DEVRT_STANDIN
+    echo "device runtime: CUDA (SC_TEST_DEVICE=cuda)"
+    return 0
+  fi
+  if [ ! -f "$1" ]; then
+    echo "skipped: no device stand-in at $1"
+    return 1
+  fi
+  SC_DEVRT_STANDIN=$1
+  export SC_DEVRT_STANDIN
+}
 finish() {
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ]

@@ -1,8 +1,7 @@
 /* Every dense collective on device buffers, through the device stand-in
  * (SC_DEVRT_STANDIN, test/devfake/), whose device memory the host cannot
- * touch: inputs are uploaded and results downloaded through the stand-in's
- * own table (this program loads the same module the library loads, so both
- * see one emulated device). Each result is checked against the reference
+ * touch, or through CUDA on a GPU: inputs are uploaded and results downloaded
+ * through the library's device runtime table. Each result is checked against the reference
  * every rank computes on the host (test/multi/mr_common.c), and the guard
  * elements past each output must be untouched. Then non-blocking calls on
  * device buffers, and mixed host/device buffers (refused, nothing sent).
@@ -14,7 +13,6 @@
  * fail with SC_ERR_REMOTE within the timeout; --abort: on 2 ranks, rank 1
  * stays away and an abort from another thread must wake rank 0's blocked
  * device all-reduce. Run under sc-run. */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -75,12 +73,11 @@ static void download(void *host, const void *dev, size_t bytes) {
   dev_wait();
 }
 
-static int load_standin(void) {
-  const char *path = getenv("SC_DEVRT_STANDIN");
-  if (!path) return 0;
-  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!h) return 0;
-  rt = dlsym(h, "sc_devrt_standin");
+/* The library's own device runtime: the stand-in where SC_DEVRT_STANDIN names
+ * it (the library loads the same module, so both see one emulated device),
+ * else CUDA on a machine with a GPU (test/gpu/gpu_checks.sh). */
+static int load_runtime(void) {
+  rt = sc_devrt();
   return rt != NULL;
 }
 
@@ -408,8 +405,9 @@ int main(int argc, char **argv) {
     /* one device per rank (rank mod the devices), as on a node of GPUs */
     if (!strcmp(argv[i], "--device-per-rank")) per_rank = 1;
   }
-  if (!load_standin()) {
-    printf("skipped: SC_DEVRT_STANDIN does not name a loadable device stand-in\n");
+  if (!load_runtime()) {
+    printf(
+        "skipped: no device runtime (SC_DEVRT_STANDIN names no loadable stand-in, and no GPU)\n");
     return 77;
   }
   MR_OK(sc_comm_init_env(&comm));

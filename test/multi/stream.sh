@@ -1,17 +1,13 @@
 #!/bin/sh
-# The stream forms (sc_*_on_stream) on the device stand-in, over tcp and shm:
+# The stream forms (sc_*_on_stream) on the device stand-in (on a GPU with
+# SC_TEST_DEVICE=cuda), over tcp and shm:
 # stream order without host synchronization and every dense form on 1..4
 # ranks, calls back to back on one stream and on two, sc_comm_abort
 # releasing a waiting stream, a killed peer failing the communicator and
 # releasing the survivors' streams, the gTop-k stream form against the blocking
 # form on host copies (mr_stream.c says what each mode checks).
 . "$top_srcdir/test/multi/lib.sh"
-SC_DEVRT_STANDIN="$top_builddir/test/devfake/.libs/libsc_devfake.so"
-if [ ! -f "$SC_DEVRT_STANDIN" ]; then
-  echo "skipped: no device stand-in at $SC_DEVRT_STANDIN"
-  exit 77
-fi
-export SC_DEVRT_STANDIN
+device_runtime "$top_builddir/test/devfake/.libs/libsc_devfake.so" || exit 77
 survivors() { # survivors N: every rank but the killed one reports its release
   SC_TIMEOUT_MS=60000 "$SC_RUN" -n "$1" --grace 90 --timeout 120 "$MR/mr_stream" death \
     >"$tmpdir/run" 2>&1

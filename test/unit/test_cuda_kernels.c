@@ -135,6 +135,7 @@ static void dev_topk_free(dev_topk_t *d) {
  * (docs/CUDA.md). */
 static size_t gaussian_on_device(const dev_topk_t *d, size_t n, sc_dtype_t dt, size_t k) {
   size_t nnz = 0;
+  if (k == 0 || n == 0) return 0; /* as sc_topk: nothing to select (the sample needs 0 < k < n) */
   if (k >= n) {
     assert_int_equal(
         sc_cuda_topk_exact(d->x, n, dt, k, d->idx, NULL, &nnz, d->ws, d->ws_bytes, NULL),

@@ -23,6 +23,7 @@
 #include "base/error.h"
 #include "core/device.h"
 #include "kernels/devrt.h"
+#include "sparsecoll.h"
 #include "test/unit/devrt_standin.h"
 
 static const sc_devrt_t *rt;
@@ -282,6 +283,15 @@ static void test_events_and_wait_value(void **state) {
   assert_int_equal(rt->event_create(&ev2), SC_SUCCESS);
   assert_int_equal(rt->malloc_pinned((void **)&flag, 64), SC_SUCCESS);
   assert_int_equal(rt->malloc_pinned((void **)&out, 64), SC_SUCCESS);
+  /* The held streams copy from device memory to pinned memory: a copy from
+   * pageable memory would make CUDA wait for the stream in the call itself,
+   * and the flag is raised only after it returns. */
+  static const uint32_t vals[2] = {1, 2};
+  uint32_t *dv;
+  assert_int_equal(rt->malloc_device((void **)&dv, sizeof vals), SC_SUCCESS);
+  assert_int_equal(rt->memcpy_async(dv, vals, sizeof vals, s), SC_SUCCESS);
+  assert_int_equal(rt->event_record(ev2, s), SC_SUCCESS);
+  assert_int_equal(sc_dev_event_wait(rt, ev2, 10000, "upload"), SC_SUCCESS);
   /* Never recorded: done, as in CUDA; waiting on it is a no-op. */
   int done = 0;
   assert_int_equal(rt->event_query(ev, &done), SC_SUCCESS);
@@ -291,14 +301,12 @@ static void test_events_and_wait_value(void **state) {
   /* Wrap-around compare: 0xfffffff0 is "before" 0x10. */
   *flag = 0xfffffff0u;
   out[0] = 0;
-  static const uint32_t one = 1;
   assert_int_equal(rt->stream_wait_value(s, flag, 0x10), SC_SUCCESS);
-  assert_int_equal(rt->memcpy_async(out, &one, sizeof one, s), SC_SUCCESS);
+  assert_int_equal(rt->memcpy_async(out, dv, sizeof *dv, s), SC_SUCCESS);
   assert_int_equal(rt->event_record(ev, s), SC_SUCCESS);
   /* s2 waits for ev: it too is held by the flag. */
-  static const uint32_t two = 2;
   assert_int_equal(rt->stream_wait_event(s2, ev), SC_SUCCESS);
-  assert_int_equal(rt->memcpy_async(out + 1, &two, sizeof two, s2), SC_SUCCESS);
+  assert_int_equal(rt->memcpy_async(out + 1, dv + 1, sizeof *dv, s2), SC_SUCCESS);
   assert_int_equal(rt->event_record(ev2, s2), SC_SUCCESS);
   /* Bounded wait while the flag is low. */
   assert_int_equal(sc_dev_event_wait(rt, ev, 50, "held"), SC_ERR_TIMEOUT);
@@ -339,6 +347,7 @@ static void test_events_and_wait_value(void **state) {
   assert_int_equal(rt->stream_destroy(s2), SC_SUCCESS);
   assert_int_equal(rt->free_pinned((void *)flag), SC_SUCCESS);
   assert_int_equal(rt->free_pinned(out), SC_SUCCESS);
+  assert_int_equal(rt->free_device(dv), SC_SUCCESS);
 }
 
 /* Host functions run in stream order, between the copies around them, on a
@@ -406,8 +415,22 @@ static int child_ipc(const sc_dev_ipc_handle_t *h, const uint8_t *expect, size_t
   rt->event_record(ev, s);
   if (sc_dev_event_wait(rt, ev, 10000, "child") != SC_SUCCESS) return 13;
   if (memcmp(back, expect, n) != 0) return 14;
+  /* As CUDA: a second open of an allocation this process has open fails. */
+  void *again;
+  if (rt->ipc_open(h, &again) != SC_ERR_SYSTEM) return 17;
   if (rt->ipc_close(base) != SC_SUCCESS) return 15;
   if (rt->ipc_close(base) != SC_ERR_INVALID_ARG) return 16;
+  /* Counted opens (several communicators of one process) share one mapping
+   * until the last close. */
+  void *b1, *b2;
+  int64_t owner = (int64_t)getppid();
+  if (sc_dev_ipc_open(rt, h, owner, 0x10000, n, &b1) != SC_SUCCESS ||
+      sc_dev_ipc_open(rt, h, owner, 0x10000, n, &b2) != SC_SUCCESS)
+    return 18;
+  if (b1 != b2) return 19;
+  if (sc_dev_ipc_close(rt, h, b1) != SC_SUCCESS || rt->pointer_device(b1, NULL) != 1) return 20;
+  if (sc_dev_ipc_close(rt, h, b2) != SC_SUCCESS || rt->pointer_device(b2, NULL) != 0) return 21;
+  if (sc_dev_ipc_close(rt, h, b2) != SC_ERR_INVALID_ARG) return 22;
   rt->event_destroy(ev);
   rt->stream_destroy(s);
   return 0;
@@ -517,10 +540,16 @@ static void test_destroy_bounded(void **state) {
   volatile uint32_t *flag;
   assert_int_equal(rt->malloc_pinned((void **)&flag, 4), SC_SUCCESS);
   *flag = 0;
+  void *d, *d2 = NULL, *h2 = NULL;
+  assert_int_equal(rt->malloc_device(&d, 8), SC_SUCCESS);
   assert_int_equal(rt->stream_create(&s), SC_SUCCESS);
   assert_int_equal(rt->stream_wait_value(s, flag, 1), SC_SUCCESS);
-  void *d;
-  assert_int_equal(rt->malloc_device(&d, 8), SC_SUCCESS);
+  /* Allocations wait for all streams too (CUDA's implicit synchronization),
+   * bounded: they refuse and allocate nothing. */
+  assert_int_equal(rt->malloc_device(&d2, 8), SC_ERR_TIMEOUT);
+  assert_null(d2);
+  assert_int_equal(rt->malloc_pinned(&h2, 8), SC_ERR_TIMEOUT);
+  assert_null(h2);
   /* free_device waits for all streams, bounded: it refuses, frees nothing. */
   assert_int_equal(rt->free_device(d), SC_ERR_TIMEOUT);
   assert_int_equal(rt->pointer_device(d, NULL), 1);
@@ -543,6 +572,8 @@ static void test_dmabuf(void **state) {
   if (!standin) {
     assert_int_equal(rt->malloc_device(&d, (size_t)2 << 20), SC_SUCCESS);
     sc_result_t r = rt->dmabuf_fd(d, (size_t)2 << 20, &fd, &off);
+    print_message("dma-buf export of a 2 MiB cudaMalloc: %s\n",
+                  r == SC_SUCCESS ? "yes" : sc_last_error());
     assert_true(r == SC_SUCCESS || r == SC_ERR_UNSUPPORTED);
     if (r == SC_SUCCESS) close(fd);
     assert_int_equal(rt->free_device(d), SC_SUCCESS);

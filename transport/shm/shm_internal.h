@@ -100,8 +100,9 @@ int sc_shm_ring_publish(sc_shm_ring_t *r);
 #define SC_SHM_REC_CMA   0x53434d43u /* 'SCMC' */
 #define SC_SHM_REC_DEV   0x53434d44u /* 'SCMD' */
 #define SC_SHM_REC_LEN   24
-/* What follows a DEV record: the IPC handle, then the allocation's size (u64). */
-#define SC_SHM_DEV_EXT_LEN (SC_DEV_IPC_HANDLE_BYTES + 8)
+/* What follows a DEV record: the IPC handle, then the allocation's size and its base
+ * address in the sender (u64 each: kernels/devrt_ipc.c retires stale mappings by it). */
+#define SC_SHM_DEV_EXT_LEN (SC_DEV_IPC_HANDLE_BYTES + 16)
 
 static inline uint64_t sc_shm_pad8(uint64_t n) {
   return (n + 7) & ~(uint64_t)7;

@@ -94,7 +94,7 @@ sc_result_t sc_shm_dev_init(sc_shm_transport_t *tp, const char *what) {
 
 static void close_entry(sc_shm_dev_t *d, sc_shm_ipc_entry_t *e) {
   if (e->peer < 0) return;
-  if (d->rt->ipc_close(e->base) != SC_SUCCESS) {
+  if (sc_dev_ipc_close(d->rt, &e->h, e->base) != SC_SUCCESS) {
     char detail[SC_ERRMSG_MAX];
     sc_error_get_detail(detail, sizeof(detail));
     SC_WARN(SC_SUBSYS_SHM, "shm: closing rank %d's device allocation at %p: %s", e->peer, e->base,
@@ -177,7 +177,7 @@ sc_result_t sc_shm_dev_encode(sc_shm_transport_t *tp, const sc_tp_req_t *r,
   const sc_devrt_t *rt = tp->dev->rt;
   sc_dev_ipc_handle_t h;
   memset(&h, 0, sizeof(h));
-  uint64_t off = 0, size = 0;
+  uint64_t off = 0, size = 0, obase = 0;
   if (r->len > 0) {
     void *base = NULL;
     size_t bytes = 0;
@@ -190,6 +190,7 @@ sc_result_t sc_shm_dev_encode(sc_shm_transport_t *tp, const sc_tp_req_t *r,
     }
     off = (uint64_t)(r->buf - (uint8_t *)base);
     size = bytes;
+    obase = (uint64_t)(uintptr_t)base;
     if (!sc_shm_dev_span_ok(off, r->len, size))
       return SC_ERR(SC_ERR_INVALID_ARG,
                     "shm isend to %s: %zu bytes at offset %llu run past their %zu-byte device "
@@ -204,6 +205,7 @@ sc_result_t sc_shm_dev_encode(sc_shm_transport_t *tp, const sc_tp_req_t *r,
   sc_shm_rec_encode(rec, SC_SHM_REC_DEV, r->len, off);
   memcpy(rec + SC_SHM_REC_LEN, h.bytes, SC_DEV_IPC_HANDLE_BYTES);
   memcpy(rec + SC_SHM_REC_LEN + SC_DEV_IPC_HANDLE_BYTES, &size, 8);
+  memcpy(rec + SC_SHM_REC_LEN + SC_DEV_IPC_HANDLE_BYTES + 8, &obase, 8);
   return SC_SUCCESS;
 }
 
@@ -252,7 +254,7 @@ sc_result_t sc_shm_dev_acks(sc_shm_transport_t *tp, sc_shm_peer_t *p, int *moved
 /* The opened entry of the peer's allocation: from the cache, or opened now
  * in place of the least recently used one. -1 with the peer failed. */
 static int open_entry(sc_shm_transport_t *tp, sc_shm_peer_t *p, const sc_dev_ipc_handle_t *h,
-                      uint64_t claimed, sc_result_t *res) {
+                      uint64_t claimed, uint64_t obase, sc_result_t *res) {
   sc_shm_dev_t *d = tp->dev;
   int peer = (int)(p - tp->peers);
   uint64_t key = sc_shm_ipc_key(h);
@@ -272,7 +274,7 @@ static int open_entry(sc_shm_transport_t *tp, sc_shm_peer_t *p, const sc_dev_ipc
   void *base = NULL, *b2 = NULL;
   size_t size = 0;
   char detail[SC_ERRMSG_MAX];
-  if (d->rt->ipc_open(h, &base) != SC_SUCCESS) {
+  if (sc_dev_ipc_open(d->rt, h, (int64_t)p->pid, obase, claimed, &base) != SC_SUCCESS) {
     sc_error_get_detail(detail, sizeof(detail));
     /* Typically the peer's device is not visible in this process. */
     *res = sc_shm_peer_fail(tp, p,
@@ -308,9 +310,10 @@ sc_result_t sc_shm_dev_start(sc_shm_transport_t *tp, sc_shm_peer_t *p, const sc_
   sc_shm_dev_t *d = tp->dev;
   sc_tp_req_t *r = p->rq_head;
   sc_dev_ipc_handle_t hd;
-  uint64_t size;
+  uint64_t size, obase;
   memcpy(hd.bytes, ext, SC_DEV_IPC_HANDLE_BYTES);
   memcpy(&size, ext + SC_DEV_IPC_HANDLE_BYTES, 8);
+  memcpy(&obase, ext + SC_DEV_IPC_HANDLE_BYTES + 8, 8);
   int entry = -1;
   if (r->len > 0) {
     /* The sender's own claim first: garbage never reaches ipc_open. */
@@ -320,7 +323,7 @@ sc_result_t sc_shm_dev_start(sc_shm_transport_t *tp, sc_shm_peer_t *p, const sc_
                               "%llu-byte allocation",
                               r->len, (unsigned long long)h->addr, (unsigned long long)size);
     sc_result_t res = SC_SUCCESS;
-    entry = open_entry(tp, p, &hd, size, &res);
+    entry = open_entry(tp, p, &hd, size, obase, &res);
     if (entry < 0) return res;
     sc_shm_ipc_entry_t *e = &d->cache[entry];
     if (!sc_shm_dev_span_ok(h->addr, r->len, e->size))

@@ -1,0 +1,118 @@
+#!/bin/sh
+# The checks that need a GPU, in one bounded run (docs/CUDA.md, "Running on a
+# GPU"): the CUDA unit tests, the device test scripts on CUDA instead of the
+# stand-in (SC_TEST_DEVICE=cuda), the Python binding with CUDA tensors, and
+# the GPU measurements. Every step has its own time limit; a step that runs
+# past it is killed and reported, and the rest still run.
+#
+# Usage: test/gpu/gpu_checks.sh BUILD_DIR LOG_DIR [STEPS]
+#   BUILD_DIR  a configured and built tree (--with-cuda), after
+#              `make check TESTS=` so that the test programs exist
+#   LOG_DIR    one log per step, and summary.txt
+#   STEPS      any of "unit perf multi" (default: all three; multi includes
+#              the Python binding with CUDA tensors)
+# SC_GPU_UNIT_S and SC_GPU_MULTI_S bound each unit and multi step (seconds).
+# Run from the source tree's root. Prints one line per step.
+B=$(cd "$1" && pwd) || exit 2
+L=$2
+steps=${3:-unit perf multi}
+mkdir -p "$L" || exit 2
+top_builddir=$B
+top_srcdir=$(pwd)
+export top_builddir top_srcdir
+: >"$L/summary.txt"
+say() { echo "$*" | tee -a "$L/summary.txt"; }
+
+report() { # report NAME SECONDS RC T0
+  last=$(grep -v '^$' "$L/$1.log" | tail -n 1 | cut -c1-150)
+  verdict=ok
+  [ "$3" -ne 0 ] && verdict="FAILED (exit $3)"
+  [ "$3" -eq 77 ] && verdict=skipped
+  [ "$3" -eq 124 ] && verdict="TIMED OUT after $2 s"
+  say "$1: $verdict, $(($(date +%s) - $4)) s: $last"
+}
+
+# step NAME SECONDS CMD...: run CMD with its own limit, log to LOG_DIR/NAME.log
+step() {
+  name=$1 limit=$2
+  shift 2
+  t0=$(date +%s)
+  timeout -k 10 "$limit" "$@" >"$L/$name.log" 2>&1
+  report "$name" "$limit" $? "$t0"
+}
+
+# unit_step NAME SECONDS PROGRAM...: as step, with the output line-buffered;
+# a program still running at its limit gets the stacks of its threads
+# (cuda-gdb or gdb, where one is installed) in its log before it is killed.
+unit_step() {
+  name=$1 limit=$2
+  shift 2
+  t0=$(date +%s)
+  stdbuf -oL -eL "$@" >"$L/$name.log" 2>&1 &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null && [ $(($(date +%s) - t0)) -lt "$limit" ]; do sleep 1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    dbg=$(command -v cuda-gdb || command -v gdb)
+    [ -n "$dbg" ] && timeout 60 "$dbg" -batch -p "$pid" -ex "thread apply all bt" \
+      >>"$L/$name.log" 2>&1
+    kill -9 "$pid"
+    wait "$pid"
+    rc=124
+  else
+    wait "$pid"
+    rc=$?
+  fi
+  report "$name" "$limit" "$rc" "$t0"
+}
+
+say "gpu_checks: $(date -u +%FT%TZ) on $(hostname); $(nvidia-smi -L 2>&1 | head -n 1)"
+say "driver: $(nvidia-smi --query-gpu=driver_version,memory.total --format=csv,noheader 2>&1 | head -n 1)"
+"$B/sc-info" >"$L/sc-info.log" 2>&1
+say "sc-info: $(grep -i -m 2 'cuda\|device' "$L/sc-info.log" | tr '\n' ' ' | cut -c1-200)"
+
+for s in $steps; do
+  case $s in
+  unit)
+    # The kernels against the CPU kernels, the CUDA device runtime, the
+    # device kernels through the runtime table, and the device-pointer
+    # refusals (which need a GPU to pass a device pointer).
+    for t in test_cuda_kernels test_devrt_cuda test_devrt_kernels_cuda test_device_args; do
+      unit_step "unit-$t" "${SC_GPU_UNIT_S:-120}" "$B/test/unit/$t" &
+    done
+    wait
+    ;;
+  perf)
+    # Alone on the machine, one after another. Device buffers against host
+    # buffers in one sitting: over shm (CUDA IPC, reductions on the GPU) and
+    # over tcp (staged through pinned host memory).
+    P="$B/sc_allreduce_perf -b 64K -e 256M -f 4 -n 10 -w 3"
+    for n in 2 4; do
+      step "perf-allreduce-shm-device-n$n" 60 "$B/sc-run" -n "$n" -x SC_TRANSPORT=shm $P --mem device
+      step "perf-allreduce-shm-host-n$n" 60 "$B/sc-run" -n "$n" -x SC_TRANSPORT=shm $P
+    done
+    P="$B/sc_allreduce_perf -b 1M -e 64M -f 4 -n 5 -w 2"
+    step "perf-allreduce-tcp-device-n2" 60 "$B/sc-run" -n 2 -x SC_TRANSPORT=tcp $P --mem device
+    step "perf-allreduce-tcp-host-n2" 60 "$B/sc-run" -n 2 -x SC_TRANSPORT=tcp $P
+    # Top-k selection on the GPU against the host, and against torch.topk;
+    # gTop-k on device buffers.
+    step "perf-select-device" 60 "$B/sc_gtopk_perf" --select --mem device
+    step "perf-select-host" 60 "$B/sc_gtopk_perf" --select
+    step "perf-gtopk-device-n4" 60 "$B/sc-run" -n 4 "$B/sc_gtopk_perf" --mem device
+    step "perf-torch-topk" 90 python3 perf/compare/torch_gpu_topk.py --build "$B"
+    step "perf-torch-allreduce-n4" 120 python3 perf/compare/torch_gpu_allreduce.py -n 4 \
+      --size 64M --rounds 3 --build "$B"
+    ;;
+  multi)
+    # The device scripts on CUDA; several at once (they share the GPU).
+    SC_TEST_DEVICE=cuda
+    export SC_TEST_DEVICE
+    step "multi-device" "${SC_GPU_MULTI_S:-900}" sh test/multi/device.sh &
+    step "multi-dev_sparse" "${SC_GPU_MULTI_S:-900}" sh test/multi/dev_sparse.sh &
+    step "multi-stream" "${SC_GPU_MULTI_S:-900}" sh test/multi/stream.sh &
+    step "python-cuda_staging" 300 sh test/python/cuda_staging.sh &
+    wait
+    unset SC_TEST_DEVICE
+    ;;
+  esac
+done
+say "gpu_checks: done $(date -u +%FT%TZ)"
