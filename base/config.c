@@ -34,6 +34,8 @@ static const sc_config_var_t sc_config_vars[] = {
      "device buffers over a transport without device support: bytes per staged chunk through "
      "pinned host memory (the same on every rank)"},
     {"SC_STAGE_SLOTS", "4", "device buffers: pinned staging slots per peer, 1..64"},
+    {"SC_P3_STEP_SLICES", "1",
+     "fusion P3: bytes one agreement step may send, in slices, 1..64 (the MIN over ranks)"},
     {"SC_SOCKET_IFNAME", "",
      "interface name or prefix TCP binds and advertises (default: the one that reaches the root)"},
     {"SC_NSOCKS", "2", "TCP data sockets per peer; chunks are striped across them"},

@@ -9,10 +9,15 @@
  * collectives in the same order. So the choice is made from information
  * every rank shares: the scheduler runs in steps, and each step is one small
  * agreement all-reduce (MIN over ranks of each tensor's count of readies,
- * plus two flags) followed by at most one slice, the one sc_fplan_p3_next
- * picks from the previous step's agreement. The agreement of step k is
- * queued ahead of slice k, so the link carries slice k-1, agreement k,
- * slice k, ... with no gap to decide in. When a rank joins a step is local
+ * plus two flags) followed by a batch of slices, the ones sc_fplan_p3_batch
+ * picks from the previous step's agreement: in priority order, up to a byte
+ * budget (SC_P3_STEP_SLICES slices, the same on every rank). A batch pays
+ * one agreement for several slices, at the price of a newly ready tensor
+ * waiting for the whole batch in flight before it overtakes; the default is
+ * one slice, since the agreement hides behind the slice in flight (see
+ * SC_FPLAN_P3_BATCH_SLICES). The agreement of step k is queued ahead of
+ * batch k, so the link carries batch k-1, agreement k, batch k, ... with no
+ * gap to decide in. When a rank joins a step is local
  * (it waits for a ready of its own, or backs off while nothing can move),
  * but every rank runs the same sequence of steps and decisions.
  *
@@ -25,13 +30,14 @@
 #include <time.h>
 
 #include "base/clock.h"
+#include "base/config.h"
 #include "base/log.h"
 #include "fusion/fusion.h"
 #include "fusion/plan.h"
 
-/* Slices in flight: the one launched this step plus older ones (already
+/* Slices in flight: this step's batch plus the previous one (already
  * complete, as the comm runs in order, but not yet collected). */
-enum { SC_P3_SLOTS = 4 };
+enum { SC_P3_SLOTS = 2 * SC_FPLAN_P3_BATCH_MAX };
 /* While some rank has a round pending but nothing can be launched, a rank
  * with no new ready of its own joins the next step after this back-off
  * (doubling from the first value): it bounds both the idle all-reduces and
@@ -47,7 +53,11 @@ typedef struct sc_p3_slot {
 struct sc_p3 {
   sc_comm_t *comm;
   size_t n;
-  size_t *se, *ns;            /* elements per slice, slices per tensor */
+  size_t *se, *ns;     /* elements per slice, slices per tensor */
+  size_t *full, *tail; /* bytes of a slice, of the last slice */
+  size_t budget;       /* bytes per step (sc_fplan_p3_batch) */
+  size_t bt[SC_FPLAN_P3_BATCH_MAX], bi[SC_FPLAN_P3_BATCH_MAX]; /* this step's batch */
+  size_t blen;
   uint64_t *gen;              /* readies on this rank (lock) */
   uint64_t *done;             /* rounds whose slices all completed here (lock) */
   uint64_t *launched;         /* rounds fully launched (scheduler thread only) */
@@ -63,20 +73,17 @@ struct sc_p3 {
   pthread_cond_t cv; /* wakes the scheduler */
 };
 
-static sc_result_t sc_p3_launch(sc_fusion_t *f, size_t t) {
+/* Slice i of tensor t; sc_fplan_p3_batch has already advanced next/launched. */
+static sc_result_t sc_p3_launch(sc_fusion_t *f, size_t t, size_t i) {
   sc_p3_t *p = f->p3;
   const sc_ftensor_t *ft = &f->t[t];
-  size_t i = p->next[t], es = sc_dtype_size(ft->dtype);
+  size_t es = sc_dtype_size(ft->dtype);
   if (i == 0) p->left[t] = p->ns[t];
   size_t off = i * p->se[t], cnt = ft->count - off < p->se[t] ? ft->count - off : p->se[t];
   char *base = (char *)ft->buf + off * es;
   sc_p3_slot_t *s = &p->slot[(p->shead + p->slen) % SC_P3_SLOTS];
   s->t = t;
   s->req = NULL;
-  if (++p->next[t] == p->ns[t]) {
-    p->next[t] = 0;
-    p->launched[t]++;
-  }
   /* In place: the tensor's buffer is the library's from ready until wait. */
   sc_result_t r = sc_iallreduce(base, base, cnt, ft->dtype, SC_AVG, p->comm, &s->req);
   if (s->req) p->slen++;
@@ -137,7 +144,7 @@ static void *sc_p3_main(void *arg) {
   sc_fusion_t *f = arg;
   sc_p3_t *p = f->p3;
   size_t n = p->n;
-  long cur = -1; /* the tensor whose slice this step launches */
+  long cur = -1; /* >= 0: this step launches the batch p->bt/bi */
   int active = 0;
   long backoff = SC_P3_BACKOFF_MIN_US;
   sc_result_t r = SC_SUCCESS;
@@ -157,14 +164,21 @@ static void *sc_p3_main(void *arg) {
 
     sc_request_t *areq = NULL;
     r = sc_iallreduce(p->contrib, p->agreed, n + 2, SC_UINT64, SC_MIN, p->comm, &areq);
-    if (r == SC_SUCCESS && cur >= 0) r = sc_p3_launch(f, (size_t)cur);
+    size_t inflight = 0;
+    for (size_t b = 0; r == SC_SUCCESS && cur >= 0 && b < p->blen; b++, inflight++)
+      r = sc_p3_launch(f, p->bt[b], p->bi[b]);
     if (areq) {
       sc_result_t ra = sc_wait(&areq);
       if (r == SC_SUCCESS) r = ra;
     }
     /* Everything launched before this step's agreement is through. */
-    if (r == SC_SUCCESS) r = sc_p3_collect_all(f, cur >= 0 ? 1 : 0);
-    long next = r == SC_SUCCESS ? sc_fplan_p3_next(n, p->agreed, p->launched) : -1;
+    if (r == SC_SUCCESS) r = sc_p3_collect_all(f, inflight);
+    long next = -1;
+    if (r == SC_SUCCESS) {
+      p->blen = sc_fplan_p3_batch(n, p->agreed, p->launched, p->next, p->ns, p->full, p->tail,
+                                  p->budget, SC_FPLAN_P3_BATCH_MAX, p->bt, p->bi);
+      next = p->blen ? (long)p->blen : -1;
+    }
     /* Nothing to send next: deliver what is in flight now, not a step later. */
     if (r == SC_SUCCESS && next < 0) r = sc_p3_collect_all(f, 0);
     pthread_mutex_lock(&f->lock);
@@ -224,7 +238,7 @@ sc_result_t sc_fusion_p3_start(sc_fusion_t *f, size_t slice_bytes, double alpha_
   sc_p3_t *p = calloc(1, sizeof(*p));
   if (!p) return SC_ERR(SC_ERR_NOMEM, "sc_fusion_plan: P3 state");
   /* Three blocks: sizes, per-tensor counters, agreement words. */
-  p->se = calloc(4 * n, sizeof(size_t));
+  p->se = calloc(6 * n, sizeof(size_t));
   p->gen = calloc(3 * n, sizeof(uint64_t));
   p->contrib = calloc(2 * (n + 2), sizeof(uint64_t));
   if (!p->se || !p->gen || !p->contrib) {
@@ -235,6 +249,8 @@ sc_result_t sc_fusion_p3_start(sc_fusion_t *f, size_t slice_bytes, double alpha_
   p->ns = p->se + n;
   p->next = p->se + 2 * n;
   p->left = p->se + 3 * n;
+  p->full = p->se + 4 * n;
+  p->tail = p->se + 5 * n;
   p->done = p->gen + n;
   p->launched = p->gen + 2 * n;
   p->agreed = p->contrib + n + 2;
@@ -257,7 +273,27 @@ sc_result_t sc_fusion_p3_start(sc_fusion_t *f, size_t slice_bytes, double alpha_
   for (size_t t = 0; t < n; t++) {
     p->se[t] = sc_fplan_p3_slice_elems(slice_bytes, sc_dtype_size(f->t[t].dtype));
     p->ns[t] = sc_fplan_p3_nslices(f->t[t].count, p->se[t]);
+    size_t es = sc_dtype_size(f->t[t].dtype),
+           last = f->t[t].count - (p->ns[t] ? p->ns[t] - 1 : 0) * p->se[t];
+    p->full[t] = p->se[t] * es;
+    p->tail[t] = last * es;
   }
+  /* The MIN over ranks: the budget decides which collectives go, so every
+   * rank must hold the same one whatever its environment says. */
+  long steps = SC_FPLAN_P3_BATCH_SLICES;
+  r = sc_parse_long("SC_P3_STEP_SLICES", sc_config_get("SC_P3_STEP_SLICES"), 1,
+                    SC_FPLAN_P3_BATCH_MAX, &steps);
+  int64_t st = r == SC_SUCCESS ? steps : 0; /* 0: refused here, so refused everywhere */
+  sc_result_t ra = sc_allreduce(&st, &st, 1, SC_INT64, SC_MIN, p->comm);
+  if (r == SC_SUCCESS && ra != SC_SUCCESS) r = ra;
+  if (r == SC_SUCCESS && st < 1)
+    r = SC_ERR(SC_ERR_INVALID_ARG, "sc_fusion_plan: SC_P3_STEP_SLICES is invalid on some rank");
+  if (r != SC_SUCCESS) {
+    sc_comm_destroy(p->comm);
+    sc_p3_free(p);
+    return r;
+  }
+  p->budget = slice_bytes > SIZE_MAX / (size_t)st ? SIZE_MAX : slice_bytes * (size_t)st;
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -275,9 +311,10 @@ sc_result_t sc_fusion_p3_start(sc_fusion_t *f, size_t slice_bytes, double alpha_
   p->started = 1;
   if (f->rank == 0)
     SC_INFO(SC_SUBSYS_COLL,
-            "fusion P3: slices of %zu bytes, %zu tensors (model alpha %.1f us, beta %.3g us/B, "
+            "fusion P3: slices of %zu bytes, up to %zu bytes a step, %zu tensors (model alpha %.1f "
+            "us, beta %.3g us/B, "
             "measured step %.1f us)",
-            slice_bytes, n, alpha_us, beta_us_per_byte, step_us);
+            slice_bytes, p->budget, n, alpha_us, beta_us_per_byte, step_us);
   return SC_SUCCESS;
 }
 

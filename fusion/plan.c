@@ -185,6 +185,28 @@ long sc_fplan_p3_next(size_t n, const uint64_t *agreed, const uint64_t *launched
   return -1;
 }
 
+size_t sc_fplan_p3_batch(size_t n, const uint64_t *agreed, uint64_t *launched, size_t *next,
+                         const size_t *ns, const size_t *full_bytes, const size_t *tail_bytes,
+                         size_t budget_bytes, size_t max_slices, size_t *out_t, size_t *out_i) {
+  size_t cnt = 0, bytes = 0;
+  while (cnt < max_slices) {
+    long c = sc_fplan_p3_next(n, agreed, launched);
+    if (c < 0) break;
+    size_t t = (size_t)c, i = next[t];
+    size_t b = i + 1 == ns[t] ? tail_bytes[t] : full_bytes[t];
+    if (cnt > 0 && (b > budget_bytes || bytes > budget_bytes - b)) break;
+    bytes += b;
+    out_t[cnt] = t;
+    out_i[cnt] = i;
+    cnt++;
+    if (++next[t] == ns[t]) {
+      next[t] = 0;
+      launched[t]++;
+    }
+  }
+  return cnt;
+}
+
 double sc_fplan_timeline(const sc_fplan_in_t *in, const size_t *first, size_t nb, double alpha_us,
                          double beta_us_per_byte, double *start, double *end) {
   double ready = 0.0, comm_free = 0.0;

@@ -80,6 +80,33 @@ size_t sc_fplan_p3_default_slice(double alpha_us, double beta_us_per_byte);
  * register in backward order, so the largest index is the first one the
  * next forward pass needs. -1 when none. */
 long sc_fplan_p3_next(size_t n, const uint64_t *agreed, const uint64_t *launched);
+/* One agreement step's slices: repeats sc_fplan_p3_next's choice, advancing
+ * launched[] and next[] (the slice of the current round each tensor sends
+ * next, of ns[] slices) as the scheduler does, until the next slice would
+ * take the step past budget_bytes or max_slices (the first always goes).
+ * Slice i of tensor t has full_bytes[t] bytes, or tail_bytes[t] when last.
+ * Writes the (tensor, slice) pairs in send order to out_t/out_i; returns
+ * their count (0 when nothing is agreed and unsent). It reads only what every
+ * rank holds alike (the agreement, the plan, the launches so far), so every
+ * rank gets the same list and issues the same collectives in the same
+ * order. A tensor that becomes ready on every rank during the step goes in
+ * the next step, ahead of what is still queued: preemption is per step. */
+size_t sc_fplan_p3_batch(size_t n, const uint64_t *agreed, uint64_t *launched, size_t *next,
+                         const size_t *ns, const size_t *full_bytes, const size_t *tail_bytes,
+                         size_t budget_bytes, size_t max_slices, size_t *out_t, size_t *out_i);
+/* The default budget of one step, in slices of the plan's slice size
+ * (SC_P3_STEP_SLICES overrides it): the agreement round is paid once per
+ * this many bytes rather than per slice, but a newly ready tensor waits for
+ * this much traffic in flight before it overtakes. One, because the
+ * agreement is already hidden behind the slice in flight at the default
+ * slice size, and the coarser preemption cost more than it saved: 4 ranks on
+ * the 1 Gbit/s bed, 1 MiB slices, P3 took 2-11% longer per iteration with 4
+ * slices a step than with 1 on ResNet-50 and VGG-16 (docs/REPRODUCTION.md,
+ * (d)). Several slices a step pay off where a step costs more than a slice
+ * (small slice_bytes on a busy host). SC_FPLAN_P3_BATCH_MAX caps the count
+ * of small slices (tensors below a slice) in one step. */
+#define SC_FPLAN_P3_BATCH_SLICES 1
+#define SC_FPLAN_P3_BATCH_MAX    64
 
 /* The modelled timeline of a plan: bucket b starts at max(end of b-1, ready
  * time of its last tensor) and takes alpha + beta*bytes. start/end (nb

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/sparse_merge.h"
 #include "perf/gtopk_select.h"
 #include "perf/perf_internal.h"
 #include "sparse/sparse.h"
@@ -273,6 +274,7 @@ typedef struct bench {
   size_t out_nnz;
   row_t rows[A_COUNT];
   double lat_s;
+  double merge_ns; /* one Merge(A, B) of two k-sets, per input entry, rank 0 alone */
   const char *lat_algo;
 } bench_t;
 
@@ -384,6 +386,52 @@ static void measure_latency(bench_t *b) {
   b->lat_s = slowest;
 }
 
+/* The local work per butterfly step, for the cost model: Merge(A, B) of two
+ * sets of k float32 entries at random indices of n, on rank 0 alone while the
+ * others wait, so it is one core's rate, not what P ranks sharing cores get.
+ * Median of a few, in ns per input entry; 0 when it cannot run. */
+static void measure_merge(bench_t *b) {
+  enum { REPS = 7 };
+  const opts_t *o = b->o;
+  double ns = 0;
+  if (b->rank == 0 && o->k > 0 && o->n >= o->k && o->n <= UINT32_MAX) {
+    size_t k = o->k;
+    uint32_t *ia = malloc(2 * k * sizeof(uint32_t)), *oi = malloc(2 * k * sizeof(uint32_t));
+    float *va = malloc(2 * k * sizeof(float)), *ov = malloc(2 * k * sizeof(float));
+    sc_merge_work_t w = {malloc(2 * k * sizeof(uint32_t)), malloc(2 * k * sizeof(float)),
+                         malloc(2 * k * sizeof(uint64_t)), malloc(2 * k), 2 * k};
+    if (ia && oi && va && ov && w.idx && w.val && w.key && w.src) {
+      uint64_t s = 0x9e3779b97f4a7c15ULL;
+      for (int set = 0; set < 2; set++) {
+        /* Strided with a random phase per entry: sorted, unique, spread over n. */
+        size_t stride = o->n / k;
+        for (size_t i = 0; i < k; i++) {
+          s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+          ia[set * k + i] = (uint32_t)(i * stride + (stride > 1 ? (s >> 33) % stride : 0));
+          va[set * k + i] = (float)((double)(s >> 40) / (double)(1 << 24) - 0.5);
+        }
+      }
+      double t[REPS];
+      for (int r = 0; r < REPS; r++) {
+        double t0 = perf_now_s();
+        sc_sparse_merge(SC_FLOAT32, k, (sc_spview_t){ia, va, k}, (sc_spview_t){ia + k, va + k, k},
+                        oi, ov, NULL, NULL, &w);
+        t[r] = perf_now_s() - t0;
+      }
+      for (int i = 1; i < REPS; i++)
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+          double x = t[j];
+          t[j] = t[j - 1];
+          t[j - 1] = x;
+        }
+      ns = t[REPS / 2] * 1e9 / (2.0 * (double)k);
+    }
+    free(ia), free(oi), free(va), free(ov), free(w.idx), free(w.val), free(w.key), free(w.src);
+  }
+  perf_check_sc(sc_broadcast(&ns, &ns, 1, SC_FLOAT64, 0, b->comm), "sc_broadcast");
+  b->merge_ns = ns;
+}
+
 static int write_json(const bench_t *b) {
   const opts_t *o = b->o;
   FILE *f = fopen(o->json, "w");
@@ -395,10 +443,11 @@ static int write_json(const bench_t *b) {
           "{\n  \"benchmark\": \"sc_gtopk_perf\", \"nranks\": %d, \"n\": %zu, \"k\": %zu, "
           "\"density\": %.9g,\n  \"dtype\": \"%s\", \"dtype_bytes\": %zu, \"index_bytes\": 4, "
           "\"warmup\": %d, \"iters\": %d, \"check\": %d, \"mem\": \"%s\",\n"
-          "  \"latency_8B_allreduce_us\": %.3f, \"latency_algo\": \"%s\",\n  \"rows\": [",
+          "  \"latency_8B_allreduce_us\": %.3f, \"latency_algo\": \"%s\",\n"
+          "  \"merge_ns_per_entry\": %.4f,\n  \"rows\": [",
           b->nranks, o->n, o->k, (double)o->k / (double)o->n, o->dtype_name, b->es, o->warmup,
           o->iters, o->check, perf_mem_name(o->mem), b->lat_s * 1e6,
-          b->lat_algo ? b->lat_algo : "?");
+          b->lat_algo ? b->lat_algo : "?", b->merge_ns);
   const char *sep = "";
   for (int al = 0; al < A_COUNT; al++) {
     const row_t *r = &b->rows[al];
@@ -474,6 +523,7 @@ int main(int argc, char **argv) {
     }
   }
   measure_latency(&b);
+  measure_merge(&b);
   if (b.rank == 0) {
     printf("# sc_gtopk_perf: %d ranks, n = %zu %s, k = %zu (density %.6g), %d warm-up + %d "
            "timed iterations (median of the slowest rank)\n",
@@ -481,6 +531,7 @@ int main(int argc, char **argv) {
     printf("# algbw = n * sizeof(dtype) / time (dense equivalent); sent = bytes this rank's "
            "schedule posted per call (max and mean over ranks)\n");
     printf("# 8-byte all-reduce (%s): %.1f us\n", b.lat_algo ? b.lat_algo : "?", b.lat_s * 1e6);
+    printf("# Merge(A, B) of two k-sets on rank 0 alone: %.2f ns per input entry\n", b.merge_ns);
     if (o.mem == PERF_MEM_DEVICE)
       printf("# buffers in device memory (%s, rank 0 on device %d); the 8-byte all-reduce on "
              "the host\n",

@@ -333,6 +333,35 @@ def model_terms(algo, p, d, full_duplex=True):
     return None
 
 
+def merge_entries(algo, p, d):
+    """Input entries of the Merge(A, B) calls on a rank's critical path, which
+    the alpha-beta terms leave out: the butterfly merges two k-sets per
+    exchange, floor(log2 P) of them plus one for the folded rank's set when P
+    is not a power of two; the tree's root merges ceil(log2 P) times. None for
+    the rest (the all-gather's sum and the dense ring's reductions are another
+    kernel, not measured)."""
+    k = d["k"]
+    if algo == "gtopk":
+        lo = int(math.floor(math.log2(p))) if p > 1 else 0
+        return 2 * k * (lo + (0 if (1 << lo) == p else 1))
+    if algo == "gtopk_tree":
+        return 2 * k * ceil_log2(p)
+    return None
+
+
+def local_us(algo, p, d, cores=0):
+    """Merge time in us on the critical path: merge_entries times the rate
+    sc_gtopk_perf measured for one merge on one core (merge_ns_per_entry);
+    with cores > 0, times max(1, P / cores) for P ranks merging at once on
+    that many cores. 0 when the run has no measured rate."""
+    e = merge_entries(algo, p, d)
+    ns = d.get("merge_ns_per_entry")
+    if e is None or not isinstance(ns, (int, float)) or ns <= 0:
+        return 0.0
+    share = max(1.0, p / cores) if cores > 0 else 1.0
+    return e * ns * 1e-3 * share
+
+
 def fit_alpha_beta(samples):
     """Least squares t = a*A + b*B over (A, B, t) with a, b >= 0 (2x2 normal equations)."""
     saa = sum(a * a for a, _, _ in samples)
@@ -357,8 +386,9 @@ def fit_alpha_beta(samples):
     return min(cands)[1:] if cands else (0.0, 0.0)
 
 
-def sparse_model(docs, by_algo, mode, link_bps, full_duplex=True):
-    """{algo: [(P, model time in us)]} and a description of alpha and beta."""
+def sparse_model(docs, by_algo, mode, link_bps, full_duplex=True, local=False, cores=0):
+    """{algo: [(P, model time in us)]} and a description of alpha and beta;
+    local adds local_us (the measured merge work) to the gTop-k lines."""
     docs = [d for d in docs if d.get("benchmark") == "sc_gtopk_perf" and "n" in d and "k" in d]
     if mode == "none" or not docs:
         return {}, None
@@ -387,7 +417,15 @@ def sparse_model(docs, by_algo, mode, link_bps, full_duplex=True):
         beta *= 1e-6
         how = ("alpha %.1f us, beta %.3g ns/B (= %.3g Gbit/s) fitted to all points"
                % (alpha * 1e6, beta * 1e9, 8e-9 / beta if beta else float("inf")))
-    ref = docs[0]
+    ref = dict(docs[0])
+    rates = sorted(d["merge_ns_per_entry"] for d in docs
+                   if isinstance(d.get("merge_ns_per_entry"), (int, float)))
+    if rates:  # one rate for every P: the median over the files
+        ref["merge_ns_per_entry"] = rates[len(rates) // 2]
+    if local:
+        how += ("; + measured merge work, %.2f ns per entry%s" %
+                (ref.get("merge_ns_per_entry") or 0.0,
+                 ", x max(1, P/%d) for %d cores" % (cores, cores) if cores else ""))
     ranks = sorted({p for pts in by_algo.values() for p, _ in pts})
     out = {}
     for name in by_algo:
@@ -395,7 +433,10 @@ def sparse_model(docs, by_algo, mode, link_bps, full_duplex=True):
         for p in range(min(ranks), max(ranks) + 1):
             terms = model_terms(name, p, ref, full_duplex)
             if terms:
-                pts.append((p, (terms[0] * alpha + terms[1] * beta) * 1e6))
+                t = (terms[0] * alpha + terms[1] * beta) * 1e6
+                if local:
+                    t += local_us(name, p, ref, cores)
+                pts.append((p, t))
         if pts:
             out[name] = pts
     return out, how
@@ -407,7 +448,8 @@ def median(xs):
     return xs[m] if len(xs) % 2 else 0.5 * (xs[m - 1] + xs[m])
 
 
-def plot_sparse(docs, outdir, title, mode=None, link_bps=None, dpi=120, full_duplex=True):
+def plot_sparse(docs, outdir, title, mode=None, link_bps=None, dpi=120, full_duplex=True,
+                local=False, cores=0):
     # Several files with the same nranks are repeated runs: one point, their median.
     runs = {}
     for d in docs:
@@ -419,7 +461,7 @@ def plot_sparse(docs, outdir, title, mode=None, link_bps=None, dpi=120, full_dup
     if nrep > 1:
         print("points: median of up to %d runs per rank count" % nrep)
     mode = mode or ("link" if link_bps else "fit")
-    model, how = sparse_model(docs, by_algo, mode, link_bps, full_duplex)
+    model, how = sparse_model(docs, by_algo, mode, link_bps, full_duplex, local, cores)
     if how and not full_duplex:
         how += "; half duplex"
     # The dense all-reduce takes ~100x the sparse ones: on one log axis both
@@ -573,6 +615,12 @@ def main():
                     help="sparse model: full (default) charges one direction per exchange "
                     "(docs/ALGORITHMS.md's and the papers' formulas; what sc-netbed's links "
                     "are), half a rank's sent and received bytes both (old figures)")
+    ap.add_argument("--local-work", action="store_true",
+                    help="sparse model: add the merge work sc_gtopk_perf measured on one core "
+                    "(merge_ns_per_entry) to the gTop-k lines")
+    ap.add_argument("--cores", type=int, default=0,
+                    help="with --local-work: P ranks share this many cores, so the merge time "
+                    "is scaled by max(1, P/cores) (0: a core per rank)")
     ap.add_argument("--dpi", type=int, default=120,
                     help="PNG resolution (default 120; 80-100 keeps committed figures small)")
     args = ap.parse_args()
@@ -606,7 +654,7 @@ def main():
         written += plot_busbw(series, args.outdir, link, args.title, args.dpi)
     if sparse_docs:
         written += plot_sparse(sparse_docs, args.outdir, args.title, args.model, args.link,
-                               args.dpi, args.duplex == "full")
+                               args.dpi, args.duplex == "full", args.local_work, args.cores)
     for w in written:
         print("wrote %s" % w)
 

@@ -149,7 +149,7 @@ sweep() { for p in $ps; do ls "$out"/gtopk_P"${p}"_r*.json 2>/dev/null; done; }
 {
   files=$(sweep)
   [ -n "$files" ] &&
-    plot -o "$out/fig" --link "$rate" --duplex full \
+    plot -o "$out/fig" --link "$rate" --duplex full --local-work \
       --title "gTop-k vs top-k all-gather vs dense ring, $rate links, median of runs" $files
   more=$(for p in $wide; do ls "$out"/gtopk_P"${p}"_r*.json 2>/dev/null; done)
   if [ -n "$files" ] && [ -n "$more" ]; then

@@ -19,6 +19,15 @@ for n in 1 2 3 4; do
 done
 check "fusion p3 n=3 SC_TRANSPORT=shm" env SC_TRANSPORT=shm SC_TIMEOUT_MS=60000 "$SC_RUN" -n 3 \
   --timeout 300 --label "$MR/mr_fusion_p3"
+# Several slices per agreement step: one (the old steps), the cap, and a
+# budget that differs by rank (every rank must use the MIN, or the slices
+# pair up wrongly and the averages come out wrong or time out).
+for s in 1 64; do
+  check "fusion p3 n=4 SC_P3_STEP_SLICES=$s" env SC_P3_STEP_SLICES=$s SC_TIMEOUT_MS=60000 \
+    "$SC_RUN" -n 4 --timeout 300 --label "$MR/mr_fusion_p3"
+done
+check "fusion p3 n=3 SC_P3_STEP_SLICES by rank" env SC_TIMEOUT_MS=60000 "$SC_RUN" -n 3 \
+  --timeout 300 sh -c 'SC_P3_STEP_SLICES=$((SC_RANK * 5 + 2)) exec "$0"' "$MR/mr_fusion_p3"
 check "fusion n=3 SC_TRANSPORT=shm" env SC_TRANSPORT=shm "$SC_RUN" -n 3 --timeout 300 --label "$MR/mr_fusion"
 for t in resnet50 vgg16 bert_base; do
   check "replay $t n=2 (smoke)" "$SC_RUN" -n 2 --timeout 200 "$top_builddir/sc_fusion_replay" \

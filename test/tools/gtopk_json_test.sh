@@ -27,6 +27,8 @@ assert d["benchmark"] == "sc_gtopk_perf" and d["nranks"] == 3, d
 assert d["n"] == 65536 and d["k"] == 100 and d["dtype_bytes"] == 4 and d["index_bytes"] == 4, d
 assert d["iters"] == 2 and d["warmup"] == 1 and d["check"] == 1, d
 assert d["latency_8B_allreduce_us"] > 0 and d["latency_algo"], d
+# One merge of two 100-entry sets: far above 0, far below a millisecond per entry.
+assert 0 < d["merge_ns_per_entry"] < 1e6, d
 algos = [r["algo"] for r in d["rows"]]
 assert algos == ["gtopk", "gtopk_tree", "allgather", "dense"], algos
 for r in d["rows"]:
@@ -61,6 +63,19 @@ assert plot.model_terms("dense", 3, d, False) == plot.model_terms("dense", 3, d)
 assert plot.model_terms("gtopk", 3, d, False) == (3, 2 * 3 * e)
 assert plot.model_terms("gtopk_tree", 3, d, False) == (4, 2 * 4 * e)
 assert plot.model_terms("allgather", 5, d, False) == (3, 4 * e)
+# The merge work by hand: the butterfly merges two 100-sets per exchange,
+# P = 3: 1 exchange + the fold's merge = 2 merges, P = 4: 2, P = 8: 3; the
+# tree's root ceil(log2 P); none modelled for the all-gather or dense.
+m = {"k": 100, "merge_ns_per_entry": 10.0}
+assert plot.merge_entries("gtopk", 3, m) == 2 * 200
+assert plot.merge_entries("gtopk", 4, m) == 2 * 200
+assert plot.merge_entries("gtopk", 8, m) == 3 * 200
+assert plot.merge_entries("gtopk_tree", 5, m) == 3 * 200
+assert plot.merge_entries("allgather", 5, m) is None
+assert abs(plot.local_us("gtopk", 8, m) - 3 * 200 * 10.0 / 1000) < 1e-9
+assert abs(plot.local_us("gtopk", 8, m, cores=2) - 4 * 3 * 200 * 10.0 / 1000) < 1e-9
+assert plot.local_us("gtopk", 2, m, cores=2) == plot.local_us("gtopk", 2, m)
+assert plot.local_us("gtopk", 4, {"k": 100}) == 0.0
 a, b = plot.fit_alpha_beta([(1, 0, 3.0), (0, 1, 5.0), (1, 1, 8.0)])
 assert abs(a - 3) < 1e-9 and abs(b - 5) < 1e-9, (a, b)
 print("PASS: sc_gtopk_perf -J: 4 algorithms correct at 3 ranks, latency %.1f us; plot model terms"

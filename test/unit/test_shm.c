@@ -522,6 +522,58 @@ static void test_peer_closed(void **state) {
   teardown_n(2);
 }
 
+/* The spin-or-yield hint: a peer counts as running elsewhere only while it
+ * announces a CPU, other than ours, and we wait on it. */
+static void test_peer_runs_elsewhere(void **state) {
+  (void)state;
+  setup_n(2);
+  sc_shm_transport_t *a = sc_shm_of(nodes[0].tp);
+  volatile uint32_t *peer = &sc_shm_of(nodes[1].tp)->hdr->oncpu;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  /* Created by a running thread: both announce a CPU (1-based) or unknown. */
+  assert_true((*peer >= 1 && *peer <= (uint32_t)cpus) || *peer == UINT32_MAX);
+  assert_true(a->hdr->oncpu == a->oncpu && a->oncpu != 0);
+  *peer = a->oncpu == 1 ? 2 : 1;
+  assert_false(sc_shm_peer_runs_elsewhere(a)); /* nothing queued on it */
+  uint8_t r[8];
+  sc_tp_req_t rr;
+  memset(&rr, 0, sizeof(rr));
+  assert_int_equal(ops->irecv(nodes[0].tp, 1, r, sizeof(r), &rr), SC_SUCCESS);
+  assert_true(sc_shm_peer_runs_elsewhere(a));
+  *peer = a->oncpu; /* shares our CPU: it cannot be running now */
+  assert_false(sc_shm_peer_runs_elsewhere(a));
+  *peer = 0; /* gave its core up */
+  assert_false(sc_shm_peer_runs_elsewhere(a));
+  teardown_n(2);
+}
+
+static void *progress_300ms(void *p) {
+  int prog = 0;
+  ops->progress(p, 300, &prog);
+  return NULL;
+}
+
+/* A rank asleep in progress announces it is off its CPU, and on its CPU
+ * again once it returns. */
+static void test_oncpu_while_sleeping(void **state) {
+  (void)state;
+  setup_n(2);
+  uint8_t r[8];
+  sc_tp_req_t rr;
+  memset(&rr, 0, sizeof(rr));
+  assert_int_equal(ops->irecv(nodes[0].tp, 1, r, sizeof(r), &rr), SC_SUCCESS);
+  volatile uint32_t *oncpu = &sc_shm_of(nodes[0].tp)->hdr->oncpu;
+  pthread_t th;
+  pthread_create(&th, NULL, progress_300ms, nodes[0].tp);
+  int seen_off = 0;
+  for (double t0 = now_s(); !seen_off && now_s() - t0 < 0.25;) seen_off = *oncpu == 0;
+  pthread_join(th, NULL);
+  assert_true(seen_off);
+  assert_int_not_equal(*oncpu, 0);
+  assert_int_equal(rr.state, SC_TP_REQ_PENDING);
+  teardown_n(2);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ring_basic),
@@ -536,6 +588,8 @@ int main(void) {
       cmocka_unit_test(test_wake_from_other_thread),
       cmocka_unit_test(test_wakeup_only_when_sleeping),
       cmocka_unit_test(test_peer_closed),
+      cmocka_unit_test(test_peer_runs_elsewhere),
+      cmocka_unit_test(test_oncpu_while_sleeping),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,7 +24,10 @@
  * and polls an abstract unix datagram socket (its doorbell; abstract names
  * vanish with the process). A peer that changed something the sleeper may
  * wait for (tail, head, cma_done) sends one datagram only when it sees the
- * flag set (a Dekker pair of seq_cst fences makes the check race-free). */
+ * flag set (a Dekker pair of seq_cst fences makes the check race-free).
+ * `oncpu` says whether the owner runs, and where: a waiter with more ranks
+ * than cores keeps looking while the peer it waits on runs on another core,
+ * and yields otherwise (shm.c, shm_progress). */
 #ifndef SC_SHM_INTERNAL_H
 #define SC_SHM_INTERNAL_H
 
@@ -179,6 +182,10 @@ typedef struct sc_shm_seg_hdr {
   uint64_t probe_addr; /* an address in the owner holding probe_value: CMA detection */
   uint64_t probe_value;
   _Alignas(SC_SHM_CACHELINE) volatile uint32_t sleeping; /* owner is (about to be) in poll */
+  /* 1 + the CPU the owner runs on, 0 while it has given its core up (a
+   * yield or a sleep): a hint for peers deciding whether to look again or
+   * yield (shm.c, shm_progress). Its own line: written at every yield. */
+  _Alignas(SC_SHM_CACHELINE) volatile uint32_t oncpu;
 } sc_shm_seg_hdr_t;
 _Static_assert(sizeof(sc_shm_seg_hdr_t) <= SC_SHM_HDR_BYTES, "segment header");
 
@@ -289,6 +296,7 @@ typedef struct sc_shm_transport {
   int nlocal;              /* local peers, self excluded */
   int npending;            /* requests queued on local peers */
   int polls_plus1;         /* 1 + looks before the first yield; 0: not decided yet */
+  uint32_t oncpu;          /* what this rank last stored in hdr->oncpu while running */
   volatile uint64_t probe; /* peers read it through process_vm_readv */
   sc_shm_peer_t *peers;
   struct pollfd *pfds; /* 1 + nranks */
@@ -321,6 +329,11 @@ sc_result_t sc_shm_peer_fail(sc_shm_transport_t *tp, sc_shm_peer_t *p, const cha
 /* Ring the peer's doorbell if it announced it sleeps. */
 void sc_shm_wake_peer(sc_shm_transport_t *tp, sc_shm_peer_t *p);
 void sc_shm_req_finish(sc_tp_req_t *r, sc_tp_req_state_t state, sc_result_t status);
+/* Publish that this rank runs, and on which CPU (hdr->oncpu). */
+void sc_shm_mark_running(sc_shm_transport_t *tp);
+/* A local peer with requests queued here announces that it runs, on a CPU
+ * other than the one this rank last announced. */
+int sc_shm_peer_runs_elsewhere(const sc_shm_transport_t *tp);
 
 /* The per-peer FIFOs, linked through the requests. */
 static inline void sc_shm_q_push(sc_tp_req_t **head, sc_tp_req_t **tail, sc_tp_req_t *r) {

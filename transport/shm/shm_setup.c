@@ -109,6 +109,7 @@ static sc_result_t open_segment(sc_shm_transport_t *tp) {
   tp->hdr->nranks = tp->base.nranks;
   tp->hdr->probe_addr = (uint64_t)(uintptr_t)&tp->probe;
   tp->hdr->probe_value = tp->probe;
+  sc_shm_mark_running(tp);
   __atomic_store_n(&tp->hdr->magic, SC_SHM_SEG_MAGIC, __ATOMIC_RELEASE);
   return SC_SUCCESS;
 }
