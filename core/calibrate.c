@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "core/comm.h"
+#include "core/exec_device.h"
 #include "kernels/cpu/reduce.h"
 
 static double sc_seconds(void) {
@@ -83,6 +84,7 @@ sc_result_t sc_tune_calibrate(sc_comm_t *comm) {
   memset(comm->tune.cache, 0, sizeof(comm->tune.cache));
   pthread_mutex_unlock(&comm->tune.lock);
   comm->ex.sched_key.valid = 0; /* the cached schedule was chosen under the old model */
+  sc_exec_device_model_changed(comm);
   SC_INFO(SC_SUBSYS_TUNE,
           "calibrated on %d ranks (rank 0's fit): alpha %.1f us, link %.2f GB/s, host %.2f GB/s, "
           "reduce %.2f GB/s",

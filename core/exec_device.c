@@ -389,10 +389,6 @@ static sc_result_t dev_recv(sc_exec_ctx_t *c, struct sc_exec_dev *d, int peer, u
 
 /* ---- steps ---- */
 
-static int partial_overlap(const uint8_t *a, const uint8_t *b, size_t len) {
-  return a != b && a < b + len && b < a + len;
-}
-
 static sc_result_t dev_step(sc_exec_ctx_t *c, struct sc_exec_dev *d, const sc_step_t *st) {
   const sc_devrt_t *rt = d->rt;
   const sc_step_mem_t *m = &c->mem;
@@ -417,7 +413,7 @@ static sc_result_t dev_step(sc_exec_ctx_t *c, struct sc_exec_dev *d, const sc_st
     const uint8_t *src = sc_step_ptr(m, st->src_buf, st->src_off);
     SC_CHECK(dev_wait_sends_over(c, d, dst, len));
     d->dirty = 1;
-    if (!partial_overlap(dst, src, len)) return rt->memcpy_async(dst, src, len, d->stream);
+    if (!sc_exec_partial_overlap(dst, src, len)) return rt->memcpy_async(dst, src, len, d->stream);
     /* memmove semantics: device copies of overlapping ranges are undefined. */
     SC_CHECK(rt->memcpy_async(d->rstage, src, len, d->stream));
     return rt->memcpy_async(dst, d->rstage, len, d->stream);

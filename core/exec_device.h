@@ -140,7 +140,17 @@ struct sc_exec_dev {
   } * spares;
   int nspares, spare_cap;
   uint8_t *send_ring_reserved; /* [nranks], the reservation's scratch */
+  /* The shape of the last reservation (spare_lock): a stream call of the
+   * same shape needs nothing new, so a training loop's calls skip building
+   * the schedule twice. Cleared when the cost model changes. */
+  sc_sched_key_t reserved;
 };
+
+/* Two ranges of len bytes that overlap without being the same: a copy
+ * between them must go through a third buffer. */
+static inline int sc_exec_partial_overlap(const uint8_t *a, const uint8_t *b, size_t len) {
+  return a != b && a < b + len && b < a + len;
+}
 
 /* What one schedule needs of the executor's memory. */
 typedef struct sc_exec_needs {
@@ -176,6 +186,9 @@ void sc_exec_dev_free_spares(struct sc_exec_dev *d);
  * parks it, so that the progress thread allocates nothing while that stream
  * waits (an allocation is an implicit synchronization in CUDA). */
 sc_result_t sc_exec_device_reserve(sc_comm_t *comm, const sc_op_t *op);
+/* The cost model changed (core/calibrate.c): the next stream call reserves
+ * for the schedule the new model picks. */
+void sc_exec_device_model_changed(sc_comm_t *comm);
 
 /* sc_sched_execute for an operation on device buffers (op->device). */
 sc_result_t sc_exec_device(sc_comm_t *comm, const sc_exec_args_t *a);

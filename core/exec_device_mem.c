@@ -137,7 +137,7 @@ void sc_exec_sched_needs(const sc_sched_t *s, size_t es, const uint8_t *direct,
       } else {
         const uint8_t *to = sc_step_ptr(m, st->buf, st->off),
                       *from = sc_step_ptr(m, st->src_buf, st->src_off);
-        if (to && from && to != from && to < from + bytes && from < to + bytes) n->rstage = bytes;
+        if (to && from && sc_exec_partial_overlap(to, from, bytes)) n->rstage = bytes;
       }
     }
   }
@@ -173,6 +173,18 @@ sc_result_t sc_exec_device_reserve(sc_comm_t *comm, const sc_op_t *op) {
   if (device < 0) return SC_SUCCESS;
   struct sc_exec_dev *d = NULL;
   SC_CHECK(sc_exec_dev_get(comm, rt, device, &d));
+  const sc_sched_key_t key = {.valid = 1,
+                              .coll = (int)op->coll,
+                              .root = op->root,
+                              .avg = op->op == SC_AVG,
+                              .count = op->count,
+                              .elem_size = sc_dtype_size(op->dtype)};
+  pthread_mutex_lock(&d->spare_lock);
+  const sc_sched_key_t *k = &d->reserved;
+  int same = k->valid && k->coll == key.coll && k->root == key.root && k->avg == key.avg &&
+             k->count == key.count && k->elem_size == key.elem_size;
+  pthread_mutex_unlock(&d->spare_lock);
+  if (same) return SC_SUCCESS; /* capacities only grow: what it needed is there */
   sc_sched_t s;
   sc_sched_init(&s);
   sc_result_t r = sc_tune_build_schedule(comm, op, &s);
@@ -233,6 +245,7 @@ sc_result_t sc_exec_device_reserve(sc_comm_t *comm, const sc_op_t *op) {
     d->spares[d->nspares++] = (struct sc_exec_dev_spare){w[i].p, w[i].bytes, w[i].pinned};
     w[i].p = NULL;
   }
+  if (r == SC_SUCCESS) d->reserved = key;
   pthread_mutex_unlock(&d->spare_lock);
   for (int i = 0; i < nw; i++)
     if (w[i].p) (w[i].pinned ? rt->free_pinned : rt->free_device)(w[i].p);
@@ -241,4 +254,14 @@ sc_result_t sc_exec_device_reserve(sc_comm_t *comm, const sc_op_t *op) {
              comm->rank, sc_coll_name(op->coll), (unsigned long long)op->seq, nw);
   free(w);
   return r;
+}
+
+void sc_exec_device_model_changed(sc_comm_t *comm) {
+  pthread_mutex_lock(&comm->lock);
+  struct sc_exec_dev *d = comm->ex.dev;
+  pthread_mutex_unlock(&comm->lock);
+  if (!d) return;
+  pthread_mutex_lock(&d->spare_lock);
+  d->reserved.valid = 0;
+  pthread_mutex_unlock(&d->spare_lock);
 }

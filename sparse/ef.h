@@ -35,7 +35,6 @@ struct sc_ef {
   ef_work_t work;       /* host path: kept from step to step (same k every step) */
 };
 
-/* The device form of sc_gtopk_allreduce (arguments checked, k <= n). */
 /* For the stream form, on the caller's thread before its stream waits: the
  * device memory sc_ef_step_device will need for (n, dtype, k) and ef's
  * device residual, allocated now, because a CUDA allocation may wait for
@@ -43,6 +42,7 @@ struct sc_ef {
  * (core/exec_device_mem.c says more). The job finds them in the context
  * pool's most recently released context. */
 sc_result_t sc_ef_device_prepare(const char *fn, size_t n, sc_dtype_t dtype, size_t k, sc_ef_t *ef);
+/* The device form of sc_gtopk_allreduce (arguments checked, k <= n). */
 sc_result_t sc_ef_step_device(void *grad, size_t n, sc_dtype_t dtype, size_t k, sc_select_t method,
                               sc_ef_t *ef, sc_comm_t *comm);
 

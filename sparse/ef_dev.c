@@ -90,6 +90,17 @@ static sc_result_t ef_bind_device(sc_ef_t *ef, sc_spdev_t *d, const char *fn) {
   return SC_SUCCESS;
 }
 
+/* d's buffers for one step on (n, dtype, k): the top-k workspace and the
+ * layout above, on the device and in pinned memory. */
+static sc_result_t reserve_step(sc_spdev_t *d, const char *fn, size_t n, sc_dtype_t dtype,
+                                size_t k) {
+  dev_bufs_t b;
+  size_t dbytes, hbytes;
+  dev_layout(&b, NULL, NULL, 2 * k + 1, sc_dtype_size(dtype), &dbytes, &hbytes);
+  size_t ws = n && k ? sc_dev_topk_workspace_size(d->rt, n, dtype) : 0;
+  return sc_spdev_reserve(d, fn, ws, dbytes, hbytes);
+}
+
 /* Copies the nnz device entries (idx, val) into host buffers and waits. */
 static sc_result_t fetch(sc_spdev_t *d, uint32_t *h_idx, void *h_val, const uint32_t *d_idx,
                          const void *d_val, size_t nnz, size_t es, int timeout_ms,
@@ -116,9 +127,7 @@ static sc_result_t step(sc_spdev_t *d, void *grad, size_t n, sc_dtype_t dtype, s
   const size_t es = sc_dtype_size(dtype), c = 2 * k + 1;
   dev_bufs_t b;
   size_t dbytes, hbytes;
-  dev_layout(&b, NULL, NULL, c, es, &dbytes, &hbytes);
-  size_t ws = n && k ? sc_dev_topk_workspace_size(rt, n, dtype) : 0;
-  SC_CHECK(sc_spdev_reserve(d, fn, ws, dbytes, hbytes));
+  SC_CHECK(reserve_step(d, fn, n, dtype, k));
   dev_layout(&b, d->dbuf, d->hbuf, c, es, &dbytes, &hbytes);
   const void *acc = grad;
   if (ef) {
@@ -199,12 +208,7 @@ sc_result_t sc_ef_device_prepare(const char *fn, size_t n, sc_dtype_t dtype, siz
   if (k > n) k = n; /* as sc_gtopk_allreduce takes it */
   sc_spdev_t *d;
   SC_CHECK(sc_spdev_acquire(fn, &d));
-  const size_t es = sc_dtype_size(dtype), c = 2 * k + 1;
-  dev_bufs_t b;
-  size_t dbytes, hbytes;
-  dev_layout(&b, NULL, NULL, c, es, &dbytes, &hbytes);
-  size_t ws = n && k ? sc_dev_topk_workspace_size(d->rt, n, dtype) : 0;
-  sc_result_t r = sc_spdev_reserve(d, fn, ws, dbytes, hbytes);
+  sc_result_t r = reserve_step(d, fn, n, dtype, k);
   if (r == SC_SUCCESS && ef) r = ef_bind_device(ef, d, fn);
   /* The residual's clear ends before another context's stream may use it. */
   sc_result_t rs = sc_spdev_sync(d, d->timeout_ms, "sc_gtopk_allreduce_on_stream: preparation");

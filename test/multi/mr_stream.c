@@ -175,13 +175,19 @@ static void run_order(sc_comm_t *comm) {
    * any before allocates it on the caller's thread before its stream waits,
    * and an allocation may wait for the stream's earlier work (CUDA's
    * implicit synchronization; the stand-in does the same). The calls below
-   * then need nothing new and must return at once. */
+   * then need nothing new and must return at once. Each warm-up call sits
+   * behind a slow host function too, so that its operation runs while its
+   * stream waits: an allocation the caller did not make before the wait
+   * would then stall (on the stand-in, time out) and fail the call. */
   for (int w = 0; w < C_COUNT * 3; w++) {
     int c = w % C_COUNT;
     size_t count = counts[w / C_COUNT];
     bufs_t b;
     CHECK_OK(bufs_alloc(&b, c == C_REDUCE_SCATTER ? count * (size_t)nranks : count,
                         c == C_ALLGATHER ? count * (size_t)nranks : count));
+    atomic_int slept = 0;
+    sleeper_t sl = {.ms = 30, .done = &slept};
+    CHECK_OK(rt->launch_host(s, sleeper, &sl, sizeof(sl)));
     sc_result_t r = issue(c, &b, count, (w + 1) % nranks, comm, s); /* the roots below */
     if (r != SC_SUCCESS) FAILF("warm-up %s: %s: %s", cname[c], sc_strerror(r), sc_last_error());
     CHECK_OK(stream_drain(s, 60000, NULL));
