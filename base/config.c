@@ -40,7 +40,10 @@ static const sc_config_var_t sc_config_vars[] = {
      "interface name or prefix TCP binds and advertises (default: the one that reaches the root)"},
     {"SC_NSOCKS", "2", "TCP data sockets per peer; chunks are striped across them"},
     {"SC_SPIN_US", "50",
-     "microseconds a waiting rank polls before it sleeps (futex/poll); 0 = sleep at once"},
+     "microseconds a waiting rank polls before it sleeps (futex/poll); 0 = sleep at once. The "
+     "poll yields the core between looks, except while another program holds it: a yield that "
+     "kept it away for over 1 ms (per rank sharing a core) makes waits sleep at once for a few "
+     "milliseconds, doubling up to 100 ms while that lasts"},
     {"SC_HEARTBEAT_MS", "0",
      "liveness watch heartbeat in ms (0: min(1000, SC_TIMEOUT_MS/8); -1: no watch, a dead peer "
      "is noticed only by the ranks exchanging data with it)"},

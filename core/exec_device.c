@@ -269,7 +269,7 @@ static sc_result_t dev_wait_round(sc_exec_ctx_t *c, struct sc_exec_dev *d, int p
                                   const char *dir, int device_wait) {
   int progressed = 0, busy = device_wait;
   SC_CHECK(dev_pump(c, d, &progressed, &busy));
-  if (progressed) c->last_progress_ms = sc_now_ms();
+  if (progressed) c->progress_unstamped = 1;
   SC_CHECK(sc_exec_progress(c, peer, bytes, dir, progressed || busy ? 0 : SC_EXEC_POLL_SLICE_MS));
   if (busy && !progressed) sched_yield();
   return SC_SUCCESS;
@@ -513,7 +513,7 @@ sc_result_t sc_exec_device(sc_comm_t *comm, const sc_exec_args_t *a) {
                              .dtype = a->op->dtype,
                              .op = a->op->op},
                      .step = 0,
-                     .last_progress_ms = sc_now_ms()};
+                     .progress_unstamped = 1};
   const sc_sched_t *s = a->sched;
   for (c.step = 0; c.step < s->nsteps; c.step++) SC_CHECK(dev_step(&c, d, &s->steps[c.step]));
   for (size_t i = d->dsend_head; i < d->ndsends; i++) {

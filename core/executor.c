@@ -139,6 +139,10 @@ sc_result_t sc_exec_progress(sc_exec_ctx_t *c, int peer, size_t bytes, const cha
   /* Set mid-operation only by the liveness watch: a peer failed. */
   int failed = atomic_load(&comm->error);
   int64_t now = sc_now_ms();
+  if (c->progress_unstamped) {
+    c->last_progress_ms = now;
+    c->progress_unstamped = 0;
+  }
   if (failed != SC_SUCCESS && now - c->last_progress_ms >= SC_EXEC_NOTICE_GRACE_MS)
     return SC_ERR((sc_result_t)failed, "%s", comm->errmsg);
   int64_t left = c->last_progress_ms + comm->cfg.timeout_ms - now;
@@ -162,7 +166,7 @@ sc_result_t sc_exec_progress(sc_exec_ctx_t *c, int peer, size_t bytes, const cha
     slice = grace < slice ? (grace > 1 ? (int)grace : 1) : slice;
   }
   sc_result_t r = comm->tpops->progress(comm->tp, slice, &progressed);
-  if (progressed) c->last_progress_ms = sc_now_ms();
+  if (progressed) c->progress_unstamped = 1;
   return r;
 }
 
@@ -403,7 +407,7 @@ sc_result_t sc_sched_execute(sc_comm_t *comm, const sc_exec_args_t *a) {
                              .dtype = a->op->dtype,
                              .op = a->op->op},
                      .step = 0,
-                     .last_progress_ms = sc_now_ms()};
+                     .progress_unstamped = 1};
   const sc_sched_t *s = a->sched;
   for (c.step = 0; c.step < s->nsteps; c.step++) SC_CHECK(sc_exec_step(&c, &s->steps[c.step]));
   sc_exec_state_t *ex = &comm->ex;

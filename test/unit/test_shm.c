@@ -522,6 +522,30 @@ static void test_peer_closed(void **state) {
   teardown_n(2);
 }
 
+/* The same, noticed by a caller that only polls (timeout 0): such rounds
+ * read the clock for the liveness check only every few calls, but they do. */
+static void test_peer_closed_polled(void **state) {
+  (void)state;
+  setup_n(2);
+  uint8_t r[16];
+  sc_tp_req_t rr;
+  memset(&rr, 0, sizeof(rr));
+  assert_int_equal(ops->irecv(nodes[0].tp, 1, r, sizeof(r), &rr), SC_SUCCESS);
+  ops->destroy(nodes[1].tp);
+  nodes[1].tp = NULL;
+  double t0 = now_s();
+  sc_result_t res = SC_SUCCESS;
+  while (res == SC_SUCCESS && now_s() - t0 < 2.0) {
+    int prog = 0;
+    res = ops->progress(nodes[0].tp, 0, &prog);
+  }
+  assert_int_equal(res, SC_ERR_REMOTE);
+  assert_int_equal(rr.state, SC_TP_REQ_ERROR);
+  assert_non_null(strstr(sc_last_error(), "closed"));
+  assert_true(now_s() - t0 < 0.5);
+  teardown_n(2);
+}
+
 /* The spin-or-yield hint: a peer counts as running elsewhere only while it
  * announces a CPU, other than ours, and we wait on it. */
 static void test_peer_runs_elsewhere(void **state) {
@@ -566,10 +590,12 @@ static void test_oncpu_while_sleeping(void **state) {
   pthread_t th;
   pthread_create(&th, NULL, progress_300ms, nodes[0].tp);
   int seen_off = 0;
-  for (double t0 = now_s(); !seen_off && now_s() - t0 < 0.25;) seen_off = *oncpu == 0;
+  /* Atomic, as the peers read it: the progress thread writes it meanwhile. */
+  for (double t0 = now_s(); !seen_off && now_s() - t0 < 0.25;)
+    seen_off = __atomic_load_n(oncpu, __ATOMIC_RELAXED) == 0;
   pthread_join(th, NULL);
   assert_true(seen_off);
-  assert_int_not_equal(*oncpu, 0);
+  assert_int_not_equal(__atomic_load_n(oncpu, __ATOMIC_RELAXED), 0);
   assert_int_equal(rr.state, SC_TP_REQ_PENDING);
   teardown_n(2);
 }
@@ -588,6 +614,7 @@ int main(void) {
       cmocka_unit_test(test_wake_from_other_thread),
       cmocka_unit_test(test_wakeup_only_when_sleeping),
       cmocka_unit_test(test_peer_closed),
+      cmocka_unit_test(test_peer_closed_polled),
       cmocka_unit_test(test_peer_runs_elsewhere),
       cmocka_unit_test(test_oncpu_while_sleeping),
   };

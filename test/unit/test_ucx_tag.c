@@ -177,11 +177,22 @@ static void test_props_device(void **state) {
   assert_int_equal(sc_ucx_pair_device(&s1, &s2), 0);
 }
 
+/* The library's rendezvous default applies only where the user set none;
+ * any value of theirs (even an empty one, which UCX then rejects) stands. */
+static void test_rndv_default(void **state) {
+  (void)state;
+  assert_string_equal(sc_ucx_rndv_thresh(NULL), "64k");
+  assert_null(sc_ucx_rndv_thresh("inf"));
+  assert_null(sc_ucx_rndv_thresh("8k"));
+  assert_null(sc_ucx_rndv_thresh(""));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tag_layout),   cmocka_unit_test(test_tag_wrap),
       cmocka_unit_test(test_tag_distinct), cmocka_unit_test(test_props_locality),
       cmocka_unit_test(test_props_spin),   cmocka_unit_test(test_props_device),
+      cmocka_unit_test(test_rndv_default),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

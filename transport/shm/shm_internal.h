@@ -38,6 +38,7 @@
 #include <sys/types.h>
 #include <sys/un.h>
 
+#include "base/yield.h"
 #include "kernels/devrt.h"
 #include "transport/transport.h"
 
@@ -297,6 +298,8 @@ typedef struct sc_shm_transport {
   int npending;            /* requests queued on local peers */
   int polls_plus1;         /* 1 + looks before the first yield; 0: not decided yet */
   uint32_t oncpu;          /* what this rank last stored in hdr->oncpu while running */
+  int clock_skips;         /* liveness passes left before the next one reads the clock */
+  sc_yield_t yield;        /* whether spinning may yield the core now */
   volatile uint64_t probe; /* peers read it through process_vm_readv */
   sc_shm_peer_t *peers;
   struct pollfd *pfds; /* 1 + nranks */
@@ -316,6 +319,20 @@ void sc_shm_destroy(sc_transport_t *tp);
 sc_result_t sc_shm_props(sc_transport_t *tp, int a, int b, sc_tp_props_t *out);
 void sc_shm_db_name(struct sockaddr_un *sa, socklen_t *len, int32_t pid, uint64_t nonce);
 uint64_t sc_shm_fnv1a(const void *p, size_t n, uint64_t h);
+
+/* shm.c: one pass over every local peer with queued work; `check`: which
+ * liveness checks (below). */
+enum { SC_SHM_CHECK_NONE = 0, SC_SHM_CHECK_LAZY, SC_SHM_CHECK_NOW };
+sc_result_t sc_shm_pass_all(sc_shm_transport_t *tp, int *moved, int check, char *first_err,
+                            size_t errlen);
+/* The peer's liveness (exited, closed), due at now or forced. */
+sc_result_t sc_shm_check_peer(sc_shm_transport_t *tp, sc_shm_peer_t *p, int64_t now, int force);
+/* shm_wait.c: the transport's progress (spin, yield, sleep). */
+sc_result_t sc_shm_progress(sc_transport_t *base, int timeout_ms, int *progressed);
+
+static inline int sc_shm_peer_queued(const sc_shm_peer_t *p) {
+  return p->nsend + p->ncma + p->ndev + p->nrecv + p->ncopy;
+}
 
 /* shm.c: for the mux */
 int sc_shm_is_local(sc_transport_t *tp, int peer);

@@ -437,6 +437,7 @@ sc_result_t sc_shm_connect_all(sc_transport_t *base, const void *addrs, size_t s
     tp->nlocal += p->local;
   }
   SC_CHECK(connect_local(tp, deadline));
+  sc_yield_init(&tp->yield, tp->nlocal + 1, (int)sysconf(_SC_NPROCESSORS_ONLN));
   close(tp->seg_fd);
   tp->seg_fd = -1;
   tp->connected = 1;

@@ -178,13 +178,17 @@ static int wait_ready(sc_tcp_transport_t *tp, int n, int timeout_ms) {
   if (n > 1 && tp->spin_us > 0) {
     int64_t spin = (int64_t)tp->spin_us < (int64_t)timeout_ms * 1000 ? tp->spin_us
                                                                      : (int64_t)timeout_ms * 1000;
-    int64_t t0 = sc_now_us(), end = t0 + spin;
+    int64_t t0 = sc_now_us(), end = t0 + spin, now = t0;
     for (;;) {
       rc = poll(tp->pfds, (nfds_t)n, 0);
-      if (rc != 0 || sc_now_us() >= end) break;
+      if (rc != 0) break;
+      now = sc_now_us();
+      /* While another program holds the core, a yield hands it a whole
+       * slice: sleep in poll instead (base/yield.h). */
+      if (now >= end || !sc_yield_allowed(&tp->yield, now)) break;
       /* With more ranks than cores the sender may be waiting for this very
        * core: hand it over rather than hold it for the whole spin. */
-      sched_yield();
+      sc_yield_core(&tp->yield, now);
     }
     if (rc != 0) return rc;
     timeout_ms -= (int)((sc_now_us() - t0) / 1000);

@@ -475,6 +475,7 @@ static sc_result_t read_addrs(sc_tcp_transport_t *tp, const void *addrs, size_t 
 static void limit_spin(sc_tcp_transport_t *tp) {
   int local = tp->peers[tp->base.rank].host_ranks;
   long cpus = tp->peers[tp->base.rank].host_cpus;
+  sc_yield_init(&tp->yield, local, (int)cpus);
   if (tp->spin_us > 0 && !sc_tcp_spins(local, cpus)) {
     SC_INFO(SC_SUBSYS_NET,
             "tcp: %d ranks on this host share %ld CPUs: waiting without spinning (SC_SPIN_US=%d "

@@ -282,10 +282,18 @@ static sc_result_t wait_events(sc_ucx_transport_t *tp, size_t before, int timeou
   int64_t t0 = sc_now_us(), end = t0 + (int64_t)timeout_ms * 1000;
   if (tp->spin_us > 0) {
     int64_t spin_end = t0 + tp->spin_us < end ? t0 + tp->spin_us : end;
-    while (!settled(tp, before) && sc_now_us() < spin_end)
+    int64_t now = t0;
+    while (!settled(tp, before) && now < spin_end) {
       /* With more ranks than cores the sender may be waiting for this very
-       * core: hand it over rather than hold it for the whole spin. */
-      if (!drain(tp)) sched_yield();
+       * core: hand it over rather than hold it for the whole spin; but not
+       * while another program holds it (base/yield.h): sleep then. */
+      if (!drain(tp)) {
+        if (!sc_yield_allowed(&tp->yield, now)) break;
+        now = sc_yield_core(&tp->yield, now);
+      } else {
+        now = sc_now_us();
+      }
+    }
   }
   while (!settled(tp, before)) {
     int64_t left = end - sc_now_us();

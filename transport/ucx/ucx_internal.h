@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/yield.h"
 #include "transport/transport.h"
 
 #define SC_UCX_BLOB_MAGIC 0x53435558u /* 'SCUX' */
@@ -83,6 +84,18 @@ static inline int sc_ucx_blob_same_host(const sc_ucx_blob_hdr_t *a, const sc_ucx
  * is tcp's: no spin when the host has more of the job's ranks than CPUs. */
 static inline int sc_ucx_spins(int local_ranks, int cpus, unsigned flags) {
   return (flags & SC_UCX_FLAG_SHM) || !(cpus > 0 && local_ranks > cpus);
+}
+
+/* UCX's rendezvous threshold when the user has not set UCX_RNDV_THRESH
+ * (user_value NULL): 64 KiB, so that messages below it go eager, as on our
+ * own shm (two copies below SC_SHM_SINGLE_COPY_MIN). UCX's own choice over
+ * its shared memory is lower: a 64 KiB all-reduce on 2 ranks then sent two
+ * 32 KiB rendezvous (a handshake and a process_vm_readv each) and took
+ * 1.5-1.7x the time of Open MPI over the same UCX, whose all-reduce sends one
+ * 64 KiB message (perf/README.md). NULL: the user's value stands. */
+#define SC_UCX_RNDV_THRESH_DEFAULT "64k"
+static inline const char *sc_ucx_rndv_thresh(const char *user_value) {
+  return user_value ? NULL : SC_UCX_RNDV_THRESH_DEFAULT;
 }
 
 /* This rank's CUDA flag: both conditions, or the executor must stage. */
@@ -153,6 +166,7 @@ struct sc_ucx_transport {
   ucp_worker_h worker;
   int efd; /* the worker's event fd */
   int spin_us;
+  sc_yield_t yield; /* whether the spin may yield the core now (base/yield.h) */
   int timeout_ms;
   int connected;
   int abandon; /* cancel_all failed requests, or a failure: destroy flushes briefly */

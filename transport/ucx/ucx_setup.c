@@ -159,6 +159,19 @@ sc_result_t sc_ucx_create_in(const sc_tp_config_t *cfg, sc_transport_t **out, vo
     r = SC_ERR(SC_ERR_INVALID_ARG, "ucx: reading UCX_* settings: %s", ucs_status_string(st));
     goto fail;
   }
+  const char *rndv = sc_ucx_rndv_thresh(getenv("UCX_RNDV_THRESH"));
+  if (rndv) {
+    st = ucp_config_modify(config, "RNDV_THRESH", rndv);
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      r = SC_ERR(SC_ERR_SYSTEM, "ucx: setting RNDV_THRESH=%s: %s", rndv, ucs_status_string(st));
+      goto fail;
+    }
+    SC_INFO(SC_SUBSYS_NET,
+            "ucx: rendezvous from %s bytes (the library's default; UCX_RNDV_THRESH "
+            "sets it)",
+            rndv);
+  }
   ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE |
                                        UCP_PARAM_FIELD_REQUEST_INIT |
                                        UCP_PARAM_FIELD_ESTIMATED_NUM_EPS |
@@ -272,6 +285,7 @@ sc_result_t sc_ucx_connect_all(sc_transport_t *base, const void *addrs, size_t s
     }
   }
   int local = tp->peers[base->rank].host_ranks;
+  sc_yield_init(&tp->yield, local, tp->me.host_cpus);
   if (tp->spin_us > 0 && !sc_ucx_spins(local, tp->me.host_cpus, tp->me.flags)) {
     SC_INFO(SC_SUBSYS_NET,
             "ucx: %d ranks on this host share %d CPUs and UCX has no shared memory here: waiting "

@@ -1,0 +1,32 @@
+/* Yields that notice when another program holds the core (see base/yield.h). */
+#include "base/yield.h"
+
+#include <sched.h>
+
+#include "base/clock.h"
+
+void sc_yield_init(sc_yield_t *y, int ranks, int cpus) {
+  int per_core = ranks > 0 && cpus > 0 ? (ranks + cpus - 1) / cpus : 1;
+  y->quiet_until_us = 0;
+  y->quiet_us = SC_YIELD_QUIET_MIN_US;
+  y->lost_us = (int64_t)SC_YIELD_LOST_US * per_core;
+}
+
+int sc_yield_note(sc_yield_t *y, int64_t before_us, int64_t after_us) {
+  int64_t lost = y->lost_us > 0 ? y->lost_us : SC_YIELD_LOST_US;
+  int64_t window = y->quiet_us > 0 ? y->quiet_us : SC_YIELD_QUIET_MIN_US;
+  if (after_us - before_us <= lost) {
+    y->quiet_us = SC_YIELD_QUIET_MIN_US;
+    return 0;
+  }
+  y->quiet_until_us = after_us + window;
+  y->quiet_us = window * 2 < SC_YIELD_QUIET_MAX_US ? window * 2 : SC_YIELD_QUIET_MAX_US;
+  return 1;
+}
+
+int64_t sc_yield_core(sc_yield_t *y, int64_t now_us) {
+  sched_yield();
+  int64_t after = sc_now_us();
+  sc_yield_note(y, now_us, after);
+  return after;
+}

@@ -1,0 +1,187 @@
+/* Shared-memory transport: how a rank waits (progress). It looks at the
+ * rings; when nothing moved, it looks again between pauses while a peer it
+ * waits on runs on another core, yields the core for up to spin_us (not
+ * while another program holds it: base/yield.h), then announces `sleeping`
+ * and polls its doorbell plus the pidfds of the peers it waits on (a dead
+ * peer wakes it at once), at most SC_SHM_CHECK_MS per poll so that liveness
+ * without pidfds and the peers' `closed` flags are checked regularly. Each
+ * rank publishes in its segment header whether it runs, and where (`oncpu`),
+ * for its peers' choice between looking again and yielding. The passes over
+ * the rings are shm.c's. */
+#include <errno.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/error.h"
+#include "base/yield.h"
+#include "transport/shm/shm_internal.h"
+
+/* Looks at the rings, between pauses, before a yield (see sc_shm_progress). */
+#define SC_SHM_POLLS_BEFORE_YIELD 32
+/* hdr->oncpu of a rank that runs on a CPU sched_getcpu could not name. */
+#define SC_SHM_ONCPU_UNKNOWN UINT32_MAX
+
+static inline void sc_shm_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+void sc_shm_mark_running(sc_shm_transport_t *tp) {
+  int cpu = sched_getcpu();
+  uint32_t v = cpu >= 0 ? (uint32_t)cpu + 1 : SC_SHM_ONCPU_UNKNOWN;
+  /* A store of an unchanged value would still take the line from the
+   * peers that read it. */
+  if (v == tp->oncpu) return;
+  tp->oncpu = v;
+  __atomic_store_n(&tp->hdr->oncpu, v, __ATOMIC_RELAXED);
+}
+
+static void mark_off_cpu(sc_shm_transport_t *tp) {
+  tp->oncpu = 0;
+  __atomic_store_n(&tp->hdr->oncpu, 0u, __ATOMIC_RELAXED);
+}
+
+static void drain_doorbell(sc_shm_transport_t *tp) {
+  char buf[64];
+  while (recv(tp->db_fd, buf, sizeof(buf), MSG_DONTWAIT) >= 0 || errno == EINTR) {
+  }
+}
+
+/* Sleep until a peer rings, a waited-on peer exits, wake() or the slice ends. */
+static sc_result_t sleep_once(sc_shm_transport_t *tp, int timeout_ms, int *moved, char *first_err,
+                              size_t errlen) {
+  __atomic_store_n(&tp->hdr->sleeping, 1u, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  sc_result_t res = sc_shm_pass_all(tp, moved, SC_SHM_CHECK_NONE, first_err, errlen);
+  if (*moved || res != SC_SUCCESS) {
+    __atomic_store_n(&tp->hdr->sleeping, 0u, __ATOMIC_RELAXED);
+    return res;
+  }
+  int n = 0;
+  tp->pfds[n] = (struct pollfd){.fd = tp->db_fd, .events = POLLIN};
+  tp->pfd_peer[n++] = -1;
+  for (int i = 0; i < tp->base.nranks; i++) {
+    sc_shm_peer_t *p = &tp->peers[i];
+    if (!p->local || p->dead || p->gone || p->pidfd < 0 || !sc_shm_peer_queued(p)) continue;
+    tp->pfds[n] = (struct pollfd){.fd = p->pidfd, .events = POLLIN};
+    tp->pfd_peer[n++] = i;
+  }
+  int slice = timeout_ms < SC_SHM_CHECK_MS ? timeout_ms : SC_SHM_CHECK_MS;
+  struct timespec ts = {slice / 1000, (long)(slice % 1000) * 1000000L};
+  /* A device copy's end rings no doorbell: look again soon (a copy of
+   * megabytes takes tens to hundreds of microseconds). */
+  if (sc_shm_dev_inflight(tp)) ts = (struct timespec){0, SC_SHM_DEV_POLL_US * 1000L};
+  mark_off_cpu(tp);
+  int rc = ppoll(tp->pfds, (nfds_t)n, &ts, NULL);
+  int err = errno;
+  sc_shm_mark_running(tp);
+  __atomic_store_n(&tp->hdr->sleeping, 0u, __ATOMIC_RELAXED);
+  if (rc < 0 && err != EINTR) return SC_ERR(SC_ERR_SYSTEM, "shm progress: poll: %s", strerror(err));
+  if (rc > 0 && tp->pfds[0].revents) drain_doorbell(tp);
+  int64_t now = sc_now_ms();
+  for (int k = 1; rc > 0 && k < n; k++) {
+    if (!tp->pfds[k].revents) continue;
+    sc_result_t r = sc_shm_check_peer(tp, &tp->peers[tp->pfd_peer[k]], now, 1);
+    if (r != SC_SUCCESS && res == SC_SUCCESS) {
+      res = r;
+      sc_error_get_detail(first_err, errlen);
+    }
+  }
+  return res;
+}
+
+/* With more local ranks than cores the peer we wait for is often not
+ * running: looking again before yielding only delays it. */
+static int polls_before_yield(sc_shm_transport_t *tp) {
+  if (tp->polls_plus1 == 0) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    tp->polls_plus1 = 1 + (cpus > 0 && tp->nlocal + 1 <= cpus ? SC_SHM_POLLS_BEFORE_YIELD : 0);
+  }
+  return tp->polls_plus1 - 1;
+}
+
+/* A peer this rank waits on runs now on another CPU, so it may answer
+ * within a microsecond or so; one that gave its core up (or shares ours)
+ * answers only after a context switch, which a yield brings sooner. */
+int sc_shm_peer_runs_elsewhere(const sc_shm_transport_t *tp) {
+  for (int i = 0; i < tp->base.nranks; i++) {
+    const sc_shm_peer_t *p = &tp->peers[i];
+    if (!p->local || p->dead || !p->hdr || !(p->rq_head || p->sq_head || p->cq_head || p->dq_head))
+      continue;
+    uint32_t v = __atomic_load_n(&p->hdr->oncpu, __ATOMIC_RELAXED);
+    if (v && v != tp->oncpu) return 1;
+  }
+  return 0;
+}
+
+/* Looks between pauses, at most *budget of them: every one when `always`,
+ * else while a peer waited on runs on another CPU. */
+static sc_result_t spin_looks(sc_shm_transport_t *tp, int always, int *budget, int *moved,
+                              char *first_err, size_t errlen) {
+  sc_result_t res = SC_SUCCESS;
+  while (*budget > 0 && !*moved && res == SC_SUCCESS &&
+         (always || sc_shm_peer_runs_elsewhere(tp))) {
+    --*budget;
+    sc_shm_cpu_relax();
+    res = sc_shm_pass_all(tp, moved, SC_SHM_CHECK_NONE, first_err, errlen);
+  }
+  return res;
+}
+
+sc_result_t sc_shm_progress(sc_transport_t *base, int timeout_ms, int *progressed) {
+  if (progressed) *progressed = 0;
+  sc_shm_transport_t *tp = sc_shm_of(base);
+  if (!tp) return SC_ERR(SC_ERR_INVALID_ARG, "shm progress: NULL transport");
+  char first_err[SC_ERRMSG_MAX];
+  int moved = 0;
+  sc_result_t res = sc_shm_pass_all(tp, &moved, SC_SHM_CHECK_LAZY, first_err, sizeof(first_err));
+  if (!moved && res == SC_SUCCESS && timeout_ms > 0) {
+    if (tp->spin_us > 0 && tp->npending > 0) {
+      /* Yielding between looks: with more ranks than cores (or other jobs
+       * on them) the peer we wait for gets the core at once; on an idle
+       * core sched_yield returns at once and this is a plain poll. */
+      /* A peer that is running answers a small message within a
+       * microsecond or so: look a few times before paying a sched_yield
+       * system call (otherwise one per small all-reduce at P=2). With
+       * more ranks than cores, only while that peer is seen running on
+       * another core: a yield then hands our core to a rank that shares
+       * it, which mostly finds nothing to do and hands it back (two
+       * context switches for none of the work). At P=4 on 2 cores, 8 B,
+       * 1.06-1.18 context switches per rank and operation before, 0.45-
+       * 0.86 with this (perf/README.md). */
+      int fits = polls_before_yield(tp) > 0;
+      /* One round of looks per wait, spent whenever the peer is seen
+       * running: a peer busy with a long copy runs too, and looks after
+       * every yield would take the core from the ranks that share it
+       * and have work to do. */
+      int budget = SC_SHM_POLLS_BEFORE_YIELD;
+      res = spin_looks(tp, fits, &budget, &moved, first_err, sizeof(first_err));
+      /* The clock only once the looks found nothing. While another program
+       * holds the core, yields are off (base/yield.h): sleep at once. */
+      int64_t now = !moved && res == SC_SUCCESS ? sc_now_us() : 0, end = now + tp->spin_us;
+      while (!moved && res == SC_SUCCESS && now < end && sc_yield_allowed(&tp->yield, now)) {
+        mark_off_cpu(tp);
+        now = sc_yield_core(&tp->yield, now);
+        sc_shm_mark_running(tp);
+        res = sc_shm_pass_all(tp, &moved, SC_SHM_CHECK_NONE, first_err, sizeof(first_err));
+        if (!moved && res == SC_SUCCESS && !fits)
+          res = spin_looks(tp, 0, &budget, &moved, first_err, sizeof(first_err));
+      }
+    }
+    if (!moved && res == SC_SUCCESS) {
+      res = sleep_once(tp, timeout_ms, &moved, first_err, sizeof(first_err));
+      if (res == SC_SUCCESS)
+        res = sc_shm_pass_all(tp, &moved, SC_SHM_CHECK_NOW, first_err, sizeof(first_err));
+    }
+  }
+  if (progressed) *progressed = moved;
+  if (res != SC_SUCCESS) sc_error_set_detail(first_err);
+  return res;
+}
