@@ -13,14 +13,12 @@ void sc_yield_init(sc_yield_t *y, int ranks, int cpus) {
 }
 
 int sc_yield_note(sc_yield_t *y, int64_t before_us, int64_t after_us) {
-  int64_t lost = y->lost_us > 0 ? y->lost_us : SC_YIELD_LOST_US;
-  int64_t window = y->quiet_us > 0 ? y->quiet_us : SC_YIELD_QUIET_MIN_US;
-  if (after_us - before_us <= lost) {
+  if (after_us - before_us <= y->lost_us) {
     y->quiet_us = SC_YIELD_QUIET_MIN_US;
     return 0;
   }
-  y->quiet_until_us = after_us + window;
-  y->quiet_us = window * 2 < SC_YIELD_QUIET_MAX_US ? window * 2 : SC_YIELD_QUIET_MAX_US;
+  y->quiet_until_us = after_us + y->quiet_us;
+  y->quiet_us = y->quiet_us * 2 < SC_YIELD_QUIET_MAX_US ? y->quiet_us * 2 : SC_YIELD_QUIET_MAX_US;
   return 1;
 }
 

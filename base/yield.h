@@ -34,7 +34,8 @@ typedef struct sc_yield {
   int64_t lost_us;        /* a yield longer than this lost the core */
 } sc_yield_t;
 
-/* For `ranks` of the job on a host of `cpus` CPUs (either unknown: <= 0). */
+/* For `ranks` of the job on a host of `cpus` CPUs (either unknown: <= 0);
+ * before the first sc_yield_note (the transports call it when they connect). */
 void sc_yield_init(sc_yield_t *y, int ranks, int cpus);
 
 /* Whether a spinning wait may yield at now_us. */

@@ -104,6 +104,20 @@ typedef struct sc_sched_key {
   size_t count, elem_size;
 } sc_sched_key_t;
 
+/* The key of op's dense schedule (valid), and whether a valid key is op's. */
+static inline sc_sched_key_t sc_sched_key_of(const sc_op_t *op) {
+  return (sc_sched_key_t){.valid = 1,
+                          .coll = (int)op->coll,
+                          .root = op->root,
+                          .avg = op->op == SC_AVG,
+                          .count = op->count,
+                          .elem_size = sc_dtype_size(op->dtype)};
+}
+static inline int sc_sched_key_matches(const sc_sched_key_t *k, const sc_sched_key_t *want) {
+  return k->valid && k->coll == want->coll && k->root == want->root && k->avg == want->avg &&
+         k->count == want->count && k->elem_size == want->elem_size;
+}
+
 typedef struct sc_exec_state {
   sc_sched_t sched;
   sc_sched_key_t sched_key;

@@ -173,16 +173,9 @@ sc_result_t sc_exec_device_reserve(sc_comm_t *comm, const sc_op_t *op) {
   if (device < 0) return SC_SUCCESS;
   struct sc_exec_dev *d = NULL;
   SC_CHECK(sc_exec_dev_get(comm, rt, device, &d));
-  const sc_sched_key_t key = {.valid = 1,
-                              .coll = (int)op->coll,
-                              .root = op->root,
-                              .avg = op->op == SC_AVG,
-                              .count = op->count,
-                              .elem_size = sc_dtype_size(op->dtype)};
+  const sc_sched_key_t key = sc_sched_key_of(op);
   pthread_mutex_lock(&d->spare_lock);
-  const sc_sched_key_t *k = &d->reserved;
-  int same = k->valid && k->coll == key.coll && k->root == key.root && k->avg == key.avg &&
-             k->count == key.count && k->elem_size == key.elem_size;
+  int same = sc_sched_key_matches(&d->reserved, &key);
   pthread_mutex_unlock(&d->spare_lock);
   if (same) return SC_SUCCESS; /* capacities only grow: what it needed is there */
   sc_sched_t s;

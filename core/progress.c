@@ -51,20 +51,14 @@ static sc_result_t sc_op_execute(sc_comm_t *comm, const sc_op_t *op) {
   sc_sched_key_t *key = &comm->ex.sched_key;
   /* Only tuner-built dense schedules are a function of the key alone. */
   int cacheable = !op->gen && !op->sparse;
-  size_t es = sc_dtype_size(op->dtype);
-  int avg = op->op == SC_AVG;
-  if (!(cacheable && key->valid && key->coll == (int)op->coll && key->count == op->count &&
-        key->elem_size == es && key->root == op->root && key->avg == avg)) {
+  sc_sched_key_t want = sc_sched_key_of(op);
+  if (!(cacheable && sc_sched_key_matches(key, &want))) {
     key->valid = 0;
     sc_sched_reset(s);
     SC_CHECK(sc_tune_build_schedule(comm, op, s));
     SC_CHECK(s->status);
-    *key = (sc_sched_key_t){.valid = cacheable,
-                            .coll = (int)op->coll,
-                            .root = op->root,
-                            .avg = avg,
-                            .count = op->count,
-                            .elem_size = es};
+    *key = want;
+    key->valid = cacheable;
   }
   sc_exec_args_t a = {.op = op, .sched = s, .elem_size = sc_dtype_size(op->dtype)};
   sc_result_t r = sc_sched_execute(comm, &a);

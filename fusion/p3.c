@@ -144,13 +144,13 @@ static void *sc_p3_main(void *arg) {
   sc_fusion_t *f = arg;
   sc_p3_t *p = f->p3;
   size_t n = p->n;
-  long cur = -1; /* >= 0: this step launches the batch p->bt/bi */
   int active = 0;
   long backoff = SC_P3_BACKOFF_MIN_US;
   sc_result_t r = SC_SUCCESS;
   pthread_mutex_lock(&f->lock);
   for (;;) {
-    if (cur < 0) sc_p3_idle(f, active, &backoff);
+    /* With a batch to send (p->bt/bi, p->blen) the step goes at once. */
+    if (!p->blen) sc_p3_idle(f, active, &backoff);
     if (p->abandon) break;
     int pending = 0;
     for (size_t t = 0; t < n; t++) {
@@ -165,7 +165,7 @@ static void *sc_p3_main(void *arg) {
     sc_request_t *areq = NULL;
     r = sc_iallreduce(p->contrib, p->agreed, n + 2, SC_UINT64, SC_MIN, p->comm, &areq);
     size_t inflight = 0;
-    for (size_t b = 0; r == SC_SUCCESS && cur >= 0 && b < p->blen; b++, inflight++)
+    for (size_t b = 0; r == SC_SUCCESS && b < p->blen; b++, inflight++)
       r = sc_p3_launch(f, p->bt[b], p->bi[b]);
     if (areq) {
       sc_result_t ra = sc_wait(&areq);
@@ -173,23 +173,19 @@ static void *sc_p3_main(void *arg) {
     }
     /* Everything launched before this step's agreement is through. */
     if (r == SC_SUCCESS) r = sc_p3_collect_all(f, inflight);
-    long next = -1;
-    if (r == SC_SUCCESS) {
+    if (r == SC_SUCCESS)
       p->blen = sc_fplan_p3_batch(n, p->agreed, p->launched, p->next, p->ns, p->full, p->tail,
                                   p->budget, SC_FPLAN_P3_BATCH_MAX, p->bt, p->bi);
-      next = p->blen ? (long)p->blen : -1;
-    }
     /* Nothing to send next: deliver what is in flight now, not a step later. */
-    if (r == SC_SUCCESS && next < 0) r = sc_p3_collect_all(f, 0);
+    if (r == SC_SUCCESS && !p->blen) r = sc_p3_collect_all(f, 0);
     pthread_mutex_lock(&f->lock);
     if (r != SC_SUCCESS) {
       sc_fusion_fail(f, r);
       break;
     }
-    cur = next;
     active = ~p->agreed[n] != 0;
-    if (cur >= 0) backoff = SC_P3_BACKOFF_MIN_US;
-    if (cur < 0 && p->agreed[n + 1] == 1) break; /* every rank is stopping */
+    if (p->blen) backoff = SC_P3_BACKOFF_MIN_US;
+    if (!p->blen && p->agreed[n + 1] == 1) break; /* every rank is stopping */
   }
   pthread_mutex_unlock(&f->lock);
   sc_p3_collect_all(f, 0); /* after a failure: the requests still exist */

@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "base/socket.h"
 #include "transport/shm/shm_internal.h"
@@ -490,6 +491,19 @@ static void test_wakeup_only_when_sleeping(void **state) {
   teardown_n(2);
 }
 
+/* Rounds of progress(timeout_ms) on tp until one fails or 2 s pass: the
+ * failure (SC_SUCCESS: none) and the seconds until it. */
+static sc_result_t progress_until_error(sc_transport_t *tp, int timeout_ms, double *secs) {
+  double t0 = now_s();
+  sc_result_t res = SC_SUCCESS;
+  while (res == SC_SUCCESS && now_s() - t0 < 2.0) {
+    int prog = 0;
+    res = ops->progress(tp, timeout_ms, &prog);
+  }
+  *secs = now_s() - t0;
+  return res;
+}
+
 static void test_peer_closed(void **state) {
   (void)state;
   setup_n(2);
@@ -506,19 +520,15 @@ static void test_peer_closed(void **state) {
   nodes[1].tp = NULL;
   assert_int_equal(ops->irecv(nodes[0].tp, 1, r1, sizeof(r1), &rr1), SC_SUCCESS);
   assert_int_equal(ops->irecv(nodes[0].tp, 1, r2, sizeof(r2), &rr2), SC_SUCCESS);
-  double t0 = now_s();
-  sc_result_t res = SC_SUCCESS;
-  while (res == SC_SUCCESS && now_s() - t0 < 2.0) {
-    int prog = 0;
-    res = ops->progress(nodes[0].tp, 50, &prog);
-  }
+  double secs;
+  sc_result_t res = progress_until_error(nodes[0].tp, 50, &secs);
   assert_int_equal(rr1.state, SC_TP_REQ_DONE);
   assert_memory_equal(r1, s, sizeof(s));
   assert_int_equal(res, SC_ERR_REMOTE);
   assert_int_equal(rr2.state, SC_TP_REQ_ERROR);
   assert_non_null(strstr(sc_last_error(), "rank 1 ("));
   assert_non_null(strstr(sc_last_error(), "closed"));
-  assert_true(now_s() - t0 < 0.5);
+  assert_true(secs < 0.5);
   teardown_n(2);
 }
 
@@ -533,16 +543,12 @@ static void test_peer_closed_polled(void **state) {
   assert_int_equal(ops->irecv(nodes[0].tp, 1, r, sizeof(r), &rr), SC_SUCCESS);
   ops->destroy(nodes[1].tp);
   nodes[1].tp = NULL;
-  double t0 = now_s();
-  sc_result_t res = SC_SUCCESS;
-  while (res == SC_SUCCESS && now_s() - t0 < 2.0) {
-    int prog = 0;
-    res = ops->progress(nodes[0].tp, 0, &prog);
-  }
+  double secs;
+  sc_result_t res = progress_until_error(nodes[0].tp, 0, &secs);
   assert_int_equal(res, SC_ERR_REMOTE);
   assert_int_equal(rr.state, SC_TP_REQ_ERROR);
   assert_non_null(strstr(sc_last_error(), "closed"));
-  assert_true(now_s() - t0 < 0.5);
+  assert_true(secs < 0.5);
   teardown_n(2);
 }
 
@@ -600,6 +606,40 @@ static void test_oncpu_while_sleeping(void **state) {
   teardown_n(2);
 }
 
+/* Whether progress, waiting with a long spin, reached its sleep (announced
+ * in the header) within 200 ms. */
+static int sleeps_within_200ms(sc_shm_transport_t *a) {
+  pthread_t th;
+  pthread_create(&th, NULL, progress_300ms, &a->base);
+  int slept = 0;
+  for (double t0 = now_s(); !slept && now_s() - t0 < 0.2;)
+    slept = __atomic_load_n(&a->hdr->sleeping, __ATOMIC_RELAXED) != 0;
+  pthread_join(th, NULL);
+  return slept;
+}
+
+/* The spin yields the core between looks, but not while another program
+ * holds it (base/yield.h): with yields off the wait goes to sleep at once,
+ * where a spin of 400 ms would still be yielding (checked first, so that
+ * the second half cannot pass for another reason). */
+static void test_contended_core_sleeps(void **state) {
+  (void)state;
+  setup_n(2);
+  sc_shm_transport_t *a = sc_shm_of(nodes[0].tp);
+  uint8_t r[8];
+  sc_tp_req_t rr;
+  memset(&rr, 0, sizeof(rr));
+  assert_int_equal(ops->irecv(nodes[0].tp, 1, r, sizeof(r), &rr), SC_SUCCESS);
+  a->spin_us = 400000;
+  /* No yield counts as lost here, whatever else runs on the machine. */
+  a->yield.lost_us = INT64_MAX / 2;
+  assert_false(sleeps_within_200ms(a));
+  a->yield.quiet_until_us = sc_now_us() + 10000000;
+  assert_true(sleeps_within_200ms(a));
+  assert_int_equal(rr.state, SC_TP_REQ_PENDING);
+  teardown_n(2);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ring_basic),
@@ -615,6 +655,7 @@ int main(void) {
       cmocka_unit_test(test_wakeup_only_when_sleeping),
       cmocka_unit_test(test_peer_closed),
       cmocka_unit_test(test_peer_closed_polled),
+      cmocka_unit_test(test_contended_core_sleeps),
       cmocka_unit_test(test_peer_runs_elsewhere),
       cmocka_unit_test(test_oncpu_while_sleeping),
   };

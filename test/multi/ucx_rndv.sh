@@ -1,0 +1,32 @@
+#!/bin/sh
+# The library's UCX rendezvous default (transport/ucx/ucx_setup.c): with
+# UCX_RNDV_THRESH unset, every rank's UCP configuration gets RNDV_THRESH=64k
+# (logged at INFO); with it set, the user's value goes to UCX untouched: no
+# such log line, and a value UCX cannot parse fails the communicator's
+# creation naming UCX's settings, where the library's own default would
+# have hidden it.
+. "$top_srcdir/test/multi/lib.sh"
+export SC_TRANSPORT=ucx SC_DEBUG=INFO SC_DEBUG_SUBSYS=NET
+unset UCX_RNDV_THRESH
+perf() { # perf [VAR=VALUE]: a 2-rank 64 KiB all-reduce, checked
+  env "$@" "$SC_RUN" -n 2 --timeout 120 "$top_builddir/sc_allreduce_perf" -b 64K -e 64K -n 5 \
+    -w 1 -c 1
+}
+default_set() {
+  perf >"$tmpdir/run" 2>&1 || return 1
+  # Both ranks set it, and no element is wrong, out of place or in place.
+  [ "$(grep -c 'ucx: rendezvous from 64k bytes' "$tmpdir/run")" -eq 2 ] &&
+    [ "$(awk '$1 == 65536 && $9 == 0 && $13 == 0' "$tmpdir/run" | wc -l)" -eq 1 ]
+}
+user_kept() {
+  perf UCX_RNDV_THRESH=32k >"$tmpdir/run" 2>&1 || return 1
+  ! grep -q 'ucx: rendezvous from' "$tmpdir/run"
+}
+user_bad() {
+  perf UCX_RNDV_THRESH=not-a-size >"$tmpdir/run" 2>&1 && return 1
+  grep -q 'reading UCX_\* settings' "$tmpdir/run"
+}
+check "UCX_RNDV_THRESH unset: 64k on both ranks, results right" default_set
+check "UCX_RNDV_THRESH=32k: the user's, no default logged" user_kept
+check "UCX_RNDV_THRESH=not-a-size: UCX refuses it, the library reports it" user_bad
+finish
