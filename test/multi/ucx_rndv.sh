@@ -1,7 +1,9 @@
 #!/bin/sh
-# The library's UCX rendezvous default (transport/ucx/ucx_setup.c): with
+# The library's UCX rendezvous defaults (transport/ucx/ucx_setup.c): with
 # UCX_RNDV_THRESH unset, every rank's UCP configuration gets RNDV_THRESH=64k
-# (logged at INFO); with it set, the user's value goes to UCX untouched: no
+# (logged at INFO), and no second context for other hosts opens: the root is
+# on loopback here (ucx_netbed.sh checks the eager net lane between hosts);
+# with it set, the user's value goes to UCX untouched: no
 # such log line, and a value UCX cannot parse fails the communicator's
 # creation naming UCX's settings, where the library's own default would
 # have hidden it.
@@ -15,18 +17,22 @@ perf() { # perf [VAR=VALUE]: a 2-rank 64 KiB all-reduce, checked
 default_set() {
   perf >"$tmpdir/run" 2>&1 || return 1
   # Both ranks set it, and no element is wrong, out of place or in place.
-  [ "$(grep -c 'ucx: rendezvous from 64k bytes' "$tmpdir/run")" -eq 2 ] &&
+  [ "$(grep -c 'ucx: rendezvous from 64k bytes between ranks of one host, 64k between hosts.*root is on loopback' \
+    "$tmpdir/run")" -eq 2 ] &&
+    [ "$(grep -c 'ucx: rank . has endpoints.*1 on this host, 0 on other hosts; 0 through' \
+      "$tmpdir/run")" -eq 2 ] &&
     [ "$(awk '$1 == 65536 && $9 == 0 && $13 == 0' "$tmpdir/run" | wc -l)" -eq 1 ]
 }
 user_kept() {
   perf UCX_RNDV_THRESH=32k >"$tmpdir/run" 2>&1 || return 1
-  ! grep -q 'ucx: rendezvous from' "$tmpdir/run"
+  ! grep -q 'ucx: rendezvous from' "$tmpdir/run" &&
+    [ "$(grep -c 'inf between hosts' "$tmpdir/run")" -eq 0 ]
 }
 user_bad() {
   perf UCX_RNDV_THRESH=not-a-size >"$tmpdir/run" 2>&1 && return 1
   grep -q 'reading UCX_\* settings' "$tmpdir/run"
 }
-check "UCX_RNDV_THRESH unset: 64k on both ranks, results right" default_set
-check "UCX_RNDV_THRESH=32k: the user's, no default logged" user_kept
+check "UCX_RNDV_THRESH unset: 64k on both ranks, one context, results right" default_set
+check "UCX_RNDV_THRESH=32k: the user's, no default logged, one context" user_kept
 check "UCX_RNDV_THRESH=not-a-size: UCX refuses it, the library reports it" user_bad
 finish

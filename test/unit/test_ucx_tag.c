@@ -4,6 +4,7 @@
  * References are written independently: the tag as bytes (sender
  * big-endian in the first two, the sequence number in the other six), the
  * props from the rules in docs/UCX.md. */
+#include <arpa/inet.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -177,14 +178,104 @@ static void test_props_device(void **state) {
   assert_int_equal(sc_ucx_pair_device(&s1, &s2), 0);
 }
 
-/* The library's rendezvous default applies only where the user set none;
- * any value of theirs (even an empty one, which UCX then rejects) stands. */
-static void test_rndv_default(void **state) {
+/* The library's rendezvous defaults apply only where the user set none;
+ * any value of theirs (even an empty one, which UCX then rejects) stands
+ * for both lanes, which then share one context. Without RDMA the net lane
+ * is a context of its own that sends eagerly; with RDMA there is one. */
+static void test_rndv_plan(void **state) {
   (void)state;
-  assert_string_equal(sc_ucx_rndv_thresh(NULL), "64k");
-  assert_null(sc_ucx_rndv_thresh("inf"));
-  assert_null(sc_ucx_rndv_thresh("8k"));
-  assert_null(sc_ucx_rndv_thresh(""));
+  for (int rdma = 0; rdma <= 1; rdma++) {
+    for (int one_host = 0; one_host <= 1; one_host++) {
+      const char *user[] = {"inf", "8k", ""};
+      for (size_t i = 0; i < sizeof(user) / sizeof(user[0]); i++) {
+        sc_ucx_rndv_plan_t p = sc_ucx_rndv_plan(user[i], rdma, one_host);
+        assert_null(p.host);
+        assert_null(p.net);
+      }
+      sc_ucx_rndv_plan_t p = sc_ucx_rndv_plan(NULL, rdma, one_host);
+      assert_string_equal(p.host, "64k");
+      if (rdma || one_host)
+        assert_null(p.net);
+      else
+        assert_string_equal(p.net, "inf");
+    }
+  }
+}
+
+/* One host for certain only when the root was reached over loopback. */
+static void test_root_loopback(void **state) {
+  (void)state;
+  struct sockaddr_storage ss;
+  struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+  struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+  const struct {
+    int family;
+    const char *addr;
+    int loopback;
+  } cases[] = {{AF_INET, "127.0.0.1", 1},         {AF_INET, "127.7.8.9", 1},
+               {AF_INET, "10.77.0.1", 0},         {AF_INET, "128.0.0.1", 0},
+               {AF_INET, "0.0.0.0", 0},           {AF_INET6, "::1", 1},
+               {AF_INET6, "::ffff:127.0.0.1", 1}, {AF_INET6, "::ffff:10.0.0.1", 0},
+               {AF_INET6, "fe80::1", 0}};
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    memset(&ss, 0, sizeof(ss));
+    ss.ss_family = (sa_family_t)cases[i].family;
+    void *dst = cases[i].family == AF_INET ? (void *)&in->sin_addr : (void *)&in6->sin6_addr;
+    assert_int_equal(inet_pton(cases[i].family, cases[i].addr, dst), 1);
+    assert_int_equal(sc_ucx_root_is_loopback(&ss), cases[i].loopback);
+  }
+  assert_int_equal(sc_ucx_root_is_loopback(NULL), 0);
+  memset(&ss, 0, sizeof(ss));
+  ss.ss_family = AF_UNIX;
+  assert_int_equal(sc_ucx_root_is_loopback(&ss), 0);
+}
+
+/* A pair's lane is decided alike on both ends: the host lane on one host,
+ * the net lane across hosts (another name, boot or network namespace). */
+static void test_pair_lane(void **state) {
+  (void)state;
+  sc_ucx_blob_hdr_t a = blob(0, 100, 1, 2, 3, SC_UCX_FLAG_SHM, 8);
+  sc_ucx_blob_hdr_t same = blob(1, 101, 1, 2, 3, 0, 8);
+  sc_ucx_blob_hdr_t other[] = {blob(2, 102, 9, 2, 3, SC_UCX_FLAG_SHM, 8),
+                               blob(2, 102, 1, 9, 3, SC_UCX_FLAG_SHM, 8),
+                               blob(2, 102, 1, 2, 9, SC_UCX_FLAG_SHM, 8)};
+  assert_int_equal(sc_ucx_pair_lane(&a, &same), SC_UCX_LANE_HOST);
+  assert_int_equal(sc_ucx_pair_lane(&same, &a), SC_UCX_LANE_HOST);
+  for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
+    assert_int_equal(sc_ucx_pair_lane(&a, &other[i]), SC_UCX_LANE_NET);
+    assert_int_equal(sc_ucx_pair_lane(&other[i], &a), SC_UCX_LANE_NET);
+  }
+}
+
+/* The worker address a pair's lane uses, checked against the blob's layout
+ * written out (header, host lane's address, net lane's address). */
+static void test_blob_address(void **state) {
+  (void)state;
+  const size_t hdr = sizeof(sc_ucx_blob_hdr_t);
+  sc_ucx_blob_hdr_t b = blob(0, 100, 1, 2, 3, 0, 8);
+  size_t len = 99;
+  b.addr_len = 200;
+  b.net_addr_len = 60;
+  assert_int_equal(sc_ucx_blob_address(&b, SC_TP_ADDR_MAX, SC_UCX_LANE_HOST, &len), hdr);
+  assert_int_equal(len, 200);
+  assert_int_equal(sc_ucx_blob_address(&b, SC_TP_ADDR_MAX, SC_UCX_LANE_NET, &len), hdr + 200);
+  assert_int_equal(len, 60);
+  /* Exactly full, one byte over. */
+  assert_int_equal(sc_ucx_blob_address(&b, hdr + 260, SC_UCX_LANE_NET, &len), hdr + 200);
+  assert_int_equal(sc_ucx_blob_address(&b, hdr + 259, SC_UCX_LANE_HOST, &len), 0);
+  assert_int_equal(len, 0);
+  assert_int_equal(sc_ucx_blob_address(&b, hdr + 259, SC_UCX_LANE_NET, &len), 0);
+  /* No net lane of its own: a net pair uses the one address. */
+  b.net_addr_len = 0;
+  assert_int_equal(sc_ucx_blob_address(&b, SC_TP_ADDR_MAX, SC_UCX_LANE_NET, &len), hdr);
+  assert_int_equal(len, 200);
+  /* Lengths that overflow the record, and an empty host address. */
+  b.addr_len = 0xffff;
+  b.net_addr_len = 0xffff;
+  assert_int_equal(sc_ucx_blob_address(&b, SC_TP_ADDR_MAX, SC_UCX_LANE_NET, &len), 0);
+  b.addr_len = 0;
+  b.net_addr_len = 60;
+  assert_int_equal(sc_ucx_blob_address(&b, SC_TP_ADDR_MAX, SC_UCX_LANE_NET, &len), 0);
 }
 
 int main(void) {
@@ -192,7 +283,8 @@ int main(void) {
       cmocka_unit_test(test_tag_layout),   cmocka_unit_test(test_tag_wrap),
       cmocka_unit_test(test_tag_distinct), cmocka_unit_test(test_props_locality),
       cmocka_unit_test(test_props_spin),   cmocka_unit_test(test_props_device),
-      cmocka_unit_test(test_rndv_default),
+      cmocka_unit_test(test_rndv_plan),    cmocka_unit_test(test_pair_lane),
+      cmocka_unit_test(test_blob_address), cmocka_unit_test(test_root_loopback),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,8 +1,8 @@
 /* UCX transport ops: tagged sends and receives (the tag scheme is in
  * ucx_internal.h), completion callbacks, and progress, which drives the
- * worker, then spins on ucp_worker_progress for at most spin_us, then arms
- * the worker and sleeps in poll on its event fd for the rest of the caller's
- * timeout, as the tcp and shm transports wait.
+ * workers (one per lane, ucx_internal.h), then spins on ucp_worker_progress
+ * for at most spin_us, then arms them and sleeps in poll on their event fds
+ * for the rest of the caller's timeout, as the tcp and shm transports wait.
  *
  * A pending request lives in UCX's request memory (sc_ucx_op_t) on a list,
  * so that a failed peer or cancel_all can fail the caller's requests at
@@ -65,7 +65,7 @@ static int fail_pending(sc_ucx_transport_t *tp, int peer, sc_result_t why) {
     op->req = NULL;
     req_finish(r, why);
     n++;
-    ucp_request_cancel(tp->worker, op);
+    ucp_request_cancel(tp->peers[op->peer].worker, op);
   }
   return n;
 }
@@ -196,8 +196,9 @@ static sc_result_t post_begin(sc_ucx_transport_t *tp, int peer, const void *buf,
   /* A receive whose message arrived before the peer closed still matches
    * it (tcp, too, reads what the peer wrote before it closed). */
   if (tp->peers[peer].dead &&
-      (sending || !ucp_tag_probe_nb(tp->worker, sc_ucx_tag(peer, tp->peers[peer].recv_seq),
-                                    UINT64_MAX, 0, &(ucp_tag_recv_info_t){0}))) {
+      (sending ||
+       !ucp_tag_probe_nb(tp->peers[peer].worker, sc_ucx_tag(peer, tp->peers[peer].recv_seq),
+                         UINT64_MAX, 0, &(ucp_tag_recv_info_t){0}))) {
     req_finish(req, SC_ERR_REMOTE);
     return SC_ERR(SC_ERR_REMOTE, "%s", tp->peers[peer].err);
   }
@@ -251,7 +252,7 @@ static sc_result_t ucx_irecv(sc_transport_t *base, int peer, void *buf, size_t l
   tp->posting = 1;
   tp->imm_done = 0;
   ucs_status_ptr_t h =
-      ucp_tag_recv_nbx(tp->worker, buf, len, sc_ucx_tag(peer, p->recv_seq++), UINT64_MAX, &prm);
+      ucp_tag_recv_nbx(p->worker, buf, len, sc_ucx_tag(peer, p->recv_seq++), UINT64_MAX, &prm);
   tp->posting = 0;
   if (UCS_PTR_IS_ERR(h)) {
     recv_finish(tp, req, UCS_PTR_STATUS(h), 0);
@@ -268,15 +269,26 @@ static sc_result_t ucx_irecv(sc_transport_t *base, int peer, void *buf, size_t l
 
 static int drain(sc_ucx_transport_t *tp) {
   int any = 0;
-  while (ucp_worker_progress(tp->worker)) any = 1;
+  for (int l = 0; l < tp->nlanes; l++)
+    while (ucp_worker_progress(tp->lane[l].worker)) any = 1;
   return any;
+}
+
+/* Arms every lane's worker: UCS_OK when all are armed, UCS_ERR_BUSY when
+ * one had events since the last progress (drain, then arm again). */
+static ucs_status_t arm_lanes(sc_ucx_transport_t *tp) {
+  for (int l = 0; l < tp->nlanes; l++) {
+    ucs_status_t st = ucp_worker_arm(tp->lane[l].worker);
+    if (st != UCS_OK) return st;
+  }
+  return UCS_OK;
 }
 
 static int settled(sc_ucx_transport_t *tp, size_t before) {
   return tp->completed != before || tp->has_error || __atomic_load_n(&tp->woken, __ATOMIC_ACQUIRE);
 }
 
-/* Spin, then sleep on the worker's event fd until something completes, a
+/* Spin, then sleep on the workers' event fds until something completes, a
  * wake-up, an error or the timeout. */
 static sc_result_t wait_events(sc_ucx_transport_t *tp, size_t before, int timeout_ms) {
   int64_t t0 = sc_now_us(), end = t0 + (int64_t)timeout_ms * 1000;
@@ -298,7 +310,7 @@ static sc_result_t wait_events(sc_ucx_transport_t *tp, size_t before, int timeou
   while (!settled(tp, before)) {
     int64_t left = end - sc_now_us();
     if (left <= 0) break;
-    ucs_status_t st = ucp_worker_arm(tp->worker);
+    ucs_status_t st = arm_lanes(tp);
     if (st == UCS_ERR_BUSY) { /* events arrived since the last progress */
       drain(tp);
       continue;
@@ -307,10 +319,12 @@ static sc_result_t wait_events(sc_ucx_transport_t *tp, size_t before, int timeou
       return SC_ERR(SC_ERR_SYSTEM, "ucx progress: ucp_worker_arm: %s", ucs_status_string(st));
     /* wake sets the flag before it signals: seen here or the fd fires. */
     if (__atomic_load_n(&tp->woken, __ATOMIC_ACQUIRE)) break;
-    struct pollfd pfd = {.fd = tp->efd, .events = POLLIN};
+    struct pollfd pfd[SC_UCX_LANES];
+    for (int l = 0; l < tp->nlanes; l++)
+      pfd[l] = (struct pollfd){.fd = tp->lane[l].efd, .events = POLLIN};
     int ms = (int)((left + 999) / 1000);
-    if (poll(&pfd, 1, ms) < 0 && errno != EINTR)
-      return SC_ERR(SC_ERR_SYSTEM, "ucx progress: poll on the worker's event fd: %s",
+    if (poll(pfd, (nfds_t)tp->nlanes, ms) < 0 && errno != EINTR)
+      return SC_ERR(SC_ERR_SYSTEM, "ucx progress: poll on the workers' event fds: %s",
                     strerror(errno));
     drain(tp);
   }
@@ -357,8 +371,9 @@ static void ucx_wake(sc_transport_t *base) {
   if (!base) return;
   sc_ucx_transport_t *tp = sc_ucx_of(base);
   __atomic_store_n(&tp->woken, 1, __ATOMIC_RELEASE);
-  /* Writes the worker's wake-up event fd: safe from any thread. */
-  ucp_worker_signal(tp->worker);
+  /* Writes the first worker's wake-up event fd (the wait polls every
+   * lane's): safe from any thread. */
+  ucp_worker_signal(tp->lane[0].worker);
 }
 
 static sc_result_t ucx_props(sc_transport_t *base, int a, int b, sc_tp_props_t *out) {

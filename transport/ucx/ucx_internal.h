@@ -10,16 +10,26 @@
  * thus matches exactly the send posted in the same position, whatever order
  * UCX delivers them in, which is the transport contract's ordering.
  *
+ * Lanes. A pair of ranks on one host talks through the host lane, a pair on
+ * two hosts through the net lane. They are one UCP context and worker unless
+ * their rendezvous thresholds differ (sc_ucx_rndv_plan): then the net lane
+ * is a second context and worker, and the peers of other hosts reach it.
+ *
  * Address blob (host byte order: it is only compared, never interpreted
  * across machines of different endianness):
- *   u32 'SCUX', u16 worker address length, u8 flags, u8 0, i32 rank,
- *   i32 pid, i32 host CPUs, u64 FNV-1a of the hostname, u64 of the boot id,
- *   u64 network namespace inode, then the UCP worker address. */
+ *   u32 'SCUX', u16 host-lane worker address length, u8 flags, u8 0,
+ *   i32 rank, i32 pid, i32 host CPUs, u64 FNV-1a of the hostname, u64 of
+ *   the boot id, u64 network namespace inode, u16 net-lane worker address
+ *   length (0: no net lane of its own), 6 bytes 0, then the host lane's
+ *   worker address and the net lane's (its network-only address). */
 #ifndef SC_UCX_INTERNAL_H
 #define SC_UCX_INTERNAL_H
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "base/yield.h"
 #include "transport/transport.h"
@@ -50,9 +60,30 @@ typedef struct sc_ucx_blob_hdr {
   uint64_t host_hash;
   uint64_t boot_hash;
   uint64_t netns;
+  uint16_t net_addr_len;
+  uint16_t zero2[3];
 } sc_ucx_blob_hdr_t;
 
 #define SC_UCX_ADDR_ROOM (SC_TP_ADDR_MAX - sizeof(sc_ucx_blob_hdr_t))
+
+enum { SC_UCX_LANE_HOST = 0, SC_UCX_LANE_NET = 1, SC_UCX_LANES = 2 };
+
+/* Where in b's blob (of blob_len bytes) the worker address for a pair of
+ * the given lane starts, and its length: the net lane's address when b has
+ * a net lane of its own, else its only one. 0 when the lengths do not fit
+ * blob_len (a malformed blob). */
+static inline size_t sc_ucx_blob_address(const sc_ucx_blob_hdr_t *b, size_t blob_len, int lane,
+                                         size_t *len) {
+  size_t hdr = sizeof(*b), host = b->addr_len, net = b->net_addr_len;
+  *len = 0;
+  if (host == 0 || hdr + host + net > blob_len) return 0;
+  if (lane == SC_UCX_LANE_NET && net > 0) {
+    *len = net;
+    return hdr + host;
+  }
+  *len = host;
+  return hdr;
+}
 
 _Static_assert(SC_RANKS_MAX <= (1 << SC_UCX_RANK_BITS), "ranks do not fit the ucx tag");
 
@@ -75,6 +106,11 @@ static inline int sc_ucx_blob_same_host(const sc_ucx_blob_hdr_t *a, const sc_ucx
   return a->host_hash == b->host_hash && a->boot_hash == b->boot_hash && a->netns == b->netns;
 }
 
+/* The lane of the pair (a, b): the same on both ends. */
+static inline int sc_ucx_pair_lane(const sc_ucx_blob_hdr_t *a, const sc_ucx_blob_hdr_t *b) {
+  return sc_ucx_blob_same_host(a, b) ? SC_UCX_LANE_HOST : SC_UCX_LANE_NET;
+}
+
 /* Whether a waiting receiver spins (ucx.c's spin yields the core whenever a
  * look finds nothing). Over UCX's shared memory it always does, as our shm
  * transport does: with more ranks than CPUs a sleep on the worker's event fd
@@ -86,16 +122,53 @@ static inline int sc_ucx_spins(int local_ranks, int cpus, unsigned flags) {
   return (flags & SC_UCX_FLAG_SHM) || !(cpus > 0 && local_ranks > cpus);
 }
 
-/* UCX's rendezvous threshold when the user has not set UCX_RNDV_THRESH
- * (user_value NULL): 64 KiB, so that messages below it go eager, as on our
- * own shm (two copies below SC_SHM_SINGLE_COPY_MIN). UCX's own choice over
- * its shared memory is lower: a 64 KiB all-reduce on 2 ranks then sent two
- * 32 KiB rendezvous (a handshake and a process_vm_readv each) and took
- * 1.5-1.7x the time of Open MPI over the same UCX, whose all-reduce sends one
- * 64 KiB message (perf/README.md). NULL: the user's value stands. */
-#define SC_UCX_RNDV_THRESH_DEFAULT "64k"
-static inline const char *sc_ucx_rndv_thresh(const char *user_value) {
-  return user_value ? NULL : SC_UCX_RNDV_THRESH_DEFAULT;
+/* UCX's rendezvous thresholds (RNDV_THRESH of each lane's context) when
+ * the user has not set UCX_RNDV_THRESH; a value of the user's stands for
+ * both lanes (one context, host NULL).
+ * - Host lane: 64 KiB, so that messages below it go eager, as on our own shm
+ *   (two copies below SC_SHM_SINGLE_COPY_MIN). UCX's own choice over its
+ *   shared memory is lower: a 64 KiB all-reduce on 2 ranks then sent two
+ *   32 KiB rendezvous (a handshake and a process_vm_readv each) and took
+ *   1.5-1.7x the time of Open MPI over the same UCX, whose all-reduce sends
+ *   one 64 KiB message (perf/README.md).
+ * - Net lane: with RDMA, the same (net NULL: one context); a rendezvous is
+ *   what lets RDMA move large messages without a copy. Without RDMA UCX's
+ *   network is TCP, where a rendezvous buys nothing (no zero copy) and costs
+ *   a handshake with the receiver first: on the 1 Gbit/s bed, 8 hosts,
+ *   1 MiB all-reduces took 1.5-1.9x as long as eager ones (Rabenseifner's
+ *   dependent steps each waited for it). So eager at every size ("inf"). */
+/* Whether the bootstrap root's address (a struct sockaddr_storage *, may be
+ * NULL) is a loopback one: every rank then reached the root inside one
+ * host's network namespace, so no pair spans two hosts and a net lane of its
+ * own would be a UCP context (~15 ms to open) that nothing uses. */
+static inline int sc_ucx_root_is_loopback(const void *route_hint) {
+  const struct sockaddr_storage *ss = route_hint;
+  if (!ss) return 0;
+  if (ss->ss_family == AF_INET) {
+    const struct sockaddr_in *in = route_hint;
+    return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+  }
+  if (ss->ss_family == AF_INET6) {
+    const struct sockaddr_in6 *in6 = route_hint;
+    return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) ||
+           (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && in6->sin6_addr.s6_addr[12] == 127);
+  }
+  return 0;
+}
+
+typedef struct sc_ucx_rndv_plan {
+  const char *host; /* RNDV_THRESH of the (first) context; NULL: the user's */
+  const char *net;  /* of a net lane's own context; NULL: no such context */
+} sc_ucx_rndv_plan_t;
+#define SC_UCX_RNDV_THRESH_DEFAULT     "64k"
+#define SC_UCX_RNDV_THRESH_NET_DEFAULT "inf"
+/* one_host: no pair can span two hosts (sc_ucx_root_is_loopback). */
+static inline sc_ucx_rndv_plan_t sc_ucx_rndv_plan(const char *user_value, int rdma, int one_host) {
+  sc_ucx_rndv_plan_t p = {NULL, NULL};
+  if (user_value) return p;
+  p.host = SC_UCX_RNDV_THRESH_DEFAULT;
+  if (!rdma && !one_host) p.net = SC_UCX_RNDV_THRESH_NET_DEFAULT;
+  return p;
 }
 
 /* This rank's CUDA flag: both conditions, or the executor must stage. */
@@ -150,6 +223,7 @@ typedef struct sc_ucx_op {
 
 typedef struct sc_ucx_peer {
   ucp_ep_h ep;
+  ucp_worker_h worker; /* of the lane that carries the pair */
   sc_ucx_blob_hdr_t blob;
   int host_ranks; /* ranks whose blob says they share this peer's host */
   uint64_t send_seq, recv_seq;
@@ -160,11 +234,17 @@ typedef struct sc_ucx_peer {
   int rank;
 } sc_ucx_peer_t;
 
-struct sc_ucx_transport {
-  sc_transport_t base;
+/* One UCP context and its worker (see "Lanes" above). */
+typedef struct sc_ucx_lane {
   ucp_context_h ctx;
   ucp_worker_h worker;
   int efd; /* the worker's event fd */
+} sc_ucx_lane_t;
+
+struct sc_ucx_transport {
+  sc_transport_t base;
+  sc_ucx_lane_t lane[SC_UCX_LANES];
+  int nlanes; /* 1: lane[0] serves both */
   int spin_us;
   sc_yield_t yield; /* whether the spin may yield the core now (base/yield.h) */
   int timeout_ms;
@@ -196,6 +276,8 @@ void sc_ucx_peer_fail(sc_ucx_transport_t *tp, sc_ucx_peer_t *p, const char *fmt,
 /* 1 when the UCP context reports CUDA memory among its memory types (a UCX
  * built with CUDA, on a machine where its CUDA memory domain opened). */
 int sc_ucx_context_has_cuda(ucp_context_h ctx);
+/* 1 when the context opened an RDMA transport (rc, ud, dc). */
+int sc_ucx_context_has_rdma(ucp_context_h ctx);
 
 sc_result_t sc_ucx_create(const sc_tp_config_t *cfg, sc_transport_t **tp, void *addr,
                           size_t *addrlen);

@@ -1,5 +1,6 @@
 /* Is there RDMA for UCX here? The cheap look (sysfs) and the real one (the
- * resources a UCP context opened), shared by SC_TRANSPORT=auto and sc-info. */
+ * resources a UCP context opened), shared by SC_TRANSPORT=auto, sc-info and
+ * the choice of the transport's lanes. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,18 +33,22 @@ int sc_ucx_info_has_rdma(const char *info) {
   return 0;
 }
 
-int sc_ucx_tp_has_rdma(sc_transport_t *tp) {
-  sc_ucx_transport_t *u = (sc_ucx_transport_t *)tp;
-  if (!u || !u->ctx) return 0;
+int sc_ucx_context_has_rdma(ucp_context_h ctx) {
+  if (!ctx) return 0;
   char *text = NULL;
   size_t len = 0;
   FILE *mem = open_memstream(&text, &len);
   if (!mem) return 0;
-  ucp_context_print_info(u->ctx, mem);
+  ucp_context_print_info(ctx, mem);
   fclose(mem);
   int rdma = sc_ucx_info_has_rdma(text);
   free(text);
   return rdma;
+}
+
+int sc_ucx_tp_has_rdma(sc_transport_t *tp) {
+  sc_ucx_transport_t *u = (sc_ucx_transport_t *)tp;
+  return u ? sc_ucx_context_has_rdma(u->lane[0].ctx) : 0;
 }
 
 int sc_ucx_context_has_cuda(ucp_context_h ctx) {

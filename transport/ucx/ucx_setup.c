@@ -1,9 +1,9 @@
-/* UCX transport setup: the UCP context and worker of one communicator, the
- * address blob, one endpoint per peer with peer error handling, and
- * teardown.
+/* UCX transport setup: the UCP contexts and workers of one communicator
+ * (its lanes, ucx_internal.h), the address blob, one endpoint per peer with
+ * peer error handling, and teardown.
  *
- * The worker runs in UCS_THREAD_MODE_SINGLE: only the communicator's
- * progress thread calls into it; wake (any thread) only writes the worker's
+ * The workers run in UCS_THREAD_MODE_SINGLE: only the communicator's
+ * progress thread calls into them; wake (any thread) only writes a worker's
  * wake-up event fd through ucp_worker_signal.
  *
  * The blob carries the whole worker address when it fits SC_TP_ADDR_MAX
@@ -74,46 +74,73 @@ static void fill_blob_hdr(sc_ucx_blob_hdr_t *b, int rank) {
   b->netns = stat("/proc/self/ns/net", &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
-/* Writes the worker address (full, else network-only) after the header. */
+/* The worker's address (flags: 0 or UCP_WORKER_ADDRESS_FLAG_NET_ONLY) in
+ * *attr; the caller releases it. */
+static sc_result_t query_address(ucp_worker_h w, unsigned flags, ucp_worker_attr_t *attr) {
+  *attr = (ucp_worker_attr_t){.field_mask = UCP_WORKER_ATTR_FIELD_ADDRESS |
+                                            UCP_WORKER_ATTR_FIELD_ADDRESS_FLAGS,
+                              .address_flags = flags};
+  ucs_status_t st = ucp_worker_query(w, attr);
+  if (st != UCS_OK)
+    return SC_ERR(SC_ERR_SYSTEM, "ucx: ucp_worker_query%s: %s", flags ? " (network only)" : "",
+                  ucs_status_string(st));
+  return SC_SUCCESS;
+}
+
+/* Writes the header, the host lane's worker address (full, else network
+ * only) and, with a net lane, that lane's network-only address. */
 static sc_result_t put_address(sc_ucx_transport_t *tp, uint8_t *blob, size_t room,
                                size_t *addrlen) {
+  ucp_worker_h host_w = tp->lane[SC_UCX_LANE_HOST].worker;
+  ucp_worker_attr_t net = {.address = NULL}, attr;
   size_t addr_room = room - sizeof(tp->me);
-  ucp_worker_attr_t attr = {.field_mask =
-                                UCP_WORKER_ATTR_FIELD_ADDRESS | UCP_WORKER_ATTR_FIELD_ADDRESS_FLAGS,
-                            .address_flags = 0};
-  ucs_status_t st = ucp_worker_query(tp->worker, &attr);
-  if (st != UCS_OK)
-    return SC_ERR(SC_ERR_SYSTEM, "ucx: ucp_worker_query: %s", ucs_status_string(st));
-  int full = 1;
-  if (attr.address_length > addr_room) {
-    size_t full_len = attr.address_length;
-    ucp_worker_release_address(tp->worker, attr.address);
-    attr.address_flags = UCP_WORKER_ADDRESS_FLAG_NET_ONLY;
-    st = ucp_worker_query(tp->worker, &attr);
-    if (st != UCS_OK)
-      return SC_ERR(SC_ERR_SYSTEM, "ucx: ucp_worker_query (network only): %s",
-                    ucs_status_string(st));
-    if (attr.address_length > addr_room) {
-      size_t len = attr.address_length;
-      ucp_worker_release_address(tp->worker, attr.address);
+  if (tp->nlanes > 1) {
+    SC_CHECK(
+        query_address(tp->lane[SC_UCX_LANE_NET].worker, UCP_WORKER_ADDRESS_FLAG_NET_ONLY, &net));
+    if (net.address_length >= addr_room) {
+      size_t len = net.address_length;
+      ucp_worker_release_address(tp->lane[SC_UCX_LANE_NET].worker, net.address);
       return SC_ERR(SC_ERR_UNSUPPORTED,
-                    "ucx: the UCP worker address has %zu bytes (%zu network only), room for %zu: "
-                    "narrow it with UCX_TLS or UCX_NET_DEVICES",
-                    full_len, len, addr_room);
+                    "ucx: the net lane's worker address has %zu bytes, room for %zu: narrow it "
+                    "with UCX_NET_DEVICES",
+                    len, addr_room);
     }
-    SC_WARN(SC_SUBSYS_NET,
-            "ucx: the UCP worker address has %zu bytes, room for %zu: publishing the network-only "
-            "address (%zu bytes); peers on this host use UCX's network transports",
-            full_len, addr_room, attr.address_length);
-    full = 0;
+    addr_room -= net.address_length;
   }
-  tp->me.addr_len = (uint16_t)attr.address_length;
-  if (full && tls_allow_shm(getenv("UCX_TLS"))) tp->me.flags |= SC_UCX_FLAG_SHM;
-  memcpy(blob, &tp->me, sizeof(tp->me));
-  memcpy(blob + sizeof(tp->me), attr.address, attr.address_length);
-  *addrlen = sizeof(tp->me) + attr.address_length;
-  ucp_worker_release_address(tp->worker, attr.address);
-  return SC_SUCCESS;
+  sc_result_t r = query_address(host_w, 0, &attr);
+  int full = 1;
+  if (r == SC_SUCCESS && attr.address_length > addr_room) {
+    size_t full_len = attr.address_length;
+    ucp_worker_release_address(host_w, attr.address);
+    r = query_address(host_w, UCP_WORKER_ADDRESS_FLAG_NET_ONLY, &attr);
+    if (r == SC_SUCCESS && attr.address_length > addr_room) {
+      size_t len = attr.address_length;
+      ucp_worker_release_address(host_w, attr.address);
+      r = SC_ERR(SC_ERR_UNSUPPORTED,
+                 "ucx: the UCP worker address has %zu bytes (%zu network only), room for %zu: "
+                 "narrow it with UCX_TLS or UCX_NET_DEVICES",
+                 full_len, len, addr_room);
+    } else if (r == SC_SUCCESS) {
+      SC_WARN(SC_SUBSYS_NET,
+              "ucx: the UCP worker address has %zu bytes, room for %zu: publishing the "
+              "network-only address (%zu bytes); peers on this host use UCX's network transports",
+              full_len, addr_room, attr.address_length);
+      full = 0;
+    }
+  }
+  if (r == SC_SUCCESS) {
+    tp->me.addr_len = (uint16_t)attr.address_length;
+    tp->me.net_addr_len = (uint16_t)(net.address ? net.address_length : 0);
+    if (full && tls_allow_shm(getenv("UCX_TLS"))) tp->me.flags |= SC_UCX_FLAG_SHM;
+    memcpy(blob, &tp->me, sizeof(tp->me));
+    memcpy(blob + sizeof(tp->me), attr.address, attr.address_length);
+    if (net.address)
+      memcpy(blob + sizeof(tp->me) + attr.address_length, net.address, net.address_length);
+    *addrlen = sizeof(tp->me) + attr.address_length + tp->me.net_addr_len;
+    ucp_worker_release_address(host_w, attr.address);
+  }
+  if (net.address) ucp_worker_release_address(tp->lane[SC_UCX_LANE_NET].worker, net.address);
+  return r;
 }
 
 /* UCX may complete a request through its callback inside the posting call;
@@ -127,6 +154,46 @@ static void op_init(void *request) {
 sc_result_t sc_ucx_create(const sc_tp_config_t *cfg, sc_transport_t **out, void *addr,
                           size_t *addrlen) {
   return sc_ucx_create_in(cfg, out, addr, SC_TP_ADDR_MAX, addrlen);
+}
+
+/* Opens a UCP context (UCX_* settings, RNDV_THRESH = rndv unless NULL) and
+ * its worker and event fd. */
+static sc_result_t open_lane(sc_ucx_lane_t *l, const char *rndv, int nranks) {
+  ucp_config_t *config = NULL;
+  ucs_status_t st = ucp_config_read(NULL, NULL, &config);
+  if (st != UCS_OK)
+    return SC_ERR(SC_ERR_INVALID_ARG, "ucx: reading UCX_* settings: %s", ucs_status_string(st));
+  if (rndv && (st = ucp_config_modify(config, "RNDV_THRESH", rndv)) != UCS_OK) {
+    ucp_config_release(config);
+    return SC_ERR(SC_ERR_SYSTEM, "ucx: setting RNDV_THRESH=%s: %s", rndv, ucs_status_string(st));
+  }
+  ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE |
+                                       UCP_PARAM_FIELD_REQUEST_INIT |
+                                       UCP_PARAM_FIELD_ESTIMATED_NUM_EPS |
+                                       UCP_PARAM_FIELD_MT_WORKERS_SHARED,
+                         .features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP,
+                         .request_size = sizeof(sc_ucx_op_t),
+                         .request_init = op_init,
+                         .estimated_num_eps = (size_t)nranks,
+                         .mt_workers_shared = 0};
+  st = ucp_init(&params, config, &l->ctx);
+  ucp_config_release(config);
+  if (st != UCS_OK) {
+    l->ctx = NULL;
+    return SC_ERR(SC_ERR_UNSUPPORTED, "ucx: ucp_init: %s (check UCX_TLS and UCX_NET_DEVICES)",
+                  ucs_status_string(st));
+  }
+  ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                            .thread_mode = UCS_THREAD_MODE_SINGLE};
+  st = ucp_worker_create(l->ctx, &wp, &l->worker);
+  if (st != UCS_OK) {
+    l->worker = NULL;
+    return SC_ERR(SC_ERR_SYSTEM, "ucx: ucp_worker_create: %s", ucs_status_string(st));
+  }
+  st = ucp_worker_get_efd(l->worker, &l->efd);
+  if (st != UCS_OK)
+    return SC_ERR(SC_ERR_SYSTEM, "ucx: ucp_worker_get_efd: %s", ucs_status_string(st));
+  return SC_SUCCESS;
 }
 
 sc_result_t sc_ucx_create_in(const sc_tp_config_t *cfg, sc_transport_t **out, void *addr,
@@ -145,7 +212,7 @@ sc_result_t sc_ucx_create_in(const sc_tp_config_t *cfg, sc_transport_t **out, vo
   tp->base.nranks = cfg->nranks;
   tp->spin_us = cfg->spin_us;
   tp->timeout_ms = cfg->timeout_ms;
-  tp->efd = -1;
+  for (int l = 0; l < SC_UCX_LANES; l++) tp->lane[l].efd = -1;
   sc_result_t r = SC_SUCCESS;
   tp->peers = calloc((size_t)cfg->nranks, sizeof(*tp->peers));
   if (!tp->peers) {
@@ -153,61 +220,31 @@ sc_result_t sc_ucx_create_in(const sc_tp_config_t *cfg, sc_transport_t **out, vo
     goto fail;
   }
   /* UCX_* variables are read here: they are the user's to set. */
-  ucp_config_t *config = NULL;
-  ucs_status_t st = ucp_config_read(NULL, NULL, &config);
-  if (st != UCS_OK) {
-    r = SC_ERR(SC_ERR_INVALID_ARG, "ucx: reading UCX_* settings: %s", ucs_status_string(st));
-    goto fail;
+  const char *user_rndv = getenv("UCX_RNDV_THRESH");
+  int one_host = sc_ucx_root_is_loopback(cfg->route_hint);
+  sc_ucx_rndv_plan_t plan = sc_ucx_rndv_plan(user_rndv, 0, one_host);
+  SC_CHECK_GOTO(open_lane(&tp->lane[0], plan.host, cfg->nranks), r, fail);
+  tp->nlanes = 1;
+  /* RDMA or not is known once a context has opened UCX's resources. */
+  plan = sc_ucx_rndv_plan(user_rndv, sc_ucx_context_has_rdma(tp->lane[0].ctx), one_host);
+  if (plan.net) {
+    SC_CHECK_GOTO(open_lane(&tp->lane[SC_UCX_LANE_NET], plan.net, cfg->nranks), r, fail);
+    tp->nlanes = 2;
   }
-  const char *rndv = sc_ucx_rndv_thresh(getenv("UCX_RNDV_THRESH"));
-  if (rndv) {
-    st = ucp_config_modify(config, "RNDV_THRESH", rndv);
-    if (st != UCS_OK) {
-      ucp_config_release(config);
-      r = SC_ERR(SC_ERR_SYSTEM, "ucx: setting RNDV_THRESH=%s: %s", rndv, ucs_status_string(st));
-      goto fail;
-    }
+  if (plan.host)
     SC_INFO(SC_SUBSYS_NET,
-            "ucx: rendezvous from %s bytes (the library's default; UCX_RNDV_THRESH "
-            "sets it)",
-            rndv);
-  }
-  ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE |
-                                       UCP_PARAM_FIELD_REQUEST_INIT |
-                                       UCP_PARAM_FIELD_ESTIMATED_NUM_EPS |
-                                       UCP_PARAM_FIELD_MT_WORKERS_SHARED,
-                         .features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP,
-                         .request_size = sizeof(sc_ucx_op_t),
-                         .request_init = op_init,
-                         .estimated_num_eps = (size_t)cfg->nranks,
-                         .mt_workers_shared = 0};
-  st = ucp_init(&params, config, &tp->ctx);
-  ucp_config_release(config);
-  if (st != UCS_OK) {
-    tp->ctx = NULL;
-    r = SC_ERR(SC_ERR_UNSUPPORTED, "ucx: ucp_init: %s (check UCX_TLS and UCX_NET_DEVICES)",
-               ucs_status_string(st));
-    goto fail;
-  }
-  ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
-                            .thread_mode = UCS_THREAD_MODE_SINGLE};
-  st = ucp_worker_create(tp->ctx, &wp, &tp->worker);
-  if (st != UCS_OK) {
-    tp->worker = NULL;
-    r = SC_ERR(SC_ERR_SYSTEM, "ucx: ucp_worker_create: %s", ucs_status_string(st));
-    goto fail;
-  }
-  st = ucp_worker_get_efd(tp->worker, &tp->efd);
-  if (st != UCS_OK) {
-    r = SC_ERR(SC_ERR_SYSTEM, "ucx: ucp_worker_get_efd: %s", ucs_status_string(st));
-    goto fail;
-  }
+            "ucx: rendezvous from %s bytes between ranks of one host, %s between hosts (the "
+            "library's defaults: %s; UCX_RNDV_THRESH sets both)",
+            plan.host, plan.net ? plan.net : plan.host,
+            plan.net   ? "no RDMA, UCX's network is TCP"
+            : one_host ? "the bootstrap root is on loopback, so all ranks are on this host"
+                       : "RDMA");
   fill_blob_hdr(&tp->me, cfg->rank);
   /* Announced, so that every rank derives the same device_mem for every
    * pair (props). The stand-in runtime is named otherwise and has host
    * views: UCX could not read its device memory. */
   const sc_devrt_t *rt = sc_devrt();
-  int ucx_cuda = sc_ucx_context_has_cuda(tp->ctx);
+  int ucx_cuda = sc_ucx_context_has_cuda(tp->lane[0].ctx);
   int rt_cuda = rt && rt->name && strcmp(rt->name, "cuda") == 0 && !rt->host_view;
   tp->me.flags |= (uint8_t)sc_ucx_cuda_flag(ucx_cuda, rt_cuda);
   SC_INFO(SC_SUBSYS_NET, "ucx: CUDA memory %s by UCX, device runtime %s: device buffers %s",
@@ -249,11 +286,13 @@ sc_result_t sc_ucx_connect_all(sc_transport_t *base, const void *addrs, size_t s
                     "ucx: rank %d did not publish a UCX address (magic 0x%08x): every rank must "
                     "use SC_TRANSPORT=ucx",
                     i, p->blob.magic);
-    if (p->blob.rank != i || p->blob.addr_len == 0 || p->blob.addr_len > SC_UCX_ADDR_ROOM ||
-        sizeof(p->blob) + p->blob.addr_len > stride)
+    size_t len;
+    if (p->blob.rank != i ||
+        !sc_ucx_blob_address(&p->blob, stride < SC_TP_ADDR_MAX ? stride : SC_TP_ADDR_MAX,
+                             SC_UCX_LANE_HOST, &len))
       return SC_ERR(SC_ERR_INVALID_ARG,
-                    "ucx: rank %d's address blob is malformed (rank %d, %u bytes)", i, p->blob.rank,
-                    (unsigned)p->blob.addr_len);
+                    "ucx: rank %d's address blob is malformed (rank %d, %u + %u bytes)", i,
+                    p->blob.rank, (unsigned)p->blob.addr_len, (unsigned)p->blob.net_addr_len);
     p->rank = i;
     p->tp = tp;
   }
@@ -271,13 +310,17 @@ sc_result_t sc_ucx_connect_all(sc_transport_t *base, const void *addrs, size_t s
      * ends decide alike, from the two blobs. */
     p->peer_errors = !sc_ucx_blob_same_host(&tp->peers[base->rank].blob, &p->blob) ||
                      !(tp->peers[base->rank].blob.flags & p->blob.flags & SC_UCX_FLAG_SHM);
+    /* This end's worker of the pair's lane, the peer's address for it. */
+    int lane = sc_ucx_pair_lane(&tp->peers[base->rank].blob, &p->blob);
+    p->worker = tp->lane[lane < tp->nlanes ? lane : 0].worker;
+    size_t len, off = sc_ucx_blob_address(&p->blob, stride, lane, &len);
     ucp_ep_params_t ep = {
         .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER,
-        .address = (const ucp_address_t *)(a + (size_t)i * stride + sizeof(p->blob)),
+        .address = (const ucp_address_t *)(a + (size_t)i * stride + off),
         .err_mode = p->peer_errors ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE,
         .err_handler = {.cb = ep_error_cb, .arg = p}};
-    ucs_status_t st = ucp_ep_create(tp->worker, &ep, &p->ep);
+    ucs_status_t st = ucp_ep_create(p->worker, &ep, &p->ep);
     if (st != UCS_OK) {
       p->ep = NULL;
       return SC_ERR(SC_ERR_REMOTE, "ucx: rank %d cannot reach rank %d: ucp_ep_create: %s",
@@ -294,16 +337,21 @@ sc_result_t sc_ucx_connect_all(sc_transport_t *base, const void *addrs, size_t s
     tp->spin_us = 0;
   }
   tp->connected = 1;
-  SC_INFO(SC_SUBSYS_NET, "ucx: rank %d has endpoints to all %d peers (%s)", base->rank, n - 1,
-          ucp_get_version_string());
+  int via_net = 0;
+  for (int i = 0; i < n; i++)
+    via_net += tp->nlanes > 1 && tp->peers[i].worker == tp->lane[SC_UCX_LANE_NET].worker;
+  SC_INFO(SC_SUBSYS_NET,
+          "ucx: rank %d has endpoints to all %d peers (%s): %d on this host, %d on other hosts; "
+          "%d through the net lane's own context",
+          base->rank, n - 1, ucp_get_version_string(), local - 1, n - local, via_net);
   return SC_SUCCESS;
 }
 
-/* Progresses the worker until UCX completes h or the deadline passes; frees h. */
-static void wait_request(sc_ucx_transport_t *tp, ucs_status_ptr_t h, int64_t end_us) {
+/* Progresses worker w until UCX completes h or the deadline passes; frees h. */
+static void wait_request(ucp_worker_h w, ucs_status_ptr_t h, int64_t end_us) {
   if (h == NULL || UCS_PTR_IS_ERR(h)) return;
   while (ucp_request_check_status(h) == UCS_INPROGRESS && sc_now_us() < end_us)
-    ucp_worker_progress(tp->worker);
+    ucp_worker_progress(w);
   ucp_request_free(h);
 }
 
@@ -320,7 +368,8 @@ static void close_endpoints(sc_ucx_transport_t *tp) {
   if (tp->abandon) bound_ms = 100;
   int64_t end = sc_now_us() + bound_ms * 1000;
   ucp_request_param_t flush = {.op_attr_mask = 0};
-  wait_request(tp, ucp_worker_flush_nbx(tp->worker, &flush), end);
+  for (int l = 0; l < tp->nlanes; l++)
+    wait_request(tp->lane[l].worker, ucp_worker_flush_nbx(tp->lane[l].worker, &flush), end);
   for (int i = 0; i < tp->base.nranks; i++) {
     sc_ucx_peer_t *p = &tp->peers[i];
     if (!p->ep) continue;
@@ -334,16 +383,18 @@ static void close_endpoints(sc_ucx_transport_t *tp) {
                                    p->peer_errors || tp->abandon ? UCP_EP_CLOSE_FLAG_FORCE : 0};
     ucs_status_ptr_t h = ucp_ep_close_nbx(p->ep, &prm);
     p->ep = NULL;
-    wait_request(tp, h, end);
+    wait_request(p->worker, h, end);
   }
 }
 
 void sc_ucx_destroy(sc_transport_t *base) {
   sc_ucx_transport_t *tp = sc_ucx_of(base);
   if (!tp) return;
-  if (tp->peers && tp->worker) close_endpoints(tp);
-  if (tp->worker) ucp_worker_destroy(tp->worker);
-  if (tp->ctx) ucp_cleanup(tp->ctx);
+  if (tp->peers && tp->lane[0].worker) close_endpoints(tp);
+  for (int l = 0; l < SC_UCX_LANES; l++) {
+    if (tp->lane[l].worker) ucp_worker_destroy(tp->lane[l].worker);
+    if (tp->lane[l].ctx) ucp_cleanup(tp->lane[l].ctx);
+  }
   free(tp->peers);
   free(tp);
 }
