@@ -23,9 +23,10 @@ static const sc_config_var_t sc_config_vars[] = {
     {"SC_ALGO", "auto",
      /* sc-info appends the names, from the algorithm registry */
      "force the dense all-reduce algorithm"},
-    {"SC_TUNE", "model",
-     "alpha-beta inputs of the cost model: model (the transport's defaults) or measure (a short "
-     "calibration at communicator creation, rank 0's fit broadcast)"},
+    {"SC_TUNE", "auto",
+     "alpha-beta inputs of the cost model: model (the transport's defaults), measure (a short "
+     "calibration at communicator creation, rank 0's fit broadcast), or auto (measure when the "
+     "ranks span hosts, model on one host)"},
     {"SC_BCAST_ALGO", "auto", "force the broadcast/reduce algorithm"},
     {"SC_RS_ALGO", "auto", "force the reduce-scatter algorithm"},
     {"SC_AG_ALGO", "auto", "force the all-gather algorithm"},

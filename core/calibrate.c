@@ -1,4 +1,5 @@
-/* SC_TUNE=measure: a short calibration at communicator creation. alpha from
+/* SC_TUNE=measure (and auto across hosts, sc_tune_measures): a short
+ * calibration at communicator creation. alpha from
  * dissemination barriers (ceil(log2 P) message rounds each), beta from ring
  * all-gathers ((P-1) steps of m bytes), gamma from the local reduction
  * kernel. Rank 0's fit is broadcast so every rank chooses alike. */
@@ -86,8 +87,8 @@ sc_result_t sc_tune_calibrate(sc_comm_t *comm) {
   comm->ex.sched_key.valid = 0; /* the cached schedule was chosen under the old model */
   sc_exec_device_model_changed(comm);
   SC_INFO(SC_SUBSYS_TUNE,
-          "calibrated on %d ranks (rank 0's fit): alpha %.1f us, link %.2f GB/s, host %.2f GB/s, "
-          "reduce %.2f GB/s",
+          "calibrated on %d ranks (rank 0's fit): alpha %.1f us, link %.3g GB/s, host %.3g GB/s, "
+          "reduce %.3g GB/s",
           p, fit[0] * 1e6, 1e-9 / fit[1], 1e-9 / fit[3], 1e-9 / fit[2]);
 done:
   free(buf);

@@ -52,9 +52,8 @@ static sc_result_t sc_comm_read_config(sc_comm_config_t *cfg) {
   SC_CHECK(sc_config_size("SC_SOCKBUF_BYTES", 0, (size_t)1 << 30, &cfg->sockbuf_bytes));
   int idx;
   SC_CHECK(sc_parse_algo("SC_ALGO", SC_COLL_ALLREDUCE, &cfg->algo));
-  static const char *const tunes[] = {"model", "measure"};
-  SC_CHECK(sc_parse_choice("SC_TUNE", sc_config_get("SC_TUNE"), tunes, 2, &idx));
-  cfg->tune_measure = idx == 1;
+  static const char *const tunes[] = {"auto", "model", "measure"};
+  SC_CHECK(sc_parse_choice("SC_TUNE", sc_config_get("SC_TUNE"), tunes, 3, &cfg->tuning));
   SC_CHECK(sc_parse_algo("SC_BCAST_ALGO", SC_COLL_BROADCAST, &cfg->bcast_algo));
   SC_CHECK(sc_parse_algo("SC_RS_ALGO", SC_COLL_REDUCE_SCATTER, &cfg->rs_algo));
   SC_CHECK(sc_parse_algo("SC_AG_ALGO", SC_COLL_ALLGATHER, &cfg->ag_algo));
@@ -243,7 +242,7 @@ sc_result_t sc_comm_create(sc_comm_t **out, int nranks, int rank, const sc_uniqu
   SC_CHECK_GOTO(sc_tune_init(comm), r, fail);
   comm->tune_ready = 1;
   SC_CHECK_GOTO(sc_progress_start(comm), r, fail);
-  if (comm->cfg.tune_measure) {
+  if (sc_tune_measures(comm->cfg.tuning, comm->tune.nhosts)) {
     /* The fit is of the algorithms' messages, not of the fingerprint
      * exchange's (the same calls on every rank: nothing to check). */
     int check = comm->cfg.check_mismatch;

@@ -76,6 +76,20 @@ struct sc_request {
 };
 
 /* Settings read once at creation. */
+/* SC_TUNE's choices, in base/config.c's order. */
+enum { SC_TUNING_AUTO = 0, SC_TUNING_MODEL = 1, SC_TUNING_MEASURE = 2 };
+
+/* Whether the communicator calibrates its cost model at creation
+ * (core/calibrate.c). auto measures where the ranks span hosts: the network's
+ * speed is not something a transport's props can state (a tcp link may be
+ * 1 or 100 Gbit/s; on the 1 Gbit/s bed the defaults' 1.5 GB/s made auto pick
+ * recursive doubling at 64 KiB, 1.4-1.7x the best), while on one host the
+ * fitted defaults (tune/tune_model.c) hold. Every rank has the same host map,
+ * so all decide alike. */
+static inline int sc_tune_measures(int tuning, int nhosts) {
+  return tuning == SC_TUNING_MEASURE || (tuning == SC_TUNING_AUTO && nhosts > 1);
+}
+
 typedef struct sc_comm_config {
   int timeout_ms;
   size_t chunk_bytes;
@@ -84,7 +98,7 @@ typedef struct sc_comm_config {
   int bcast_algo;   /* SC_BCAST_ALGO: index of a broadcast candidate, -1 auto */
   int rs_algo;      /* SC_RS_ALGO: index of a reduce-scatter candidate, -1 auto */
   int ag_algo;      /* SC_AG_ALGO: index of an all-gather candidate, -1 auto */
-  int tune_measure; /* SC_TUNE=measure */
+  int tuning;       /* SC_TUNE: SC_TUNING_AUTO, _MODEL or _MEASURE */
   int transport;    /* SC_TRANSPORT: index into auto, tcp, shm, ucx, verbs */
   int nsocks;       /* SC_NSOCKS */
   int spin_us;      /* SC_SPIN_US */

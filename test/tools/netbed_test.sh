@@ -168,8 +168,11 @@ fi
 # UTS namespace): the ranks still talk TCP across a network, so the cost model
 # must be the network one and the choice that of distinct hostnames. sc-run
 # gives each rank a UTS namespace of its own; the rank renames it to one name.
+# The model's defaults (SC_TUNE=model), so that both runs choose from the same
+# numbers rather than from two calibrations.
 tune_run() { # tune_run OUT [hostname]: 2 ranks, 1 host each, TUNE log in OUT.err
   "$SC_RUN" --netbed="$PREFIX" -n 2 --timeout 50 -x SC_DEBUG=INFO -x SC_DEBUG_SUBSYS=TUNE \
+    -x SC_TUNE=model \
     sh -c '[ -z "$1" ] || hostname "$1" || exit 1; shift; exec "$@"' sh "${2:-}" \
     "$top_builddir/sc_allreduce_perf" -b 1M -e 1M -n 1 -w 0 >"$1.out" 2>"$1.err"
 }
@@ -189,6 +192,30 @@ if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$net1" -eq 2 ] && [ "$net2" -eq 2 ] &&
   ok "one hostname on 2 emulated hosts: network model on both ranks, all-reduce of 1 MiB -> $c2 as with distinct hostnames"
 else
   bad "one hostname on 2 emulated hosts (rc=$rc1,$rc2 network model on $net1,$net2 of 2 ranks, choice '$c1' vs '$c2')"
+fi
+
+# --- across hosts SC_TUNE's default (auto) calibrates the model at creation,
+# and what it finds is the bed's link rate (within what tbf's burst lets
+# through faster); SC_TUNE=model does not calibrate.
+calib() { # calib OUT [SC_TUNE]: 2 ranks, 1 host each, TUNE log in OUT.err
+  "$SC_RUN" --netbed="$PREFIX" -n 2 --timeout 50 -x SC_DEBUG=INFO -x SC_DEBUG_SUBSYS=TUNE \
+    ${2:+-x SC_TUNE=$2} "$top_builddir/sc_allreduce_perf" -b 64K -e 64K -n 1 -w 0 \
+    >"$1.out" 2>"$1.err"
+}
+calib "$tmp/auto"
+rc1=$?
+calib "$tmp/model" model
+rc2=$?
+link=$(sed -n 's/.*calibrated on 2 ranks.*link \([0-9.e+-]*\) GB\/s.*/\1/p' "$tmp/auto.err" | head -n 1)
+n_auto=$(grep -c 'calibrated on 2 ranks' "$tmp/auto.err")
+n_model=$(grep -c 'calibrated on' "$tmp/model.err")
+cp "$tmp/auto.err" "$tmp/err"
+if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$n_auto" -eq 2 ] && [ "$n_model" -eq 0 ] &&
+  [ -n "$link" ] && python3 -c "import sys; r = float(sys.argv[1]) / ($RATE_BPS / 8e9)
+sys.exit(0 if 1 / 3 <= r <= 1.5 else 1)" "$link"; then
+  ok "SC_TUNE unset across hosts: both ranks calibrate, link $link GB/s (the bed: $RATE_BPS bit/s); SC_TUNE=model: no calibration"
+else
+  bad "SC_TUNE across hosts (rc=$rc1,$rc2 calibrated: $n_auto of 2 by default, $n_model with model; link '$link' GB/s for $RATE_BPS bit/s)"
 fi
 
 # --- down removes everything; down again succeeds; status says not up
