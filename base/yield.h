@@ -7,7 +7,7 @@
  * (thousands of small steps) took 388 s spinning with yields and 26 s with
  * no spin (perf/README.md). So a yield that kept the core away for longer
  * than SC_YIELD_LOST_US marks the core contended, and for a while (below)
- * the spinning transports (shm, tcp, ucx) sleep instead of yielding; then
+ * the spinning transports (shm, tcp, ucx, verbs) sleep instead of yielding; then
  * they try a yield again. */
 #ifndef SC_YIELD_H
 #define SC_YIELD_H

@@ -463,8 +463,12 @@ static sc_result_t vb_progress(sc_transport_t *base, int timeout_ms, int *progre
     int64_t t0 = sc_now_us();
     int64_t spin = (int64_t)tp->spin_us < (int64_t)timeout_ms * 1000 ? tp->spin_us
                                                                      : (int64_t)timeout_ms * 1000;
-    while (!moved && sc_now_us() - t0 < spin) {
-      sched_yield();
+    /* With more ranks than cores the peer may be waiting for this very
+     * core: hand it over between looks, but not while another program holds
+     * it (base/yield.h): sleep then. */
+    for (int64_t now = t0; !moved && now - t0 < spin;) {
+      if (!sc_yield_allowed(&tp->yield, now)) break;
+      now = sc_yield_core(&tp->yield, now);
       pass(tp, &moved);
     }
     int left = timeout_ms - (int)((sc_now_us() - t0) / 1000);

@@ -392,6 +392,9 @@ sc_result_t sc_vb_connect_all(sc_transport_t *base, const void *addrs, size_t st
   close_all(fd, n);
   free(rqpn);
   if (r == SC_SUCCESS) {
+    int local = 0;
+    for (int i = 0; i < n; i++) local += tp->peers[i].blob.host_id == tp->peers[me].blob.host_id;
+    sc_yield_init(&tp->yield, local, (int)sysconf(_SC_NPROCESSORS_ONLN));
     tp->connected = 1;
     close(tp->listen_fd); /* the side channel served its purpose */
     tp->listen_fd = -1;
