@@ -269,16 +269,16 @@ static sc_result_t ucx_irecv(sc_transport_t *base, int peer, void *buf, size_t l
 
 static int drain(sc_ucx_transport_t *tp) {
   int any = 0;
-  for (int l = 0; l < tp->nlanes; l++)
-    while (ucp_worker_progress(tp->lane[l].worker)) any = 1;
+  for (int i = 0; i < tp->nbusy; i++)
+    while (ucp_worker_progress(tp->lane[tp->busy[i]].worker)) any = 1;
   return any;
 }
 
-/* Arms every lane's worker: UCS_OK when all are armed, UCS_ERR_BUSY when
- * one had events since the last progress (drain, then arm again). */
+/* Arms every busy lane's worker: UCS_OK when all are armed, UCS_ERR_BUSY
+ * when one had events since the last progress (drain, then arm again). */
 static ucs_status_t arm_lanes(sc_ucx_transport_t *tp) {
-  for (int l = 0; l < tp->nlanes; l++) {
-    ucs_status_t st = ucp_worker_arm(tp->lane[l].worker);
+  for (int i = 0; i < tp->nbusy; i++) {
+    ucs_status_t st = ucp_worker_arm(tp->lane[tp->busy[i]].worker);
     if (st != UCS_OK) return st;
   }
   return UCS_OK;
@@ -320,10 +320,10 @@ static sc_result_t wait_events(sc_ucx_transport_t *tp, size_t before, int timeou
     /* wake sets the flag before it signals: seen here or the fd fires. */
     if (__atomic_load_n(&tp->woken, __ATOMIC_ACQUIRE)) break;
     struct pollfd pfd[SC_UCX_LANES];
-    for (int l = 0; l < tp->nlanes; l++)
-      pfd[l] = (struct pollfd){.fd = tp->lane[l].efd, .events = POLLIN};
+    for (int i = 0; i < tp->nbusy; i++)
+      pfd[i] = (struct pollfd){.fd = tp->lane[tp->busy[i]].efd, .events = POLLIN};
     int ms = (int)((left + 999) / 1000);
-    if (poll(pfd, (nfds_t)tp->nlanes, ms) < 0 && errno != EINTR)
+    if (poll(pfd, (nfds_t)tp->nbusy, ms) < 0 && errno != EINTR)
       return SC_ERR(SC_ERR_SYSTEM, "ucx progress: poll on the workers' event fds: %s",
                     strerror(errno));
     drain(tp);
@@ -371,9 +371,9 @@ static void ucx_wake(sc_transport_t *base) {
   if (!base) return;
   sc_ucx_transport_t *tp = sc_ucx_of(base);
   __atomic_store_n(&tp->woken, 1, __ATOMIC_RELEASE);
-  /* Writes the first worker's wake-up event fd (the wait polls every
-   * lane's): safe from any thread. */
-  ucp_worker_signal(tp->lane[0].worker);
+  /* Writes a waited-on worker's wake-up event fd (the wait polls every
+   * busy lane's): safe from any thread. */
+  ucp_worker_signal(tp->lane[tp->busy[0]].worker);
 }
 
 static sc_result_t ucx_props(sc_transport_t *base, int a, int b, sc_tp_props_t *out) {

@@ -244,7 +244,9 @@ typedef struct sc_ucx_lane {
 struct sc_ucx_transport {
   sc_transport_t base;
   sc_ucx_lane_t lane[SC_UCX_LANES];
-  int nlanes; /* 1: lane[0] serves both */
+  int nlanes;             /* 1: lane[0] serves both */
+  int nbusy;              /* lanes that carry a peer (connect_all): */
+  int busy[SC_UCX_LANES]; /* only they are progressed and waited on */
   int spin_us;
   sc_yield_t yield; /* whether the spin may yield the core now (base/yield.h) */
   int timeout_ms;

@@ -336,10 +336,16 @@ sc_result_t sc_ucx_connect_all(sc_transport_t *base, const void *addrs, size_t s
             local, tp->me.host_cpus, tp->spin_us);
     tp->spin_us = 0;
   }
-  tp->connected = 1;
   int via_net = 0;
   for (int i = 0; i < n; i++)
     via_net += tp->nlanes > 1 && tp->peers[i].worker == tp->lane[SC_UCX_LANE_NET].worker;
+  /* A lane without peers (the host lane of a rank alone on its host) is
+   * neither progressed nor waited on; the host lane stays when no lane has
+   * one (a single rank), so that wake has a worker to signal. */
+  tp->nbusy = 0;
+  if (via_net < n - 1 || via_net == 0) tp->busy[tp->nbusy++] = SC_UCX_LANE_HOST;
+  if (via_net > 0) tp->busy[tp->nbusy++] = SC_UCX_LANE_NET;
+  tp->connected = 1;
   SC_INFO(SC_SUBSYS_NET,
           "ucx: rank %d has endpoints to all %d peers (%s): %d on this host, %d on other hosts; "
           "%d through the net lane's own context",
