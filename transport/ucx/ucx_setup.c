@@ -222,11 +222,16 @@ sc_result_t sc_ucx_create_in(const sc_tp_config_t *cfg, sc_transport_t **out, vo
   /* UCX_* variables are read here: they are the user's to set. */
   const char *user_rndv = getenv("UCX_RNDV_THRESH");
   int one_host = sc_ucx_root_is_loopback(cfg->route_hint);
+  /* The host lane's threshold does not depend on RDMA. */
   sc_ucx_rndv_plan_t plan = sc_ucx_rndv_plan(user_rndv, 0, one_host);
   SC_CHECK_GOTO(open_lane(&tp->lane[0], plan.host, cfg->nranks), r, fail);
   tp->nlanes = 1;
-  /* RDMA or not is known once a context has opened UCX's resources. */
-  plan = sc_ucx_rndv_plan(user_rndv, sc_ucx_context_has_rdma(tp->lane[0].ctx), one_host);
+  /* RDMA or not is known once a context has opened UCX's resources. It
+   * matters only where a net lane could open: elsewhere the query (a print
+   * of the context's resources, parsed) is skipped, and the plan is the
+   * same either way. */
+  int rdma = user_rndv || one_host || sc_ucx_context_has_rdma(tp->lane[0].ctx);
+  plan = sc_ucx_rndv_plan(user_rndv, rdma, one_host);
   if (plan.net) {
     SC_CHECK_GOTO(open_lane(&tp->lane[SC_UCX_LANE_NET], plan.net, cfg->nranks), r, fail);
     tp->nlanes = 2;
