@@ -265,6 +265,7 @@ void sc_stream_run(sc_comm_t *comm, sc_request_t *req) {
   /* Released whatever happened, so that the stream never hangs; after a
    * failure the output is undefined and sc_comm_get_async_error says so. */
   release_to(s->ss, req->ticket);
+  sc_dev_stream_wait_end();
   slot_drop(s);
 }
 
@@ -331,6 +332,9 @@ sc_result_t sc_stream_submit(const char *fn, sc_comm_t *comm, const sc_devrt_t *
                              const sc_op_t *op, sc_stream_t stream) {
   sc_stream_state_t *ss = NULL;
   SC_CHECK(state_get(fn, comm, rt, &ss));
+  /* Before the stream waits: a kernel's first launch may wait for it
+   * (kernels/cuda/preload.c). */
+  if (rt->preload_kernels) SC_CHECK(rt->preload_kernels());
   /* Before the stream waits: the progress thread must not allocate while it
    * does (core/exec_device_mem.c). */
   SC_CHECK(sc_exec_device_reserve(comm, op));
@@ -341,8 +345,12 @@ sc_result_t sc_stream_submit(const char *fn, sc_comm_t *comm, const sc_devrt_t *
   s->req.stream = s;
   atomic_store(&s->holders, 2);
   sc_result_t r = rt->event_record(s->ready, stream);
+  /* From here until sc_stream_run raises the flag nothing may unmap (an
+   * unmap may wait for this stream): kernels/devrt_ipc.c. */
+  sc_dev_stream_wait_begin();
   if (r == SC_SUCCESS) r = sc_op_enqueue(comm, &s->req);
   if (r != SC_SUCCESS) {
+    sc_dev_stream_wait_end();
     atomic_store(&s->holders, 1);
     slot_drop(s);
     return r;

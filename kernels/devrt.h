@@ -96,6 +96,14 @@ typedef struct sc_devrt {
    * the library's emulated kernels (kernels/devrt.c) run there, inside
    * launch_host functions. */
   void *(*host_view)(const void *p);
+
+  /* ---- CUDA only (NULL for the stand-in) ---- */
+  /* Loads every kernel of the library on the current device now. Under
+   * CUDA's lazy loading (the default since CUDA 12.2) a kernel's first launch
+   * may wait for the whole context, and so for a stream that waits on one of
+   * our flags: the progress thread would then never raise it. Called on the
+   * caller's thread before a stream form's first wait (docs/CUDA.md). */
+  sc_result_t (*preload_kernels)(void);
 } sc_devrt_t;
 
 /* The runtime in use: the stand-in when SC_DEVRT_STANDIN names one (loaded
@@ -113,6 +121,13 @@ const sc_devrt_t *sc_devrt(void);
 sc_result_t sc_dev_ipc_open(const sc_devrt_t *rt, const sc_dev_ipc_handle_t *h, int64_t owner,
                             uint64_t obase, uint64_t osize, void **base);
 sc_result_t sc_dev_ipc_close(const sc_devrt_t *rt, const sc_dev_ipc_handle_t *h, void *base);
+
+/* A stream form's stream may wait on the library from before its wait is
+ * enqueued (begin) until its flag is raised (end): in between no mapping is
+ * unmapped in this process, since an unmap may wait for that stream. A last
+ * close then leaves the mapping for the first moment without such waits. */
+void sc_dev_stream_wait_begin(void);
+void sc_dev_stream_wait_end(void);
 
 /* ---- kernels on device memory, in stream order ----
  * With CUDA these are kernels/cuda/cuda_kernels.h's; with the stand-in the

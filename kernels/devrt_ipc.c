@@ -12,6 +12,13 @@
  *   overlap, so when an open fails, the open mappings whose owner range
  *   overlaps the new one are stale: they are unmapped and the open is tried
  *   again (their holders' later closes only count down).
+ * And one rule of ours: an unmap may wait for every stream of the context
+ * (as a free does; on an H100 a close during a stream form hung), so none
+ * happens while a stream form's stream may wait on the library
+ * (sc_dev_stream_wait_begin/end): the last close of an allocation then
+ * leaves its mapping open and unreferenced, and the first moment with no
+ * such wait closes it; an open that needs a freed allocation's mapping gone
+ * fails instead of hanging.
  * Opens are rare (the shm transport caches them), so a small array under a
  * mutex is enough. */
 #include <pthread.h>
@@ -23,9 +30,10 @@
 #include "kernels/devrt.h"
 
 typedef struct ipc_map {
+  const sc_devrt_t *rt;
   sc_dev_ipc_handle_t h;
   void *base;
-  long refs;
+  long refs; /* 0: unreferenced, closed at the first moment no stream waits */
   int64_t owner;
   uint64_t obase, osize; /* the allocation in its owner's address space */
   int stale;             /* unmapped already: closes only count down */
@@ -34,6 +42,44 @@ typedef struct ipc_map {
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static ipc_map_t *g_maps;
 static size_t g_n, g_cap;
+static long g_stream_waits; /* under g_lock */
+
+static void remove_at(size_t i) {
+  g_maps[i] = g_maps[--g_n];
+  if (g_n == 0) {
+    free(g_maps);
+    g_maps = NULL;
+    g_cap = 0;
+  }
+}
+
+/* Closes the unreferenced mappings, when no stream waits. Caller holds g_lock. */
+static void close_unreferenced(void) {
+  if (g_stream_waits > 0) return;
+  for (size_t i = 0; i < g_n;) {
+    if (g_maps[i].refs > 0) {
+      i++;
+      continue;
+    }
+    if (!g_maps[i].stale && g_maps[i].rt->ipc_close(g_maps[i].base) != SC_SUCCESS)
+      SC_WARN(SC_SUBSYS_INIT, "device IPC: closing a peer allocation mapped at %p failed",
+              g_maps[i].base);
+    remove_at(i);
+  }
+}
+
+void sc_dev_stream_wait_begin(void) {
+  pthread_mutex_lock(&g_lock);
+  g_stream_waits++;
+  pthread_mutex_unlock(&g_lock);
+}
+
+void sc_dev_stream_wait_end(void) {
+  pthread_mutex_lock(&g_lock);
+  if (g_stream_waits > 0) g_stream_waits--;
+  close_unreferenced();
+  pthread_mutex_unlock(&g_lock);
+}
 
 static int overlaps(const ipc_map_t *m, int64_t owner, uint64_t obase, uint64_t osize) {
   return !m->stale && m->owner == owner && m->obase < obase + osize && obase < m->obase + m->osize;
@@ -43,9 +89,15 @@ static int overlaps(const ipc_map_t *m, int64_t owner, uint64_t obase, uint64_t 
  * obase + osize): the owner freed them. Only once an open has failed: a
  * close may wait for every stream (as a free does), which a stream form's
  * stream waiting on this very operation would never let end. Caller holds
- * g_lock. The number unmapped. */
+ * g_lock. The number unmapped; -1 when one is in the way while a stream
+ * waits (nothing unmapped). */
 static int retire_stale(const sc_devrt_t *rt, int64_t owner, uint64_t obase, uint64_t osize) {
   int n = 0;
+  if (g_stream_waits > 0) {
+    for (size_t i = 0; i < g_n; i++)
+      if (overlaps(&g_maps[i], owner, obase, osize)) return -1;
+    return 0;
+  }
   for (size_t i = 0; i < g_n; i++)
     if (overlaps(&g_maps[i], owner, obase, osize)) {
       SC_INFO(SC_SUBSYS_INIT,
@@ -64,6 +116,7 @@ sc_result_t sc_dev_ipc_open(const sc_devrt_t *rt, const sc_dev_ipc_handle_t *h, 
                             uint64_t obase, uint64_t osize, void **base) {
   *base = NULL;
   pthread_mutex_lock(&g_lock);
+  close_unreferenced();
   for (size_t i = 0; i < g_n; i++)
     if (!g_maps[i].stale && !memcmp(g_maps[i].h.bytes, h->bytes, sizeof h->bytes)) {
       g_maps[i].refs++;
@@ -83,8 +136,19 @@ sc_result_t sc_dev_ipc_open(const sc_devrt_t *rt, const sc_dev_ipc_handle_t *h, 
   }
   /* Under the lock, so that two threads opening one handle map it once. */
   sc_result_t r = rt->ipc_open(h, base);
-  if (r != SC_SUCCESS && retire_stale(rt, owner, obase, osize)) r = rt->ipc_open(h, base);
-  if (r == SC_SUCCESS) g_maps[g_n++] = (ipc_map_t){*h, *base, 1, owner, obase, osize, 0};
+  if (r != SC_SUCCESS) {
+    int retired = retire_stale(rt, owner, obase, osize);
+    if (retired > 0) r = rt->ipc_open(h, base);
+    if (retired < 0)
+      r = SC_ERR(SC_ERR_UNSUPPORTED,
+                 "process %lld freed a device buffer and allocated another at 0x%llx while a "
+                 "stream-ordered call (sc_*_on_stream) is in flight in this process; unmapping "
+                 "the freed one would wait for that call's stream, so the call fails instead "
+                 "of hanging: keep the buffers of stream-ordered calls allocated between calls "
+                 "(a caching allocator does), or use the blocking calls",
+                 (long long)owner, (unsigned long long)obase);
+  }
+  if (r == SC_SUCCESS) g_maps[g_n++] = (ipc_map_t){rt, *h, *base, 1, owner, obase, osize, 0};
   pthread_mutex_unlock(&g_lock);
   return r;
 }
@@ -93,17 +157,13 @@ sc_result_t sc_dev_ipc_close(const sc_devrt_t *rt, const sc_dev_ipc_handle_t *h,
   pthread_mutex_lock(&g_lock);
   for (size_t i = 0; i < g_n; i++)
     if (g_maps[i].base == base && !memcmp(g_maps[i].h.bytes, h->bytes, sizeof h->bytes)) {
-      if (--g_maps[i].refs > 0) {
+      if (g_maps[i].refs <= 0) break; /* closed already by its holders */
+      if (--g_maps[i].refs > 0 || g_stream_waits > 0) {
         pthread_mutex_unlock(&g_lock);
         return SC_SUCCESS;
       }
       int stale = g_maps[i].stale;
-      g_maps[i] = g_maps[--g_n];
-      if (g_n == 0) {
-        free(g_maps);
-        g_maps = NULL;
-        g_cap = 0;
-      }
+      remove_at(i);
       sc_result_t r = stale ? SC_SUCCESS : rt->ipc_close(base);
       pthread_mutex_unlock(&g_lock);
       return r;

@@ -27,6 +27,15 @@
 extern "C" {
 #endif
 
+/* ---- the kernels' modules ---- */
+
+/* One kernel of each .cu file's module (a host stub's address, as
+ * cudaGetFuncBySymbol takes it): kernels/cuda/preload.c finds every other
+ * kernel of that module through it. */
+const void *sc_cuda_reduce_module_kernel(void);
+const void *sc_cuda_topk_module_kernel(void);
+const void *sc_cuda_sparse_module_kernel(void);
+
 /* ---- element-wise reduction ---- */
 
 /* device dst[i] = a[i] (op) b[i], i < count; dst may alias a or b exactly.

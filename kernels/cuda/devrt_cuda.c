@@ -46,10 +46,10 @@ static addr_range_fn_t g_addr_range;
 static range_handle_fn_t g_range_handle; /* NULL before CUDA 11.7 */
 static atomic_int g_wait_value_broken;   /* the device refused stream memory ops once */
 
-static void *entry_point(const char *name) {
+void *sc_cuda_driver_entry(const char *name, unsigned version) {
   void *fn = NULL;
   enum cudaDriverEntryPointQueryResult st;
-  if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &st) != cudaSuccess ||
+  if (cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &st) != cudaSuccess ||
       st != cudaDriverEntryPointSuccess) {
     (void)cudaGetLastError();
     return NULL;
@@ -372,6 +372,7 @@ static const sc_devrt_t g_cuda = {
     .dmabuf_fd = c_dmabuf_fd,
     .pci_bus_id = c_pci_bus_id,
     .host_view = NULL,
+    .preload_kernels = sc_cuda_preload_kernels,
 };
 
 static const sc_devrt_t *g_table;
@@ -384,9 +385,9 @@ static void probe(void) {
     return;
   }
   g_ndev = n;
-  void *w = entry_point("cuStreamWaitValue32");
-  void *r = entry_point("cuMemGetAddressRange");
-  void *h = entry_point("cuMemGetHandleForAddressRange");
+  void *w = sc_cuda_driver_entry("cuStreamWaitValue32", 12000);
+  void *r = sc_cuda_driver_entry("cuMemGetAddressRange", 12000);
+  void *h = sc_cuda_driver_entry("cuMemGetHandleForAddressRange", 12000);
   /* POSIX: an object pointer from a symbol lookup converts to a function. */
   memcpy(&g_wait_value, &w, sizeof w);
   memcpy(&g_addr_range, &r, sizeof r);

@@ -9,4 +9,17 @@
  * GPU). Asks once per process. */
 const sc_devrt_t *sc_devrt_cuda(void);
 
+/* A driver function by name as of CUDA `version` (12040 for 12.4), NULL
+ * where the driver lacks it. */
+void *sc_cuda_driver_entry(const char *name, unsigned version);
+
+/* kernels/cuda/preload.c: every kernel of the library loaded on the current
+ * device (once per device; nothing to do under eager loading). */
+sc_result_t sc_cuda_preload_kernels(void);
+
+/* The library's kernels on the current device: how many, and how many are
+ * not loaded (for the GPU test of the above). SC_ERR_UNSUPPORTED where the
+ * driver cannot enumerate a module (before CUDA 12.4). */
+sc_result_t sc_cuda_kernels_unloaded(unsigned *nfunc, unsigned *unloaded);
+
 #endif

@@ -125,6 +125,10 @@ template <class Tag> sc_result_t launch_avg(void *buf, size_t n, int d, cudaStre
 
 } // namespace
 
+extern "C" const void *sc_cuda_reduce_module_kernel(void) {
+  return (const void *)k_reduce_vec<Tag_f32, SC_SUM>;
+}
+
 extern "C" sc_result_t sc_cuda_reduce(void *dst, const void *a, const void *b, size_t count,
                                       sc_dtype_t dtype, sc_redop_t op, void *stream) {
   const char *fn = "sc_cuda_reduce";

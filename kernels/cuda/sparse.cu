@@ -68,6 +68,10 @@ sc_result_t float_size(const char *fn, sc_dtype_t dtype, size_t *es) {
 
 } // namespace
 
+extern "C" const void *sc_cuda_sparse_module_kernel(void) {
+  return (const void *)k_gather<uint32_t>;
+}
+
 extern "C" sc_result_t sc_cuda_sparse_gather(void *values, const void *x, const uint32_t *indices,
                                              size_t nnz, sc_dtype_t dtype, void *stream) {
   const char *fn = "sc_cuda_sparse_gather";

@@ -279,6 +279,10 @@ int cmp_desc(const void *a, const void *b) {
 
 } // namespace
 
+extern "C" const void *sc_cuda_topk_module_kernel(void) {
+  return (const void *)k_radix_init;
+}
+
 extern "C" size_t sc_cuda_topk_workspace_size(size_t n, sc_dtype_t dtype) {
   if (sc_hd_keyfmt(dtype).key_bits == 0) return 0;
   return (size_t)sc_hd_topk_layout(n, sc_hd_tiles(n)).bytes;

@@ -65,6 +65,26 @@ unit_step() {
   report "$name" "$limit" "$rc" "$t0"
 }
 
+# stacks_before NAME SECONDS PATTERN: in the background, once SECONDS have
+# passed (a step's limit less a minute), the stacks of every process whose
+# command line matches PATTERN go to LOG_DIR/NAME-stacks.log: a hung test's
+# threads, before its step is killed. Stopped by touching LOG_DIR/NAME.over.
+stacks_before() {
+  (
+    i=0
+    while [ "$i" -lt "$2" ] && [ ! -f "$L/$1.over" ]; do
+      sleep 1
+      i=$((i + 1))
+    done
+    [ -f "$L/$1.over" ] && exit 0
+    dbg=$(command -v cuda-gdb || command -v gdb) || exit 0
+    for p in $(pgrep -f "$3"); do
+      echo "== pid $p: $(tr '\0' ' ' </proc/"$p"/cmdline)"
+      timeout 40 "$dbg" -batch -p "$p" -ex "thread apply all bt" 2>&1 | grep -v '^\['
+    done >"$L/$1-stacks.log" 2>&1
+  ) >/dev/null 2>&1 &
+}
+
 say "gpu_checks: $(date -u +%FT%TZ) on $(hostname); $(nvidia-smi -L 2>&1 | head -n 1)"
 say "driver: $(nvidia-smi --query-gpu=driver_version,memory.total --format=csv,noheader 2>&1 | head -n 1)"
 "$B/sc-info" >"$L/sc-info.log" 2>&1
@@ -101,16 +121,48 @@ for s in $steps; do
     step "perf-torch-topk" 90 python3 perf/compare/torch_gpu_topk.py --build "$B"
     step "perf-torch-allreduce-n4" 120 python3 perf/compare/torch_gpu_allreduce.py -n 4 \
       --size 64M --rounds 3 --build "$B"
+    # Ranks sharing the GPU take turns on it without MPS (docs/CUDA.md): the
+    # shm device rows again under the MPS daemon, where the image has it.
+    if command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
+      CUDA_MPS_PIPE_DIRECTORY=$L/mps CUDA_MPS_LOG_DIRECTORY=$L/mps
+      export CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+      mkdir -p "$L/mps"
+      if nvidia-cuda-mps-control -d; then
+        P="$B/sc_allreduce_perf -b 64K -e 256M -f 4 -n 10 -w 3"
+        for n in 2 4; do
+          step "perf-allreduce-shm-device-mps-n$n" 60 "$B/sc-run" -n "$n" -x SC_TRANSPORT=shm $P \
+            --mem device
+        done
+        echo quit | nvidia-cuda-mps-control
+      fi
+      unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    fi
     ;;
   multi)
     # The device scripts on CUDA; several at once (they share the GPU).
     SC_TEST_DEVICE=cuda
     export SC_TEST_DEVICE
-    step "multi-device" "${SC_GPU_MULTI_S:-900}" sh test/multi/device.sh &
-    step "multi-dev_sparse" "${SC_GPU_MULTI_S:-900}" sh test/multi/dev_sparse.sh &
-    step "multi-stream" "${SC_GPU_MULTI_S:-900}" sh test/multi/stream.sh &
+    m=${SC_GPU_MULTI_S:-900}
+    # The transport's IPC path alone on CUDA: every pair at once, a buffer
+    # freed and made again, forged records (test/multi/device_ipc.sh runs
+    # it on the stand-in).
+    for a in "2 data" "4 data" "8 data" "2 mismatch" "2 garbage" "2 badhandle"; do
+      # shellcheck disable=SC2086 # "N MODE" splits on purpose
+      step "ipc-$(echo $a | tr ' ' -)" 60 "$B/test/multi/shm_ipc_procs" $a
+    done
+    stacks_before multi-stream $((m - 60)) '[m]r_stream'
+    stacks_before multi-device $((m - 60)) '[m]r_device'
+    stacks_before multi-dev_sparse $((m - 60)) '[m]r_dev_'
+    step "multi-device" "$m" sh test/multi/device.sh &
+    s1=$!
+    step "multi-dev_sparse" "$m" sh test/multi/dev_sparse.sh &
+    s2=$!
+    step "multi-stream" "$m" sh test/multi/stream.sh &
+    s3=$!
     step "python-cuda_staging" 300 sh test/python/cuda_staging.sh &
-    wait
+    s4=$!
+    wait "$s1" "$s2" "$s3" "$s4"
+    touch "$L/multi-stream.over" "$L/multi-device.over" "$L/multi-dev_sparse.over"
     unset SC_TEST_DEVICE
     ;;
   esac

@@ -179,19 +179,26 @@ static void run_order(sc_comm_t *comm) {
    * behind a slow host function too, so that its operation runs while its
    * stream waits: an allocation the caller did not make before the wait
    * would then stall (on the stand-in, time out) and fail the call. */
+  /* The buffers stay allocated until every call is over, as a caching
+   * allocator keeps them: a peer's buffer freed and made again at the same
+   * address cannot be mapped while a stream call waits (its old mapping
+   * would have to be unmapped, which may wait for this stream; the call
+   * fails then, kernels/devrt_ipc.c). */
+  bufs_t warm[C_COUNT * 3], used[C_COUNT * 3];
+  int nwarm = 0, nused = 0;
   for (int w = 0; w < C_COUNT * 3; w++) {
     int c = w % C_COUNT;
     size_t count = counts[w / C_COUNT];
     bufs_t b;
     CHECK_OK(bufs_alloc(&b, c == C_REDUCE_SCATTER ? count * (size_t)nranks : count,
                         c == C_ALLGATHER ? count * (size_t)nranks : count));
+    warm[nwarm++] = b;
     atomic_int slept = 0;
     sleeper_t sl = {.ms = 30, .done = &slept};
     CHECK_OK(rt->launch_host(s, sleeper, &sl, sizeof(sl)));
     sc_result_t r = issue(c, &b, count, (w + 1) % nranks, comm, s); /* the roots below */
     if (r != SC_SUCCESS) FAILF("warm-up %s: %s: %s", cname[c], sc_strerror(r), sc_last_error());
     CHECK_OK(stream_drain(s, 60000, NULL));
-    bufs_free(&b);
   }
   int call = 0;
   for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
@@ -202,6 +209,7 @@ static void run_order(sc_comm_t *comm) {
       size_t out_n = c == C_ALLGATHER ? count * (size_t)nranks : count;
       bufs_t b;
       CHECK_OK(bufs_alloc(&b, in_n, out_n));
+      used[nused++] = b;
       for (size_t i = 0; i < in_n; i++) b.h_in[i] = in_val(rank, i, call);
       for (size_t i = 0; i < out_n; i++) b.h_out[i] = -12345.f;
       /* Before the call: a slow host function, then the input's upload. */
@@ -234,9 +242,13 @@ static void run_order(sc_comm_t *comm) {
           bad++;
         }
       }
-      bufs_free(&b);
     }
   }
+  /* The call left queued at the end gets its buffers before those above go
+   * (not at a freed buffer's address). */
+  CHECK_OK(bufs_alloc(&tail.b, 1000, 1000));
+  for (int i = 0; i < nwarm; i++) bufs_free(&warm[i]);
+  for (int i = 0; i < nused; i++) bufs_free(&used[i]);
 
   /* Host buffers on a stream form: refused, nothing queued. */
   float h[4] = {1, 2, 3, 4};
@@ -261,7 +273,6 @@ static void run_order(sc_comm_t *comm) {
   rt->free_device(d);
   /* One more call left queued behind a slow input: sc_comm_destroy (in main)
    * runs it before it frees anything; main checks the result afterwards. */
-  CHECK_OK(bufs_alloc(&tail.b, 1000, 1000));
   for (size_t i = 0; i < 1000; i++) tail.b.h_in[i] = in_val(rank, i, call);
   static atomic_int slept_tail;
   sleeper_t sl = {.ms = 200, .done = &slept_tail};

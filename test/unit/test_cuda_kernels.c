@@ -26,6 +26,7 @@
 #include "kernels/cpu/topk.h"
 #include "kernels/cpu/topk_gaussian.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/devrt_cuda.h"
 #include "test/unit/test_cuda_data.h"
 
 static void *dev_alloc(size_t bytes) {
@@ -77,6 +78,33 @@ static void one_reduce(sc_dtype_t dt, int op, size_t n, size_t oa, size_t ob, in
   free(b);
   free(ref);
   free(got);
+}
+
+/* First in the group: no kernel of ours has run yet. Under lazy loading
+ * (CUDA's default) most are not loaded; after the preload none may be left,
+ * or a stream form can deadlock (kernels/cuda/preload.c). */
+static void test_preload_loads_every_kernel(void **state) {
+  (void)state;
+  unsigned n = 0, left = 0;
+  sc_result_t r = sc_cuda_kernels_unloaded(&n, &left);
+  if (r == SC_ERR_UNSUPPORTED) {
+    printf("driver before CUDA 12.4: the kernels cannot be listed; preload not checked\n");
+    assert_int_equal(sc_cuda_preload_kernels(), SC_SUCCESS);
+    return;
+  }
+  assert_int_equal(r, SC_SUCCESS);
+  const char *mode = getenv("CUDA_MODULE_LOADING");
+  int eager = mode && strcmp(mode, "EAGER") == 0;
+  printf("library kernels: %u, not loaded before the preload: %u (%s loading)\n", n, left,
+         eager ? "eager" : "lazy");
+  /* reduce.cu alone: 10 dtypes x (4 ops x 2 + 2) */
+  assert_true(n >= 100);
+  if (!eager) assert_true(left > 0);
+  assert_int_equal(sc_cuda_preload_kernels(), SC_SUCCESS);
+  assert_int_equal(sc_cuda_kernels_unloaded(&n, &left), SC_SUCCESS);
+  assert_int_equal(left, 0);
+  /* Once per device: the second call finds it done. */
+  assert_int_equal(sc_cuda_preload_kernels(), SC_SUCCESS);
 }
 
 static void test_reduce_against_cpu(void **state) {
@@ -313,9 +341,8 @@ int main(void) {
     return 77;
   }
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_reduce_against_cpu),
-      cmocka_unit_test(test_reduce_bad_arguments),
-      cmocka_unit_test(test_topk_against_cpu),
+      cmocka_unit_test(test_preload_loads_every_kernel), cmocka_unit_test(test_reduce_against_cpu),
+      cmocka_unit_test(test_reduce_bad_arguments),       cmocka_unit_test(test_topk_against_cpu),
       cmocka_unit_test(test_sparse_and_error_feedback),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "base/error.h"
 #include "kernels/devrt.h"
 
 typedef struct mock_handle {
@@ -118,10 +119,59 @@ static void test_freed_allocation_retired(void **state) {
   assert_int_equal(mapped(), 0);
 }
 
+/* While a stream form's stream may wait on the library, nothing is
+ * unmapped: a last close leaves the mapping (an open revives it), the end of
+ * the wait closes it, and an open that needs a freed allocation's mapping
+ * gone fails with SC_ERR_UNSUPPORTED instead of unmapping. */
+static void test_no_unmap_while_a_stream_waits(void **state) {
+  (void)state;
+  g_opens = g_closes = 0;
+  sc_dev_ipc_handle_t a = handle(7, 0x1000, 4000, 0), b = handle(7, 0x8000, 100, 0);
+  void *pa, *pb, *again;
+  assert_int_equal(sc_dev_ipc_open(&g_rt, &a, 7, 0x1000, 4000, &pa), SC_SUCCESS);
+  assert_int_equal(sc_dev_ipc_open(&g_rt, &b, 7, 0x8000, 100, &pb), SC_SUCCESS);
+  sc_dev_stream_wait_begin();
+  sc_dev_stream_wait_begin(); /* two stream calls in flight */
+  assert_int_equal(sc_dev_ipc_close(&g_rt, &b, pb), SC_SUCCESS);
+  assert_int_equal(g_closes, 0);
+  assert_int_equal(mapped(), 2);
+  /* Opened again before the end: the same mapping, no new open. */
+  assert_int_equal(sc_dev_ipc_open(&g_rt, &b, 7, 0x8000, 100, &again), SC_SUCCESS);
+  assert_ptr_equal(again, pb);
+  assert_int_equal(g_opens, 2);
+  assert_int_equal(sc_dev_ipc_close(&g_rt, &b, again), SC_SUCCESS);
+  /* Owner 7 freed a and allocated anew at its place: refused, not unmapped. */
+  sc_dev_ipc_handle_t fresh = handle(7, 0x1000, 8000, 1);
+  void *f = NULL;
+  assert_int_equal(sc_dev_ipc_open(&g_rt, &fresh, 7, 0x1000, 8000, &f), SC_ERR_UNSUPPORTED);
+  assert_non_null(strstr(sc_last_error(), "stream-ordered call"));
+  assert_null(f);
+  assert_int_equal(g_closes, 0);
+  sc_dev_stream_wait_end();
+  assert_int_equal(g_closes, 0); /* one call still in flight */
+  sc_dev_stream_wait_end();
+  assert_int_equal(g_closes, 1); /* b, unreferenced */
+  assert_int_equal(mapped(), 1);
+  /* No wait now: the freed allocation's mapping is retired and fresh opens. */
+  assert_int_equal(sc_dev_ipc_open(&g_rt, &fresh, 7, 0x1000, 8000, &f), SC_SUCCESS);
+  assert_int_equal(g_closes, 2);
+  assert_int_equal(sc_dev_ipc_close(&g_rt, &a, pa), SC_SUCCESS);
+  assert_int_equal(g_closes, 2); /* a was unmapped by the retire */
+  assert_int_equal(sc_dev_ipc_close(&g_rt, &fresh, f), SC_SUCCESS);
+  assert_int_equal(g_closes, 3);
+  assert_int_equal(mapped(), 0);
+  /* An unbalanced end does not go below zero. */
+  sc_dev_stream_wait_end();
+  assert_int_equal(sc_dev_ipc_open(&g_rt, &a, 7, 0x1000, 4000, &pa), SC_SUCCESS);
+  assert_int_equal(sc_dev_ipc_close(&g_rt, &a, pa), SC_SUCCESS);
+  assert_int_equal(mapped(), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shared_and_counted),
       cmocka_unit_test(test_freed_allocation_retired),
+      cmocka_unit_test(test_no_unmap_while_a_stream_waits),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
