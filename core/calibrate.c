@@ -29,10 +29,24 @@ static sc_result_t sc_calib_ring_allgather(sc_comm_t *comm, void *buf, size_t pe
   return sc_op_run_blocking(comm, &op);
 }
 
+static int sc_calib_cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The median of n timings: one rep that lost its core for milliseconds (a
+ * busy machine) moves a mean by a tenth of that, and the fit's link rate
+ * with it (beta is the step less alpha); a median does not move. */
+static double sc_calib_median(double *t, int n) {
+  qsort(t, (size_t)n, sizeof(*t), sc_calib_cmp);
+  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
 sc_result_t sc_tune_calibrate(sc_comm_t *comm) {
   int p = comm->nranks;
   if (p < 2) return SC_SUCCESS;
-  const int reps = 10;
+  enum { reps = 10 };
+  double t[reps];
   /* Below shm's single-copy size: the fit is of host_s_per_b (two copies). */
   const size_t m = 64 * 1024;
   double fit[4] = {0, 0, 0, 0};
@@ -44,17 +58,25 @@ sc_result_t sc_tune_calibrate(sc_comm_t *comm) {
     goto done;
   }
   for (int i = 0; i < 3 && r == SC_SUCCESS; i++) r = sc_barrier(comm);
-  double t0 = sc_seconds();
-  for (int i = 0; i < reps && r == SC_SUCCESS; i++) r = sc_barrier(comm);
+  for (int i = 0; i < reps && r == SC_SUCCESS; i++) {
+    double t0 = sc_seconds();
+    r = sc_barrier(comm);
+    t[i] = sc_seconds() - t0;
+  }
+  if (r != SC_SUCCESS) goto done;
   double rounds = ceil(log2((double)p));
-  double alpha = (sc_seconds() - t0) / reps / rounds;
+  double alpha = sc_calib_median(t, reps) / rounds;
   SC_CHECK_GOTO(sc_calib_ring_allgather(comm, buf, m), r, done);
-  t0 = sc_seconds();
-  for (int i = 0; i < reps && r == SC_SUCCESS; i++) r = sc_calib_ring_allgather(comm, buf, m);
-  double step = (sc_seconds() - t0) / reps / (p - 1);
+  for (int i = 0; i < reps && r == SC_SUCCESS; i++) {
+    double t0 = sc_seconds();
+    r = sc_calib_ring_allgather(comm, buf, m);
+    t[i] = sc_seconds() - t0;
+  }
+  if (r != SC_SUCCESS) goto done;
+  double step = sc_calib_median(t, reps) / (p - 1);
   double beta = (step - alpha) / (double)m;
   for (size_t i = 0; i < m; i++) x[i] = y[i] = (float)i;
-  t0 = sc_seconds();
+  double t0 = sc_seconds();
   for (int i = 0; i < reps; i++) sc_reduce_kernel(SC_FLOAT32, SC_SUM, x, x, y, m);
   double gamma = (sc_seconds() - t0) / reps / (double)(m * sizeof(float));
   if (r != SC_SUCCESS) goto done;
