@@ -16,6 +16,13 @@ sc_result_t sc_sparse_gtopk_schedule(const sc_coll_args_t *a, sc_sched_t *s);
 /* The papers' tree: binomial reduce-with-merge to rank 0, then binomial
  * broadcast of the result. */
 sc_result_t sc_sparse_gtopk_tree_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+/* Hierarchical, for hosts that hold several ranks (a->host_of; NULL: one
+ * host, which is the tree): the papers' tree reduce inside each host to its
+ * lowest rank, the butterfly among those leaders (hosts P'..H-1 fold into
+ * host - P' first), then a binomial broadcast inside each host. Between
+ * hosts one set per host crosses the network per round, where the flat
+ * butterfly sends one per rank. */
+sc_result_t sc_sparse_gtopk_hier_schedule(const sc_coll_args_t *a, sc_sched_t *s);
 /* TopK-SGD baseline: ring all-gather of every rank's set (each message
  * carries its count first), then the exact sum by index in rank order. */
 sc_result_t sc_sparse_allgather_schedule(const sc_coll_args_t *a, sc_sched_t *s);

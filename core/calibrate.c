@@ -103,6 +103,7 @@ sc_result_t sc_tune_calibrate(sc_comm_t *comm) {
   comm->tune.model.beta_s_per_b = fit[1];
   comm->tune.model.gamma_s_per_b = fit[2];
   comm->tune.model.host_s_per_b = fit[3];
+  comm->tune.calibrated = 1;
   /* Choices made for the calibration's own barriers and broadcast. */
   memset(comm->tune.cache, 0, sizeof(comm->tune.cache));
   pthread_mutex_unlock(&comm->tune.lock);
@@ -117,4 +118,26 @@ done:
   free(x);
   free(y);
   return r;
+}
+
+void sc_tune_inherit(sc_comm_t *comm, const sc_comm_t *parent) {
+  sc_comm_t *pc = (sc_comm_t *)parent; /* its lock only */
+  pthread_mutex_lock(&pc->tune.lock);
+  double fit[4] = {pc->tune.model.alpha_s, pc->tune.model.beta_s_per_b,
+                   pc->tune.model.gamma_s_per_b, pc->tune.model.host_s_per_b};
+  pthread_mutex_unlock(&pc->tune.lock);
+  pthread_mutex_lock(&comm->tune.lock);
+  comm->tune.model.alpha_s = fit[0];
+  comm->tune.model.beta_s_per_b = fit[1];
+  comm->tune.model.gamma_s_per_b = fit[2];
+  comm->tune.model.host_s_per_b = fit[3];
+  comm->tune.calibrated = 1;
+  memset(comm->tune.cache, 0, sizeof(comm->tune.cache));
+  pthread_mutex_unlock(&comm->tune.lock);
+  comm->ex.sched_key.valid = 0;
+  sc_exec_device_model_changed(comm);
+  SC_INFO(SC_SUBSYS_TUNE,
+          "inherited the parent's calibrated fit on %d ranks: alpha %.1f us, link %.3g GB/s, "
+          "host %.3g GB/s, reduce %.3g GB/s",
+          comm->nranks, fit[0] * 1e6, 1e-9 / fit[1], 1e-9 / fit[3], 1e-9 / fit[2]);
 }

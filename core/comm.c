@@ -174,6 +174,11 @@ static void sc_comm_free(sc_comm_t *comm) {
 }
 
 sc_result_t sc_comm_create(sc_comm_t **out, int nranks, int rank, const sc_unique_id_t *id) {
+  return sc_comm_create_child(out, nranks, rank, id, NULL);
+}
+
+sc_result_t sc_comm_create_child(sc_comm_t **out, int nranks, int rank, const sc_unique_id_t *id,
+                                 const sc_comm_t *parent) {
   sc_sockaddr_t root;
   uint8_t secret[SC_SECRET_LEN];
   SC_CHECK(sc_unique_id_decode(id, &root, secret));
@@ -242,7 +247,9 @@ sc_result_t sc_comm_create(sc_comm_t **out, int nranks, int rank, const sc_uniqu
   SC_CHECK_GOTO(sc_tune_init(comm), r, fail);
   comm->tune_ready = 1;
   SC_CHECK_GOTO(sc_progress_start(comm), r, fail);
-  if (sc_tune_measures(comm->cfg.tuning, comm->tune.nhosts)) {
+  if (sc_tune_measures(comm->cfg.tuning, comm->tune.nhosts) && parent && parent->tune.calibrated) {
+    sc_tune_inherit(comm, parent);
+  } else if (sc_tune_measures(comm->cfg.tuning, comm->tune.nhosts)) {
     /* The fit is of the algorithms' messages, not of the fingerprint
      * exchange's (the same calls on every rank: nothing to check). */
     int check = comm->cfg.check_mismatch;

@@ -180,7 +180,8 @@ typedef struct sc_tune_state {
   /* core/locality.c: hosts from the transport's props, numbered by their lowest rank. */
   int *host_of; /* [nranks] */
   int nhosts, host_index, local_rank, local_size;
-  int hier_ok; /* the hierarchical all-reduce has a hierarchy (sc_hier_useful) */
+  int hier_ok;    /* the hierarchical all-reduce has a hierarchy (sc_hier_useful) */
+  int calibrated; /* the model's fit was measured on this communicator or its parent */
 } sc_tune_state_t;
 
 /* After sc_comm_abort only this struct remains (a tombstone that answers
@@ -266,10 +267,16 @@ void sc_tune_fini(sc_comm_t *comm);
 /* SC_TUNE=measure: fit alpha/beta/gamma on the communicator, rank 0's fit
  * broadcast to all (core/calibrate.c). */
 sc_result_t sc_tune_calibrate(sc_comm_t *comm);
+/* A split's communicator takes its parent's measured fit instead (the same
+ * links; every rank's parent holds the same fit, so all agree). */
+void sc_tune_inherit(sc_comm_t *comm, const sc_comm_t *parent);
 sc_result_t sc_tune_build_schedule(sc_comm_t *comm, const sc_op_t *op, sc_sched_t *s);
 
 /* core/comm.c */
 sc_result_t sc_comm_create(sc_comm_t **out, int nranks, int rank, const sc_unique_id_t *id);
+/* The same for sc_comm_split: parent (non-NULL) lends its calibrated fit. */
+sc_result_t sc_comm_create_child(sc_comm_t **out, int nranks, int rank, const sc_unique_id_t *id,
+                                 const sc_comm_t *parent);
 /* core/comm_watch.c: what the liveness watch may do to this communicator. */
 struct sc_watch_hooks;
 void sc_comm_watch_hooks(sc_comm_t *comm, struct sc_watch_hooks *h);

@@ -40,7 +40,7 @@ sc_result_t sc_comm_split(sc_comm_t *comm, int color, int key, sc_comm_t **newco
   SC_CHECK_GOTO(sc_allgather(&myid, ids, sizeof(myid), SC_UINT8, comm), r, done);
   if (mine.color < 0) goto done;
   SC_INFO(SC_SUBSYS_INIT, "split: color %d key %d -> rank %d of %d", color, key, newrank, newsize);
-  r = sc_comm_create(newcomm, newsize, newrank, &ids[leader]);
+  r = sc_comm_create_child(newcomm, newsize, newrank, &ids[leader], comm);
 done:
   free(all);
   free(ids);

@@ -44,6 +44,7 @@ void sc_fp_from_op(const sc_op_t *op, sc_fingerprint_t *fp) {
     fp->variant = op->gen == sc_sparse_gtopk_schedule        ? SC_FP_SPARSE_GTOPK
                   : op->gen == sc_sparse_gtopk_tree_schedule ? SC_FP_SPARSE_GTOPK_TREE
                   : op->gen == sc_sparse_allgather_schedule  ? SC_FP_SPARSE_ALLGATHER
+                  : op->gen == sc_sparse_gtopk_hier_schedule ? SC_FP_SPARSE_GTOPK_HIER
                                                              : SC_FP_SPARSE_OTHER;
   } else {
     fp->variant = op->gen ? SC_FP_INTERNAL : SC_FP_DENSE;
@@ -92,7 +93,8 @@ int sc_fp_equal(const sc_fingerprint_t *a, const sc_fingerprint_t *b) {
 
 const char *sc_fp_describe(const sc_fingerprint_t *fp, char *out, size_t len) {
   static const char *const variants[] = {
-      "", "internal ", "sparse gtopk ", "sparse gtopk_tree ", "sparse allgather ", "sparse "};
+      "",        "internal ",         "sparse gtopk ", "sparse gtopk_tree ", "sparse allgather ",
+      "sparse ", "sparse gtopk_hier "};
   const char *variant = fp->variant < sizeof(variants) / sizeof(variants[0]) ? variants[fp->variant]
                                                                              : "unknown-variant ";
   const char *dtype = fp->dtype == SC_FP_NONE ? "no dtype" : sc_dtype_name(fp->dtype);

@@ -34,7 +34,8 @@ typedef enum sc_fp_variant {
   SC_FP_SPARSE_GTOPK, /* sc_sparse_allreduce / sc_gtopk_allreduce variants */
   SC_FP_SPARSE_GTOPK_TREE,
   SC_FP_SPARSE_ALLGATHER,
-  SC_FP_SPARSE_OTHER
+  SC_FP_SPARSE_OTHER,
+  SC_FP_SPARSE_GTOPK_HIER
 } sc_fp_variant_t;
 
 typedef struct sc_fingerprint {

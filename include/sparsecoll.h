@@ -160,7 +160,8 @@ sc_result_t sc_topk(const void *dense, size_t n, sc_dtype_t dtype, size_t k, sc_
 typedef enum sc_sparse_algo {
   SC_SPARSE_GTOPK,      /* butterfly merge, no broadcast */
   SC_SPARSE_GTOPK_TREE, /* the papers' tree reduce + broadcast */
-  SC_SPARSE_ALLGATHER   /* TopK-SGD baseline */
+  SC_SPARSE_ALLGATHER,  /* TopK-SGD baseline */
+  SC_SPARSE_GTOPK_HIER  /* merge inside each host, butterfly among hosts, broadcast in the host */
 } sc_sparse_algo_t;
 
 sc_result_t sc_sparse_allreduce(const uint32_t *indices, const void *values, size_t nnz,

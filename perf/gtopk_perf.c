@@ -33,8 +33,14 @@ typedef struct opts {
   perf_mem_t mem;
 } opts_t;
 
-enum { A_GTOPK, A_TREE, A_ALLGATHER, A_DENSE, A_COUNT };
-static const char *const algo_names[] = {"gtopk", "gtopk_tree", "allgather", "dense"};
+/* A_HIER runs only when asked for (-a gtopk_hier): "all" keeps its rows. */
+enum { A_GTOPK, A_TREE, A_ALLGATHER, A_DENSE, A_HIER, A_COUNT };
+static const char *const algo_names[] = {"gtopk", "gtopk_tree", "allgather", "dense", "gtopk_hier"};
+
+/* Every rank's host (sc_comm_local, all-gathered): gtopk_hier's reference. */
+static int *g_host_of;
+
+static void *xmalloc(size_t n);
 
 static void usage(FILE *f) {
   fprintf(f, "usage: sc_gtopk_perf [-n DENSE_LEN] [-k K | --density D] [-a ALGO] [-d DTYPE]\n"
@@ -43,7 +49,8 @@ static void usage(FILE *f) {
              "  -n   dense length (default 26214400 = 25*2^20)\n"
              "  -k   entries per rank and kept by each merge (default density * n)\n"
              "  --density  k / n (default 0.001)\n"
-             "  -a   gtopk | gtopk_tree | allgather | dense | all (default all)\n"
+             "  -a   gtopk | gtopk_tree | allgather | dense | all (default all, which leaves\n"
+             "       out gtopk_hier) | gtopk_hier\n"
              "  -d   float | double | half | bfloat16 (default float)\n"
              "  -w, -i  warm-up and timed iterations (default 2, 10; at most 64)\n"
              "  -c   check every result against the reference (default 1)\n"
@@ -232,6 +239,38 @@ static rset_t reference(int al, int p, size_t n, size_t k) {
   for (int r = 0; r < p; r++) s[r] = gen(r, n, k);
   if (al == A_ALLGATHER) {
     for (int r = 1; r < p; r++) take(&s[0], merge(&s[0], &s[r], -1));
+  } else if (al == A_HIER) {
+    /* The tree inside each host onto its lowest rank, then the butterfly
+     * below over those ranks' sets (hosts numbered by their lowest rank). */
+    int nh = 0;
+    for (int r = 0; r < p; r++)
+      if (g_host_of[r] + 1 > nh) nh = g_host_of[r] + 1;
+    int *m = xmalloc((size_t)p * sizeof(int));
+    rset_t *hs = xmalloc((size_t)nh * sizeof(*hs));
+    for (int h = 0; h < nh; h++) {
+      int cnt = 0;
+      for (int r = 0; r < p; r++)
+        if (g_host_of[r] == h) m[cnt++] = r;
+      for (int bit = 1; bit < cnt; bit <<= 1)
+        for (int l = 0; l + bit < cnt; l += 2 * bit)
+          take(&s[m[l]], merge(&s[m[l]], &s[m[l + bit]], (long long)k));
+      hs[h] = s[m[0]];
+      s[m[0]] = (rset_t){NULL, NULL, 0};
+    }
+    int pp = 1;
+    while (pp * 2 <= nh) pp *= 2;
+    for (int h = 0; h + pp < nh; h++) take(&hs[h], merge(&hs[h], &hs[h + pp], (long long)k));
+    for (int bit = 1; bit < pp; bit <<= 1)
+      for (int h = 0; h < pp; h++)
+        if (!(h & bit)) {
+          take(&hs[h], merge(&hs[h], &hs[h | bit], (long long)k));
+          rset_t none = {NULL, NULL, 0};
+          take(&hs[h | bit], merge(&hs[h], &none, -1));
+        }
+    take(&s[0], hs[0]);
+    for (int h = 1; h < nh; h++) take(&hs[h], (rset_t){NULL, NULL, 0});
+    free(hs);
+    free(m);
   } else if (al == A_TREE) {
     for (int bit = 1; bit < p; bit <<= 1)
       for (int r = 0; r + bit < p; r += 2 * bit)
@@ -284,6 +323,7 @@ static sc_result_t run_once(bench_t *b, int al) {
     return sc_allreduce(b->c_dense_in, b->c_dense_out, o->n, o->dtype, SC_SUM, b->comm);
   const sc_sparse_algo_t sa = al == A_GTOPK  ? SC_SPARSE_GTOPK
                               : al == A_TREE ? SC_SPARSE_GTOPK_TREE
+                              : al == A_HIER ? SC_SPARSE_GTOPK_HIER
                                              : SC_SPARSE_ALLGATHER;
   return sc_sparse_allreduce(b->c_idx, b->c_val, o->k, o->n, o->k, o->dtype, sa, b->c_oidx,
                              b->c_oval, &b->out_nnz, b->comm);
@@ -539,8 +579,13 @@ int main(int argc, char **argv) {
     printf("%12s %12s %12s %16s %16s %10s %8s\n", "algo", "time_us", "algbw_GB/s", "sent_B_max",
            "sent_B_mean", "out_nnz", "wrong");
   }
+  int host = 0;
+  perf_check_sc(sc_comm_local(b.comm, NULL, NULL, &host, NULL), "sc_comm_local");
+  g_host_of = xmalloc((size_t)b.nranks * sizeof(int));
+  perf_check_sc(sc_allgather(&host, g_host_of, 1, SC_INT32, b.comm), "sc_allgather");
   for (int al = 0; al < A_COUNT; al++)
-    if (o.algo < 0 || o.algo == al) bench_algo(&b, al);
+    if ((o.algo < 0 && al != A_HIER) || o.algo == al) bench_algo(&b, al);
+  free(g_host_of);
   int status = 0;
   if (o.json && b.rank == 0) status = write_json(&b);
   perf_check_sc(sc_comm_destroy(b.comm), "sc_comm_destroy");

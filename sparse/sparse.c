@@ -12,7 +12,10 @@
 #include "sparse/devctx.h"
 
 static const char *algo_name(sc_sparse_algo_t a) {
-  return a == SC_SPARSE_GTOPK ? "gtopk" : a == SC_SPARSE_GTOPK_TREE ? "gtopk_tree" : "allgather";
+  return a == SC_SPARSE_GTOPK        ? "gtopk"
+         : a == SC_SPARSE_GTOPK_TREE ? "gtopk_tree"
+         : a == SC_SPARSE_GTOPK_HIER ? "gtopk_hier"
+                                     : "allgather";
 }
 
 static sc_result_t check_input(const char *fn, const uint32_t *idx, size_t nnz, size_t dense_len) {
@@ -38,8 +41,12 @@ sc_result_t sc_sparse_allreduce_track(const char *fn, const uint32_t *indices, c
   if (!sc_sparse_dtype_ok(dtype))
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: dtype %d is not float32, float64, float16 or bfloat16",
                   fn, (int)dtype);
-  if (algo != SC_SPARSE_GTOPK && algo != SC_SPARSE_GTOPK_TREE && algo != SC_SPARSE_ALLGATHER)
+  if (algo != SC_SPARSE_GTOPK && algo != SC_SPARSE_GTOPK_TREE && algo != SC_SPARSE_ALLGATHER &&
+      algo != SC_SPARSE_GTOPK_HIER)
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid algorithm %d", fn, (int)algo);
+  /* The hierarchy's leaves never learn which of their entries survived. */
+  if (survived && algo == SC_SPARSE_GTOPK_HIER)
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s: gtopk_hier does not track survival bits", fn);
   if (dense_len > (size_t)UINT32_MAX + 1)
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: dense_len %zu needs indices wider than 32 bits", fn,
                   dense_len);
@@ -73,6 +80,7 @@ sc_result_t sc_sparse_allreduce_track(const char *fn, const uint32_t *indices, c
                 .sparse = &sp};
   op.gen = algo == SC_SPARSE_GTOPK        ? sc_sparse_gtopk_schedule
            : algo == SC_SPARSE_GTOPK_TREE ? sc_sparse_gtopk_tree_schedule
+           : algo == SC_SPARSE_GTOPK_HIER ? sc_sparse_gtopk_hier_schedule
                                           : sc_sparse_allgather_schedule;
   SC_TRACE(SC_SUBSYS_COLL, "%s: %s of nnz %zu, k %zu, dense_len %zu", fn, algo_name(algo), nnz, k,
            dense_len);

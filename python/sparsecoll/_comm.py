@@ -21,6 +21,7 @@ SPARSE_ALGOS = {
     "gtopk": _consts.SC_SPARSE_GTOPK,
     "gtopk_tree": _consts.SC_SPARSE_GTOPK_TREE,
     "allgather": _consts.SC_SPARSE_ALLGATHER,
+    "gtopk_hier": _consts.SC_SPARSE_GTOPK_HIER,
 }
 
 
@@ -445,8 +446,8 @@ class Comm:
 
     def sparse_allreduce(self, indices, values, dense_len, k, algo="gtopk"):
         """Sum of every rank's sparse vector (indices sorted, unique, <
-        dense_len; at most k of them). gtopk/gtopk_tree: the global top-k of
-        the sum (at most k entries); allgather: the exact sum. Returns
+        dense_len; at most k of them). gtopk/gtopk_tree/gtopk_hier: the global
+        top-k of the sum (at most k entries); allgather: the exact sum. Returns
         (indices, values) sorted by index. CUDA tensors: on the device when
         the library takes device memory, else on host copies; results on the
         values' device (see _staging)."""

@@ -364,6 +364,7 @@ static void test_bad_arguments(void) {
 int main(int argc, char **argv) {
   int allreduce_only = argc > 1 && !strcmp(argv[1], "--allreduce-only");
   int rs_ag_only = argc > 1 && !strcmp(argv[1], "--rs-ag-only");
+  int split_only = argc > 1 && !strcmp(argv[1], "--split-only");
   MR_OK(sc_comm_init_env(&comm));
   if (!comm) {
     fprintf(stderr, "sc_comm_init_env failed: %s\n", sc_last_error());
@@ -378,6 +379,8 @@ int main(int argc, char **argv) {
     test_allreduce_only();
   } else if (rs_ag_only) {
     test_rs_ag_only();
+  } else if (split_only) {
+    test_split();
   } else {
     test_bad_arguments();
     test_all_dense();

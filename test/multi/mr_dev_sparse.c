@@ -238,10 +238,11 @@ static void sparse_case(sc_dtype_t dt, sc_sparse_algo_t algo, size_t dense_len, 
 }
 
 static void sparse_cases(void) {
-  const sc_sparse_algo_t algos[3] = {SC_SPARSE_GTOPK, SC_SPARSE_GTOPK_TREE, SC_SPARSE_ALLGATHER};
+  const sc_sparse_algo_t algos[4] = {SC_SPARSE_GTOPK, SC_SPARSE_GTOPK_TREE, SC_SPARSE_ALLGATHER,
+                                     SC_SPARSE_GTOPK_HIER};
   const size_t ks[] = {0, 1, 7, 64};
   for (int d = 0; d < 4; d += quick ? 3 : 1)
-    for (int a = 0; a < 3; a++)
+    for (int a = 0; a < 4; a++)
       for (size_t b = 0; b < sizeof(ks) / sizeof(ks[0]); b++)
         sparse_case(dtypes[d], algos[a], 300, ks[b]);
 }

@@ -119,6 +119,53 @@ static void take(rs_t *dst, rs_t src) {
   *dst = src;
 }
 
+/* Every rank's host index (sc_comm_local, all-gathered): gtopk_hier's layout. */
+static int *g_host_of;
+
+/* gtopk_hier's merge tree: the tree inside each host (ranks ascending),
+ * then the butterfly over the hosts' sets with hosts P'.. folded first.
+ * Consumes s (sets per rank); returns the result. */
+static rs_t reference_hier(sc_dtype_t t, size_t k, int p, rs_t *s) {
+  int nh = 0;
+  for (int r = 0; r < p; r++)
+    if (g_host_of[r] + 1 > nh) nh = g_host_of[r] + 1;
+  int *members = malloc((size_t)p * sizeof(int)), *first = calloc((size_t)nh + 1, sizeof(int));
+  rs_t *hs = calloc((size_t)nh, sizeof(*hs));
+  for (int h = 0, at = 0; h < nh; h++) {
+    first[h] = at;
+    for (int r = 0; r < p; r++)
+      if (g_host_of[r] == h) members[at++] = r;
+    first[h + 1] = at;
+    const int n = first[h + 1] - first[h];
+    const int *m = members + first[h];
+    for (int bit = 1; bit < n; bit <<= 1)
+      for (int l = 0; l + bit < n; l += 2 * bit)
+        take(&s[m[l]], merge(t, k, &s[m[l]], &s[m[l + bit]]));
+    hs[h] = s[m[0]];
+    s[m[0]] = rs_new(0);
+  }
+  int pp = 1;
+  while (pp * 2 <= nh) pp *= 2;
+  for (int h = 0; h + pp < nh; h++) take(&hs[h], merge(t, k, &hs[h], &hs[h + pp]));
+  for (int bit = 1; bit < pp; bit <<= 1)
+    for (int h = 0; h < pp; h++)
+      if (!(h & bit)) {
+        rs_t m = merge(t, k, &hs[h], &hs[h | bit]);
+        rs_t c = rs_new(m.n);
+        memcpy(c.idx, m.idx, m.n * 4);
+        memcpy(c.val, m.val, m.n * 8);
+        c.n = m.n;
+        take(&hs[h], m);
+        take(&hs[h | bit], c);
+      }
+  rs_t o = hs[0];
+  for (int h = 1; h < nh; h++) rs_free(&hs[h]);
+  free(hs);
+  free(members);
+  free(first);
+  return o;
+}
+
 static rs_t reference(sc_sparse_algo_t algo, sc_dtype_t t, size_t k, size_t dense, int p,
                       rs_t *in) {
   if (algo == SC_SPARSE_ALLGATHER) {
@@ -151,6 +198,12 @@ static rs_t reference(sc_sparse_algo_t algo, sc_dtype_t t, size_t k, size_t dens
     memcpy(s[r].val, in[r].val, in[r].n * 8);
     s[r].n = in[r].n;
   }
+  if (algo == SC_SPARSE_GTOPK_HIER) {
+    rs_t o = reference_hier(t, k, p, s);
+    for (int r = 0; r < p; r++) rs_free(&s[r]);
+    free(s);
+    return o;
+  }
   if (algo == SC_SPARSE_GTOPK_TREE) {
     for (int bit = 1; bit < p; bit <<= 1)
       for (int r = 0; r + bit < p; r += 2 * bit) take(&s[r], merge(t, k, &s[r], &s[r + bit]));
@@ -182,7 +235,7 @@ static uint64_t hash_bytes(const void *p, size_t n, uint64_t h) {
   return h;
 }
 
-static const char *const algo_names[] = {"gtopk", "gtopk_tree", "allgather"};
+static const char *const algo_names[] = {"gtopk", "gtopk_tree", "allgather", "gtopk_hier"};
 
 static void one_case(sc_sparse_algo_t algo, sc_dtype_t t, size_t k, size_t dense, uint64_t seed) {
   const int p = mr_nranks;
@@ -261,13 +314,19 @@ static void sparse_cases(void) {
   const sc_dtype_t dts[] = {SC_FLOAT32, SC_FLOAT64, SC_FLOAT16, SC_BFLOAT16};
   const size_t ks[] = {1, 7, 64, 1000};
   uint64_t seed = 1;
-  for (int a = 0; a < 3; a++)
+  int host;
+  MR_OK(sc_comm_local(comm, NULL, NULL, &host, NULL));
+  g_host_of = malloc((size_t)mr_nranks * sizeof(int));
+  MR_OK(sc_allgather(&host, g_host_of, 1, SC_INT32, comm));
+  for (int a = 0; a < 4; a++)
     for (int d = 0; d < 4; d++)
       for (int ki = 0; ki < 4; ki++) {
         const size_t k = ks[ki];
         one_case((sc_sparse_algo_t)a, dts[d], k, 3 * k + 5, seed++);
         one_case((sc_sparse_algo_t)a, dts[d], k, 50 * k + 1, seed++);
       }
+  free(g_host_of);
+  g_host_of = NULL;
 }
 
 /* Rank r's gradient at step s: small integers, some steps sparse-ish. */

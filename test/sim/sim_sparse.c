@@ -1,4 +1,5 @@
-/* The sparse all-reduce schedules (gTop-k butterfly, gTop-k tree, all-gather)
+/* The sparse all-reduce schedules (gTop-k butterfly, gTop-k tree, all-gather,
+ * gTop-k hierarchical on random host maps, consecutive and round-robin)
  * run through the simulator, both send models, nranks 1..33, four dtypes,
  * against a reference written here from docs/ALGORITHMS.md: its own Merge
  * (dense presence arrays and a sort, nothing shared with the kernel), the same
@@ -208,6 +209,52 @@ static rset_t ref_tree(sc_dtype_t t, size_t k, int p, const rset_t *in, size_t d
   return out;
 }
 
+/* gtopk_hier's merge tree: the tree inside each host of host_of (ranks
+ * ascending), then the butterfly over the hosts' sets, hosts P'.. folded
+ * into host - P' first. */
+static rset_t ref_hier(sc_dtype_t t, size_t k, int p, const rset_t *in, size_t dense,
+                       const int *host_of) {
+  int nh = 0;
+  for (int r = 0; r < p; r++)
+    if (host_of[r] + 1 > nh) nh = host_of[r] + 1;
+  rset_t *hs = calloc((size_t)nh, sizeof(*hs));
+  int *m = malloc((size_t)p * sizeof(int));
+  for (int h = 0; h < nh; h++) {
+    int n = 0;
+    for (int r = 0; r < p; r++)
+      if (host_of[r] == h) m[n++] = r;
+    rset_t *s = calloc((size_t)n, sizeof(*s));
+    for (int l = 0; l < n; l++) {
+      s[l] = rset_alloc(in[m[l]].n);
+      memcpy(s[l].idx, in[m[l]].idx, in[m[l]].n * 4);
+      memcpy(s[l].val, in[m[l]].val, in[m[l]].n * 8);
+      s[l].n = in[m[l]].n;
+    }
+    for (int bit = 1; bit < n; bit <<= 1)
+      for (int l = 0; l + bit < n; l += 2 * bit)
+        replace(&s[l], ref_merge(t, k, &s[l], &s[l + bit], dense));
+    hs[h] = s[0];
+    for (int l = 1; l < n; l++) rset_free(&s[l]);
+    free(s);
+  }
+  free(m);
+  const int pp = pow2_floor(nh);
+  for (int h = 0; h + pp < nh; h++) replace(&hs[h], ref_merge(t, k, &hs[h], &hs[h + pp], dense));
+  for (int bit = 1; bit < pp; bit <<= 1) {
+    rset_t *ns = calloc((size_t)pp, sizeof(*ns));
+    for (int h = 0; h < pp; h++) {
+      int lo = h < (h ^ bit) ? h : h ^ bit, hi = lo ^ bit;
+      ns[h] = ref_merge(t, k, &hs[lo], &hs[hi], dense);
+    }
+    for (int h = 0; h < pp; h++) replace(&hs[h], ns[h]);
+    free(ns);
+  }
+  rset_t out = hs[0];
+  for (int h = 1; h < nh; h++) rset_free(&hs[h]);
+  free(hs);
+  return out;
+}
+
 /* Exact sum: dense accumulators in rank order (float32 for the 32- and
  * 16-bit types, rounded once at the end; double for float64). */
 static rset_t ref_allgather(sc_dtype_t t, int p, const rset_t *in, size_t dense) {
@@ -240,8 +287,30 @@ static rset_t ref_allgather(sc_dtype_t t, int p, const rset_t *in, size_t dense)
 
 /* ---- one simulated run ---------------------------------------------------- */
 
-typedef enum { ALG_GTOPK, ALG_TREE, ALG_ALLGATHER } alg_t;
-static const char *const alg_names[] = {"gtopk", "gtopk_tree", "allgather"};
+typedef enum { ALG_GTOPK, ALG_TREE, ALG_ALLGATHER, ALG_HIER } alg_t;
+static const char *const alg_names[] = {"gtopk", "gtopk_tree", "allgather", "gtopk_hier"};
+
+/* ALG_HIER's host map for the run at hand (hosts numbered by lowest rank). */
+static int g_host_of[64];
+
+/* A host map for p ranks: consecutive blocks of 1-4 ranks, or ranks dealt
+ * round-robin over 1-4 hosts. */
+static void gen_hosts(int p) {
+  if (rnd() % 2) {
+    int h = -1, left = 0;
+    for (int r = 0; r < p; r++) {
+      if (left == 0) {
+        h++;
+        left = 1 + (int)(rnd() % 4);
+      }
+      g_host_of[r] = h;
+      left--;
+    }
+  } else {
+    int nh = 1 + (int)(rnd() % 4);
+    for (int r = 0; r < p; r++) g_host_of[r] = r % nh;
+  }
+}
 
 typedef struct rank_io {
   uint32_t *idx;
@@ -260,10 +329,12 @@ static sc_result_t build(alg_t alg, int p, int r, size_t k, size_t w, sc_sched_t
                       .rank = r,
                       .count = k,
                       .elem_size = w,
-                      .chunk_elems = 1};
+                      .chunk_elems = 1,
+                      .host_of = alg == ALG_HIER ? g_host_of : NULL};
   sc_sched_init(s);
   return alg == ALG_GTOPK  ? sc_sparse_gtopk_schedule(&a, s)
          : alg == ALG_TREE ? sc_sparse_gtopk_tree_schedule(&a, s)
+         : alg == ALG_HIER ? sc_sparse_gtopk_hier_schedule(&a, s)
                            : sc_sparse_allgather_schedule(&a, s);
 }
 
@@ -359,6 +430,7 @@ static void run_case(alg_t alg, int p, size_t k, size_t dense, sc_dtype_t t, sc_
   const size_t w = sc_dtype_size(t);
   rset_t *in = calloc((size_t)p, sizeof(*in));
   for (int r = 0; r < p; r++) gen_input(&in[r], k, dense, t, ties);
+  if (alg == ALG_HIER) gen_hosts(p);
   rank_io_t *io = io_make(in, p, k, t, alg);
   char err[1024];
   const char *tag = alg_names[alg];
@@ -373,6 +445,7 @@ static void run_case(alg_t alg, int p, size_t k, size_t dense, sc_dtype_t t, sc_
     }
     rset_t ref = alg == ALG_GTOPK  ? ref_gtopk(t, k, p, in, dense, alive)
                  : alg == ALG_TREE ? ref_tree(t, k, p, in, dense)
+                 : alg == ALG_HIER ? ref_hier(t, k, p, in, dense, g_host_of)
                                    : ref_allgather(t, p, in, dense);
     int same = 1, match = 1, surv = 1;
     for (int r = 0; r < p; r++) {
@@ -532,7 +605,7 @@ int main(void) {
   two_ranks_exact();
   const sc_dtype_t dtypes[] = {SC_FLOAT32, SC_FLOAT64, SC_FLOAT16, SC_BFLOAT16};
   for (int p = 1; p <= 33; p++)
-    for (int alg = 0; alg < 3; alg++)
+    for (int alg = 0; alg < 4; alg++)
       for (int d = 0; d < 4; d++)
         for (int model = 0; model < 2; model++) {
           /* Small k and dense length: many collisions, many drops. */
@@ -540,7 +613,7 @@ int main(void) {
           run_case((alg_t)alg, p, k, dense, dtypes[d], (sc_sim_model_t)model, (int)(rnd() % 2));
         }
   /* A few edge shapes: k = 0, dense = k (everything collides). */
-  for (int alg = 0; alg < 3; alg++) {
+  for (int alg = 0; alg < 4; alg++) {
     run_case((alg_t)alg, 5, 0, 10, SC_FLOAT32, SC_SIM_RENDEZVOUS, 1);
     run_case((alg_t)alg, 6, 8, 8, SC_FLOAT32, SC_SIM_RENDEZVOUS, 1);
     run_case((alg_t)alg, 3, 1, 1, SC_FLOAT16, SC_SIM_EAGER, 0);

@@ -218,6 +218,25 @@ else
   bad "SC_TUNE across hosts (rc=$rc1,$rc2 calibrated: $n_auto of 2 by default, $n_model with model; link '$link' GB/s for $RATE_BPS bit/s)"
 fi
 
+# --- a split's communicator across the hosts takes its parent's fit instead of
+# calibrating again: 4 ranks, 2 per host, split by parity (mr_collectives'
+# test_split): ranks 1 and 3 form a 2-host communicator; rank 0 takes no part
+# and rank 2 is alone.
+"$SC_RUN" --netbed="$PREFIX" --ranks-per-host 2 -n 4 --timeout 50 -x SC_DEBUG=INFO \
+  -x SC_DEBUG_SUBSYS=TUNE "$top_builddir/test/multi/mr_collectives" --split-only \
+  >"$tmp/split.out" 2>"$tmp/split.err"
+rc=$?
+n_parent=$(grep -c 'calibrated on 4 ranks' "$tmp/split.err")
+n_child=$(grep -c 'calibrated on 2 ranks' "$tmp/split.err")
+n_inh=$(grep -c "inherited the parent's calibrated fit on 2 ranks" "$tmp/split.err")
+cp "$tmp/split.err" "$tmp/err"
+if [ $rc -eq 0 ] && [ "$n_parent" -eq 4 ] && [ "$n_child" -eq 0 ] && [ "$n_inh" -eq 2 ] &&
+  [ "$(grep -c ' 0 failures$' "$tmp/split.out")" -eq 4 ]; then
+  ok "split across hosts: the parent calibrated on 4 ranks, the 2-host child inherited its fit"
+else
+  bad "split across hosts (rc=$rc: parent calibrations $n_parent of 4, child calibrations $n_child, inherited $n_inh of 2)"
+fi
+
 # --- down removes everything; down again succeeds; status says not up
 "$NETBED" --id "$ID" down >"$tmp/out" 2>"$tmp/err"
 rc1=$?
