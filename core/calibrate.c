@@ -42,6 +42,24 @@ static double sc_calib_median(double *t, int n) {
   return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
+/* fit = {alpha s, beta s/B, gamma s/B, host s/B} becomes comm's model; the
+ * choices and the schedule cached under the old one are dropped. */
+static void install_fit(sc_comm_t *comm, const double fit[4], const char *how, const char *whose) {
+  pthread_mutex_lock(&comm->tune.lock);
+  comm->tune.model.alpha_s = fit[0];
+  comm->tune.model.beta_s_per_b = fit[1];
+  comm->tune.model.gamma_s_per_b = fit[2];
+  comm->tune.model.host_s_per_b = fit[3];
+  comm->tune.calibrated = 1;
+  memset(comm->tune.cache, 0, sizeof(comm->tune.cache));
+  pthread_mutex_unlock(&comm->tune.lock);
+  comm->ex.sched_key.valid = 0;
+  sc_exec_device_model_changed(comm);
+  SC_INFO(SC_SUBSYS_TUNE,
+          "%s on %d ranks%s: alpha %.1f us, link %.3g GB/s, host %.3g GB/s, reduce %.3g GB/s", how,
+          comm->nranks, whose, fit[0] * 1e6, 1e-9 / fit[1], 1e-9 / fit[3], 1e-9 / fit[2]);
+}
+
 sc_result_t sc_tune_calibrate(sc_comm_t *comm) {
   int p = comm->nranks;
   if (p < 2) return SC_SUCCESS;
@@ -98,21 +116,7 @@ sc_result_t sc_tune_calibrate(sc_comm_t *comm) {
   fit[2] = gamma;
   fit[3] = host > 1e-12 ? host : 1e-12;
   SC_CHECK_GOTO(sc_broadcast(fit, fit, 4, SC_FLOAT64, 0, comm), r, done);
-  pthread_mutex_lock(&comm->tune.lock);
-  comm->tune.model.alpha_s = fit[0];
-  comm->tune.model.beta_s_per_b = fit[1];
-  comm->tune.model.gamma_s_per_b = fit[2];
-  comm->tune.model.host_s_per_b = fit[3];
-  comm->tune.calibrated = 1;
-  /* Choices made for the calibration's own barriers and broadcast. */
-  memset(comm->tune.cache, 0, sizeof(comm->tune.cache));
-  pthread_mutex_unlock(&comm->tune.lock);
-  comm->ex.sched_key.valid = 0; /* the cached schedule was chosen under the old model */
-  sc_exec_device_model_changed(comm);
-  SC_INFO(SC_SUBSYS_TUNE,
-          "calibrated on %d ranks (rank 0's fit): alpha %.1f us, link %.3g GB/s, host %.3g GB/s, "
-          "reduce %.3g GB/s",
-          p, fit[0] * 1e6, 1e-9 / fit[1], 1e-9 / fit[3], 1e-9 / fit[2]);
+  install_fit(comm, fit, "calibrated", " (rank 0's fit)");
 done:
   free(buf);
   free(x);
@@ -126,18 +130,5 @@ void sc_tune_inherit(sc_comm_t *comm, const sc_comm_t *parent) {
   double fit[4] = {pc->tune.model.alpha_s, pc->tune.model.beta_s_per_b,
                    pc->tune.model.gamma_s_per_b, pc->tune.model.host_s_per_b};
   pthread_mutex_unlock(&pc->tune.lock);
-  pthread_mutex_lock(&comm->tune.lock);
-  comm->tune.model.alpha_s = fit[0];
-  comm->tune.model.beta_s_per_b = fit[1];
-  comm->tune.model.gamma_s_per_b = fit[2];
-  comm->tune.model.host_s_per_b = fit[3];
-  comm->tune.calibrated = 1;
-  memset(comm->tune.cache, 0, sizeof(comm->tune.cache));
-  pthread_mutex_unlock(&comm->tune.lock);
-  comm->ex.sched_key.valid = 0;
-  sc_exec_device_model_changed(comm);
-  SC_INFO(SC_SUBSYS_TUNE,
-          "inherited the parent's calibrated fit on %d ranks: alpha %.1f us, link %.3g GB/s, "
-          "host %.3g GB/s, reduce %.3g GB/s",
-          comm->nranks, fit[0] * 1e6, 1e-9 / fit[1], 1e-9 / fit[3], 1e-9 / fit[2]);
+  install_fit(comm, fit, "inherited the parent's calibrated fit", "");
 }

@@ -247,9 +247,10 @@ sc_result_t sc_comm_create_child(sc_comm_t **out, int nranks, int rank, const sc
   SC_CHECK_GOTO(sc_tune_init(comm), r, fail);
   comm->tune_ready = 1;
   SC_CHECK_GOTO(sc_progress_start(comm), r, fail);
-  if (sc_tune_measures(comm->cfg.tuning, comm->tune.nhosts) && parent && parent->tune.calibrated) {
+  const int measure = sc_tune_measures(comm->cfg.tuning, comm->tune.nhosts);
+  if (measure && parent && parent->tune.calibrated) {
     sc_tune_inherit(comm, parent);
-  } else if (sc_tune_measures(comm->cfg.tuning, comm->tune.nhosts)) {
+  } else if (measure) {
     /* The fit is of the algorithms' messages, not of the fingerprint
      * exchange's (the same calls on every rank: nothing to check). */
     int check = comm->cfg.check_mismatch;

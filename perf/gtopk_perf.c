@@ -233,60 +233,64 @@ static void take(rset_t *d, rset_t s) {
   *d = s;
 }
 
+/* The papers' tree over s[0..p): the result in s[0]. */
+static void tree_merge(rset_t *s, int p, size_t k) {
+  for (int bit = 1; bit < p; bit <<= 1)
+    for (int r = 0; r + bit < p; r += 2 * bit) take(&s[r], merge(&s[r], &s[r + bit], (long long)k));
+}
+
+/* The butterfly over s[0..p), ranks P'.. folded first: the result in s[0]. */
+static void butterfly_merge(rset_t *s, int p, size_t k) {
+  int pp = 1;
+  while (pp * 2 <= p) pp *= 2;
+  for (int r = 0; r + pp < p; r++) take(&s[r], merge(&s[r], &s[r + pp], (long long)k));
+  for (int bit = 1; bit < pp; bit <<= 1)
+    for (int r = 0; r < pp; r++)
+      if (!(r & bit)) {
+        take(&s[r], merge(&s[r], &s[r | bit], (long long)k));
+        rset_t none = {NULL, NULL, 0};
+        take(&s[r | bit], merge(&s[r], &none, -1));
+      }
+}
+
+/* gtopk_hier: the tree over each host's sets (ranks ascending) onto its
+ * lowest rank, then the butterfly over the hosts' sets (hosts numbered by
+ * their lowest rank); the result in s[0]. */
+static void hier_merge(rset_t *s, int p, size_t k) {
+  int nh = 0;
+  for (int r = 0; r < p; r++)
+    if (g_host_of[r] + 1 > nh) nh = g_host_of[r] + 1;
+  rset_t *hs = xmalloc((size_t)nh * sizeof(*hs)), *mine = xmalloc((size_t)p * sizeof(*mine));
+  for (int h = 0; h < nh; h++) {
+    int cnt = 0;
+    for (int r = 0; r < p; r++)
+      if (g_host_of[r] == h) {
+        mine[cnt++] = s[r];
+        s[r] = (rset_t){NULL, NULL, 0};
+      }
+    tree_merge(mine, cnt, k);
+    hs[h] = mine[0];
+    for (int l = 1; l < cnt; l++) take(&mine[l], (rset_t){NULL, NULL, 0});
+  }
+  butterfly_merge(hs, nh, k);
+  take(&s[0], hs[0]);
+  for (int h = 1; h < nh; h++) take(&hs[h], (rset_t){NULL, NULL, 0});
+  free(hs);
+  free(mine);
+}
+
 /* The expected result of algorithm `al` (values exact: integer sums). */
 static rset_t reference(int al, int p, size_t n, size_t k) {
   rset_t *s = malloc((size_t)p * sizeof(*s));
   for (int r = 0; r < p; r++) s[r] = gen(r, n, k);
-  if (al == A_ALLGATHER) {
+  if (al == A_ALLGATHER)
     for (int r = 1; r < p; r++) take(&s[0], merge(&s[0], &s[r], -1));
-  } else if (al == A_HIER) {
-    /* The tree inside each host onto its lowest rank, then the butterfly
-     * below over those ranks' sets (hosts numbered by their lowest rank). */
-    int nh = 0;
-    for (int r = 0; r < p; r++)
-      if (g_host_of[r] + 1 > nh) nh = g_host_of[r] + 1;
-    int *m = xmalloc((size_t)p * sizeof(int));
-    rset_t *hs = xmalloc((size_t)nh * sizeof(*hs));
-    for (int h = 0; h < nh; h++) {
-      int cnt = 0;
-      for (int r = 0; r < p; r++)
-        if (g_host_of[r] == h) m[cnt++] = r;
-      for (int bit = 1; bit < cnt; bit <<= 1)
-        for (int l = 0; l + bit < cnt; l += 2 * bit)
-          take(&s[m[l]], merge(&s[m[l]], &s[m[l + bit]], (long long)k));
-      hs[h] = s[m[0]];
-      s[m[0]] = (rset_t){NULL, NULL, 0};
-    }
-    int pp = 1;
-    while (pp * 2 <= nh) pp *= 2;
-    for (int h = 0; h + pp < nh; h++) take(&hs[h], merge(&hs[h], &hs[h + pp], (long long)k));
-    for (int bit = 1; bit < pp; bit <<= 1)
-      for (int h = 0; h < pp; h++)
-        if (!(h & bit)) {
-          take(&hs[h], merge(&hs[h], &hs[h | bit], (long long)k));
-          rset_t none = {NULL, NULL, 0};
-          take(&hs[h | bit], merge(&hs[h], &none, -1));
-        }
-    take(&s[0], hs[0]);
-    for (int h = 1; h < nh; h++) take(&hs[h], (rset_t){NULL, NULL, 0});
-    free(hs);
-    free(m);
-  } else if (al == A_TREE) {
-    for (int bit = 1; bit < p; bit <<= 1)
-      for (int r = 0; r + bit < p; r += 2 * bit)
-        take(&s[r], merge(&s[r], &s[r + bit], (long long)k));
-  } else {
-    int pp = 1;
-    while (pp * 2 <= p) pp *= 2;
-    for (int r = 0; r + pp < p; r++) take(&s[r], merge(&s[r], &s[r + pp], (long long)k));
-    for (int bit = 1; bit < pp; bit <<= 1)
-      for (int r = 0; r < pp; r++)
-        if (!(r & bit)) {
-          take(&s[r], merge(&s[r], &s[r | bit], (long long)k));
-          rset_t none = {NULL, NULL, 0};
-          take(&s[r | bit], merge(&s[r], &none, -1));
-        }
-  }
+  else if (al == A_HIER)
+    hier_merge(s, p, k);
+  else if (al == A_TREE)
+    tree_merge(s, p, k);
+  else
+    butterfly_merge(s, p, k);
   for (int r = 1; r < p; r++) take(&s[r], (rset_t){NULL, NULL, 0});
   rset_t o = s[0];
   free(s);

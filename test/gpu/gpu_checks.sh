@@ -41,6 +41,13 @@ step() {
   report "$name" "$limit" $? "$t0"
 }
 
+# thread_stacks PID: the stacks of PID's threads on stdout (cuda-gdb, else
+# gdb; nothing where neither is installed).
+thread_stacks() {
+  dbg=$(command -v cuda-gdb || command -v gdb) || return 0
+  timeout 40 "$dbg" -batch -p "$1" -ex "thread apply all bt" 2>&1 | grep -v '^\['
+}
+
 # unit_step NAME SECONDS PROGRAM...: as step, with the output line-buffered;
 # a program still running at its limit gets the stacks of its threads
 # (cuda-gdb or gdb, where one is installed) in its log before it is killed.
@@ -52,9 +59,7 @@ unit_step() {
   pid=$!
   while kill -0 "$pid" 2>/dev/null && [ $(($(date +%s) - t0)) -lt "$limit" ]; do sleep 1; done
   if kill -0 "$pid" 2>/dev/null; then
-    dbg=$(command -v cuda-gdb || command -v gdb)
-    [ -n "$dbg" ] && timeout 60 "$dbg" -batch -p "$pid" -ex "thread apply all bt" \
-      >>"$L/$name.log" 2>&1
+    thread_stacks "$pid" >>"$L/$name.log"
     kill -9 "$pid"
     wait "$pid"
     rc=124
@@ -77,10 +82,9 @@ stacks_before() {
       i=$((i + 1))
     done
     [ -f "$L/$1.over" ] && exit 0
-    dbg=$(command -v cuda-gdb || command -v gdb) || exit 0
     for p in $(pgrep -f "$3"); do
       echo "== pid $p: $(tr '\0' ' ' </proc/"$p"/cmdline)"
-      timeout 40 "$dbg" -batch -p "$p" -ex "thread apply all bt" 2>&1 | grep -v '^\['
+      thread_stacks "$p"
     done >"$L/$1-stacks.log" 2>&1
   ) >/dev/null 2>&1 &
 }

@@ -122,47 +122,25 @@ static void take(rs_t *dst, rs_t src) {
 /* Every rank's host index (sc_comm_local, all-gathered): gtopk_hier's layout. */
 static int *g_host_of;
 
-/* gtopk_hier's merge tree: the tree inside each host (ranks ascending),
- * then the butterfly over the hosts' sets with hosts P'.. folded first.
- * Consumes s (sets per rank); returns the result. */
-static rs_t reference_hier(sc_dtype_t t, size_t k, int p, rs_t *s) {
+static rs_t reference(sc_sparse_algo_t algo, sc_dtype_t t, size_t k, size_t dense, int p, rs_t *in);
+
+/* gtopk_hier's merge tree: the tree over each host's inputs (ranks
+ * ascending), then the butterfly over the hosts' results. */
+static rs_t reference_hier(sc_dtype_t t, size_t k, size_t dense, int p, rs_t *in) {
   int nh = 0;
   for (int r = 0; r < p; r++)
     if (g_host_of[r] + 1 > nh) nh = g_host_of[r] + 1;
-  int *members = malloc((size_t)p * sizeof(int)), *first = calloc((size_t)nh + 1, sizeof(int));
-  rs_t *hs = calloc((size_t)nh, sizeof(*hs));
-  for (int h = 0, at = 0; h < nh; h++) {
-    first[h] = at;
+  rs_t *hs = calloc((size_t)nh, sizeof(*hs)), *mine = calloc((size_t)p, sizeof(*mine));
+  for (int h = 0; h < nh; h++) {
+    int n = 0;
     for (int r = 0; r < p; r++)
-      if (g_host_of[r] == h) members[at++] = r;
-    first[h + 1] = at;
-    const int n = first[h + 1] - first[h];
-    const int *m = members + first[h];
-    for (int bit = 1; bit < n; bit <<= 1)
-      for (int l = 0; l + bit < n; l += 2 * bit)
-        take(&s[m[l]], merge(t, k, &s[m[l]], &s[m[l + bit]]));
-    hs[h] = s[m[0]];
-    s[m[0]] = rs_new(0);
+      if (g_host_of[r] == h) mine[n++] = in[r]; /* reference copies them */
+    hs[h] = reference(SC_SPARSE_GTOPK_TREE, t, k, dense, n, mine);
   }
-  int pp = 1;
-  while (pp * 2 <= nh) pp *= 2;
-  for (int h = 0; h + pp < nh; h++) take(&hs[h], merge(t, k, &hs[h], &hs[h + pp]));
-  for (int bit = 1; bit < pp; bit <<= 1)
-    for (int h = 0; h < pp; h++)
-      if (!(h & bit)) {
-        rs_t m = merge(t, k, &hs[h], &hs[h | bit]);
-        rs_t c = rs_new(m.n);
-        memcpy(c.idx, m.idx, m.n * 4);
-        memcpy(c.val, m.val, m.n * 8);
-        c.n = m.n;
-        take(&hs[h], m);
-        take(&hs[h | bit], c);
-      }
-  rs_t o = hs[0];
-  for (int h = 1; h < nh; h++) rs_free(&hs[h]);
+  rs_t o = reference(SC_SPARSE_GTOPK, t, k, dense, nh, hs);
+  for (int h = 0; h < nh; h++) rs_free(&hs[h]);
   free(hs);
-  free(members);
-  free(first);
+  free(mine);
   return o;
 }
 
@@ -191,18 +169,13 @@ static rs_t reference(sc_sparse_algo_t algo, sc_dtype_t t, size_t k, size_t dens
     free(any);
     return o;
   }
-  rs_t *s = malloc((size_t)p * sizeof(*s));
+  if (algo == SC_SPARSE_GTOPK_HIER) return reference_hier(t, k, dense, p, in);
+  rs_t *s = calloc((size_t)p, sizeof(*s));
   for (int r = 0; r < p; r++) {
     s[r] = rs_new(in[r].n);
     memcpy(s[r].idx, in[r].idx, in[r].n * 4);
     memcpy(s[r].val, in[r].val, in[r].n * 8);
     s[r].n = in[r].n;
-  }
-  if (algo == SC_SPARSE_GTOPK_HIER) {
-    rs_t o = reference_hier(t, k, p, s);
-    for (int r = 0; r < p; r++) rs_free(&s[r]);
-    free(s);
-    return o;
   }
   if (algo == SC_SPARSE_GTOPK_TREE) {
     for (int bit = 1; bit < p; bit <<= 1)

@@ -157,7 +157,8 @@ static int pow2_floor(int p) {
   return q;
 }
 
-/* The butterfly's merge tree: S[r] per group leader... every rank's set. */
+/* The butterfly's merge tree: S[r] per group leader... every rank's set.
+ * alive NULL: no survival bits. */
 static rset_t ref_gtopk(sc_dtype_t t, size_t k, int p, const rset_t *in, size_t dense,
                         uint8_t **alive) {
   rset_t *s = calloc((size_t)p, sizeof(*s));
@@ -170,6 +171,7 @@ static rset_t ref_gtopk(sc_dtype_t t, size_t k, int p, const rset_t *in, size_t 
   const int pp = pow2_floor(p), rem = p - pp;
   for (int r = 0; r < rem; r++) {
     replace(&s[r], ref_merge(t, k, &s[r], &s[r + pp], dense));
+    if (!alive) continue;
     ref_track(alive[r], &in[r], &s[r]);
     ref_track(alive[r + pp], &in[r + pp], &s[r]);
   }
@@ -181,7 +183,7 @@ static rset_t ref_gtopk(sc_dtype_t t, size_t k, int p, const rset_t *in, size_t 
     }
     for (int r = 0; r < pp; r++) replace(&s[r], ns[r]);
     free(ns);
-    for (int r = 0; r < pp; r++) {
+    for (int r = 0; r < pp && alive; r++) {
       ref_track(alive[r], &in[r], &s[r]);
       if (r < rem) ref_track(alive[r + pp], &in[r + pp], &s[r]);
     }
@@ -209,49 +211,24 @@ static rset_t ref_tree(sc_dtype_t t, size_t k, int p, const rset_t *in, size_t d
   return out;
 }
 
-/* gtopk_hier's merge tree: the tree inside each host of host_of (ranks
- * ascending), then the butterfly over the hosts' sets, hosts P'.. folded
- * into host - P' first. */
+/* gtopk_hier's merge tree: the tree over each host's inputs (ranks
+ * ascending), then the butterfly over the hosts' results. */
 static rset_t ref_hier(sc_dtype_t t, size_t k, int p, const rset_t *in, size_t dense,
                        const int *host_of) {
   int nh = 0;
   for (int r = 0; r < p; r++)
     if (host_of[r] + 1 > nh) nh = host_of[r] + 1;
-  rset_t *hs = calloc((size_t)nh, sizeof(*hs));
-  int *m = malloc((size_t)p * sizeof(int));
+  rset_t *hs = calloc((size_t)nh, sizeof(*hs)), *mine = calloc((size_t)p, sizeof(*mine));
   for (int h = 0; h < nh; h++) {
     int n = 0;
     for (int r = 0; r < p; r++)
-      if (host_of[r] == h) m[n++] = r;
-    rset_t *s = calloc((size_t)n, sizeof(*s));
-    for (int l = 0; l < n; l++) {
-      s[l] = rset_alloc(in[m[l]].n);
-      memcpy(s[l].idx, in[m[l]].idx, in[m[l]].n * 4);
-      memcpy(s[l].val, in[m[l]].val, in[m[l]].n * 8);
-      s[l].n = in[m[l]].n;
-    }
-    for (int bit = 1; bit < n; bit <<= 1)
-      for (int l = 0; l + bit < n; l += 2 * bit)
-        replace(&s[l], ref_merge(t, k, &s[l], &s[l + bit], dense));
-    hs[h] = s[0];
-    for (int l = 1; l < n; l++) rset_free(&s[l]);
-    free(s);
+      if (host_of[r] == h) mine[n++] = in[r]; /* ref_tree copies them */
+    hs[h] = ref_tree(t, k, n, mine, dense);
   }
-  free(m);
-  const int pp = pow2_floor(nh);
-  for (int h = 0; h + pp < nh; h++) replace(&hs[h], ref_merge(t, k, &hs[h], &hs[h + pp], dense));
-  for (int bit = 1; bit < pp; bit <<= 1) {
-    rset_t *ns = calloc((size_t)pp, sizeof(*ns));
-    for (int h = 0; h < pp; h++) {
-      int lo = h < (h ^ bit) ? h : h ^ bit, hi = lo ^ bit;
-      ns[h] = ref_merge(t, k, &hs[lo], &hs[hi], dense);
-    }
-    for (int h = 0; h < pp; h++) replace(&hs[h], ns[h]);
-    free(ns);
-  }
-  rset_t out = hs[0];
-  for (int h = 1; h < nh; h++) rset_free(&hs[h]);
+  rset_t out = ref_gtopk(t, k, nh, hs, dense, NULL);
+  for (int h = 0; h < nh; h++) rset_free(&hs[h]);
   free(hs);
+  free(mine);
   return out;
 }
 
