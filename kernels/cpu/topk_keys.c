@@ -23,6 +23,21 @@ typedef uint64_t sc_topk_b64;
  * model only takes loops whose trip count needs no epilogue. */
 #define SC_TOPK_SKIP 32
 
+/* The streaming passes prefetch this many bytes ahead of the element they
+ * read: on the 2-core VM the hardware prefetcher alone left one core's reads
+ * of 100 MiB at 7-9 GB/s, and with a software prefetch 1 KiB ahead the
+ * exact selector's best time went from 32 to 30 ms and the Gaussian one's
+ * from 11-12 to 9-10 ms (float32, n = 25 * 2^20, k = n / 1000, alternating
+ * builds). A prefetch never faults, so reading past the end of the vector is
+ * harmless; the address is formed as an integer so that no out-of-bounds
+ * pointer is computed. */
+#define SC_TOPK_AHEAD 1024
+
+static inline void prefetch_ahead(const void *p, size_t bytes) {
+  for (size_t o = 0; o < bytes; o += 64)
+    __builtin_prefetch((const void *)((uintptr_t)p + SC_TOPK_AHEAD + o));
+}
+
 /* SFX: name suffix; B: the pattern type; S: a signed type of the same width
  * (keys are below its maximum, and SSE2 compares signed lanes only); ABS:
  * magnitude mask; INF: key of infinity; BITS: key width. */
@@ -35,12 +50,24 @@ typedef uint64_t sc_topk_b64;
   static void hist_##SFX(const void *xv, size_t n, unsigned s, unsigned w, uint64_t prefix,        \
                          uint32_t *hist) {                                                         \
     const B *x = xv;                                                                               \
+    size_t i = 0;                                                                                  \
     if (s + w >= (BITS)) {                                                                         \
-      for (size_t i = 0; i < n; i++) hist[(uint64_t)key_##SFX(x[i]) >> s]++;                       \
+      for (; i + SC_TOPK_SKIP <= n; i += SC_TOPK_SKIP) {                                           \
+        prefetch_ahead(x + i, SC_TOPK_SKIP * sizeof(B));                                           \
+        for (size_t j = 0; j < SC_TOPK_SKIP; j++) hist[(uint64_t)key_##SFX(x[i + j]) >> s]++;      \
+      }                                                                                            \
+      for (; i < n; i++) hist[(uint64_t)key_##SFX(x[i]) >> s]++;                                   \
       return;                                                                                      \
     }                                                                                              \
     uint64_t mask = ((uint64_t)1 << w) - 1;                                                        \
-    for (size_t i = 0; i < n; i++) {                                                               \
+    for (; i + SC_TOPK_SKIP <= n; i += SC_TOPK_SKIP) {                                             \
+      prefetch_ahead(x + i, SC_TOPK_SKIP * sizeof(B));                                             \
+      for (size_t j = 0; j < SC_TOPK_SKIP; j++) {                                                  \
+        uint64_t k = (uint64_t)key_##SFX(x[i + j]);                                                \
+        if ((k >> (s + w)) == prefix) hist[(k >> s) & mask]++;                                     \
+      }                                                                                            \
+    }                                                                                              \
+    for (; i < n; i++) {                                                                           \
       uint64_t k = (uint64_t)key_##SFX(x[i]);                                                      \
       if ((k >> (s + w)) == prefix) hist[(k >> s) & mask]++;                                       \
     }                                                                                              \
@@ -64,6 +91,7 @@ typedef uint64_t sc_topk_b64;
   static size_t collect_##SFX(const B *x, size_t n, S t, uint32_t *out, size_t cap) {              \
     size_t c = 0, i = 0;                                                                           \
     for (; i + SC_TOPK_SKIP <= n; i += SC_TOPK_SKIP) {                                             \
+      prefetch_ahead(x + i, SC_TOPK_SKIP * sizeof(B));                                             \
       S h = 0;                                                                                     \
       for (size_t j = 0; j < SC_TOPK_SKIP; j++) h += key_##SFX(x[i + j]) > t ? 1 : 0;              \
       if (h == 0) continue;                                                                        \
