@@ -16,6 +16,7 @@
 #include "kernels/cpu/topk.h"
 #include "kernels/cpu/topk_gaussian.h"
 #include "kernels/cpu/topk_keys.h"
+#include "kernels/topk_top.h"
 
 /* Fewest sample values the tail fit uses. */
 #define SC_TOPK_ANCHOR 64
@@ -174,51 +175,11 @@ static uint64_t threshold_key(const sc_topk_ops_t *ops, double t) {
   return lo;
 }
 
-/* The sample keeps its SC_TOPK_TOP largest magnitudes in a min-heap: most
- * sampled values lose the one compare against the root. */
+/* The sample keeps its SC_TOPK_TOP largest magnitudes (kernels/topk_top.h). */
 typedef struct sample_top {
   double v[SC_TOPK_TOP];
   size_t h;
 } sample_top_t;
-
-static void top_sift_down(double *v, size_t h, size_t i) {
-  for (;;) {
-    size_t c = 2 * i + 1;
-    if (c >= h) return;
-    if (c + 1 < h && v[c + 1] < v[c]) c++;
-    if (v[i] <= v[c]) return;
-    double tmp = v[i];
-    v[i] = v[c];
-    v[c] = tmp;
-    i = c;
-  }
-}
-
-static void top_push(sample_top_t *t, double x) {
-  if (t->h < SC_TOPK_TOP) {
-    size_t i = t->h++;
-    t->v[i] = x;
-    while (i > 0 && t->v[(i - 1) / 2] > t->v[i]) {
-      double tmp = t->v[i];
-      t->v[i] = t->v[(i - 1) / 2];
-      t->v[(i - 1) / 2] = tmp;
-      i = (i - 1) / 2;
-    }
-  } else if (x > t->v[0]) {
-    t->v[0] = x;
-    top_sift_down(t->v, t->h, 0);
-  }
-}
-
-/* Heap to descending order, in place (pop the minimum to the back). */
-static void top_sort_desc(sample_top_t *t) {
-  for (size_t h = t->h; h > 1; h--) {
-    double tmp = t->v[0];
-    t->v[0] = t->v[h - 1];
-    t->v[h - 1] = tmp;
-    top_sift_down(t->v, h - 1, 0);
-  }
-}
 
 double sc_topk_magnitude(const void *x, sc_dtype_t dtype, size_t i) {
   switch (dtype) {
@@ -247,9 +208,9 @@ static void sample_top(const void *x, size_t n, sc_dtype_t dtype, size_t k, samp
   t->h = 0;
   for (size_t j = 0; j < cnt; j++, i += stride) {
     double v = sc_topk_magnitude(x, dtype, i);
-    if (isfinite(v)) top_push(t, v);
+    if (isfinite(v)) sc_topk_heap_push(t->v, &t->h, SC_TOPK_TOP, v);
   }
-  top_sort_desc(t);
+  sc_topk_heap_sort_desc(t->v, t->h);
   *taken = cnt;
 }
 

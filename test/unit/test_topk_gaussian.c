@@ -18,6 +18,7 @@
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/topk.h"
 #include "kernels/cpu/topk_gaussian.h"
+#include "kernels/topk_top.h"
 #include "sparsecoll.h"
 
 static uint64_t rng_state;
@@ -272,6 +273,49 @@ static void test_sample_threshold(void **state) {
   assert_true(slope == 0.0 && t == 3.0);
 }
 
+static int desc_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? 1 : (x > y ? -1 : 0);
+}
+
+/* sc_topk_largest_desc (kernels/topk_top.h: the sample's top on the CPU,
+ * the device path's host step) against sorting the finite values whole: the
+ * same values in the same order, for sample sizes below, at and above the
+ * cap, with NaN, infinities and ties among them, and caps of 0, 1, a few,
+ * SC_TOPK_TOP and more. */
+static void test_largest_desc(void **state) {
+  (void)state;
+  static double v[20000], ref[20000], top[2 * SC_TOPK_TOP];
+  const size_t ms[] = {0, 1, 5, 255, 256, 257, 1000, 16384, 20000};
+  const size_t caps[] = {0, 1, 7, SC_TOPK_TOP, SC_TOPK_TOP + 50};
+  unsigned seed = 12345;
+  for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++) {
+    size_t m = ms[mi];
+    for (size_t j = 0; j < m; j++) {
+      seed = seed * 1103515245u + 12345u;
+      unsigned r = (seed >> 8) % 1000;
+      if (r == 0)
+        v[j] = NAN;
+      else if (r == 1)
+        v[j] = INFINITY;
+      else if (r < 100)
+        v[j] = 3.5; /* ties */
+      else
+        v[j] = (double)((seed >> 4) % 100000) / 1000.0;
+    }
+    size_t nf = 0;
+    for (size_t j = 0; j < m; j++)
+      if (isfinite(v[j])) ref[nf++] = v[j];
+    qsort(ref, nf, sizeof *ref, desc_double);
+    for (size_t ci = 0; ci < sizeof caps / sizeof *caps; ci++) {
+      size_t cap = caps[ci], want = cap < nf ? cap : nf;
+      size_t h = sc_topk_largest_desc(v, m, top, cap);
+      assert_int_equal(h, want);
+      for (size_t j = 0; j < h; j++) assert_true(top[j] == ref[j]);
+    }
+  }
+}
+
 static void test_search_bracketing(void **state) {
   (void)state;
   sc_topk_search_t s;
@@ -305,10 +349,10 @@ static void test_search_bracketing(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_count_in_range),      cmocka_unit_test(test_sample_threshold),
-      cmocka_unit_test(test_search_bracketing),   cmocka_unit_test(test_skewed_issue_case),
-      cmocka_unit_test(test_all_nan_but_k),       cmocka_unit_test(test_fallback_on_ties),
-      cmocka_unit_test(test_contract_all_inputs),
+      cmocka_unit_test(test_count_in_range),    cmocka_unit_test(test_sample_threshold),
+      cmocka_unit_test(test_search_bracketing), cmocka_unit_test(test_skewed_issue_case),
+      cmocka_unit_test(test_largest_desc),      cmocka_unit_test(test_all_nan_but_k),
+      cmocka_unit_test(test_fallback_on_ties),  cmocka_unit_test(test_contract_all_inputs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
