@@ -3,8 +3,8 @@
  * reads its strided sample, and the device path's host step
  * (kernels/cuda/topk.cu), which gets the sample back from the GPU. Most
  * values lose the one compare against the heap's root, so m values cost
- * about m compares; sorting the 16384 sampled values whole instead cost the
- * device path about 2 ms of host time on an H100 machine. */
+ * about m compares: for 16384 values 0.10 ms on the 2-core development VM,
+ * where qsort of all of them took 1.76 ms (best of 50 each). */
 #ifndef SC_KERNELS_TOPK_TOP_H
 #define SC_KERNELS_TOPK_TOP_H
 

@@ -50,26 +50,19 @@ static inline void prefetch_ahead(const void *p, size_t bytes) {
   static void hist_##SFX(const void *xv, size_t n, unsigned s, unsigned w, uint64_t prefix,        \
                          uint32_t *hist) {                                                         \
     const B *x = xv;                                                                               \
-    size_t i = 0;                                                                                  \
-    if (s + w >= (BITS)) {                                                                         \
-      for (; i + SC_TOPK_SKIP <= n; i += SC_TOPK_SKIP) {                                           \
-        prefetch_ahead(x + i, SC_TOPK_SKIP * sizeof(B));                                           \
-        for (size_t j = 0; j < SC_TOPK_SKIP; j++) hist[(uint64_t)key_##SFX(x[i + j]) >> s]++;      \
-      }                                                                                            \
-      for (; i < n; i++) hist[(uint64_t)key_##SFX(x[i]) >> s]++;                                   \
-      return;                                                                                      \
-    }                                                                                              \
     uint64_t mask = ((uint64_t)1 << w) - 1;                                                        \
-    for (; i + SC_TOPK_SKIP <= n; i += SC_TOPK_SKIP) {                                             \
+    int whole = s + w >= (BITS);                                                                   \
+    for (size_t i = 0; i < n;) {                                                                   \
+      size_t e = n - i > SC_TOPK_SKIP ? i + SC_TOPK_SKIP : n;                                      \
       prefetch_ahead(x + i, SC_TOPK_SKIP * sizeof(B));                                             \
-      for (size_t j = 0; j < SC_TOPK_SKIP; j++) {                                                  \
-        uint64_t k = (uint64_t)key_##SFX(x[i + j]);                                                \
-        if ((k >> (s + w)) == prefix) hist[(k >> s) & mask]++;                                     \
+      if (whole) {                                                                                 \
+        for (; i < e; i++) hist[(uint64_t)key_##SFX(x[i]) >> s]++;                                 \
+      } else {                                                                                     \
+        for (; i < e; i++) {                                                                       \
+          uint64_t k = (uint64_t)key_##SFX(x[i]);                                                  \
+          if ((k >> (s + w)) == prefix) hist[(k >> s) & mask]++;                                   \
+        }                                                                                          \
       }                                                                                            \
-    }                                                                                              \
-    for (; i < n; i++) {                                                                           \
-      uint64_t k = (uint64_t)key_##SFX(x[i]);                                                      \
-      if ((k >> (s + w)) == prefix) hist[(k >> s) & mask]++;                                       \
     }                                                                                              \
   }                                                                                                \
                                                                                                    \
