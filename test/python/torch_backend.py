@@ -107,6 +107,21 @@ if P > 1:
         x = torch.tensor([float(R + 1)])
         dist.all_reduce(x, group=sub)
         ok(x.item() == 1 + P, "new_group all_reduce")
+
+# Groups made one after another on one store through store objects that are
+# the same on one rank and new on the others (torch passes a new PrefixStore
+# per group, and a freed one's id() can come back on some ranks only): each
+# group must still find its own unique id on every rank.
+base = dist.distributed_c10d._get_default_store()
+same = dist.PrefixStore("sparsecoll-test/", base)
+kept = []
+for i in range(3):
+    kept.append(same if R == 0 else dist.PrefixStore("sparsecoll-test/", base))
+    pg = sparsecoll.torch.ProcessGroupSparsecoll(kept[-1], R, P)
+    x = torch.tensor([float(R + i)])
+    pg.allreduce([x]).wait()
+    ok(x.item() == sum(range(P)) + P * i, "group %d made on a reused store" % i)
+    pg.shutdown()
 dist.barrier()
 dist.destroy_process_group()
 print("rank %d: %d checks passed" % (R, checks))

@@ -27,7 +27,6 @@ except ImportError:  # pragma: no cover - very old torch
     Work = dist.Work if hasattr(dist, "Work") else None
 
 BACKEND_NAME = "sparsecoll"
-_groups_made = collections.Counter()
 
 
 def _redop(op):
@@ -136,11 +135,15 @@ class _Waiter:
 class ProcessGroupSparsecoll(ProcessGroup):
     def __init__(self, store, rank, size, timeout=None):
         super().__init__(rank, size)
-        # The key is unique per group and per process lifetime: every rank
-        # creates its groups in the same order (torch's rule), and a prefix
-        # store of a new group starts empty anyway.
-        _groups_made[id(store)] += 1
-        key = "sparsecoll/unique_id/%d" % _groups_made[id(store)]
+        # Which group this is, from the store itself: every member takes a
+        # ticket, and the tickets of one group come before any of the next
+        # group made on the same store (a member cannot finish making a group
+        # before every member has taken its ticket), so ticket // size names
+        # the group on every rank. Not id(store): torch passes a new
+        # PrefixStore object per group, and a freed object's id comes back on
+        # some ranks and not others, which left ranks waiting on different keys.
+        ticket = store.add("sparsecoll/tickets", 1)
+        key = "sparsecoll/unique_id/%d" % ((ticket - 1) // size)
         if rank == 0:
             store.set(key, get_unique_id())
             uid = store.get(key)
