@@ -181,23 +181,34 @@ static void test_props_device(void **state) {
 /* The library's rendezvous defaults apply only where the user set none;
  * any value of theirs (even an empty one, which UCX then rejects) stands
  * for both lanes, which then share one context. Without RDMA the net lane
- * is a context of its own that sends eagerly; with RDMA there is one. */
+ * is a context of its own that sends eagerly; with RDMA there is one. The
+ * host lane sends eagerly up to 256 KiB only where no two ranks can share a
+ * core (nranks at most the CPUs), from 64 KiB otherwise. */
 static void test_rndv_plan(void **state) {
   (void)state;
+  const struct {
+    int nranks, cpus;
+    const char *host;
+  } sizes[] = {{1, 1, "256k"},  {2, 2, "256k"},   {3, 2, "64k"},   {4, 2, "64k"},
+               {8, 64, "256k"}, {64, 64, "256k"}, {65, 64, "64k"}, {2, 1, "64k"}};
   for (int rdma = 0; rdma <= 1; rdma++) {
     for (int one_host = 0; one_host <= 1; one_host++) {
-      const char *user[] = {"inf", "8k", ""};
-      for (size_t i = 0; i < sizeof(user) / sizeof(user[0]); i++) {
-        sc_ucx_rndv_plan_t p = sc_ucx_rndv_plan(user[i], rdma, one_host);
-        assert_null(p.host);
-        assert_null(p.net);
+      for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+        const char *user[] = {"inf", "8k", ""};
+        for (size_t i = 0; i < sizeof(user) / sizeof(user[0]); i++) {
+          sc_ucx_rndv_plan_t p =
+              sc_ucx_rndv_plan(user[i], rdma, one_host, sizes[s].nranks, sizes[s].cpus);
+          assert_null(p.host);
+          assert_null(p.net);
+        }
+        sc_ucx_rndv_plan_t p =
+            sc_ucx_rndv_plan(NULL, rdma, one_host, sizes[s].nranks, sizes[s].cpus);
+        assert_string_equal(p.host, sizes[s].host);
+        if (rdma || one_host)
+          assert_null(p.net);
+        else
+          assert_string_equal(p.net, "inf");
       }
-      sc_ucx_rndv_plan_t p = sc_ucx_rndv_plan(NULL, rdma, one_host);
-      assert_string_equal(p.host, "64k");
-      if (rdma || one_host)
-        assert_null(p.net);
-      else
-        assert_string_equal(p.net, "inf");
     }
   }
 }

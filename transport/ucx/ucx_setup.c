@@ -52,13 +52,17 @@ static int tls_allow_shm(const char *tls) {
   return exclude ? !named : named;
 }
 
+static int32_t online_cpus(void) {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return cpus > 0 ? (int32_t)cpus : 0;
+}
+
 static void fill_blob_hdr(sc_ucx_blob_hdr_t *b, int rank) {
   memset(b, 0, sizeof(*b));
   b->magic = SC_UCX_BLOB_MAGIC;
   b->rank = rank;
   b->pid = (int32_t)getpid();
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  b->host_cpus = cpus > 0 ? (int32_t)cpus : 0;
+  b->host_cpus = online_cpus();
   char host[256];
   if (gethostname(host, sizeof(host)) != 0) snprintf(host, sizeof(host), "?");
   host[sizeof(host) - 1] = '\0';
@@ -223,7 +227,8 @@ sc_result_t sc_ucx_create_in(const sc_tp_config_t *cfg, sc_transport_t **out, vo
   const char *user_rndv = getenv("UCX_RNDV_THRESH");
   int one_host = sc_ucx_root_is_loopback(cfg->route_hint);
   /* The host lane's threshold does not depend on RDMA. */
-  sc_ucx_rndv_plan_t plan = sc_ucx_rndv_plan(user_rndv, 0, one_host);
+  int host_cpus = online_cpus();
+  sc_ucx_rndv_plan_t plan = sc_ucx_rndv_plan(user_rndv, 0, one_host, cfg->nranks, host_cpus);
   SC_CHECK_GOTO(open_lane(&tp->lane[0], plan.host, cfg->nranks), r, fail);
   tp->nlanes = 1;
   /* RDMA or not is known once a context has opened UCX's resources. It
@@ -231,7 +236,7 @@ sc_result_t sc_ucx_create_in(const sc_tp_config_t *cfg, sc_transport_t **out, vo
    * of the context's resources, parsed) is skipped, and the plan is the
    * same either way. */
   int rdma = user_rndv || one_host || sc_ucx_context_has_rdma(tp->lane[0].ctx);
-  plan = sc_ucx_rndv_plan(user_rndv, rdma, one_host);
+  plan = sc_ucx_rndv_plan(user_rndv, rdma, one_host, cfg->nranks, host_cpus);
   if (plan.net) {
     SC_CHECK_GOTO(open_lane(&tp->lane[SC_UCX_LANE_NET], plan.net, cfg->nranks), r, fail);
     tp->nlanes = 2;
@@ -239,11 +244,12 @@ sc_result_t sc_ucx_create_in(const sc_tp_config_t *cfg, sc_transport_t **out, vo
   if (plan.host)
     SC_INFO(SC_SUBSYS_NET,
             "ucx: rendezvous from %s bytes between ranks of one host, %s between hosts (the "
-            "library's defaults: %s; UCX_RNDV_THRESH sets both)",
+            "library's defaults: %s, %d ranks %s %d CPUs; UCX_RNDV_THRESH sets both)",
             plan.host, plan.net ? plan.net : plan.host,
             plan.net   ? "no RDMA, UCX's network is TCP"
             : one_host ? "the bootstrap root is on loopback, so all ranks are on this host"
-                       : "RDMA");
+                       : "RDMA",
+            cfg->nranks, cfg->nranks <= host_cpus ? "within" : "may share", host_cpus);
   fill_blob_hdr(&tp->me, cfg->rank);
   /* Announced, so that every rank derives the same device_mem for every
    * pair (props). The stand-in runtime is named otherwise and has host
