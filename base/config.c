@@ -48,6 +48,10 @@ static const sc_config_var_t sc_config_vars[] = {
     {"SC_HEARTBEAT_MS", "0",
      "liveness watch heartbeat in ms (0: min(1000, SC_TIMEOUT_MS/8); -1: no watch, a dead peer "
      "is noticed only by the ranks exchanging data with it)"},
+    {"SC_BOARD_BYTES", "1024",
+     "collectives whose part per rank is at most this many bytes run through shared memory "
+     "every rank reads, without messages, where all ranks are on one host and no algorithm is "
+     "forced for the collective (0: never; at most 1024; the same on every rank)"},
     {"SC_SOCKBUF_BYTES", "4194304", "SO_SNDBUF/SO_RCVBUF of data sockets (0 = kernel default)"},
     {"SC_CHECK_MISMATCH", "0",
      "1: every rank sends every other a fingerprint of each call (kind, sequence number, count, "

@@ -47,6 +47,15 @@ static inline int sc_yield_allowed(const sc_yield_t *y, int64_t now_us) {
  * when it lost the core (and yields are off for a while). */
 int sc_yield_note(sc_yield_t *y, int64_t before_us, int64_t after_us);
 
+/* The pause between two looks of a spinning wait. */
+static inline void sc_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
 /* sched_yield, timed from now_us; returns the clock after it. */
 int64_t sc_yield_core(sc_yield_t *y, int64_t now_us);
 

@@ -11,6 +11,7 @@
 #include "config.h"
 #include "control/bootstrap.h"
 #include "control/watch.h"
+#include "core/board.h"
 #include "core/comm.h"
 #include "core/fingerprint.h"
 #include "core/stream.h"
@@ -244,6 +245,7 @@ sc_result_t sc_comm_create_child(sc_comm_t **out, int nranks, int rank, const sc
       r, fail);
   SC_CHECK_GOTO(sc_watch_start(comm->watch), r, fail);
   sc_sched_init(&comm->ex.sched);
+  SC_CHECK_GOTO(sc_board_init(comm), r, fail);
   SC_CHECK_GOTO(sc_tune_init(comm), r, fail);
   comm->tune_ready = 1;
   SC_CHECK_GOTO(sc_progress_start(comm), r, fail);

@@ -10,6 +10,7 @@
 #include "algorithms/registry.h"
 #include "base/dtype.h"
 #include "base/error.h"
+#include "base/yield.h"
 #include "schedule/sched.h"
 #include "schedule/sparse_state.h"
 #include "sparsecoll.h"
@@ -161,6 +162,14 @@ typedef struct sc_exec_state {
   uint64_t bytes_sent;       /* posted by this rank since creation (sc_gtopk_perf reports it) */
   struct sc_exec_dev *dev;   /* device buffers' stream, staging and pools (core/exec_device.c);
                                 NULL until the first operation on device memory */
+  /* The board (core/board.c): the bytes a post may hold (0: no board), the
+   * last call's number, each rank's part of the current call, and how a
+   * waiter gives its core up. */
+  size_t board_max;
+  uint64_t board_seq;
+  const void **board_parts;
+  int board_shared_cores; /* more ranks than this host's CPUs */
+  sc_yield_t board_yield;
 } sc_exec_state_t;
 
 #define SC_TUNE_CACHE 64
@@ -247,6 +256,11 @@ void sc_comm_fail(sc_comm_t *comm, sc_result_t res);
 /* Execute one operation (or fail it at once when aborted / in error). The
  * caller must own the transport (comm->busy). */
 sc_result_t sc_op_run(sc_comm_t *comm, const sc_op_t *op);
+
+/* After the liveness watch (control/watch.c) reported a peer's failure, an
+ * operation still moving data may finish; one idle this long fails (the
+ * executor and the board). */
+#define SC_EXEC_NOTICE_GRACE_MS 200
 
 /* core/executor.c: run one schedule over the communicator's transport. */
 typedef struct sc_exec_args {

@@ -52,9 +52,6 @@
  *     then share this host's link, and the one the rank waits for comes
  *     later. */
 #define SC_EXEC_LOOKAHEAD_MAX ((size_t)4 << 20)
-/* After the liveness watch (control/watch.c) reported a peer's failure, an
- * operation still moving data may finish; one idle this long fails. */
-#define SC_EXEC_NOTICE_GRACE_MS 200
 
 static sc_result_t sc_exec_reserve(void **buf, size_t *have, size_t need, const char *what) {
   if (need <= *have) return SC_SUCCESS;
@@ -77,6 +74,7 @@ void sc_exec_state_free(sc_exec_state_t *ex) {
   if (ex->sparse) sc_sparse_state_free(ex->sparse);
   free(ex->sparse);
   sc_exec_dev_free(ex->dev);
+  free(ex->board_parts);
   memset(ex, 0, sizeof(*ex));
 }
 

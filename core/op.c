@@ -13,20 +13,13 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/yield.h"
 #include "core/comm.h"
 
 /* How long a waiter spins before it sleeps: long enough to catch a small
  * collective finishing, short enough not to steal the core from the progress
  * thread when ranks outnumber cores. */
 #define SC_WAIT_SPIN_ITERS 0
-
-static inline void sc_cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
 
 static void sc_futex_wait(_Atomic uint32_t *word, uint32_t expected, long timeout_ms) {
   struct timespec ts = {.tv_sec = timeout_ms / 1000, .tv_nsec = (timeout_ms % 1000) * 1000000L};

@@ -5,6 +5,7 @@
 
 #include "base/log.h"
 #include "control/watch.h"
+#include "core/board.h"
 #include "core/comm.h"
 #include "core/fingerprint.h"
 #include "core/stream.h"
@@ -46,6 +47,13 @@ static sc_result_t sc_op_execute(sc_comm_t *comm, const sc_op_t *op) {
     if (r != SC_SUCCESS && r != SC_ERR_ABORTED && r != SC_ERR_MISMATCH)
       sc_op_prefix_error(comm, op, ", fingerprint exchange (SC_CHECK_MISMATCH)");
     if (r != SC_SUCCESS) return r;
+  }
+  if (sc_board_takes(comm, op)) {
+    sc_result_t r = sc_board_run(comm, op);
+    /* A mismatch's text names both calls already. */
+    if (r != SC_SUCCESS && r != SC_ERR_ABORTED && r != SC_ERR_MISMATCH)
+      sc_op_prefix_error(comm, op, "");
+    return r;
   }
   sc_sched_t *s = &comm->ex.sched;
   sc_sched_key_t *key = &comm->ex.sched_key;

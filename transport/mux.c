@@ -179,6 +179,24 @@ static sc_result_t mux_props(sc_transport_t *tp, int a, int b, sc_tp_props_t *ou
   return sub->ops->props(sub, a, b, out);
 }
 
+/* The board is shared memory's, where no peer is on another host. */
+static size_t mux_board_max(sc_transport_t *tp) {
+  sc_mux_transport_t *m = mux_of(tp);
+  return m->tcp ? 0 : m->shm->ops->board_max(m->shm);
+}
+
+static void mux_board_post(sc_transport_t *tp, uint64_t seq, uint64_t fp, const void *data,
+                           size_t len) {
+  sc_transport_t *shm = mux_of(tp)->shm;
+  shm->ops->board_post(shm, seq, fp, data, len);
+}
+
+static sc_result_t mux_board_peek(sc_transport_t *tp, int peer, uint64_t seq, int64_t now_ms,
+                                  const void **data, uint64_t *fp) {
+  sc_transport_t *shm = mux_of(tp)->shm;
+  return shm->ops->board_peek(shm, peer, seq, now_ms, data, fp);
+}
+
 const sc_transport_ops_t sc_mux_transport = {
     .name = "auto",
     .create = mux_create,
@@ -192,4 +210,7 @@ const sc_transport_ops_t sc_mux_transport = {
     .wake = mux_wake,
     .destroy = mux_destroy,
     .props = mux_props,
+    .board_max = mux_board_max,
+    .board_post = mux_board_post,
+    .board_peek = mux_board_peek,
 };

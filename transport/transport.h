@@ -13,10 +13,10 @@
  * to that peer fail at once with the same text.
  *
  * What a transport provides: an sc_transport_ops_t with every op filled
- * (props included); its own type with sc_transport_t as the first member,
- * whose ops, rank and nranks create sets; its own member in sc_tp_req_t's
- * union `u` for per-request state. Composite transports (mux.c) hold their
- * children as sc_transport_t * and call them through child->ops. */
+ * (props included) but the optional board ops; its own type with sc_transport_t as the first
+ * member, whose ops, rank and nranks create sets; its own member in sc_tp_req_t's union `u` for
+ * per-request state. Composite transports (mux.c) hold their children as sc_transport_t * and call
+ * them through child->ops. */
 #ifndef SC_TRANSPORT_H
 #define SC_TRANSPORT_H
 
@@ -161,6 +161,21 @@ struct sc_transport_ops {
    * never from this process's own view (its CPU count, its routes, which
    * peers it happened to connect to). */
   sc_result_t (*props)(sc_transport_t *tp, int a, int b, sc_tp_props_t *out);
+  /* Optional (NULL where a transport has none): the board, memory that
+   * every rank of the communicator reads, for the core's smallest
+   * collectives (core/board.c). board_max: the bytes of one rank's post at
+   * most, 0 where this communicator has no board (a peer on another
+   * host); the same on every rank, once connect_all succeeded. */
+  size_t (*board_max)(sc_transport_t *tp);
+  /* This rank's post for its board call number seq (1, 2, ...): fp names
+   * the call, for the readers' check; len <= board_max. */
+  void (*board_post)(sc_transport_t *tp, uint64_t seq, uint64_t fp, const void *data, size_t len);
+  /* peer's post for call seq: *data (NULL while it has not posted) and its
+   * fp. The bytes stay in place until this rank posts call seq + 1. now_ms
+   * (0: skip) lets it check the peer's liveness when due; a peer that left
+   * without posting fails with SC_ERR_REMOTE naming it. */
+  sc_result_t (*board_peek)(sc_transport_t *tp, int peer, uint64_t seq, int64_t now_ms,
+                            const void **data, uint64_t *fp);
 };
 
 extern const sc_transport_ops_t sc_tcp_transport;

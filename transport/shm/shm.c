@@ -316,11 +316,7 @@ static sc_result_t peer_gone(sc_shm_transport_t *tp, sc_shm_peer_t *p, const cha
   return SC_SUCCESS;
 }
 
-sc_result_t sc_shm_check_peer(sc_shm_transport_t *tp, sc_shm_peer_t *p, int64_t now, int force) {
-  if (p->dead || !sc_shm_peer_queued(p)) return SC_SUCCESS;
-  if (p->gone) return peer_gone(tp, p, p->gone_how);
-  if (!force && now < p->next_check_ms) return SC_SUCCESS;
-  p->next_check_ms = now + SC_SHM_CHECK_MS;
+const char *sc_shm_peer_left(const sc_shm_peer_t *p) {
   int exited = 0;
   if (p->pidfd >= 0) {
     struct pollfd q = {.fd = p->pidfd, .events = POLLIN};
@@ -328,9 +324,18 @@ sc_result_t sc_shm_check_peer(sc_shm_transport_t *tp, sc_shm_peer_t *p, int64_t 
   } else {
     exited = kill(p->pid, 0) != 0 && errno == ESRCH;
   }
-  int closed = chan_closed(p);
-  if (!exited && !closed) return SC_SUCCESS;
-  p->gone_how = exited ? "exited" : SC_SHM_CLOSED_TEXT;
+  if (exited) return "exited";
+  return chan_closed(p) ? SC_SHM_CLOSED_TEXT : NULL;
+}
+
+sc_result_t sc_shm_check_peer(sc_shm_transport_t *tp, sc_shm_peer_t *p, int64_t now, int force) {
+  if (p->dead || !sc_shm_peer_queued(p)) return SC_SUCCESS;
+  if (p->gone) return peer_gone(tp, p, p->gone_how);
+  if (!force && now < p->next_check_ms) return SC_SUCCESS;
+  p->next_check_ms = now + SC_SHM_CHECK_MS;
+  const char *how = sc_shm_peer_left(p);
+  if (!how) return SC_SUCCESS;
+  p->gone_how = how;
   return peer_gone(tp, p, p->gone_how);
 }
 
@@ -518,4 +523,7 @@ const sc_transport_ops_t sc_shm_transport = {
     .wake = shm_wake,
     .destroy = sc_shm_destroy,
     .props = sc_shm_props,
+    .board_max = sc_shm_board_max,
+    .board_post = sc_shm_board_post,
+    .board_peek = sc_shm_board_peek,
 };

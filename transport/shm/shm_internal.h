@@ -172,6 +172,17 @@ int sc_shm_blob_valid(const sc_shm_blob_t *b);
 #define SC_SHM_STEP       ((uint64_t)64 << 10) /* ring bytes copied between publishes */
 #define SC_SHM_CHECK_MS   100                  /* liveness check period while waiting */
 
+/* The board (shm_board.c): two slots per rank, used alternately by the
+ * rank's numbered board calls. A slot is overwritten two calls later, which a
+ * rank starts only after reading every peer's post of the call between, so
+ * after every peer has read the overwritten one. */
+#define SC_SHM_BOARD_BYTES 1024
+typedef struct sc_shm_board_slot {
+  _Alignas(SC_SHM_CACHELINE) volatile uint64_t seq; /* the call's number: stored last (release) */
+  uint64_t fp;                                      /* what the call is, for the readers' check */
+  uint8_t data[SC_SHM_BOARD_BYTES];                 /* its first 48 bytes share seq's line */
+} sc_shm_board_slot_t;
+
 typedef struct sc_shm_seg_hdr {
   uint64_t magic;
   uint64_t ring_bytes;
@@ -187,6 +198,7 @@ typedef struct sc_shm_seg_hdr {
    * yield or a sleep): a hint for peers deciding whether to look again or
    * yield (shm.c, shm_progress). Its own line: written at every yield. */
   _Alignas(SC_SHM_CACHELINE) volatile uint32_t oncpu;
+  sc_shm_board_slot_t board[2]; /* every peer maps the header page: they read it */
 } sc_shm_seg_hdr_t;
 _Static_assert(sizeof(sc_shm_seg_hdr_t) <= SC_SHM_HDR_BYTES, "segment header");
 
@@ -333,6 +345,15 @@ sc_result_t sc_shm_progress(sc_transport_t *base, int timeout_ms, int *progresse
 static inline int sc_shm_peer_queued(const sc_shm_peer_t *p) {
   return p->nsend + p->ncma + p->ndev + p->nrecv + p->ncopy;
 }
+
+/* shm.c: how the peer left (exited, closed its end), or NULL while it has not. */
+const char *sc_shm_peer_left(const sc_shm_peer_t *p);
+
+/* shm_board.c: the board ops (transport.h); the mux forwards to them. */
+size_t sc_shm_board_max(sc_transport_t *tp);
+void sc_shm_board_post(sc_transport_t *tp, uint64_t seq, uint64_t fp, const void *data, size_t len);
+sc_result_t sc_shm_board_peek(sc_transport_t *tp, int peer, uint64_t seq, int64_t now_ms,
+                              const void **data, uint64_t *fp);
 
 /* shm.c: for the mux */
 int sc_shm_is_local(sc_transport_t *tp, int peer);

@@ -25,14 +25,6 @@
 /* hdr->oncpu of a rank that runs on a CPU sched_getcpu could not name. */
 #define SC_SHM_ONCPU_UNKNOWN UINT32_MAX
 
-static inline void sc_shm_cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
-
 void sc_shm_mark_running(sc_shm_transport_t *tp) {
   int cpu = sched_getcpu();
   uint32_t v = cpu >= 0 ? (uint32_t)cpu + 1 : SC_SHM_ONCPU_UNKNOWN;
@@ -129,7 +121,7 @@ static sc_result_t spin_looks(sc_shm_transport_t *tp, int always, int *budget, i
   while (*budget > 0 && !*moved && res == SC_SUCCESS &&
          (always || sc_shm_peer_runs_elsewhere(tp))) {
     --*budget;
-    sc_shm_cpu_relax();
+    sc_cpu_relax();
     res = sc_shm_pass_all(tp, moved, SC_SHM_CHECK_NONE, first_err, errlen);
   }
   return res;
