@@ -196,7 +196,9 @@ fi
 
 # --- across hosts SC_TUNE's default (auto) calibrates the model at creation,
 # and what it finds is the bed's link rate (within what tbf's burst lets
-# through faster); SC_TUNE=model does not calibrate.
+# through faster: under make -j2's load a fit once read 1.504 times the rate,
+# with its startup cost at 2 ms, so the bound is 2x; the transport's default
+# would be 120x); SC_TUNE=model does not calibrate.
 calib() { # calib OUT [SC_TUNE]: 2 ranks, 1 host each, TUNE log in OUT.err
   "$SC_RUN" --netbed="$PREFIX" -n 2 --timeout 50 -x SC_DEBUG=INFO -x SC_DEBUG_SUBSYS=TUNE \
     ${2:+-x SC_TUNE=$2} "$top_builddir/sc_allreduce_perf" -b 64K -e 64K -n 1 -w 0 \
@@ -212,7 +214,7 @@ n_model=$(grep -c 'calibrated on' "$tmp/model.err")
 cp "$tmp/auto.err" "$tmp/err"
 if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$n_auto" -eq 2 ] && [ "$n_model" -eq 0 ] &&
   [ -n "$link" ] && python3 -c "import sys; r = float(sys.argv[1]) / ($RATE_BPS / 8e9)
-sys.exit(0 if 1 / 3 <= r <= 1.5 else 1)" "$link"; then
+sys.exit(0 if 1 / 3 <= r <= 2 else 1)" "$link"; then
   ok "SC_TUNE unset across hosts: both ranks calibrate, link $link GB/s (the bed: $RATE_BPS bit/s); SC_TUNE=model: no calibration"
 else
   bad "SC_TUNE across hosts (rc=$rc1,$rc2 calibrated: $n_auto of 2 by default, $n_model with model; link '$link' GB/s for $RATE_BPS bit/s)"
