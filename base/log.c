@@ -1,3 +1,4 @@
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -75,7 +76,23 @@ void sc_log(sc_log_level_t level, sc_log_subsys_t subsys, const char *file, int 
   gettimeofday(&tv, NULL);
   const char *base = strrchr(file, '/');
   base = base ? base + 1 : file;
-  /* One fprintf per line so that lines from threads do not interleave. */
-  fprintf(stderr, "%s:%d:%d [%ld.%06ld] SC %s %s:%d %s\n", sc_log_host, (int)getpid(), sc_log_rank,
-          (long)tv.tv_sec, (long)tv.tv_usec, lvlname[level], base, line, msg);
+  /* One write per line, so that the lines of threads and of the ranks
+   * sharing a pipe or file do not interleave: an unbuffered stderr does not
+   * promise it (glibc 2.37 and later write a long fprintf to it in pieces of
+   * 128 bytes; on an H200 machine the ranks' lines came out cut into each
+   * other). */
+  char out[sizeof(msg) + 256];
+  int n = snprintf(out, sizeof(out), "%s:%d:%d [%ld.%06ld] SC %s %s:%d %s\n", sc_log_host,
+                   (int)getpid(), sc_log_rank, (long)tv.tv_sec, (long)tv.tv_usec, lvlname[level],
+                   base, line, msg);
+  if (n < 0) return;
+  size_t len = (size_t)n < sizeof(out) ? (size_t)n : sizeof(out) - 1;
+  if ((size_t)n >= sizeof(out)) out[len - 1] = '\n';
+  fflush(stderr); /* what the program printed to stderr itself comes first */
+  for (size_t done = 0; done < len;) {
+    ssize_t w = write(STDERR_FILENO, out + done, len - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    done += (size_t)w;
+  }
 }
