@@ -4,7 +4,7 @@
 # boundary of SC_BOARD_BYTES, back-to-back calls, and what fails there: a
 # mismatched call, a rank that exits instead of posting, a rank too late.
 # Where the board is off (SC_BOARD_BYTES=0, tcp) the same calls give the same
-# results and no board is announced.
+# results and no board is announced. An abort ends a board wait at once.
 . "$top_srcdir/test/multi/lib.sh"
 unset SC_BOARD_BYTES SC_ALGO SC_BCAST_ALGO SC_RS_ALGO SC_AG_ALGO SC_CHECK_MISMATCH
 # announced TRANSPORT N WANT [VAR=VALUE...]: mr_board stress on N ranks; WANT
@@ -37,4 +37,5 @@ check "death n=2 no watch" env SC_TRANSPORT=shm SC_HEARTBEAT_MS=-1 "$SC_RUN" -n 
   "$MR/mr_board" death
 check "late n=2" env SC_TRANSPORT=shm SC_TIMEOUT_MS=500 "$SC_RUN" -n 2 --timeout 120 \
   "$MR/mr_board" late
+check "abort n=2" env SC_TRANSPORT=shm "$SC_RUN" -n 2 --timeout 120 "$MR/mr_board" abort
 finish

@@ -14,7 +14,11 @@
  *             SC_ERR_REMOTE naming it, in well under SC_TIMEOUT_MS
  *   late      rank 1 posts 2 s late with SC_TIMEOUT_MS=500: rank 0 fails
  *             with SC_ERR_TIMEOUT naming rank 1
+ *   abort     rank 1 posts 2 s late and another thread of rank 0 aborts its
+ *             communicator after 0.2 s: rank 0's call ends with
+ *             SC_ERR_ABORTED at once
  * SC_BOARD_BYTES must be 1024 (the default) for data's boundary counts. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,6 +188,14 @@ static void expect_error(const char *what, sc_result_t got, sc_result_t want, co
     printf("rank %d: %s: %s\n", mr_rank, what, msg);
 }
 
+static void *abort_later(void *arg) {
+  (void)arg;
+  struct timespec ts = {0, 200 * 1000 * 1000L};
+  nanosleep(&ts, NULL);
+  sc_comm_abort(comm);
+  return NULL;
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "data";
   if (sc_comm_init_env(&comm) != SC_SUCCESS) {
@@ -227,6 +239,23 @@ int main(int argc, char **argv) {
       expect_error("rank 1 posts 2 s late", r, SC_ERR_TIMEOUT, "rank 1 (", "SC_TIMEOUT_MS");
     printf("rank %d of %d: %ld checks, %ld failures\n", mr_rank, mr_nranks, mr_checks, mr_failures);
     sc_comm_abort(comm);
+    return mr_failures ? 1 : 0;
+  } else if (!strcmp(mode, "abort")) {
+    MR_OK(sc_allreduce(x, y, 4, SC_FLOAT32, SC_SUM, comm));
+    if (mr_rank == 1) sleep(2);
+    pthread_t t;
+    if (mr_rank == 0 && pthread_create(&t, NULL, abort_later, NULL) != 0) mr_fail("thread");
+    double t0 = now_s();
+    sc_result_t r = sc_allreduce(x, y, 4, SC_FLOAT32, SC_SUM, comm);
+    double dt = now_s() - t0;
+    if (mr_rank == 0) {
+      pthread_join(t, NULL);
+      expect_error("aborted while rank 1 is late", r, SC_ERR_ABORTED, "abort", NULL);
+      if (dt > 1.5) mr_fail("the abort took %.2f s to end the call", dt);
+    }
+    printf("rank %d of %d: %ld checks, %ld failures\n", mr_rank, mr_nranks, mr_checks, mr_failures);
+    if (mr_rank != 0) sc_comm_abort(comm);
+    sc_comm_destroy(comm);
     return mr_failures ? 1 : 0;
   } else {
     fprintf(stderr, "unknown mode %s\n", mode);
