@@ -4,15 +4,18 @@
  * all-gathers ((P-1) steps of m bytes), gamma from the local reduction
  * kernel. Rank 0's fit is broadcast so every rank chooses alike. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "algorithms/registry.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "core/comm.h"
 #include "core/exec_device.h"
 #include "kernels/cpu/reduce.h"
+#include "tune/tune.h"
 
 static double sc_seconds(void) {
   return (double)sc_clock_ns() * 1e-9;
@@ -58,6 +61,90 @@ static void install_fit(sc_comm_t *comm, const double fit[4], const char *how, c
   SC_INFO(SC_SUBSYS_TUNE,
           "%s on %d ranks%s: alpha %.1f us, link %.3g GB/s, host %.3g GB/s, reduce %.3g GB/s", how,
           comm->nranks, whose, fit[0] * 1e6, 1e-9 / fit[1], 1e-9 / fit[3], 1e-9 / fit[2]);
+}
+
+/* The all-reduce candidates' network factors (sc_link_model_t's
+ * allreduce_beta_scale) under the fit just installed. Each flat candidate
+ * runs once to warm up, then twice timed, at 1-4 MiB (past tbf's or a
+ * switch's burst, where the network's bytes outweigh its startups); its
+ * efficiency is the faster run less the replay's time without bytes, over
+ * the replay's bytes' time. The factor is that over the ring's: the fit was
+ * made from ring steps, so what the ring misses is the fit's error, common
+ * to all; only an algorithm slower than the ring's measure is charged more
+ * (clamped to [1, 4]: a fast run on a noisy network never makes a
+ * candidate cheaper than the replay says). Rank 0's factors are broadcast:
+ * every rank chooses alike. */
+static sc_result_t calib_allreduce_scales(sc_comm_t *comm) {
+  int n;
+  const sc_algo_entry_t *c = sc_algo_candidates(SC_COLL_ALLREDUCE, &n);
+  if (n > SC_TUNE_MAX_CANDIDATES) n = SC_TUNE_MAX_CANDIDATES;
+  const int ring = sc_algo_find(SC_COLL_ALLREDUCE, "ring");
+  if (ring < 0 || ring >= n) return SC_SUCCESS;
+  pthread_mutex_lock(&comm->tune.lock);
+  sc_link_model_t m = comm->tune.model;
+  pthread_mutex_unlock(&comm->tune.lock);
+  const int p = comm->nranks;
+  /* 5 P alpha / beta bytes, a power of two in [1 MiB, 4 MiB]. */
+  double want = 5.0 * p * m.alpha_s / m.beta_s_per_b;
+  size_t bytes = (size_t)1 << 20;
+  while (bytes < ((size_t)4 << 20) && (double)bytes < want) bytes *= 2;
+  size_t count = bytes / sizeof(float);
+  float *buf = calloc(count, sizeof(float));
+  if (!buf) return SC_ERR(SC_ERR_NOMEM, "calibration buffer of %zu bytes", bytes);
+  double eff[SC_TUNE_MAX_CANDIDATES] = {0}, scale[SC_TUNE_MAX_CANDIDATES] = {0};
+  double took[SC_TUNE_MAX_CANDIDATES] = {0}, model[SC_TUNE_MAX_CANDIDATES] = {0};
+  sc_result_t r = SC_SUCCESS;
+  for (int i = 0; i < n && r == SC_SUCCESS; i++) {
+    if (c[i].hier) continue; /* its rails run the flat candidates */
+    sc_coll_args_t a;
+    sc_tune_fill_args(comm, SC_COLL_ALLREDUCE, count, sizeof(float), 0, 0, &a);
+    sc_link_model_t m0 = m;
+    m0.beta_s_per_b = 0;
+    double pred, pred0;
+    if (sc_tune_predict(&m, c[i].gen, &a, &pred) != SC_SUCCESS ||
+        sc_tune_predict(&m0, c[i].gen, &a, &pred0) != SC_SUCCESS || !(pred > pred0))
+      continue;
+    sc_op_t op = {.coll = SC_COLL_ALLREDUCE,
+                  .sendbuf = buf,
+                  .recvbuf = buf,
+                  .count = count,
+                  .dtype = SC_FLOAT32,
+                  .op = SC_MAX, /* the buffer stays as it is */
+                  .gen = c[i].gen};
+    double best = INFINITY;
+    for (int rep = 0; rep < 3 && r == SC_SUCCESS; rep++) {
+      double t0 = sc_seconds();
+      r = sc_op_run_blocking(comm, &op);
+      double t = sc_seconds() - t0;
+      if (rep > 0 && t < best) best = t;
+    }
+    took[i] = best;
+    model[i] = pred;
+    eff[i] = (best - pred0) / (pred - pred0);
+  }
+  free(buf);
+  if (r != SC_SUCCESS) return r;
+  char line[512];
+  size_t used = 0;
+  for (int i = 0; i < n && eff[ring] > 0; i++) {
+    if (eff[i] <= 0) continue;
+    double f = eff[i] / eff[ring];
+    scale[i] = f < 1 ? 1 : f > 4 ? 4 : f;
+    used += (size_t)snprintf(line + used, sizeof(line) - used, "%s%s %.2f (%.1f ms, model %.1f)",
+                             used ? ", " : "", c[i].name, scale[i], took[i] * 1e3, model[i] * 1e3);
+    if (used >= sizeof(line)) used = sizeof(line) - 1;
+  }
+  SC_CHECK(sc_broadcast(scale, scale, SC_TUNE_MAX_CANDIDATES, SC_FLOAT64, 0, comm));
+  pthread_mutex_lock(&comm->tune.lock);
+  memcpy(comm->tune.model.allreduce_beta_scale, scale, sizeof(scale));
+  memset(comm->tune.cache, 0, sizeof(comm->tune.cache));
+  pthread_mutex_unlock(&comm->tune.lock);
+  comm->ex.sched_key.valid = 0;
+  SC_INFO(SC_SUBSYS_TUNE,
+          "all-reduce network factors over the ring's at %zu B (this rank's runs; rank 0's "
+          "apply): %s",
+          bytes, used ? line : "none");
+  return SC_SUCCESS;
 }
 
 sc_result_t sc_tune_calibrate(sc_comm_t *comm) {
@@ -117,6 +204,8 @@ sc_result_t sc_tune_calibrate(sc_comm_t *comm) {
   fit[3] = host > 1e-12 ? host : 1e-12;
   SC_CHECK_GOTO(sc_broadcast(fit, fit, 4, SC_FLOAT64, 0, comm), r, done);
   install_fit(comm, fit, "calibrated", " (rank 0's fit)");
+  /* Only across hosts: on one host the replay (tune/tune_host.c) is fitted. */
+  if (comm->tune.model.host_cores <= 0) r = calib_allreduce_scales(comm);
 done:
   free(buf);
   free(x);
@@ -129,6 +218,11 @@ void sc_tune_inherit(sc_comm_t *comm, const sc_comm_t *parent) {
   pthread_mutex_lock(&pc->tune.lock);
   double fit[4] = {pc->tune.model.alpha_s, pc->tune.model.beta_s_per_b,
                    pc->tune.model.gamma_s_per_b, pc->tune.model.host_s_per_b};
+  double scale[SC_TUNE_MAX_CANDIDATES];
+  memcpy(scale, pc->tune.model.allreduce_beta_scale, sizeof(scale));
   pthread_mutex_unlock(&pc->tune.lock);
   install_fit(comm, fit, "inherited the parent's calibrated fit", "");
+  pthread_mutex_lock(&comm->tune.lock);
+  memcpy(comm->tune.model.allreduce_beta_scale, scale, sizeof(scale));
+  pthread_mutex_unlock(&comm->tune.lock);
 }

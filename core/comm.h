@@ -285,6 +285,9 @@ sc_result_t sc_tune_calibrate(sc_comm_t *comm);
  * links; every rank's parent holds the same fit, so all agree). */
 void sc_tune_inherit(sc_comm_t *comm, const sc_comm_t *parent);
 sc_result_t sc_tune_build_schedule(sc_comm_t *comm, const sc_op_t *op, sc_sched_t *s);
+/* The generator arguments of (coll, count elements of es bytes) on comm. */
+void sc_tune_fill_args(sc_comm_t *comm, sc_coll_t coll, size_t count, size_t es, int root, int avg,
+                       sc_coll_args_t *a);
 
 /* core/comm.c */
 sc_result_t sc_comm_create(sc_comm_t **out, int nranks, int rank, const sc_unique_id_t *id);

@@ -121,8 +121,8 @@ static int sc_forced_index(sc_comm_t *comm, sc_coll_t coll) {
   return forced;
 }
 
-static void sc_fill_args(sc_comm_t *comm, sc_coll_t coll, size_t count, size_t es, int root,
-                         int avg, sc_coll_args_t *a) {
+void sc_tune_fill_args(sc_comm_t *comm, sc_coll_t coll, size_t count, size_t es, int root, int avg,
+                       sc_coll_args_t *a) {
   size_t chunk = comm->cfg.chunk_bytes / es;
   memset(a, 0, sizeof(*a));
   a->coll = coll;
@@ -169,7 +169,7 @@ static sc_result_t sc_tune_choose(sc_comm_t *comm, sc_coll_t coll, size_t count,
   double est[SC_TUNE_MAX_CANDIDATES];
   int best;
   sc_coll_args_t a;
-  sc_fill_args(comm, coll, count, es, 0, 0, &a);
+  sc_tune_fill_args(comm, coll, count, es, 0, 0, &a);
   if (forced >= 0) {
     best = forced;
     for (int i = 0; i < n; i++) est[i] = NAN;
@@ -204,7 +204,7 @@ static sc_result_t sc_tune_choose(sc_comm_t *comm, sc_coll_t coll, size_t count,
 sc_result_t sc_tune_build_schedule(sc_comm_t *comm, const sc_op_t *op, sc_sched_t *s) {
   size_t es = sc_dtype_size(op->dtype);
   sc_coll_args_t a;
-  sc_fill_args(comm, op->coll, op->count, es, op->root, op->op == SC_AVG, &a);
+  sc_tune_fill_args(comm, op->coll, op->count, es, op->root, op->op == SC_AVG, &a);
   if (op->gen) return op->gen(&a, s);
   int n, choice;
   const sc_algo_entry_t *c = sc_algo_candidates(op->coll, &n);

@@ -15,6 +15,8 @@
 
 #include "algorithms/registry.h"
 
+#define SC_TUNE_MAX_CANDIDATES 8
+
 typedef struct sc_link_model {
   double alpha_s;        /* seconds per message */
   double beta_s_per_b;   /* seconds per byte on one link */
@@ -45,6 +47,15 @@ typedef struct sc_link_model {
    * between hosts share their host's one network link (0: the host map is ignored). */
   double local_alpha_s;
   double local_beta_s_per_b;
+  /* Measured per all-reduce candidate (core/calibrate.c, across hosts): the
+   * factor its network time takes over the replay's, applied to beta when it
+   * is priced (0: none measured, 1). A replay has every rank in step; on a
+   * real network an algorithm whose partners change every step (recursive
+   * halving and doubling) lets a rank that is ahead send into a host still
+   * receiving the previous step, and loses link time the replay cannot see:
+   * on the 1 Gbit/s bed, 8 hosts, Rabenseifner took 1.3-1.5x the ring's time
+   * from 1 to 32 MiB, at 200 Mbit/s too, where the model put it ahead. */
+  double allreduce_beta_scale[SC_TUNE_MAX_CANDIDATES];
 } sc_link_model_t;
 
 /* Predicted seconds for the collective a describes (a->rank ignored) with
@@ -68,8 +79,6 @@ sc_result_t sc_arrivals_push(sc_arrivals_t *q, double t);
 double sc_tune_host_turns(const sc_link_model_t *m, int p);
 sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
                                   const sc_sched_t *scheds, double *seconds);
-
-#define SC_TUNE_MAX_CANDIDATES 8
 
 /* The cheapest candidate algorithm for a->coll under m: its index in *best
  * and every candidate's estimate in est[] (INFINITY when it cannot run).

@@ -20,8 +20,13 @@ sc_result_t sc_tune_best(const sc_link_model_t *m, const sc_coll_args_t *a, int 
       }
       if (a->coll == SC_COLL_ALLREDUCE) ai.rail_algo = sc_tune_hier_rail(m, a);
     }
+    /* The all-reduce candidate's measured network factor (sc_link_model_t). */
+    sc_link_model_t mi = *m;
+    if (a->coll == SC_COLL_ALLREDUCE && i < SC_TUNE_MAX_CANDIDATES &&
+        m->allreduce_beta_scale[i] > 0)
+      mi.beta_s_per_b *= m->allreduce_beta_scale[i];
     /* A candidate that cannot build its schedule here is not a choice. */
-    if (sc_tune_predict(m, c[i].gen, &ai, &est[i]) != SC_SUCCESS) est[i] = INFINITY;
+    if (sc_tune_predict(&mi, c[i].gen, &ai, &est[i]) != SC_SUCCESS) est[i] = INFINITY;
     if (est[i] < est[*best]) *best = i;
   }
   if (est[*best] == INFINITY)

@@ -415,6 +415,49 @@ static void test_default_models_pinned(void **state) {
   assert_true(fabs(m.spin_s - 50e-6) < 1e-15);
 }
 
+/* A candidate's measured network factor (allreduce_beta_scale) scales its
+ * bytes' time and nothing else: at 8 ranks and 1 MiB Rabenseifner is the
+ * replay's choice; charged 1.5x for its bytes it costs exactly the replay
+ * with beta 1.5x, loses to the ring, and the ring's estimate is unchanged.
+ * A factor of 0 is none. */
+static void test_allreduce_beta_scale(void **state) {
+  (void)state;
+  sc_link_model_t m = plain_model();
+  sc_coll_args_t a = allreduce_args(8, (size_t)1 << 18);
+  a.chunk_elems = 1 << 17; /* pipelined, as the library runs it */
+  int n;
+  const sc_algo_entry_t *c = sc_algo_candidates(SC_COLL_ALLREDUCE, &n);
+  const int ring = sc_algo_find(SC_COLL_ALLREDUCE, "ring");
+  const int rab = sc_algo_find(SC_COLL_ALLREDUCE, "rabenseifner");
+  assert_true(ring >= 0 && rab >= 0);
+  double est[SC_TUNE_MAX_CANDIDATES], est2[SC_TUNE_MAX_CANDIDATES];
+  int best;
+  assert_int_equal(sc_tune_best(&m, &a, &best, est), SC_SUCCESS);
+  assert_int_equal(best, rab);
+  sc_link_model_t s = m;
+  s.allreduce_beta_scale[rab] = 1.5;
+  assert_int_equal(sc_tune_best(&s, &a, &best, est2), SC_SUCCESS);
+  assert_int_equal(best, ring);
+  assert_true(est2[ring] == est[ring]);
+  sc_link_model_t b = m;
+  b.beta_s_per_b *= 1.5;
+  double want;
+  assert_int_equal(sc_tune_predict(&b, c[rab].gen, &a, &want), SC_SUCCESS);
+  assert_true(fabs(est2[rab] - want) <= 1e-12 * want);
+  /* Other collectives are not scaled by the all-reduce's factors. */
+  sc_coll_args_t g = a;
+  g.coll = SC_COLL_ALLGATHER;
+  g.count = (size_t)1 << 15;
+  double eg[SC_TUNE_MAX_CANDIDATES], eg2[SC_TUNE_MAX_CANDIDATES];
+  assert_int_equal(sc_tune_best(&m, &g, &best, eg), SC_SUCCESS);
+  for (int i = 0; i < SC_TUNE_MAX_CANDIDATES; i++) s.allreduce_beta_scale[i] = 3;
+  assert_int_equal(sc_tune_best(&s, &g, &best, eg2), SC_SUCCESS);
+  int ng;
+  sc_algo_candidates(SC_COLL_ALLGATHER, &ng);
+  for (int i = 0; i < ng; i++) assert_true(eg[i] == eg2[i] || (isinf(eg[i]) && isinf(eg2[i])));
+  (void)n;
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ring_and_rd_match_formulas),
@@ -429,6 +472,7 @@ int main(void) {
       cmocka_unit_test(test_links_kind),
       cmocka_unit_test(test_links_mixed_and_nominal),
       cmocka_unit_test(test_default_models_pinned),
+      cmocka_unit_test(test_allreduce_beta_scale),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
