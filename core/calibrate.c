@@ -66,7 +66,8 @@ static void install_fit(sc_comm_t *comm, const double fit[4], const char *how, c
 /* The all-reduce candidates' network factors (sc_link_model_t's
  * allreduce_beta_scale) under the fit just installed. Each flat candidate
  * runs once to warm up, then twice timed, at 1-4 MiB (past tbf's or a
- * switch's burst, where the network's bytes outweigh its startups); its
+ * switch's burst, where the network's bytes outweigh its startups; less,
+ * down to 256 KiB, on a slow network); its
  * efficiency is the faster run less the replay's time without bytes, over
  * the replay's bytes' time. The factor is that over the ring's: the fit was
  * made from ring steps, so what the ring misses is the fit's error, common
@@ -84,10 +85,18 @@ static sc_result_t calib_allreduce_scales(sc_comm_t *comm) {
   sc_link_model_t m = comm->tune.model;
   pthread_mutex_unlock(&comm->tune.lock);
   const int p = comm->nranks;
-  /* 5 P alpha / beta bytes, a power of two in [1 MiB, 4 MiB]. */
-  double want = 5.0 * p * m.alpha_s / m.beta_s_per_b;
-  size_t bytes = (size_t)1 << 20;
-  while (bytes < ((size_t)4 << 20) && (double)bytes < want) bytes *= 2;
+  /* 1 MiB, or more up to 4 MiB where startups weigh more than a fifth of
+   * the bytes (5 P alpha / beta), unless the ring would take over 20 ms: on
+   * a slow network (100 Mbit/s, 2 hosts) 1 MiB made the step 1.2 s at
+   * creation; no less than 256 KiB, twice tbf's burst. */
+  double want = 5.0 * p * m.alpha_s / m.beta_s_per_b, ring_s;
+  size_t bytes = (size_t)256 << 10;
+  while (bytes < ((size_t)4 << 20) && (bytes < ((size_t)1 << 20) || (double)bytes < want)) {
+    sc_coll_args_t a2;
+    sc_tune_fill_args(comm, SC_COLL_ALLREDUCE, 2 * bytes / sizeof(float), sizeof(float), 0, 0, &a2);
+    if (sc_tune_predict(&m, c[ring].gen, &a2, &ring_s) != SC_SUCCESS || ring_s > 20e-3) break;
+    bytes *= 2;
+  }
   size_t count = bytes / sizeof(float);
   float *buf = calloc(count, sizeof(float));
   if (!buf) return SC_ERR(SC_ERR_NOMEM, "calibration buffer of %zu bytes", bytes);
