@@ -17,7 +17,6 @@
 
 #include "algorithms/registry.h"
 #include "base/clock.h"
-#include "base/config.h"
 #include "base/dtype.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -62,8 +61,7 @@ size_t sc_board_payload(const sc_op_t *op, int rank, int nranks, int forced, siz
 sc_result_t sc_board_init(sc_comm_t *comm) {
   sc_exec_state_t *ex = &comm->ex;
   ex->board_max = 0;
-  size_t want;
-  SC_CHECK(sc_config_size("SC_BOARD_BYTES", 0, (size_t)1 << 20, &want));
+  const size_t want = comm->cfg.board_bytes;
   if (!comm->tpops->board_max || comm->nranks < 2 || want == 0) return SC_SUCCESS;
   size_t have = comm->tpops->board_max(comm->tp);
   if (have == 0) return SC_SUCCESS;
@@ -96,10 +94,10 @@ static int forced_for(const sc_comm_t *comm, sc_coll_t coll) {
   }
 }
 
-int sc_board_takes(const sc_comm_t *comm, const sc_op_t *op) {
-  return comm->ex.board_max &&
-         sc_board_payload(op, comm->rank, comm->nranks, forced_for(comm, op->coll),
-                          comm->ex.board_max) != (size_t)-1;
+size_t sc_board_takes(const sc_comm_t *comm, const sc_op_t *op) {
+  if (!comm->ex.board_max) return (size_t)-1;
+  return sc_board_payload(op, comm->rank, comm->nranks, forced_for(comm, op->coll),
+                          comm->ex.board_max);
 }
 
 static void board_pause(sc_exec_state_t *ex, int64_t waited_us, int64_t spin_us, int64_t *now) {
@@ -158,10 +156,9 @@ static void board_fold(const sc_comm_t *comm, const sc_op_t *op, void *dst, size
   if (op->op == SC_AVG) sc_avg_finalize(op->dtype, dst, n, comm->nranks);
 }
 
-sc_result_t sc_board_run(sc_comm_t *comm, const sc_op_t *op) {
+sc_result_t sc_board_run(sc_comm_t *comm, const sc_op_t *op, size_t len) {
   sc_exec_state_t *ex = &comm->ex;
   const int me = comm->rank, P = comm->nranks;
-  size_t len = sc_board_payload(op, me, P, 0, ex->board_max);
   uint64_t seq = ++ex->board_seq;
   uint64_t fp = sc_board_fp((int)op->coll, (int)op->dtype, (int)op->op, op->root, op->count);
   comm->tpops->board_post(comm->tp, seq, fp, op->sendbuf, len);

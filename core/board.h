@@ -27,8 +27,9 @@ size_t sc_board_payload(const sc_op_t *op, int rank, int nranks, int forced, siz
 /* After connect_all: whether this communicator has a board, and how large
  * its posts may be (SC_BOARD_BYTES, at most the transport's). */
 sc_result_t sc_board_init(sc_comm_t *comm);
-/* Whether op runs on the board (then sc_board_run runs it). */
-int sc_board_takes(const sc_comm_t *comm, const sc_op_t *op);
-sc_result_t sc_board_run(sc_comm_t *comm, const sc_op_t *op);
+/* The bytes this rank posts when op runs on the board, else (size_t)-1;
+ * sc_board_run takes them. */
+size_t sc_board_takes(const sc_comm_t *comm, const sc_op_t *op);
+sc_result_t sc_board_run(sc_comm_t *comm, const sc_op_t *op, size_t len);
 
 #endif

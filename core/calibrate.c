@@ -45,19 +45,30 @@ static double sc_calib_median(double *t, int n) {
   return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
-/* fit = {alpha s, beta s/B, gamma s/B, host s/B} becomes comm's model; the
- * choices and the schedule cached under the old one are dropped. */
-static void install_fit(sc_comm_t *comm, const double fit[4], const char *how, const char *whose) {
+/* fit = {alpha s, beta s/B, gamma s/B, host s/B} and the all-reduce
+ * candidates' network factors (either NULL: kept) become comm's model; the
+ * choices and the schedules cached under the old one are dropped. */
+static void install(sc_comm_t *comm, const double *fit, const double *scale) {
   pthread_mutex_lock(&comm->tune.lock);
-  comm->tune.model.alpha_s = fit[0];
-  comm->tune.model.beta_s_per_b = fit[1];
-  comm->tune.model.gamma_s_per_b = fit[2];
-  comm->tune.model.host_s_per_b = fit[3];
-  comm->tune.calibrated = 1;
+  if (fit) {
+    comm->tune.model.alpha_s = fit[0];
+    comm->tune.model.beta_s_per_b = fit[1];
+    comm->tune.model.gamma_s_per_b = fit[2];
+    comm->tune.model.host_s_per_b = fit[3];
+    comm->tune.calibrated = 1;
+  }
+  if (scale)
+    memcpy(comm->tune.model.allreduce_beta_scale, scale,
+           sizeof(comm->tune.model.allreduce_beta_scale));
   memset(comm->tune.cache, 0, sizeof(comm->tune.cache));
   pthread_mutex_unlock(&comm->tune.lock);
   comm->ex.sched_key.valid = 0;
   sc_exec_device_model_changed(comm);
+}
+
+static void install_fit(sc_comm_t *comm, const double fit[4], const double *scale, const char *how,
+                        const char *whose) {
+  install(comm, fit, scale);
   SC_INFO(SC_SUBSYS_TUNE,
           "%s on %d ranks%s: alpha %.1f us, link %.3g GB/s, host %.3g GB/s, reduce %.3g GB/s", how,
           comm->nranks, whose, fit[0] * 1e6, 1e-9 / fit[1], 1e-9 / fit[3], 1e-9 / fit[2]);
@@ -144,11 +155,7 @@ static sc_result_t calib_allreduce_scales(sc_comm_t *comm) {
     if (used >= sizeof(line)) used = sizeof(line) - 1;
   }
   SC_CHECK(sc_broadcast(scale, scale, SC_TUNE_MAX_CANDIDATES, SC_FLOAT64, 0, comm));
-  pthread_mutex_lock(&comm->tune.lock);
-  memcpy(comm->tune.model.allreduce_beta_scale, scale, sizeof(scale));
-  memset(comm->tune.cache, 0, sizeof(comm->tune.cache));
-  pthread_mutex_unlock(&comm->tune.lock);
-  comm->ex.sched_key.valid = 0;
+  install(comm, NULL, scale);
   SC_INFO(SC_SUBSYS_TUNE,
           "all-reduce network factors over the ring's at %zu B (this rank's runs; rank 0's "
           "apply): %s",
@@ -212,7 +219,7 @@ sc_result_t sc_tune_calibrate(sc_comm_t *comm) {
   fit[2] = gamma;
   fit[3] = host > 1e-12 ? host : 1e-12;
   SC_CHECK_GOTO(sc_broadcast(fit, fit, 4, SC_FLOAT64, 0, comm), r, done);
-  install_fit(comm, fit, "calibrated", " (rank 0's fit)");
+  install_fit(comm, fit, NULL, "calibrated", " (rank 0's fit)");
   /* Only across hosts: on one host the replay (tune/tune_host.c) is fitted. */
   if (comm->tune.model.host_cores <= 0) r = calib_allreduce_scales(comm);
 done:
@@ -230,8 +237,5 @@ void sc_tune_inherit(sc_comm_t *comm, const sc_comm_t *parent) {
   double scale[SC_TUNE_MAX_CANDIDATES];
   memcpy(scale, pc->tune.model.allreduce_beta_scale, sizeof(scale));
   pthread_mutex_unlock(&pc->tune.lock);
-  install_fit(comm, fit, "inherited the parent's calibrated fit", "");
-  pthread_mutex_lock(&comm->tune.lock);
-  memcpy(comm->tune.model.allreduce_beta_scale, scale, sizeof(scale));
-  pthread_mutex_unlock(&comm->tune.lock);
+  install_fit(comm, fit, scale, "inherited the parent's calibrated fit", "");
 }

@@ -51,6 +51,7 @@ static sc_result_t sc_comm_read_config(sc_comm_config_t *cfg) {
   cfg->timeout_ms = (int)v;
   SC_CHECK(sc_config_size("SC_CHUNK_BYTES", 64, (size_t)1 << 30, &cfg->chunk_bytes));
   SC_CHECK(sc_config_size("SC_SOCKBUF_BYTES", 0, (size_t)1 << 30, &cfg->sockbuf_bytes));
+  SC_CHECK(sc_config_size("SC_BOARD_BYTES", 0, (size_t)1 << 20, &cfg->board_bytes));
   int idx;
   SC_CHECK(sc_parse_algo("SC_ALGO", SC_COLL_ALLREDUCE, &cfg->algo));
   static const char *const tunes[] = {"auto", "model", "measure"};

@@ -95,15 +95,16 @@ typedef struct sc_comm_config {
   int timeout_ms;
   size_t chunk_bytes;
   size_t sockbuf_bytes;
-  int algo;         /* SC_ALGO: index of an all-reduce candidate (registry), -1 auto */
-  int bcast_algo;   /* SC_BCAST_ALGO: index of a broadcast candidate, -1 auto */
-  int rs_algo;      /* SC_RS_ALGO: index of a reduce-scatter candidate, -1 auto */
-  int ag_algo;      /* SC_AG_ALGO: index of an all-gather candidate, -1 auto */
-  int tuning;       /* SC_TUNE: SC_TUNING_AUTO, _MODEL or _MEASURE */
-  int transport;    /* SC_TRANSPORT: index into auto, tcp, shm, ucx, verbs */
-  int nsocks;       /* SC_NSOCKS */
-  int spin_us;      /* SC_SPIN_US */
-  int heartbeat_ms; /* SC_HEARTBEAT_MS: liveness watch period, 0 auto, -1 off */
+  size_t board_bytes; /* SC_BOARD_BYTES: the board's posts at most (core/board.c) */
+  int algo;           /* SC_ALGO: index of an all-reduce candidate (registry), -1 auto */
+  int bcast_algo;     /* SC_BCAST_ALGO: index of a broadcast candidate, -1 auto */
+  int rs_algo;        /* SC_RS_ALGO: index of a reduce-scatter candidate, -1 auto */
+  int ag_algo;        /* SC_AG_ALGO: index of an all-gather candidate, -1 auto */
+  int tuning;         /* SC_TUNE: SC_TUNING_AUTO, _MODEL or _MEASURE */
+  int transport;      /* SC_TRANSPORT: index into auto, tcp, shm, ucx, verbs */
+  int nsocks;         /* SC_NSOCKS */
+  int spin_us;        /* SC_SPIN_US */
+  int heartbeat_ms;   /* SC_HEARTBEAT_MS: liveness watch period, 0 auto, -1 off */
   /* SC_CHECK_MISMATCH: fingerprint every operation (core/fingerprint.c) */
   int check_mismatch;
   char ifname[64];

@@ -48,8 +48,9 @@ static sc_result_t sc_op_execute(sc_comm_t *comm, const sc_op_t *op) {
       sc_op_prefix_error(comm, op, ", fingerprint exchange (SC_CHECK_MISMATCH)");
     if (r != SC_SUCCESS) return r;
   }
-  if (sc_board_takes(comm, op)) {
-    sc_result_t r = sc_board_run(comm, op);
+  size_t board_len = sc_board_takes(comm, op);
+  if (board_len != (size_t)-1) {
+    sc_result_t r = sc_board_run(comm, op, board_len);
     /* A mismatch's text names both calls already. */
     if (r != SC_SUCCESS && r != SC_ERR_ABORTED && r != SC_ERR_MISMATCH)
       sc_op_prefix_error(comm, op, "");
