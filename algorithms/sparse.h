@@ -14,14 +14,18 @@
  * mask back at the end. The same set on every rank, no broadcast. */
 sc_result_t sc_sparse_gtopk_schedule(const sc_coll_args_t *a, sc_sched_t *s);
 /* The papers' tree: binomial reduce-with-merge to rank 0, then binomial
- * broadcast of the result. */
+ * broadcast of the result. Every parent tracks its children's entries
+ * through its merges and sends each child, with the result, the survival
+ * mask of the set the child sent up (SC_SPF_MASK); a child applies it to
+ * everything it tracks, so every rank learns which of its own entries
+ * reached the result, as in the butterfly. */
 sc_result_t sc_sparse_gtopk_tree_schedule(const sc_coll_args_t *a, sc_sched_t *s);
 /* Hierarchical, for hosts that hold several ranks (a->host_of; NULL: one
  * host, which is the tree): the papers' tree reduce inside each host to its
  * lowest rank, the butterfly among those leaders (hosts P'..H-1 fold into
- * host - P' first), then a binomial broadcast inside each host. Between
- * hosts one set per host crosses the network per round, where the flat
- * butterfly sends one per rank. */
+ * host - P' first), then a binomial broadcast inside each host, with the
+ * tree's survival masks. Between hosts one set per host crosses the network
+ * per round, where the flat butterfly sends one per rank. */
 sc_result_t sc_sparse_gtopk_hier_schedule(const sc_coll_args_t *a, sc_sched_t *s);
 /* TopK-SGD baseline: ring all-gather of every rank's set (each message
  * carries its count first), then the exact sum by index in rank order. */

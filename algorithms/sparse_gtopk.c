@@ -31,7 +31,7 @@ sc_result_t sc_sparse_gtopk_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
   sc_sched_sparse_sets(s, 2, k);
   if (r >= pp) {
     sc_sched_sparse_send(s, r - pp, SET_IN, 0);
-    sc_sched_sparse_recv(s, r - pp, SET_OUT, k, SC_SPF_MASK);
+    sc_sched_sparse_recv_mask(s, r - pp, SET_OUT, k, SET_IN);
     return s->status;
   }
   size_t cur = SET_IN, next = SET_A;
@@ -48,8 +48,58 @@ sc_result_t sc_sparse_gtopk_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
     next = other(cur);
   }
   sc_sched_sparse_sum(s, SET_OUT, cur, 1);
-  if (r < rem) sc_sched_sparse_send(s, r + pp, SET_OUT, SC_SPF_MASK);
+  if (r < rem) sc_sched_sparse_send_mask(s, r + pp, SET_OUT, 0);
   return s->status;
+}
+
+/* Which survival slot (schedule/sparse_state.h) each child's set took in a
+ * binomial reduce: the child 2^b below took slot_of_bit[b]; nslots in all. */
+typedef struct sc_tree_slots {
+  size_t slot_of_bit[32];
+  size_t nslots;
+} sc_tree_slots_t;
+
+/* Member i of a tree: rank i, or the host's i-th rank when m is given. */
+static int member_rank(const sc_hier_map_t *m, int i) {
+  return m ? sc_hier_member(m, m->host, i) : i;
+}
+
+/* The papers' tree over n members: in round b a member whose lowest set bit
+ * is 2^b sends its set to member - 2^b and is done; the others merge member
+ * + 2^b's set when it exists, tracking its survival in the next slot.
+ * Returns with *cur the merged set (member 0) or the set this member sent. */
+static void binomial_reduce(sc_sched_t *s, size_t k, int me, int n, const sc_hier_map_t *m,
+                            sc_tree_slots_t *t, size_t *cur, size_t *next) {
+  t->nslots = 0;
+  for (int bit = 1, b = 0; bit < n; bit <<= 1, b++) {
+    if (me & bit) {
+      sc_sched_sparse_send(s, member_rank(m, me - bit), *cur, 0);
+      return;
+    }
+    if (me + bit < n) {
+      sc_sched_sparse_recv_merge(s, member_rank(m, me + bit), *next, *cur, k,
+                                 SC_SPF_LOCAL_IS_A | SC_SPF_FOLD_IN);
+      t->slot_of_bit[b] = t->nslots++;
+      *cur = *next;
+      *next = other(*cur);
+    }
+  }
+}
+
+/* The result (SET_OUT) down the same tree, the largest subtree first, each
+ * child with the survival mask of the set it sent up. */
+static void binomial_bcast(sc_sched_t *s, int me, int n, const sc_hier_map_t *m,
+                           const sc_tree_slots_t *t) {
+  int below = 1, b = 0;
+  if (me == 0) {
+    while (below < n) below <<= 1, b++;
+  } else {
+    below = me & -me;
+    while ((1 << b) < below) b++;
+  }
+  for (below >>= 1, b--; below >= 1; below >>= 1, b--)
+    if (me + below < n)
+      sc_sched_sparse_send_mask(s, member_rank(m, me + below), SET_OUT, t->slot_of_bit[b]);
 }
 
 sc_result_t sc_sparse_gtopk_tree_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
@@ -61,69 +111,32 @@ sc_result_t sc_sparse_gtopk_tree_schedule(const sc_coll_args_t *a, sc_sched_t *s
     return s->status;
   }
   sc_sched_sparse_sets(s, 2, k);
-  /* Reduce: in round i a rank whose lowest set bit is 2^i sends to r - 2^i
-   * and is done; the others merge r + 2^i's set when it exists. */
+  sc_tree_slots_t t = {{0}, 0};
   size_t cur = SET_IN, next = SET_A;
-  int top = 1;
-  while (top < p) top <<= 1;
-  for (int bit = 1; bit < p; bit <<= 1) {
-    if (r & bit) {
-      sc_sched_sparse_send(s, r - bit, cur, 0);
-      break;
-    }
-    if (r + bit < p) {
-      sc_sched_sparse_recv_merge(s, r + bit, next, cur, k, SC_SPF_LOCAL_IS_A);
-      cur = next;
-      next = other(cur);
-    }
-  }
-  /* Broadcast down the same binomial tree, the largest subtree first. */
-  int below;
+  binomial_reduce(s, k, r, p, NULL, &t, &cur, &next);
   if (r == 0) {
     sc_sched_sparse_sum(s, SET_OUT, cur, 1);
-    below = top / 2;
   } else {
-    const int low = r & -r;
-    sc_sched_sparse_recv(s, r - low, SET_OUT, k, 0);
-    below = low / 2;
+    sc_sched_sparse_recv_mask(s, r - (r & -r), SET_OUT, k, cur);
   }
-  for (int bit = below; bit >= 1; bit >>= 1)
-    if (r + bit < p) sc_sched_sparse_send(s, r + bit, SET_OUT, 0);
+  binomial_bcast(s, r, p, NULL, &t);
   return s->status;
 }
 
-/* Binomial reduce-with-merge of the host's sets to its local rank 0; *cur
- * and *next as above. Returns with *cur the merged set (local rank 0) or
- * after this rank sent its set up the tree. */
-static void host_reduce(const sc_hier_map_t *m, sc_sched_t *s, size_t k, size_t *cur,
-                        size_t *next) {
-  const int l = m->me, n = m->lsz;
-  for (int bit = 1; bit < n; bit <<= 1) {
-    if (l & bit) {
-      sc_sched_sparse_send(s, sc_hier_member(m, m->host, l - bit), *cur, 0);
-      return;
-    }
-    if (l + bit < n) {
-      sc_sched_sparse_recv_merge(s, sc_hier_member(m, m->host, l + bit), *next, *cur, k,
-                                 SC_SPF_LOCAL_IS_A);
-      *cur = *next;
-      *next = other(*cur);
-    }
-  }
-}
-
 /* The butterfly among the hosts' leaders (local rank 0, the lowest rank of
- * each host, so lower host = lower rank = Merge's A); ends with SET_OUT. */
+ * each host, so lower host = lower rank = Merge's A); ends with SET_OUT. A
+ * folded host's set takes survival slot `slot`. */
 static void leaders_butterfly(const sc_hier_map_t *m, sc_sched_t *s, size_t k, size_t cur,
-                              size_t next) {
+                              size_t next, size_t slot) {
   const int h = m->host, pp = sc_fold_pow2_floor(m->nhosts), rem = m->nhosts - pp;
   if (h >= pp) {
     sc_sched_sparse_send(s, sc_hier_member(m, h - pp, 0), cur, 0);
-    sc_sched_sparse_recv(s, sc_hier_member(m, h - pp, 0), SET_OUT, k, 0);
+    sc_sched_sparse_recv_mask(s, sc_hier_member(m, h - pp, 0), SET_OUT, k, cur);
     return;
   }
   if (h < rem) {
-    sc_sched_sparse_recv_merge(s, sc_hier_member(m, h + pp, 0), next, cur, k, SC_SPF_LOCAL_IS_A);
+    sc_sched_sparse_recv_merge(s, sc_hier_member(m, h + pp, 0), next, cur, k,
+                               SC_SPF_LOCAL_IS_A | SC_SPF_FOLD_IN);
     cur = next;
     next = other(cur);
   }
@@ -135,7 +148,7 @@ static void leaders_butterfly(const sc_hier_map_t *m, sc_sched_t *s, size_t k, s
     next = other(cur);
   }
   sc_sched_sparse_sum(s, SET_OUT, cur, 1);
-  if (h < rem) sc_sched_sparse_send(s, sc_hier_member(m, h + pp, 0), SET_OUT, 0);
+  if (h < rem) sc_sched_sparse_send_mask(s, sc_hier_member(m, h + pp, 0), SET_OUT, slot);
 }
 
 sc_result_t sc_sparse_gtopk_hier_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
@@ -152,23 +165,14 @@ sc_result_t sc_sparse_gtopk_hier_schedule(const sc_coll_args_t *a, sc_sched_t *s
     return r;
   }
   sc_sched_sparse_sets(s, 2, k);
+  sc_tree_slots_t t = {{0}, 0};
   size_t cur = SET_IN, next = SET_A;
-  host_reduce(&m, s, k, &cur, &next);
-  const int l = m.me, n = m.lsz;
-  int below;
-  if (l == 0) {
-    leaders_butterfly(&m, s, k, cur, next);
-    int top = 1;
-    while (top < n) top <<= 1;
-    below = top / 2;
-  } else {
-    const int low = l & -l;
-    sc_sched_sparse_recv(s, sc_hier_member(&m, m.host, l - low), SET_OUT, k, 0);
-    below = low / 2;
-  }
-  /* Broadcast down the host's binomial tree, the largest subtree first. */
-  for (int bit = below; bit >= 1; bit >>= 1)
-    if (l + bit < n) sc_sched_sparse_send(s, sc_hier_member(&m, m.host, l + bit), SET_OUT, 0);
+  binomial_reduce(s, k, m.me, m.lsz, &m, &t, &cur, &next);
+  if (m.me == 0)
+    leaders_butterfly(&m, s, k, cur, next, t.nslots);
+  else
+    sc_sched_sparse_recv_mask(s, member_rank(&m, m.me - (m.me & -m.me)), SET_OUT, k, cur);
+  binomial_bcast(s, m.me, m.lsz, &m, &t);
   sc_hier_map_free(&m);
   return s->status;
 }

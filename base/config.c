@@ -28,6 +28,11 @@ static const sc_config_var_t sc_config_vars[] = {
      "calibration at communicator creation, rank 0's fit broadcast), or auto (measure when the "
      "ranks span hosts, model on one host)"},
     {"SC_BCAST_ALGO", "auto", "force the broadcast/reduce algorithm"},
+    {"SC_GTOPK_ALGO", "auto",
+     "sparse all-reduce of sc_gtopk_allreduce and the fusion's sparse buckets: gtopk "
+     "(butterfly), tree, hier (a tree in each host, a butterfly among hosts), or auto (where the "
+     "ranks span hosts the cost model's pick, else gtopk); every choice keeps error feedback "
+     "exact"},
     {"SC_RS_ALGO", "auto", "force the reduce-scatter algorithm"},
     {"SC_AG_ALGO", "auto", "force the all-gather algorithm"},
     {"SC_CHUNK_BYTES", "524288", "pipelining chunk of ring, chain broadcast and chain reduce"},

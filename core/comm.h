@@ -100,6 +100,7 @@ typedef struct sc_comm_config {
   int bcast_algo;     /* SC_BCAST_ALGO: index of a broadcast candidate, -1 auto */
   int rs_algo;        /* SC_RS_ALGO: index of a reduce-scatter candidate, -1 auto */
   int ag_algo;        /* SC_AG_ALGO: index of an all-gather candidate, -1 auto */
+  int gtopk_algo;     /* SC_GTOPK_ALGO: an sc_sparse_algo_t, -1 auto */
   int tuning;         /* SC_TUNE: SC_TUNING_AUTO, _MODEL or _MEASURE */
   int transport;      /* SC_TRANSPORT: index into auto, tcp, shm, ucx, verbs */
   int nsocks;         /* SC_NSOCKS */
@@ -286,6 +287,10 @@ sc_result_t sc_tune_calibrate(sc_comm_t *comm);
  * links; every rank's parent holds the same fit, so all agree). */
 void sc_tune_inherit(sc_comm_t *comm, const sc_comm_t *parent);
 sc_result_t sc_tune_build_schedule(sc_comm_t *comm, const sc_op_t *op, sc_sched_t *s);
+/* The sparse all-reduce sc_gtopk_allreduce runs for k entries of es bytes:
+ * SC_GTOPK_ALGO's, else the cost model's pick across hosts
+ * (sc_tune_best_sparse, cached), else the butterfly. The same on every rank. */
+sc_result_t sc_tune_gtopk_algo(sc_comm_t *comm, size_t k, size_t es, sc_sparse_algo_t *algo);
 /* The generator arguments of (coll, count elements of es bytes) on comm. */
 void sc_tune_fill_args(sc_comm_t *comm, sc_coll_t coll, size_t count, size_t es, int root, int avg,
                        sc_coll_args_t *a);

@@ -225,3 +225,50 @@ sc_result_t sc_allreduce_algo(sc_comm_t *comm, size_t count, sc_dtype_t dtype, c
   *name = c[choice].name;
   return SC_SUCCESS;
 }
+
+/* The cache's key for the sparse all-reduce's choice (no collective has it). */
+#define SC_TUNE_SPARSE_KEY 0xFE
+
+sc_result_t sc_tune_gtopk_algo(sc_comm_t *comm, size_t k, size_t es, sc_sparse_algo_t *algo) {
+  *algo = SC_SPARSE_GTOPK;
+  SC_CHECK(sc_comm_check_usable(comm));
+  sc_tune_state_t *t = &comm->tune;
+  if (comm->cfg.gtopk_algo >= 0) {
+    *algo = (sc_sparse_algo_t)comm->cfg.gtopk_algo;
+    return SC_SUCCESS;
+  }
+  /* One host: the butterfly, whose every rank merges in parallel on its own
+   * core (the host model replays no sparse steps). */
+  if (comm->nranks < 2 || t->nhosts < 2) return SC_SUCCESS;
+  size_t slot = (k * 31 + SC_TUNE_SPARSE_KEY) % SC_TUNE_CACHE;
+  pthread_mutex_lock(&t->lock);
+  sc_tune_entry_t *e = &t->cache[slot];
+  if (e->valid && e->coll == SC_TUNE_SPARSE_KEY && e->bytes == k && e->elem_size == es) {
+    *algo = (sc_sparse_algo_t)e->choice;
+    pthread_mutex_unlock(&t->lock);
+    return SC_SUCCESS;
+  }
+  sc_link_model_t model = t->model;
+  pthread_mutex_unlock(&t->lock);
+  if (model.host_cores > 0) return SC_SUCCESS;
+  sc_coll_args_t a;
+  sc_tune_fill_args(comm, SC_COLL_ALLREDUCE, k, es, 0, 0, &a);
+  double est[3];
+  *algo = (sc_sparse_algo_t)sc_tune_best_sparse(&model, &a, est);
+  SC_INFO(SC_SUBSYS_TUNE,
+          "sparse all-reduce of k = %zu on %d ranks, %d hosts: gtopk %.1f us, tree %.1f us, "
+          "hier %.1f us -> %s",
+          k, comm->nranks, t->nhosts, est[0] * 1e6, est[1] * 1e6, est[2] * 1e6,
+          *algo == SC_SPARSE_GTOPK_TREE   ? "tree"
+          : *algo == SC_SPARSE_GTOPK_HIER ? "hier"
+                                          : "gtopk");
+  pthread_mutex_lock(&t->lock);
+  e->valid = 1;
+  e->coll = SC_TUNE_SPARSE_KEY;
+  e->bytes = k;
+  e->elem_size = es;
+  e->choice = (int)*algo;
+  e->rail = 0;
+  pthread_mutex_unlock(&t->lock);
+  return SC_SUCCESS;
+}

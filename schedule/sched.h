@@ -35,10 +35,11 @@ typedef enum sc_step_kind {
 /* sc_step_t.flags of the sparse steps. */
 enum {
   SC_SPF_LOCAL_IS_A = 1, /* RECV_MERGE: the local set is Merge's A (the lower-ranked side) */
-  SC_SPF_FOLD_IN = 2,    /* RECV_MERGE: the incoming set is a folded rank's own input: track
-                            its entries' survival for it */
-  SC_SPF_MASK = 4        /* SEND: also send the folded rank's survival mask; RECV: receive
-                            this rank's own mask */
+  SC_SPF_FOLD_IN = 2,    /* RECV_MERGE: the incoming set is a peer's set sent up to this
+                            rank: track its entries' survival for it in the next slot */
+  SC_SPF_MASK = 4        /* SEND: also send slot src_off's survival mask; RECV: also receive
+                            the mask over set src_off, the set this rank sent up, and apply
+                            it to every entry this rank tracks */
 };
 
 typedef struct sc_step {
@@ -79,6 +80,13 @@ sc_result_t sc_sched_copy(sc_sched_t *s, sc_buf_t dst, size_t off, sc_buf_t src,
 void sc_sched_need_scratch(sc_sched_t *s, size_t count);
 sc_result_t sc_sched_sparse_send(sc_sched_t *s, int peer, size_t set, int flags);
 sc_result_t sc_sched_sparse_recv(sc_sched_t *s, int peer, size_t set, size_t bound, int flags);
+/* The survival masks' halves (SC_SPF_MASK): a send of `set` with the mask of
+ * slot `slot` (the slot the peer's set took when this rank merged it in, the
+ * FOLD_IN merges numbered from 0 in schedule order), and the receive of the
+ * result with the mask over `up_set`, the set this rank sent that peer. */
+sc_result_t sc_sched_sparse_send_mask(sc_sched_t *s, int peer, size_t set, size_t slot);
+sc_result_t sc_sched_sparse_recv_mask(sc_sched_t *s, int peer, size_t set, size_t bound,
+                                      size_t up_set);
 sc_result_t sc_sched_sparse_recv_merge(sc_sched_t *s, int peer, size_t dst, size_t local,
                                        size_t bound, int flags);
 sc_result_t sc_sched_sparse_sum(sc_sched_t *s, size_t dst, size_t first, size_t nsets);

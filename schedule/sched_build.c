@@ -94,6 +94,27 @@ sc_result_t sc_sched_sparse_recv(sc_sched_t *s, int peer, size_t set, size_t bou
   return sc_sched_push(s, &st);
 }
 
+sc_result_t sc_sched_sparse_send_mask(sc_sched_t *s, int peer, size_t set, size_t slot) {
+  sc_step_t st = {.kind = SC_STEP_SPARSE_SEND,
+                  .flags = SC_SPF_MASK,
+                  .peer = peer,
+                  .off = set,
+                  .src_off = slot,
+                  .count = 0};
+  return sc_sched_push(s, &st);
+}
+
+sc_result_t sc_sched_sparse_recv_mask(sc_sched_t *s, int peer, size_t set, size_t bound,
+                                      size_t up_set) {
+  sc_step_t st = {.kind = SC_STEP_SPARSE_RECV,
+                  .flags = SC_SPF_MASK,
+                  .peer = peer,
+                  .off = set,
+                  .src_off = up_set,
+                  .count = bound};
+  return sc_sched_push(s, &st);
+}
+
 sc_result_t sc_sched_sparse_recv_merge(sc_sched_t *s, int peer, size_t dst, size_t local,
                                        size_t bound, int flags) {
   sc_step_t st = {.kind = SC_STEP_SPARSE_RECV_MERGE,

@@ -13,8 +13,10 @@ enum {
   M_IN_IDX,
   M_IN_VAL,
   M_ALIVE,
-  M_FOLD_IDX,
-  M_FOLD_ALIVE,
+  M_SLOT_IDX,
+  M_SLOT_ALIVE,
+  M_SLOT_N,
+  M_UP_MASK,
   M_W_IDX,
   M_W_VAL,
   M_W_KEY,
@@ -49,9 +51,16 @@ static int mul_ok(size_t a, size_t b, size_t *out) {
 sc_result_t sc_sparse_state_prepare(sc_sparse_state_t *st, const sc_sched_t *s, sc_dtype_t dtype,
                                     size_t k, size_t dense_len, const sc_sparse_io_t *io) {
   const size_t w = sc_dtype_size(dtype), nsets = s->sp_sets + 2;
-  size_t bound = 0, merge_cap = 0, sum_cap = 0, max_sum = 0, bytes;
+  size_t bound = 0, merge_cap = 0, sum_cap = 0, max_sum = 0, slots = 0, up_cap = 0, bytes;
   for (size_t i = 0; i < s->nsteps; i++) {
     const sc_step_t *t = &s->steps[i];
+    if (t->kind == SC_STEP_SPARSE_RECV_MERGE && (t->flags & SC_SPF_FOLD_IN)) slots++;
+    if (t->kind == SC_STEP_SPARSE_RECV && (t->flags & SC_SPF_MASK)) {
+      if (t->src_off >= nsets)
+        return SC_ERR(SC_ERR_INTERNAL, "sparse step %zu: mask over set %zu of %zu", i, t->src_off,
+                      nsets);
+      if (set_cap(s, io, t->src_off) > up_cap) up_cap = set_cap(s, io, t->src_off);
+    }
     if (t->kind == SC_STEP_SPARSE_RECV || t->kind == SC_STEP_SPARSE_RECV_MERGE) {
       if (t->off >= nsets || t->count > set_cap(s, io, t->off))
         return SC_ERR(SC_ERR_INTERNAL, "sparse step %zu: set %zu cannot hold %zu entries", i,
@@ -75,7 +84,10 @@ sc_result_t sc_sparse_state_prepare(sc_sparse_state_t *st, const sc_sched_t *s, 
   st->k = k;
   st->dense_len = dense_len;
   st->nsets = nsets;
-  st->fold_n = 0;
+  st->nslots = 0;
+  st->track = io->track;
+  st->slots_cap = slots;
+  st->slot_stride = bound;
   if (!mul_ok(s->sp_sets, s->sp_cap, &bytes) || !mul_ok(bytes, 4 + w, &bytes))
     return SC_ERR(SC_ERR_NOMEM, "sparse all-reduce: %zu sets of %zu entries", s->sp_sets,
                   s->sp_cap);
@@ -85,8 +97,13 @@ sc_result_t sc_sparse_state_prepare(sc_sparse_state_t *st, const sc_sched_t *s, 
   SC_CHECK(reserve(st, M_IN_IDX, bound * 4));
   SC_CHECK(reserve(st, M_IN_VAL, bound * w));
   SC_CHECK(reserve(st, M_ALIVE, io->nnz));
-  SC_CHECK(reserve(st, M_FOLD_IDX, bound * 4));
-  SC_CHECK(reserve(st, M_FOLD_ALIVE, bound));
+  if (!mul_ok(slots, bound, &bytes) || !mul_ok(bytes, 4, &bytes))
+    return SC_ERR(SC_ERR_NOMEM, "sparse all-reduce: %zu survival slots of %zu entries", slots,
+                  bound);
+  SC_CHECK(reserve(st, M_SLOT_IDX, slots * bound * 4));
+  SC_CHECK(reserve(st, M_SLOT_ALIVE, slots * bound));
+  SC_CHECK(reserve(st, M_SLOT_N, slots * sizeof(size_t)));
+  SC_CHECK(reserve(st, M_UP_MASK, up_cap));
   SC_CHECK(reserve(st, M_W_IDX, merge_cap * 4));
   SC_CHECK(reserve(st, M_W_VAL, merge_cap * w));
   SC_CHECK(reserve(st, M_W_KEY, merge_cap * 8));
@@ -108,8 +125,10 @@ sc_result_t sc_sparse_state_prepare(sc_sparse_state_t *st, const sc_sched_t *s, 
   st->in = (sc_spset_t){.idx = st->mem[M_IN_IDX], .val = st->mem[M_IN_VAL], .cap = bound};
   st->alive = st->mem[M_ALIVE];
   memset(st->alive, 1, io->nnz);
-  st->fold_idx = st->mem[M_FOLD_IDX];
-  st->fold_alive = st->mem[M_FOLD_ALIVE];
+  st->slot_idx = st->mem[M_SLOT_IDX];
+  st->slot_alive = st->mem[M_SLOT_ALIVE];
+  st->slot_n = st->mem[M_SLOT_N];
+  st->up_mask = st->mem[M_UP_MASK];
   st->work = (sc_merge_work_t){.idx = st->mem[M_W_IDX],
                                .val = st->mem[M_W_VAL],
                                .key = st->mem[M_W_KEY],
@@ -163,13 +182,32 @@ sc_result_t sc_sparse_check_indices(const sc_sparse_state_t *st, int peer, const
   return SC_SUCCESS;
 }
 
-/* alive[j] &= (ids[j] is in set), both sorted. */
-static void track(uint8_t *alive, const uint32_t *ids, size_t n, const sc_spset_t *set) {
-  size_t j = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (!alive[i]) continue;
-    while (j < set->n && set->idx[j] < ids[i]) j++;
-    alive[i] = j < set->n && set->idx[j] == ids[i];
+/* alive[i] &= (ids[i] is up->idx[j] with mask[j] set; mask NULL: with any
+ * j), both sorted. One pass of the two lists without data-dependent
+ * branches: the searches' branches, taken half the time at random, cost
+ * more than the comparisons (a tracked list and a set of k entries each). */
+static void track_in(uint8_t *alive, const uint32_t *ids, size_t n, const sc_spset_t *set,
+                     const uint8_t *mask) {
+  size_t i = 0, j = 0;
+  const size_t m = set->n;
+  while (i < n && j < m) {
+    const uint32_t a = ids[i], b = set->idx[j];
+    const uint8_t kept = mask ? (mask[j] != 0) : 1;
+    /* a < b: not in the set; a == b: kept where the mask keeps it; a > b: not yet. */
+    alive[i] &= (uint8_t)((a > b) | ((a == b) & kept));
+    i += a <= b;
+    j += a >= b;
+  }
+  for (; i < n; i++) alive[i] = 0;
+}
+
+/* Every entry this rank tracks: its own input's, then each slot's. */
+static void track_all(sc_sparse_state_t *st, const sc_spset_t *set, const uint8_t *mask) {
+  for (size_t s = 0; s <= st->nslots; s++) {
+    uint8_t *alive = s ? st->slot_alive + (s - 1) * st->slot_stride : st->alive;
+    const uint32_t *ids = s ? st->slot_idx + (s - 1) * st->slot_stride : st->sets[0].idx;
+    const size_t n = s ? st->slot_n[s - 1] : st->sets[0].n;
+    track_in(alive, ids, n, set, mask);
   }
 }
 
@@ -178,18 +216,20 @@ static sc_result_t apply_merge(sc_sparse_state_t *st, const sc_step_t *step, sc_
   if (!local) return SC_ERR_INTERNAL;
   if (local == dst) return SC_ERR(SC_ERR_INTERNAL, "sparse merge into its own operand");
   if (step->flags & SC_SPF_FOLD_IN) {
-    memcpy(st->fold_idx, st->in.idx, st->in.n * 4);
-    memset(st->fold_alive, 1, st->in.n);
-    st->fold_n = st->in.n;
-    st->fold_wire_n = st->in.n;
+    if (st->nslots >= st->slots_cap || st->in.n > st->slot_stride)
+      return SC_ERR(SC_ERR_INTERNAL, "sparse merge: survival slot %zu of %zu", st->nslots,
+                    st->slots_cap);
+    const size_t j = st->nslots++;
+    if (st->track) memcpy(st->slot_idx + j * st->slot_stride, st->in.idx, st->in.n * 4);
+    memset(st->slot_alive + j * st->slot_stride, 1, st->in.n);
+    st->slot_n[j] = st->in.n;
   }
   sc_spview_t l = {local->idx, local->val, local->n}, in = {st->in.idx, st->in.val, st->in.n};
   int a_local = (step->flags & SC_SPF_LOCAL_IS_A) != 0;
   size_t keep = st->k < dst->cap ? st->k : dst->cap;
   dst->n = sc_sparse_merge(st->dtype, keep, a_local ? l : in, a_local ? in : l, dst->idx, dst->val,
                            NULL, NULL, &st->work);
-  track(st->alive, st->sets[0].idx, st->sets[0].n, dst);
-  if (st->fold_n) track(st->fold_alive, st->fold_idx, st->fold_n, dst);
+  if (st->track) track_all(st, dst, NULL);
   return SC_SUCCESS;
 }
 
@@ -203,6 +243,11 @@ sc_result_t sc_sparse_apply(sc_sparse_state_t *st, const sc_step_t *step) {
     memcpy(dst->idx, st->in.idx, st->in.n * 4);
     memcpy(dst->val, st->in.val, st->in.n * st->w);
     dst->n = st->in.n;
+    if ((step->flags & SC_SPF_MASK) && st->track) {
+      const sc_spset_t *up = sc_sparse_set(st, step->src_off);
+      if (!up) return SC_ERR_INTERNAL;
+      track_all(st, up, st->up_mask);
+    }
     return SC_SUCCESS;
   case SC_STEP_SPARSE_RECV_MERGE:
     SC_CHECK(sc_sparse_check_indices(st, step->peer, st->in.idx, st->in.n));
@@ -243,8 +288,11 @@ int sc_sparse_send_parts(const sc_sparse_state_t *st, const sc_step_t *step, con
     parts[n++] = (sc_sparse_part_t){(uint8_t *)set->idx, set->n * 4};
     parts[n++] = (sc_sparse_part_t){(uint8_t *)set->val, set->n * st->w};
   }
-  if ((step->flags & SC_SPF_MASK) && st->fold_n)
-    parts[n++] = (sc_sparse_part_t){st->fold_alive, st->fold_n};
+  /* A slot that was never filled (a schedule bug the prepare cannot see)
+   * sends no mask; its peer then fails on the missing message. */
+  if ((step->flags & SC_SPF_MASK) && step->src_off < st->nslots && st->slot_n[step->src_off])
+    parts[n++] = (sc_sparse_part_t){st->slot_alive + step->src_off * st->slot_stride,
+                                    st->slot_n[step->src_off]};
   return n;
 }
 
@@ -255,7 +303,7 @@ int sc_sparse_recv_parts(sc_sparse_state_t *st, const sc_step_t *step,
     parts[n++] = (sc_sparse_part_t){(uint8_t *)st->in.idx, st->in.n * 4};
     parts[n++] = (sc_sparse_part_t){(uint8_t *)st->in.val, st->in.n * st->w};
   }
-  if ((step->flags & SC_SPF_MASK) && st->sets[0].n)
-    parts[n++] = (sc_sparse_part_t){st->alive, st->sets[0].n};
+  if ((step->flags & SC_SPF_MASK) && step->src_off < st->nsets && st->sets[step->src_off].n)
+    parts[n++] = (sc_sparse_part_t){st->up_mask, st->sets[step->src_off].n};
   return n;
 }

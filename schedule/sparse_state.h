@@ -28,6 +28,10 @@ typedef struct sc_sparse_io {
   uint32_t *out_idx;
   void *out_val;
   size_t out_cap;
+  /* Track survival (the caller wants its survival bits): without it the
+   * masks still travel, every entry marked surviving, and no merge pays for
+   * the tracking. Every rank must pass the same. */
+  int track;
 } sc_sparse_io_t;
 
 typedef struct sc_sparse_state {
@@ -36,13 +40,18 @@ typedef struct sc_sparse_state {
   sc_spset_t *sets;
   size_t nsets;
   sc_spset_t in; /* the incoming set of a receive */
-  /* Survival (docs/ALGORITHMS.md): one sticky byte per input entry, and the
-   * folded peer's entries when this rank merged them in (SC_SPF_FOLD_IN). */
+  /* Survival (docs/ALGORITHMS.md): one sticky byte per input entry, and per
+   * set merged in from a peer that sent its set up to this rank
+   * (SC_SPF_FOLD_IN) a slot with that set's indices and their bytes, which
+   * this rank tracks for the peer and sends back with the result. up_mask
+   * receives the mask over the set this rank itself sent up. */
   uint8_t *alive;
-  uint32_t *fold_idx;
-  uint8_t *fold_alive;
-  size_t fold_n;
-  uint64_t fold_wire_n;
+  uint32_t *slot_idx; /* slot j: slot_idx + j * slot_stride */
+  uint8_t *slot_alive;
+  size_t *slot_n;
+  size_t nslots, slots_cap, slot_stride;
+  uint8_t *up_mask;
+  int track; /* sc_sparse_io_t.track */
   sc_merge_work_t work;
   uint32_t *acc_idx[2];
   void *acc_val[2];
@@ -69,11 +78,12 @@ sc_result_t sc_sparse_check_indices(const sc_sparse_state_t *st, int peer, const
 
 /* A set on the wire after its fixed 8-byte count (sched.h): the indices and
  * the values (only when the count is not 0), then with SC_SPF_MASK the
- * survival mask when it is not empty. Send side: set `set` and the folded
- * rank's mask; receive side (st->in.n holds the checked count): where each
- * part lands, the mask being this rank's own. The executor posts one message
- * per part, the simulator carries them in one; both take the layout from
- * here. Returns the number of parts (<= SC_SPARSE_PARTS). */
+ * survival mask when it is not empty. Send side: set `set` and the mask of
+ * slot step->src_off; receive side (st->in.n holds the checked count): where
+ * each part lands, the mask (over set step->src_off, the one this rank sent
+ * up) into up_mask. The executor posts one message per part, the simulator
+ * carries them in one; both take the layout from here. Returns the number of
+ * parts (<= SC_SPARSE_PARTS). */
 #define SC_SPARSE_PARTS 3
 typedef struct sc_sparse_part {
   uint8_t *p;

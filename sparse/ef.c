@@ -128,6 +128,8 @@ static void accumulate(sc_dtype_t t, void *res, const void *grad, size_t n) {
 static sc_result_t ef_step(void *grad, size_t n, sc_dtype_t dtype, size_t k, sc_select_t method,
                            sc_ef_t *ef, sc_comm_t *comm, ef_work_t *w) {
   const char *fn = "sc_gtopk_allreduce";
+  sc_sparse_algo_t algo;
+  SC_CHECK(sc_tune_gtopk_algo(comm, k, sc_dtype_size(dtype), &algo));
   const void *acc = grad;
   if (ef) {
     accumulate(dtype, ef->residual, grad, n);
@@ -146,8 +148,8 @@ static sc_result_t ef_step(void *grad, size_t n, sc_dtype_t dtype, size_t k, sc_
   if (ef)
     for (size_t i = 0; i < nnz; i++) put(dtype, ef->residual, w->sel_idx[i], 0.0);
   size_t out_nnz = 0;
-  r = sc_sparse_allreduce_track(fn, w->sel_idx, w->sel_val, nnz, n, k, dtype, SC_SPARSE_GTOPK,
-                                w->out_idx, w->out_val, &out_nnz, w->surv, comm);
+  r = sc_sparse_allreduce_track(fn, w->sel_idx, w->sel_val, nnz, n, k, dtype, algo, w->out_idx,
+                                w->out_val, &out_nnz, w->surv, comm);
   if (r != SC_SUCCESS) {
     if (ef)
       for (size_t i = 0; i < nnz; i++)

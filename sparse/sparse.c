@@ -44,9 +44,6 @@ sc_result_t sc_sparse_allreduce_track(const char *fn, const uint32_t *indices, c
   if (algo != SC_SPARSE_GTOPK && algo != SC_SPARSE_GTOPK_TREE && algo != SC_SPARSE_ALLGATHER &&
       algo != SC_SPARSE_GTOPK_HIER)
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid algorithm %d", fn, (int)algo);
-  /* The hierarchy's leaves never learn which of their entries survived. */
-  if (survived && algo == SC_SPARSE_GTOPK_HIER)
-    return SC_ERR(SC_ERR_INVALID_ARG, "%s: gtopk_hier does not track survival bits", fn);
   if (dense_len > (size_t)UINT32_MAX + 1)
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: dense_len %zu needs indices wider than 32 bits", fn,
                   dense_len);
@@ -67,7 +64,8 @@ sc_result_t sc_sparse_allreduce_track(const char *fn, const uint32_t *indices, c
                               .nnz = nnz,
                               .out_idx = out_indices,
                               .out_val = out_values,
-                              .out_cap = out_cap},
+                              .out_cap = out_cap,
+                              .track = survived != NULL},
                        .k = k,
                        .dense_len = dense_len,
                        .out_nnz = out_nnz,

@@ -90,6 +90,14 @@ sc_result_t sc_tune_best(const sc_link_model_t *m, const sc_coll_args_t *a, int 
  * candidate index), the cheapest on one rank per host for a share of the vector; the
  * reduce-scatter's and all-gather's rails are always rings. */
 int sc_tune_hier_rail(const sc_link_model_t *m, const sc_coll_args_t *a);
+/* The sparse all-reduce (a->count = k, a->elem_size the value's bytes) on
+ * a network model (host_cores 0) with a host map: SC_SPARSE_GTOPK,
+ * SC_SPARSE_GTOPK_TREE or, where sc_hier_useful(a), SC_SPARSE_GTOPK_HIER,
+ * whichever the replay finishes first (every set priced at k entries), with
+ * the butterflies' exchanges (gtopk, and hier's among the hosts) slowed by
+ * recursive doubling's measured factor. est[] in that order (INFINITY: not
+ * a candidate). */
+int sc_tune_best_sparse(const sc_link_model_t *m, const sc_coll_args_t *a, double est[3]);
 /* Candidate names in the order of sc_tune_best's indices (all-reduce:
  * ring, tree, rd, rabenseifner, hier). */
 const char *sc_tune_candidate_name(sc_coll_t coll, int index);

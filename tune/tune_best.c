@@ -2,6 +2,7 @@
  * so that every rank makes the same choice from the same model. */
 #include <math.h>
 
+#include "algorithms/sparse.h"
 #include "base/error.h"
 #include "tune/tune.h"
 
@@ -63,4 +64,24 @@ const char *sc_tune_candidate_name(sc_coll_t coll, int index) {
   int n;
   const sc_algo_entry_t *c = sc_algo_candidates(coll, &n);
   return index >= 0 && index < n ? c[index].name : "?";
+}
+
+int sc_tune_best_sparse(const sc_link_model_t *m, const sc_coll_args_t *a, double est[3]) {
+  static const sc_sched_gen_t gens[3] = {sc_sparse_gtopk_schedule, sc_sparse_gtopk_tree_schedule,
+                                         sc_sparse_gtopk_hier_schedule};
+  static const int algos[3] = {SC_SPARSE_GTOPK, SC_SPARSE_GTOPK_TREE, SC_SPARSE_GTOPK_HIER};
+  const int rd = sc_algo_find(SC_COLL_ALLREDUCE, "rd");
+  const double rd_scale = rd >= 0 && rd < SC_TUNE_MAX_CANDIDATES && m->allreduce_beta_scale[rd] > 0
+                              ? m->allreduce_beta_scale[rd]
+                              : 1.0;
+  int best = 0;
+  for (int i = 0; i < 3; i++) {
+    est[i] = INFINITY;
+    if (algos[i] == SC_SPARSE_GTOPK_HIER && !sc_hier_useful(a)) continue;
+    sc_link_model_t mi = *m;
+    if (algos[i] != SC_SPARSE_GTOPK_TREE) mi.beta_s_per_b *= rd_scale;
+    if (sc_tune_predict(&mi, gens[i], a, &est[i]) != SC_SUCCESS) est[i] = INFINITY;
+    if (est[i] < est[best]) best = i;
+  }
+  return algos[best];
 }

@@ -119,8 +119,26 @@ typedef struct sc_rank_clock {
  * they block, so a shared link is booked in replay order rather than in time
  * order: the bytes through each link, which bound the large messages, are
  * exact; the interleaving is not. */
-static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, size_t es, const int *host_of,
-                                    sc_sched_t *scheds, double *seconds) {
+/* Bytes a step moves or computes on. A sparse set (count k, entries of
+ * 4 + es bytes) is priced at its bound: its 8-byte count, k entries, and
+ * with SC_SPF_MASK a byte per entry. A merge reads two sets. */
+static double sc_tune_step_bytes(const sc_step_t *st, size_t es, size_t k) {
+  const double set = (double)k * (double)(4 + es);
+  switch (st->kind) {
+  case SC_STEP_SPARSE_SEND:
+  case SC_STEP_SPARSE_RECV:
+    return 8.0 + set + ((st->flags & SC_SPF_MASK) ? (double)k : 0.0);
+  case SC_STEP_SPARSE_RECV_MERGE:
+    return 8.0 + set;
+  case SC_STEP_SPARSE_SUM:
+    return set;
+  default:
+    return (double)st->count * (double)es;
+  }
+}
+
+static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, size_t es, size_t k,
+                                    const int *host_of, sc_sched_t *scheds, double *seconds) {
   sc_arrivals_t *q = calloc((size_t)p * (size_t)p, sizeof(*q));
   sc_rank_clock_t *rc = calloc((size_t)p, sizeof(*rc));
   double *nic = calloc(2 * (size_t)p, sizeof(double)); /* out [0, p), in [p, 2p) */
@@ -140,17 +158,18 @@ static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, size_t es, 
       const int hi = host_of ? host_of[i] : i;
       while (c->step < s->nsteps) {
         const sc_step_t *st = &s->steps[c->step];
-        double bytes = (double)st->count * (double)es;
+        double bytes = sc_tune_step_bytes(st, es, k);
         const int local = host_of && st->peer >= 0 && host_of[st->peer] == host_of[i];
         const double beta = local ? m->local_beta_s_per_b : m->beta_s_per_b;
-        if (st->kind == SC_STEP_SEND) {
+        if (st->kind == SC_STEP_SEND || st->kind == SC_STEP_SPARSE_SEND) {
           double *link = local ? &c->local_free : &nic[hi];
           double start = c->now > *link ? c->now : *link;
           *link = start + bytes * beta;
           r = sc_arrivals_push(&q[(size_t)i * (size_t)p + (size_t)st->peer],
                                *link + (local ? m->local_alpha_s : m->alpha_s));
           if (r != SC_SUCCESS) break;
-        } else if (st->kind == SC_STEP_RECV || st->kind == SC_STEP_RECV_REDUCE) {
+        } else if (st->kind == SC_STEP_RECV || st->kind == SC_STEP_RECV_REDUCE ||
+                   st->kind == SC_STEP_SPARSE_RECV || st->kind == SC_STEP_SPARSE_RECV_MERGE) {
           sc_arrivals_t *in = &q[(size_t)st->peer * (size_t)p + (size_t)i];
           if (in->len == 0) break; /* blocked until the sender gets there */
           double arrival = in->t[in->head++];
@@ -161,9 +180,8 @@ static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, size_t es, 
           double ingress = *ingress_free + bytes * beta;
           if (ingress > t) t = ingress;
           *ingress_free = t;
-          if (st->kind == SC_STEP_RECV_REDUCE) {
-            t += bytes * m->gamma_s_per_b;
-          }
+          if (st->kind == SC_STEP_RECV_REDUCE) t += bytes * m->gamma_s_per_b;
+          if (st->kind == SC_STEP_SPARSE_RECV_MERGE) t += 2 * bytes * m->gamma_s_per_b;
           c->now = t;
         } else {
           c->now += bytes * m->gamma_s_per_b;
@@ -183,7 +201,7 @@ static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, size_t es, 
   }
 done:
   if (q)
-    for (size_t k = 0; k < (size_t)p * (size_t)p; k++) free(q[k].t);
+    for (size_t j = 0; j < (size_t)p * (size_t)p; j++) free(q[j].t);
   free(q);
   free(rc);
   free(nic);
@@ -203,8 +221,9 @@ sc_result_t sc_tune_predict(const sc_link_model_t *m, sc_sched_gen_t gen, const 
     r = gen(&ai, &scheds[i]);
   }
   if (r == SC_SUCCESS)
-    r = m->host_cores > 0 ? sc_tune_simulate_host(m, p, a->elem_size, scheds, seconds)
-                          : sc_tune_simulate(m, p, a->elem_size, a->host_of, scheds, seconds);
+    r = m->host_cores > 0
+            ? sc_tune_simulate_host(m, p, a->elem_size, scheds, seconds)
+            : sc_tune_simulate(m, p, a->elem_size, a->count, a->host_of, scheds, seconds);
   for (int i = 0; i < p; i++) sc_sched_free(&scheds[i]);
   free(scheds);
   return r;

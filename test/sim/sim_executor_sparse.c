@@ -113,7 +113,7 @@ static void sparse_case(fabric_t *f, int alg, size_t k, size_t dense, sc_dtype_t
       ok = 0;
       break;
     }
-    sc_sparse_io_t io = {in[r].idx, in[r].val, in[r].nnz, sim[r].out_idx, sim[r].out_val, cap};
+    sc_sparse_io_t io = {in[r].idx, in[r].val, in[r].nnz, sim[r].out_idx, sim[r].out_val, cap, 1};
     if (sc_sparse_state_prepare(&st[r], &sched[r], t, k, dense, &io) != SC_SUCCESS) {
       snprintf(err, sizeof(err), "rank %d: prepare: %s", r, sc_last_error());
       ok = 0;

@@ -5,8 +5,10 @@
  * (dense presence arrays and a sort, nothing shared with the kernel), the same
  * merge tree replayed rank set by rank set, and for ALLGATHER the exact dense
  * sum. Also: every rank ends with identical bits; nranks = 2 GTOPK is the
- * exact top-k of the exact sum; the survival bits of the butterfly (folded
- * ranks included) match the reference; malformed peer data (count above the
+ * exact top-k of the exact sum; the survival bits of every gTop-k schedule
+ * (folded ranks, tree children and host members included) match the
+ * reference's, which follows each rank's contribution through the merged
+ * sets that carried it; malformed peer data (count above the
  * bound, index out of range, unsorted or repeated) fails with SC_ERR_REMOTE
  * naming the peer; and the merge kernel's own survival output.
  * Prints one line per failure and ends with "N passed, N failed". */
@@ -157,10 +159,27 @@ static int pow2_floor(int p) {
   return q;
 }
 
-/* The butterfly's merge tree: S[r] per group leader... every rank's set.
- * alive NULL: no survival bits. */
+/* Survival in the reference: an entry of rank q lives while its index is in
+ * every merged set that carried q's contribution. A tracker knows which
+ * ranks' contributions each member (a rank, or a host in the hierarchy's
+ * butterfly) carries: the ranks q with member[q] == that member. */
+typedef struct tracker {
+  uint8_t **alive;  /* per rank; NULL: no survival bits */
+  const rset_t *in; /* per rank */
+  int *member;      /* per rank */
+  int n;            /* ranks */
+} tracker_t;
+
+static void track_member(const tracker_t *tr, int m, const rset_t *set) {
+  if (!tr || !tr->alive) return;
+  for (int q = 0; q < tr->n; q++)
+    if (tr->member[q] == m) ref_track(tr->alive[q], &tr->in[q], set);
+}
+
+/* The butterfly's merge tree over p members' sets in[]; tr (may be NULL)
+ * tracks the ranks behind each member. */
 static rset_t ref_gtopk(sc_dtype_t t, size_t k, int p, const rset_t *in, size_t dense,
-                        uint8_t **alive) {
+                        const tracker_t *tr) {
   rset_t *s = calloc((size_t)p, sizeof(*s));
   for (int r = 0; r < p; r++) {
     s[r] = rset_alloc(in[r].n);
@@ -171,9 +190,8 @@ static rset_t ref_gtopk(sc_dtype_t t, size_t k, int p, const rset_t *in, size_t 
   const int pp = pow2_floor(p), rem = p - pp;
   for (int r = 0; r < rem; r++) {
     replace(&s[r], ref_merge(t, k, &s[r], &s[r + pp], dense));
-    if (!alive) continue;
-    ref_track(alive[r], &in[r], &s[r]);
-    ref_track(alive[r + pp], &in[r + pp], &s[r]);
+    track_member(tr, r, &s[r]);
+    track_member(tr, r + pp, &s[r]);
   }
   for (int bit = 1; bit < pp; bit <<= 1) {
     rset_t *ns = calloc((size_t)pp, sizeof(*ns));
@@ -183,9 +201,9 @@ static rset_t ref_gtopk(sc_dtype_t t, size_t k, int p, const rset_t *in, size_t 
     }
     for (int r = 0; r < pp; r++) replace(&s[r], ns[r]);
     free(ns);
-    for (int r = 0; r < pp && alive; r++) {
-      ref_track(alive[r], &in[r], &s[r]);
-      if (r < rem) ref_track(alive[r + pp], &in[r + pp], &s[r]);
+    for (int r = 0; r < pp; r++) {
+      track_member(tr, r, &s[r]);
+      if (r < rem) track_member(tr, r + pp, &s[r]);
     }
   }
   rset_t out = s[0];
@@ -194,19 +212,28 @@ static rset_t ref_gtopk(sc_dtype_t t, size_t k, int p, const rset_t *in, size_t 
   return out;
 }
 
-static rset_t ref_tree(sc_dtype_t t, size_t k, int p, const rset_t *in, size_t dense) {
-  rset_t *s = calloc((size_t)p, sizeof(*s));
-  for (int r = 0; r < p; r++) {
+/* The papers' tree over n members (ranks rank_of[0..n-1], ascending):
+ * member r merges r + 2^b's set in round b. tr (may be NULL) tracks the
+ * ranks; a merge hands the child's ranks to the parent. */
+static rset_t ref_tree(sc_dtype_t t, size_t k, int n, const rset_t *in, size_t dense,
+                       const int *rank_of, const tracker_t *tr) {
+  rset_t *s = calloc((size_t)n, sizeof(*s));
+  for (int r = 0; r < n; r++) {
     s[r] = rset_alloc(in[r].n);
     memcpy(s[r].idx, in[r].idx, in[r].n * 4);
     memcpy(s[r].val, in[r].val, in[r].n * 8);
     s[r].n = in[r].n;
   }
-  for (int bit = 1; bit < p; bit <<= 1)
-    for (int r = 0; r + bit < p; r += 2 * bit)
+  for (int bit = 1; bit < n; bit <<= 1)
+    for (int r = 0; r + bit < n; r += 2 * bit) {
       replace(&s[r], ref_merge(t, k, &s[r], &s[r + bit], dense));
+      if (!tr) continue;
+      for (int q = 0; q < tr->n; q++)
+        if (tr->member[q] == rank_of[r + bit]) tr->member[q] = rank_of[r];
+      track_member(tr, rank_of[r], &s[r]);
+    }
   rset_t out = s[0];
-  for (int r = 1; r < p; r++) rset_free(&s[r]);
+  for (int r = 1; r < n; r++) rset_free(&s[r]);
   free(s);
   return out;
 }
@@ -214,21 +241,28 @@ static rset_t ref_tree(sc_dtype_t t, size_t k, int p, const rset_t *in, size_t d
 /* gtopk_hier's merge tree: the tree over each host's inputs (ranks
  * ascending), then the butterfly over the hosts' results. */
 static rset_t ref_hier(sc_dtype_t t, size_t k, int p, const rset_t *in, size_t dense,
-                       const int *host_of) {
+                       const int *host_of, tracker_t *tr) {
   int nh = 0;
   for (int r = 0; r < p; r++)
     if (host_of[r] + 1 > nh) nh = host_of[r] + 1;
   rset_t *hs = calloc((size_t)nh, sizeof(*hs)), *mine = calloc((size_t)p, sizeof(*mine));
+  int *ranks = calloc((size_t)p, sizeof(*ranks));
   for (int h = 0; h < nh; h++) {
     int n = 0;
     for (int r = 0; r < p; r++)
-      if (host_of[r] == h) mine[n++] = in[r]; /* ref_tree copies them */
-    hs[h] = ref_tree(t, k, n, mine, dense);
+      if (host_of[r] == h) {
+        ranks[n] = r;
+        mine[n++] = in[r]; /* ref_tree copies them */
+      }
+    hs[h] = ref_tree(t, k, n, mine, dense, ranks, tr);
   }
-  rset_t out = ref_gtopk(t, k, nh, hs, dense, NULL);
+  /* Among the hosts every rank travels with its host's set. */
+  for (int q = 0; q < p; q++) tr->member[q] = host_of[q];
+  rset_t out = ref_gtopk(t, k, nh, hs, dense, tr);
   for (int h = 0; h < nh; h++) rset_free(&hs[h]);
   free(hs);
   free(mine);
+  free(ranks);
   return out;
 }
 
@@ -347,8 +381,8 @@ static int sim_run_k(alg_t alg, int p, const size_t *kr, size_t dense, sc_dtype_
       rc = -1;
       break;
     }
-    sc_sparse_io_t sio = {io[r].idx,     io[r].val,     io[r].nnz,
-                          io[r].out_idx, io[r].out_val, io[r].out_cap};
+    sc_sparse_io_t sio = {io[r].idx,     io[r].val,     io[r].nnz, io[r].out_idx,
+                          io[r].out_val, io[r].out_cap, 1};
     if (sc_sparse_state_prepare(&io[r].st, &io[r].sched, t, k, dense, &sio) != SC_SUCCESS) {
       snprintf(err, errlen, "rank %d: prepare failed: %s", r, sc_last_error());
       rc = -1;
@@ -420,10 +454,15 @@ static void run_case(alg_t alg, int p, size_t k, size_t dense, sc_dtype_t t, sc_
       alive[r] = malloc(in[r].n + 1);
       memset(alive[r], 1, in[r].n);
     }
-    rset_t ref = alg == ALG_GTOPK  ? ref_gtopk(t, k, p, in, dense, alive)
-                 : alg == ALG_TREE ? ref_tree(t, k, p, in, dense)
-                 : alg == ALG_HIER ? ref_hier(t, k, p, in, dense, g_host_of)
+    int *member = calloc((size_t)p, sizeof(*member)), *ident = calloc((size_t)p, sizeof(*ident));
+    for (int r = 0; r < p; r++) member[r] = ident[r] = r;
+    tracker_t tr = {alive, in, member, p};
+    rset_t ref = alg == ALG_GTOPK  ? ref_gtopk(t, k, p, in, dense, &tr)
+                 : alg == ALG_TREE ? ref_tree(t, k, p, in, dense, ident, &tr)
+                 : alg == ALG_HIER ? ref_hier(t, k, p, in, dense, g_host_of, &tr)
                                    : ref_allgather(t, p, in, dense);
+    free(member);
+    free(ident);
     int same = 1, match = 1, surv = 1;
     for (int r = 0; r < p; r++) {
       const size_t n = io[r].st.sets[1].n;
@@ -434,7 +473,7 @@ static void run_case(alg_t alg, int p, size_t k, size_t dense, sc_dtype_t t, sc_
       for (size_t i = 0; match && i < n; i++)
         if (io[r].out_idx[i] != ref.idx[i] || sc_sparse_value(t, io[r].out_val, i) != ref.val[i])
           match = 0;
-      if (alg == ALG_GTOPK && memcmp(io[r].st.alive, alive[r], in[r].n)) surv = 0;
+      if (alg != ALG_ALLGATHER && memcmp(io[r].st.alive, alive[r], in[r].n)) surv = 0;
       if (alg == ALG_ALLGATHER)
         for (size_t i = 0; i < in[r].n; i++) surv &= io[r].st.alive[i] == 1;
     }

@@ -15,7 +15,8 @@
 # on 4 x 1, and picks the all-gather's for 32 MiB (the TUNE log); and that the
 # forced hier falls back, and says so, with one rank per host. And the
 # sparse all-reduces, gtopk_hier among them, against mr_sparse's references
-# on 4 layouts.
+# on 4 layouts, and the error-feedback invariant with SC_GTOPK_ALGO auto, tree
+# and hier on 3.
 # Skipped (77) unless root with network namespaces, veth, bridge and tbf.
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-.}
@@ -94,6 +95,18 @@ for layout in 8:2 7:2 6:2 12:3; do
   m=${layout#*:}
   check "sparse all-reduces incl. gtopk_hier, $n ranks at $m per host" \
     "$SC_RUN" --netbed="$PREFIX" --ranks-per-host "$m" -n "$n" --timeout 300 "$MR/mr_sparse"
+done
+# Error feedback over each sparse all-reduce sc_gtopk_allreduce can run across hosts (the
+# tree's and the hierarchy's survival masks; auto: the model's pick), on the same kinds of
+# layout: nothing a rank selected may be lost.
+for layout in 8:2 7:2 12:3; do
+  n=${layout%%:*}
+  m=${layout#*:}
+  for algo in auto tree hier; do
+    check "error feedback, SC_GTOPK_ALGO=$algo, $n ranks at $m per host" \
+      env SC_GTOPK_ALGO=$algo "$SC_RUN" --netbed="$PREFIX" --ranks-per-host "$m" -n "$n" \
+      --timeout 300 "$MR/mr_sparse" --ef
+  done
 done
 # Rank 0's TUNE log line for COLL's call of sc_COLL_perf -b BYTES on N ranks at M per host:
 # "<coll> of <bytes of a block> B on <n> ranks: ring .. us, .., hier .. us -> <pick>".

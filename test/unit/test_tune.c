@@ -458,6 +458,51 @@ static void test_allreduce_beta_scale(void **state) {
   (void)n;
 }
 
+/* The sparse all-reduce's choice across hosts, against the alpha-beta
+ * arithmetic of its sets: S = 8 + k (4 + w) bytes each. With one rank per
+ * host the butterfly's two exchange rounds (2 (S beta + alpha)) beat the
+ * tree's four one-way rounds and hier is no candidate; with four ranks per
+ * host the butterfly pushes four sets through each host's link per round,
+ * and hier one (the replay books shared links in replay order, so the
+ * butterfly comes out above its 4 S beta a round, never below); a measured factor on the
+ * butterflies' exchanges (recursive doubling's) that triples their link time hands the choice to
+ * the tree. */
+static void test_sparse_choice(void **state) {
+  (void)state;
+  const size_t k = 100000;
+  const double set = 8.0 + (double)k * 12.0, round = set * beta + alpha;
+  sc_link_model_t m = plain_model();
+  m.local_alpha_s = 1e-6;
+  m.local_beta_s_per_b = 1e-12;
+  int one[4] = {0, 1, 2, 3}, four[16];
+  for (int r = 0; r < 16; r++) four[r] = r / 4;
+  sc_coll_args_t a = {.coll = SC_COLL_ALLREDUCE,
+                      .nranks = 4,
+                      .count = k,
+                      .elem_size = 8,
+                      .chunk_elems = 1,
+                      .host_of = one};
+  double est[3];
+  assert_int_equal(sc_tune_best_sparse(&m, &a, est), SC_SPARSE_GTOPK);
+  assert_true(fabs(est[0] - 2 * round) <= 1e-9 * round);
+  assert_true(isinf(est[2]));
+  assert_true(est[1] >= 4 * round);
+  a.nranks = 16;
+  a.host_of = four;
+  assert_int_equal(sc_tune_best_sparse(&m, &a, est), SC_SPARSE_GTOPK_HIER);
+  /* Inside a host each set costs S * 1e-12 + 1 us: a few microseconds. */
+  assert_true(est[2] >= 2 * round && est[2] <= 2 * round + 50e-6);
+  assert_true(est[0] >= 2 * (4 * set * beta + alpha) && est[0] >= 3.5 * est[2]);
+  assert_true(est[1] >= 4 * round && est[1] <= 4 * round + 2 * (double)k * beta + 50e-6);
+  const int rd = sc_algo_find(SC_COLL_ALLREDUCE, "rd");
+  assert_true(rd >= 0);
+  m.allreduce_beta_scale[rd] = 3;
+  double est3[3];
+  assert_int_equal(sc_tune_best_sparse(&m, &a, est3), SC_SPARSE_GTOPK_TREE);
+  assert_true(est3[1] == est[1]);
+  assert_true(est3[2] >= 2 * (3 * set * beta + alpha));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ring_and_rd_match_formulas),
@@ -473,6 +518,7 @@ int main(void) {
       cmocka_unit_test(test_links_mixed_and_nominal),
       cmocka_unit_test(test_default_models_pinned),
       cmocka_unit_test(test_allreduce_beta_scale),
+      cmocka_unit_test(test_sparse_choice),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
