@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/comm.h"
 #include "kernels/cpu/sparse_merge.h"
 #include "perf/gtopk_select.h"
 #include "perf/perf_internal.h"
@@ -35,6 +36,9 @@ typedef struct opts {
 
 /* A_HIER runs only when asked for (-a gtopk_hier): "all" keeps its rows. */
 enum { A_GTOPK, A_TREE, A_ALLGATHER, A_DENSE, A_HIER, A_COUNT };
+/* -a auto: the algorithm sc_gtopk_allreduce would run for this k (decided
+ * once the communicator exists). */
+enum { A_AUTO = -3 };
 static const char *const algo_names[] = {"gtopk", "gtopk_tree", "allgather", "dense", "gtopk_hier"};
 
 /* Every rank's host (sc_comm_local, all-gathered): gtopk_hier's reference. */
@@ -50,7 +54,8 @@ static void usage(FILE *f) {
              "  -k   entries per rank and kept by each merge (default density * n)\n"
              "  --density  k / n (default 0.001)\n"
              "  -a   gtopk | gtopk_tree | allgather | dense | all (default all, which leaves\n"
-             "       out gtopk_hier) | gtopk_hier\n"
+             "       out gtopk_hier) | gtopk_hier | auto (what sc_gtopk_allreduce runs for this\n"
+             "       k: SC_GTOPK_ALGO, else the cost model's pick)\n"
              "  -d   float | double | half | bfloat16 (default float)\n"
              "  -w, -i  warm-up and timed iterations (default 2, 10; at most 64)\n"
              "  -c   check every result against the reference (default 1)\n"
@@ -87,6 +92,7 @@ static int parse(int argc, char **argv, opts_t *o) {
       for (int j = 0; j < A_COUNT; j++)
         if (!strcmp(v, algo_names[j])) o->algo = j;
       if (!strcmp(v, "all")) o->algo = -1;
+      if (!strcmp(v, "auto")) o->algo = A_AUTO;
       if (o->algo == -2) goto bad;
     } else if (!strcmp(a, "-d")) {
       o->dtype_name = v;
@@ -568,6 +574,13 @@ int main(int argc, char **argv) {
   }
   measure_latency(&b);
   measure_merge(&b);
+  if (o.algo == A_AUTO) {
+    sc_sparse_algo_t sa;
+    perf_check_sc(sc_tune_gtopk_algo(b.comm, o.k, b.es, &sa), "sc_tune_gtopk_algo");
+    o.algo = sa == SC_SPARSE_GTOPK_TREE ? A_TREE : sa == SC_SPARSE_GTOPK_HIER ? A_HIER : A_GTOPK;
+    if (b.rank == 0)
+      printf("# -a auto: %s (what sc_gtopk_allreduce runs for this k)\n", algo_names[o.algo]);
+  }
   if (b.rank == 0) {
     printf("# sc_gtopk_perf: %d ranks, n = %zu %s, k = %zu (density %.6g), %d warm-up + %d "
            "timed iterations (median of the slowest rank)\n",

@@ -18,6 +18,16 @@ for n in 3 5 8; do
 done
 check "error feedback n=6 SC_GTOPK_ALGO=hier" env SC_GTOPK_ALGO=hier "$SC_RUN" -n 6 \
   --timeout 300 --label "$MR/mr_sparse" --ef
+# sc_gtopk_perf -a auto runs what sc_gtopk_allreduce would (one host: the butterfly;
+# SC_GTOPK_ALGO forces), its result checked against the tool's reference.
+auto_runs() { # auto_runs ALGO-SHOWN [SC_GTOPK_ALGO]
+  out=$(env ${2:+SC_GTOPK_ALGO=$2} "$SC_RUN" -n 4 --timeout 200 "$top_builddir/sc_gtopk_perf" \
+    -a auto -n 65536 -k 100 -w 1 -i 2 -c 1 2>&1) || return 1
+  echo "$out" | grep -q "^# -a auto: $1 " &&
+    echo "$out" | awk -v a="$1" '$1 == a && $NF == 0 {ok = 1} END {exit !ok}'
+}
+check "sc_gtopk_perf -a auto on one host: the butterfly" auto_runs gtopk
+check "sc_gtopk_perf -a auto, SC_GTOPK_ALGO=hier" auto_runs gtopk_hier hier
 check "SC_GTOPK_ALGO=bogus is refused, naming the variable" sh -c \
   'out=$(SC_GTOPK_ALGO=bogus "$0" -n 2 --timeout 60 "$1" --ef 2>&1) && exit 1
    echo "$out" | grep -q "SC_GTOPK_ALGO: .bogus. is not one of"' "$SC_RUN" "$MR/mr_sparse"
