@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm.h"
 #include "kernels/cpu/sparse_merge.h"
 #include "perf/gtopk_select.h"
 #include "perf/perf_internal.h"
@@ -576,7 +575,7 @@ int main(int argc, char **argv) {
   measure_merge(&b);
   if (o.algo == A_AUTO) {
     sc_sparse_algo_t sa;
-    perf_check_sc(sc_tune_gtopk_algo(b.comm, o.k, b.es, &sa), "sc_tune_gtopk_algo");
+    perf_check_sc(sc_gtopk_algo(b.comm, o.k, o.dtype, &sa), "sc_gtopk_algo");
     o.algo = sa == SC_SPARSE_GTOPK_TREE ? A_TREE : sa == SC_SPARSE_GTOPK_HIER ? A_HIER : A_GTOPK;
     if (b.rank == 0)
       printf("# -a auto: %s (what sc_gtopk_allreduce runs for this k)\n", algo_names[o.algo]);

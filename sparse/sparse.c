@@ -11,6 +11,10 @@
 #include "kernels/cpu/sparse_merge.h"
 #include "sparse/devctx.h"
 
+sc_result_t sc_gtopk_algo(sc_comm_t *comm, size_t k, sc_dtype_t dtype, sc_sparse_algo_t *algo) {
+  return sc_tune_gtopk_algo(comm, k, sc_dtype_size(dtype), algo);
+}
+
 static const char *algo_name(sc_sparse_algo_t a) {
   return a == SC_SPARSE_GTOPK        ? "gtopk"
          : a == SC_SPARSE_GTOPK_TREE ? "gtopk_tree"

@@ -7,6 +7,10 @@
 
 #include "sparsecoll.h"
 
+/* The sparse all-reduce sc_gtopk_allreduce runs for k entries of dtype on
+ * comm: SC_GTOPK_ALGO's, else the cost model's pick (core/select.c). */
+sc_result_t sc_gtopk_algo(sc_comm_t *comm, size_t k, sc_dtype_t dtype, sc_sparse_algo_t *algo);
+
 /* sc_sparse_allreduce plus survival: survived (nnz bytes, may be NULL) gets 1
  * for each input entry that survived every Merge it took part in (GTOPK; the
  * tree reports only the merges this rank performed itself; ALLGATHER keeps
