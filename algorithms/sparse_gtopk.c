@@ -52,13 +52,6 @@ sc_result_t sc_sparse_gtopk_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
   return s->status;
 }
 
-/* Which survival slot (schedule/sparse_state.h) each child's set took in a
- * binomial reduce: the child 2^b below took slot_of_bit[b]; nslots in all. */
-typedef struct sc_tree_slots {
-  size_t slot_of_bit[32];
-  size_t nslots;
-} sc_tree_slots_t;
-
 /* Member i of a tree: rank i, or the host's i-th rank when m is given. */
 static int member_rank(const sc_hier_map_t *m, int i) {
   return m ? sc_hier_member(m, m->host, i) : i;
@@ -66,40 +59,37 @@ static int member_rank(const sc_hier_map_t *m, int i) {
 
 /* The papers' tree over n members: in round b a member whose lowest set bit
  * is 2^b sends its set to member - 2^b and is done; the others merge member
- * + 2^b's set when it exists, tracking its survival in the next slot.
- * Returns with *cur the merged set (member 0) or the set this member sent. */
-static void binomial_reduce(sc_sched_t *s, size_t k, int me, int n, const sc_hier_map_t *m,
-                            sc_tree_slots_t *t, size_t *cur, size_t *next) {
-  t->nslots = 0;
-  for (int bit = 1, b = 0; bit < n; bit <<= 1, b++) {
+ * + 2^b's set when it exists, each child's set into the next survival slot.
+ * Leaves *cur the merged set (member 0) or the set this member sent; returns
+ * the slots taken. */
+static size_t binomial_reduce(sc_sched_t *s, size_t k, int me, int n, const sc_hier_map_t *m,
+                              size_t *cur, size_t *next) {
+  size_t slots = 0;
+  for (int bit = 1; bit < n; bit <<= 1) {
     if (me & bit) {
       sc_sched_sparse_send(s, member_rank(m, me - bit), *cur, 0);
-      return;
+      break;
     }
     if (me + bit < n) {
       sc_sched_sparse_recv_merge(s, member_rank(m, me + bit), *next, *cur, k,
                                  SC_SPF_LOCAL_IS_A | SC_SPF_FOLD_IN);
-      t->slot_of_bit[b] = t->nslots++;
+      slots++;
       *cur = *next;
       *next = other(*cur);
     }
   }
+  return slots;
 }
 
 /* The result (SET_OUT) down the same tree, the largest subtree first, each
- * child with the survival mask of the set it sent up. */
-static void binomial_bcast(sc_sched_t *s, int me, int n, const sc_hier_map_t *m,
-                           const sc_tree_slots_t *t) {
-  int below = 1, b = 0;
-  if (me == 0) {
-    while (below < n) below <<= 1, b++;
-  } else {
-    below = me & -me;
-    while ((1 << b) < below) b++;
-  }
-  for (below >>= 1, b--; below >= 1; below >>= 1, b--)
-    if (me + below < n)
-      sc_sched_sparse_send_mask(s, member_rank(m, me + below), SET_OUT, t->slot_of_bit[b]);
+ * child with the survival mask of the set it sent up. These are the children
+ * binomial_reduce merged, in reverse, so the last slot goes first. */
+static void binomial_bcast(sc_sched_t *s, int me, int n, const sc_hier_map_t *m, size_t slots) {
+  int below = me ? me & -me : 1;
+  if (!me)
+    while (below < n) below <<= 1;
+  for (int bit = below / 2; bit >= 1; bit >>= 1)
+    if (me + bit < n) sc_sched_sparse_send_mask(s, member_rank(m, me + bit), SET_OUT, --slots);
 }
 
 sc_result_t sc_sparse_gtopk_tree_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
@@ -111,15 +101,13 @@ sc_result_t sc_sparse_gtopk_tree_schedule(const sc_coll_args_t *a, sc_sched_t *s
     return s->status;
   }
   sc_sched_sparse_sets(s, 2, k);
-  sc_tree_slots_t t = {{0}, 0};
   size_t cur = SET_IN, next = SET_A;
-  binomial_reduce(s, k, r, p, NULL, &t, &cur, &next);
-  if (r == 0) {
+  const size_t slots = binomial_reduce(s, k, r, p, NULL, &cur, &next);
+  if (r == 0)
     sc_sched_sparse_sum(s, SET_OUT, cur, 1);
-  } else {
+  else
     sc_sched_sparse_recv_mask(s, r - (r & -r), SET_OUT, k, cur);
-  }
-  binomial_bcast(s, r, p, NULL, &t);
+  binomial_bcast(s, r, p, NULL, slots);
   return s->status;
 }
 
@@ -165,14 +153,13 @@ sc_result_t sc_sparse_gtopk_hier_schedule(const sc_coll_args_t *a, sc_sched_t *s
     return r;
   }
   sc_sched_sparse_sets(s, 2, k);
-  sc_tree_slots_t t = {{0}, 0};
   size_t cur = SET_IN, next = SET_A;
-  binomial_reduce(s, k, m.me, m.lsz, &m, &t, &cur, &next);
+  const size_t slots = binomial_reduce(s, k, m.me, m.lsz, &m, &cur, &next);
   if (m.me == 0)
-    leaders_butterfly(&m, s, k, cur, next, t.nslots);
+    leaders_butterfly(&m, s, k, cur, next, slots);
   else
     sc_sched_sparse_recv_mask(s, member_rank(&m, m.me - (m.me & -m.me)), SET_OUT, k, cur);
-  binomial_bcast(s, m.me, m.lsz, &m, &t);
+  binomial_bcast(s, m.me, m.lsz, &m, slots);
   sc_hier_map_free(&m);
   return s->status;
 }

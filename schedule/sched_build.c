@@ -79,57 +79,43 @@ void sc_sched_need_scratch(sc_sched_t *s, size_t count) {
   if (count > s->scratch_count) s->scratch_count = count;
 }
 
-sc_result_t sc_sched_sparse_send(sc_sched_t *s, int peer, size_t set, int flags) {
-  sc_step_t st = {
-      .kind = SC_STEP_SPARSE_SEND, .flags = (uint8_t)flags, .peer = peer, .off = set, .count = 0};
+/* Every sparse step: off and src_off name sets (or src_off a survival slot),
+ * count bounds what a peer may send (schedule/sched.h). */
+static sc_result_t sparse_step(sc_sched_t *s, sc_step_kind_t kind, int flags, int peer, size_t off,
+                               size_t src_off, size_t count) {
+  sc_step_t st = {.kind = (uint8_t)kind,
+                  .flags = (uint8_t)flags,
+                  .peer = peer,
+                  .off = off,
+                  .src_off = src_off,
+                  .count = count};
   return sc_sched_push(s, &st);
+}
+
+sc_result_t sc_sched_sparse_send(sc_sched_t *s, int peer, size_t set, int flags) {
+  return sparse_step(s, SC_STEP_SPARSE_SEND, flags, peer, set, 0, 0);
 }
 
 sc_result_t sc_sched_sparse_recv(sc_sched_t *s, int peer, size_t set, size_t bound, int flags) {
-  sc_step_t st = {.kind = SC_STEP_SPARSE_RECV,
-                  .flags = (uint8_t)flags,
-                  .peer = peer,
-                  .off = set,
-                  .count = bound};
-  return sc_sched_push(s, &st);
+  return sparse_step(s, SC_STEP_SPARSE_RECV, flags, peer, set, 0, bound);
 }
 
 sc_result_t sc_sched_sparse_send_mask(sc_sched_t *s, int peer, size_t set, size_t slot) {
-  sc_step_t st = {.kind = SC_STEP_SPARSE_SEND,
-                  .flags = SC_SPF_MASK,
-                  .peer = peer,
-                  .off = set,
-                  .src_off = slot,
-                  .count = 0};
-  return sc_sched_push(s, &st);
+  return sparse_step(s, SC_STEP_SPARSE_SEND, SC_SPF_MASK, peer, set, slot, 0);
 }
 
 sc_result_t sc_sched_sparse_recv_mask(sc_sched_t *s, int peer, size_t set, size_t bound,
                                       size_t up_set) {
-  sc_step_t st = {.kind = SC_STEP_SPARSE_RECV,
-                  .flags = SC_SPF_MASK,
-                  .peer = peer,
-                  .off = set,
-                  .src_off = up_set,
-                  .count = bound};
-  return sc_sched_push(s, &st);
+  return sparse_step(s, SC_STEP_SPARSE_RECV, SC_SPF_MASK, peer, set, up_set, bound);
 }
 
 sc_result_t sc_sched_sparse_recv_merge(sc_sched_t *s, int peer, size_t dst, size_t local,
                                        size_t bound, int flags) {
-  sc_step_t st = {.kind = SC_STEP_SPARSE_RECV_MERGE,
-                  .flags = (uint8_t)flags,
-                  .peer = peer,
-                  .off = dst,
-                  .src_off = local,
-                  .count = bound};
-  return sc_sched_push(s, &st);
+  return sparse_step(s, SC_STEP_SPARSE_RECV_MERGE, flags, peer, dst, local, bound);
 }
 
 sc_result_t sc_sched_sparse_sum(sc_sched_t *s, size_t dst, size_t first, size_t nsets) {
-  sc_step_t st = {
-      .kind = SC_STEP_SPARSE_SUM, .peer = -1, .off = dst, .src_off = first, .count = nsets};
-  return sc_sched_push(s, &st);
+  return sparse_step(s, SC_STEP_SPARSE_SUM, 0, -1, dst, first, nsets);
 }
 
 void sc_sched_sparse_sets(sc_sched_t *s, size_t nsets, size_t cap) {
