@@ -27,6 +27,9 @@ sc_result_t sc_sparse_gtopk_tree_schedule(const sc_coll_args_t *a, sc_sched_t *s
  * tree's survival masks. Between hosts one set per host crosses the network
  * per round, where the flat butterfly sends one per rank. */
 sc_result_t sc_sparse_gtopk_hier_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+/* "gtopk", "gtopk_tree", "gtopk_hier" or "allgather" (as sc_gtopk_perf's -a
+ * and the logs name them). */
+const char *sc_sparse_algo_name(sc_sparse_algo_t a);
 /* TopK-SGD baseline: ring all-gather of every rank's set (each message
  * carries its count first), then the exact sum by index in rank order. */
 sc_result_t sc_sparse_allgather_schedule(const sc_coll_args_t *a, sc_sched_t *s);

@@ -15,6 +15,13 @@
 
 enum { SET_IN = 0, SET_OUT = 1, SET_A = 2, SET_B = 3 };
 
+const char *sc_sparse_algo_name(sc_sparse_algo_t a) {
+  return a == SC_SPARSE_GTOPK        ? "gtopk"
+         : a == SC_SPARSE_GTOPK_TREE ? "gtopk_tree"
+         : a == SC_SPARSE_GTOPK_HIER ? "gtopk_hier"
+                                     : "allgather";
+}
+
 static size_t other(size_t set) {
   return set == SET_A ? SET_B : SET_A;
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "algorithms/sparse.h"
 #include "base/log.h"
 #include "core/comm.h"
 #include "core/links.h"
@@ -136,6 +137,39 @@ void sc_tune_fill_args(sc_comm_t *comm, sc_coll_t coll, size_t count, size_t es,
   a->host_of = comm->tune.host_of;
 }
 
+/* The cache's key for the sparse all-reduce's choice (no collective has it). */
+#define SC_TUNE_SPARSE_KEY 0xFE
+
+/* The choices cache: one entry per slot, keyed by a collective (or
+ * SC_TUNE_SPARSE_KEY), a size and an element size. On a hit fills *hit
+ * (only an entry whose choice is want, when want >= 0); on a miss copies the
+ * model a choice is made under into *model. */
+static int sc_tune_cache_get(sc_tune_state_t *t, int key, size_t bytes, size_t es, int want,
+                             sc_tune_entry_t *hit, sc_link_model_t *model) {
+  pthread_mutex_lock(&t->lock);
+  const sc_tune_entry_t *e = &t->cache[(bytes * 31 + (size_t)key) % SC_TUNE_CACHE];
+  int found = e->valid && e->coll == key && e->bytes == bytes && e->elem_size == es &&
+              (want < 0 || e->choice == want);
+  if (found)
+    *hit = *e;
+  else
+    *model = t->model;
+  pthread_mutex_unlock(&t->lock);
+  return found;
+}
+
+static void sc_tune_cache_put(sc_tune_state_t *t, int key, size_t bytes, size_t es, int choice,
+                              int rail) {
+  pthread_mutex_lock(&t->lock);
+  t->cache[(bytes * 31 + (size_t)key) % SC_TUNE_CACHE] = (sc_tune_entry_t){.valid = 1,
+                                                                           .coll = (uint8_t)key,
+                                                                           .bytes = bytes,
+                                                                           .elem_size = es,
+                                                                           .choice = choice,
+                                                                           .rail = rail};
+  pthread_mutex_unlock(&t->lock);
+}
+
 /* Index of the candidate to use for (coll, count*es bytes). */
 static sc_result_t sc_tune_choose(sc_comm_t *comm, sc_coll_t coll, size_t count, size_t es,
                                   int *choice, int *rail) {
@@ -151,20 +185,14 @@ static sc_result_t sc_tune_choose(sc_comm_t *comm, sc_coll_t coll, size_t count,
     *choice = forced >= 0 ? forced : 0;
     return SC_SUCCESS;
   }
-  sc_tune_state_t *t = &comm->tune;
-  size_t bytes = count * es;
-  size_t slot = (bytes * 31 + (size_t)coll) % SC_TUNE_CACHE;
-  pthread_mutex_lock(&t->lock);
-  sc_tune_entry_t *e = &t->cache[slot];
-  if (e->valid && e->coll == coll && e->bytes == bytes && e->elem_size == es &&
-      (forced < 0 || e->choice == forced)) {
-    *choice = e->choice;
-    *rail = e->rail;
-    pthread_mutex_unlock(&t->lock);
+  const size_t bytes = count * es;
+  sc_tune_entry_t hit;
+  sc_link_model_t model;
+  if (sc_tune_cache_get(&comm->tune, coll, bytes, es, forced, &hit, &model)) {
+    *choice = hit.choice;
+    *rail = hit.rail;
     return SC_SUCCESS;
   }
-  sc_link_model_t model = t->model;
-  pthread_mutex_unlock(&t->lock);
 
   double est[SC_TUNE_MAX_CANDIDATES];
   int best;
@@ -188,14 +216,7 @@ static sc_result_t sc_tune_choose(sc_comm_t *comm, sc_coll_t coll, size_t count,
             comm->nranks, line, c[best].name, best == hier ? ", rails " : "",
             best == hier ? (rails ? c[best_rail].name : "ring") : "");
   }
-  pthread_mutex_lock(&t->lock);
-  e->valid = 1;
-  e->coll = (uint8_t)coll;
-  e->bytes = bytes;
-  e->elem_size = es;
-  e->choice = best;
-  e->rail = best_rail;
-  pthread_mutex_unlock(&t->lock);
+  sc_tune_cache_put(&comm->tune, coll, bytes, es, best, best_rail);
   *choice = best;
   *rail = best_rail;
   return SC_SUCCESS;
@@ -226,49 +247,32 @@ sc_result_t sc_allreduce_algo(sc_comm_t *comm, size_t count, sc_dtype_t dtype, c
   return SC_SUCCESS;
 }
 
-/* The cache's key for the sparse all-reduce's choice (no collective has it). */
-#define SC_TUNE_SPARSE_KEY 0xFE
-
 sc_result_t sc_tune_gtopk_algo(sc_comm_t *comm, size_t k, size_t es, sc_sparse_algo_t *algo) {
   *algo = SC_SPARSE_GTOPK;
   SC_CHECK(sc_comm_check_usable(comm));
-  sc_tune_state_t *t = &comm->tune;
   if (comm->cfg.gtopk_algo >= 0) {
     *algo = (sc_sparse_algo_t)comm->cfg.gtopk_algo;
     return SC_SUCCESS;
   }
   /* One host: the butterfly, whose every rank merges in parallel on its own
    * core (the host model replays no sparse steps). */
-  if (comm->nranks < 2 || t->nhosts < 2) return SC_SUCCESS;
-  size_t slot = (k * 31 + SC_TUNE_SPARSE_KEY) % SC_TUNE_CACHE;
-  pthread_mutex_lock(&t->lock);
-  sc_tune_entry_t *e = &t->cache[slot];
-  if (e->valid && e->coll == SC_TUNE_SPARSE_KEY && e->bytes == k && e->elem_size == es) {
-    *algo = (sc_sparse_algo_t)e->choice;
-    pthread_mutex_unlock(&t->lock);
+  if (comm->nranks < 2 || comm->tune.nhosts < 2) return SC_SUCCESS;
+  sc_tune_entry_t hit;
+  sc_link_model_t model;
+  if (sc_tune_cache_get(&comm->tune, SC_TUNE_SPARSE_KEY, k, es, -1, &hit, &model)) {
+    *algo = (sc_sparse_algo_t)hit.choice;
     return SC_SUCCESS;
   }
-  sc_link_model_t model = t->model;
-  pthread_mutex_unlock(&t->lock);
   if (model.host_cores > 0) return SC_SUCCESS;
   sc_coll_args_t a;
   sc_tune_fill_args(comm, SC_COLL_ALLREDUCE, k, es, 0, 0, &a);
   double est[3];
   *algo = (sc_sparse_algo_t)sc_tune_best_sparse(&model, &a, est);
   SC_INFO(SC_SUBSYS_TUNE,
-          "sparse all-reduce of k = %zu on %d ranks, %d hosts: gtopk %.1f us, tree %.1f us, "
-          "hier %.1f us -> %s",
-          k, comm->nranks, t->nhosts, est[0] * 1e6, est[1] * 1e6, est[2] * 1e6,
-          *algo == SC_SPARSE_GTOPK_TREE   ? "tree"
-          : *algo == SC_SPARSE_GTOPK_HIER ? "hier"
-                                          : "gtopk");
-  pthread_mutex_lock(&t->lock);
-  e->valid = 1;
-  e->coll = SC_TUNE_SPARSE_KEY;
-  e->bytes = k;
-  e->elem_size = es;
-  e->choice = (int)*algo;
-  e->rail = 0;
-  pthread_mutex_unlock(&t->lock);
+          "sparse all-reduce of k = %zu on %d ranks, %d hosts: gtopk %.1f us, gtopk_tree %.1f us, "
+          "gtopk_hier %.1f us -> %s",
+          k, comm->nranks, comm->tune.nhosts, est[0] * 1e6, est[1] * 1e6, est[2] * 1e6,
+          sc_sparse_algo_name(*algo));
+  sc_tune_cache_put(&comm->tune, SC_TUNE_SPARSE_KEY, k, es, (int)*algo, 0);
   return SC_SUCCESS;
 }

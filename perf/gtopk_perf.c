@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algorithms/sparse.h"
 #include "kernels/cpu/sparse_merge.h"
 #include "perf/gtopk_select.h"
 #include "perf/perf_internal.h"
@@ -576,7 +577,8 @@ int main(int argc, char **argv) {
   if (o.algo == A_AUTO) {
     sc_sparse_algo_t sa;
     perf_check_sc(sc_gtopk_algo(b.comm, o.k, o.dtype, &sa), "sc_gtopk_algo");
-    o.algo = sa == SC_SPARSE_GTOPK_TREE ? A_TREE : sa == SC_SPARSE_GTOPK_HIER ? A_HIER : A_GTOPK;
+    for (int j = 0; j < A_COUNT; j++)
+      if (!strcmp(algo_names[j], sc_sparse_algo_name(sa))) o.algo = j;
     if (b.rank == 0)
       printf("# -a auto: %s (what sc_gtopk_allreduce runs for this k)\n", algo_names[o.algo]);
   }

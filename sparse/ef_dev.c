@@ -127,6 +127,8 @@ static sc_result_t step(sc_spdev_t *d, void *grad, size_t n, sc_dtype_t dtype, s
   const size_t es = sc_dtype_size(dtype), c = 2 * k + 1;
   dev_bufs_t b;
   size_t dbytes, hbytes;
+  sc_sparse_algo_t algo;
+  SC_CHECK(sc_tune_gtopk_algo(comm, k, es, &algo));
   SC_CHECK(reserve_step(d, fn, n, dtype, k));
   dev_layout(&b, d->dbuf, d->hbuf, c, es, &dbytes, &hbytes);
   const void *acc = grad;
@@ -152,11 +154,8 @@ static sc_result_t step(sc_spdev_t *d, void *grad, size_t n, sc_dtype_t dtype, s
   if (ef && nnz) SC_CHECK(sc_dev_ef_clear(rt, ef->residual, b.d_sel_idx, nnz, dtype, d->stream));
   /* The exchange on the host, while the device clears the residual. */
   size_t out_nnz = 0;
-  sc_sparse_algo_t algo;
-  sc_result_t r = sc_tune_gtopk_algo(comm, k, es, &algo);
-  if (r == SC_SUCCESS)
-    r = sc_sparse_allreduce_track(fn, b.h_sel_idx, b.h_sel_val, nnz, n, k, dtype, algo, b.h_out_idx,
-                                  b.h_out_val, &out_nnz, b.h_surv, comm);
+  sc_result_t r = sc_sparse_allreduce_track(fn, b.h_sel_idx, b.h_sel_val, nnz, n, k, dtype, algo,
+                                            b.h_out_idx, b.h_out_val, &out_nnz, b.h_surv, comm);
   if (r != SC_SUCCESS) {
     char msg[SC_ERRMSG_MAX];
     sc_error_get_detail(msg, sizeof(msg));

@@ -15,13 +15,6 @@ sc_result_t sc_gtopk_algo(sc_comm_t *comm, size_t k, sc_dtype_t dtype, sc_sparse
   return sc_tune_gtopk_algo(comm, k, sc_dtype_size(dtype), algo);
 }
 
-static const char *algo_name(sc_sparse_algo_t a) {
-  return a == SC_SPARSE_GTOPK        ? "gtopk"
-         : a == SC_SPARSE_GTOPK_TREE ? "gtopk_tree"
-         : a == SC_SPARSE_GTOPK_HIER ? "gtopk_hier"
-                                     : "allgather";
-}
-
 static sc_result_t check_input(const char *fn, const uint32_t *idx, size_t nnz, size_t dense_len) {
   for (size_t i = 0; i < nnz; i++) {
     if (idx[i] >= dense_len)
@@ -84,8 +77,8 @@ sc_result_t sc_sparse_allreduce_track(const char *fn, const uint32_t *indices, c
            : algo == SC_SPARSE_GTOPK_TREE ? sc_sparse_gtopk_tree_schedule
            : algo == SC_SPARSE_GTOPK_HIER ? sc_sparse_gtopk_hier_schedule
                                           : sc_sparse_allgather_schedule;
-  SC_TRACE(SC_SUBSYS_COLL, "%s: %s of nnz %zu, k %zu, dense_len %zu", fn, algo_name(algo), nnz, k,
-           dense_len);
+  SC_TRACE(SC_SUBSYS_COLL, "%s: %s of nnz %zu, k %zu, dense_len %zu", fn, sc_sparse_algo_name(algo),
+           nnz, k, dense_len);
   return sc_op_run_blocking(comm, &op);
 }
 

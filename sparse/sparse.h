@@ -12,9 +12,9 @@
 sc_result_t sc_gtopk_algo(sc_comm_t *comm, size_t k, sc_dtype_t dtype, sc_sparse_algo_t *algo);
 
 /* sc_sparse_allreduce plus survival: survived (nnz bytes, may be NULL) gets 1
- * for each input entry that survived every Merge it took part in (GTOPK; the
- * tree reports only the merges this rank performed itself; ALLGATHER keeps
- * everything). fn names the caller in error messages. */
+ * for each input entry that survived every Merge it took part in, on this rank
+ * or above it (every gTop-k schedule; ALLGATHER keeps everything). Without
+ * survived nothing is tracked. fn names the caller in error messages. */
 sc_result_t sc_sparse_allreduce_track(const char *fn, const uint32_t *indices, const void *values,
                                       size_t nnz, size_t dense_len, size_t k, sc_dtype_t dtype,
                                       sc_sparse_algo_t algo, uint32_t *out_indices,

@@ -111,14 +111,6 @@ typedef struct sc_rank_clock {
   double now, local_free, local_in;
 } sc_rank_clock_t;
 
-/* host_of NULL (or no local link in m): every rank has a network link of its
- * own. Else a message between ranks of one host uses the sender's and the
- * receiver's local links (local_alpha_s, local_beta_s_per_b), and one between
- * hosts the one network link of the sender's host out and of the receiver's
- * in: the ranks of a host share it. Ranks are replayed one at a time until
- * they block, so a shared link is booked in replay order rather than in time
- * order: the bytes through each link, which bound the large messages, are
- * exact; the interleaving is not. */
 /* Bytes a step moves or computes on. A sparse set (count k, entries of
  * 4 + es bytes) is priced at its bound: its 8-byte count, k entries, and
  * with SC_SPF_MASK a byte per entry. A merge reads two sets. */
@@ -137,6 +129,14 @@ static double sc_tune_step_bytes(const sc_step_t *st, size_t es, size_t k) {
   }
 }
 
+/* host_of NULL (or no local link in m): every rank has a network link of its
+ * own. Else a message between ranks of one host uses the sender's and the
+ * receiver's local links (local_alpha_s, local_beta_s_per_b), and one between
+ * hosts the one network link of the sender's host out and of the receiver's
+ * in: the ranks of a host share it. Ranks are replayed one at a time until
+ * they block, so a shared link is booked in replay order rather than in time
+ * order: the bytes through each link, which bound the large messages, are
+ * exact; the interleaving is not. */
 static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, size_t es, size_t k,
                                     const int *host_of, sc_sched_t *scheds, double *seconds) {
   sc_arrivals_t *q = calloc((size_t)p * (size_t)p, sizeof(*q));

@@ -461,12 +461,12 @@ static void test_allreduce_beta_scale(void **state) {
 /* The sparse all-reduce's choice across hosts, against the alpha-beta
  * arithmetic of its sets: S = 8 + k (4 + w) bytes each. With one rank per
  * host the butterfly's two exchange rounds (2 (S beta + alpha)) beat the
- * tree's four one-way rounds and hier is no candidate; with four ranks per
- * host the butterfly pushes four sets through each host's link per round,
+ * tree's four one-way rounds and hier is no candidate. With four ranks per
+ * host the butterfly pushes four sets through each host's link per round
  * and hier one (the replay books shared links in replay order, so the
- * butterfly comes out above its 4 S beta a round, never below); a measured factor on the
- * butterflies' exchanges (recursive doubling's) that triples their link time hands the choice to
- * the tree. */
+ * butterfly comes out above its 4 S beta a round, never below). A measured
+ * factor that triples the butterflies' exchanges (recursive doubling's)
+ * hands the choice to the tree. */
 static void test_sparse_choice(void **state) {
   (void)state;
   const size_t k = 100000;
