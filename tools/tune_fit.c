@@ -63,7 +63,7 @@ static param_t params[] = {
     PARAM(alpha_s, 1e-7, 2e-4), PARAM(host_s_per_b, 2e-11, 4e-9), PARAM(host_s_per_msg, 1e-8, 1e-4),
     PARAM(turn_s, 0, 3e-5),     PARAM(wake_s, 0, 2e-4),           PARAM(wake_cpu_s, 0, 5e-5),
     PARAM(poll_cpu, 0, 1),      PARAM(pull_s_per_b, 2e-11, 4e-9), PARAM(cold_s_per_b, 0, 2e-9),
-    PARAM(reuse_b, 6e4, 6e7),   PARAM(same_core_s, 0, 3e-5),
+    PARAM(reuse_b, 6e4, 6e7),   PARAM(same_core_s, 0, 3e-5),      PARAM(gamma_s_per_b, 5e-12, 1e-9),
 };
 #define NPARAM (int)(sizeof(params) / sizeof(params[0]))
 
