@@ -26,7 +26,7 @@ static const sc_config_var_t sc_config_vars[] = {
     {"SC_TUNE", "auto",
      "alpha-beta inputs of the cost model: model (the transport's defaults), measure (a short "
      "calibration at communicator creation, rank 0's fit broadcast), or auto (measure when the "
-     "ranks span hosts, model on one host)"},
+     "ranks span hosts or run over ucx or verbs, model on one host over shm and tcp)"},
     {"SC_BCAST_ALGO", "auto", "force the broadcast/reduce algorithm"},
     {"SC_GTOPK_ALGO", "auto",
      "sparse all-reduce of sc_gtopk_allreduce and the fusion's sparse buckets: gtopk "

@@ -1,5 +1,5 @@
-/* SC_TUNE=measure (and auto across hosts, sc_tune_measures): a short
- * calibration at communicator creation. alpha from
+/* SC_TUNE=measure (and auto across hosts, or over UCX or verbs on one host:
+ * sc_tune_measures): a short calibration at communicator creation. alpha from
  * dissemination barriers (ceil(log2 P) message rounds each), beta from ring
  * all-gathers ((P-1) steps of m bytes), gamma from the local reduction
  * kernel. Rank 0's fit is broadcast so every rank chooses alike. */

@@ -255,7 +255,7 @@ sc_result_t sc_comm_create_child(sc_comm_t **out, int nranks, int rank, const sc
   SC_CHECK_GOTO(sc_tune_init(comm), r, fail);
   comm->tune_ready = 1;
   SC_CHECK_GOTO(sc_progress_start(comm), r, fail);
-  const int measure = sc_tune_measures(comm->cfg.tuning, comm->tune.nhosts);
+  const int measure = sc_tune_measures(comm->cfg.tuning, comm->tune.nhosts, comm->tune.unfitted);
   if (measure && parent && parent->tune.calibrated) {
     sc_tune_inherit(comm, parent);
   } else if (measure) {

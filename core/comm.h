@@ -84,11 +84,13 @@ enum { SC_TUNING_AUTO = 0, SC_TUNING_MODEL = 1, SC_TUNING_MEASURE = 2 };
  * (core/calibrate.c). auto measures where the ranks span hosts: the network's
  * speed is not something a transport's props can state (a tcp link may be
  * 1 or 100 Gbit/s; on the 1 Gbit/s bed the defaults' 1.5 GB/s made auto pick
- * recursive doubling at 64 KiB, 1.4-1.7x the best), while on one host the
- * fitted defaults (tune/tune_model.c) hold. Every rank has the same host map,
+ * recursive doubling at 64 KiB, 1.4-1.7x the best). On one host the fitted
+ * defaults (tune/tune_model.c) hold for the transports they were fitted to;
+ * where some pair's props say its costs are not those (unfitted: UCX,
+ * verbs), auto measures too. Every rank reads the same props and host map,
  * so all decide alike. */
-static inline int sc_tune_measures(int tuning, int nhosts) {
-  return tuning == SC_TUNING_MEASURE || (tuning == SC_TUNING_AUTO && nhosts > 1);
+static inline int sc_tune_measures(int tuning, int nhosts, int unfitted) {
+  return tuning == SC_TUNING_MEASURE || (tuning == SC_TUNING_AUTO && (nhosts > 1 || unfitted));
 }
 
 typedef struct sc_comm_config {
@@ -193,6 +195,7 @@ typedef struct sc_tune_state {
   int nhosts, host_index, local_rank, local_size;
   int hier_ok;    /* the hierarchical all-reduce has a hierarchy (sc_hier_useful) */
   int calibrated; /* the model's fit was measured on this communicator or its parent */
+  int unfitted;   /* pairs of one host the defaults were not fitted to (sc_links_t) */
 } sc_tune_state_t;
 
 /* After sc_comm_abort only this struct remains (a tombstone that answers

@@ -17,6 +17,7 @@ void sc_links_add(sc_links_t *l, const sc_tp_props_t *p) {
   else
     l->host_mem++;
   if (!p->receiver_spins) l->all_spin = 0;
+  if (p->locality != SC_TP_OTHER_HOST && p->costs_unfitted) l->unfitted++;
   if (p->locality != SC_TP_OTHER_HOST && p->kind != SC_TP_KIND_NET) {
     if (p->single_copy_min == 0) l->copy_never = 1;
     if (p->single_copy_min > l->single_copy_min) l->single_copy_min = p->single_copy_min;

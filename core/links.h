@@ -20,6 +20,7 @@ typedef struct sc_links {
   int copy_never;         /* some memory pair never reads by single copy */
   size_t single_copy_min; /* the largest threshold of the memory pairs */
   int lat_unknown, bw_unknown;
+  int unfitted;         /* pairs of one host the one-host defaults were not fitted to */
   double latency_s;     /* the largest nominal latency */
   double bandwidth_bps; /* the smallest nominal bandwidth */
 } sc_links_t;

@@ -81,6 +81,7 @@ sc_result_t sc_tune_init(sc_comm_t *comm) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int host_cores = comm->nranks > 1 ? (int)(cores > 0 ? cores : 1) : 0;
   sc_links_model(&l, host_cores, comm->cfg.spin_us, &t->model);
+  t->unfitted = l.other_host ? 0 : l.unfitted;
   if (t->hier_ok) {
     /* Several hosts, one with several ranks: price its pairs apart. */
     int a = 0, b = 0;
@@ -100,8 +101,12 @@ sc_result_t sc_tune_init(sc_comm_t *comm) {
   SC_INFO(
       SC_SUBSYS_TUNE,
       "cost model: %s (of %d pairs read, %d on other hosts, %d same-host over a network stack, %d "
-      "same-host through memory)",
-      sc_tune_kind_name(sc_links_kind(&l)), l.npairs, l.other_host, l.host_net, l.host_mem);
+      "same-host through memory)%s",
+      sc_tune_kind_name(sc_links_kind(&l)), l.npairs, l.other_host, l.host_net, l.host_mem,
+      t->unfitted && comm->cfg.tuning == SC_TUNING_AUTO
+          ? "; the transport's costs are not those its defaults were fitted to: SC_TUNE=auto "
+            "calibrates"
+          : "");
   pthread_mutex_init(&t->lock, NULL);
   return SC_SUCCESS;
 }

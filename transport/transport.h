@@ -126,6 +126,9 @@ typedef struct sc_tp_props {
   int device_mem;         /* 1: isend/irecv take device buffers (req->device) for this pair
                              and move them device to device (CUDA IPC, GPUDirect); 0: the
                              executor stages device buffers through pinned host memory */
+  int costs_unfitted;     /* 1: a pair of one host whose costs the one-host model's defaults
+                             (tune/tune_model.c, fitted to shm and tcp) do not describe, so
+                             SC_TUNE=auto calibrates instead (UCX, verbs) */
 } sc_tp_props_t;
 
 struct sc_transport_ops {

@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "core/comm.h"
 #include "core/links.h"
 #include "tune/tune.h"
 
@@ -398,6 +399,36 @@ static void test_links_mixed_and_nominal(void **state) {
   assert_true(m.alpha_s == d.alpha_s && m.beta_s_per_b == d.beta_s_per_b);
 }
 
+/* Pairs of one host whose props say the defaults were not fitted to them
+ * (UCX, verbs) are counted, pairs on other hosts are not; SC_TUNE=auto
+ * measures where the ranks span hosts or any such pair exists, model never,
+ * measure always. */
+static void test_links_unfitted(void **state) {
+  (void)state;
+  sc_links_t l;
+  sc_tp_props_t shm = {.kind = SC_TP_KIND_SHM, .locality = SC_TP_SAME_HOST, .receiver_spins = 1};
+  sc_tp_props_t ucx = shm;
+  ucx.costs_unfitted = 1;
+  sc_tp_props_t far = {.kind = SC_TP_KIND_NET, .locality = SC_TP_OTHER_HOST, .costs_unfitted = 1};
+  sc_links_init(&l);
+  sc_links_add(&l, &shm);
+  sc_links_add(&l, &far);
+  assert_int_equal(l.unfitted, 0);
+  sc_links_add(&l, &ucx);
+  sc_links_add(&l, &ucx);
+  assert_int_equal(l.unfitted, 2);
+  /* The model's kind is the same: the costs are measured, not re-kinded. */
+  sc_links_init(&l);
+  sc_links_add(&l, &ucx);
+  assert_int_equal(sc_links_kind(&l), SC_TUNE_HOST_MEM);
+  for (int hosts = 1; hosts <= 2; hosts++)
+    for (int unfitted = 0; unfitted <= 1; unfitted++) {
+      assert_int_equal(sc_tune_measures(SC_TUNING_AUTO, hosts, unfitted), hosts > 1 || unfitted);
+      assert_false(sc_tune_measures(SC_TUNING_MODEL, hosts, unfitted));
+      assert_true(sc_tune_measures(SC_TUNING_MEASURE, hosts, unfitted));
+    }
+}
+
 /* The fitted defaults, pinned: the kind decides which, never their values. */
 static void test_default_models_pinned(void **state) {
   (void)state;
@@ -516,6 +547,7 @@ int main(void) {
       cmocka_unit_test(test_host_model_single_copy),
       cmocka_unit_test(test_links_kind),
       cmocka_unit_test(test_links_mixed_and_nominal),
+      cmocka_unit_test(test_links_unfitted),
       cmocka_unit_test(test_default_models_pinned),
       cmocka_unit_test(test_allreduce_beta_scale),
       cmocka_unit_test(test_sparse_choice),

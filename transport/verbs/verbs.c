@@ -574,6 +574,7 @@ static sc_result_t vb_props(sc_transport_t *base, int a, int b, sc_tp_props_t *o
   memset(out, 0, sizeof(*out));
   out->kind = SC_TP_KIND_NET;
   out->locality = pp.same_host ? SC_TP_SAME_HOST : SC_TP_OTHER_HOST;
+  out->costs_unfitted = pp.same_host; /* a loop through the HCA: not shm's costs nor tcp's */
   out->latency_s = pp.latency_s;
   out->bandwidth_bps = pp.bandwidth_bps;
   out->receiver_spins = 1;
