@@ -102,11 +102,14 @@ static void test_props_locality(void **state) {
   assert_int_equal(p.locality, SC_TP_SAME_HOST);
   assert_int_equal(p.receiver_spins, 1);
   assert_int_equal(p.single_copy_min, 0);
+  /* no one-host defaults were fitted to UCX: SC_TUNE=auto calibrates */
+  assert_int_equal(p.costs_unfitted, 1);
   /* one side without shared memory (UCX_TLS=tcp): a network on one host */
   sc_ucx_blob_hdr_t c = blob(2, 102, 1, 2, 3, 0, 8);
   sc_ucx_pair_props(&a, &c, 2, &p);
   assert_int_equal(p.kind, SC_TP_KIND_NET);
   assert_int_equal(p.locality, SC_TP_SAME_HOST);
+  assert_int_equal(p.costs_unfitted, 1);
   /* another network namespace, boot or hostname: another host */
   sc_ucx_blob_hdr_t d[] = {blob(3, 103, 1, 2, 4, SC_UCX_FLAG_SHM, 8),
                            blob(3, 103, 1, 5, 3, SC_UCX_FLAG_SHM, 8),
@@ -116,6 +119,7 @@ static void test_props_locality(void **state) {
     assert_int_equal(p.kind, SC_TP_KIND_NET);
     assert_int_equal(p.locality, SC_TP_OTHER_HOST);
     assert_true(p.latency_s == 0 && p.bandwidth_bps == 0);
+    assert_int_equal(p.costs_unfitted, 0); /* across hosts auto calibrates anyway */
     /* the same verdict seen from the other end */
     sc_ucx_pair_props(&d[i], &a, 1, &p);
     assert_int_equal(p.locality, SC_TP_OTHER_HOST);
