@@ -11,18 +11,18 @@ check "SC_TUNE=measure n=4 (auto)" env SC_TUNE=measure "$SC_RUN" -n 4 --timeout 
 # SC_TUNE's default calibrates across hosts (netbed_test.sh checks that side)
 # and over UCX or verbs: on one host over shm or tcp no rank calibrates, unless
 # SC_TUNE=measure says so; over ucx and verbs both do, and model stops them.
-calibrations() { # calibrations [SC_TUNE]: how many ranks of 2 logged a calibration
-  env ${1:+SC_TUNE=$1} SC_DEBUG=INFO SC_DEBUG_SUBSYS=TUNE "$SC_RUN" -n 2 --timeout 120 \
+calibrations() { # calibrations [SC_TUNE]: how many ranks of 2 logged a calibration (default auto)
+  env SC_TUNE="${1:-auto}" SC_DEBUG=INFO SC_DEBUG_SUBSYS=TUNE "$SC_RUN" -n 2 --timeout 120 \
     "$top_builddir/sc_allreduce_perf" -b 8 -e 8 -n 1 -w 0 2>&1 | grep -c 'calibrated on 2 ranks'
 }
 case ${SC_TRANSPORT:-auto} in
 ucx | verbs)
   unfitted() { [ "$(calibrations)" -eq 2 ] && [ "$(calibrations model)" -eq 0 ]; }
-  check "SC_TUNE unset on one host over $SC_TRANSPORT: both ranks calibrate (model: none)" unfitted
+  check "SC_TUNE=auto (the default) on one host over $SC_TRANSPORT: both ranks calibrate (model: none)" unfitted
   ;;
 *)
   one_host_default() { [ "$(calibrations)" -eq 0 ] && [ "$(calibrations measure)" -eq 2 ]; }
-  check "SC_TUNE unset on one host: no calibration (measure: both ranks)" one_host_default
+  check "SC_TUNE=auto (the default) on one host: no calibration (measure: both ranks)" one_host_default
   ;;
 esac
 finish
