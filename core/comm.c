@@ -259,20 +259,7 @@ sc_result_t sc_comm_create_child(sc_comm_t **out, int nranks, int rank, const sc
   if (measure && parent && parent->tune.calibrated) {
     sc_tune_inherit(comm, parent);
   } else if (measure) {
-    /* The fit is of the algorithms' messages, not of the fingerprint
-     * exchange's (the same calls on every rank: nothing to check). */
-    int check = comm->cfg.check_mismatch;
-    uint64_t first_seq = comm->next_seq;
-    comm->cfg.check_mismatch = 0;
     r = sc_tune_calibrate(comm);
-    comm->cfg.check_mismatch = check;
-    /* The application's first call is numbered as without the calibration's
-     * collectives (errors and fingerprints name calls by number). Reusing
-     * their numbers is safe: each of them completed on every rank, and the
-     * transports match messages by counters of their own. */
-    pthread_mutex_lock(&comm->lock);
-    comm->next_seq = first_seq;
-    pthread_mutex_unlock(&comm->lock);
     if (r != SC_SUCCESS) {
       sc_progress_stop(comm);
       goto fail;
