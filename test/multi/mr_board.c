@@ -265,8 +265,14 @@ int main(int argc, char **argv) {
     fprintf(stderr, "unknown mode %s\n", mode);
     return 2;
   }
-  if (failing) {
+  if (failing && strcmp(mode, "mismatch") != 0) {
     sc_comm_abort(comm); /* a failed communicator: its calls fail at once */
+  } else if (failing) {
+    /* Not an abort: the liveness watch would tell a rank that has not yet
+     * posted its call that this one aborted, and that rank would report the
+     * abort instead of the mismatch (seen once in make check). A destroy
+     * tells nobody anything, so a late rank reads the same posts and reaches
+     * the same verdict. */
   } else {
     MR_OK(sc_barrier(comm));
   }
