@@ -2,10 +2,11 @@
 # Fuzzes the parsers of untrusted bytes (test/fuzz/fuzz_*.c: bootstrap, TCP
 # segment headers, setup messages and the receive path, the shm ring and its
 # records) with libFuzzer, ASan and UBSan (clang), each target for FUZZ_TIME
-# seconds (default 60), one job. Builds in build-fuzz (FUZZ_BUILD). What libFuzzer
-# learns stays in build-fuzz/corpus-<target>; a crash, leak, timeout or OOM
-# input is written to test/fuzz/corpus/<target>/, where `make check` replays
-# it from then on, and the script fails.
+# seconds (default 60), one libFuzzer job each. Builds in build-fuzz
+# (FUZZ_BUILD). What libFuzzer learns stays in build-fuzz/corpus-<target>; a
+# crash, leak, timeout or OOM input is written to test/fuzz/corpus/<target>/,
+# where `make check` replays it from then on, and the script fails. FUZZ_JOBS
+# targets run at once (default: the number of cores).
 # Usage: sh tools/fuzz.sh [target...]   (targets: bootstrap reply unique_id
 # tcp_header tcp_hello tcp_stream shm_ring; default all)
 set -eu
@@ -28,14 +29,20 @@ if [ ! -f Makefile ]; then
 fi
 make -j2 libsc_core.la >make.out 2>&1 || { tail -n 30 make.out; exit 1; }
 
-status=0
-summary=""
+# Build every target first, then fuzz them FUZZ_JOBS at a time (default: one
+# per core; each libFuzzer run is one process on one core): with 7 targets on
+# 2 cores the stage takes 4 x FUZZ_TIME instead of 7 x FUZZ_TIME.
 for t in $targets; do
   src=$top/test/fuzz/fuzz_$t.c
   [ -f "$src" ] || { echo "fuzz.sh: no target $t"; exit 2; }
   clang -O1 -g $san -fsanitize=fuzzer -D_GNU_SOURCE -I"$top" -I"$top/include" -I. "$src" \
     .libs/libsc_core.a -lm -lpthread -o "fuzz_$t"
   mkdir -p "corpus-$t"
+  rm -f "fuzz_$t.result"
+done
+
+fuzz_one() { # fuzz_one TARGET: fuzz it, write its summary line (and FAILED) to fuzz_TARGET.result
+  t=$1
   seeds=$top/test/fuzz/corpus/$t
   before=$(ls "$seeds" | wc -l)
   echo "fuzz.sh: fuzzing $t for $t_each s"
@@ -50,10 +57,36 @@ for t in $targets; do
   after=$(ls "$seeds" | wc -l)
   line="$t: ${execs:-?} executions in $t_each s (${secs:-?}/s), $cov, corpus $(ls "corpus-$t" | wc -l) inputs"
   if [ "$rc" -ne 0 ] || [ "$after" -ne "$before" ]; then
-    status=1
     line="$line, FAILED (exit $rc): new regression input(s) in test/fuzz/corpus/$t/"
     grep -E 'ERROR|property failed|SUMMARY' "fuzz_$t.log" | head -n 5
   fi
+  echo "$line" >"fuzz_$t.result"
+}
+
+jobs=${FUZZ_JOBS:-$(nproc)}
+lane=0
+while [ "$lane" -lt "$jobs" ]; do
+  # Lane L fuzzes targets L, L + jobs, L + 2 * jobs, ... one after another.
+  (
+    i=0
+    for t in $targets; do
+      [ $((i % jobs)) -eq "$lane" ] && fuzz_one "$t"
+      i=$((i + 1))
+    done
+  ) &
+  lane=$((lane + 1))
+done
+wait
+
+status=0
+summary=""
+for t in $targets; do
+  if [ ! -f "fuzz_$t.result" ]; then
+    line="$t: FAILED (no result: its run did not finish)"
+  else
+    line=$(cat "fuzz_$t.result")
+  fi
+  case $line in *FAILED*) status=1 ;; esac
   echo "$line"
   summary="$summary$line
 "
