@@ -8,7 +8,10 @@
  *           (the others); later calls fail at once with the same code.
  *           "match": the checked operations give exact results.
  *   report: print what each rank got ("rank R: RESULT in T s: MESSAGE") for
- *           the script to assert (the unchecked behaviour).
+ *           the script to assert (the unchecked behaviour), then linger
+ *           SC_TIMEOUT_MS + 1 s, or with MR_REPORT_DIR until every rank has
+ *           left its mark there (all have their results: an exit can no
+ *           longer be what a peer reports).
  * Rank 1 is always the odd one out. */
 #include <stdint.h>
 #include <stdio.h>
@@ -27,6 +30,23 @@ static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* MR_REPORT_DIR/reported-R: rank R has printed its result. */
+static void mark_reported(const char *dir, int r) {
+  char path[4096];
+  snprintf(path, sizeof(path), "%s/reported-%d", dir, r);
+  FILE *f = fopen(path, "w");
+  if (f) fclose(f);
+}
+
+static int all_reported(const char *dir, int n) {
+  for (int r = 0; r < n; r++) {
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/reported-%d", dir, r);
+    if (access(path, F_OK) != 0) return 0;
+  }
+  return 1;
 }
 
 #define FAIL(...)                                                                                  \
@@ -195,7 +215,9 @@ int main(int argc, char **argv) {
      * destroyed: destroy would wait for queued work. */
     const char *tmo = getenv("SC_TIMEOUT_MS");
     double linger = (tmo ? atof(tmo) / 1000.0 : 300.0) + 1.0;
-    while (now_s() - t0 < linger) usleep(50000);
+    const char *dir = getenv("MR_REPORT_DIR");
+    if (dir) mark_reported(dir, rank);
+    while (now_s() - t0 < linger && !(dir && all_reported(dir, nranks))) usleep(20000);
     return 0;
   }
   if (r != SC_ERR_MISMATCH) {

@@ -10,13 +10,15 @@
 #    a sparse count above its bound) or SC_ERR_TIMEOUT; some ranks may
 #    return SC_SUCCESS (the one that only sent); never SC_ERR_MISMATCH;
 #  - every rank returns within SC_TIMEOUT_MS + 1.5 s.
-# Each rank lingers SC_TIMEOUT_MS + 1 s before it exits, so that its peers
-# report the mismatch and not its exit.
+# Each rank lingers before it exits, so that its peers report the mismatch
+# and not its exit: until every rank has reported (MR_REPORT_DIR), at most
+# SC_TIMEOUT_MS + 1 s.
 . "$top_srcdir/test/multi/lib.sh"
 PROG="$top_builddir/test/failure/fail_mismatch"
 TMO=1500
 outcome() { # outcome TP N SCENARIO silent|fails
-  SC_TRANSPORT=$1 SC_TIMEOUT_MS=$TMO SC_DEBUG=NONE \
+  rep=$(mktemp -d "$tmpdir/reported.XXXXXX")
+  SC_TRANSPORT=$1 SC_TIMEOUT_MS=$TMO SC_DEBUG=NONE MR_REPORT_DIR=$rep \
     "$SC_RUN" -n "$2" --grace 30 --timeout 60 "$PROG" "$3" report >"$tmpdir/run" 2>&1
   rc=$?
   cat "$tmpdir/run"
