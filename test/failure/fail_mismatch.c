@@ -33,17 +33,14 @@ static double now_s(void) {
 }
 
 /* MR_REPORT_DIR/reported-R: rank R has printed its result. */
-static void mark_reported(const char *dir, int r) {
-  char path[4096];
-  snprintf(path, sizeof(path), "%s/reported-%d", dir, r);
-  FILE *f = fopen(path, "w");
-  if (f) fclose(f);
+static void report_mark_path(const char *dir, int r, char *path, size_t len) {
+  snprintf(path, len, "%s/reported-%d", dir, r);
 }
 
 static int all_reported(const char *dir, int n) {
+  char path[4096];
   for (int r = 0; r < n; r++) {
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/reported-%d", dir, r);
+    report_mark_path(dir, r, path, sizeof(path));
     if (access(path, F_OK) != 0) return 0;
   }
   return 1;
@@ -210,13 +207,19 @@ int main(int argc, char **argv) {
   if (report) {
     printf("rank %d: %s in %.3f s: %s\n", rank, sc_strerror(r), dt, msg);
     fflush(stdout);
-    /* Stay until every peer has hit its own timeout, so that what the peers
-     * report is the mismatch's doing and not this process's exit. Not
-     * destroyed: destroy would wait for queued work. */
+    /* Stay until every peer has its result (every mark is in MR_REPORT_DIR),
+     * or without the directory until every peer has hit its own timeout, so
+     * that what the peers report is the mismatch's doing and not this
+     * process's exit. Not destroyed: destroy would wait for queued work. */
     const char *tmo = getenv("SC_TIMEOUT_MS");
     double linger = (tmo ? atof(tmo) / 1000.0 : 300.0) + 1.0;
     const char *dir = getenv("MR_REPORT_DIR");
-    if (dir) mark_reported(dir, rank);
+    if (dir) {
+      char path[4096];
+      report_mark_path(dir, rank, path, sizeof(path));
+      FILE *f = fopen(path, "w");
+      if (f) fclose(f);
+    }
     while (now_s() - t0 < linger && !(dir && all_reported(dir, nranks))) usleep(20000);
     return 0;
   }
