@@ -209,7 +209,7 @@ static sc_result_t sc_tune_choose(sc_comm_t *comm, sc_coll_t coll, size_t count,
   } else {
     SC_CHECK(sc_tune_best(&model, &a, &best, est));
   }
-  int best_rail = best == hier && rails ? sc_tune_hier_rail(&model, &a) : 0;
+  int best_rail = best == hier && rails ? sc_tune_hier_rail(&model, &a, NULL) : 0;
   if (sc_log_enabled(SC_LOG_INFO, SC_SUBSYS_TUNE)) {
     char line[512];
     size_t used = 0;

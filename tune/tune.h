@@ -87,9 +87,11 @@ sc_result_t sc_tune_best(const sc_link_model_t *m, const sc_coll_args_t *a, int 
 /* "hier" (of every collective that has one) is a candidate only where sc_hier_useful(a)
  * (several hosts, one holding several ranks) and the model has a host map
  * (local_beta_s_per_b > 0). The all-reduce's rails run the flat all-reduce this returns (a
- * candidate index), the cheapest on one rank per host for a share of the vector; the
- * reduce-scatter's and all-gather's rails are always rings. */
-int sc_tune_hier_rail(const sc_link_model_t *m, const sc_coll_args_t *a);
+ * candidate index): the one with which the whole hierarchical schedule replays fastest,
+ * each priced with its own network factor; *est (may be NULL) is that time (INFINITY, and
+ * the ring, without a host map). The reduce-scatter's and all-gather's rails are always
+ * rings. */
+int sc_tune_hier_rail(const sc_link_model_t *m, const sc_coll_args_t *a, double *est);
 /* The sparse all-reduce (a->count = k, a->elem_size the value's bytes) on
  * a network model (host_cores 0) with a host map: SC_SPARSE_GTOPK,
  * SC_SPARSE_GTOPK_TREE or, where sc_hier_useful(a), SC_SPARSE_GTOPK_HIER,

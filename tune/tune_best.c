@@ -6,28 +6,34 @@
 #include "base/error.h"
 #include "tune/tune.h"
 
+/* sc_tune_predict with the network factor measured for all-reduce candidate
+ * `candidate` (sc_link_model_t.allreduce_beta_scale; other collectives: none). */
+static sc_result_t sc_tune_predict_scaled(const sc_link_model_t *m, sc_sched_gen_t gen,
+                                          const sc_coll_args_t *a, int candidate, double *est) {
+  sc_link_model_t mi = *m;
+  if (a->coll == SC_COLL_ALLREDUCE && candidate >= 0 && candidate < SC_TUNE_MAX_CANDIDATES &&
+      m->allreduce_beta_scale[candidate] > 0)
+    mi.beta_s_per_b *= m->allreduce_beta_scale[candidate];
+  return sc_tune_predict(&mi, gen, a, est);
+}
+
 sc_result_t sc_tune_best(const sc_link_model_t *m, const sc_coll_args_t *a, int *best,
                          double *est) {
   int n;
   const sc_algo_entry_t *c = sc_algo_candidates(a->coll, &n);
   *best = 0;
   for (int i = 0; i < n; i++) {
-    sc_coll_args_t ai = *a;
     if (c[i].hier) {
       /* Without a hierarchy it is a slower flat algorithm: not a choice. */
-      if (!sc_hier_useful(a) || m->local_beta_s_per_b <= 0 || m->host_cores > 0) {
+      est[i] = INFINITY;
+      if (!sc_hier_useful(a) || m->local_beta_s_per_b <= 0 || m->host_cores > 0) continue;
+      if (a->coll == SC_COLL_ALLREDUCE)
+        sc_tune_hier_rail(m, a, &est[i]);
+      else if (sc_tune_predict(m, c[i].gen, a, &est[i]) != SC_SUCCESS)
         est[i] = INFINITY;
-        continue;
-      }
-      if (a->coll == SC_COLL_ALLREDUCE) ai.rail_algo = sc_tune_hier_rail(m, a);
+    } else if (sc_tune_predict_scaled(m, c[i].gen, a, i, &est[i]) != SC_SUCCESS) {
+      est[i] = INFINITY; /* a candidate that cannot build its schedule here */
     }
-    /* The all-reduce candidate's measured network factor (sc_link_model_t). */
-    sc_link_model_t mi = *m;
-    if (a->coll == SC_COLL_ALLREDUCE && i < SC_TUNE_MAX_CANDIDATES &&
-        m->allreduce_beta_scale[i] > 0)
-      mi.beta_s_per_b *= m->allreduce_beta_scale[i];
-    /* A candidate that cannot build its schedule here is not a choice. */
-    if (sc_tune_predict(&mi, c[i].gen, &ai, &est[i]) != SC_SUCCESS) est[i] = INFINITY;
     if (est[i] < est[*best]) *best = i;
   }
   if (est[*best] == INFINITY)
@@ -36,27 +42,28 @@ sc_result_t sc_tune_best(const sc_link_model_t *m, const sc_coll_args_t *a, int 
   return SC_SUCCESS;
 }
 
-int sc_tune_hier_rail(const sc_link_model_t *m, const sc_coll_args_t *a) {
+int sc_tune_hier_rail(const sc_link_model_t *m, const sc_coll_args_t *a, double *est) {
+  int n, best = 0;
+  const sc_algo_entry_t *c = sc_algo_candidates(SC_COLL_ALLREDUCE, &n);
+  const int hier = sc_algo_hier_index(SC_COLL_ALLREDUCE);
+  double best_s = INFINITY;
+  if (est) *est = INFINITY;
   if (!a->host_of) return 0;
-  int nhosts = 0, lmax = 0;
-  for (int r = 0; r < a->nranks; r++)
-    if (a->host_of[r] >= nhosts) nhosts = a->host_of[r] + 1;
-  for (int x = 0; x < nhosts; x++) {
-    int l = 0;
-    for (int r = 0; r < a->nranks; r++) l += a->host_of[r] == x;
-    if (l > lmax) lmax = l;
+  /* Each flat candidate on the rails, priced inside the whole hierarchy: the
+   * rails of a host share its link and overlap the intra-host phases, so the
+   * cheapest on one rank per host alone is not the cheapest there (alone,
+   * Rabenseifner's fewer steps won; sharing a link, the ring's). */
+  for (int j = 0; hier >= 0 && j < n; j++) {
+    if (c[j].hier) continue;
+    sc_coll_args_t ai = *a;
+    ai.rail_algo = j;
+    double s;
+    if (sc_tune_predict_scaled(m, c[hier].gen, &ai, j, &s) == SC_SUCCESS && s < best_s) {
+      best_s = s;
+      best = j;
+    }
   }
-  if (nhosts < 2 || lmax < 1) return 0;
-  /* One rail on its own: one rank per host, a share of the vector (the
-   * rails' sharing of a host's link slows them alike). */
-  sc_coll_args_t ra = *a;
-  ra.host_of = NULL;
-  ra.nranks = nhosts;
-  ra.rank = 0;
-  ra.count = (a->count + (size_t)lmax - 1) / (size_t)lmax;
-  double est[SC_TUNE_MAX_CANDIDATES];
-  int best;
-  if (sc_tune_best(m, &ra, &best, est) != SC_SUCCESS) return 0;
+  if (est) *est = best_s;
   return best;
 }
 

@@ -109,6 +109,7 @@ void sc_tune_host_waiting(int spins, int spin_us, sc_link_model_t *m) {
 typedef struct sc_rank_clock {
   size_t step;
   double now, local_free, local_in;
+  int queued; /* in the ready heap */
 } sc_rank_clock_t;
 
 /* Bytes a step moves or computes on. A sparse set (count k, entries of
@@ -129,71 +130,127 @@ static double sc_tune_step_bytes(const sc_step_t *st, size_t es, size_t k) {
   }
 }
 
+static int sc_tune_is_recv(const sc_step_t *st) {
+  return st->kind == SC_STEP_RECV || st->kind == SC_STEP_RECV_REDUCE ||
+         st->kind == SC_STEP_SPARSE_RECV || st->kind == SC_STEP_SPARSE_RECV_MERGE;
+}
+
+/* The ranks whose next step can run, earliest first (ties: lower rank). */
+typedef struct sc_ready {
+  double key;
+  int rank;
+} sc_ready_t;
+
+static int sc_ready_before(const sc_ready_t *x, const sc_ready_t *y) {
+  return x->key < y->key || (x->key == y->key && x->rank < y->rank);
+}
+
+static void sc_ready_push(sc_ready_t *h, int *n, sc_ready_t e) {
+  int i = (*n)++;
+  while (i > 0 && sc_ready_before(&e, &h[(i - 1) / 2])) {
+    h[i] = h[(i - 1) / 2];
+    i = (i - 1) / 2;
+  }
+  h[i] = e;
+}
+
+static sc_ready_t sc_ready_pop(sc_ready_t *h, int *n) {
+  sc_ready_t top = h[0], e = h[--*n];
+  int i = 0;
+  for (;;) {
+    int c = 2 * i + 1;
+    if (c >= *n) break;
+    if (c + 1 < *n && sc_ready_before(&h[c + 1], &h[c])) c++;
+    if (!sc_ready_before(&h[c], &e)) break;
+    h[i] = h[c];
+    i = c;
+  }
+  if (*n > 0) h[i] = e;
+  return top;
+}
+
+/* Queues rank i if its next step can run: a send or a local step at its
+ * clock, a receive once its message is on the way (at the later of the two). */
+static void sc_tune_offer(sc_rank_clock_t *rc, const sc_sched_t *scheds, sc_arrivals_t *q, int p,
+                          int i, sc_ready_t *heap, int *nheap) {
+  sc_rank_clock_t *c = &rc[i];
+  if (c->queued || c->step == scheds[i].nsteps) return;
+  const sc_step_t *st = &scheds[i].steps[c->step];
+  double key = c->now;
+  if (sc_tune_is_recv(st)) {
+    const sc_arrivals_t *in = &q[(size_t)st->peer * (size_t)p + (size_t)i];
+    if (in->len == 0) return; /* offered again when the sender gets there */
+    if (in->t[in->head] > key) key = in->t[in->head];
+  }
+  c->queued = 1;
+  sc_ready_push(heap, nheap, (sc_ready_t){.key = key, .rank = i});
+}
+
 /* host_of NULL (or no local link in m): every rank has a network link of its
  * own. Else a message between ranks of one host uses the sender's and the
  * receiver's local links (local_alpha_s, local_beta_s_per_b), and one between
  * hosts the one network link of the sender's host out and of the receiver's
- * in: the ranks of a host share it. Ranks are replayed one at a time until
- * they block, so a shared link is booked in replay order rather than in time
- * order: the bytes through each link, which bound the large messages, are
- * exact; the interleaving is not. */
+ * in: the ranks of a host share it. Steps run in the order of the times they
+ * can start (a discrete-event replay), so a shared link serves its messages
+ * first come, first served: replaying each rank until it blocks instead
+ * booked a host's link for one rank's later message before its host-mate's
+ * earlier one, and priced two rails sharing a link (hier) a third above
+ * their critical path. */
 static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, size_t es, size_t k,
                                     const int *host_of, sc_sched_t *scheds, double *seconds) {
   sc_arrivals_t *q = calloc((size_t)p * (size_t)p, sizeof(*q));
   sc_rank_clock_t *rc = calloc((size_t)p, sizeof(*rc));
   double *nic = calloc(2 * (size_t)p, sizeof(double)); /* out [0, p), in [p, 2p) */
+  sc_ready_t *heap = calloc((size_t)p, sizeof(*heap));
+  int nheap = 0, finished = 0;
   sc_result_t r = SC_SUCCESS;
-  if (!q || !rc || !nic) {
+  if (!q || !rc || !nic || !heap) {
     r = SC_ERR(SC_ERR_NOMEM, "cost model state for %d ranks", p);
     goto done;
   }
   if (m->local_beta_s_per_b <= 0) host_of = NULL;
-  int finished = 0;
-  while (finished < p && r == SC_SUCCESS) {
-    int advanced = 0;
-    finished = 0;
-    for (int i = 0; i < p && r == SC_SUCCESS; i++) {
-      sc_rank_clock_t *c = &rc[i];
-      const sc_sched_t *s = &scheds[i];
-      const int hi = host_of ? host_of[i] : i;
-      while (c->step < s->nsteps) {
-        const sc_step_t *st = &s->steps[c->step];
-        double bytes = sc_tune_step_bytes(st, es, k);
-        const int local = host_of && st->peer >= 0 && host_of[st->peer] == host_of[i];
-        const double beta = local ? m->local_beta_s_per_b : m->beta_s_per_b;
-        if (st->kind == SC_STEP_SEND || st->kind == SC_STEP_SPARSE_SEND) {
-          double *link = local ? &c->local_free : &nic[hi];
-          double start = c->now > *link ? c->now : *link;
-          *link = start + bytes * beta;
-          r = sc_arrivals_push(&q[(size_t)i * (size_t)p + (size_t)st->peer],
-                               *link + (local ? m->local_alpha_s : m->alpha_s));
-          if (r != SC_SUCCESS) break;
-        } else if (st->kind == SC_STEP_RECV || st->kind == SC_STEP_RECV_REDUCE ||
-                   st->kind == SC_STEP_SPARSE_RECV || st->kind == SC_STEP_SPARSE_RECV_MERGE) {
-          sc_arrivals_t *in = &q[(size_t)st->peer * (size_t)p + (size_t)i];
-          if (in->len == 0) break; /* blocked until the sender gets there */
-          double arrival = in->t[in->head++];
-          in->len--;
-          /* Two senders to one rank (or host) share its incoming link. */
-          double *ingress_free = local ? &c->local_in : &nic[(size_t)p + (size_t)hi];
-          double t = c->now > arrival ? c->now : arrival;
-          double ingress = *ingress_free + bytes * beta;
-          if (ingress > t) t = ingress;
-          *ingress_free = t;
-          if (st->kind == SC_STEP_RECV_REDUCE) t += bytes * m->gamma_s_per_b;
-          if (st->kind == SC_STEP_SPARSE_RECV_MERGE) t += 2 * bytes * m->gamma_s_per_b;
-          c->now = t;
-        } else {
-          c->now += bytes * m->gamma_s_per_b;
-        }
-        c->step++;
-        advanced = 1;
-      }
-      if (c->step == s->nsteps) finished++;
-    }
-    if (!advanced && finished < p && r == SC_SUCCESS)
-      r = SC_ERR(SC_ERR_INTERNAL, "cost model: the schedules of %d ranks deadlock", p);
+  for (int i = 0; i < p; i++) {
+    finished += scheds[i].nsteps == 0;
+    sc_tune_offer(rc, scheds, q, p, i, heap, &nheap);
   }
+  while (nheap > 0 && r == SC_SUCCESS) {
+    const int i = sc_ready_pop(heap, &nheap).rank;
+    sc_rank_clock_t *c = &rc[i];
+    c->queued = 0;
+    const sc_step_t *st = &scheds[i].steps[c->step];
+    const int hi = host_of ? host_of[i] : i;
+    double bytes = sc_tune_step_bytes(st, es, k);
+    const int local = host_of && st->peer >= 0 && host_of[st->peer] == host_of[i];
+    const double beta = local ? m->local_beta_s_per_b : m->beta_s_per_b;
+    if (st->kind == SC_STEP_SEND || st->kind == SC_STEP_SPARSE_SEND) {
+      double *link = local ? &c->local_free : &nic[hi];
+      double start = c->now > *link ? c->now : *link;
+      *link = start + bytes * beta;
+      r = sc_arrivals_push(&q[(size_t)i * (size_t)p + (size_t)st->peer],
+                           *link + (local ? m->local_alpha_s : m->alpha_s));
+      if (r != SC_SUCCESS) break;
+      sc_tune_offer(rc, scheds, q, p, st->peer, heap, &nheap);
+    } else if (sc_tune_is_recv(st)) {
+      sc_arrivals_t *in = &q[(size_t)st->peer * (size_t)p + (size_t)i];
+      double arrival = in->t[in->head++];
+      in->len--;
+      /* Two senders to one rank (or host) share its incoming link. */
+      double *ingress_free = local ? &c->local_in : &nic[(size_t)p + (size_t)hi];
+      double t = c->now > arrival ? c->now : arrival;
+      double ingress = *ingress_free + bytes * beta;
+      if (ingress > t) t = ingress;
+      *ingress_free = t;
+      if (st->kind == SC_STEP_RECV_REDUCE) t += bytes * m->gamma_s_per_b;
+      if (st->kind == SC_STEP_SPARSE_RECV_MERGE) t += 2 * bytes * m->gamma_s_per_b;
+      c->now = t;
+    } else {
+      c->now += bytes * m->gamma_s_per_b;
+    }
+    if (++c->step == scheds[i].nsteps) finished++;
+    sc_tune_offer(rc, scheds, q, p, i, heap, &nheap);
+  }
+  if (r == SC_SUCCESS && finished < p)
+    r = SC_ERR(SC_ERR_INTERNAL, "cost model: the schedules of %d ranks deadlock", p);
   if (r == SC_SUCCESS) {
     double t = 0;
     for (int i = 0; i < p; i++) t = rc[i].now > t ? rc[i].now : t;
@@ -205,6 +262,7 @@ done:
   free(q);
   free(rc);
   free(nic);
+  free(heap);
   return r;
 }
 

@@ -279,6 +279,99 @@ static void test_cost(void) {
                "on one host hier is no candidate");
 }
 
+/* The replay of a host's shared link, and the rails' algorithm (tune/):
+ * - bytes negligible: hier with ring rails on H hosts x 2 is the rails'
+ *   2 (H - 1) network hops, one after another; booking one rank's later
+ *   message on its host's link before its host-mate's earlier one (the replay
+ *   order, not the time order) priced it 3 (H - 1);
+ * - two rails sharing a link keep it busy while each waits for its message
+ *   (alpha below one message's time): their bytes plus the first and last
+ *   latency;
+ * - the rails run the candidate with which the whole schedule replays
+ *   fastest: every flat candidate priced by hand, each with its factor. */
+static void test_rail_cost(void) {
+  int n;
+  const sc_algo_entry_t *c = sc_algo_candidates(SC_COLL_ALLREDUCE, &n);
+  const int hier = sc_algo_find(SC_COLL_ALLREDUCE, "hier");
+  const int ring = sc_algo_find(SC_COLL_ALLREDUCE, "ring");
+  dense_expect(hier >= 0 && ring >= 0, "hier and ring are registered");
+  if (hier < 0 || ring < 0) return;
+  sc_link_model_t m;
+  gbit_model(&m);
+  const double alpha = m.alpha_s;
+  sc_link_model_t lat = m;
+  lat.beta_s_per_b = lat.host_s_per_b = 1e-15;
+  lat.local_alpha_s = 1e-9;
+  lat.local_beta_s_per_b = 1e-15;
+  lat.gamma_s_per_b = 1e-15;
+  int map[MAXP];
+  for (int h = 2; h <= 4; h++) {
+    for (int r = 0; r < 2 * h; r++) map[r] = r / 2;
+    sc_coll_args_t a = {.coll = SC_COLL_ALLREDUCE,
+                        .nranks = 2 * h,
+                        .count = 4096,
+                        .elem_size = 4,
+                        .chunk_elems = 131072,
+                        .host_of = map,
+                        .rail_algo = ring};
+    double t = -1;
+    const double hops = 2.0 * (h - 1) * alpha;
+    const int ok = sc_tune_predict(&lat, sc_hier_allreduce_schedule, &a, &t) == SC_SUCCESS;
+    dense_expect(ok && t >= hops && t <= hops + 1e-6,
+                 "%dx2 latency only: hier/ring %.1f us, its hops %.1f us", h, t * 1e6, hops * 1e6);
+  }
+  for (int r = 0; r < 8; r++) map[r] = r / 2;
+  sc_coll_args_t a = {.coll = SC_COLL_ALLREDUCE,
+                      .nranks = 8,
+                      .count = 16384, /* 64 KiB: one slice, 8 KiB ring steps on the rails */
+                      .elem_size = 4,
+                      .chunk_elems = 131072,
+                      .host_of = map,
+                      .rail_algo = ring};
+  double t = -1;
+  const double bytes = 2 * 1.5 * 32768 * m.beta_s_per_b; /* two rails through a host's link */
+  dense_expect(8192 * m.beta_s_per_b > alpha, "a rail's message outlasts alpha");
+  const int ok = sc_tune_predict(&m, sc_hier_allreduce_schedule, &a, &t) == SC_SUCCESS;
+  dense_expect(ok && t >= bytes && t <= bytes + 2 * alpha + 20e-6,
+               "4x2 64 KiB hier/ring %.1f us, its link %.1f us + 2 alpha %.1f us", t * 1e6,
+               bytes * 1e6, 2 * alpha * 1e6);
+  const size_t counts[] = {1024, 16384, 262144, (size_t)1 << 20};
+  for (int f = 0; f < 2; f++) {
+    /* f = 1: measured factors that make the butterflies dearer, as on the bed. */
+    for (int i = 0; f && i < n && i < SC_TUNE_MAX_CANDIDATES; i++)
+      m.allreduce_beta_scale[i] = i == ring ? 1.0 : 1.0 + 0.1 * i;
+    for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+      a.count = counts[k];
+      double best_s = INFINITY, est[SC_TUNE_MAX_CANDIDATES], got;
+      int want = -1, best;
+      for (int j = 0; j < n; j++) {
+        if (c[j].hier) continue;
+        sc_link_model_t mj = m;
+        if (j < SC_TUNE_MAX_CANDIDATES && m.allreduce_beta_scale[j] > 0)
+          mj.beta_s_per_b *= m.allreduce_beta_scale[j];
+        a.rail_algo = j;
+        double s;
+        if (sc_tune_predict(&mj, sc_hier_allreduce_schedule, &a, &s) == SC_SUCCESS && s < best_s)
+          best_s = s, want = j;
+      }
+      a.rail_algo = 0;
+      const int rail = sc_tune_hier_rail(&m, &a, &got);
+      const int ok_best = sc_tune_best(&m, &a, &best, est) == SC_SUCCESS;
+      dense_expect(rail == want && got == best_s,
+                   "%zu B, factors %d: rails %s at %.1f us, the cheapest is %s at %.1f us",
+                   counts[k] * 4, f, c[rail].name, got * 1e6, want >= 0 ? c[want].name : "none",
+                   best_s * 1e6);
+      dense_expect(ok_best && est[hier] == best_s,
+                   "%zu B: sc_tune_best prices hier at %.1f us, its best rails %.1f us",
+                   counts[k] * 4, est[hier] * 1e6, best_s * 1e6);
+    }
+  }
+  double got = 0;
+  a.host_of = NULL;
+  const int rail = sc_tune_hier_rail(&m, &a, &got);
+  dense_expect(rail == 0 && isinf(got), "no host map: ring rails");
+}
+
 /* ---- reduce-scatter and all-gather -------------------------------------- */
 
 /* Every map shape, awkward counts (per block: 0, 1, primes, and one that
@@ -441,6 +534,7 @@ int main(void) {
   } parts[] = {{"args", test_args},
                {"traffic", test_traffic},
                {"cost", test_cost},
+               {"rail_cost", test_rail_cost},
                {"maps", sweep_maps},
                {"dtypes_ops", sweep_dtypes_ops},
                {"large", sweep_large},

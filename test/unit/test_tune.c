@@ -523,7 +523,10 @@ static void test_sparse_choice(void **state) {
   assert_int_equal(sc_tune_best_sparse(&m, &a, est), SC_SPARSE_GTOPK_HIER);
   /* Inside a host each set costs S * 1e-12 + 1 us: a few microseconds. */
   assert_true(est[2] >= 2 * round && est[2] <= 2 * round + 50e-6);
-  assert_true(est[0] >= 2 * (4 * set * beta + alpha) && est[0] >= 3.5 * est[2]);
+  /* The flat butterfly's two rounds across hosts push 4 ranks' sets each through a
+   * host's one link (8 sets), and the last still takes alpha to arrive; a rank done
+   * with the first of them may start the second while its host-mates still receive. */
+  assert_true(est[0] >= 8 * set * beta + alpha && est[0] >= 3.5 * est[2]);
   assert_true(est[1] >= 4 * round && est[1] <= 4 * round + 2 * (double)k * beta + 50e-6);
   const int rd = sc_algo_find(SC_COLL_ALLREDUCE, "rd");
   assert_true(rd >= 0);
