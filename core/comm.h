@@ -290,6 +290,11 @@ sc_result_t sc_tune_calibrate(sc_comm_t *comm);
  * links; every rank's parent holds the same fit, so all agree). */
 void sc_tune_inherit(sc_comm_t *comm, const sc_comm_t *parent);
 sc_result_t sc_tune_build_schedule(sc_comm_t *comm, const sc_op_t *op, sc_sched_t *s);
+/* The name of the algorithm coll runs on comm for count elements of dtype (per rank's block
+ * for the reduce-scatter and all-gather): the forced one, else the cost model's (cached).
+ * Behind sc_allreduce_algo, sc_reduce_scatter_algo and sc_allgather_algo. */
+sc_result_t sc_tune_algo_name(sc_comm_t *comm, sc_coll_t coll, size_t count, sc_dtype_t dtype,
+                              const char **name);
 /* The sparse all-reduce sc_gtopk_allreduce runs for k entries of es bytes:
  * SC_GTOPK_ALGO's, else the cost model's pick across hosts
  * (sc_tune_best_sparse, cached), else the butterfly. The same on every rank. */

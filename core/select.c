@@ -240,16 +240,32 @@ sc_result_t sc_tune_build_schedule(sc_comm_t *comm, const sc_op_t *op, sc_sched_
   return c[choice].gen(&a, s);
 }
 
-sc_result_t sc_allreduce_algo(sc_comm_t *comm, size_t count, sc_dtype_t dtype, const char **name) {
-  if (!comm || !name) return SC_ERR(SC_ERR_INVALID_ARG, "sc_allreduce_algo: NULL argument");
+sc_result_t sc_tune_algo_name(sc_comm_t *comm, sc_coll_t coll, size_t count, sc_dtype_t dtype,
+                              const char **name) {
+  if (!comm || !name)
+    return SC_ERR(SC_ERR_INVALID_ARG, "sc_%s_algo: NULL argument", sc_coll_name(coll));
   if (sc_dtype_size(dtype) == 0)
-    return SC_ERR(SC_ERR_INVALID_ARG, "sc_allreduce_algo: invalid dtype %d", (int)dtype);
+    return SC_ERR(SC_ERR_INVALID_ARG, "sc_%s_algo: invalid dtype %d", sc_coll_name(coll),
+                  (int)dtype);
   SC_CHECK(sc_comm_check_usable(comm));
   int n, choice, rail;
-  const sc_algo_entry_t *c = sc_algo_candidates(SC_COLL_ALLREDUCE, &n);
-  SC_CHECK(sc_tune_choose(comm, SC_COLL_ALLREDUCE, count, sc_dtype_size(dtype), &choice, &rail));
+  const sc_algo_entry_t *c = sc_algo_candidates(coll, &n);
+  SC_CHECK(sc_tune_choose(comm, coll, count, sc_dtype_size(dtype), &choice, &rail));
   *name = c[choice].name;
   return SC_SUCCESS;
+}
+
+sc_result_t sc_allreduce_algo(sc_comm_t *comm, size_t count, sc_dtype_t dtype, const char **name) {
+  return sc_tune_algo_name(comm, SC_COLL_ALLREDUCE, count, dtype, name);
+}
+
+sc_result_t sc_reduce_scatter_algo(sc_comm_t *comm, size_t count, sc_dtype_t dtype,
+                                   const char **name) {
+  return sc_tune_algo_name(comm, SC_COLL_REDUCE_SCATTER, count, dtype, name);
+}
+
+sc_result_t sc_allgather_algo(sc_comm_t *comm, size_t count, sc_dtype_t dtype, const char **name) {
+  return sc_tune_algo_name(comm, SC_COLL_ALLGATHER, count, dtype, name);
 }
 
 sc_result_t sc_tune_gtopk_algo(sc_comm_t *comm, size_t k, size_t es, sc_sparse_algo_t *algo) {

@@ -132,6 +132,12 @@ sc_result_t sc_ibarrier(sc_comm_t *comm, sc_request_t **req);
  * communicator for count elements of dtype: "ring", "tree", "rd",
  * "rabenseifner" or "hier" (a static string). Communicates nothing. */
 sc_result_t sc_allreduce_algo(sc_comm_t *comm, size_t count, sc_dtype_t dtype, const char **name);
+/* The same for the reduce-scatter ("ring", "recursive-halving" or "hier") and the
+ * all-gather ("ring", "recursive-doubling" or "hier"), count elements per rank's block,
+ * under SC_RS_ALGO / SC_AG_ALGO (a forced one is reported). */
+sc_result_t sc_reduce_scatter_algo(sc_comm_t *comm, size_t count, sc_dtype_t dtype,
+                                   const char **name);
+sc_result_t sc_allgather_algo(sc_comm_t *comm, size_t count, sc_dtype_t dtype, const char **name);
 
 /* done=1: finished and *req freed, set NULL; the op's result is returned. */
 sc_result_t sc_test(sc_request_t **req, int *done);

@@ -1,6 +1,7 @@
 /* sc_allgather_perf: nccl-tests' all_gather_perf for libsparsecoll. Rank r
  * contributes block r of one global array, so a block that lands in the wrong
  * place is counted wrong. */
+#include "algorithms/registry.h"
 #include "perf/perf_common.h"
 
 static void place(perf_case_t *c) {
@@ -27,12 +28,18 @@ static int64_t check(const perf_case_t *c) {
   return wrong;
 }
 
+static sc_result_t auto_pick(const perf_case_t *c, const char **name) {
+  return sc_allgather_algo(c->comm, c->count, c->dtype, name);
+}
+
 int main(int argc, char **argv) {
-  static const perf_coll_t coll = {
+  const perf_coll_t coll = {
       .binary = "sc_allgather_perf",
       .name = "allgather",
       .algo_env = "SC_AG_ALGO",
       .blocks_per_rank = 1,
+      .compare_algos = perf_registry_algos(SC_COLL_ALLGATHER),
+      .auto_pick = auto_pick,
       .busbw = PERF_BUSBW_GATHER,
       .place = place,
       .run = run,

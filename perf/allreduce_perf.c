@@ -28,16 +28,12 @@ static sc_result_t auto_pick(const perf_case_t *c, const char **name) {
 
 int main(int argc, char **argv) {
   /* -a compare runs every all-reduce algorithm of the registry. */
-  static const char *algos[SC_ALGO_MAX + 1];
-  int n;
-  const sc_algo_entry_t *c = sc_algo_candidates(SC_COLL_ALLREDUCE, &n);
-  for (int i = 0; i < n && i < SC_ALGO_MAX; i++) algos[i] = c[i].name;
   const perf_coll_t coll = {
       .binary = "sc_allreduce_perf",
       .name = "allreduce",
       .has_op = 1,
       .algo_env = "SC_ALGO",
-      .compare_algos = algos,
+      .compare_algos = perf_registry_algos(SC_COLL_ALLREDUCE),
       .auto_pick = auto_pick,
       .busbw = PERF_BUSBW_ALLREDUCE,
       .place = place,

@@ -61,6 +61,10 @@ typedef struct perf_coll {
 
 int perf_main(const perf_coll_t *coll, int argc, char **argv);
 
+/* For compare_algos: the names of the library's registered candidates of coll (an
+ * sc_coll_t), in the registry's order, NULL-terminated (a static array). */
+const char *const *perf_registry_algos(int coll);
+
 /* Input and expected values, from one deterministic formula every rank can
  * evaluate for every other rank. Values are small non-negative integers
  * chosen so that every result is exact in the dtype (integer types wrap). */

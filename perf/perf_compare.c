@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algorithms/registry.h"
 #include "perf/perf_internal.h"
 
 /* The timed iterations of a size are split into rounds of at least
@@ -52,6 +53,14 @@ typedef struct cmp {
   perf_compare_row_t *rows;
   size_t rows_cap;
 } cmp_t;
+
+const char *const *perf_registry_algos(int coll) {
+  static const char *names[SC_COLL_COUNT_][SC_ALGO_MAX + 1];
+  int n;
+  const sc_algo_entry_t *c = sc_algo_candidates((sc_coll_t)coll, &n);
+  for (int i = 0; i < n && i < SC_ALGO_MAX; i++) names[coll][i] = c[i].name;
+  return names[coll];
+}
 
 static void *grow(void *p, size_t *cap, size_t elem) {
   *cap = *cap ? 2 * *cap : 16;

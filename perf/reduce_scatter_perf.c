@@ -1,5 +1,6 @@
 /* sc_reduce_scatter_perf: nccl-tests' reduce_scatter_perf for libsparsecoll.
  * The input is the whole nranks x count array; rank r keeps block r. */
+#include "algorithms/registry.h"
 #include "perf/perf_common.h"
 
 static void place(perf_case_t *c) {
@@ -25,13 +26,19 @@ static int64_t check(const perf_case_t *c) {
   return wrong;
 }
 
+static sc_result_t auto_pick(const perf_case_t *c, const char **name) {
+  return sc_reduce_scatter_algo(c->comm, c->count, c->dtype, name);
+}
+
 int main(int argc, char **argv) {
-  static const perf_coll_t coll = {
+  const perf_coll_t coll = {
       .binary = "sc_reduce_scatter_perf",
       .name = "reduce_scatter",
       .has_op = 1,
       .algo_env = "SC_RS_ALGO",
       .blocks_per_rank = 1,
+      .compare_algos = perf_registry_algos(SC_COLL_REDUCE_SCATTER),
+      .auto_pick = auto_pick,
       .busbw = PERF_BUSBW_GATHER,
       .place = place,
       .run = run,

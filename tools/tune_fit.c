@@ -110,7 +110,11 @@ static int read_json(fit_t *f, const char *path) {
   buf[len] = 0;
   const char *s = after(buf, "\"nranks\":");
   const char *mode = after(buf, "\"mode\":");
-  if (!s || !mode || strncmp(mode, " \"compare\"", 10) != 0) {
+  const char *coll = after(buf, "\"collective\":");
+  /* The reduce-scatter's and all-gather's compare files look alike but time other
+   * algorithms: the fit is of the all-reduce's. */
+  if (!s || !mode || strncmp(mode, " \"compare\"", 10) != 0 || !coll ||
+      strncmp(coll, " \"allreduce\"", 12) != 0) {
     fprintf(stderr, "%s: not the JSON of sc_allreduce_perf -a compare\n", path);
     return -1;
   }

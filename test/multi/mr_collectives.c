@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "test/multi/mr_common.h"
 
@@ -176,9 +177,40 @@ static void test_allreduce_only(void) {
   test_allreduce(big / 2, SC_INT64, SC_MAX, 0);
 }
 
+/* What sc_reduce_scatter_algo / sc_allgather_algo report against the variable that forces
+ * them: the forced name (any case); under hier, hier exactly where there is a hierarchy
+ * (several hosts, fewer hosts than ranks), else a flat one; under auto, one of the
+ * collective's names. */
+static void check_algo_name(const char *what, const char *var, const char *got,
+                            const char *const *names) {
+  const char *want = getenv(var);
+  int nhosts = 0, known = 0;
+  MR_OK(sc_comm_local(comm, NULL, NULL, NULL, &nhosts));
+  const int hierarchy = nhosts > 1 && nhosts < mr_nranks;
+  for (int i = 0; names[i]; i++) known |= got && !strcmp(got, names[i]);
+  mr_checks++;
+  if (!known) {
+    mr_fail("%s reports %s, none of its algorithms", what, got ? got : "(null)");
+  } else if (want && !strcasecmp(want, "hier")) {
+    if ((strcmp(got, "hier") == 0) != hierarchy)
+      mr_fail("%s reports %s under %s=hier on %d hosts", what, got, var, nhosts);
+  } else if (want && strcasecmp(want, "auto") && strcasecmp(want, got)) {
+    mr_fail("%s reports %s under %s=%s", what, got, var, want);
+  }
+}
+
 /* Every dtype, op, placement and count of the reduce-scatter and the
  * all-gather alone (runs once per forced SC_RS_ALGO / SC_AG_ALGO). */
 static void test_rs_ag_only(void) {
+  static const char *const rs_names[] = {"ring", "recursive-halving", "hier", NULL};
+  static const char *const ag_names[] = {"ring", "recursive-doubling", "hier", NULL};
+  for (size_t n = 1; n <= ((size_t)1 << 20); n *= 32) {
+    const char *rs = NULL, *ag = NULL;
+    MR_OK(sc_reduce_scatter_algo(comm, n, SC_FLOAT32, &rs));
+    MR_OK(sc_allgather_algo(comm, n, SC_FLOAT32, &ag));
+    check_algo_name("sc_reduce_scatter_algo", "SC_RS_ALGO", rs, rs_names);
+    check_algo_name("sc_allgather_algo", "SC_AG_ALGO", ag, ag_names);
+  }
   size_t p = (size_t)mr_nranks;
   size_t counts[] = {0, 1, p > 1 ? p - 1 : 2, p + 1, 1009, 65537};
   for (int dt = SC_INT8; dt <= SC_FLOAT64; dt++)
@@ -354,6 +386,10 @@ static void test_bad_arguments(void) {
   expect_invalid(sc_reduce(&x, &x, 1, SC_FLOAT32, SC_SUM, -1, comm), "negative root");
   expect_invalid(sc_allreduce(&x, &x, 1, SC_FLOAT32, SC_SUM, NULL), "NULL comm");
   expect_invalid(sc_wait(NULL), "NULL request");
+  const char *name = NULL;
+  expect_invalid(sc_reduce_scatter_algo(NULL, 1, SC_FLOAT32, &name), "algo: NULL comm");
+  expect_invalid(sc_allgather_algo(comm, 1, SC_FLOAT32, NULL), "algo: NULL name");
+  expect_invalid(sc_allgather_algo(comm, 1, (sc_dtype_t)99, &name), "algo: bad dtype");
   /* Nothing was sent: the communicator still works. */
   MR_OK(sc_barrier(comm));
   sc_result_t err = SC_ERR_INTERNAL;

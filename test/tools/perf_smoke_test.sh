@@ -111,6 +111,27 @@ for np in 2 3; do
     bad "sc_allreduce_perf -a compare, $np ranks (rc=$rc rows=$rows notes_ok=$notes_ok)"
   fi
 done
+
+# The reduce-scatter's and all-gather's compare: their own columns, every result checked
+# (exit 0, no wrong elements), each row's best and auto pick one of their algorithms.
+for pair in "reduce_scatter recursive-halving" "allgather recursive-doubling"; do
+  set -- $pair
+  "$SC_RUN" -n 3 --timeout 300 "$top_builddir/sc_$1_perf" -a compare -b 96 -e 96K -f 32 -n 2 -w 1 \
+    >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ $rc -eq 0 ] &&
+    grep -Eq "^# +size +count +ring +$2 +hier +auto +best +auto-pick +auto/best\$" "$tmp/out" &&
+    grep -v '^#' "$tmp/out" | awk -v a="$2" '
+      function num(x) { return x ~ /^[0-9]+(\.[0-9]+)?$/ }
+      function nm(x) { return x == "ring" || x == a || x == "hier" }
+      { n++; if (NF != 9 || !num($3) || !num($4) || !num($5) || !num($6) || !nm($7) || !nm($8)) bad = 1 }
+      END { exit !(n == 3 && !bad) }' &&
+    grep -q '^# Out of bounds values : 0 OK$' "$tmp/out"; then
+    ok "sc_$1_perf -a compare, 3 ranks"
+  else
+    bad "sc_$1_perf -a compare, 3 ranks (rc=$rc)"
+  fi
+done
 if command -v python3 >/dev/null 2>&1; then
   if [ -s "$tmp/cmp.json" ] && python3 -c '
 import json, sys
@@ -209,7 +230,7 @@ fi
 # Usage errors exit 2 before any communication is set up.
 "$top_builddir/sc_allreduce_perf" -d nosuchtype >"$tmp/out" 2>"$tmp/err"
 rc1=$?
-"$top_builddir/sc_allgather_perf" -a compare >"$tmp/out" 2>"$tmp/err"
+"$top_builddir/sc_broadcast_perf" -a compare >"$tmp/out" 2>"$tmp/err"
 rc2=$?
 "$top_builddir/sc_broadcast_perf" --help >"$tmp/out" 2>"$tmp/err"
 rc3=$?

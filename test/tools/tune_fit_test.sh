@@ -58,4 +58,18 @@ if ! "$top_builddir/sc_tune_fit" -t tcp -s 1 -i 40 -x turn_s=0 "$tmp"/r*.json >"
   cat "$tmp/fit"
   exit 1
 fi
-echo "PASS: sc_tune_fit's medians and regrets match the files; a held parameter stays"
+# An all-gather's compare file has the same shape and other algorithms: refused.
+if ! "$top_builddir/sc-run" -n 3 --timeout 120 -x SC_TRANSPORT=shm \
+  "$top_builddir/sc_allgather_perf" -a compare -b 1K -e 4K -f 4 -n 4 -w 1 \
+  -J "$tmp/ag.json" >"$tmp/out" 2>&1 || ! grep -q '"collective": "allgather"' "$tmp/ag.json"; then
+  echo "FAIL: sc_allgather_perf -a compare"
+  tail -n 20 "$tmp/out"
+  exit 1
+fi
+if "$top_builddir/sc_tune_fit" -t shm -n "$tmp/ag.json" >"$tmp/ag" 2>&1 ||
+  ! grep -q 'not the JSON of sc_allreduce_perf -a compare' "$tmp/ag"; then
+  echo "FAIL: sc_tune_fit took an all-gather's file"
+  cat "$tmp/ag"
+  exit 1
+fi
+echo "PASS: sc_tune_fit's medians and regrets match the files; a held parameter stays; an all-gather's file is refused"
