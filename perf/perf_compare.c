@@ -56,6 +56,7 @@ typedef struct cmp {
 
 const char *const *perf_registry_algos(int coll) {
   static const char *names[SC_COLL_COUNT_][SC_ALGO_MAX + 1];
+  if (coll < 0 || coll >= SC_COLL_COUNT_) return NULL; /* no compare mode */
   int n;
   const sc_algo_entry_t *c = sc_algo_candidates((sc_coll_t)coll, &n);
   for (int i = 0; i < n && i < SC_ALGO_MAX; i++) names[coll][i] = c[i].name;
