@@ -310,10 +310,22 @@ class Comm:
         c._init()
         return c
 
-    def allreduce_algo(self, count, dtype="float32"):
+    def _algo(self, fn, count, dtype):
         name = ctypes.c_char_p()
-        check(lib.sc_allreduce_algo(self.handle, int(count), _dtype_enum(dtype), ctypes.byref(name)))
+        check(fn(self.handle, int(count), _dtype_enum(dtype), ctypes.byref(name)))
         return name.value.decode()
+
+    def allreduce_algo(self, count, dtype="float32"):
+        """The all-reduce algorithm this communicator runs for count elements."""
+        return self._algo(lib.sc_allreduce_algo, count, dtype)
+
+    def reduce_scatter_algo(self, count, dtype="float32"):
+        """The reduce-scatter algorithm for count elements per rank's block."""
+        return self._algo(lib.sc_reduce_scatter_algo, count, dtype)
+
+    def allgather_algo(self, count, dtype="float32"):
+        """The all-gather algorithm for count elements per rank's block."""
+        return self._algo(lib.sc_allgather_algo, count, dtype)
 
     # ---- dense collectives ----
     # x is both input and (when out is None) output: in place like

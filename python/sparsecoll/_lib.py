@@ -120,6 +120,8 @@ _PROTOS = {
     "sc_ireduce": (_R, [_P, _P, _S, _R, _R, _I, _P, _PP]),
     "sc_ibarrier": (_R, [_P, _PP]),
     "sc_allreduce_algo": (_R, [_P, _S, _R, ctypes.POINTER(ctypes.c_char_p)]),
+    "sc_reduce_scatter_algo": (_R, [_P, _S, _R, ctypes.POINTER(ctypes.c_char_p)]),
+    "sc_allgather_algo": (_R, [_P, _S, _R, ctypes.POINTER(ctypes.c_char_p)]),
     "sc_test": (_R, [_PP, _PI]),
     "sc_wait": (_R, [_PP]),
     "sc_topk": (_R, [_P, _S, _R, _S, _R, _P, _P, _PS]),

@@ -196,6 +196,17 @@ raises("SC_ERR_INVALID_ARG", lambda: sparsecoll.topk(np.zeros(3, np.int32), 1), 
 raises("SC_ERR_INVALID_ARG", lambda: comm.sparse_allreduce(np.array([1, 2, 3], np.uint32), np.ones(3, np.float32), 10, 2), "nnz > k")
 raises("SC_ERR_INVALID_ARG", lambda: sparsecoll.Comm(2, b"short", 0), "short unique id")
 raises("SC_ERR_INVALID_ARG", lambda: sparsecoll.ErrorFeedback(4, np.int32), "ef of int32")
+# Which algorithm runs: a name of the collective's, the same on every rank (one host here).
+for fn, names in ((comm.allreduce_algo, ("ring", "tree", "rd", "rabenseifner")),
+                  (comm.reduce_scatter_algo, ("ring", "recursive-halving")),
+                  (comm.allgather_algo, ("ring", "recursive-doubling"))):
+    for n in (1, 1000, 1 << 20):
+        got = fn(n, "float32")
+        ok(got in names, "%s(%d) = %s" % (fn.__name__, n, got))
+        everyone = comm.allgather(np.frombuffer(got.encode().ljust(24, b" "), np.uint8))
+        ok(all(bytes(everyone[24 * r:24 * r + 24]).strip() == got.encode() for r in range(P)),
+           "%s(%d) the same on every rank" % (fn.__name__, n))
+raises("SC_ERR_INVALID_ARG", lambda: comm.allgather_algo(10, "complex64"), "allgather_algo complex dtype")
 comm.barrier()
 comm.close()
 print("rank %d: %d checks passed" % (R, checks))
