@@ -200,16 +200,16 @@ static sc_result_t sc_tune_choose(sc_comm_t *comm, sc_coll_t coll, size_t count,
   }
 
   double est[SC_TUNE_MAX_CANDIDATES];
-  int best;
+  int best, best_rail = 0;
   sc_coll_args_t a;
   sc_tune_fill_args(comm, coll, count, es, 0, 0, &a);
   if (forced >= 0) {
-    best = forced;
+    best = forced; /* hier: only the all-reduce's reaches here, for its rails */
     for (int i = 0; i < n; i++) est[i] = NAN;
+    best_rail = sc_tune_hier_rail(&model, &a, NULL);
   } else {
-    SC_CHECK(sc_tune_best(&model, &a, &best, est));
+    SC_CHECK(sc_tune_best_rail(&model, &a, &best, est, &best_rail));
   }
-  int best_rail = best == hier && rails ? sc_tune_hier_rail(&model, &a, NULL) : 0;
   if (sc_log_enabled(SC_LOG_INFO, SC_SUBSYS_TUNE)) {
     char line[512];
     size_t used = 0;

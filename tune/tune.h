@@ -84,6 +84,10 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
  * and every candidate's estimate in est[] (INFINITY when it cannot run).
  * Pure: the same inputs give the same choice on every rank. */
 sc_result_t sc_tune_best(const sc_link_model_t *m, const sc_coll_args_t *a, int *best, double *est);
+/* sc_tune_best, and in *rail the flat all-reduce the chosen hier's rails run, as priced
+ * there (sc_tune_hier_rail; 0 when the choice is not the all-reduce's hier). */
+sc_result_t sc_tune_best_rail(const sc_link_model_t *m, const sc_coll_args_t *a, int *best,
+                              double *est, int *rail);
 /* "hier" (of every collective that has one) is a candidate only where sc_hier_useful(a)
  * (several hosts, one holding several ranks) and the model has a host map
  * (local_beta_s_per_b > 0). The all-reduce's rails run the flat all-reduce this returns (a

@@ -17,29 +17,32 @@ static sc_result_t sc_tune_predict_scaled(const sc_link_model_t *m, sc_sched_gen
   return sc_tune_predict(&mi, gen, a, est);
 }
 
-sc_result_t sc_tune_best(const sc_link_model_t *m, const sc_coll_args_t *a, int *best,
-                         double *est) {
-  int n;
+sc_result_t sc_tune_best_rail(const sc_link_model_t *m, const sc_coll_args_t *a, int *best,
+                              double *est, int *rail) {
+  int n, hier_rail = 0;
   const sc_algo_entry_t *c = sc_algo_candidates(a->coll, &n);
   *best = 0;
   for (int i = 0; i < n; i++) {
-    if (c[i].hier) {
-      /* Without a hierarchy it is a slower flat algorithm: not a choice. */
-      est[i] = INFINITY;
-      if (!sc_hier_useful(a) || m->local_beta_s_per_b <= 0 || m->host_cores > 0) continue;
-      if (a->coll == SC_COLL_ALLREDUCE)
-        sc_tune_hier_rail(m, a, &est[i]);
-      else if (sc_tune_predict(m, c[i].gen, a, &est[i]) != SC_SUCCESS)
-        est[i] = INFINITY;
+    est[i] = INFINITY;
+    if (c[i].hier && (!sc_hier_useful(a) || m->local_beta_s_per_b <= 0 || m->host_cores > 0)) {
+      continue; /* without a hierarchy it is a slower flat algorithm: not a choice */
+    } else if (c[i].hier && a->coll == SC_COLL_ALLREDUCE) {
+      hier_rail = sc_tune_hier_rail(m, a, &est[i]);
     } else if (sc_tune_predict_scaled(m, c[i].gen, a, i, &est[i]) != SC_SUCCESS) {
       est[i] = INFINITY; /* a candidate that cannot build its schedule here */
     }
     if (est[i] < est[*best]) *best = i;
   }
+  if (rail) *rail = c[*best].hier ? hier_rail : 0;
   if (est[*best] == INFINITY)
     return SC_ERR(SC_ERR_INTERNAL, "no %s algorithm can run on %d ranks for %zu elements",
                   sc_coll_name(a->coll), a->nranks, a->count);
   return SC_SUCCESS;
+}
+
+sc_result_t sc_tune_best(const sc_link_model_t *m, const sc_coll_args_t *a, int *best,
+                         double *est) {
+  return sc_tune_best_rail(m, a, best, est, NULL);
 }
 
 int sc_tune_hier_rail(const sc_link_model_t *m, const sc_coll_args_t *a, double *est) {
