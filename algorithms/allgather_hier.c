@@ -110,7 +110,7 @@ sc_result_t sc_hier_allgather_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
   sc_hier_map_t m;
   sc_result_t r = sc_hier_map_init(a, &m);
   if (r == SC_SUCCESS) {
-    const int nk = sc_hier_slices(a->count, a->chunk_elems, SC_AG_HIER_SLICES);
+    const int nk = sc_hier_slices(a->count, a->chunk_elems, 2, SC_AG_HIER_SLICES);
     size_t z0, zl;
     for (int t = 0; t < nk + SC_AG_HIER_LAG; t++) {
       if (t < nk) {

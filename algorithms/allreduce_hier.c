@@ -33,7 +33,7 @@
 #include "algorithms/registry.h"
 #include "base/error.h"
 
-#define SC_HIER_SLICES 8
+#define SC_HIER_SLICES 32
 /* Phase 3 of slice t - SC_HIER_LAG3 goes with phase 1 of slice t: its receives then wait
  * for a host-mate's rail of two slices back, not of the previous one, so one slow rail
  * does not hold every rank of its host at each slice. */
@@ -165,9 +165,11 @@ sc_result_t sc_hier_allreduce_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
   h.rail = a->rail_algo > 0 && a->rail_algo < n && c[a->rail_algo].gen != sc_hier_allreduce_schedule
                ? c[a->rail_algo].gen
                : sc_ring_allreduce_schedule;
-  /* A slice gives every share at least two chunks; small vectors are one
-   * slice (latency counts more than overlap there). */
-  const int nk = sc_hier_slices(a->count / (size_t)h.m.smax, a->chunk_elems, SC_HIER_SLICES);
+  /* A slice gives every share at least a chunk; small vectors are one slice
+   * (latency counts more than overlap there). One chunk, not two: the rails
+   * then start sooner and the last all-gather is shorter; on the bed's
+   * 4 x 2 at 8 MiB, 106-107 ms against 108-109 (perf/README.md). */
+  const int nk = sc_hier_slices(a->count / (size_t)h.m.smax, a->chunk_elems, 1, SC_HIER_SLICES);
   size_t z0, zl;
   for (int t = 0; t < nk + SC_HIER_LAG3 && r == SC_SUCCESS; t++) {
     if (t < nk) {

@@ -47,10 +47,11 @@ static inline int sc_hier_rail_rank(const sc_hier_map_t *h, int s, int y) {
 }
 
 /* How many slices a vector of `units` elements per pipeline stage is cut
- * into: each slice gets at least two chunks of it (fewer slices for small
- * vectors: latency counts more than overlap there), at most max_slices. */
-static inline int sc_hier_slices(size_t units, size_t chunk, int max_slices) {
-  size_t k = units / (2 * chunk);
+ * into: each slice gets at least min_chunks chunks of it (fewer slices for
+ * small vectors: latency counts more than overlap there), at most
+ * max_slices. */
+static inline int sc_hier_slices(size_t units, size_t chunk, int min_chunks, int max_slices) {
+  size_t k = units / ((size_t)min_chunks * chunk);
   if (k < 1) k = 1;
   return k > (size_t)max_slices ? max_slices : (int)k;
 }

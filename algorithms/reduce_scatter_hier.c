@@ -176,7 +176,7 @@ sc_result_t sc_hier_reduce_scatter_schedule(const sc_coll_args_t *a, sc_sched_t 
   size_t nslots = 0;
   for (int sh = h.m.me; sh < h.m.smax; sh += h.m.lsz) nslots = rs_rail_slots(&h, sh, nslots);
   sc_sched_need_scratch(s, nslots * a->count);
-  const int nk = sc_hier_slices(a->count, a->chunk_elems, SC_RS_HIER_SLICES);
+  const int nk = sc_hier_slices(a->count, a->chunk_elems, 2, SC_RS_HIER_SLICES);
   size_t z0, zl;
   for (int t = 0; t <= nk; t++) {
     if (t < nk) {

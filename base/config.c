@@ -44,7 +44,9 @@ static const sc_config_var_t sc_config_vars[] = {
      "fusion P3: bytes one agreement step may send, in slices, 1..64 (the MIN over ranks)"},
     {"SC_SOCKET_IFNAME", "",
      "interface name or prefix TCP binds and advertises (default: the one that reaches the root)"},
-    {"SC_NSOCKS", "2", "TCP data sockets per peer; chunks are striped across them"},
+    {"SC_NSOCKS", "2",
+     "TCP data sockets per peer; a message over 256 KiB is striped across them, smaller ones all "
+     "travel on the first"},
     {"SC_SPIN_US", "50",
      "microseconds a waiting rank polls before it sleeps (futex/poll); 0 = sleep at once. The "
      "poll yields the core between looks, except while another program holds it: a yield that "

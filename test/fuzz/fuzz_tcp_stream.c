@@ -117,9 +117,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     r->u.tcp.segs_left = nseg;
     r->state = SC_TP_REQ_PENDING;
     uint32_t seq = p->recv_seq++;
-    int first = p->recv_cursor;
     for (int j = 0; j < nseg; j++) {
-      int k = (first + j) % nsocks;
+      int k = j; /* segment j on socket j (tcp_internal.h) */
       if (sc_tcp_ring_reserve(&p->socks[k].rq, 1) != SC_SUCCESS) goto out;
       sc_tcp_seg_t *s = sc_tcp_ring_push(&p->socks[k].rq);
       memset(s, 0, sizeof(*s));
@@ -128,7 +127,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       s->len = lens[m] - s->off < stripe ? lens[m] - s->off : stripe;
       s->seq = seq;
       s->nseg = nseg;
-      s->first = first;
       uint8_t h[SC_TCP_HDR_LEN];
       put_be(h, 0x5343544du, 4);
       put_be(h + 4, seq, 4);
@@ -136,7 +134,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       ws_add(&ws[k], h, SC_TCP_HDR_LEN, m + 1);
       ws_add(&ws[k], want[m] + s->off, s->len, 0);
     }
-    p->recv_cursor = (first + nseg) % nsocks;
     p->nrecv++;
   }
   for (int k = 0; k < nsocks; k++) {

@@ -224,6 +224,41 @@ static void test_cancel_striped(void **state) {
   destroy_nodes(nodes, 2);
 }
 
+/* Where segments are queued: whole messages on socket 0, one after another,
+ * and a striped message's k segments on sockets 0..k-1 (tcp_internal.h says
+ * why no socket takes turns). Counted on pending receives, then cancelled. */
+static void test_placement(void **state) {
+  (void)state;
+  set_nsocks(3);
+  node_t nodes[2];
+  uint8_t addrs[2 * SC_TP_ADDR_MAX];
+  create_nodes(nodes, 2, addrs, 5000);
+  connect_nodes(nodes, 2);
+  const size_t m = SC_TCP_STRIPE_MIN;
+  const size_t lens[] = {10, 64u << 10, m, 2 * m + 1, 7, 5 * m, 1};
+  enum { NL = sizeof(lens) / sizeof(lens[0]) };
+  uint8_t *junk = malloc(5 * m);
+  sc_tp_req_t rq[NL] = {{0}};
+  size_t want[3] = {0, 0, 0};
+  sc_tcp_peer_t *p = &sc_tcp_of(nodes[0].tp)->peers[1];
+  assert_int_equal(p->nsocks, 3);
+  for (int i = 0; i < NL; i++) {
+    size_t stripe;
+    int k = sc_tcp_stripes(lens[i], 3, &stripe);
+    for (int j = 0; j < k; j++) want[j]++;
+    assert_int_equal(ops->irecv(nodes[0].tp, 1, junk, lens[i], &rq[i]), SC_SUCCESS);
+    for (int j = 0; j < 3; j++) assert_int_equal(p->socks[j].rq.count, want[j]);
+  }
+  /* 7 messages; 2 m + 1 and 5 m bytes striped over all 3 sockets. */
+  assert_int_equal(want[0], 7);
+  assert_int_equal(want[1], 2);
+  assert_int_equal(want[2], 2);
+  ops->cancel_all(nodes[0].tp, SC_ERR_ABORTED);
+  for (int i = 0; i < NL; i++) assert_int_equal(rq[i].state, SC_TP_REQ_ERROR);
+  free(junk);
+  destroy_nodes(nodes, 2);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(test_stripe_rule, reset_cfg),
@@ -233,6 +268,7 @@ int main(void) {
       cmocka_unit_test_setup(test_length_mismatch_striped, reset_cfg),
       cmocka_unit_test_setup(test_garbage_header, reset_cfg),
       cmocka_unit_test_setup(test_cancel_striped, reset_cfg),
+      cmocka_unit_test_setup(test_placement, reset_cfg),
   };
   return cmocka_run_group_tests(tests, tcp_test_setup, NULL);
 }

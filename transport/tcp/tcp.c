@@ -41,9 +41,8 @@ static sc_result_t post(sc_tcp_transport_t *tp, int peer, const void *buf, size_
   }
   size_t stripe;
   int k = sc_tcp_stripes(len, p->nsocks, &stripe);
-  int *cursor = sending ? &p->send_cursor : &p->recv_cursor;
   for (int j = 0; j < k; j++) {
-    sc_tcp_sock_t *sk = &p->socks[(*cursor + j) % p->nsocks];
+    sc_tcp_sock_t *sk = &p->socks[j];
     SC_CHECK(sc_tcp_ring_reserve(sending ? &sk->sq : &sk->rq, 1));
   }
   req->status = SC_SUCCESS;
@@ -54,9 +53,8 @@ static sc_result_t post(sc_tcp_transport_t *tp, int peer, const void *buf, size_
   req->u.tcp.segs_left = k;
   req->state = SC_TP_REQ_PENDING;
   uint32_t seq = sending ? p->send_seq++ : p->recv_seq++;
-  int first = *cursor;
   for (int j = 0; j < k; j++) {
-    sc_tcp_sock_t *sk = &p->socks[(first + j) % p->nsocks];
+    sc_tcp_sock_t *sk = &p->socks[j];
     sc_tcp_seg_t *s = sc_tcp_ring_push(sending ? &sk->sq : &sk->rq);
     s->req = req;
     s->off = (size_t)j * stripe;
@@ -65,21 +63,18 @@ static sc_result_t post(sc_tcp_transport_t *tp, int peer, const void *buf, size_
     s->hdr_done = 0;
     s->seq = seq;
     s->nseg = k;
-    s->first = first;
     if (sending) {
       sc_wire_put_u32(s->hdr, SC_TCP_MSG_MAGIC);
       sc_wire_put_u32(s->hdr + 4, seq);
       sc_wire_put_u64(s->hdr + 8, (uint64_t)len);
     }
   }
-  *cursor = (first + k) % p->nsocks;
   if (sending)
     p->nsend++;
   else
     p->nrecv++;
   /* A socket with older segments queued is pushed by progress() in order. */
-  for (int j = 0; j < k && !p->dead; j++) {
-    int sock = (first + j) % p->nsocks;
+  for (int sock = 0; sock < k && !p->dead; sock++) {
     sc_tcp_sock_t *sk = &p->socks[sock];
     size_t moved = 0;
     if (sending && sk->sq.count == 1)

@@ -4,11 +4,19 @@
  * Each pair of ranks is joined by nsocks sockets (SC_NSOCKS of the higher
  * rank, which connects; the lower rank adopts its count). A message is cut
  * into k = stripes(len, nsocks) contiguous segments; segment j travels on
- * socket (cursor + j) % nsocks and the per-peer cursor then advances by k.
- * Both sides compute the same placement from the length they posted, so each
- * socket carries its segments in posting order and the receiver knows which
- * request every arriving segment belongs to; a message of at most
- * SC_TCP_STRIPE_MIN bytes is one segment on one socket.
+ * socket j. Both sides compute the same placement from the length they
+ * posted, so each socket carries its segments in posting order and the
+ * receiver knows which request every arriving segment belongs to; a message
+ * of at most SC_TCP_STRIPE_MIN bytes is one segment on socket 0.
+ *
+ * Why always from socket 0 (wire version 3; version 2 rotated a cursor over
+ * the sockets, message after message): a socket that carries every other
+ * message of a step-by-step algorithm idles between its bursts, and behind
+ * a shaped link TCP then stalls on the tail of each burst (loss probes,
+ * spurious retransmits: the hierarchical all-reduce's rails on the bed's
+ * 4 x 2 took 1.4-1.9x their link time with 64 KiB steps, 1.0x on one
+ * socket; perf/README.md). Socket 0 now carries every message and the
+ * others only the stripes of large ones.
  *
  * Wire formats, multi-byte fields big-endian:
  *   address blob : u32 'SCTB', packed address (SC_SOCKET_ADDR_WIRE_LEN), u32 online CPUs
@@ -36,7 +44,7 @@
 #define SC_TCP_HELLO_MAGIC 0x53435448u /* 'SCTH' */
 #define SC_TCP_ACK_MAGIC   0x5343544bu /* 'SCTK' */
 #define SC_TCP_MSG_MAGIC   0x5343544du /* 'SCTM' */
-#define SC_TCP_VERSION     2
+#define SC_TCP_VERSION     3
 
 #define SC_TCP_BLOB_LEN  (4 + SC_SOCKET_ADDR_WIRE_LEN + 4)
 #define SC_TCP_HELLO_LEN (4 + 4 + SC_SECRET_LEN + 4 * 5)
@@ -61,8 +69,7 @@ typedef struct sc_tcp_seg {
   size_t done;     /* payload bytes of this segment moved */
   size_t hdr_done;
   uint32_t seq; /* the message's sequence number */
-  int nseg;     /* segments of the message */
-  int first;    /* socket of its first segment (the cursor before it was posted) */
+  int nseg;     /* segments of the message (on sockets 0..nseg-1) */
   uint8_t hdr[SC_TCP_HDR_LEN];
 } sc_tcp_seg_t;
 
@@ -86,7 +93,6 @@ typedef struct sc_tcp_peer {
   char name[96];  /* "rank 3 (127.0.0.1:40123)" for error texts */
   int host_cpus;  /* from its address blob */
   int host_ranks; /* ranks advertising its address: those sharing its host */
-  int send_cursor, recv_cursor;
   uint32_t send_seq, recv_seq;
   int nsend, nrecv; /* pending requests (not segments) */
   char err[320];

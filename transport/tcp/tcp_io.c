@@ -268,34 +268,26 @@ sc_result_t sc_tcp_recv_progress(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, int s
 /* ---- cancel ---- */
 
 /* Drops one direction's pending requests. When none of their bytes moved and
- * they are the newest messages of that direction, the sequence number and
- * cursor rewind as if they had never been posted, so that the stream stays
+ * they are the newest messages of that direction, the sequence number
+ * rewinds as if they had never been posted, so that the stream stays
  * in step with the peer's; returns 1 when that is impossible. */
 static int cancel_dir(sc_tcp_peer_t *p, int sending, sc_result_t why) {
   int npend = sending ? p->nsend : p->nrecv;
   uint32_t *seq = sending ? &p->send_seq : &p->recv_seq;
-  int *cursor = sending ? &p->send_cursor : &p->recv_cursor;
   int torn = 0;
   uint32_t oldest_d = 0;
-  int oldest_first = *cursor;
   for (int k = 0; k < p->nsocks; k++) {
     sc_tcp_ring_t *q = sending ? &p->socks[k].sq : &p->socks[k].rq;
     for (size_t i = 0; i < q->count; i++) {
       sc_tcp_seg_t *s = ring_at(q, i);
       if (s->hdr_done > 0 || s->done > 0 || s->req->u.tcp.segs_left != s->nseg) torn = 1;
       uint32_t d = *seq - s->seq;
-      if (d > oldest_d) {
-        oldest_d = d;
-        oldest_first = s->first;
-      }
+      if (d > oldest_d) oldest_d = d;
     }
     ring_fail(q, why);
   }
   if (oldest_d != (uint32_t)npend) torn = 1;
-  if (!torn) {
-    *seq -= (uint32_t)npend;
-    *cursor = oldest_first;
-  }
+  if (!torn) *seq -= (uint32_t)npend;
   if (sending)
     p->nsend = 0;
   else
