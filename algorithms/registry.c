@@ -5,37 +5,41 @@
 
 static const sc_algo_entry_t sc_allreduce_algos[] = {
     {"ring", sc_ring_allreduce_schedule, "reduce-scatter + all-gather rings, pipelined in chunks",
-     0},
-    {"tree", sc_tree_allreduce_schedule, "pipelined double binary tree", 0},
-    {"rd", sc_rd_allreduce_schedule, "recursive doubling of the whole vector", 0},
+     0, NULL},
+    {"tree", sc_tree_allreduce_schedule, "pipelined double binary tree", 0, NULL},
+    {"rd", sc_rd_allreduce_schedule, "recursive doubling of the whole vector", 0, NULL},
     {"rabenseifner", sc_rabenseifner_allreduce_schedule,
-     "recursive halving reduce-scatter + recursive doubling all-gather", 0},
+     "recursive halving reduce-scatter + recursive doubling all-gather", 0, NULL},
     {"hier", sc_hier_allreduce_schedule,
-     "per host reduce-scatter, all-reduce across hosts per local rank, per host all-gather", 1},
+     "per host reduce-scatter, all-reduce across hosts per local rank, per host all-gather", 1,
+     NULL},
 };
 static const sc_algo_entry_t sc_reduce_scatter_algos[] = {
-    {"ring", sc_ring_reduce_scatter_schedule, "ring, one block per step", 0},
-    {"recursive-halving", sc_rh_reduce_scatter_schedule, "Rabenseifner's first half", 0},
+    {"ring", sc_ring_reduce_scatter_schedule, "ring, one block per step", 0, "ring"},
+    {"recursive-halving", sc_rh_reduce_scatter_schedule, "Rabenseifner's first half", 0,
+     "rabenseifner"},
     {"hier", sc_hier_reduce_scatter_schedule,
-     "per host reduce-scatter to the rails, ring reduce-scatter across hosts per rail", 1},
+     "per host reduce-scatter to the rails, ring reduce-scatter across hosts per rail", 1, NULL},
 };
 static const sc_algo_entry_t sc_allgather_algos[] = {
-    {"ring", sc_ring_allgather_schedule, "ring, one block per step", 0},
-    {"recursive-doubling", sc_rd_allgather_schedule, "Rabenseifner's second half", 0},
+    {"ring", sc_ring_allgather_schedule, "ring, one block per step", 0, "ring"},
+    {"recursive-doubling", sc_rd_allgather_schedule, "Rabenseifner's second half", 0,
+     "rabenseifner"},
     {"hier", sc_hier_allgather_schedule,
-     "ring all-gather across hosts per rail, per host all-gather", 1},
+     "ring all-gather across hosts per rail, per host all-gather", 1, NULL},
 };
 /* Broadcast and reduce share names: SC_BCAST_ALGO forces both. */
 static const sc_algo_entry_t sc_broadcast_algos[] = {
-    {"chain", sc_chain_broadcast_schedule, "pipelined chain from the root", 0},
-    {"binomial", sc_binomial_broadcast_schedule, "binomial tree", 0},
+    {"chain", sc_chain_broadcast_schedule, "pipelined chain from the root", 0, NULL},
+    {"binomial", sc_binomial_broadcast_schedule, "binomial tree", 0, NULL},
 };
 static const sc_algo_entry_t sc_reduce_algos[] = {
-    {"chain", sc_chain_reduce_schedule, "pipelined chain to the root", 0},
-    {"binomial", sc_binomial_reduce_schedule, "binomial tree", 0},
+    {"chain", sc_chain_reduce_schedule, "pipelined chain to the root", 0, NULL},
+    {"binomial", sc_binomial_reduce_schedule, "binomial tree", 0, NULL},
 };
 static const sc_algo_entry_t sc_barrier_algos[] = {
-    {"dissemination", sc_dissemination_barrier_schedule, "dissemination, ceil(log2 P) rounds", 0},
+    {"dissemination", sc_dissemination_barrier_schedule, "dissemination, ceil(log2 P) rounds", 0,
+     NULL},
 };
 
 const sc_algo_entry_t *sc_algo_candidates(sc_coll_t coll, int *n) {

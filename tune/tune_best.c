@@ -6,14 +6,26 @@
 #include "base/error.h"
 #include "tune/tune.h"
 
-/* sc_tune_predict with the network factor measured for all-reduce candidate
- * `candidate` (sc_link_model_t.allreduce_beta_scale; other collectives: none). */
+/* The all-reduce candidate whose measured network factor a's collective's
+ * candidate takes: itself for an all-reduce, the registry's twin for a
+ * reduce-scatter or all-gather (recursive halving and doubling change
+ * partners every step as Rabenseifner does, and lose link time on a real
+ * network as it does); -1: none. */
+static int sc_tune_factor_index(sc_coll_t coll, int candidate) {
+  if (coll == SC_COLL_ALLREDUCE) return candidate;
+  int n;
+  const sc_algo_entry_t *c = sc_algo_candidates(coll, &n);
+  if (candidate < 0 || candidate >= n || !c[candidate].allreduce_twin) return -1;
+  return sc_algo_find(SC_COLL_ALLREDUCE, c[candidate].allreduce_twin);
+}
+
+/* sc_tune_predict with that network factor (sc_link_model_t.allreduce_beta_scale). */
 static sc_result_t sc_tune_predict_scaled(const sc_link_model_t *m, sc_sched_gen_t gen,
                                           const sc_coll_args_t *a, int candidate, double *est) {
   sc_link_model_t mi = *m;
-  if (a->coll == SC_COLL_ALLREDUCE && candidate >= 0 && candidate < SC_TUNE_MAX_CANDIDATES &&
-      m->allreduce_beta_scale[candidate] > 0)
-    mi.beta_s_per_b *= m->allreduce_beta_scale[candidate];
+  const int f = sc_tune_factor_index(a->coll, candidate);
+  if (f >= 0 && f < SC_TUNE_MAX_CANDIDATES && m->allreduce_beta_scale[f] > 0)
+    mi.beta_s_per_b *= m->allreduce_beta_scale[f];
   return sc_tune_predict(&mi, gen, a, est);
 }
 

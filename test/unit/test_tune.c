@@ -475,18 +475,51 @@ static void test_allreduce_beta_scale(void **state) {
   double want;
   assert_int_equal(sc_tune_predict(&b, c[rab].gen, &a, &want), SC_SUCCESS);
   assert_true(fabs(est2[rab] - want) <= 1e-12 * want);
-  /* Other collectives are not scaled by the all-reduce's factors. */
-  sc_coll_args_t g = a;
-  g.coll = SC_COLL_ALLGATHER;
-  g.count = (size_t)1 << 15;
-  double eg[SC_TUNE_MAX_CANDIDATES], eg2[SC_TUNE_MAX_CANDIDATES];
-  assert_int_equal(sc_tune_best(&m, &g, &best, eg), SC_SUCCESS);
-  for (int i = 0; i < SC_TUNE_MAX_CANDIDATES; i++) s.allreduce_beta_scale[i] = 3;
-  assert_int_equal(sc_tune_best(&s, &g, &best, eg2), SC_SUCCESS);
-  int ng;
-  sc_algo_candidates(SC_COLL_ALLGATHER, &ng);
-  for (int i = 0; i < ng; i++) assert_true(eg[i] == eg2[i] || (isinf(eg[i]) && isinf(eg2[i])));
   (void)n;
+}
+
+/* The reduce-scatter's and all-gather's halves of Rabenseifner (recursive
+ * halving, recursive doubling) are charged Rabenseifner's measured factor,
+ * their rings the ring's, and nothing else moves them: at 8 ranks, where
+ * the replay puts the halving and doubling ahead, a factor of 1.5 on
+ * Rabenseifner costs each exactly the replay with beta 1.5x and hands the
+ * choice to the ring, whose estimate is unchanged; a factor on another
+ * all-reduce (the tree) changes nothing. */
+static void test_rs_ag_twin_scale(void **state) {
+  (void)state;
+  const sc_coll_t colls[2] = {SC_COLL_REDUCE_SCATTER, SC_COLL_ALLGATHER};
+  const char *half[2] = {"recursive-halving", "recursive-doubling"};
+  const int rab = sc_algo_find(SC_COLL_ALLREDUCE, "rabenseifner");
+  const int tree = sc_algo_find(SC_COLL_ALLREDUCE, "tree");
+  assert_true(rab >= 0 && tree >= 0);
+  for (int k = 0; k < 2; k++) {
+    sc_link_model_t m = plain_model();
+    sc_coll_args_t a = allreduce_args(8, (size_t)1 << 16); /* bytes outweigh 4 alphas */
+    a.coll = colls[k];
+    a.chunk_elems = 1 << 17;
+    int n, best;
+    const sc_algo_entry_t *c = sc_algo_candidates(a.coll, &n);
+    const int ring = sc_algo_find(a.coll, "ring"), h = sc_algo_find(a.coll, half[k]);
+    assert_true(ring >= 0 && h >= 0);
+    double est[SC_TUNE_MAX_CANDIDATES], est2[SC_TUNE_MAX_CANDIDATES];
+    assert_int_equal(sc_tune_best(&m, &a, &best, est), SC_SUCCESS);
+    assert_int_equal(best, h);
+    sc_link_model_t t = m;
+    t.allreduce_beta_scale[tree] = 3;
+    assert_int_equal(sc_tune_best(&t, &a, &best, est2), SC_SUCCESS);
+    assert_int_equal(best, h);
+    for (int i = 0; i < n; i++) assert_true(est2[i] == est[i] || (isinf(est[i]) && isinf(est2[i])));
+    sc_link_model_t s = m;
+    s.allreduce_beta_scale[rab] = 1.5;
+    assert_int_equal(sc_tune_best(&s, &a, &best, est2), SC_SUCCESS);
+    assert_int_equal(best, ring);
+    assert_true(est2[ring] == est[ring]);
+    sc_link_model_t b = m;
+    b.beta_s_per_b *= 1.5;
+    double want;
+    assert_int_equal(sc_tune_predict(&b, c[h].gen, &a, &want), SC_SUCCESS);
+    assert_true(fabs(est2[h] - want) <= 1e-12 * want);
+  }
 }
 
 /* The sparse all-reduce's choice across hosts, against the alpha-beta
@@ -553,6 +586,7 @@ int main(void) {
       cmocka_unit_test(test_links_unfitted),
       cmocka_unit_test(test_default_models_pinned),
       cmocka_unit_test(test_allreduce_beta_scale),
+      cmocka_unit_test(test_rs_ag_twin_scale),
       cmocka_unit_test(test_sparse_choice),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
