@@ -14,7 +14,7 @@
  * message of a step-by-step algorithm idles between its bursts, and behind
  * a shaped link TCP then stalls on the tail of each burst (loss probes,
  * spurious retransmits: the hierarchical all-reduce's rails on the bed's
- * 4 x 2 took 1.4-1.9x their link time with 64 KiB steps, 1.0x on one
+ * 4 x 2 took 1.4-2.0x their link time with 64 KiB steps, 1.0-1.1x on one
  * socket; perf/README.md). Socket 0 now carries every message and the
  * others only the stripes of large ones.
  *
