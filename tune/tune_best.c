@@ -19,13 +19,18 @@ static int sc_tune_factor_index(sc_coll_t coll, int candidate) {
   return sc_algo_find(SC_COLL_ALLREDUCE, c[candidate].allreduce_twin);
 }
 
+/* The measured network factor of all-reduce candidate f (1: none measured, or no f). */
+static double sc_tune_net_factor(const sc_link_model_t *m, int f) {
+  return f >= 0 && f < SC_TUNE_MAX_CANDIDATES && m->allreduce_beta_scale[f] > 0
+             ? m->allreduce_beta_scale[f]
+             : 1.0;
+}
+
 /* sc_tune_predict with that network factor (sc_link_model_t.allreduce_beta_scale). */
 static sc_result_t sc_tune_predict_scaled(const sc_link_model_t *m, sc_sched_gen_t gen,
                                           const sc_coll_args_t *a, int candidate, double *est) {
   sc_link_model_t mi = *m;
-  const int f = sc_tune_factor_index(a->coll, candidate);
-  if (f >= 0 && f < SC_TUNE_MAX_CANDIDATES && m->allreduce_beta_scale[f] > 0)
-    mi.beta_s_per_b *= m->allreduce_beta_scale[f];
+  mi.beta_s_per_b *= sc_tune_net_factor(m, sc_tune_factor_index(a->coll, candidate));
   return sc_tune_predict(&mi, gen, a, est);
 }
 
@@ -92,10 +97,7 @@ int sc_tune_best_sparse(const sc_link_model_t *m, const sc_coll_args_t *a, doubl
   static const sc_sched_gen_t gens[3] = {sc_sparse_gtopk_schedule, sc_sparse_gtopk_tree_schedule,
                                          sc_sparse_gtopk_hier_schedule};
   static const int algos[3] = {SC_SPARSE_GTOPK, SC_SPARSE_GTOPK_TREE, SC_SPARSE_GTOPK_HIER};
-  const int rd = sc_algo_find(SC_COLL_ALLREDUCE, "rd");
-  const double rd_scale = rd >= 0 && rd < SC_TUNE_MAX_CANDIDATES && m->allreduce_beta_scale[rd] > 0
-                              ? m->allreduce_beta_scale[rd]
-                              : 1.0;
+  const double rd_scale = sc_tune_net_factor(m, sc_algo_find(SC_COLL_ALLREDUCE, "rd"));
   int best = 0;
   for (int i = 0; i < 3; i++) {
     est[i] = INFINITY;

@@ -26,6 +26,13 @@
 #include "transport/tcp/tcp_internal.h"
 #include "transport/transport.h"
 
+/* Two connected ranks with ns sockets per pair. */
+static void connect_pair(node_t nodes[2], uint8_t addrs[2 * SC_TP_ADDR_MAX], int ns) {
+  set_nsocks(ns);
+  create_nodes(nodes, 2, addrs, 5000);
+  connect_nodes(nodes, 2);
+}
+
 /* ---- striping over several sockets ---- */
 
 /* The placement rule on its own: segments tile the message exactly, are
@@ -122,11 +129,9 @@ static void test_stripe_interleaved(void **state) {
 /* Striped on both sides, but the lengths differ: no byte lands anywhere. */
 static void test_length_mismatch_striped(void **state) {
   (void)state;
-  set_nsocks(2);
   node_t nodes[2];
   uint8_t addrs[2 * SC_TP_ADDR_MAX];
-  create_nodes(nodes, 2, addrs, 5000);
-  connect_nodes(nodes, 2);
+  connect_pair(nodes, addrs, 2);
   const size_t posted = 2 * SC_TCP_STRIPE_MIN + 5, sent = 3 * SC_TCP_STRIPE_MIN, guard = 4096;
   uint8_t *rbuf = malloc(posted + guard), *sbuf = malloc(sent);
   memset(rbuf, 0xA5, posted + guard);
@@ -199,11 +204,9 @@ static void test_garbage_header(void **state) {
  * they were striped: the next messages still match. */
 static void test_cancel_striped(void **state) {
   (void)state;
-  set_nsocks(3);
   node_t nodes[2];
   uint8_t addrs[2 * SC_TP_ADDR_MAX];
-  create_nodes(nodes, 2, addrs, 5000);
-  connect_nodes(nodes, 2);
+  connect_pair(nodes, addrs, 3);
   size_t big = 3 * SC_TCP_STRIPE_MIN;
   uint8_t *junk = malloc(big);
   sc_tp_req_t c[3] = {{0}};
@@ -229,11 +232,9 @@ static void test_cancel_striped(void **state) {
  * why no socket takes turns). Counted on pending receives, then cancelled. */
 static void test_placement(void **state) {
   (void)state;
-  set_nsocks(3);
   node_t nodes[2];
   uint8_t addrs[2 * SC_TP_ADDR_MAX];
-  create_nodes(nodes, 2, addrs, 5000);
-  connect_nodes(nodes, 2);
+  connect_pair(nodes, addrs, 3);
   const size_t m = SC_TCP_STRIPE_MIN;
   const size_t lens[] = {10, 64u << 10, m, 2 * m + 1, 7, 5 * m, 1};
   enum { NL = sizeof(lens) / sizeof(lens[0]) };

@@ -446,6 +446,29 @@ static void test_default_models_pinned(void **state) {
   assert_true(fabs(m.spin_s - 50e-6) < 1e-15);
 }
 
+/* With the plain model `from` is a's choice; a factor of 1.5 on all-reduce
+ * candidate `factor_at` costs `from` exactly the replay with beta 1.5x and
+ * hands the choice to `to`, whose estimate is unchanged. */
+static void assert_factor_moves_choice(const sc_coll_args_t *a, int factor_at, int from, int to) {
+  const sc_link_model_t m = plain_model();
+  int n, best;
+  const sc_algo_entry_t *c = sc_algo_candidates(a->coll, &n);
+  assert_true(from >= 0 && from < n && to >= 0 && to < n && factor_at >= 0);
+  double est[SC_TUNE_MAX_CANDIDATES], est2[SC_TUNE_MAX_CANDIDATES];
+  assert_int_equal(sc_tune_best(&m, a, &best, est), SC_SUCCESS);
+  assert_int_equal(best, from);
+  sc_link_model_t s = m;
+  s.allreduce_beta_scale[factor_at] = 1.5;
+  assert_int_equal(sc_tune_best(&s, a, &best, est2), SC_SUCCESS);
+  assert_int_equal(best, to);
+  assert_true(est2[to] == est[to]);
+  sc_link_model_t b = m;
+  b.beta_s_per_b *= 1.5;
+  double want;
+  assert_int_equal(sc_tune_predict(&b, c[from].gen, a, &want), SC_SUCCESS);
+  assert_true(fabs(est2[from] - want) <= 1e-12 * want);
+}
+
 /* A candidate's measured network factor (allreduce_beta_scale) scales its
  * bytes' time and nothing else: at 8 ranks and 1 MiB Rabenseifner is the
  * replay's choice; charged 1.5x for its bytes it costs exactly the replay
@@ -453,29 +476,10 @@ static void test_default_models_pinned(void **state) {
  * A factor of 0 is none. */
 static void test_allreduce_beta_scale(void **state) {
   (void)state;
-  sc_link_model_t m = plain_model();
   sc_coll_args_t a = allreduce_args(8, (size_t)1 << 18);
   a.chunk_elems = 1 << 17; /* pipelined, as the library runs it */
-  int n;
-  const sc_algo_entry_t *c = sc_algo_candidates(SC_COLL_ALLREDUCE, &n);
-  const int ring = sc_algo_find(SC_COLL_ALLREDUCE, "ring");
   const int rab = sc_algo_find(SC_COLL_ALLREDUCE, "rabenseifner");
-  assert_true(ring >= 0 && rab >= 0);
-  double est[SC_TUNE_MAX_CANDIDATES], est2[SC_TUNE_MAX_CANDIDATES];
-  int best;
-  assert_int_equal(sc_tune_best(&m, &a, &best, est), SC_SUCCESS);
-  assert_int_equal(best, rab);
-  sc_link_model_t s = m;
-  s.allreduce_beta_scale[rab] = 1.5;
-  assert_int_equal(sc_tune_best(&s, &a, &best, est2), SC_SUCCESS);
-  assert_int_equal(best, ring);
-  assert_true(est2[ring] == est[ring]);
-  sc_link_model_t b = m;
-  b.beta_s_per_b *= 1.5;
-  double want;
-  assert_int_equal(sc_tune_predict(&b, c[rab].gen, &a, &want), SC_SUCCESS);
-  assert_true(fabs(est2[rab] - want) <= 1e-12 * want);
-  (void)n;
+  assert_factor_moves_choice(&a, rab, rab, sc_algo_find(SC_COLL_ALLREDUCE, "ring"));
 }
 
 /* The reduce-scatter's and all-gather's halves of Rabenseifner (recursive
@@ -493,32 +497,20 @@ static void test_rs_ag_twin_scale(void **state) {
   const int tree = sc_algo_find(SC_COLL_ALLREDUCE, "tree");
   assert_true(rab >= 0 && tree >= 0);
   for (int k = 0; k < 2; k++) {
-    sc_link_model_t m = plain_model();
     sc_coll_args_t a = allreduce_args(8, (size_t)1 << 16); /* bytes outweigh 4 alphas */
     a.coll = colls[k];
     a.chunk_elems = 1 << 17;
+    const int h = sc_algo_find(a.coll, half[k]);
     int n, best;
-    const sc_algo_entry_t *c = sc_algo_candidates(a.coll, &n);
-    const int ring = sc_algo_find(a.coll, "ring"), h = sc_algo_find(a.coll, half[k]);
-    assert_true(ring >= 0 && h >= 0);
+    sc_algo_candidates(a.coll, &n);
     double est[SC_TUNE_MAX_CANDIDATES], est2[SC_TUNE_MAX_CANDIDATES];
-    assert_int_equal(sc_tune_best(&m, &a, &best, est), SC_SUCCESS);
-    assert_int_equal(best, h);
-    sc_link_model_t t = m;
+    sc_link_model_t m = plain_model(), t = m;
     t.allreduce_beta_scale[tree] = 3;
+    assert_int_equal(sc_tune_best(&m, &a, &best, est), SC_SUCCESS);
     assert_int_equal(sc_tune_best(&t, &a, &best, est2), SC_SUCCESS);
     assert_int_equal(best, h);
     for (int i = 0; i < n; i++) assert_true(est2[i] == est[i] || (isinf(est[i]) && isinf(est2[i])));
-    sc_link_model_t s = m;
-    s.allreduce_beta_scale[rab] = 1.5;
-    assert_int_equal(sc_tune_best(&s, &a, &best, est2), SC_SUCCESS);
-    assert_int_equal(best, ring);
-    assert_true(est2[ring] == est[ring]);
-    sc_link_model_t b = m;
-    b.beta_s_per_b *= 1.5;
-    double want;
-    assert_int_equal(sc_tune_predict(&b, c[h].gen, &a, &want), SC_SUCCESS);
-    assert_true(fabs(est2[h] - want) <= 1e-12 * want);
+    assert_factor_moves_choice(&a, rab, h, sc_algo_find(a.coll, "ring"));
   }
 }
 
