@@ -260,7 +260,7 @@ sc_result_t sc_fusion_plan(sc_fusion_t *f) {
       nb = sc_fplan_mgwfbp_cap(&in, alpha, beta, f->cfg.bucket_bytes, first);
     break;
   case SC_FUSE_DEAR:
-    nb = sc_fplan_dear(&in, f->cfg.bucket_bytes, first);
+    nb = sc_fplan_dear_model(&in, alpha, beta, f->cfg.bucket_bytes, first);
     break;
   case SC_FUSE_SINGLE:
     nb = sc_fplan_single(&in, first);

@@ -48,10 +48,8 @@ size_t sc_fplan_size(const sc_fplan_in_t *in, size_t bucket_bytes, size_t *first
   return nb;
 }
 
-/* Buckets filled from the last tensor (the first layer in forward order)
- * backwards, the k-th of them capped at min(bucket_bytes, first_cap * 2^k). */
-static size_t sc_fplan_forward_grow(const sc_fplan_in_t *in, size_t bucket_bytes, size_t first_cap,
-                                    size_t *first) {
+size_t sc_fplan_dear_capped(const sc_fplan_in_t *in, size_t bucket_bytes, size_t first_cap,
+                            size_t *first) {
   size_t n = in->n, nb = 0, fill = 0, cap = first_cap < bucket_bytes ? first_cap : bucket_bytes;
   first[0] = 0;
   if (n == 0) return 0;
@@ -78,12 +76,12 @@ static size_t sc_fplan_forward_grow(const sc_fplan_in_t *in, size_t bucket_bytes
 }
 
 size_t sc_fplan_size_forward(const sc_fplan_in_t *in, size_t bucket_bytes, size_t *first) {
-  return sc_fplan_forward_grow(in, bucket_bytes, bucket_bytes, first);
+  return sc_fplan_dear_capped(in, bucket_bytes, bucket_bytes, first);
 }
 
 size_t sc_fplan_dear(const sc_fplan_in_t *in, size_t bucket_bytes, size_t *first) {
   size_t cap = bucket_bytes / SC_FPLAN_DEAR_FIRST_DIV;
-  return sc_fplan_forward_grow(in, bucket_bytes, cap ? cap : 1, first);
+  return sc_fplan_dear_capped(in, bucket_bytes, cap ? cap : 1, first);
 }
 
 size_t sc_fplan_mgwfbp(const sc_fplan_in_t *in, double alpha_us, double beta_us_per_byte,

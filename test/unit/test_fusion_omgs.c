@@ -16,17 +16,7 @@
 #include <cmocka.h>
 
 #include "fusion/plan.h"
-
-enum { MAXN = 11 };
-
-typedef struct model {
-  size_t n;
-  size_t bytes[MAXN];
-  double bw[MAXN];
-  int group[MAXN];
-  double alpha, beta;
-  size_t cap;
-} model_t;
+#include "test/unit/fplan_random.h"
 
 /* End of the timeline of the partition whose cut points are mask's bits (bit
  * l set: a bucket ends after tensor l); INFINITY if it breaks a rule. */
@@ -51,35 +41,16 @@ static double price_mask(const model_t *m, unsigned mask) {
 }
 
 static double price_first(const model_t *m, const size_t *first, size_t nb) {
-  unsigned mask = 0;
-  assert_int_equal(first[0], 0);
-  assert_int_equal(first[nb], m->n);
-  for (size_t b = 0; b + 1 < nb; b++) {
-    assert_true(first[b + 1] > first[b]);
-    mask |= 1u << (first[b + 1] - 1);
-  }
-  return price_mask(m, mask);
+  return price_mask(m, fplan_mask_of(m, first, nb));
 }
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static double urand(void) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return (double)(rng >> 11) / 9007199254740992.0;
+  return fplan_urand(&rng);
 }
 
 static void random_model(model_t *m, size_t n, int groups, int capped) {
-  m->n = n;
-  for (size_t l = 0; l < n; l++) {
-    /* Sizes over four decades, like conv kernels next to biases. */
-    m->bytes[l] = (size_t)(4 * pow(10, 1 + 4 * urand()));
-    m->bw[l] = urand() < 0.2 ? 0 : 5 + 200 * urand();
-    m->group[l] = groups ? (int)(urand() * 2) : 0;
-  }
-  m->alpha = urand() < 0.1 ? 0 : 10 + 500 * urand();
-  m->beta = 1e-4 + 0.05 * urand();
-  m->cap = capped ? (size_t)(4 * pow(10, 2 + 3 * urand())) : SIZE_MAX;
+  fplan_random_model(m, n, groups, capped, &rng);
 }
 
 static void check_against_brute(const model_t *m) {
