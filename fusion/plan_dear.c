@@ -178,8 +178,9 @@ size_t sc_fplan_dear_model(const sc_fplan_in_t *in, double alpha_us, double beta
       memcpy(best, cand, (nb + 1) * sizeof(*best));
     }
   }
-  memcpy(first, best, (best_nb + 1) * sizeof(*first));
+  if (best_nb > 0) memcpy(first, best, (best_nb + 1) * sizeof(*first));
   free(pre);
   free(best);
-  return best_nb;
+  /* No finite price (times or costs past double's range): the size rule. */
+  return best_nb > 0 ? best_nb : sc_fplan_dear(in, max_bytes, first);
 }

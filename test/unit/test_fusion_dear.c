@@ -135,7 +135,8 @@ static void test_hand_example(void **state) {
   assert_int_equal(sc_fplan_dear_model(&in, 1e6, 0.1, SIZE_MAX, first), 1);
 }
 
-/* No backward times, or no cost: nothing to plan against; the size rule. */
+/* No backward times, no cost, or no finite price: nothing to plan against;
+ * the size rule. */
 static void test_untimed_is_size_rule(void **state) {
   (void)state;
   size_t bytes[5] = {10, 20, 30, 40, 50}, a[6], b[6];
@@ -150,6 +151,12 @@ static void test_untimed_is_size_rule(void **state) {
   assert_memory_equal(a, b, (na + 1) * sizeof(*a));
   in.bw_us = some;
   na = sc_fplan_dear_model(&in, 10, 0.0, 64, a);
+  assert_int_equal(na, nb);
+  assert_memory_equal(a, b, (na + 1) * sizeof(*a));
+  /* Times past double's range price every plan at infinity. */
+  double huge[5] = {1e308, 1e308, 1e308, 1e308, 1e308};
+  in.bw_us = huge;
+  na = sc_fplan_dear_model(&in, 10, 0.1, 64, a);
   assert_int_equal(na, nb);
   assert_memory_equal(a, b, (na + 1) * sizeof(*a));
   in.n = 0;
