@@ -99,7 +99,8 @@ static size_t sc_dear_descend(const sc_dear_model_t *m, size_t *first, size_t nb
   }
 }
 
-/* pre: 2(n + 1) doubles; run: n entries. */
+/* pre: 2(n + 1) doubles; run: n entries, or NULL where only prices are
+ * needed (sc_dear_fits reads it, sc_dear_price does not). */
 static sc_dear_model_t sc_dear_model(const sc_fplan_in_t *in, double alpha_us,
                                      double beta_us_per_byte, size_t max_bytes, double *pre,
                                      size_t *run) {
@@ -108,7 +109,7 @@ static sc_dear_model_t sc_dear_model(const sc_fplan_in_t *in, double alpha_us,
   for (size_t l = 0; l < n; l++) {
     pre[l + 1] = pre[l] + (in->bw_us ? in->bw_us[l] : 0.0);
     pre[n + 1 + l + 1] = pre[n + 1 + l] + (double)in->bytes[l];
-    run[l] = l > 0 && (!in->group || in->group[l] == in->group[l - 1]) ? run[l - 1] : l;
+    if (run) run[l] = l > 0 && (!in->group || in->group[l] == in->group[l - 1]) ? run[l - 1] : l;
   }
   sc_dear_model_t m = {.n = n,
                        .ready = pre,
@@ -123,14 +124,10 @@ static sc_dear_model_t sc_dear_model(const sc_fplan_in_t *in, double alpha_us,
 double sc_fplan_dear_time(const sc_fplan_in_t *in, const size_t *first, size_t nb, double alpha_us,
                           double beta_us_per_byte) {
   double *pre = (double *)malloc(2 * (in->n + 1) * sizeof(double));
-  size_t *run = (size_t *)malloc((in->n + 1) * sizeof(size_t));
-  double t = NAN;
-  if (pre && run) {
-    sc_dear_model_t m = sc_dear_model(in, alpha_us, beta_us_per_byte, SIZE_MAX, pre, run);
-    t = sc_dear_price(&m, first, nb);
-  }
+  if (!pre) return NAN;
+  sc_dear_model_t m = sc_dear_model(in, alpha_us, beta_us_per_byte, SIZE_MAX, pre, NULL);
+  double t = sc_dear_price(&m, first, nb);
   free(pre);
-  free(run);
   return t;
 }
 
