@@ -9,6 +9,7 @@
  * layer's forward instead). Every figure is the slowest rank's. */
 #include <getopt.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,12 +22,13 @@ typedef struct layer {
   size_t count;
   double fwd_us, bwd_us;
   float *grad;
+  float *fresh; /* --density: the gradient backward produces, every iteration */
 } layer_t;
 
 static struct {
   const char *trace, *json, *policies;
   double iter_ms, scale, density, alpha, beta, bucket_mb, slice_kb;
-  int iters, warmup, busy, contiguous, repeat, interleave;
+  int iters, warmup, busy, contiguous, repeat, interleave, gaussian;
 } opt = {.policies = "none,size,mgwfbp,dear,single,p3",
          .iter_ms = 100,
          .scale = 1.0,
@@ -83,6 +85,21 @@ static void compute(double us) {
   if (ts.tv_nsec >= 1000000000L) ts.tv_nsec = 999999999L;
   clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
   pending = target - now_us(); /* <= 0: the overshoot */
+}
+
+/* Gradient entry i of layer j on this rank: Laplace-distributed with scale
+ * 0.1, from a hash (splitmix64's finalizer), so that values are continuous:
+ * real gradients are peaked with heavy tails and rarely tie, and the sparse
+ * selectors' work depends on both (a pattern of few distinct values makes
+ * ties at every threshold). */
+static float gradient_value(size_t i, size_t j) {
+  uint64_t z = ((uint64_t)i << 20) ^ ((uint64_t)j << 8) ^ (uint64_t)rank;
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  double u = ((double)(z >> 11) + 0.5) / 9007199254740992.0; /* (0, 1) */
+  return (float)(z & 1 ? 0.1 * log(u) : -0.1 * log(u));
 }
 
 static FILE *open_trace(const char *name) {
@@ -153,8 +170,15 @@ static void load_trace(void) {
       fprintf(stderr, "rank %d: out of memory for gradients\n", rank);
       exit(3);
     }
-    for (size_t i = 0; i < layers[j].count; i++)
-      layers[j].grad[i] = (float)(((i + j) * 2654435761u + (unsigned)rank) % 1000) * 1e-3f - 0.5f;
+    for (size_t i = 0; i < layers[j].count; i++) layers[j].grad[i] = gradient_value(i, j);
+    if (opt.density > 0) {
+      layers[j].fresh = malloc(layers[j].count * sizeof(float));
+      if (!layers[j].fresh) {
+        fprintf(stderr, "rank %d: out of memory for gradients\n", rank);
+        exit(3);
+      }
+      memcpy(layers[j].fresh, layers[j].grad, layers[j].count * sizeof(float));
+    }
     off += layers[j].count;
   }
 }
@@ -164,6 +188,8 @@ typedef struct result {
   int buckets;
   double plan_ms, iter_ms, compute_ms, comm_ms, nonoverlap_ms, bound_ms;
   double fwd_wait_ms, bwd_block_ms, end_wait_ms; /* per iteration, slowest rank */
+  double *samples; /* --interleave: the iteration times of rounds 0..nsamples-1, in order */
+  int nsamples;
 } result_t;
 
 /* Where the training loop blocks in the library (us, summed over the timed
@@ -188,6 +214,21 @@ static int waits_in_forward(int pol) {
   return pol == SC_FUSE_DEAR || pol == SC_FUSE_P3;
 }
 
+/* A sparse step leaves only the few selected entries in the gradient, and
+ * the selectors' work depends on the data: without a fresh gradient every
+ * iteration each policy would select from what the previous step left, and
+ * the policies would see different data. So with --density backward writes
+ * the gradient again before it is ready. The copy is backward's work: in a
+ * training iteration it counts against the layer's compute time; before a
+ * communication-only iteration the caller writes them all, untimed. */
+static void produce_gradient(size_t j) {
+  if (opt.density > 0) memcpy(layers[j].grad, layers[j].fresh, layers[j].count * sizeof(float));
+}
+
+static void produce_gradients(void) {
+  for (size_t j = 0; j < nl; j++) produce_gradient(j);
+}
+
 static void iteration(sc_fusion_t *f, int dear, int with_compute, int with_comm) {
   double t;
   for (size_t j = 0; j < nl; j++) {
@@ -199,6 +240,11 @@ static void iteration(sc_fusion_t *f, int dear, int with_compute, int with_comm)
     if (with_compute) compute(layers[j].fwd_us);
   }
   for (size_t j = nl; j-- > 0;) {
+    if (with_comm && with_compute) {
+      t = now_us();
+      produce_gradient(j);
+      pending -= now_us() - t;
+    }
     if (with_compute) compute(layers[j].bwd_us);
     if (with_comm) {
       t = now_us();
@@ -221,14 +267,21 @@ static double compute_only(void) {
   return max_over_ranks((now_us() - t0) / opt.iters) / 1e3;
 }
 
-static result_t run_policy(sc_fusion_policy_t pol, const char *name, double compute_ms) {
-  result_t res = {.policy = name, .compute_ms = compute_ms};
+/* The fusion configuration every run of policy pol uses. */
+static sc_fusion_config_t replay_config(sc_fusion_policy_t pol) {
   sc_fusion_config_t cfg = {.policy = pol,
                             .bucket_bytes = (size_t)(opt.bucket_mb * 1024 * 1024),
                             .alpha_us = opt.alpha,
                             .beta_us_per_byte = opt.beta,
                             .density = opt.density,
+                            .select = opt.gaussian ? SC_SELECT_GAUSSIAN : SC_SELECT_EXACT,
                             .slice_bytes = (size_t)(opt.slice_kb * 1024)};
+  return cfg;
+}
+
+static result_t run_policy(sc_fusion_policy_t pol, const char *name, double compute_ms) {
+  result_t res = {.policy = name, .compute_ms = compute_ms};
+  sc_fusion_config_t cfg = replay_config(pol);
   sc_fusion_t *f;
   int dear = waits_in_forward(pol);
   CHECK(sc_fusion_create(comm, &cfg, &f));
@@ -242,11 +295,17 @@ static result_t run_policy(sc_fusion_policy_t pol, const char *name, double comp
   res.plan_ms = max_over_ranks(now_us() - t0) / 1e3;
   CHECK(sc_fusion_num_buckets(f, &res.buckets));
   /* Communication alone: every tensor ready at once, then wait for all. */
+  produce_gradients();
   iteration(f, 0, 0, 1);
-  CHECK(sc_barrier(comm));
-  t0 = now_us();
-  for (int i = 0; i < opt.iters; i++) iteration(f, 0, 0, 1);
-  res.comm_ms = max_over_ranks((now_us() - t0) / opt.iters) / 1e3;
+  double comm_us = 0;
+  for (int i = 0; i < opt.iters; i++) {
+    produce_gradients();
+    CHECK(sc_barrier(comm));
+    t0 = now_us();
+    iteration(f, 0, 0, 1);
+    comm_us += now_us() - t0;
+  }
+  res.comm_ms = max_over_ranks(comm_us / opt.iters) / 1e3;
   /* The training loop. An iteration is a period of the steady state: DeAR's
    * all-gathers of iteration i run under iteration i+1's forward, so its
    * timed window starts with the previous round's all-gathers in flight
@@ -299,12 +358,7 @@ static void run_interleaved(const int *sel, int nsel, const char *const *names, 
   double *s_it = smp, *s_cm = smp + nsel * n, *s_fw = s_cm + nsel * n, *s_bb = s_fw + nsel * n,
          *s_ew = s_bb + nsel * n;
   for (int k = 0; k < nsel; k++) {
-    sc_fusion_config_t cfg = {.policy = (sc_fusion_policy_t)sel[k],
-                              .bucket_bytes = (size_t)(opt.bucket_mb * 1024 * 1024),
-                              .alpha_us = opt.alpha,
-                              .beta_us_per_byte = opt.beta,
-                              .density = opt.density,
-                              .slice_bytes = (size_t)(opt.slice_kb * 1024)};
+    sc_fusion_config_t cfg = replay_config((sc_fusion_policy_t)sel[k]);
     memset(&res[k], 0, sizeof(res[k]));
     res[k].policy = names[sel[k]];
     res[k].compute_ms = compute_ms;
@@ -319,6 +373,7 @@ static void run_interleaved(const int *sel, int nsel, const char *const *names, 
     res[k].plan_ms = max_over_ranks(now_us() - t0) / 1e3;
     CHECK(sc_fusion_num_buckets(fs[k], &res[k].buckets));
     int dear = waits_in_forward(sel[k]);
+    produce_gradients();
     iteration(fs[k], 0, 0, 1);
     for (int w = 0; w < opt.warmup; w++) iteration(fs[k], dear, 1, 1);
     if (dear) CHECK(sc_fusion_wait_all(fs[k]));
@@ -327,6 +382,7 @@ static void run_interleaved(const int *sel, int nsel, const char *const *names, 
     for (int kk = 0; kk < nsel; kk++) {
       int k = (kk + smpl) % nsel, dear = waits_in_forward(sel[k]);
       sc_fusion_t *f = fs[k];
+      produce_gradients();
       CHECK(sc_barrier(comm));
       double t0 = now_us();
       iteration(f, 0, 0, 1);
@@ -353,6 +409,12 @@ static void run_interleaved(const int *sel, int nsel, const char *const *names, 
   for (int k = 0; k < nsel; k++) {
     result_t *r = &res[k];
     double *it = s_it + k * n;
+    /* Kept in round order: samples of one round ran under the same load. */
+    r->samples = malloc((size_t)n * sizeof(double));
+    if (r->samples) {
+      memcpy(r->samples, it, (size_t)n * sizeof(double));
+      r->nsamples = n;
+    }
     r->iter_ms = median(it, n);
     lo[k] = it[0];
     hi[k] = it[n - 1];
@@ -388,6 +450,7 @@ static void usage(FILE *f) {
           "      --compute MODE   sleep (default) or busy (spin on the CPU)\n"
           "      --scale S        multiply every tensor's size by S (default 1)\n"
           "      --density D      gTop-k with error feedback per bucket (default 0: dense)\n"
+          "      --select SEL     with --density: exact (default) or gaussian selection\n"
           "      --bucket-mb MB   SIZE / DEAR bucket size (default: the library's 25 MiB)\n"
           "      --slice-kb KB    P3 slice size (default: the library's, from the model)\n"
           "      --alpha US --beta US_PER_BYTE   the all-reduce model (default 0 0: "
@@ -412,13 +475,25 @@ static void usage(FILE *f) {
 }
 
 static void parse(int argc, char **argv) {
-  static const struct option lo[] = {
-      {"trace", 1, 0, 't'},      {"policies", 1, 0, 'p'}, {"iter-ms", 1, 0, 'T'},
-      {"iters", 1, 0, 'i'},      {"warmup", 1, 0, 'w'},   {"compute", 1, 0, 'c'},
-      {"scale", 1, 0, 's'},      {"density", 1, 0, 'd'},  {"bucket-mb", 1, 0, 'b'},
-      {"alpha", 1, 0, 'a'},      {"beta", 1, 0, 'B'},     {"contiguous", 0, 0, 'C'},
-      {"json", 1, 0, 'J'},       {"repeat", 1, 0, 'r'},   {"help", 0, 0, 'h'},
-      {"interleave", 0, 0, 'I'}, {"slice-kb", 1, 0, 'S'}, {0, 0, 0, 0}};
+  static const struct option lo[] = {{"trace", 1, 0, 't'},
+                                     {"policies", 1, 0, 'p'},
+                                     {"iter-ms", 1, 0, 'T'},
+                                     {"iters", 1, 0, 'i'},
+                                     {"warmup", 1, 0, 'w'},
+                                     {"compute", 1, 0, 'c'},
+                                     {"scale", 1, 0, 's'},
+                                     {"density", 1, 0, 'd'},
+                                     {"bucket-mb", 1, 0, 'b'},
+                                     {"alpha", 1, 0, 'a'},
+                                     {"beta", 1, 0, 'B'},
+                                     {"contiguous", 0, 0, 'C'},
+                                     {"json", 1, 0, 'J'},
+                                     {"repeat", 1, 0, 'r'},
+                                     {"help", 0, 0, 'h'},
+                                     {"interleave", 0, 0, 'I'},
+                                     {"slice-kb", 1, 0, 'S'},
+                                     {"select", 1, 0, 'G'},
+                                     {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "t:p:T:i:w:J:r:Ih", lo, NULL)) != -1) {
     switch (c) {
@@ -452,6 +527,13 @@ static void parse(int argc, char **argv) {
       break;
     case 'd':
       opt.density = atof(optarg);
+      break;
+    case 'G':
+      if (strcmp(optarg, "exact") && strcmp(optarg, "gaussian")) {
+        usage(stderr);
+        exit(2);
+      }
+      opt.gaussian = !strcmp(optarg, "gaussian");
       break;
     case 'b':
       opt.bucket_mb = atof(optarg);
@@ -576,11 +658,11 @@ int main(int argc, char **argv) {
             "{\"benchmark\": \"sc_fusion_replay\", \"trace\": \"%s\", \"tensors\": %zu, "
             "\"params\": %zu, \"ranks\": %d, \"compute\": \"%s\", \"iter_ms_target\": %g, "
             "\"compute_ms\": %.4f, \"iters\": %d, \"warmup\": %d, \"scale\": %g, \"density\": %g, "
-            "\"slice_kb\": %g, "
+            "\"select\": \"%s\", \"slice_kb\": %g, "
             "\"contiguous\": %d, \"repeat\": %d, \"interleave\": %d,\n \"results\": [",
             opt.trace, nl, params, nranks, opt.busy ? "busy" : "sleep", opt.iter_ms, compute_ms,
-            opt.iters, opt.warmup, opt.scale, opt.density, opt.slice_kb, opt.contiguous, opt.repeat,
-            opt.interleave);
+            opt.iters, opt.warmup, opt.scale, opt.density, opt.gaussian ? "gaussian" : "exact",
+            opt.slice_kb, opt.contiguous, opt.repeat, opt.interleave);
     for (int i = 0; i < nres; i++)
       fprintf(j,
               "%s\n  {\"policy\": \"%s\", \"buckets\": %d, \"plan_ms\": %.3f, \"iter_ms\": %.4f, "
@@ -590,11 +672,22 @@ int main(int argc, char **argv) {
               i ? "," : "", res[i].policy, res[i].buckets, res[i].plan_ms, res[i].iter_ms,
               res[i].compute_ms, res[i].comm_ms, res[i].nonoverlap_ms, res[i].bound_ms,
               res[i].fwd_wait_ms, res[i].bwd_block_ms, res[i].end_wait_ms, lo[i], hi[i]);
-    fprintf(j, "\n]}\n");
+    fprintf(j, "\n],\n \"iter_samples_ms\": {");
+    for (int i = 0; i < nres; i++) {
+      fprintf(j, "%s\n  \"%s\": [", i ? "," : "", res[i].policy);
+      for (int s = 0; s < res[i].nsamples; s++)
+        fprintf(j, "%s%.3f", s ? ", " : "", res[i].samples[s]);
+      fprintf(j, "]");
+    }
+    fprintf(j, "\n}}\n");
     fclose(j);
   }
+  for (int i = 0; i < nres; i++) free(res[i].samples);
   CHECK(sc_comm_destroy(comm));
-  for (size_t j = 0; j < nl && !opt.contiguous; j++) free(layers[j].grad);
+  for (size_t j = 0; j < nl; j++) {
+    if (!opt.contiguous) free(layers[j].grad);
+    free(layers[j].fresh);
+  }
   free(block);
   free(layers);
   return 0;

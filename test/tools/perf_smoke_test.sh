@@ -199,6 +199,33 @@ for r in il["results"]:
     lo, hi = tags[r["policy"]]
     assert 0 < r["iter_min_ms"] <= r["iter_ms"] <= r["iter_max_ms"], r
     assert abs(r["iter_min_ms"] - lo) <= 0.5001 and abs(r["iter_max_ms"] - hi) <= 0.5001, (r, lo, hi)
+# The samples in round order: their median, least and largest are the
+# policy's iteration time and range; 2 iterations x 1 repeat = 2 rounds.
+import statistics
+samples = il["iter_samples_ms"]
+assert sorted(samples) == ["mgwfbp", "none", "single"], samples
+for r in il["results"]:
+    v = samples[r["policy"]]
+    assert len(v) == 2, v
+    assert abs(statistics.median(v) - r["iter_ms"]) < 0.002, (v, r)
+    assert abs(min(v) - r["iter_min_ms"]) < 0.002 and abs(max(v) - r["iter_max_ms"]) < 0.002, (v, r)
+# perf/paired.py against a hand-worked case: differences 1, 1, -1, 0 give
+# 2 wins and 1 tie of 4, median 0.5 ms = 5% of the baseline's median 10, and
+# P(at least 2 of 4 fair flips) = 11/16.
+pspec = importlib.util.spec_from_file_location("paired", os.path.join(os.path.dirname(sys.argv[2]), "paired.py"))
+paired = importlib.util.module_from_spec(pspec)
+pspec.loader.exec_module(paired)
+hand = {"results": [{"policy": "a"}, {"policy": "b"}],
+        "iter_samples_ms": {"a": [10, 10, 10, 10], "b": [9, 9, 11, 10]}}
+rows = paired.pair_rows([hand])
+assert len(rows) == 1, rows
+name, base, n, wins, ties, med, pct, p = rows[0]
+assert (name, base, n, wins, ties) == ("b", "a", 4, 2, 1), rows
+assert abs(med - 0.5) < 1e-12 and abs(pct - 5.0) < 1e-9 and abs(p - 11 / 16) < 1e-12, rows
+assert paired.pair_rows([hand], "b")[0][:4] == ("a", "b", 4, 1), paired.pair_rows([hand], "b")
+assert abs(paired.sign_test_p(0, 0, 3) - 1.0) < 1e-12 and abs(paired.sign_test_p(3, 0, 3) - 1 / 8) < 1e-12
+n_il = len(paired.pair_rows([il]))
+assert n_il == 2, n_il
 spec = importlib.util.spec_from_file_location("plot", sys.argv[2])
 try:
     plot = importlib.util.module_from_spec(spec)
@@ -225,6 +252,30 @@ PYEOF
   fi
 else
   bad "sc_fusion_replay runs"
+fi
+
+# The sparse replay with the Gaussian selector, interleaved: the JSON names
+# the selector and holds each policy's samples; a misspelt selector is a
+# usage error (exit 2).
+if [ -n "$py" ] && "$SC_RUN" -n 2 --timeout 200 "$top_builddir/sc_fusion_replay" \
+  --trace "$top_srcdir/perf/traces/resnet50.trace" --scale 0.01 --iter-ms 5 -i 3 -w 0 \
+  --density 0.01 --select gaussian -p lags,omgs --alpha 50 --beta 0.001 --interleave \
+  -J "$tmp/sp.json" >"$tmp/sp.out" 2>"$tmp/err" &&
+  "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["select"] == "gaussian" and d["density"] == 0.01, d
+assert [r["policy"] for r in d["results"]] == ["lags", "omgs"], d["results"]
+assert all(len(d["iter_samples_ms"][p]) == 3 for p in ("lags", "omgs")), d["iter_samples_ms"]
+' "$tmp/sp.json"; then
+  "$top_builddir/sc_fusion_replay" --select fastest >"$tmp/out" 2>"$tmp/err"
+  if [ $? -eq 2 ]; then
+    ok "sc_fusion_replay --density --select gaussian --interleave -J"
+  else
+    bad "sc_fusion_replay --select fastest is not a usage error"
+  fi
+elif [ -n "$py" ]; then
+  bad "sc_fusion_replay --density --select gaussian run"
 fi
 
 # Usage errors exit 2 before any communication is set up.
