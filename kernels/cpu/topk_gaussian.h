@@ -13,6 +13,10 @@
 #define SC_TOPK_SAMPLE 16384
 /* Largest sampled magnitudes kept for the tail estimate. */
 #define SC_TOPK_TOP 256
+/* From this many sampled positions expected among the top k, the tail fit
+ * is checked against the sample, and the sample's own order statistic taken
+ * when they disagree (sc_topk_sample_threshold). */
+#define SC_TOPK_EMPIRICAL_RANK 8
 /* Counting passes before the exact fallback. */
 #define SC_TOPK_ROUNDS 4
 

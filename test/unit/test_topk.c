@@ -17,6 +17,7 @@
 
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/topk.h"
+#include "kernels/cpu/topk_gaussian.h"
 #include "sparsecoll.h"
 
 /* ---- data ---- */
@@ -457,10 +458,48 @@ static void test_gaussian_every_dtype(void **state) {
   free(mark);
 }
 
-/* Uniform data on [-1, 1] has no exponential tail: the estimate from the
- * sample misses, and interpolating along the curved side does not land in
- * [k/2, 2k] within the search's rounds, so the result must be the exact
- * top-k (which the test checks index by index). */
+/* Uniform data on [-1, 1] has no exponential tail, and the residual of error
+ * feedback (entries growing until picked) ends at a front: the tail fit
+ * misses, and the sample's order statistic must land the count in the
+ * contract's [k/2, 2k] (it fell back to the exact selector before). */
+static void test_gaussian_without_a_tail(void **state) {
+  (void)state;
+  const size_t n = 200000, k = 200;
+  float *buf = malloc(n * sizeof *buf), *g = malloc(n * sizeof *g);
+  uint32_t *idx = malloc(2 * k * sizeof *idx);
+  float *vals = malloc(2 * k * sizeof *vals);
+  unsigned char *mark = malloc(n);
+  assert_true(buf && g && idx && vals && mark);
+  rng_seed(42);
+  for (size_t i = 0; i < n; i++) buf[i] = (float)(2.0 * rng_unit() - 1.0);
+  size_t c = check_gaussian(SC_FLOAT32, buf, n, k, idx, vals, mark);
+  if (!sc_topk_count_in_range(c, k)) fail_msg("uniform: count %zu for k = %zu", c, k);
+  /* Error feedback with a constant Laplace gradient: acc += g, then the
+   * selected entries are zeroed; from step 10 on the front has formed. */
+  for (size_t i = 0; i < n; i++) {
+    double u = rng_unit();
+    u = u > 0 ? u : 0.5;
+    g[i] = (float)(rng_unit() < 0.5 ? 0.1 * log(u) : -0.1 * log(u));
+    buf[i] = 0;
+  }
+  for (int step = 0; step < 40; step++) {
+    for (size_t i = 0; i < n; i++) buf[i] += g[i];
+    c = check_gaussian(SC_FLOAT32, buf, n, k, idx, vals, mark);
+    if (step >= 10 && !sc_topk_count_in_range(c, k))
+      fail_msg("error feedback step %d: count %zu for k = %zu", step, c, k);
+    for (size_t j = 0; j < c; j++) buf[idx[j]] = 0;
+  }
+  free(buf);
+  free(g);
+  free(idx);
+  free(vals);
+  free(mark);
+}
+
+/* A tie group across the boundary: 1000 entries of magnitude 1 above
+ * 19,000 below 0.5, k = 200. Every threshold passes 0 or at least 1000
+ * (> 2k), so no count can land in range: the result must be the exact top k
+ * (the lowest-index 200 of the tie, checked index by index). */
 static void test_gaussian_falls_back_to_exact(void **state) {
   (void)state;
   const size_t n = 20000, k = 200;
@@ -468,8 +507,9 @@ static void test_gaussian_falls_back_to_exact(void **state) {
   uint32_t idx[400], ref[400];
   float vals[400];
   assert_non_null(buf);
-  rng_seed(42);
-  for (size_t i = 0; i < n; i++) buf[i] = (float)(2.0 * rng_unit() - 1.0);
+  rng_seed(43);
+  for (size_t i = 0; i < n; i++)
+    buf[i] = i % 20 == 7 ? (i % 40 == 7 ? 1.0f : -1.0f) : (float)(rng_unit() - 0.5) * 0.99f;
   size_t nnz;
   assert_int_equal(sc_topk(buf, n, SC_FLOAT32, k, SC_SELECT_GAUSSIAN, idx, vals, &nnz), SC_SUCCESS);
   assert_int_equal(nnz, k);
@@ -567,6 +607,7 @@ int main(void) {
       cmocka_unit_test(test_exact_large),
       cmocka_unit_test(test_gaussian_normal_100_seeds),
       cmocka_unit_test(test_gaussian_every_dtype),
+      cmocka_unit_test(test_gaussian_without_a_tail),
       cmocka_unit_test(test_gaussian_falls_back_to_exact),
       cmocka_unit_test(test_gaussian_degenerate),
       cmocka_unit_test(test_norm_quantile),

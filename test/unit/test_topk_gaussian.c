@@ -271,6 +271,21 @@ static void test_sample_threshold(void **state) {
   for (size_t i = 0; i < 256; i++) top[i] = 3.0;
   t = sc_topk_sample_threshold(top, 256, 16384, 1u << 24, 1u << 14, &slope);
   assert_true(slope == 0.0 && t == 3.0);
+  /* A front, as error feedback's residual has: the top 256 of the sample
+   * evenly spaced just below 1. r = 16 sampled positions belong in the top
+   * k; the exponential fit over the 128 largest (excesses 0..0.0127, rate
+   * 127 / 0.8128 = 156) extrapolates to 1.0006, above every sampled value,
+   * so the sample overrules it: its 17th largest, with 16 above. */
+  for (size_t i = 0; i < 256; i++) top[i] = 1.0 - 1e-4 * (double)i;
+  t = sc_topk_sample_threshold(top, 256, 16384, 1u << 24, 1u << 14, &slope);
+  assert_true(t == top[16]);
+  assert_true(slope < -150 && slope > -160);
+  /* The same front, but r = 4: too few sampled positions to overrule the
+   * fit, which stands (rate and anchor as before, extrapolated to r = 4). */
+  t = sc_topk_sample_threshold(top, 256, 16384, 1u << 24, 1u << 12, &slope);
+  double tb = top[63], ex = 0;
+  for (size_t i = 0; i < 64; i++) ex += top[i] - tb;
+  assert_true(fabs(t - (tb + (log(4.0) - log(64.0)) / (-63.0 / ex))) < 1e-12);
 }
 
 static int desc_double(const void *a, const void *b) {
