@@ -39,7 +39,9 @@ static void sel_usage(FILE *f) {
              "  --dtype    float | half | bfloat16 | double (default float)\n"
              "  --iters    timed runs of each selector, median reported (default 10, max 1000)\n"
              "  --dist     normal | laplace | student-t3 | skewed (half the entries\n"
-             "             folded non-negative) (default normal)\n"
+             "             folded non-negative) | ef (error feedback's residual: a constant\n"
+             "             Laplace gradient accumulated over 50 steps, each zeroing the\n"
+             "             exact top k) (default normal)\n"
              "  --seed     data seed (default 1)\n"
              "  --sort     also time a full qsort by magnitude (slow: seconds at the default n)\n"
              "  --mem      device: also time both selectors on a device copy of the vector\n"
@@ -83,7 +85,7 @@ static int sel_parse(int argc, char **argv, sel_opts_t *o) {
       o->iters = (int)strtol(v, &end, 10);
     } else if (!strcmp(a, "--dist")) {
       if (strcmp(v, "normal") && strcmp(v, "laplace") && strcmp(v, "student-t3") &&
-          strcmp(v, "skewed")) {
+          strcmp(v, "skewed") && strcmp(v, "ef")) {
         fprintf(stderr, "sc_gtopk_perf --select: unknown --dist %s\n", v);
         return -1;
       }
@@ -225,9 +227,40 @@ static double sel_draw(const char *dist, size_t i) {
   return !strcmp(dist, "skewed") && i % 2 ? fabs(z) : z;
 }
 
-static void sel_fill(sc_dtype_t t, void *buf, size_t n, const char *dist, uint64_t seed) {
+/* What sc_gtopk_allreduce selects from: acc = gradient + residual. With a
+ * constant gradient, an entry of the residual grows until it is picked, so
+ * the top of acc ends at a front rather than in a tail. */
+enum { SEL_EF_STEPS = 50 };
+static int sel_fill_ef(sc_dtype_t t, void *buf, size_t n, size_t k) {
+  double *g = malloc(n * sizeof *g), *acc = calloc(n, sizeof *acc);
+  /* sc_topk's outputs hold 2k (GAUSSIAN may return that many). */
+  uint32_t *idx = malloc((2 * k + 1) * sizeof *idx);
+  double *val = malloc((2 * k + 1) * sizeof *val);
+  int rc = -1;
+  if (!g || !acc || !idx || !val) goto out;
+  for (size_t i = 0; i < n; i++) g[i] = 0.1 * sel_draw("laplace", i);
+  for (int s = 0; s < SEL_EF_STEPS; s++) {
+    for (size_t i = 0; i < n; i++) acc[i] += g[i];
+    if (s + 1 == SEL_EF_STEPS) break; /* the last step's acc is what is selected from */
+    size_t nnz = 0;
+    if (sc_topk(acc, n, SC_FLOAT64, k, SC_SELECT_EXACT, idx, val, &nnz) != SC_SUCCESS) goto out;
+    for (size_t j = 0; j < nnz; j++) acc[idx[j]] = 0;
+  }
+  for (size_t i = 0; i < n; i++) sel_store(t, buf, i, acc[i]);
+  rc = 0;
+out:
+  free(g);
+  free(acc);
+  free(idx);
+  free(val);
+  return rc;
+}
+
+static int sel_fill(sc_dtype_t t, void *buf, size_t n, size_t k, const char *dist, uint64_t seed) {
   sel_rng = seed * 0x9e3779b97f4a7c15ull + 1;
+  if (!strcmp(dist, "ef")) return sel_fill_ef(t, buf, n, k);
   for (size_t i = 0; i < n; i++) sel_store(t, buf, i, sel_draw(dist, i));
+  return 0;
 }
 
 /* ---- timing ---- */
@@ -421,7 +454,11 @@ int sc_gtopk_select_main(int argc, char **argv) {
     fprintf(stderr, "sc_gtopk_perf --select: out of memory for n = %zu\n", o.n);
     goto out;
   }
-  sel_fill(o.dtype, buf, o.n, o.dist, o.seed);
+  if (sel_fill(o.dtype, buf, o.n, o.k, o.dist, o.seed)) {
+    fprintf(stderr, "sc_gtopk_perf --select: out of memory for --dist %s at n = %zu\n", o.dist,
+            o.n);
+    goto out;
+  }
   size_t nnz_exact = 0, nnz_gauss = 0;
   /* One untimed run of each first (page faults in the output arrays). */
   for (int it = -1; it < o.iters; it++) {
