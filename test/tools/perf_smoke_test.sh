@@ -278,6 +278,21 @@ elif [ -n "$py" ]; then
   bad "sc_fusion_replay --density --select gaussian run"
 fi
 
+# sc_gtopk_perf --select --dist ef: the residual of error feedback, with the
+# Gaussian selector's count within its contract, [k/2, 2k], k = 100.
+if [ -n "$py" ] && "$top_builddir/sc_gtopk_perf" --select --dist ef -n 100000 --iters 2 \
+  -J "$tmp/ef.json" >"$tmp/out" 2>"$tmp/err" && "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["dist"] == "ef" and d["n"] == 100000 and d["k"] == 100, d
+assert 50 <= d["gaussian_count"] <= 200, d
+assert d["exact_ms"] > 0 and d["gaussian_ms"] > 0, d
+' "$tmp/ef.json"; then
+  ok "sc_gtopk_perf --select --dist ef -J"
+elif [ -n "$py" ]; then
+  bad "sc_gtopk_perf --select --dist ef"
+fi
+
 # Usage errors exit 2 before any communication is set up.
 "$top_builddir/sc_allreduce_perf" -d nosuchtype >"$tmp/out" 2>"$tmp/err"
 rc1=$?
