@@ -15,14 +15,19 @@ BASELINE against each OTHER policy:
   p        one-sided sign test: the chance of at least that many wins if
            either policy were as likely to win a round (ties count half)
 
-Usage: perf/paired.py [-b BASELINE] FILE.json [FILE.json ...]
+Usage: perf/paired.py [-b BASELINE] [--separate] [-J BARS.json] FILE.json ...
   -b BASELINE   the policy the others are compared with (default: the first
                 in each file)
-Several files are pooled per policy pair, round by round.
+  --separate    one row per file and policy (labelled with the file's name)
+                instead of pooling the files per policy, round by round
+  -J BARS.json  also write the rows as a bar file for perf/plot.py: the median
+                gain in %, its error bar the interquartile range of the
+                per-round gains
 """
 
 import json
 import math
+import os
 import statistics
 import sys
 
@@ -34,12 +39,23 @@ def sign_test_p(wins, ties, n):
     return sum(math.comb(n, i) for i in range(k, n + 1)) / 2.0**n
 
 
-def pair_rows(runs, baseline=None):
+def quartiles(v):
+    """(first, third) quartile of v, by statistics.quantiles' exclusive
+    method; v itself for fewer than 2 values."""
+    if len(v) < 2:
+        return (v[0], v[0]) if v else (0.0, 0.0)
+    q = statistics.quantiles(v, n=4)
+    return q[0], q[2]
+
+
+def pair_rows(runs, baseline=None, labels=None):
     """runs: list of replay JSON objects. Returns one row per other policy:
-    (policy, baseline, rounds, wins, ties, median_diff_ms, median_diff_pct, p)."""
+    (policy, baseline, rounds, wins, ties, median_diff_ms, median_diff_pct, p,
+    q1_pct, q3_pct). With labels (one per run), the runs are not pooled: a
+    row per run and policy, named "label: policy"."""
     pairs = {}
     base_name = baseline
-    for d in runs:
+    for j, d in enumerate(runs):
         s = d.get("iter_samples_ms")
         if not s:
             raise ValueError("no iter_samples_ms: run sc_fusion_replay with --interleave -J")
@@ -52,7 +68,8 @@ def pair_rows(runs, baseline=None):
         for name in names:
             if name == b:
                 continue
-            p = pairs.setdefault(name, ([], []))
+            p = pairs.setdefault(name if labels is None else "%s: %s" % (labels[j], name),
+                                 ([], []))
             n = min(len(s[b]), len(s[name]))
             p[0].extend(s[b][:n])
             p[1].extend(s[name][:n])
@@ -65,19 +82,37 @@ def pair_rows(runs, baseline=None):
         wins = sum(1 for x in diff if x > 0)
         ties = sum(1 for x in diff if x == 0)
         med = statistics.median(diff)
-        rows.append((name, base_name, n, wins, ties, med, 100.0 * med / statistics.median(base),
-                     sign_test_p(wins, ties, n)))
+        scale = 100.0 / statistics.median(base)
+        q1, q3 = quartiles(diff)
+        rows.append((name, base_name, n, wins, ties, med, med * scale,
+                     sign_test_p(wins, ties, n), q1 * scale, q3 * scale))
     return rows
+
+
+def bars(rows):
+    """The rows as perf/plot.py's bar file."""
+    return {"title": "paired rounds: per-round gain over the baseline",
+            "ylabel": "median gain per round (%), IQR",
+            "bars": [{"label": "%s vs %s (%d/%d)" % (r[0], r[1], r[3], r[2]), "value": r[6],
+                      "min": min(r[8], r[6]), "max": max(r[9], r[6])} for r in rows]}
 
 
 def main(argv):
     baseline = None
+    out = None
+    separate = False
     files = []
     i = 0
     while i < len(argv):
         if argv[i] == "-b" and i + 1 < len(argv):
             baseline = argv[i + 1]
             i += 2
+        elif argv[i] == "-J" and i + 1 < len(argv):
+            out = argv[i + 1]
+            i += 2
+        elif argv[i] == "--separate":
+            separate = True
+            i += 1
         elif argv[i] in ("-h", "--help"):
             print(__doc__.strip())
             return 0
@@ -89,14 +124,19 @@ def main(argv):
         return 2
     try:
         runs = [json.load(open(f)) for f in files]
-        rows = pair_rows(runs, baseline)
+        labels = [os.path.splitext(os.path.basename(f))[0] for f in files] if separate else None
+        rows = pair_rows(runs, baseline, labels)
+        if out:
+            with open(out, "w") as f:
+                json.dump(bars(rows), f, indent=1)
     except (OSError, ValueError, KeyError) as e:
         sys.stderr.write("paired.py: %s\n" % e)
         return 1
-    print("# %-8s %-8s %6s %5s %12s %9s %10s" % ("policy", "vs", "rounds", "wins", "median_ms",
+    w = max([8] + [len(r[0]) for r in rows])
+    print("# %-*s %-8s %6s %5s %12s %9s %10s" % (w, "policy", "vs", "rounds", "wins", "median_ms",
                                                  "median_%", "sign_p"))
-    for name, base, n, wins, ties, med, pct, p in rows:
-        print("  %-8s %-8s %6d %5d %12.2f %+9.2f %10.2g" % (name, base, n, wins, med, pct, p))
+    for name, base, n, wins, ties, med, pct, p, _, _ in rows:
+        print("  %-*s %-8s %6d %5d %12.2f %+9.2f %10.2g" % (w, name, base, n, wins, med, pct, p))
     return 0
 
 

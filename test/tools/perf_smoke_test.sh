@@ -219,9 +219,15 @@ hand = {"results": [{"policy": "a"}, {"policy": "b"}],
         "iter_samples_ms": {"a": [10, 10, 10, 10], "b": [9, 9, 11, 10]}}
 rows = paired.pair_rows([hand])
 assert len(rows) == 1, rows
-name, base, n, wins, ties, med, pct, p = rows[0]
+name, base, n, wins, ties, med, pct, p, q1, q3 = rows[0]
 assert (name, base, n, wins, ties) == ("b", "a", 4, 2, 1), rows
 assert abs(med - 0.5) < 1e-12 and abs(pct - 5.0) < 1e-9 and abs(p - 11 / 16) < 1e-12, rows
+# Quartiles of -1, 0, 1, 1 (exclusive method: positions 1.25 and 3.75) are
+# -0.75 and 1 ms, -7.5% and +10% of 10 ms; the bar file carries them.
+assert abs(q1 + 7.5) < 1e-9 and abs(q3 - 10.0) < 1e-9, rows
+b = paired.bars(rows)["bars"]
+assert b == [{"label": "b vs a (2/4)", "value": pct, "min": q1, "max": q3}], b
+assert [r[0] for r in paired.pair_rows([hand, hand], None, ["r1", "r2"])] == ["r1: b", "r2: b"]
 assert paired.pair_rows([hand], "b")[0][:4] == ("a", "b", 4, 1), paired.pair_rows([hand], "b")
 assert abs(paired.sign_test_p(0, 0, 3) - 1.0) < 1e-12 and abs(paired.sign_test_p(3, 0, 3) - 1 / 8) < 1e-12
 n_il = len(paired.pair_rows([il]))
