@@ -15,9 +15,10 @@ BASELINE against each OTHER policy:
   p        one-sided sign test: the chance of at least that many wins if
            either policy were as likely to win a round (ties count half)
 
-Usage: perf/paired.py [-b BASELINE] [--separate] [-J BARS.json] FILE.json ...
+Usage: perf/paired.py [-b BASELINE] [-p LIST] [--separate] [-J BARS.json] FILE.json ...
   -b BASELINE   the policy the others are compared with (default: the first
                 in each file)
+  -p LIST       compare only these policies (comma list) with the baseline
   --separate    one row per file and policy (labelled with the file's name)
                 instead of pooling the files per policy, round by round
   -J BARS.json  also write the rows as a bar file for perf/plot.py: the median
@@ -48,11 +49,12 @@ def quartiles(v):
     return q[0], q[2]
 
 
-def pair_rows(runs, baseline=None, labels=None):
+def pair_rows(runs, baseline=None, labels=None, only=None):
     """runs: list of replay JSON objects. Returns one row per other policy:
     (policy, baseline, rounds, wins, ties, median_diff_ms, median_diff_pct, p,
     q1_pct, q3_pct). With labels (one per run), the runs are not pooled: a
-    row per run and policy, named "label: policy"."""
+    row per run and policy, named "label: policy". only: the policies to
+    compare (default all)."""
     pairs = {}
     base_name = baseline
     for j, d in enumerate(runs):
@@ -66,7 +68,7 @@ def pair_rows(runs, baseline=None, labels=None):
         if b not in s:
             raise ValueError("policy %s not in the run (%s)" % (b, ", ".join(names)))
         for name in names:
-            if name == b:
+            if name == b or (only is not None and name not in only):
                 continue
             p = pairs.setdefault(name if labels is None else "%s: %s" % (labels[j], name),
                                  ([], []))
@@ -101,6 +103,7 @@ def main(argv):
     baseline = None
     out = None
     separate = False
+    only = None
     files = []
     i = 0
     while i < len(argv):
@@ -109,6 +112,9 @@ def main(argv):
             i += 2
         elif argv[i] == "-J" and i + 1 < len(argv):
             out = argv[i + 1]
+            i += 2
+        elif argv[i] == "-p" and i + 1 < len(argv):
+            only = argv[i + 1].split(",")
             i += 2
         elif argv[i] == "--separate":
             separate = True
@@ -125,7 +131,7 @@ def main(argv):
     try:
         runs = [json.load(open(f)) for f in files]
         labels = [os.path.splitext(os.path.basename(f))[0] for f in files] if separate else None
-        rows = pair_rows(runs, baseline, labels)
+        rows = pair_rows(runs, baseline, labels, only)
         if out:
             with open(out, "w") as f:
                 json.dump(bars(rows), f, indent=1)

@@ -569,7 +569,12 @@ def plot_bars(d, path_in, outdir, title, dpi=120):
     if isinstance(lb, (int, float)):
         ax.axhline(lb, color="black", ls=":", label="lower bound")
     tops = [v + e[1] for v, e in zip(vals, errs)]
-    ax.set_ylim(0, max(tops + [lb if isinstance(lb, (int, float)) else 0]) * 1.3)
+    # Bars below zero (a gain that is a loss) get room below the axis too.
+    bottom = min([v - e[0] for v, e in zip(vals, errs)] + [0])
+    top = max(tops + [lb if isinstance(lb, (int, float)) else 0])
+    ax.set_ylim(bottom * 1.3, top * 1.3 if top > 0 else 1)
+    if bottom < 0:
+        ax.axhline(0, color="black", lw=0.8)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="upper right")
     vkey = next((k for k in VALUE_KEYS if rows and all(k in r for r in rows)), "")

@@ -228,6 +228,7 @@ assert abs(q1 + 7.5) < 1e-9 and abs(q3 - 10.0) < 1e-9, rows
 b = paired.bars(rows)["bars"]
 assert b == [{"label": "b vs a (2/4)", "value": pct, "min": q1, "max": q3}], b
 assert [r[0] for r in paired.pair_rows([hand, hand], None, ["r1", "r2"])] == ["r1: b", "r2: b"]
+assert [r[0] for r in paired.pair_rows([il], None, None, ["single"])] == ["single"]
 assert paired.pair_rows([hand], "b")[0][:4] == ("a", "b", 4, 1), paired.pair_rows([hand], "b")
 assert abs(paired.sign_test_p(0, 0, 3) - 1.0) < 1e-12 and abs(paired.sign_test_p(3, 0, 3) - 1 / 8) < 1e-12
 n_il = len(paired.pair_rows([il]))
