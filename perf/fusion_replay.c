@@ -240,7 +240,7 @@ static void iteration(sc_fusion_t *f, int dear, int with_compute, int with_comm)
     if (with_compute) compute(layers[j].fwd_us);
   }
   for (size_t j = nl; j-- > 0;) {
-    if (with_comm && with_compute) {
+    if (opt.density > 0 && with_comm && with_compute) {
       t = now_us();
       produce_gradient(j);
       pending -= now_us() - t;
@@ -474,6 +474,14 @@ static void usage(FILE *f) {
           "differ by the forward time (DeAR) and by per-message startups (MG-WFBP) only.\n");
 }
 
+/* 0 for a, 1 for b; anything else is a usage error. */
+static int either(const char *arg, const char *a, const char *b) {
+  if (!strcmp(arg, a)) return 0;
+  if (!strcmp(arg, b)) return 1;
+  usage(stderr);
+  exit(2);
+}
+
 static void parse(int argc, char **argv) {
   static const struct option lo[] = {{"trace", 1, 0, 't'},
                                      {"policies", 1, 0, 'p'},
@@ -516,11 +524,7 @@ static void parse(int argc, char **argv) {
       opt.repeat = atoi(optarg);
       break;
     case 'c':
-      if (strcmp(optarg, "busy") && strcmp(optarg, "sleep")) {
-        usage(stderr);
-        exit(2);
-      }
-      opt.busy = !strcmp(optarg, "busy");
+      opt.busy = either(optarg, "sleep", "busy");
       break;
     case 's':
       opt.scale = atof(optarg);
@@ -529,11 +533,7 @@ static void parse(int argc, char **argv) {
       opt.density = atof(optarg);
       break;
     case 'G':
-      if (strcmp(optarg, "exact") && strcmp(optarg, "gaussian")) {
-        usage(stderr);
-        exit(2);
-      }
-      opt.gaussian = !strcmp(optarg, "gaussian");
+      opt.gaussian = either(optarg, "exact", "gaussian");
       break;
     case 'b':
       opt.bucket_mb = atof(optarg);

@@ -55,28 +55,25 @@ def pair_rows(runs, baseline=None, labels=None, only=None):
     q1_pct, q3_pct). With labels (one per run), the runs are not pooled: a
     row per run and policy, named "label: policy". only: the policies to
     compare (default all)."""
-    pairs = {}
-    base_name = baseline
+    pairs = {}  # (policy or "label: policy", baseline) -> (baseline's samples, its samples)
     for j, d in enumerate(runs):
         s = d.get("iter_samples_ms")
         if not s:
             raise ValueError("no iter_samples_ms: run sc_fusion_replay with --interleave -J")
         names = [r["policy"] for r in d["results"]]
         b = baseline or names[0]
-        if base_name is None:
-            base_name = b
         if b not in s:
             raise ValueError("policy %s not in the run (%s)" % (b, ", ".join(names)))
         for name in names:
             if name == b or (only is not None and name not in only):
                 continue
-            p = pairs.setdefault(name if labels is None else "%s: %s" % (labels[j], name),
-                                 ([], []))
+            key = (name if labels is None else "%s: %s" % (labels[j], name), b)
+            p = pairs.setdefault(key, ([], []))
             n = min(len(s[b]), len(s[name]))
             p[0].extend(s[b][:n])
             p[1].extend(s[name][:n])
     rows = []
-    for name, (base, other) in pairs.items():
+    for (name, base_name), (base, other) in pairs.items():
         n = len(base)
         if n == 0:
             continue
