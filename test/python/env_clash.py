@@ -11,16 +11,22 @@ import sys
 import sparsecoll
 
 mr_env, p1, p2 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-try:  # the real thing when torch is there: its TCPStore on MASTER_PORT
-    import torch.distributed as dist
-    from datetime import timedelta
+try:
+    try:  # the real thing when torch is there: its TCPStore on MASTER_PORT
+        import torch.distributed as dist
+        from datetime import timedelta
 
-    holder = dist.TCPStore("127.0.0.1", p1, 1, True, timedelta(seconds=30))
-except ImportError:
-    holder = socket.socket()
-    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    holder.bind(("127.0.0.1", p1))
-    holder.listen()
+        holder = dist.TCPStore("127.0.0.1", p1, 1, True, timedelta(seconds=30))
+    except ImportError:
+        holder = socket.socket()
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("127.0.0.1", p1))
+        holder.listen()
+except (OSError, RuntimeError) as e:
+    # The random port was taken by a test running alongside, before this one
+    # could hold it: nothing was tested; the script tries other ports.
+    print("HOLDER: cannot hold port %d: %s" % (p1, e))
+    sys.exit(3)
 
 
 def env(rank, **extra):
