@@ -9,6 +9,7 @@
 
 #include "base/log.h"
 #include "fusion/fusion.h"
+#include "fusion/plan.h"
 
 static uint64_t sc_mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
@@ -86,20 +87,6 @@ sc_result_t sc_fusion_agree_times(sc_fusion_t *f) {
   return r;
 }
 
-/* Least-squares line through (x, y). */
-static void sc_fit(const double *x, const double *y, int n, double *a, double *b) {
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (int i = 0; i < n; i++) {
-    sx += x[i];
-    sy += y[i];
-    sxx += x[i] * x[i];
-    sxy += x[i] * y[i];
-  }
-  double d = n * sxx - sx * sx;
-  *b = d != 0 ? (n * sxy - sx * sy) / d : 0;
-  *a = (sy - *b * sx) / n;
-}
-
 typedef sc_result_t (*sc_timed_fn)(sc_fusion_t *f, void *buf, size_t n);
 
 static sc_result_t sc_time_allreduce(sc_fusion_t *f, void *buf, size_t n) {
@@ -140,9 +127,12 @@ static sc_result_t sc_fit_op(sc_fusion_t *f, sc_timed_fn op, const char *what, d
     y[s] = best;
   }
   double fit[2];
-  sc_fit(x, y, NS, &fit[0], &fit[1]);
-  if (!(fit[0] > 0)) fit[0] = y[0] > 0 ? y[0] : 1.0; /* a noisy intercept must not vanish */
-  if (!(fit[1] > 1e-9)) fit[1] = 1e-9;
+  sc_fplan_fit_line(x, y, NS, &fit[0], &fit[1]);
+  if (f->rank == 0)
+    SC_TRACE(SC_SUBSYS_COLL,
+             "fusion: %s calibration points (bytes: best us): %.0f: %.1f, %.0f: %.1f, %.0f: %.1f, "
+             "%.0f: %.1f, %.0f: %.1f",
+             what, x[0], y[0], x[1], y[1], x[2], y[2], x[3], y[3], x[4], y[4]);
   SC_CHECK_GOTO(sc_broadcast(fit, fit, 2, SC_FLOAT64, 0, f->comm), r, out);
   *a = fit[0];
   *b = fit[1];

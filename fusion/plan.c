@@ -222,3 +222,25 @@ double sc_fplan_timeline(const sc_fplan_in_t *in, const size_t *first, size_t nb
   }
   return comm_free;
 }
+
+void sc_fplan_fit_line(const double *x, const double *y, int n, double *alpha_us,
+                       double *beta_us_per_byte) {
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (int i = 0; i < n; i++) {
+    sx += x[i];
+    sy += y[i];
+    sxx += x[i] * x[i];
+    sxy += x[i] * y[i];
+  }
+  double d = n * sxx - sx * sx;
+  double b = d != 0 ? (n * sxy - sx * sy) / d : 0;
+  double a = (sy - b * sx) / n;
+  if (!(a > 0 && a <= y[0])) {
+    a = y[0] > 0 ? y[0] : 1.0;
+    /* Least squares for the slope alone, through (0, a). */
+    b = sxx > 0 ? (sxy - a * sx) / sxx : 0;
+  }
+  if (!(b > 1e-9)) b = 1e-9;
+  *alpha_us = a;
+  *beta_us_per_byte = b;
+}

@@ -147,4 +147,13 @@ size_t sc_fplan_p3_batch(size_t n, const uint64_t *agreed, uint64_t *launched, s
 double sc_fplan_timeline(const sc_fplan_in_t *in, const size_t *first, size_t nb, double alpha_us,
                          double beta_us_per_byte, double *start, double *end);
 
+/* The calibration's line T(bytes) = alpha + beta * bytes through n >= 2
+ * measured points, x ascending: least squares, with alpha held to (0, y[0]]
+ * (no collective costs less than its startup, so a fitted startup above the
+ * smallest measured time is noise in the large points; at or below 0 it
+ * takes y[0] so that merging keeps a price) and beta refitted through the
+ * points for the held alpha. */
+void sc_fplan_fit_line(const double *x, const double *y, int n, double *alpha_us,
+                       double *beta_us_per_byte);
+
 #endif

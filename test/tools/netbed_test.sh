@@ -113,6 +113,76 @@ else
   bad "all-reduce across the bed (rc=$rc, ${elapsed}s)"
 fi
 
+# --- the credit: an idle link may not save up more than --credit of its rate.
+# 256 KiB sent after 0.3 s of silence, timed to the receiver's reply: on a
+# real 100 Mbit/s wire that takes 21 ms. With the default credit (160 us) not
+# one of 3 tries may be faster than 0.85 of that (load only slows a try);
+# --credit 20000 (20 ms) lets 250 KB of it through at once, which must show
+# (the fastest of 3 under 0.6 of the wire time), or this check could not tell
+# the two apart.
+idle_send_ms() { # the fastest of 3 idle-then-send times in ms
+  "$NETBED" --id "$ID" exec 1 python3 -c '
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 47117)); s.listen(1); s.settimeout(20)
+for _ in range(3):
+    c, _ = s.accept(); n = 0
+    while n < 262144:
+        b = c.recv(65536)
+        if not b: sys.exit(1)
+        n += len(b)
+    c.sendall(b"k"); c.close()
+' >/dev/null 2>&1 &
+  local srv=$!
+  "$NETBED" --id "$ID" exec 0 python3 -c '
+import socket, sys, time
+ts = []
+for _ in range(3):
+    for _ in range(100):
+        try:
+            c = socket.create_connection(("10.77.0.2", 47117), timeout=10); break
+        except OSError:
+            time.sleep(0.05)
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    c.sendall(b"x" * 1448); time.sleep(0.3)  # connected, then idle: the credit fills
+    t0 = time.monotonic(); c.sendall(b"x" * (262144 - 1448)); c.recv(1)
+    ts.append((time.monotonic() - t0) * 1e3); c.close()
+print("%.1f" % min(ts))
+'
+  local rc=$?
+  wait $srv
+  return $rc
+}
+wire_ms=$(python3 -c "print('%.1f' % ((262144 - 1448) * 8 / $RATE_BPS * 1e3))")
+fastest=$(idle_send_ms 2>"$tmp/err")
+rc=$?
+if [ $rc -eq 0 ] && grep -qx 'NETBED_CREDIT_US=160' "$state" &&
+  python3 -c "import sys; sys.exit(0 if float('$fastest') >= 0.85 * $wire_ms else 1)"; then
+  ok "default credit 160 us: 256 KiB after idle in $fastest ms at the fastest of 3 (wire: $wire_ms ms)"
+else
+  bad "default credit (rc=$rc: 256 KiB after idle in '$fastest' ms at the fastest, wire $wire_ms ms)"
+fi
+"$NETBED" --id "$ID" up 2 100mbit --credit 20000 >"$tmp/out" 2>"$tmp/err" &&
+  best=$(idle_send_ms 2>"$tmp/err")
+rc=$?
+if [ $rc -eq 0 ] && grep -qx 'NETBED_BURST=250000' "$state" &&
+  python3 -c "import sys; sys.exit(0 if float('$best') < 0.6 * $wire_ms else 1)"; then
+  ok "--credit 20000: burst 250000 B, 256 KiB after idle in $best ms (wire: $wire_ms ms)"
+else
+  bad "--credit 20000 (rc=$rc: 256 KiB after idle in '$best' ms, wire $wire_ms ms)"
+fi
+"$NETBED" --id "$ID" up 2 100mbit --credit 0 >"$tmp/out" 2>"$tmp/err0"
+rc1=$?
+"$NETBED" --id "$ID" up 2 100mbit >"$tmp/out" 2>"$tmp/err"
+rc2=$?
+cat "$tmp/err0" >>"$tmp/err"
+if [ $rc1 -ne 0 ] && grep -q 'credit must be in 1..100000' "$tmp/err0" && [ $rc2 -eq 0 ] &&
+  grep -qx 'NETBED_CREDIT_US=160' "$state" && [ "$(our_ns)" -eq 3 ]; then
+  ok "--credit 0 refused; up without --credit goes back to 160 us"
+else
+  bad "--credit 0 (rc=$rc1) or back to the default (rc=$rc2)"
+fi
+
 # --- perf/plot.py turns that JSON into a PNG and reads the same busbw out of it
 if [ -s "$tmp/out.json" ] && { python3 -c 'import matplotlib' 2>/dev/null ||
   /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; }; then

@@ -2,7 +2,7 @@
  * hand in the comments: the MG-WFBP merge rule on a small example, its edge
  * cases (one tensor, zero-time layers, huge and zero alpha, dtype groups,
  * the size cap), the size-threshold planners in both directions, DeAR's
- * growing buckets, and the timeline. */
+ * growing buckets, the timeline, and the calibration's line. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -202,6 +202,55 @@ static void test_partitions(void **state) {
   }
 }
 
+/* The calibration's line, against the least squares worked in centred form
+ * (an independent formula): exact points give alpha and beta back; a stall at
+ * one large point pulls the free intercept above the smallest measured time
+ * (here 2 ms against 140 us, as one calibration on the bed read 2.6 ms), so
+ * alpha is held at y[0] and beta is the slope through (0, y[0]); an intercept
+ * below 0 also takes y[0]. */
+static void plain_ls(const double *x, const double *y, int n, double *a, double *b) {
+  double mx = 0, my = 0, sxy = 0, sxx = 0;
+  for (int i = 0; i < n; i++) mx += x[i] / n, my += y[i] / n;
+  for (int i = 0; i < n; i++) sxy += (x[i] - mx) * (y[i] - my), sxx += (x[i] - mx) * (x[i] - mx);
+  *b = sxy / sxx;
+  *a = my - *b * mx;
+}
+
+static double slope_through(const double *x, const double *y, int n, double a) {
+  double num = 0, den = 0;
+  for (int i = 0; i < n; i++) num += x[i] * (y[i] - a), den += x[i] * x[i];
+  return num / den;
+}
+
+static void test_fit_line(void **state) {
+  (void)state;
+  const double x[5] = {1024, 16384, 131072, 524288, 2097152};
+  double y[5], a, b, la, lb;
+  for (int i = 0; i < 5; i++) y[i] = 50 + 0.0125 * x[i];
+  sc_fplan_fit_line(x, y, 5, &a, &b);
+  assert_true(fabs(a - 50) < 1e-6 && fabs(b - 0.0125) < 1e-12);
+
+  const double stalled[5] = {140, 260, 1700, 20500, 26300}; /* 512 KiB stalled ~14 ms */
+  plain_ls(x, stalled, 5, &la, &lb);
+  assert_true(la > stalled[0]); /* the free fit's startup is above the smallest time */
+  sc_fplan_fit_line(x, stalled, 5, &a, &b);
+  assert_true(a == stalled[0]);
+  assert_true(fabs(b - slope_through(x, stalled, 5, stalled[0])) < 1e-12);
+
+  const double steep[5] = {5, 30, 900, 7000, 30000}; /* free intercept below 0 */
+  plain_ls(x, steep, 5, &la, &lb);
+  assert_true(la < 0);
+  sc_fplan_fit_line(x, steep, 5, &a, &b);
+  assert_true(a == steep[0]);
+  assert_true(fabs(b - slope_through(x, steep, 5, steep[0])) < 1e-12);
+
+  const double mid[5] = {140, 250, 1700, 6700, 26300}; /* inside (0, y[0]]: the free fit */
+  plain_ls(x, mid, 5, &la, &lb);
+  assert_true(la > 0 && la <= mid[0]);
+  sc_fplan_fit_line(x, mid, 5, &a, &b);
+  assert_true(fabs(a - la) < 1e-6 && fabs(b - lb) < 1e-12);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mgwfbp_small_example),
@@ -215,6 +264,7 @@ int main(void) {
       cmocka_unit_test(test_size),
       cmocka_unit_test(test_dear_growing_buckets),
       cmocka_unit_test(test_partitions),
+      cmocka_unit_test(test_fit_line),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
