@@ -128,11 +128,9 @@ static sc_result_t sc_fit_op(sc_fusion_t *f, sc_timed_fn op, const char *what, d
   }
   double fit[2];
   sc_fplan_fit_line(x, y, NS, &fit[0], &fit[1]);
-  if (f->rank == 0)
-    SC_TRACE(SC_SUBSYS_COLL,
-             "fusion: %s calibration points (bytes: best us): %.0f: %.1f, %.0f: %.1f, %.0f: %.1f, "
-             "%.0f: %.1f, %.0f: %.1f",
-             what, x[0], y[0], x[1], y[1], x[2], y[2], x[3], y[3], x[4], y[4]);
+  for (int s = 0; s < NS && f->rank == 0; s++)
+    SC_TRACE(SC_SUBSYS_COLL, "fusion: %s calibration point: %.0f B in %.1f us (best of %d)", what,
+             x[s], y[s], REPS);
   SC_CHECK_GOTO(sc_broadcast(fit, fit, 2, SC_FLOAT64, 0, f->comm), r, out);
   *a = fit[0];
   *b = fit[1];
