@@ -17,7 +17,7 @@
 
 #include <stddef.h>
 
-#include "schedule/sched.h"
+#include "lib/schedule/sched.h"
 
 typedef enum sc_coll {
   SC_COLL_ALLREDUCE,

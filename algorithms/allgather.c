@@ -9,7 +9,7 @@
  * of block 0 into block r, and block 0 is received only later, after the
  * executor has finished the hop-0 send that reads it. */
 #include "algorithms/algorithms.h"
-#include "base/error.h"
+#include "lib/base/error.h"
 
 sc_result_t sc_ring_allgather_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
   SC_CHECK(sc_coll_args_check(a));

@@ -49,7 +49,7 @@
  * before block 0's slice t lands. */
 #include "algorithms/algorithms.h"
 #include "algorithms/hier_map.h"
-#include "base/error.h"
+#include "lib/base/error.h"
 
 #define SC_AG_HIER_SLICES 8
 #define SC_AG_HIER_LAG    2

@@ -31,7 +31,7 @@
 #include "algorithms/algorithms.h"
 #include "algorithms/hier_map.h"
 #include "algorithms/registry.h"
-#include "base/error.h"
+#include "lib/base/error.h"
 
 #define SC_HIER_SLICES 32
 /* Phase 3 of slice t - SC_HIER_LAG3 goes with phase 1 of slice t: its receives then wait

@@ -29,7 +29,7 @@
  * is the same memory exactly (allowed). */
 #include "algorithms/algorithms.h"
 #include "algorithms/exchange.h"
-#include "base/error.h"
+#include "lib/base/error.h"
 
 /* At most 2 * 30 exchanges (P <= 2^30) plus the two folds. */
 enum { MAX_EXCHANGES = 64 };

@@ -23,7 +23,7 @@
  * first copied to scratch and sent from there. */
 #include "algorithms/algorithms.h"
 #include "algorithms/exchange.h"
-#include "base/error.h"
+#include "lib/base/error.h"
 
 /* At most 30 exchanges (P <= 2^30) plus the two folds. */
 enum { MAX_EXCHANGES = 32 };

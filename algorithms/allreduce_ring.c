@@ -19,7 +19,7 @@
  * itself. In place the first hop reads block r from SEND, which nothing
  * writes before hop P-1 receives block r. */
 #include "algorithms/algorithms.h"
-#include "base/error.h"
+#include "lib/base/error.h"
 
 sc_result_t sc_ring_allreduce_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
   SC_CHECK(sc_coll_args_check(a));

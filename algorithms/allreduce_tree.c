@@ -44,7 +44,7 @@
 #include <stdint.h>
 
 #include "algorithms/algorithms.h"
-#include "base/error.h"
+#include "lib/base/error.h"
 
 /* A rank's place in one tree. */
 typedef struct tree_node {

@@ -2,7 +2,7 @@
  * for rank - 2^i. After ceil(log2 P) rounds every rank has transitively heard
  * from every other, so none leaves before all have arrived. */
 #include "algorithms/algorithms.h"
-#include "base/error.h"
+#include "lib/base/error.h"
 
 sc_result_t sc_dissemination_barrier_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
   SC_CHECK(sc_coll_args_check(a));

@@ -2,7 +2,7 @@
 #include <stdint.h>
 
 #include "algorithms/algorithms.h"
-#include "base/error.h"
+#include "lib/base/error.h"
 
 void sc_block_range(size_t count, int nranks, int b, size_t *off, size_t *len) {
   size_t p = (size_t)nranks, ub = (size_t)b;

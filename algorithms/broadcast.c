@@ -2,7 +2,7 @@
  * Ranks are renumbered relative to the root (v = (rank - root) mod P) so the
  * root is always v = 0. Non-roots never touch SEND (it may be NULL there). */
 #include "algorithms/algorithms.h"
-#include "base/error.h"
+#include "lib/base/error.h"
 
 /* Chain root -> root+1 -> ... : each rank forwards a chunk as soon as it has
  * arrived, so after the fill every link carries a chunk at the same time.

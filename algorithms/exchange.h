@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "schedule/sched.h"
+#include "lib/schedule/sched.h"
 
 /* One exchange with one peer: send a range, receive (and maybe reduce into)
  * a range. Offsets are logical (in the collective's vector); a buffer offset

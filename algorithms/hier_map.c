@@ -2,7 +2,7 @@
 #include <stdlib.h>
 
 #include "algorithms/hier_map.h"
-#include "base/error.h"
+#include "lib/base/error.h"
 
 sc_result_t sc_hier_map_init(const sc_coll_args_t *a, sc_hier_map_t *h) {
   const int p = a->nranks;

@@ -3,7 +3,7 @@
  * on the root (it may be NULL elsewhere); non-roots keep partial results in
  * SCRATCH. */
 #include "algorithms/algorithms.h"
-#include "base/error.h"
+#include "lib/base/error.h"
 
 /* Chunk slots a chain rank rotates its partials through: reducing chunk c
  * waits until the send of chunk c - SLOTS has left, so a few slots keep that

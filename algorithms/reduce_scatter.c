@@ -19,7 +19,7 @@
  * convention RECV == SEND overwrites block 0, whose last reader (as operand
  * or as the hop-0 send) comes earlier, or is this very reduction when r == 0. */
 #include "algorithms/algorithms.h"
-#include "base/error.h"
+#include "lib/base/error.h"
 
 sc_result_t sc_ring_reduce_scatter_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
   SC_CHECK(sc_coll_args_check(a));

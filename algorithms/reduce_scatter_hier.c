@@ -60,7 +60,7 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/hier_map.h"
-#include "base/error.h"
+#include "lib/base/error.h"
 
 #define SC_RS_HIER_SLICES 8
 

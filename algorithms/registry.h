@@ -18,7 +18,7 @@ typedef struct sc_algo_entry {
   int hier; /* 1: needs a hierarchy (sc_hier_useful): a candidate only where there is one */
   /* The all-reduce whose traffic pattern this reduce-scatter's or all-gather's
    * is half of (NULL: none): the cost model charges it that all-reduce's
-   * measured network factor (tune/tune.h, allreduce_beta_scale). */
+   * measured network factor (lib/tune/tune.h, allreduce_beta_scale). */
   const char *allreduce_twin;
 } sc_algo_entry_t;
 

@@ -2,7 +2,7 @@
  * pure like every generator. Arguments: nranks, rank, count = k (the number
  * of entries kept by each Merge, and the bound on every set a peer may send:
  * every rank's input holds at most k entries). Sets: 0 the input, 1 the
- * output, 2.. scratch (schedule/sched.h, SC_STEP_SPARSE_*). The output set must
+ * output, 2.. scratch (lib/schedule/sched.h, SC_STEP_SPARSE_*). The output set must
  * hold k entries (GTOPK, GTOPK_TREE) or nranks * k (ALLGATHER). */
 #ifndef SC_ALGORITHMS_SPARSE_H
 #define SC_ALGORITHMS_SPARSE_H

@@ -4,7 +4,7 @@
  * exact sum, the same bits everywhere. Set 2 + j holds rank j's set. */
 #include "algorithms/sparse.h"
 
-#include "base/error.h"
+#include "lib/base/error.h"
 
 sc_result_t sc_sparse_allgather_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
   SC_CHECK(sc_coll_args_check(a));

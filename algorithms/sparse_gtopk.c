@@ -11,7 +11,7 @@
 
 #include "algorithms/exchange.h"
 #include "algorithms/hier_map.h"
-#include "base/error.h"
+#include "lib/base/error.h"
 
 enum { SET_IN = 0, SET_OUT = 1, SET_A = 2, SET_B = 3 };
 

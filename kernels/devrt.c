@@ -12,14 +12,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "base/clock.h"
-#include "base/error.h"
-#include "base/log.h"
 #include "config.h"
 #include "kernels/cpu/topk_gaussian.h"
 #include "kernels/cpu/topk_keys.h"
 #include "kernels/devrt.h"
 #include "kernels/devrt_emu.h"
+#include "lib/base/clock.h"
+#include "lib/base/error.h"
+#include "lib/base/log.h"
 
 #ifdef SC_HAVE_CUDA
 #include "kernels/cuda/cuda_kernels.h"

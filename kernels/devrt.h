@@ -1,6 +1,6 @@
 /* The device runtime: everything the library asks of CUDA (memory, streams,
  * events, IPC, kernels) through one table, so that the device data path
- * (core/, sparse/, fusion/) is written once and runs either on the CUDA
+ * (lib/core/, lib/sparse/, lib/fusion/) is written once and runs either on the CUDA
  * runtime (kernels/cuda/devrt_cuda.c, when built with CUDA and a device is
  * visible) or on a stand-in loaded for tests (SC_DEVRT_STANDIN=path of a
  * module exporting `sc_devrt_standin`; test/devfake/), which emulates
@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/error.h"
+#include "lib/base/error.h"
 #include "sparsecoll.h"
 
 /* A handle another process of the same host opens to reach a device

@@ -8,14 +8,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "base/clock.h"
-#include "base/config.h"
-#include "base/error.h"
-#include "base/log.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/topk.h"
 #include "kernels/cpu/topk_keys.h"
 #include "kernels/devrt_emu.h"
+#include "lib/base/clock.h"
+#include "lib/base/config.h"
+#include "lib/base/error.h"
+#include "lib/base/log.h"
 
 /* The host view of [p, p + bytes): device memory of the stand-in (checked
  * against its allocation) or pinned memory; bytes == 0 needs nothing. */

@@ -25,9 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/error.h"
-#include "base/log.h"
 #include "kernels/devrt.h"
+#include "lib/base/error.h"
+#include "lib/base/log.h"
 
 typedef struct ipc_map {
   const sc_devrt_t *rt;

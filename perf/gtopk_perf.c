@@ -19,9 +19,9 @@
 
 #include "algorithms/sparse.h"
 #include "kernels/cpu/sparse_merge.h"
+#include "lib/sparse/sparse.h"
 #include "perf/gtopk_select.h"
 #include "perf/perf_internal.h"
-#include "sparse/sparse.h"
 
 typedef struct opts {
   size_t n, k;

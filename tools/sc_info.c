@@ -1,5 +1,5 @@
 /* sc-info: the library version, the SC_* configuration table and the
- * algorithms, printed from base/config.c's table and algorithms/registry.c
+ * algorithms, printed from lib/base/config.c's table and algorithms/registry.c
  * so the README and the code cannot drift. */
 #include "config.h"
 
@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "algorithms/registry.h"
-#include "base/config.h"
 #include "kernels/devrt.h"
+#include "lib/base/config.h"
 #include "sparsecoll.h"
 #include "tools/sc_topo.h"
 #include "transport/verbs/verbs_near.h"

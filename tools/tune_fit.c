@@ -1,4 +1,4 @@
-/* sc_tune_fit: fits the one-host cost model (tune/tune_host.c) to measured
+/* sc_tune_fit: fits the one-host cost model (lib/tune/tune_host.c) to measured
  * all-reduce times, and shows how its choices fare against them.
  *
  *   sc-run -n P -x SC_TRANSPORT=T sc_allreduce_perf -a compare -J run.json ...
@@ -13,7 +13,7 @@
  * the least mean log regret plus a weight times the mean log error of every
  * prediction: the second term keeps the parameters physical (times, not only
  * orderings), the first makes the choices right where the times are close.
- * It prints every point, the totals, and the parameters as tune/tune_model.c
+ * It prints every point, the totals, and the parameters as lib/tune/tune_model.c
  * writes them. */
 #include <getopt.h>
 #include <math.h>
@@ -23,9 +23,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/tune/tune.h"
 #include "transport/shm/shm_internal.h"
 #include "transport/tcp/tcp_internal.h"
-#include "tune/tune.h"
 
 #define NALG   4 /* ring, tree, rd, rabenseifner: sc_tune_best's order */
 #define MAXREP 64
@@ -301,7 +301,7 @@ static void usage(FILE *o) {
 }
 
 int main(int argc, char **argv) {
-  /* The runs' settings, as sc_allreduce_perf saw them (defaults of base/config.c). */
+  /* The runs' settings, as sc_allreduce_perf saw them (defaults of lib/base/config.c). */
   const char *spin = getenv("SC_SPIN_US"), *chunk = getenv("SC_CHUNK_BYTES");
   fit_t f = {.weight = 0.15,
              .spin_us = spin ? atoi(spin) : 50,

@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/error.h"
-#include "base/log.h"
+#include "lib/base/error.h"
+#include "lib/base/log.h"
 #include "transport/shm/shm_internal.h"
 
 #define SC_MUX_MAGIC    0x53434d58u /* 'SCMX' */

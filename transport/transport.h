@@ -23,14 +23,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/socket.h"
 #include "config.h"
+#include "lib/base/socket.h"
 #include "sparsecoll.h"
 
 /* Bytes of an address blob exchanged at bootstrap. A UCP worker address
  * (transport/ucx/) alone is ~215 bytes with TCP and shared memory and grows
- * by tens of bytes per NIC or RDMA device; core/comm.h's sc_peer_info_t
- * (this plus 136 bytes) must stay within control/'s SC_BOOT_BLOB_MAX (1024). */
+ * by tens of bytes per NIC or RDMA device; lib/core/comm.h's sc_peer_info_t
+ * (this plus 136 bytes) must stay within lib/control/'s SC_BOOT_BLOB_MAX (1024). */
 #define SC_TP_ADDR_MAX 768
 
 typedef enum sc_tp_req_state {
@@ -111,8 +111,8 @@ typedef enum sc_tp_locality {
                       namespace of this machine (its own address) as another host */
 } sc_tp_locality_t;
 
-/* The link between two ranks, as the cost model needs it (core/links.c
- * folds the props of every pair into the model tune/ prices). */
+/* The link between two ranks, as the cost model needs it (lib/core/links.c
+ * folds the props of every pair into the model lib/tune/ prices). */
 typedef struct sc_tp_props {
   sc_tp_kind_t kind;
   sc_tp_locality_t locality;
@@ -127,7 +127,7 @@ typedef struct sc_tp_props {
                              and move them device to device (CUDA IPC, GPUDirect); 0: the
                              executor stages device buffers through pinned host memory */
   int costs_unfitted;     /* 1: a pair of one host whose costs the one-host model's defaults
-                             (tune/tune_model.c, fitted to shm and tcp) do not describe, so
+                             (lib/tune/tune_model.c, fitted to shm and tcp) do not describe, so
                              SC_TUNE=auto calibrates instead (UCX, verbs) */
 } sc_tp_props_t;
 
@@ -166,7 +166,7 @@ struct sc_transport_ops {
   sc_result_t (*props)(sc_transport_t *tp, int a, int b, sc_tp_props_t *out);
   /* Optional (NULL where a transport has none): the board, memory that
    * every rank of the communicator reads, for the core's smallest
-   * collectives (core/board.c). board_max: the bytes of one rank's post at
+   * collectives (lib/core/board.c). board_max: the bytes of one rank's post at
    * most, 0 where this communicator has no board (a peer on another
    * host); the same on every rank, once connect_all succeeded. */
   size_t (*board_max)(sc_transport_t *tp);

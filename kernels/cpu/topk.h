@@ -2,7 +2,7 @@
  * selection"). The kernels work on the magnitude bits of the floats: with the
  * sign bit cleared, the bit pattern of an IEEE value orders like |v| (NaN
  * patterns lie above infinity and are mapped to key 0, then never selected).
- * Callers (sparse/topk.c) validate the arguments; see sc_topk in sparsecoll.h for
+ * Callers (lib/sparse/topk.c) validate the arguments; see sc_topk in sparsecoll.h for
  * the contract. */
 #ifndef SC_KERNELS_CPU_TOPK_H
 #define SC_KERNELS_CPU_TOPK_H

@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/error.h"
 #include "kernels/cpu/topk.h"
 #include "kernels/cpu/topk_keys.h"
+#include "lib/base/error.h"
 
 /* Wide digits for long vectors; short ones use 11-bit digits, whose
  * histogram lives on the stack and costs little to clear. */

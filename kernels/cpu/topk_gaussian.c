@@ -11,12 +11,12 @@
 #include <math.h>
 #include <string.h>
 
-#include "base/error.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/topk.h"
 #include "kernels/cpu/topk_gaussian.h"
 #include "kernels/cpu/topk_keys.h"
 #include "kernels/topk_top.h"
+#include "lib/base/error.h"
 
 /* Fewest sample values the tail fit uses. */
 #define SC_TOPK_ANCHOR 64

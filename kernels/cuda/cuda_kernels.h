@@ -111,7 +111,7 @@ sc_result_t sc_cuda_sparse_scatter(void *dst, size_t n, const uint32_t *indices,
                                    size_t nnz, sc_dtype_t dtype, int zero_first, int divisor,
                                    void *stream);
 
-/* ---- error feedback (sparse/ef.c's residual updates) ---- */
+/* ---- error feedback (lib/sparse/ef.c's residual updates) ---- */
 
 /* device residual += grad (sc_reduce_kernel's SUM). */
 sc_result_t sc_cuda_ef_accumulate(void *residual, const void *grad, size_t n, sc_dtype_t dtype,

@@ -6,7 +6,7 @@
 #include <cuda_runtime.h>
 
 extern "C" {
-#include "base/error.h"
+#include "lib/base/error.h"
 }
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/hd_launch.h"

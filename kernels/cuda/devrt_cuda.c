@@ -17,11 +17,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "base/clock.h"
-#include "base/config.h"
-#include "base/error.h"
-#include "base/log.h"
 #include "kernels/cuda/devrt_cuda.h"
+#include "lib/base/clock.h"
+#include "lib/base/config.h"
+#include "lib/base/error.h"
+#include "lib/base/log.h"
 
 static sc_result_t cuda_fail(const char *what, cudaError_t e) {
   (void)cudaGetLastError(); /* clear the per-thread error of a non-sticky failure */

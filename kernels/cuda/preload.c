@@ -2,7 +2,7 @@
  *
  * CUDA loads kernels lazily by default since 12.2: a kernel is loaded at its
  * first launch, and loading may wait for the whole context. A stream form
- * (core/stream.c) leaves the caller's stream waiting on a flag that only our
+ * (lib/core/stream.c) leaves the caller's stream waiting on a flag that only our
  * progress thread raises, after it has launched its kernels; a first launch
  * there, or of one of our kernels by the caller behind that wait, then waits
  * for a stream that waits for it. On an H100 (2026-11-27) the stream tests
@@ -21,10 +21,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "base/error.h"
-#include "base/log.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/devrt_cuda.h"
+#include "lib/base/error.h"
+#include "lib/base/log.h"
 
 /* More than the modules hold (reduce.cu has about a hundred). */
 #define SC_CUDA_MODULE_FUNCS_MAX 1024

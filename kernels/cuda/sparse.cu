@@ -1,5 +1,5 @@
 /* Sparse gather/scatter and the error-feedback residual updates on the
- * device: the element loops of sparse/ef.c's step, each one kernel over the
+ * device: the element loops of lib/sparse/ef.c's step, each one kernel over the
  * nnz selected entries (grid-stride), with the averaging arithmetic of
  * kernels/cuda/hd.h. */
 #include "kernels/cuda/cuda_util.cuh"

@@ -1,4 +1,4 @@
-/* Liveness watch (control/watch.c, issue 6) under sc-run, public API only.
+/* Liveness watch (lib/control/watch.c, issue 6) under sc-run, public API only.
  * Usage: fail_watch MODE VICTIM BOUND_S [PIDFILE]
  *   kill  : VICTIM SIGKILLs itself while the others sit in an all-reduce
  *           (the lowest survivor through iallreduce + sc_wait, so the progress

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "control/bootstrap_wire.h"
+#include "lib/control/bootstrap_wire.h"
 #include "test/fuzz/fuzz_common.h"
 
 const char *const fuzz_target_name = "reply";

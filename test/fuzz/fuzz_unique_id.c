@@ -2,14 +2,14 @@
  * channels. The input is u8 flags | up to 128 id bytes (zero-padded); flags
  * bit 0 writes the right magic and version, bit 1 the right checksum, so that
  * the fuzzer gets past them. The verdict is compared with a model written here
- * from the id layout (control/bootstrap.c): "SCUI", u16 version 1, the packed root
- * address (base/socket.c: u8 family tag 4|6, u8 0, u16 port != 0, u32 scope,
+ * from the id layout (lib/control/bootstrap.c): "SCUI", u16 version 1, the packed root
+ * address (lib/base/socket.c: u8 family tag 4|6, u8 0, u16 port != 0, u32 scope,
  * 16 address bytes; bytes encode leaves zero must be zero), the 32-byte
  * secret, FNV-1a of all that, zeros. A decoded id must encode back to itself,
  * byte for byte. */
 #include <string.h>
 
-#include "control/bootstrap.h"
+#include "lib/control/bootstrap.h"
 #include "test/fuzz/fuzz_common.h"
 
 const char *const fuzz_target_name = "unique_id";

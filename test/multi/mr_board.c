@@ -1,4 +1,4 @@
-/* The board (core/board.c): the smallest collectives where every rank is on
+/* The board (lib/core/board.c): the smallest collectives where every rank is on
  * this host, checked where the board's own logic could go wrong. Run under
  * sc-run, every rank with the same mode:
  *   data      every collective, dtype and op at counts 0, 1, 7 and the last

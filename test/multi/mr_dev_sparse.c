@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "kernels/devrt.h"
-#include "sparse/ef.h"
+#include "lib/sparse/ef.h"
 #include "sparsecoll.h"
 #include "test/multi/mr_common.h"
 

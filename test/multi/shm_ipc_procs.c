@@ -34,9 +34,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "base/clock.h"
-#include "base/error.h"
 #include "kernels/devrt.h"
+#include "lib/base/clock.h"
+#include "lib/base/error.h"
 #include "transport/shm/shm_internal.h"
 #include "transport/transport.h"
 

@@ -1,7 +1,7 @@
-/* The real executor (core/executor.c) against the schedule simulator: every
+/* The real executor (lib/core/executor.c) against the schedule simulator: every
  * algorithm of every collective in algorithms/registry.h, and the sparse
  * schedules, run on nranks 1..8 both ways on the same inputs, one thread
- * per rank over the loopback transport (transport/loopback/). Each rank's
+ * per rank over the loopback transport (test/loopback/). Each rank's
  * memory (input, output, both when in place) must be identical BIT FOR BIT
  * after the two runs; on inputs that are exact in any reduction order both
  * are also checked against dense_check.c's reference. Random inputs (not
@@ -21,8 +21,8 @@
 
 #include "algorithms/registry.h"
 #include "kernels/cpu/reduce.h"
+#include "test/loopback/loopback.h"
 #include "test/sim/dense_check.h"
-#include "transport/loopback/loopback.h"
 
 #define ONE_CHUNK ((size_t)1 << 40)
 

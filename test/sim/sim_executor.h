@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/comm.h"
+#include "lib/core/comm.h"
 #include "test/sim/simulator.h"
 
 #define MAXP 8

@@ -19,9 +19,9 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/registry.h"
+#include "lib/tune/tune.h"
 #include "test/sim/dense_check.h"
 #include "test/sim/simulator.h"
-#include "tune/tune.h"
 
 #define MAXP 8
 
@@ -279,7 +279,7 @@ static void test_cost(void) {
                "on one host hier is no candidate");
 }
 
-/* The replay of a host's shared link, and the rails' algorithm (tune/):
+/* The replay of a host's shared link, and the rails' algorithm (lib/tune/):
  * - bytes negligible: hier with ring rails on H hosts x 2 is the rails'
  *   2 (H - 1) network hops, one after another; booking one rank's later
  *   message on its host's link before its host-mate's earlier one (the replay

@@ -20,7 +20,7 @@
 #include "algorithms/sparse.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/sparse_merge.h"
-#include "schedule/sparse_state.h"
+#include "lib/schedule/sparse_state.h"
 #include "test/sim/simulator.h"
 
 static int passed, failed;

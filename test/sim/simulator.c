@@ -1,8 +1,8 @@
 /* See simulator.h. Its own message passing and ordering, independent of
- * core/executor.c on purpose: it checks the schedules against the executor's
+ * lib/core/executor.c on purpose: it checks the schedules against the executor's
  * rules as written, not as implemented. What a step computes once its data
  * is at hand is not re-implemented: sc_step_apply / sc_sched_finish
- * (schedule/step.h) and sc_sparse_apply are the executor's own, and
+ * (lib/schedule/step.h) and sc_sparse_apply are the executor's own, and
  * test/sim/sim_executor.c compares the two end to end. */
 #include "test/sim/simulator.h"
 
@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/error.h"
-#include "schedule/step.h"
+#include "lib/base/error.h"
+#include "lib/schedule/step.h"
 
 typedef struct sim_msg {
   struct sim_msg *next;

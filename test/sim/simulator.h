@@ -32,8 +32,8 @@
 
 #include <stddef.h>
 
-#include "schedule/sched.h"
-#include "schedule/sparse_state.h"
+#include "lib/schedule/sched.h"
+#include "lib/schedule/sparse_state.h"
 #include "sparsecoll.h"
 
 typedef struct sc_sim_rank {

@@ -13,7 +13,7 @@ set -u
 top=${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
 cd "$top" || exit 1
 # Lowest first. perf/ and tools/ sit above the library, side by side.
-LAYERS="include base kernels schedule algorithms tune transport control core sparse fusion perf tools"
+LAYERS="include lib/base kernels lib/schedule algorithms lib/tune transport lib/control lib/core lib/sparse lib/fusion perf tools"
 mode=${1:-check}
 
 files=$(for d in $LAYERS; do [ -d "$d" ] && find "$d" -name '*.[ch]' -o -name '*.cu' -o -name '*.cuh'; done | sort)
@@ -29,12 +29,15 @@ grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' $files |
     # perf and tools are peers at the top: neither may include the other.
     rank["tools"] = rank["perf"]
   }
-  function layer(path,   p) {
+  # A layer is a top folder, or lib/<folder> for the layers of the library itself.
+  function layer(path,   p, l) {
     split(path, p, "/")
-    if (!(p[1] in rank)) return ""
-    return p[1]
+    l = (p[1] == "lib") ? p[1] "/" p[2] : p[1]
+    if (!(l in rank)) return ""
+    return l
   }
-  function sub2(path,   p) { split(path, p, "/"); return p[2] }
+  # The subfolder of a layer: tcp for a file of transport/tcp/.
+  function sub2(path,   p) { split(path, p, "/"); return p[1] == "lib" ? p[3] : p[2] }
   {
     from = layer($1); to = $3
     # Headers named without a folder: the public API and the generated config.h.

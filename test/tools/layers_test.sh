@@ -30,14 +30,16 @@ else
   printf '%s\n' "$want"
 fi
 
-# A small tree: base below core, transport/tcp beside transport/shm.
+# A small tree: lib/base below kernels below transport below lib/core,
+# transport/tcp beside transport/shm.
 mk() {
-  rm -rf "$tmp/t" && mkdir -p "$tmp/t/base" "$tmp/t/core" "$tmp/t/transport/tcp" \
-    "$tmp/t/transport/shm"
-  printf '#include "sparsecoll.h"\n' >"$tmp/t/base/error.h"
-  printf '#include "base/error.h"\n' >"$tmp/t/core/comm.h"
-  printf '#include "base/error.h"\n' >"$tmp/t/transport/tcp/tcp.c"
-  printf '#include "base/error.h"\n' >"$tmp/t/transport/shm/shm.c"
+  rm -rf "$tmp/t" && mkdir -p "$tmp/t/lib/base" "$tmp/t/lib/core" "$tmp/t/kernels/cpu" \
+    "$tmp/t/transport/tcp" "$tmp/t/transport/shm"
+  printf '#include "sparsecoll.h"\n' >"$tmp/t/lib/base/error.h"
+  printf '#include "lib/base/error.h"\n' >"$tmp/t/lib/core/comm.h"
+  printf '#include "lib/base/error.h"\n' >"$tmp/t/kernels/cpu/reduce.c"
+  printf '#include "lib/base/error.h"\n' >"$tmp/t/transport/tcp/tcp.c"
+  printf '#include "lib/base/error.h"\n' >"$tmp/t/transport/shm/shm.c"
 }
 mk
 if top_srcdir="$tmp/t" sh "$CHECK" >/dev/null 2>&1; then ok "a clean small tree passes"; else
@@ -56,12 +58,14 @@ caught() {
     bad "$1 was not caught (rc=$rc): $out"
   fi
 }
-caught "an upward include" base/error.h '#include "core/comm.h"' \
-  '^base/error.h:2: .*core/comm.h (layer core, above it)'
+caught "an upward include" lib/base/error.h '#include "lib/core/comm.h"' \
+  '^lib/base/error.h:2: .*lib/core/comm.h (layer lib/core, above it)'
+caught "an upward include into lib/ from a plug-in family" kernels/cpu/reduce.c \
+  '#include "lib/core/comm.h"' '^kernels/cpu/reduce.c:2: .*(layer lib/core, above it)'
 caught "an include into a sibling folder" transport/tcp/tcp.c \
   '#include "transport/shm/shm.h"' '^transport/tcp/tcp.c:2: .*sibling folder' # paths_test:ignore
-caught "an include of no layer" core/comm.h '#include "nowhere/x.h"' \
-  '^core/comm.h:2: includes "nowhere/x.h", which is in no layer'
+caught "an include of no layer" lib/core/comm.h '#include "nowhere/x.h"' \
+  '^lib/core/comm.h:2: includes "nowhere/x.h", which is in no layer'
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -7,7 +7,7 @@
 # and the retired lib/ and src/) and ends in a file name with an extension,
 # such as transport/tcp/tcp_io.c or docs/API.md; a leading ./ or ../ and a
 # make or shell variable in front ($(top_srcdir)/, ${top}/) are dropped; a
-# glob (fusion/*.c) must match at least one file. A bare Markdown name
+# glob (lib/fusion/*.c) must match at least one file. A bare Markdown name
 # (README.md) must exist at the top or next to the file that cites it.
 # Absolute paths, URLs and paths behind another variable ($cuda_dir/...) are
 # not checked, nor test logs (*.log, *.trs), libtool libraries (*.la) and the

@@ -1,11 +1,11 @@
 #!/bin/sh
-# Every SC_* variable of base/config.c's table is printed by
+# Every SC_* variable of lib/base/config.c's table is printed by
 # `sc-info --env --markdown` and documented in the README.
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-.}
 SC_INFO="$top_builddir/sc-info"
 README="$top_srcdir/README.md"
-CONFIG_C="$top_srcdir/base/config.c"
+CONFIG_C="$top_srcdir/lib/base/config.c"
 pass=0
 fail=0
 ok() { pass=$((pass + 1)); echo "PASS: $1"; }
@@ -24,9 +24,9 @@ else
 fi
 
 if [ -n "$declared" ] && [ "$declared" = "$listed" ]; then
-  ok "sc-info lists all $(echo "$declared" | wc -l) variables of base/config.c in order"
+  ok "sc-info lists all $(echo "$declared" | wc -l) variables of lib/base/config.c in order"
 else
-  bad "sc-info's variables differ from base/config.c's"
+  bad "sc-info's variables differ from lib/base/config.c's"
   echo "  declared: $(echo $declared)"
   echo "  listed:   $(echo $listed)"
 fi

@@ -16,8 +16,8 @@
 
 #include <cmocka.h>
 
-#include "base/error.h"
-#include "base/socket.h"
+#include "lib/base/error.h"
+#include "lib/base/socket.h"
 #include "test/unit/tcp_nodes.h"
 #include "transport/tcp/tcp_internal.h"
 #include "transport/transport.h"

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/error.h"
+#include "lib/base/error.h"
 #include "transport/transport.h"
 
 #define MAXN     4

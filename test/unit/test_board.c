@@ -1,4 +1,4 @@
-/* Which calls take the board and what each rank posts (core/board.c's
+/* Which calls take the board and what each rank posts (lib/core/board.c's
  * sc_board_payload), and the post's call description, against the rules
  * written out here case by case. */
 #include <setjmp.h>
@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "core/board.h"
+#include "lib/core/board.h"
 
 #define NONE ((size_t)-1)
 

@@ -16,9 +16,9 @@
 
 #include <cmocka.h>
 
-#include "base/error.h"
-#include "base/socket.h"
-#include "control/bootstrap.h"
+#include "lib/base/error.h"
+#include "lib/base/socket.h"
+#include "lib/control/bootstrap.h"
 
 #define BLOB 24
 

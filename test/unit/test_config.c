@@ -12,9 +12,9 @@
 
 #include <cmocka.h>
 
-#include "base/config.h"
-#include "base/error.h"
-#include "core/comm.h"
+#include "lib/base/config.h"
+#include "lib/base/error.h"
+#include "lib/core/comm.h"
 
 static void test_parse_long(void **state) {
   long v = 0;

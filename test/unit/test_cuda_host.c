@@ -83,7 +83,7 @@ static void test_reduce_every_dtype_and_op(void **state) {
   }
 }
 
-/* The scatter's averaging equals sparse/ef.c's: (float)value / (float)p,
+/* The scatter's averaging equals lib/sparse/ef.c's: (float)value / (float)p,
  * stored through double, for every fp16 and bf16 pattern. */
 static void test_scatter_average_as_gtopk(void **state) {
   (void)state;

@@ -19,7 +19,7 @@
 #include <cmocka.h>
 
 #include "config.h"
-#include "core/device.h"
+#include "lib/core/device.h"
 #include "sparsecoll.h"
 #ifdef SC_HAVE_CUDA
 #include <cuda_runtime_api.h>

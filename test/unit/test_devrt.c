@@ -2,7 +2,7 @@
  * memory round trips, host access to device memory faulting, stream order
  * against a sequential model of the same ops, events, stream waits on a
  * flag, host functions in order, IPC between processes, and the memory-kind
- * verdicts of core/device.c. Every op runs with a delay on the stream's
+ * verdicts of lib/core/device.c. Every op runs with a delay on the stream's
  * thread, so a result read too early shows. */
 #include <pthread.h>
 #include <setjmp.h>
@@ -20,9 +20,9 @@
 
 #include <cmocka.h>
 
-#include "base/error.h"
-#include "core/device.h"
 #include "kernels/devrt.h"
+#include "lib/base/error.h"
+#include "lib/core/device.h"
 #include "sparsecoll.h"
 #include "test/unit/devrt_standin.h"
 

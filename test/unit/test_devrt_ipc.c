@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "base/error.h"
 #include "kernels/devrt.h"
+#include "lib/base/error.h"
 
 typedef struct mock_handle {
   int64_t owner;

@@ -10,8 +10,8 @@
 
 #include <cmocka.h>
 
-#include "core/device.h"
 #include "kernels/devrt.h"
+#include "lib/core/device.h"
 
 static void test_no_runtime(void **state) {
   (void)state;

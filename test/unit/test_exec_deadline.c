@@ -1,4 +1,4 @@
-/* The executor's no-progress deadline (core/executor.c, sc_exec_progress):
+/* The executor's no-progress deadline (lib/core/executor.c, sc_exec_progress):
  * an operation fails with SC_ERR_TIMEOUT once no byte has moved for
  * SC_TIMEOUT_MS, and only then. The time of the last progress is stamped
  * lazily (at the next round, from the clock that round reads anyway), so
@@ -18,9 +18,9 @@
 
 #include <cmocka.h>
 
-#include "core/comm.h"
-#include "core/exec_device.h"
-#include "schedule/sched.h"
+#include "lib/core/comm.h"
+#include "lib/core/exec_device.h"
+#include "lib/schedule/sched.h"
 
 #define TIMEOUT_MS 100
 #define SLICE_MS   10

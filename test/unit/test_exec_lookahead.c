@@ -1,4 +1,4 @@
-/* The executor's receive lookahead (core/executor.c): while a receive step
+/* The executor's receive lookahead (lib/core/executor.c): while a receive step
  * waits, the next receive step may be posted early, but never where the
  * early post would let incoming data overwrite memory that something
  * before its step still reads or writes. Hand-written schedules on 2 or 3
@@ -20,9 +20,9 @@
 
 #include <cmocka.h>
 
-#include "core/comm.h"
-#include "schedule/sched.h"
-#include "transport/loopback/loopback.h"
+#include "lib/core/comm.h"
+#include "lib/schedule/sched.h"
+#include "test/loopback/loopback.h"
 
 #define B      64 /* elements of one region */
 #define NELEM  (4 * B)
@@ -298,7 +298,7 @@ static uint64_t two_receives(int one_host_only, size_t chunk, int x_from) {
 
 /* The next chunk of a stream from a peer on another host is posted early;
  * not on one host, not below a chunk, not from another peer
- * (core/executor.c says why). */
+ * (lib/core/executor.c says why). */
 static void test_when_early(void **state) {
   (void)state;
   const size_t chunk = B * sizeof(int32_t);

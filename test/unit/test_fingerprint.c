@@ -12,8 +12,8 @@
 #include <cmocka.h>
 
 #include "algorithms/sparse.h"
-#include "core/comm.h"
-#include "core/fingerprint.h"
+#include "lib/core/comm.h"
+#include "lib/core/fingerprint.h"
 #include "test/sim/simulator.h"
 
 static sc_fingerprint_t fp_of(sc_coll_t coll, size_t count, sc_dtype_t dt, sc_redop_t op, int root,

@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "fusion/plan.h"
+#include "lib/fusion/plan.h"
 #include "test/unit/fplan_random.h"
 
 /* The iteration of the partition whose cut points are mask's bits (bit l:

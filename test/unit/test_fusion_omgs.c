@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "fusion/plan.h"
+#include "lib/fusion/plan.h"
 #include "test/unit/fplan_random.h"
 
 /* End of the timeline of the partition whose cut points are mask's bits (bit

@@ -1,4 +1,4 @@
-/* P3's pure decisions (fusion/plan.c): the slice plan against a reference
+/* P3's pure decisions (lib/fusion/plan.c): the slice plan against a reference
  * that peels slices off one by one; the default slice size against the
  * model's bounds; and the scheduler's choices, replayed step by step on
  * ranks that make tensors ready in different orders at different times,
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "fusion/plan.h"
+#include "lib/fusion/plan.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static size_t urand(size_t n) {

@@ -1,4 +1,4 @@
-/* The fusion planners (fusion/plan.c) against timelines worked out by
+/* The fusion planners (lib/fusion/plan.c) against timelines worked out by
  * hand in the comments: the MG-WFBP merge rule on a small example, its edge
  * cases (one tensor, zero-time layers, huge and zero alpha, dtype groups,
  * the size cap), the size-threshold planners in both directions, DeAR's
@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "fusion/plan.h"
+#include "lib/fusion/plan.h"
 
 static void expect_first(const size_t *got, size_t nb_got, const size_t *want, size_t nb_want) {
   assert_int_equal(nb_got, nb_want);

@@ -18,9 +18,9 @@
 
 #include <cmocka.h>
 
-#include "base/clock.h"
-#include "base/error.h"
-#include "base/socket.h"
+#include "lib/base/clock.h"
+#include "lib/base/error.h"
+#include "lib/base/socket.h"
 #include "transport/shm/shm_internal.h"
 #include "transport/transport.h"
 
@@ -619,7 +619,7 @@ static int sleeps_within_200ms(sc_shm_transport_t *a) {
 }
 
 /* The spin yields the core between looks, but not while another program
- * holds it (base/yield.h): with yields off the wait goes to sleep at once,
+ * holds it (lib/base/yield.h): with yields off the wait goes to sleep at once,
  * where a spin of 400 ms would still be yielding (checked first, so that
  * the second half cannot pass for another reason). */
 static void test_contended_core_sleeps(void **state) {

@@ -1,4 +1,4 @@
-/* The sparse layer's device contexts (sparse/devctx.h) on the stand-in
+/* The sparse layer's device contexts (lib/sparse/devctx.h) on the stand-in
  * device: the scratch layout helper (pure), reuse from the free list,
  * growth only when a call needs more (a warm call allocates nothing),
  * and a bounded sync. Skipped (77) when the stand-in is not built. */
@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "sparse/devctx.h"
+#include "lib/sparse/devctx.h"
 #include "test/unit/devrt_standin.h"
 
 static const sc_devrt_t *rt;

@@ -1,4 +1,4 @@
-/* The staging plan of device buffers (core/stage_plan.c) against independent
+/* The staging plan of device buffers (lib/core/stage_plan.c) against independent
  * references: chunk plans against a byte-by-byte walk, the slot ring against
  * a simulation that completes chunks in random order and tracks which slot
  * each chunk holds, and a whole transfer (sender ring, FIFO channel,
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "core/stage_plan.h"
+#include "lib/core/stage_plan.h"
 
 static const size_t lens[] = {0,
                               1,

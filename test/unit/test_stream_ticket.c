@@ -1,4 +1,4 @@
-/* The stream forms' ticket rule (core/stream.h): a stream waiting for ticket
+/* The stream forms' ticket rule (lib/core/stream.h): a stream waiting for ticket
  * t passes once the pinned flag holds t or a later ticket, with tickets
  * wrapping around 2^32, and a release never moves the flag back. Checked
  * against 64-bit tickets that never wrap, around 0, 2^31 and 2^32 - 1, for
@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "core/stream.h"
+#include "lib/core/stream.h"
 
 static const uint64_t bases[] = {0,
                                  1,

@@ -10,9 +10,9 @@
 
 #include <cmocka.h>
 
-#include "core/comm.h"
-#include "core/links.h"
-#include "tune/tune.h"
+#include "lib/core/comm.h"
+#include "lib/core/links.h"
+#include "lib/tune/tune.h"
 
 static const double alpha = 20e-6, beta = 1e-9; /* 20 us, 1 GB/s */
 

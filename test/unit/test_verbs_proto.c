@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "base/error.h"
+#include "lib/base/error.h"
 #include "transport/verbs/verbs_near.h"
 #include "transport/verbs/verbs_proto.h"
 

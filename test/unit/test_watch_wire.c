@@ -1,4 +1,4 @@
-/* Liveness watch wire parsers (control/watch.c): what arrives from an untrusted
+/* Liveness watch wire parsers (lib/control/watch.c): what arrives from an untrusted
  * peer is accepted only when well-formed; every bound is enforced. The
  * references are byte layouts written out here, independently of the
  * library's own frame builder. */
@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "control/watch.h"
+#include "lib/control/watch.h"
 
 static void put32(uint8_t *p, uint32_t v) {
   p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v;

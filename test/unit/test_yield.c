@@ -1,4 +1,4 @@
-/* base/yield.c: when a spinning wait stops yielding the core. A yield that
+/* lib/base/yield.c: when a spinning wait stops yielding the core. A yield that
  * lasted longer than the threshold (1 ms per rank of the job sharing a
  * core) turns yields off for a window that doubles while yields keep
  * losing the core, up to a cap, and shrinks back after one that did not.
@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "base/yield.h"
+#include "lib/base/yield.h"
 
 static void test_threshold_per_core(void **state) {
   (void)state;

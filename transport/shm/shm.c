@@ -23,11 +23,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/clock.h"
-#include "base/error.h"
-#include "base/log.h"
-#include "base/socket.h"
-#include "base/yield.h"
+#include "lib/base/clock.h"
+#include "lib/base/error.h"
+#include "lib/base/log.h"
+#include "lib/base/socket.h"
+#include "lib/base/yield.h"
 #include "transport/shm/shm_internal.h"
 
 /* Progress rounds that look at peers' liveness without reading the clock

@@ -1,13 +1,13 @@
 /* The board: where every rank of the communicator is on this host, each rank
  * owns two slots in its segment's header page, which every peer has mapped,
- * and the core runs its smallest collectives through them (core/board.c):
+ * and the core runs its smallest collectives through them (lib/core/board.c):
  * each rank writes its part once and reads every peer's where it lies, with
  * no message, queue or doorbell between. A post is the payload, then the
  * call's number stored with release order; a reader that loads that number
  * with acquire order sees the payload. */
 #include <string.h>
 
-#include "base/error.h"
+#include "lib/base/error.h"
 #include "transport/shm/shm_internal.h"
 
 size_t sc_shm_board_max(sc_transport_t *base) {

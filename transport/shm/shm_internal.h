@@ -38,8 +38,8 @@
 #include <sys/types.h>
 #include <sys/un.h>
 
-#include "base/yield.h"
 #include "kernels/devrt.h"
+#include "lib/base/yield.h"
 #include "transport/transport.h"
 
 #define SC_SHM_CACHELINE 64

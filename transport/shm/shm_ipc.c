@@ -25,9 +25,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "base/clock.h"
-#include "base/error.h"
-#include "base/log.h"
+#include "lib/base/clock.h"
+#include "lib/base/error.h"
+#include "lib/base/log.h"
 #include "transport/shm/shm_internal.h"
 
 /* ---- pure parts ---- */

@@ -15,9 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/error.h"
-#include "base/log.h"
-#include "base/socket.h"
+#include "lib/base/error.h"
+#include "lib/base/log.h"
+#include "lib/base/socket.h"
 #include "transport/shm/shm_internal.h"
 
 uint64_t sc_shm_fnv1a(const void *p, size_t n, uint64_t h) {

@@ -1,7 +1,7 @@
 /* Shared-memory transport: how a rank waits (progress). It looks at the
  * rings; when nothing moved, it looks again between pauses while a peer it
  * waits on runs on another core, yields the core for up to spin_us (not
- * while another program holds it: base/yield.h), then announces `sleeping`
+ * while another program holds it: lib/base/yield.h), then announces `sleeping`
  * and polls its doorbell plus the pidfds of the peers it waits on (a dead
  * peer wakes it at once), at most SC_SHM_CHECK_MS per poll so that liveness
  * without pidfds and the peers' `closed` flags are checked regularly. Each
@@ -15,9 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/clock.h"
-#include "base/error.h"
-#include "base/yield.h"
+#include "lib/base/clock.h"
+#include "lib/base/error.h"
+#include "lib/base/yield.h"
 #include "transport/shm/shm_internal.h"
 
 /* Looks at the rings, between pauses, before a yield (see sc_shm_progress). */
@@ -156,7 +156,7 @@ sc_result_t sc_shm_progress(sc_transport_t *base, int timeout_ms, int *progresse
       int budget = SC_SHM_POLLS_BEFORE_YIELD;
       res = spin_looks(tp, fits, &budget, &moved, first_err, sizeof(first_err));
       /* The clock only once the looks found nothing. While another program
-       * holds the core, yields are off (base/yield.h): sleep at once. */
+       * holds the core, yields are off (lib/base/yield.h): sleep at once. */
       int64_t now = !moved && res == SC_SUCCESS ? sc_now_us() : 0, end = now + tp->spin_us;
       while (!moved && res == SC_SUCCESS && now < end && sc_yield_allowed(&tp->yield, now)) {
         mark_off_cpu(tp);

@@ -11,9 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/clock.h"
-#include "base/error.h"
-#include "base/log.h"
+#include "lib/base/clock.h"
+#include "lib/base/error.h"
+#include "lib/base/log.h"
 #include "transport/tcp/tcp_io.h"
 
 static sc_result_t post_check(sc_tcp_transport_t *tp, int peer, const void *buf, size_t len,
@@ -179,7 +179,7 @@ static int wait_ready(sc_tcp_transport_t *tp, int n, int timeout_ms) {
       if (rc != 0) break;
       now = sc_now_us();
       /* While another program holds the core, a yield hands it a whole
-       * slice: sleep in poll instead (base/yield.h). */
+       * slice: sleep in poll instead (lib/base/yield.h). */
       if (now >= end || !sc_yield_allowed(&tp->yield, now)) break;
       /* With more ranks than cores the sender may be waiting for this very
        * core: hand it over rather than hold it for the whole spin. */

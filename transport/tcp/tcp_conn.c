@@ -14,8 +14,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "base/error.h"
-#include "base/log.h"
+#include "lib/base/error.h"
+#include "lib/base/log.h"
 #include "transport/tcp/tcp_internal.h"
 
 void sc_tcp_encode_hello(uint8_t out[SC_TCP_HELLO_LEN], const uint8_t secret[SC_SECRET_LEN],

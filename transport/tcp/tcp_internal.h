@@ -35,9 +35,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/socket.h"
-#include "base/wire.h"
-#include "base/yield.h"
+#include "lib/base/socket.h"
+#include "lib/base/wire.h"
+#include "lib/base/yield.h"
 #include "transport/transport.h"
 
 #define SC_TCP_BLOB_MAGIC  0x53435442u /* 'SCTB' */
@@ -102,7 +102,7 @@ typedef struct sc_tcp_transport {
   sc_transport_t base;
   int nsocks; /* SC_NSOCKS: how many this rank opens to each lower rank */
   int spin_us;
-  sc_yield_t yield; /* whether the spin may yield the core now (base/yield.h) */
+  sc_yield_t yield; /* whether the spin may yield the core now (lib/base/yield.h) */
   uint8_t secret[SC_SECRET_LEN];
   size_t sockbuf;
   int timeout_ms;

@@ -14,8 +14,8 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include "base/error.h"
-#include "base/log.h"
+#include "lib/base/error.h"
+#include "lib/base/log.h"
 #include "transport/tcp/tcp_io.h"
 
 /* iovecs gathered into one sendmsg: several small queued messages leave in a

@@ -12,8 +12,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "base/error.h"
-#include "base/log.h"
+#include "lib/base/error.h"
+#include "lib/base/log.h"
 #include "transport/tcp/tcp_internal.h"
 
 typedef enum sc_setup_state {

@@ -15,9 +15,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "base/clock.h"
-#include "base/error.h"
-#include "base/log.h"
+#include "lib/base/clock.h"
+#include "lib/base/error.h"
+#include "lib/base/log.h"
 #include "transport/ucx/ucx_internal.h"
 
 static void req_finish(sc_tp_req_t *r, sc_result_t status) {
@@ -298,7 +298,7 @@ static sc_result_t wait_events(sc_ucx_transport_t *tp, size_t before, int timeou
     while (!settled(tp, before) && now < spin_end) {
       /* With more ranks than cores the sender may be waiting for this very
        * core: hand it over rather than hold it for the whole spin; but not
-       * while another program holds it (base/yield.h): sleep then. */
+       * while another program holds it (lib/base/yield.h): sleep then. */
       if (!drain(tp)) {
         if (!sc_yield_allowed(&tp->yield, now)) break;
         now = sc_yield_core(&tp->yield, now);

@@ -13,7 +13,7 @@
 
 #include "transport/transport.h"
 
-/* SC_TRANSPORT's choices, in base/config.c's order. */
+/* SC_TRANSPORT's choices, in lib/base/config.c's order. */
 enum { SC_TP_AUTO = 0, SC_TP_TCP = 1, SC_TP_SHM = 2, SC_TP_UCX = 3, SC_TP_VERBS = 4 };
 
 /* Capability bits a rank publishes in the bootstrap record. */

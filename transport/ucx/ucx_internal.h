@@ -31,7 +31,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "base/yield.h"
+#include "lib/base/yield.h"
 #include "transport/transport.h"
 
 #define SC_UCX_BLOB_MAGIC 0x53435558u /* 'SCUX' */
@@ -261,7 +261,7 @@ struct sc_ucx_transport {
   int nbusy;              /* lanes that carry a peer (connect_all): */
   int busy[SC_UCX_LANES]; /* only they are progressed and waited on */
   int spin_us;
-  sc_yield_t yield; /* whether the spin may yield the core now (base/yield.h) */
+  sc_yield_t yield; /* whether the spin may yield the core now (lib/base/yield.h) */
   int timeout_ms;
   int connected;
   int abandon; /* cancel_all failed requests, or a failure: destroy flushes briefly */

@@ -18,10 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "base/clock.h"
-#include "base/error.h"
-#include "base/log.h"
 #include "kernels/devrt.h"
+#include "lib/base/clock.h"
+#include "lib/base/error.h"
+#include "lib/base/log.h"
 #include "transport/ucx/ucx_auto.h"
 #include "transport/ucx/ucx_internal.h"
 
@@ -317,7 +317,7 @@ sc_result_t sc_ucx_connect_all(sc_transport_t *base, const void *addrs, size_t s
      * failure handler: with UCP_ERR_HANDLING_MODE_PEER, UCX would carry a
      * same-host pair over TCP loopback (measured 3-5x slower). Such a pair
      * gets no error handling, and a dead or stopped same-host peer is
-     * reported by the liveness watch (control/watch.c), as for shm; both
+     * reported by the liveness watch (lib/control/watch.c), as for shm; both
      * ends decide alike, from the two blobs. */
     p->peer_errors = !sc_ucx_blob_same_host(&tp->peers[base->rank].blob, &p->blob) ||
                      !(tp->peers[base->rank].blob.flags & p->blob.flags & SC_UCX_FLAG_SHM);

@@ -12,9 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/clock.h"
-#include "base/error.h"
-#include "base/log.h"
+#include "lib/base/clock.h"
+#include "lib/base/error.h"
+#include "lib/base/log.h"
 #include "transport/verbs/verbs_internal.h"
 
 static void list_push(sc_vb_reqlist_t *l, sc_tp_req_t *r) {
@@ -465,7 +465,7 @@ static sc_result_t vb_progress(sc_transport_t *base, int timeout_ms, int *progre
                                                                      : (int64_t)timeout_ms * 1000;
     /* With more ranks than cores the peer may be waiting for this very
      * core: hand it over between looks, but not while another program holds
-     * it (base/yield.h): sleep then. */
+     * it (lib/base/yield.h): sleep then. */
     for (int64_t now = t0; !moved && now - t0 < spin;) {
       if (!sc_yield_allowed(&tp->yield, now)) break;
       now = sc_yield_core(&tp->yield, now);

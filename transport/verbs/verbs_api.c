@@ -6,8 +6,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "base/error.h"
-#include "base/log.h"
+#include "lib/base/error.h"
+#include "lib/base/log.h"
 #include "transport/verbs/verbs_api.h"
 #include "transport/verbs/verbs_near.h"
 

@@ -19,9 +19,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/error.h"
-#include "base/log.h"
 #include "kernels/devrt.h"
+#include "lib/base/error.h"
+#include "lib/base/log.h"
 #include "transport/verbs/verbs_internal.h"
 
 #define GDR_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)

@@ -7,8 +7,8 @@
 #include <poll.h>
 #include <stdint.h>
 
-#include "base/socket.h"
-#include "base/yield.h"
+#include "lib/base/socket.h"
+#include "lib/base/yield.h"
 #include "transport/transport.h"
 #include "transport/verbs/verbs_api.h"
 #include "transport/verbs/verbs_proto.h"
@@ -63,7 +63,7 @@ typedef struct sc_vb_transport {
   int listen_fd;
   int wake_fd;
   int spin_us;
-  sc_yield_t yield; /* whether the spin may yield the core now (base/yield.h) */
+  sc_yield_t yield; /* whether the spin may yield the core now (lib/base/yield.h) */
   int timeout_ms;
   uint8_t secret[SC_SECRET_LEN];
   int connected;

@@ -4,9 +4,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "base/config.h"
-#include "base/error.h"
-#include "base/wire.h"
+#include "lib/base/config.h"
+#include "lib/base/error.h"
+#include "lib/base/wire.h"
 #include "transport/verbs/verbs_proto.h"
 
 /* ---- settings ---- */

@@ -62,7 +62,7 @@ typedef struct sc_vb_env {
 sc_result_t sc_vb_parse_hca(const char *s, sc_vb_hca_spec_t *out);
 /* Whether device `name`, port `port` is selected by spec. */
 int sc_vb_hca_match(const sc_vb_hca_spec_t *spec, const char *name, int port);
-/* Reads and validates every SC_IB_* variable (base/config.h), naming the bad one. */
+/* Reads and validates every SC_IB_* variable (lib/base/config.h), naming the bad one. */
 sc_result_t sc_vb_read_env(sc_vb_env_t *out);
 /* The device-absent decision, before any device is opened: with zero devices the
  * answer is SC_ERR_UNSUPPORTED "no RDMA device: ..." whatever SC_IB_HCA says (a name

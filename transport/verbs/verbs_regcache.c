@@ -1,7 +1,7 @@
 /* The registration cache (see verbs_regcache.h). */
 #include <string.h>
 
-#include "base/error.h"
+#include "lib/base/error.h"
 #include "transport/verbs/verbs_regcache.h"
 
 void sc_vb_rc_init(sc_vb_regcache_t *rc, const sc_vb_rc_ops_t *ops, size_t limit, size_t page) {

@@ -14,10 +14,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "base/clock.h"
-#include "base/error.h"
-#include "base/log.h"
-#include "base/wire.h"
+#include "lib/base/clock.h"
+#include "lib/base/error.h"
+#include "lib/base/log.h"
+#include "lib/base/wire.h"
 #include "transport/verbs/verbs_internal.h"
 
 #define HELLO_MAGIC 0x53435648u /* "SCVH" */

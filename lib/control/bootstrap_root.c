@@ -1,0 +1,587 @@
+/* Bootstrap root service: a detached thread that collects every rank's blob
+ * and sends the whole table back (wire format in bootstrap_wire.h).
+ * The root serves every connection from one poll loop, so a silent or slow
+ * client cannot hold up the others; nothing is allocated for a connection
+ * before its header has been checked. */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "lib/base/error.h"
+#include "lib/base/log.h"
+#include "lib/base/socket.h"
+#include "lib/control/bootstrap.h"
+#include "lib/control/bootstrap_wire.h"
+
+/* Connections that have not yet shown a valid header; beyond this the oldest
+ * is dropped so that a flood of idle connections cannot exhaust descriptors. */
+#define SC_BOOT_UNAUTH_MAX 1024
+/* Time the root keeps trying to deliver its final error replies. */
+#define SC_BOOT_FLUSH_MS 500
+
+/* Root services (detached threads) alive in this process. */
+static _Atomic int sc_broot_running;
+
+typedef enum sc_bconn_state {
+  SC_BCONN_HELLO, /* reading the fixed header; not yet authenticated */
+  SC_BCONN_BLOB,  /* header valid; reading the blob (into the table, or discarded) */
+  SC_BCONN_WAIT,  /* checked in; waiting for the others */
+  SC_BCONN_REPLY, /* writing the table or an error, then closing */
+  SC_BCONN_CLOSED
+} sc_bconn_state_t;
+
+typedef struct sc_bconn {
+  int fd;
+  sc_bconn_state_t state;
+  char name[64]; /* peer address for logs */
+  uint8_t hdr[SC_BOOT_HELLO_LEN];
+  size_t hdr_done;
+  int rank;    /* rank named in a valid header, -1 before */
+  int claimed; /* this connection holds rank's slot */
+  int discard; /* blob is read and thrown away (job already failed) */
+  size_t blob_len;
+  size_t blob_off; /* in the table, from sc_boot_blob_offset */
+  size_t blob_done;
+  uint8_t reply[SC_BOOT_REPLY_LEN];
+  const uint8_t *payload;
+  size_t payload_len;
+  size_t out_done; /* of SC_BOOT_REPLY_LEN + payload_len */
+  int64_t since;   /* accept time, to drop the oldest unauthenticated one */
+} sc_bconn_t;
+
+typedef struct sc_broot {
+  int listen_fd;
+  uint8_t secret[SC_SECRET_LEN];
+  int timeout_ms;
+  int64_t deadline;
+  char addr[64];
+  sc_bconn_t *conns;
+  size_t nconns, cap;
+  size_t nunauth;              /* connections in SC_BCONN_HELLO */
+  int64_t accept_paused_until; /* after accept failed (e.g. EMFILE): do not spin on it */
+  struct pollfd *pfds;
+  size_t pfd_cap;
+  /* Fixed by the first valid hello. */
+  int nranks;
+  size_t bloblen;
+  int first_rank;
+  uint8_t *table;
+  uint8_t *slot; /* per rank: 0 free, 1 blob arriving, 2 checked in */
+  uint8_t *told; /* per rank: the final answer was delivered */
+  int checked_in;
+  int complete; /* everyone checked in; table is being sent */
+  sc_result_t fail_code;
+  char fail_text[SC_BOOT_ERRTEXT_MAX];
+  size_t fail_len;
+  uint8_t discard[SC_BOOT_BLOB_MAX];
+} sc_broot_t;
+
+static void broot_close(sc_broot_t *r, sc_bconn_t *c) {
+  if (c->state == SC_BCONN_CLOSED) return;
+  if (c->state == SC_BCONN_HELLO) r->nunauth--;
+  if (c->claimed && r->slot) {
+    if (r->slot[c->rank] == 2) r->checked_in--;
+    r->slot[c->rank] = 0;
+    c->claimed = 0;
+  }
+  close(c->fd);
+  c->fd = -1;
+  c->state = SC_BCONN_CLOSED;
+}
+
+static void broot_drop(sc_broot_t *r, sc_bconn_t *c, const char *why) {
+  SC_WARN(SC_SUBSYS_BOOT, "bootstrap root %s: dropping connection from %s%s: %s", r->addr, c->name,
+          c->claimed ? " (rank gave up its slot)" : "", why);
+  broot_close(r, c);
+}
+
+static void broot_start_reply(sc_broot_t *r, sc_bconn_t *c, sc_result_t status,
+                              const uint8_t *payload, size_t len) {
+  sc_wire_put_u32(c->reply, SC_BOOT_REPLY_MAGIC);
+  sc_wire_put_u32(c->reply + 4, (uint32_t)status);
+  sc_wire_put_u32(c->reply + 8, (uint32_t)len);
+  c->payload = payload;
+  c->payload_len = len;
+  c->out_done = 0;
+  c->state = SC_BCONN_REPLY;
+}
+
+static void broot_reply_error(sc_broot_t *r, sc_bconn_t *c) {
+  broot_start_reply(r, c, r->fail_code, (const uint8_t *)r->fail_text, r->fail_len);
+}
+
+/* The job cannot succeed: every authenticated client, now and later, is told why. */
+static void broot_fail(sc_broot_t *r, sc_result_t code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void broot_fail(sc_broot_t *r, sc_result_t code, const char *fmt, ...) {
+  if (r->fail_code != SC_SUCCESS) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(r->fail_text, sizeof(r->fail_text), fmt, ap);
+  va_end(ap);
+  r->fail_len = strlen(r->fail_text);
+  r->fail_code = code;
+  SC_WARN(SC_SUBSYS_BOOT, "bootstrap root %s: failing the job: %s", r->addr, r->fail_text);
+  for (size_t i = 0; i < r->nconns; i++) {
+    sc_bconn_t *c = &r->conns[i];
+    if (c->state == SC_BCONN_WAIT)
+      broot_reply_error(r, c);
+    else if (c->state == SC_BCONN_BLOB)
+      c->discard = 1; /* finish reading, then reply */
+  }
+}
+
+/* "2,5,7-9", cut short with a count so that 65536 missing ranks still fit. */
+static void broot_missing_list(const sc_broot_t *r, char *out, size_t len) {
+  size_t used = 0;
+  int listed = 0, total = 0;
+  out[0] = '\0';
+  for (int i = 0; i < r->nranks; i++) {
+    if (r->slot[i] == 2) continue;
+    int j = i;
+    while (j + 1 < r->nranks && r->slot[j + 1] != 2) j++;
+    total += j - i + 1;
+    if (used + 32 < len) {
+      if (j == i)
+        used += (size_t)snprintf(out + used, len - used, "%s%d", listed ? "," : "", i);
+      else
+        used += (size_t)snprintf(out + used, len - used, "%s%d-%d", listed ? "," : "", i, j);
+      listed += j - i + 1;
+    }
+    i = j;
+  }
+  if (listed < total) snprintf(out + used, len - used, ",... (%d in all)", total);
+}
+
+static void broot_on_timeout(sc_broot_t *r) {
+  if (r->complete) {
+    SC_WARN(SC_SUBSYS_BOOT,
+            "bootstrap root %s: timeout while some ranks were still reading the table", r->addr);
+    return;
+  }
+  if (r->fail_code != SC_SUCCESS) return;
+  if (r->nranks == 0) {
+    broot_fail(r, SC_ERR_TIMEOUT, "bootstrap timeout after %d ms: no rank checked in",
+               r->timeout_ms);
+    return;
+  }
+  char list[700];
+  broot_missing_list(r, list, sizeof(list));
+  int missing = r->nranks - r->checked_in;
+  broot_fail(r, SC_ERR_TIMEOUT,
+             "bootstrap timeout after %d ms: rank%s %s never checked in (%d of %d did)",
+             r->timeout_ms, missing == 1 ? "" : "s", list, r->checked_in, r->nranks);
+}
+
+sc_result_t sc_boot_hello_parse(const uint8_t *h, size_t len, const uint8_t secret[SC_SECRET_LEN],
+                                sc_boot_hello_t *out, char *why, size_t whylen) {
+  if (len != SC_BOOT_HELLO_LEN) {
+    snprintf(why, whylen, "hello of %zu bytes, expected %d", len, SC_BOOT_HELLO_LEN);
+    return SC_ERR_REMOTE;
+  }
+  uint32_t magic = sc_wire_get_u32(h);
+  unsigned ver = sc_wire_get_u16(h + 4);
+  if (magic != SC_BOOT_HELLO_MAGIC) {
+    snprintf(why, whylen, "not a bootstrap hello (bad magic)");
+    return SC_ERR_REMOTE;
+  }
+  if (ver != SC_BOOT_VERSION) {
+    snprintf(why, whylen, "protocol version %u, expected %u", ver, SC_BOOT_VERSION);
+    return SC_ERR_REMOTE;
+  }
+  if (!sc_secret_equal(h + 8, secret, SC_SECRET_LEN)) {
+    snprintf(why, whylen, "wrong secret");
+    return SC_ERR_REMOTE;
+  }
+  uint32_t rank = sc_wire_get_u32(h + 8 + SC_SECRET_LEN);
+  uint32_t nranks = sc_wire_get_u32(h + 12 + SC_SECRET_LEN);
+  uint32_t bloblen = sc_wire_get_u32(h + 16 + SC_SECRET_LEN);
+  if (nranks < 1 || nranks > SC_RANKS_MAX || rank >= nranks || bloblen > SC_BOOT_BLOB_MAX) {
+    snprintf(why, whylen, "invalid hello (rank %u, nranks %u, blob %u bytes)", rank, nranks,
+             bloblen);
+    return SC_ERR_REMOTE;
+  }
+  *out = (sc_boot_hello_t){.rank = rank, .nranks = nranks, .bloblen = bloblen};
+  return SC_SUCCESS;
+}
+
+sc_boot_admit_t sc_boot_hello_admit(const sc_boot_hello_t *h, int job_nranks, size_t job_bloblen,
+                                    const uint8_t *slot) {
+  if (h->nranks != (uint32_t)job_nranks) return SC_BOOT_ADMIT_NRANKS;
+  if (h->bloblen != job_bloblen) return SC_BOOT_ADMIT_BLOBLEN;
+  if (job_nranks < 1 || h->rank >= (uint32_t)job_nranks) return SC_BOOT_ADMIT_INVALID;
+  if (slot[h->rank] != 0) return SC_BOOT_ADMIT_DUPLICATE;
+  return SC_BOOT_ADMIT_OK;
+}
+
+sc_result_t sc_boot_blob_offset(const sc_boot_hello_t *h, size_t table_len, size_t *off, char *why,
+                                size_t whylen) {
+  /* Both factors are bounded by the parser, so the product cannot wrap. */
+  size_t o = (size_t)h->rank * h->bloblen;
+  if (h->bloblen > SC_BOOT_BLOB_MAX || h->rank >= SC_RANKS_MAX || o > table_len ||
+      table_len - o < h->bloblen) {
+    snprintf(why, whylen, "blob of rank %u (%u bytes) outside the %zu-byte table", h->rank,
+             h->bloblen, table_len);
+    return SC_ERR_REMOTE;
+  }
+  *off = o;
+  return SC_SUCCESS;
+}
+
+/* Checks a complete header; on success the connection moves to BLOB. */
+static void broot_on_header(sc_broot_t *r, sc_bconn_t *c) {
+  sc_boot_hello_t h;
+  char why[128];
+  if (sc_boot_hello_parse(c->hdr, c->hdr_done, r->secret, &h, why, sizeof(why)) != SC_SUCCESS) {
+    broot_drop(r, c, why);
+    return;
+  }
+  uint32_t rank = h.rank, nranks = h.nranks, bloblen = h.bloblen;
+  c->rank = (int)rank;
+  c->blob_done = 0;
+  c->state = SC_BCONN_BLOB;
+  r->nunauth--;
+  if (r->fail_code == SC_SUCCESS && r->nranks == 0) {
+    /* First valid hello: its nranks/bloblen are the job's; everything is bounded above. */
+    r->table = calloc((size_t)nranks * bloblen + 1, 1);
+    r->slot = calloc(nranks, 1);
+    r->told = calloc(nranks, 1);
+    if (!r->table || !r->slot || !r->told) {
+      free(r->table);
+      free(r->slot);
+      free(r->told);
+      r->table = r->slot = r->told = NULL;
+      broot_fail(r, SC_ERR_NOMEM, "bootstrap root out of memory for %u ranks", nranks);
+    } else {
+      r->nranks = (int)nranks;
+      r->bloblen = bloblen;
+      r->first_rank = (int)rank;
+    }
+  }
+  if (r->fail_code == SC_SUCCESS) {
+    switch (sc_boot_hello_admit(&h, r->nranks, r->bloblen, r->slot)) {
+    case SC_BOOT_ADMIT_OK:
+      if (sc_boot_blob_offset(&h, (size_t)r->nranks * r->bloblen, &c->blob_off, why, sizeof(why)) !=
+          SC_SUCCESS)
+        broot_fail(r, SC_ERR_INTERNAL, "bootstrap root: %s", why);
+      break;
+    case SC_BOOT_ADMIT_NRANKS:
+    case SC_BOOT_ADMIT_INVALID:
+      broot_fail(r, SC_ERR_INVALID_ARG, "rank %u says nranks=%u, rank %d said %d", rank, nranks,
+                 r->first_rank, r->nranks);
+      break;
+    case SC_BOOT_ADMIT_BLOBLEN:
+      broot_fail(r, SC_ERR_INVALID_ARG,
+                 "rank %u sends a %u-byte address blob, rank %d sent %zu bytes", rank, bloblen,
+                 r->first_rank, r->bloblen);
+      break;
+    case SC_BOOT_ADMIT_DUPLICATE: {
+      const char *first = "?";
+      for (size_t i = 0; i < r->nconns; i++)
+        if (r->conns[i].claimed && r->conns[i].rank == (int)rank) first = r->conns[i].name;
+      broot_fail(r, SC_ERR_INVALID_ARG, "rank %u checked in twice (from %s, again from %s)", rank,
+                 first, c->name);
+      break;
+    }
+    }
+  }
+  if (r->fail_code != SC_SUCCESS) {
+    c->discard = 1;
+  } else {
+    r->slot[rank] = 1;
+    c->claimed = 1;
+  }
+  c->blob_len = bloblen;
+}
+
+static void broot_on_blob_done(sc_broot_t *r, sc_bconn_t *c) {
+  if (c->discard || r->fail_code != SC_SUCCESS) {
+    broot_reply_error(r, c);
+    return;
+  }
+  r->slot[c->rank] = 2;
+  r->checked_in++;
+  c->state = SC_BCONN_WAIT;
+  SC_TRACE(SC_SUBSYS_BOOT, "bootstrap root %s: rank %d checked in from %s (%d of %d)", r->addr,
+           c->rank, c->name, r->checked_in, r->nranks);
+  if (r->checked_in < r->nranks) return;
+  r->complete = 1;
+  SC_INFO(SC_SUBSYS_BOOT, "bootstrap root %s: all %d ranks checked in, sending the table", r->addr,
+          r->nranks);
+  for (size_t i = 0; i < r->nconns; i++) {
+    sc_bconn_t *o = &r->conns[i];
+    if (o->state == SC_BCONN_WAIT)
+      broot_start_reply(r, o, SC_SUCCESS, r->table, (size_t)r->nranks * r->bloblen);
+    else if (o->state != SC_BCONN_CLOSED && o->state != SC_BCONN_REPLY)
+      broot_drop(r, o, "rendezvous already complete");
+  }
+  close(r->listen_fd);
+  r->listen_fd = -1;
+}
+
+/* Reads what is available; returns 0 when the connection was closed. */
+static int broot_read(sc_broot_t *r, sc_bconn_t *c) {
+  for (;;) {
+    uint8_t *dst;
+    size_t want;
+    if (c->state == SC_BCONN_HELLO) {
+      dst = c->hdr + c->hdr_done;
+      want = SC_BOOT_HELLO_LEN - c->hdr_done;
+    } else if (c->state == SC_BCONN_BLOB) {
+      want = c->blob_len - c->blob_done;
+      dst = c->discard ? r->discard : r->table + c->blob_off + c->blob_done;
+      if (want == 0) {
+        broot_on_blob_done(r, c);
+        return c->state != SC_BCONN_CLOSED;
+      }
+    } else if (c->state == SC_BCONN_WAIT) {
+      dst = r->discard; /* a checked-in client has nothing more to say: EOF or garbage */
+      want = 1;
+    } else {
+      return 1;
+    }
+    ssize_t n = recv(c->fd, dst, want, MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 1;
+    if (n <= 0) {
+      char why[96];
+      snprintf(why, sizeof(why), "%s",
+               n == 0 ? "closed before the rendezvous ended" : strerror(errno));
+      broot_drop(r, c, why);
+      return 0;
+    }
+    if (c->state == SC_BCONN_HELLO) {
+      c->hdr_done += (size_t)n;
+      if (c->hdr_done == SC_BOOT_HELLO_LEN) {
+        broot_on_header(r, c);
+        if (c->state == SC_BCONN_CLOSED) return 0;
+      }
+    } else if (c->state == SC_BCONN_BLOB) {
+      c->blob_done += (size_t)n;
+    } else {
+      broot_drop(r, c, "sent bytes after its hello");
+      return 0;
+    }
+  }
+}
+
+static void broot_write(sc_broot_t *r, sc_bconn_t *c) {
+  size_t total = SC_BOOT_REPLY_LEN + c->payload_len;
+  while (c->out_done < total) {
+    struct iovec iov[2];
+    int n = 0;
+    if (c->out_done < SC_BOOT_REPLY_LEN) {
+      iov[n].iov_base = c->reply + c->out_done;
+      iov[n++].iov_len = SC_BOOT_REPLY_LEN - c->out_done;
+      iov[n].iov_base = (void *)c->payload;
+      iov[n++].iov_len = c->payload_len;
+    } else {
+      size_t off = c->out_done - SC_BOOT_REPLY_LEN;
+      iov[n].iov_base = (void *)(c->payload + off);
+      iov[n++].iov_len = c->payload_len - off;
+    }
+    struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+    ssize_t w = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (w <= 0) {
+      broot_drop(r, c, w < 0 ? strerror(errno) : "send made no progress");
+      return;
+    }
+    c->out_done += (size_t)w;
+  }
+  if (c->rank >= 0 && c->rank < r->nranks && r->told) r->told[c->rank] = 1;
+  c->claimed = 0; /* its slot stays filled: the table went out */
+  close(c->fd);
+  c->fd = -1;
+  c->state = SC_BCONN_CLOSED;
+}
+
+static void broot_accept(sc_broot_t *r) {
+  for (int i = 0; i < 64; i++) {
+    sc_sockaddr_t peer;
+    int fd;
+    if (sc_socket_accept(r->listen_fd, &fd, &peer) != SC_SUCCESS) {
+      SC_WARN(SC_SUBSYS_BOOT, "bootstrap root %s: %s; pausing accept for 100 ms", r->addr,
+              sc_last_error());
+      r->accept_paused_until = sc_now_ms() + 100;
+      return;
+    }
+    if (fd < 0) return;
+    if (r->nunauth >= SC_BOOT_UNAUTH_MAX) {
+      size_t oldest = SIZE_MAX;
+      for (size_t k = 0; k < r->nconns; k++)
+        if (r->conns[k].state == SC_BCONN_HELLO &&
+            (oldest == SIZE_MAX || r->conns[k].since < r->conns[oldest].since))
+          oldest = k;
+      if (oldest != SIZE_MAX)
+        broot_drop(r, &r->conns[oldest], "too many connections without a hello");
+    }
+    if (r->nconns == r->cap) {
+      size_t ncap = r->cap ? 2 * r->cap : 16;
+      sc_bconn_t *nc = realloc(r->conns, ncap * sizeof(*nc));
+      if (!nc) {
+        SC_WARN(SC_SUBSYS_BOOT, "bootstrap root %s: out of memory, refusing a connection", r->addr);
+        close(fd);
+        return;
+      }
+      r->conns = nc;
+      r->cap = ncap;
+    }
+    sc_bconn_t *c = &r->conns[r->nconns++];
+    memset(c, 0, sizeof(*c));
+    c->fd = fd;
+    c->state = SC_BCONN_HELLO;
+    r->nunauth++;
+    c->rank = -1;
+    c->since = sc_now_ms();
+    sc_socket_addr_str(&peer, c->name, sizeof(c->name));
+  }
+}
+
+static void broot_compact(sc_broot_t *r) {
+  size_t k = 0;
+  for (size_t i = 0; i < r->nconns; i++)
+    if (r->conns[i].state != SC_BCONN_CLOSED) r->conns[k++] = r->conns[i];
+  r->nconns = k;
+}
+
+static int broot_all_told(const sc_broot_t *r) {
+  if (r->nranks == 0) return 0;
+  for (int i = 0; i < r->nranks; i++)
+    if (!r->told[i]) return 0;
+  return 1;
+}
+
+static void broot_free(sc_broot_t *r) {
+  for (size_t i = 0; i < r->nconns; i++)
+    if (r->conns[i].state != SC_BCONN_CLOSED) close(r->conns[i].fd);
+  if (r->listen_fd >= 0) close(r->listen_fd);
+  free(r->conns);
+  free(r->pfds);
+  free(r->table);
+  free(r->slot);
+  free(r->told);
+  memset(r->secret, 0, sizeof(r->secret));
+  free(r);
+}
+
+static void *broot_main(void *arg) {
+  sc_broot_t *r = arg;
+  int64_t flush_deadline = 0;
+  for (;;) {
+    int64_t now = sc_now_ms();
+    if (!flush_deadline && now >= r->deadline) {
+      broot_on_timeout(r); /* replies to the checked-in clients */
+      flush_deadline = now + SC_BOOT_FLUSH_MS;
+      for (size_t i = 0; i < r->nconns; i++)
+        if (r->conns[i].state == SC_BCONN_HELLO || r->conns[i].state == SC_BCONN_BLOB)
+          broot_drop(r, &r->conns[i], "bootstrap timed out");
+      if (r->listen_fd >= 0) close(r->listen_fd);
+      r->listen_fd = -1;
+    }
+    broot_compact(r);
+    if (flush_deadline && (r->nconns == 0 || now >= flush_deadline)) break;
+    if (r->complete && r->nconns == 0) break;
+    if (r->fail_code != SC_SUCCESS && r->nconns == 0 && broot_all_told(r)) break;
+
+    size_t need = r->nconns + 1;
+    if (need > r->pfd_cap) {
+      struct pollfd *np = realloc(r->pfds, need * sizeof(*np));
+      if (!np) {
+        SC_WARN(SC_SUBSYS_BOOT, "bootstrap root %s: out of memory, giving up", r->addr);
+        break;
+      }
+      r->pfds = np;
+      r->pfd_cap = need;
+    }
+    size_t np = 0;
+    int64_t wake_at = flush_deadline ? flush_deadline : r->deadline;
+    int accepting = r->listen_fd >= 0 && now >= r->accept_paused_until;
+    if (r->listen_fd >= 0 && !accepting && r->accept_paused_until < wake_at)
+      wake_at = r->accept_paused_until;
+    if (accepting) r->pfds[np++] = (struct pollfd){.fd = r->listen_fd, .events = POLLIN};
+    size_t first_conn = np;
+    for (size_t i = 0; i < r->nconns; i++)
+      r->pfds[np++] = (struct pollfd){
+          .fd = r->conns[i].fd, .events = r->conns[i].state == SC_BCONN_REPLY ? POLLOUT : POLLIN};
+    int rc = poll(r->pfds, np, sc_ms_until(wake_at));
+    if (rc < 0 && errno != EINTR) {
+      SC_WARN(SC_SUBSYS_BOOT, "bootstrap root %s: poll: %s", r->addr, strerror(errno));
+      break;
+    }
+    if (rc <= 0) continue;
+    /* Accepting appends to conns, so handle existing connections first. */
+    size_t nold = r->nconns;
+    for (size_t i = 0; i < nold; i++) {
+      sc_bconn_t *c = &r->conns[i];
+      short ev = r->pfds[first_conn + i].revents;
+      if (!ev || c->state == SC_BCONN_CLOSED) continue;
+      if (c->state == SC_BCONN_REPLY)
+        broot_write(r, c);
+      else
+        broot_read(r, c);
+    }
+    if (first_conn == 1 && (r->pfds[0].revents & POLLIN) && r->listen_fd >= 0) broot_accept(r);
+  }
+  SC_INFO(SC_SUBSYS_BOOT, "bootstrap root %s: service ends (%s)", r->addr,
+          r->complete    ? "table delivered"
+          : r->fail_code ? r->fail_text
+                         : "stopped");
+  broot_free(r);
+  atomic_fetch_sub(&sc_broot_running, 1);
+  return NULL;
+}
+
+void sc_bootstrap_root_drain(int max_ms) {
+  int64_t end = sc_now_ms() + max_ms;
+  while (atomic_load(&sc_broot_running) > 0 && sc_now_ms() < end) usleep(5000);
+}
+
+sc_result_t sc_bootstrap_root_start(const sc_sockaddr_t *bind, const uint8_t secret[SC_SECRET_LEN],
+                                    int timeout_ms, sc_sockaddr_t *bound) {
+  if (!secret || !bound) return SC_ERR(SC_ERR_INVALID_ARG, "bootstrap root: NULL argument");
+  if (timeout_ms <= 0)
+    return SC_ERR(SC_ERR_INVALID_ARG, "bootstrap root: timeout %d ms must be positive", timeout_ms);
+  sc_sockaddr_t addr;
+  if (bind)
+    addr = *bind;
+  else
+    SC_CHECK(sc_socket_pick_addr(NULL, NULL, &addr));
+  sc_broot_t *r = calloc(1, sizeof(*r));
+  if (!r) return SC_ERR(SC_ERR_NOMEM, "bootstrap root: out of memory");
+  r->listen_fd = -1;
+  sc_result_t res = sc_socket_listen(&addr, 0, &r->listen_fd);
+  if (res != SC_SUCCESS) {
+    free(r);
+    return res;
+  }
+  memcpy(r->secret, secret, SC_SECRET_LEN);
+  r->timeout_ms = timeout_ms;
+  r->deadline = sc_now_ms() + timeout_ms;
+  sc_socket_addr_str(&addr, r->addr, sizeof(r->addr));
+  pthread_attr_t attr;
+  pthread_t tid;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  atomic_fetch_add(&sc_broot_running, 1);
+  int e = pthread_create(&tid, &attr, broot_main, r);
+  pthread_attr_destroy(&attr);
+  if (e != 0) {
+    atomic_fetch_sub(&sc_broot_running, 1);
+    broot_free(r);
+    return SC_ERR(SC_ERR_SYSTEM, "bootstrap root: pthread_create: %s", strerror(e));
+  }
+  SC_INFO(SC_SUBSYS_BOOT, "bootstrap root listening on %s (timeout %d ms)", r->addr, timeout_ms);
+  *bound = addr;
+  return SC_SUCCESS;
+}

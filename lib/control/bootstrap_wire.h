@@ -1,0 +1,77 @@
+/* Bootstrap wire format, shared by the root service (bootstrap_root.c) and the
+ * client (bootstrap.c). Multi-byte fields are big-endian:
+ *   hello  client -> root : u32 magic 'SCBH', u16 version, u16 0, u8 secret[32],
+ *                           u32 rank, u32 nranks, u32 bloblen, blob[bloblen]
+ *   reply  root -> client : u32 magic 'SCBR', u32 status (sc_result_t), u32 len,
+ *                           then the table (status 0, len = nranks*bloblen) or an
+ *                           error text (len <= SC_BOOT_ERRTEXT_MAX) */
+#ifndef SC_BOOTSTRAP_WIRE_H
+#define SC_BOOTSTRAP_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/base/wire.h"
+#include "lib/control/bootstrap.h"
+
+#define SC_BOOT_HELLO_MAGIC 0x53434248u /* 'SCBH' */
+#define SC_BOOT_REPLY_MAGIC 0x53434252u /* 'SCBR' */
+#define SC_BOOT_VERSION     1
+#define SC_BOOT_HELLO_LEN   (4 + 2 + 2 + SC_SECRET_LEN + 4 + 4 + 4)
+#define SC_BOOT_REPLY_LEN   12
+#define SC_BOOT_ERRTEXT_MAX 1024
+
+/* Pure parsers of what arrives from an untrusted peer: bytes in, a parsed
+ * struct or a reason out. They touch no socket and no thread-local error (the
+ * root reports through its drop log, the client wraps the reason with who and
+ * which rank), so a fuzzer can call them directly (test/fuzz/). */
+
+typedef struct sc_boot_hello {
+  uint32_t rank, nranks, bloblen;
+} sc_boot_hello_t;
+
+/* Client side: the SC_BOOT_HELLO_LEN-byte header in front of the blob. */
+void sc_boot_hello_build(uint8_t out[SC_BOOT_HELLO_LEN], const uint8_t secret[SC_SECRET_LEN],
+                         uint32_t rank, uint32_t nranks, uint32_t bloblen);
+
+/* Root side: checks len == SC_BOOT_HELLO_LEN, magic, version, secret, then
+ * nranks in [1, SC_RANKS_MAX], rank < nranks, bloblen <= SC_BOOT_BLOB_MAX.
+ * SC_SUCCESS, or SC_ERR_REMOTE with the reason in why. */
+sc_result_t sc_boot_hello_parse(const uint8_t *buf, size_t len, const uint8_t secret[SC_SECRET_LEN],
+                                sc_boot_hello_t *out, char *why, size_t whylen);
+
+/* Root side: whether a parsed hello fits the job fixed by the first one
+ * (job_nranks ranks of job_bloblen-byte blobs; slot[rank] != 0: taken). */
+typedef enum sc_boot_admit {
+  SC_BOOT_ADMIT_OK,
+  SC_BOOT_ADMIT_NRANKS,    /* different nranks */
+  SC_BOOT_ADMIT_BLOBLEN,   /* different blob length */
+  SC_BOOT_ADMIT_DUPLICATE, /* rank already checked in */
+  SC_BOOT_ADMIT_INVALID    /* hello outside the job (not from sc_boot_hello_parse) */
+} sc_boot_admit_t;
+sc_boot_admit_t sc_boot_hello_admit(const sc_boot_hello_t *h, int job_nranks, size_t job_bloblen,
+                                    const uint8_t *slot);
+
+/* Root side: where an admitted hello's blob goes in the nranks*bloblen table;
+ * SC_ERR_REMOTE (reason in why) if it would not lie wholly inside it. */
+sc_result_t sc_boot_blob_offset(const sc_boot_hello_t *h, size_t table_len, size_t *off, char *why,
+                                size_t whylen);
+
+typedef struct sc_boot_reply {
+  uint32_t status; /* sc_result_t of the rendezvous */
+  uint32_t len;    /* bytes that follow: the table (status 0) or the error text */
+} sc_boot_reply_t;
+
+/* Client side: the SC_BOOT_REPLY_LEN-byte reply header. A success must
+ * announce exactly table_len bytes, an error text at most SC_BOOT_ERRTEXT_MAX.
+ * SC_SUCCESS, or SC_ERR_REMOTE with the reason in why. */
+sc_result_t sc_boot_reply_parse(const uint8_t *buf, size_t len, size_t table_len,
+                                sc_boot_reply_t *out, char *why, size_t whylen);
+
+/* Client side: the root's error text (len <= SC_BOOT_ERRTEXT_MAX bytes, not
+ * terminated) as a printable C string in out[outlen]; and the code it maps to
+ * (INVALID_ARG, TIMEOUT and NOMEM pass through, anything else is REMOTE). */
+void sc_boot_errtext_clean(const uint8_t *text, size_t len, char *out, size_t outlen);
+sc_result_t sc_boot_reply_code(uint32_t status);
+
+#endif

@@ -1,0 +1,121 @@
+/* Liveness watch (issue 6): a peer's death or stop is noticed by every rank,
+ * not only by the ranks that happen to be exchanging data with it.
+ *
+ * Each communicator has its own watch (communicators from sc_comm_split too:
+ * a rank outside a communicator cannot break it). Rank 0 listens on a watch
+ * socket whose address travels in its bootstrap blob; every other rank keeps
+ * one TCP connection to it (a star), authenticated with the job secret. A
+ * small thread per rank sends a heartbeat every SC_HEARTBEAT_MS and reads the
+ * other side. Rank 0 relays the first event to every rank:
+ *   - a rank's connection closes without a goodbye (it died): SC_ERR_REMOTE
+ *   - no heartbeat from a rank for SC_TIMEOUT_MS (stopped): SC_ERR_TIMEOUT
+ *   - a rank's communicator failed (e.g. its neighbour timed out): the same
+ *     code it failed with, and its reason
+ *   - a rank called sc_comm_abort: SC_ERR_REMOTE
+ * Every rank watches rank 0 the same way (EOF: died, silence: stopped).
+ * A notice is recorded as the communicator's error and the transport is
+ * woken, so a blocked call returns it at once and later calls fail at once.
+ * sc_comm_destroy sends a goodbye, so a clean exit is never a death.
+ * Cost: nothing per operation; one thread and one socket per communicator
+ * (rank 0: nranks-1 sockets), a 16-byte frame per heartbeat period. */
+#ifndef SC_WATCH_H
+#define SC_WATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/control/bootstrap.h"
+#include "sparsecoll.h"
+
+#define SC_WATCH_ADDR_LEN 24 /* == SC_SOCKET_ADDR_WIRE_LEN; checked in watch.c */
+
+/* Wire format (multi-byte fields big-endian):
+ *   hello  rank -> rank 0: u32 magic 'SCWH', u16 version, u16 0, u8 secret[32],
+ *                          u32 rank, u32 nranks
+ *   frame  either way    : u32 magic 'SCWF', u8 version, u8 type, u16 len,
+ *                          u32 subject rank, u32 code, then len bytes of text */
+#define SC_WATCH_HELLO_MAGIC 0x53435748u /* 'SCWH' */
+#define SC_WATCH_FRAME_MAGIC 0x53435746u /* 'SCWF' */
+#define SC_WATCH_VERSION     1
+#define SC_WATCH_HELLO_LEN   (4 + 2 + 2 + 32 + 4 + 4)
+#define SC_WATCH_HDR_LEN     16
+#define SC_WATCH_TEXT_MAX    600
+
+typedef enum sc_watch_type {
+  SC_WATCH_HEARTBEAT = 1, /* "still here" (both ways) */
+  SC_WATCH_GOODBYE = 2,   /* leaving cleanly (destroy): the close that follows is no death */
+  SC_WATCH_FAILED = 3,    /* rank -> rank 0: my communicator failed (code, reason) */
+  SC_WATCH_NOTICE = 4     /* rank 0 -> rank: subject rank failed (code, reason) */
+} sc_watch_type_t;
+
+typedef struct sc_watch_frame {
+  uint8_t type;
+  uint16_t len;
+  uint32_t subject, code;
+} sc_watch_frame_t;
+
+/* Pure parsers of bytes from an untrusted peer (no socket, no thread-local
+ * error): SC_SUCCESS, or SC_ERR_REMOTE with the reason in why. The hello
+ * parser checks magic, version, secret, nranks == job_nranks and
+ * 0 < rank < nranks; the frame parser magic, version, type, len <=
+ * SC_WATCH_TEXT_MAX, subject < nranks and code a valid sc_result_t. */
+sc_result_t sc_watch_hello_parse(const uint8_t *buf, size_t len, const uint8_t *secret,
+                                 int job_nranks, int *rank, char *why, size_t whylen);
+sc_result_t sc_watch_frame_parse(const uint8_t *buf, size_t len, int nranks, sc_watch_frame_t *out,
+                                 char *why, size_t whylen);
+
+typedef struct sc_watch sc_watch_t;
+
+/* What the watch knows of a rank, for its messages and to connect. */
+typedef struct sc_watch_peer {
+  const char *host;
+  int pid;
+  const uint8_t *watch_addr; /* SC_WATCH_ADDR_LEN bytes it published at bootstrap */
+} sc_watch_peer_t;
+
+/* What the watch needs of its communicator, which lives in a layer above
+ * it: the watch records a notice as the communicator's error, reads the
+ * error the communicator recorded itself, and wakes a call blocked in the
+ * transport. A notice and the error change together under the
+ * communicator's lock, so the watch takes that lock through the hooks. */
+typedef struct sc_watch_hooks {
+  void *ctx;
+  int rank, nranks, timeout_ms;
+  void (*lock)(void *ctx);
+  void (*unlock)(void *ctx);
+  /* Under the lock. error copies the message when msg is not NULL. */
+  int (*aborted)(void *ctx);
+  sc_result_t (*error)(void *ctx, char *msg, size_t len);
+  void (*set_error)(void *ctx, sc_result_t code, const char *msg);
+  /* Any thread: make a call blocked in the transport look at the error. */
+  void (*wake)(void *ctx);
+  /* Rank r as every rank published it (valid from sc_watch_start on). */
+  void (*peer)(void *ctx, int r, sc_watch_peer_t *out);
+} sc_watch_hooks_t;
+
+/* Before the bootstrap exchange. Rank 0 opens the listener (on the address
+ * that reaches route_hint, or on ifname) and writes its packed address to
+ * addr; other ranks zero it. heartbeat_ms < 0: no watch (*out = NULL). The
+ * hooks are copied. */
+sc_result_t sc_watch_create(const sc_watch_hooks_t *hooks, const char *ifname,
+                            const sc_sockaddr_t *route_hint, int heartbeat_ms,
+                            const uint8_t *secret, sc_watch_t **out,
+                            uint8_t addr[SC_WATCH_ADDR_LEN]);
+/* After connect_all (every rank's blob is known): ranks > 0 connect to
+ * rank 0's watch_addr and send their hello; every rank starts its thread. */
+sc_result_t sc_watch_start(sc_watch_t *w);
+/* Any thread, cheap: this rank's communicator recorded an error or was
+ * aborted; the watch tells the others. */
+void sc_watch_poke(sc_watch_t *w);
+/* Called by a caller whose operation just failed with r (already recorded
+ * and its requests cancelled): a transport error often shows only the
+ * nearest symptom ("rank 2 closed the connection", when rank 2 merely gave
+ * up because rank 3 died). Waits up to min(1 s, timeout/4) for rank 0's
+ * notice of the first failure; if it names another rank, that becomes the
+ * error (code and text, the call's own detail appended). Else returns r. */
+sc_result_t sc_watch_explain(sc_watch_t *w, sc_result_t r);
+/* Stop the watch: clean (a goodbye) or failed (the others are told). Joins the thread
+ * and closes every descriptor; bounded by a short flush deadline. NULL ok. */
+void sc_watch_stop(sc_watch_t *w, int clean);
+
+#endif

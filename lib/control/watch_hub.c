@@ -1,0 +1,136 @@
+/* Liveness watch, rank 0's side: it accepts every rank's watch connection
+ * and relays the first failure it learns of to every rank. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "lib/base/log.h"
+#include "lib/base/socket.h"
+#include "lib/control/watch_internal.h"
+
+/* A rank whose operation timed out often waits, through others, on a
+ * stopped rank: that one has been silent for most of the timeout. */
+int sc_watch_silent_rank(sc_watch_t *w, int except, int64_t *silence) {
+  int best = -1;
+  int64_t most = w->timeout_ms / 2;
+  for (int r = 1; r < w->nconn; r++) {
+    sc_wconn_t *c = &w->conn[r];
+    if (r == except || c->state != SC_WC_LIVE) continue;
+    sc_watch_read(w, c); /* a frame may wait unread */
+    int64_t quiet = sc_now_ms() - c->last_rx;
+    if (c->state == SC_WC_LIVE && quiet > most) {
+      best = r;
+      most = quiet;
+    }
+  }
+  *silence = most;
+  return best;
+}
+
+/* Rank 0: the first failure of any rank goes to every rank. may_blame: a
+ * rank's own timeout, which a silent rank explains better. */
+void sc_watch_event(sc_watch_t *w, int subject, sc_result_t code, const char *reason,
+                    int may_blame) {
+  if (w->failed) {
+    SC_INFO(SC_SUBSYS_COLL, "liveness watch: rank %d %s (after the job failed)", subject, reason);
+    return;
+  }
+  if (code == SC_ERR_ABORTED || code == SC_SUCCESS || code == SC_ERR_INVALID_ARG)
+    code = SC_ERR_REMOTE;
+  if (may_blame) {
+    /* A rank reporting its failure is often the neighbour of a rank that
+     * died: that death is the cause, and its close may already wait unread. */
+    for (int r = 1; r < w->nconn && !w->failed; r++)
+      if (r != subject && w->conn[r].state == SC_WC_LIVE) sc_watch_read(w, &w->conn[r]);
+    if (w->failed) return;
+  }
+  char blamed[SC_WATCH_TEXT_MAX + 1];
+  int64_t quiet;
+  int silent = may_blame && code == SC_ERR_TIMEOUT ? sc_watch_silent_rank(w, subject, &quiet) : -1;
+  if (silent > 0) {
+    snprintf(blamed, sizeof(blamed),
+             "stopped responding: no heartbeat for %lld ms, and rank %d timed out (%s)",
+             (long long)quiet, subject, reason);
+    subject = silent;
+    reason = blamed;
+  } else if (may_blame && code == SC_ERR_TIMEOUT && subject != 0 && w->stalled_at &&
+             sc_now_ms() - w->stalled_at < w->timeout_ms) {
+    snprintf(blamed, sizeof(blamed),
+             "stopped responding: this process did not run for %lld ms (stopped or starved), "
+             "and rank %d timed out (%s)",
+             (long long)w->stalled_ms, subject, reason);
+    subject = 0;
+    reason = blamed;
+  }
+  if (w->failed) return; /* sc_watch_read above may have relayed a death */
+  /* Our own record first: a victim told below may close its connections to
+   * us at once, and our blocked call must report this cause, not that close. */
+  sc_watch_record(w, subject, code, reason);
+  for (int r = 1; r < w->nconn; r++) {
+    sc_wconn_t *c = &w->conn[r];
+    if (c->state == SC_WC_NONE) continue; /* the subject too: it learns it was heard */
+    sc_wconn_queue(c, SC_WATCH_NOTICE, subject, (int)code, reason);
+  }
+  if (subject > 0 && subject < w->nconn && w->conn[subject].state == SC_WC_LIVE)
+    w->conn[subject].state = SC_WC_GONE;
+}
+
+/* Rank 0: a pending connection's hello; a valid one takes its rank's slot. */
+void sc_watch_read_hello(sc_watch_t *w, sc_wconn_t *c) {
+  for (;;) {
+    ssize_t n = recv(c->fd, c->in + c->in_done, SC_WATCH_HELLO_LEN - c->in_done, MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n <= 0) {
+      sc_wconn_close(c);
+      c->state = SC_WC_NONE;
+      return;
+    }
+    c->in_done += (size_t)n;
+    if (c->in_done < SC_WATCH_HELLO_LEN) continue;
+    int r = 0;
+    char why[128];
+    if (sc_watch_hello_parse(c->in, c->in_done, w->secret, w->nranks, &r, why, sizeof(why)) ==
+            SC_SUCCESS &&
+        w->conn[r].state != SC_WC_NONE)
+      snprintf(why, sizeof(why), "rank %d connected a second time", r);
+    else if (r > 0)
+      why[0] = '\0';
+    if (why[0]) {
+      SC_WARN(SC_SUBSYS_BOOT, "liveness watch: dropping a connection: %s", why);
+      sc_wconn_close(c);
+      c->state = SC_WC_NONE;
+      return;
+    }
+    sc_wconn_t *s = &w->conn[r];
+    s->fd = c->fd;
+    s->rank = r;
+    s->state = SC_WC_LIVE;
+    s->last_rx = sc_now_ms();
+    c->fd = -1;
+    c->state = SC_WC_NONE;
+    SC_TRACE(SC_SUBSYS_COLL, "liveness watch: rank %d connected", r);
+    return;
+  }
+}
+
+void sc_watch_accept(sc_watch_t *w) {
+  for (int k = 0; k < SC_WATCH_UNAUTH_MAX; k++) {
+    int fd;
+    if (sc_socket_accept(w->listen_fd, &fd, NULL) != SC_SUCCESS || fd < 0) return;
+    int slot = -1;
+    for (int i = 0; i < SC_WATCH_UNAUTH_MAX && slot < 0; i++)
+      if (w->pend[i].state == SC_WC_NONE) slot = i;
+    if (slot < 0) { /* flood of silent connections: the oldest goes */
+      slot = 0;
+      for (int i = 1; i < SC_WATCH_UNAUTH_MAX; i++)
+        if (w->pend_since[i] < w->pend_since[slot]) slot = i;
+      sc_wconn_close(&w->pend[slot]);
+    }
+    sc_wconn_reset(&w->pend[slot]);
+    w->pend[slot].fd = fd;
+    w->pend[slot].state = SC_WC_HELLO;
+    w->pend_since[slot] = sc_now_ms();
+  }
+}

@@ -1,0 +1,355 @@
+/* Communicator life cycle: create from a unique id, destroy, abort. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "lib/base/config.h"
+#include "lib/base/log.h"
+#include "lib/base/socket.h"
+#include "lib/control/bootstrap.h"
+#include "lib/control/watch.h"
+#include "lib/core/board.h"
+#include "lib/core/comm.h"
+#include "lib/core/fingerprint.h"
+#include "lib/core/stream.h"
+#include "transport/ucx/ucx_auto.h"
+
+/* "auto" (-1) or the name of one of coll's registered algorithms. */
+static sc_result_t sc_parse_algo(const char *var, sc_coll_t coll, int *out) {
+  const char *names[SC_ALGO_MAX + 1] = {"auto"};
+  int n;
+  const sc_algo_entry_t *c = sc_algo_candidates(coll, &n);
+  for (int i = 0; i < n && i < SC_ALGO_MAX; i++) names[i + 1] = c[i].name;
+  int idx;
+  SC_CHECK(sc_parse_choice(var, sc_config_get(var), names, n + 1, &idx));
+  *out = idx - 1;
+  return SC_SUCCESS;
+}
+
+/* Indexed by SC_TRANSPORT's choices: auto (shared memory to same-host peers, tcp to the
+ * others), tcp, shm, ucx, verbs; NULL where this build lacks the transport. */
+static const sc_transport_ops_t *const sc_transport_table[] = {
+    &sc_mux_transport,   &sc_tcp_transport, &sc_shm_transport,
+#ifdef SC_HAVE_UCX
+    &sc_ucx_transport,
+#else
+    NULL,
+#endif
+#ifdef SC_HAVE_VERBS
+    &sc_verbs_transport,
+#else
+    NULL,
+#endif
+};
+
+static sc_result_t sc_comm_read_config(sc_comm_config_t *cfg) {
+  long v;
+  SC_CHECK(sc_config_long("SC_TIMEOUT_MS", 1, 24L * 3600 * 1000, &v));
+  cfg->timeout_ms = (int)v;
+  SC_CHECK(sc_config_size("SC_CHUNK_BYTES", 64, (size_t)1 << 30, &cfg->chunk_bytes));
+  SC_CHECK(sc_config_size("SC_SOCKBUF_BYTES", 0, (size_t)1 << 30, &cfg->sockbuf_bytes));
+  SC_CHECK(sc_config_size("SC_BOARD_BYTES", 0, (size_t)1 << 20, &cfg->board_bytes));
+  int idx;
+  SC_CHECK(sc_parse_algo("SC_ALGO", SC_COLL_ALLREDUCE, &cfg->algo));
+  static const char *const tunes[] = {"auto", "model", "measure"};
+  SC_CHECK(sc_parse_choice("SC_TUNE", sc_config_get("SC_TUNE"), tunes, 3, &cfg->tuning));
+  SC_CHECK(sc_parse_algo("SC_BCAST_ALGO", SC_COLL_BROADCAST, &cfg->bcast_algo));
+  SC_CHECK(sc_parse_algo("SC_RS_ALGO", SC_COLL_REDUCE_SCATTER, &cfg->rs_algo));
+  SC_CHECK(sc_parse_algo("SC_AG_ALGO", SC_COLL_ALLGATHER, &cfg->ag_algo));
+  static const char *const gtopks[] = {"auto", "gtopk", "tree", "hier"};
+  static const int gtopk_algos[] = {-1, SC_SPARSE_GTOPK, SC_SPARSE_GTOPK_TREE,
+                                    SC_SPARSE_GTOPK_HIER};
+  SC_CHECK(sc_parse_choice("SC_GTOPK_ALGO", sc_config_get("SC_GTOPK_ALGO"), gtopks, 4, &idx));
+  cfg->gtopk_algo = gtopk_algos[idx];
+  static const char *const tps[] = {"auto", "tcp", "shm", "ucx", "verbs"};
+  SC_CHECK(sc_parse_choice("SC_TRANSPORT", sc_config_get("SC_TRANSPORT"), tps, 5, &idx));
+  if (!sc_transport_table[idx])
+    return SC_ERR(SC_ERR_UNSUPPORTED,
+                  "SC_TRANSPORT=%s: this build has no %s transport (configure did not find %s)",
+                  tps[idx], tps[idx], idx == 3 ? "UCX (libucx-dev)" : "ibverbs (libibverbs-dev)");
+  cfg->transport = idx;
+  SC_CHECK(sc_config_long("SC_NSOCKS", 1, 64, &v));
+  cfg->nsocks = (int)v;
+  SC_CHECK(sc_config_long("SC_SPIN_US", 0, 1000000, &v));
+  cfg->spin_us = (int)v;
+  SC_CHECK(sc_config_long("SC_HEARTBEAT_MS", -1, 600000, &v));
+  cfg->heartbeat_ms = (int)v;
+  SC_CHECK(sc_config_long("SC_CHECK_MISMATCH", 0, 1, &v));
+  cfg->check_mismatch = (int)v;
+  snprintf(cfg->ifname, sizeof(cfg->ifname), "%s", sc_config_get("SC_SOCKET_IFNAME"));
+  return SC_SUCCESS;
+}
+
+/* Under auto, where sysfs lists an RDMA device, also open UCX and publish its
+ * address after the mux's; keep it (*alt) only when its context found an RDMA
+ * transport. Elsewhere nothing is opened: a UCP context and worker cost
+ * milliseconds per communicator (3-20 ms measured here). */
+static void sc_auto_probe_ucx(const sc_comm_t *comm, const sc_tp_config_t *tpc, sc_peer_info_t *me,
+                              sc_transport_t **alt) {
+  *alt = NULL;
+#ifdef SC_HAVE_UCX
+  if (comm->cfg.transport != SC_TP_AUTO || comm->nranks < 2 || !sc_ucx_rdma_devices_listed())
+    return;
+  size_t len = 0;
+  sc_transport_t *u = NULL;
+  sc_result_t r = sc_ucx_create_in(tpc, &u, me->tp_addr + SC_TP_AUTO_UCX_OFF,
+                                   sizeof(me->tp_addr) - SC_TP_AUTO_UCX_OFF, &len);
+  if (r == SC_SUCCESS && sc_ucx_tp_has_rdma(u)) {
+    me->caps |= SC_TP_CAP_UCX_RDMA;
+    *alt = u;
+    return;
+  }
+  SC_INFO(SC_SUBSYS_INIT, "SC_TRANSPORT=auto: UCX %s here; this rank offers only tcp/shm",
+          r == SC_SUCCESS ? "opened no RDMA transport" : "did not open");
+  if (u) sc_ucx_transport.destroy(u);
+  memset(me->tp_addr + SC_TP_AUTO_UCX_OFF, 0, sizeof(me->tp_addr) - SC_TP_AUTO_UCX_OFF);
+#else
+  (void)comm, (void)tpc, (void)me;
+#endif
+}
+
+/* The auto verdict, from the exchanged table (identical on every rank): keep
+ * the mux, or switch to the UCX transport opened beside it. */
+static sc_result_t sc_auto_decide(sc_comm_t *comm, sc_transport_t **alt, size_t *addr_off) {
+  if (comm->cfg.transport != SC_TP_AUTO) return SC_SUCCESS; /* explicit: as created */
+  int cross = 0;
+  for (int i = 1; i < comm->nranks && !cross; i++)
+    cross = strcmp(comm->peers[i].hostname, comm->peers[0].hostname) != 0 ||
+            strcmp(comm->peers[i].boot_id, comm->peers[0].boot_id) != 0;
+#ifdef SC_HAVE_UCX
+  const int built = 1;
+#else
+  const int built = 0;
+#endif
+  int pick = sc_tp_auto_choose(comm->cfg.transport, built, comm->nranks, &comm->peers[0].caps,
+                               sizeof(sc_peer_info_t), cross);
+  SC_INFO(SC_SUBSYS_INIT, "SC_TRANSPORT=auto chose %s (%s)", pick == SC_TP_UCX ? "ucx" : "tcp/shm",
+          pick == SC_TP_UCX ? "every rank has RDMA through UCX"
+          : !cross          ? "every rank on one host"
+                            : "not every rank has RDMA through UCX");
+  if (pick != SC_TP_UCX || !*alt) {
+    if (*alt) sc_transport_table[SC_TP_UCX]->destroy(*alt);
+    *alt = NULL;
+    return pick == SC_TP_UCX ? SC_ERR(SC_ERR_INTERNAL, "auto chose ucx without a UCX transport")
+                             : SC_SUCCESS;
+  }
+  comm->tpops->destroy(comm->tp);
+  comm->tp = *alt;
+  comm->tpops = sc_transport_table[SC_TP_UCX];
+  *alt = NULL;
+  *addr_off = SC_TP_AUTO_UCX_OFF;
+  return SC_SUCCESS;
+}
+
+static void sc_read_boot_id(char *out, size_t len) {
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  out[0] = '\0';
+  if (!f) return;
+  if (fgets(out, (int)len, f)) out[strcspn(out, "\n")] = '\0';
+  fclose(f);
+}
+
+/* Frees everything but the struct itself (the abort tombstone). */
+static void sc_comm_release_resources(sc_comm_t *comm) {
+  /* First: the watch thread may wake the transport. */
+  sc_watch_stop(comm->watch, !atomic_load(&comm->aborted));
+  comm->watch = NULL;
+  if (comm->tp) {
+    comm->tpops->cancel_all(comm->tp, SC_ERR_ABORTED);
+    comm->tpops->destroy(comm->tp);
+  }
+  comm->tp = NULL;
+  sc_exec_state_free(&comm->ex);
+  sc_fp_free(comm);
+  free(comm->peers);
+  comm->peers = NULL;
+}
+
+static void sc_comm_free(sc_comm_t *comm) {
+  /* After the progress thread (the flag's writer), before the executor's
+   * device memory is freed: a free synchronizes every stream, so none may
+   * still wait on the flag then. */
+  sc_stream_state_free(comm);
+  sc_comm_release_resources(comm);
+  if (comm->tune_ready) sc_tune_fini(comm);
+  pthread_mutex_destroy(&comm->lock);
+  pthread_cond_destroy(&comm->queue_cv);
+  free(comm);
+}
+
+sc_result_t sc_comm_create(sc_comm_t **out, int nranks, int rank, const sc_unique_id_t *id) {
+  return sc_comm_create_child(out, nranks, rank, id, NULL);
+}
+
+sc_result_t sc_comm_create_child(sc_comm_t **out, int nranks, int rank, const sc_unique_id_t *id,
+                                 const sc_comm_t *parent) {
+  sc_sockaddr_t root;
+  uint8_t secret[SC_SECRET_LEN];
+  SC_CHECK(sc_unique_id_decode(id, &root, secret));
+  sc_comm_t *comm = calloc(1, sizeof(*comm));
+  if (!comm) return SC_ERR(SC_ERR_NOMEM, "communicator");
+  pthread_mutex_init(&comm->lock, NULL);
+  pthread_cond_init(&comm->queue_cv, NULL);
+  comm->rank = rank;
+  comm->nranks = nranks;
+  comm->tpops = &sc_tcp_transport;
+  sc_log_set_rank(rank);
+  sc_result_t r;
+  sc_transport_t *alt = NULL; /* UCX opened beside the mux (auto, RDMA listed) */
+  size_t addr_off = 0;        /* of the chosen transport's blob in each record's tp_addr */
+  SC_CHECK_GOTO(sc_comm_read_config(&comm->cfg), r, fail);
+  comm->tpops = sc_transport_table[comm->cfg.transport];
+
+  sc_tp_config_t tpc;
+  memset(&tpc, 0, sizeof(tpc));
+  tpc.rank = rank;
+  tpc.nranks = nranks;
+  memcpy(tpc.secret, secret, SC_SECRET_LEN);
+  snprintf(tpc.ifname, sizeof(tpc.ifname), "%s", comm->cfg.ifname);
+  tpc.route_hint = &root.sa;
+  tpc.sockbuf_bytes = comm->cfg.sockbuf_bytes;
+  tpc.timeout_ms = comm->cfg.timeout_ms;
+  tpc.nsocks = comm->cfg.nsocks;
+  tpc.spin_us = comm->cfg.spin_us;
+
+  sc_peer_info_t me;
+  memset(&me, 0, sizeof(me));
+  size_t addrlen = sizeof(me.tp_addr);
+  SC_CHECK_GOTO(comm->tpops->create(&tpc, &comm->tp, me.tp_addr, &addrlen), r, fail);
+  if (addrlen <= SC_TP_AUTO_UCX_OFF) sc_auto_probe_ucx(comm, &tpc, &me, &alt);
+  if (gethostname(me.hostname, sizeof(me.hostname)) != 0)
+    snprintf(me.hostname, sizeof(me.hostname), "?");
+  me.hostname[sizeof(me.hostname) - 1] = '\0';
+  sc_read_boot_id(me.boot_id, sizeof(me.boot_id));
+  me.pid = (int32_t)getpid();
+  me.rank = rank;
+
+  comm->peers = calloc((size_t)nranks, sizeof(*comm->peers));
+  if (!comm->peers) {
+    r = SC_ERR(SC_ERR_NOMEM, "peer table of %d ranks", nranks);
+    goto fail;
+  }
+  sc_watch_hooks_t hooks;
+  sc_comm_watch_hooks(comm, &hooks);
+  SC_CHECK_GOTO(sc_watch_create(&hooks, comm->cfg.ifname, &root, comm->cfg.heartbeat_ms, secret,
+                                &comm->watch, me.watch_addr),
+                r, fail);
+  SC_INFO(SC_SUBSYS_INIT, "rank %d of %d: bootstrapping", rank, nranks);
+  SC_CHECK_GOTO(sc_bootstrap_exchange(&root, secret, rank, nranks, &me, sizeof(me), comm->peers,
+                                      comm->cfg.timeout_ms),
+                r, fail);
+  for (int i = 0; i < nranks; i++) {
+    comm->peers[i].hostname[sizeof(me.hostname) - 1] = '\0';
+    comm->peers[i].boot_id[sizeof(me.boot_id) - 1] = '\0';
+  }
+  SC_CHECK_GOTO(sc_auto_decide(comm, &alt, &addr_off), r, fail);
+  SC_CHECK_GOTO(
+      comm->tpops->connect_all(comm->tp, comm->peers->tp_addr + addr_off, sizeof(sc_peer_info_t)),
+      r, fail);
+  SC_CHECK_GOTO(sc_watch_start(comm->watch), r, fail);
+  sc_sched_init(&comm->ex.sched);
+  SC_CHECK_GOTO(sc_board_init(comm), r, fail);
+  SC_CHECK_GOTO(sc_tune_init(comm), r, fail);
+  comm->tune_ready = 1;
+  SC_CHECK_GOTO(sc_progress_start(comm), r, fail);
+  const int measure = sc_tune_measures(comm->cfg.tuning, comm->tune.nhosts, comm->tune.unfitted);
+  if (measure && parent && parent->tune.calibrated) {
+    sc_tune_inherit(comm, parent);
+  } else if (measure) {
+    r = sc_tune_calibrate(comm);
+    if (r != SC_SUCCESS) {
+      sc_progress_stop(comm);
+      goto fail;
+    }
+  }
+  SC_INFO(SC_SUBSYS_INIT, "rank %d of %d ready (transport %s, chunk %zu B, timeout %d ms)", rank,
+          nranks, comm->tpops->name, comm->cfg.chunk_bytes, comm->cfg.timeout_ms);
+  *out = comm;
+  return SC_SUCCESS;
+fail:
+  if (alt) sc_transport_table[SC_TP_UCX]->destroy(alt);
+  sc_comm_free(comm);
+  return r;
+}
+
+sc_result_t sc_comm_init_rank(sc_comm_t **comm, int nranks, sc_unique_id_t id, int rank) {
+  if (!comm) return SC_ERR(SC_ERR_INVALID_ARG, "sc_comm_init_rank: comm is NULL");
+  *comm = NULL;
+  if (nranks < 1 || nranks > SC_RANKS_MAX)
+    return SC_ERR(SC_ERR_INVALID_ARG, "sc_comm_init_rank: nranks %d outside [1, %d]", nranks,
+                  SC_RANKS_MAX);
+  if (rank < 0 || rank >= nranks)
+    return SC_ERR(SC_ERR_INVALID_ARG, "sc_comm_init_rank: rank %d outside [0, %d)", rank, nranks);
+  sc_result_t r = sc_comm_create(comm, nranks, rank, &id);
+  /* When this process made the id, the root lives here: let it tell the
+   * other ranks why before the application exits (see sc_comm_init_env). */
+  if (r != SC_SUCCESS) sc_bootstrap_root_drain(1000);
+  return r;
+}
+
+sc_result_t sc_get_unique_id(sc_unique_id_t *id) {
+  if (!id) return SC_ERR(SC_ERR_INVALID_ARG, "sc_get_unique_id: id is NULL");
+  sc_comm_config_t cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  SC_CHECK(sc_comm_read_config(&cfg));
+  uint8_t secret[SC_SECRET_LEN];
+  SC_CHECK(sc_random_bytes(secret, sizeof(secret)));
+  sc_sockaddr_t bind, bound;
+  SC_CHECK(sc_socket_pick_addr(cfg.ifname, NULL, &bind));
+  SC_CHECK(sc_bootstrap_root_start(&bind, secret, cfg.timeout_ms, &bound));
+  return sc_unique_id_encode(&bound, secret, id);
+}
+
+sc_result_t sc_comm_destroy(sc_comm_t *comm) {
+  if (!comm) return SC_ERR(SC_ERR_INVALID_ARG, "sc_comm_destroy: comm is NULL");
+  /* Finishes what was queued (each op bounded by the timeout), then frees. */
+  sc_progress_stop(comm);
+  sc_comm_free(comm);
+  return SC_SUCCESS;
+}
+
+sc_result_t sc_comm_abort(sc_comm_t *comm) {
+  if (!comm) return SC_ERR(SC_ERR_INVALID_ARG, "sc_comm_abort: comm is NULL");
+  pthread_mutex_lock(&comm->lock);
+  int already = atomic_exchange(&comm->aborted, 1);
+  if (!already && atomic_load(&comm->error) == SC_SUCCESS) {
+    snprintf(comm->errmsg, sizeof(comm->errmsg), "rank %d: the communicator was aborted",
+             comm->rank);
+  }
+  pthread_cond_broadcast(&comm->queue_cv);
+  pthread_mutex_unlock(&comm->lock);
+  if (already) return SC_SUCCESS;
+  /* Streams waiting on this communicator go on at once, before the queue is
+   * failed: their results are undefined, sc_comm_get_async_error says why. */
+  sc_stream_release_all(comm);
+  if (comm->thread_started && comm->tp) comm->tpops->wake(comm->tp);
+  sc_progress_stop(comm);
+  /* Queued requests were failed by the progress thread; only the handle
+   * remains so that other threads' and later calls answer SC_ERR_ABORTED. */
+  sc_comm_release_resources(comm);
+  return SC_SUCCESS;
+}
+
+sc_result_t sc_comm_rank(const sc_comm_t *comm, int *rank) {
+  if (!comm || !rank) return SC_ERR(SC_ERR_INVALID_ARG, "sc_comm_rank: NULL argument");
+  *rank = comm->rank;
+  return SC_SUCCESS;
+}
+
+sc_result_t sc_comm_size(const sc_comm_t *comm, int *size) {
+  if (!comm || !size) return SC_ERR(SC_ERR_INVALID_ARG, "sc_comm_size: NULL argument");
+  *size = comm->nranks;
+  return SC_SUCCESS;
+}
+
+sc_result_t sc_comm_get_async_error(sc_comm_t *comm, sc_result_t *err) {
+  if (!comm || !err) return SC_ERR(SC_ERR_INVALID_ARG, "sc_comm_get_async_error: NULL argument");
+  if (atomic_load(&comm->aborted))
+    *err = SC_ERR_ABORTED;
+  else
+    *err = (sc_result_t)atomic_load(&comm->error);
+  return SC_SUCCESS;
+}

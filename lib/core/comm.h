@@ -1,0 +1,317 @@
+/* The communicator and request internals shared by the files of lib/core/ (and
+ * read by lib/sparse/ and lib/fusion/ above it). */
+#ifndef SC_COMM_H
+#define SC_COMM_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "algorithms/registry.h"
+#include "lib/base/dtype.h"
+#include "lib/base/error.h"
+#include "lib/base/yield.h"
+#include "lib/schedule/sched.h"
+#include "lib/schedule/sparse_state.h"
+#include "lib/tune/tune.h"
+#include "sparsecoll.h"
+#include "transport/transport.h"
+
+/* What every rank publishes at bootstrap. Fixed size: the root checks it. */
+typedef struct sc_peer_info {
+  uint8_t tp_addr[SC_TP_ADDR_MAX];
+  char hostname[64];
+  char boot_id[40];
+  int32_t pid;
+  int32_t rank;
+  uint32_t caps;          /* SC_TP_CAP_* (transport/ucx/ucx_auto.h): what auto may use here */
+  uint8_t watch_addr[24]; /* rank 0: its liveness watch listener; others: "will connect" flag */
+} sc_peer_info_t;
+
+/* The arguments of a sparse all-reduce (lib/sparse/sparse.c). */
+typedef struct sc_sparse_op {
+  sc_sparse_io_t io;
+  size_t k, dense_len;
+  size_t *out_nnz;
+  uint8_t *survived; /* per input entry: survived every merge; NULL: not wanted */
+} sc_sparse_op_t;
+
+/* One collective call as queued. */
+typedef struct sc_op {
+  sc_coll_t coll;
+  const void *sendbuf;
+  void *recvbuf;
+  size_t count; /* per the collective's convention in algorithms.h */
+  sc_dtype_t dtype;
+  sc_redop_t op;
+  int root;
+  uint64_t seq;
+  sc_sched_gen_t gen; /* internal callers may force a generator; NULL: the tuner chooses */
+  /* Sparse operations (with gen set, count = k): the caller blocks until the
+   * operation is done, so this may point into its stack frame. */
+  const sc_sparse_op_t *sparse;
+  int device; /* the buffers are device memory (lib/core/device.h's sc_buffers_kind) */
+  /* A queued call whose work is not one schedule (lib/sparse/gtopk_stream.c's
+   * stream form of gTop-k): the progress thread calls job(comm, op) in place
+   * of a schedule, with its arguments in job_args. The job's own blocking
+   * calls run inline on that thread, numbered from SC_JOB_SEQ_SPAN sequence
+   * numbers the job reserved when it was queued, so that every rank numbers
+   * them alike whatever else was queued meanwhile. */
+  sc_result_t (*job)(struct sc_comm *comm, const struct sc_op *op);
+  uint64_t job_args[6];
+} sc_op_t;
+
+#define SC_JOB_SEQ_SPAN 1024
+
+struct sc_request {
+  sc_op_t op;
+  struct sc_request *next;
+  _Atomic uint32_t done; /* futex word: 0 pending, 1 finished */
+  sc_result_t result;
+  char errmsg[SC_ERRMSG_MAX];
+  /* A stream form's request (lib/core/stream.c): its events and pool slot;
+   * NULL for the others. ticket: the value its stream waits for, handed
+   * out under comm->lock in queue order. */
+  struct sc_stream_slot *stream;
+  uint32_t ticket;
+};
+
+/* Settings read once at creation. */
+/* SC_TUNE's choices, in lib/base/config.c's order. */
+enum { SC_TUNING_AUTO = 0, SC_TUNING_MODEL = 1, SC_TUNING_MEASURE = 2 };
+
+/* Whether the communicator calibrates its cost model at creation
+ * (lib/core/calibrate.c). auto measures where the ranks span hosts: the network's
+ * speed is not something a transport's props can state (a tcp link may be
+ * 1 or 100 Gbit/s; on the 1 Gbit/s bed the defaults' 1.5 GB/s made auto pick
+ * recursive doubling at 64 KiB, 1.4-1.7x the best). On one host the fitted
+ * defaults (lib/tune/tune_model.c) hold for the transports they were fitted to;
+ * where some pair's props say its costs are not those (unfitted: UCX,
+ * verbs), auto measures too. Every rank reads the same props and host map,
+ * so all decide alike. */
+static inline int sc_tune_measures(int tuning, int nhosts, int unfitted) {
+  return tuning == SC_TUNING_MEASURE || (tuning == SC_TUNING_AUTO && (nhosts > 1 || unfitted));
+}
+
+typedef struct sc_comm_config {
+  int timeout_ms;
+  size_t chunk_bytes;
+  size_t sockbuf_bytes;
+  size_t board_bytes; /* SC_BOARD_BYTES: the board's posts at most (lib/core/board.c) */
+  int algo;           /* SC_ALGO: index of an all-reduce candidate (registry), -1 auto */
+  int bcast_algo;     /* SC_BCAST_ALGO: index of a broadcast candidate, -1 auto */
+  int rs_algo;        /* SC_RS_ALGO: index of a reduce-scatter candidate, -1 auto */
+  int ag_algo;        /* SC_AG_ALGO: index of an all-gather candidate, -1 auto */
+  int gtopk_algo;     /* SC_GTOPK_ALGO: an sc_sparse_algo_t, -1 auto */
+  int tuning;         /* SC_TUNE: SC_TUNING_AUTO, _MODEL or _MEASURE */
+  int transport;      /* SC_TRANSPORT: index into auto, tcp, shm, ucx, verbs */
+  int nsocks;         /* SC_NSOCKS */
+  int spin_us;        /* SC_SPIN_US */
+  int heartbeat_ms;   /* SC_HEARTBEAT_MS: liveness watch period, 0 auto, -1 off */
+  /* SC_CHECK_MISMATCH: fingerprint every operation (lib/core/fingerprint.c) */
+  int check_mismatch;
+  char ifname[64];
+} sc_comm_config_t;
+
+/* State only the progress thread touches while it runs. */
+/* What the schedule in sc_exec_state_t was built for: a training loop
+ * repeats the same call, and rebuilding its schedule was a third of the
+ * CPU time of a small all-reduce. */
+typedef struct sc_sched_key {
+  int valid; /* cleared whenever the cost model changes */
+  int coll, root, avg;
+  size_t count, elem_size;
+} sc_sched_key_t;
+
+/* The key of op's dense schedule (valid), and whether a valid key is op's. */
+static inline sc_sched_key_t sc_sched_key_of(const sc_op_t *op) {
+  return (sc_sched_key_t){.valid = 1,
+                          .coll = (int)op->coll,
+                          .root = op->root,
+                          .avg = op->op == SC_AVG,
+                          .count = op->count,
+                          .elem_size = sc_dtype_size(op->dtype)};
+}
+static inline int sc_sched_key_matches(const sc_sched_key_t *k, const sc_sched_key_t *want) {
+  return k->valid && k->coll == want->coll && k->root == want->root && k->avg == want->avg &&
+         k->count == want->count && k->elem_size == want->elem_size;
+}
+
+typedef struct sc_exec_state {
+  sc_sched_t sched;
+  sc_sched_key_t sched_key;
+  void *scratch;
+  size_t scratch_bytes;
+  void *staging;
+  size_t staging_bytes;
+  sc_tp_req_t *sends; /* ring of outstanding sends */
+  const uint8_t **send_lo;
+  const uint8_t **send_hi;
+  size_t send_cap, send_head, send_count;
+  /* Lives here, not on a stack frame: after a failure the transport may still
+   * hold it until cancel_all. */
+  sc_tp_req_t recv_req;
+  /* The next receive step, posted early (lib/core/executor.c's lookahead) into
+   * pre_slot (recv_req or pre_req, whichever the current receive does not
+   * hold): pre_step is its index, pre_in where it lands. */
+  sc_tp_req_t pre_req;
+  sc_tp_req_t *pre_slot;
+  size_t pre_step;
+  int pre_posted;
+  uint8_t *pre_in;
+  void *staging2;
+  size_t staging2_bytes;
+  uint64_t early_posts;      /* receives the lookahead posted since creation (tests read it) */
+  sc_sparse_state_t *sparse; /* allocated by the first sparse operation */
+  uint64_t bytes_sent;       /* posted by this rank since creation (sc_gtopk_perf reports it) */
+  struct sc_exec_dev *dev;   /* device buffers' stream, staging and pools (lib/core/exec_device.c);
+                                NULL until the first operation on device memory */
+  /* The board (lib/core/board.c): the bytes a post may hold (0: no board), the
+   * last call's number, each rank's part of the current call, and how a
+   * waiter gives its core up. */
+  size_t board_max;
+  uint64_t board_seq;
+  const void **board_parts;
+  int board_shared_cores; /* more ranks than this host's CPUs */
+  sc_yield_t board_yield;
+} sc_exec_state_t;
+
+#define SC_TUNE_CACHE 64
+
+typedef struct sc_tune_entry {
+  uint8_t valid, coll;
+  size_t bytes, elem_size;
+  int choice;
+  int rail; /* choice "hier": the all-reduce its rails run */
+} sc_tune_entry_t;
+
+/* Shared by the progress thread and callers (sc_allreduce_algo). */
+typedef struct sc_tune_state {
+  pthread_mutex_t lock;
+  sc_link_model_t model;
+  sc_tune_entry_t cache[SC_TUNE_CACHE];
+  /* lib/core/locality.c: hosts from the transport's props, numbered by their lowest rank. */
+  int *host_of; /* [nranks] */
+  int nhosts, host_index, local_rank, local_size;
+  int hier_ok;    /* the hierarchical all-reduce has a hierarchy (sc_hier_useful) */
+  int calibrated; /* the model's fit was measured on this communicator or its parent */
+  int unfitted;   /* pairs of one host the defaults were not fitted to (sc_links_t) */
+} sc_tune_state_t;
+
+/* After sc_comm_abort only this struct remains (a tombstone that answers
+ * SC_ERR_ABORTED) until sc_comm_destroy releases it. */
+struct sc_comm {
+  int rank, nranks;
+  sc_comm_config_t cfg;
+  const sc_transport_ops_t *tpops;
+  sc_transport_t *tp;
+  sc_peer_info_t *peers;
+
+  pthread_mutex_t lock; /* queue, state flags, error */
+  pthread_cond_t queue_cv;
+  sc_request_t *qhead, *qtail;
+  uint64_t next_seq;
+  int thread_started;
+  pthread_t thread;
+  int stopping;
+  int busy; /* an operation is executing (progress thread or a blocking caller) */
+  _Atomic int aborted;
+  _Atomic int error; /* sc_result_t of the first failure */
+  char errmsg[SC_ERRMSG_MAX];
+
+  struct sc_watch *watch; /* liveness watch (lib/control/watch.c), NULL when off */
+
+  sc_exec_state_t ex;
+  struct sc_fp_state *fp; /* SC_CHECK_MISMATCH exchange; progress thread only */
+  sc_tune_state_t tune;
+  int tune_ready;
+
+  /* The stream forms' pinned flag and pools (lib/core/stream.c), created by the
+   * first stream call under lock; stream_tickets: the last ticket handed out. */
+  struct sc_stream_state *stream;
+  uint32_t stream_tickets;
+};
+
+/* lib/core/op.c */
+sc_result_t sc_op_submit(sc_comm_t *comm, const sc_op_t *op, sc_request_t **req);
+/* Queue a request the caller allocated (its op is numbered here, and a stream
+ * form's request gets its ticket) unless the communicator refuses. */
+sc_result_t sc_op_enqueue(sc_comm_t *comm, sc_request_t *req);
+void sc_request_complete(sc_request_t *req, sc_result_t res);
+sc_result_t sc_comm_check_usable(sc_comm_t *comm);
+/* SC_SUCCESS unless the communicator was aborted or failed: then the error,
+ * worded as a refusal at submission is, with the call's number
+ * ("<coll> #N (count C, DTYPE) not started: ..."). */
+sc_result_t sc_op_check_runnable(sc_comm_t *comm, const sc_op_t *op);
+/* Blocking form: runs op on the calling thread when nothing is queued or
+ * executing (no thread hand-off on the latency path), else queues and waits. */
+sc_result_t sc_op_run_blocking(sc_comm_t *comm, const sc_op_t *op);
+/* Runs a queued job (op->job) on the thread that owns the transport. */
+sc_result_t sc_op_run_job(sc_comm_t *comm, const sc_op_t *op);
+
+/* lib/core/progress.c */
+sc_result_t sc_progress_start(sc_comm_t *comm);
+/* Stop the thread: drain the queue (destroy) or fail it (abort). */
+void sc_progress_stop(sc_comm_t *comm);
+void sc_comm_record_error(sc_comm_t *comm, sc_result_t res);
+/* The same for any error, SC_ERR_INVALID_ARG included: for work no caller
+ * waits for (a stream form's queued call), whose failure only the
+ * communicator can report. */
+void sc_comm_fail(sc_comm_t *comm, sc_result_t res);
+/* Execute one operation (or fail it at once when aborted / in error). The
+ * caller must own the transport (comm->busy). */
+sc_result_t sc_op_run(sc_comm_t *comm, const sc_op_t *op);
+
+/* After the liveness watch (lib/control/watch.c) reported a peer's failure, an
+ * operation still moving data may finish; one idle this long fails (the
+ * executor and the board). */
+#define SC_EXEC_NOTICE_GRACE_MS 200
+
+/* lib/core/executor.c: run one schedule over the communicator's transport. */
+typedef struct sc_exec_args {
+  const sc_op_t *op;
+  const sc_sched_t *sched;
+  size_t elem_size;
+} sc_exec_args_t;
+sc_result_t sc_sched_execute(sc_comm_t *comm, const sc_exec_args_t *a);
+void sc_exec_state_free(sc_exec_state_t *ex);
+
+/* lib/core/select.c: choose the algorithm and build the schedule for op. */
+/* lib/core/locality.c: fills comm->tune's host map (after connect_all). */
+sc_result_t sc_locality_init(sc_comm_t *comm);
+/* The cost model of the transport's links; fails when the transport
+ * cannot describe them. */
+sc_result_t sc_tune_init(sc_comm_t *comm);
+void sc_tune_fini(sc_comm_t *comm);
+/* SC_TUNE=measure: fit alpha/beta/gamma on the communicator, rank 0's fit
+ * broadcast to all (lib/core/calibrate.c). */
+sc_result_t sc_tune_calibrate(sc_comm_t *comm);
+/* A split's communicator takes its parent's measured fit instead (the same
+ * links; every rank's parent holds the same fit, so all agree). */
+void sc_tune_inherit(sc_comm_t *comm, const sc_comm_t *parent);
+sc_result_t sc_tune_build_schedule(sc_comm_t *comm, const sc_op_t *op, sc_sched_t *s);
+/* The name of the algorithm coll runs on comm for count elements of dtype (per rank's block
+ * for the reduce-scatter and all-gather): the forced one, else the cost model's (cached).
+ * Behind sc_allreduce_algo, sc_reduce_scatter_algo and sc_allgather_algo. */
+sc_result_t sc_tune_algo_name(sc_comm_t *comm, sc_coll_t coll, size_t count, sc_dtype_t dtype,
+                              const char **name);
+/* The sparse all-reduce sc_gtopk_allreduce runs for k entries of es bytes:
+ * SC_GTOPK_ALGO's, else the cost model's pick across hosts
+ * (sc_tune_best_sparse, cached), else the butterfly. The same on every rank. */
+sc_result_t sc_tune_gtopk_algo(sc_comm_t *comm, size_t k, size_t es, sc_sparse_algo_t *algo);
+/* The generator arguments of (coll, count elements of es bytes) on comm. */
+void sc_tune_fill_args(sc_comm_t *comm, sc_coll_t coll, size_t count, size_t es, int root, int avg,
+                       sc_coll_args_t *a);
+
+/* lib/core/comm.c */
+sc_result_t sc_comm_create(sc_comm_t **out, int nranks, int rank, const sc_unique_id_t *id);
+/* The same for sc_comm_split: parent (non-NULL) lends its calibrated fit. */
+sc_result_t sc_comm_create_child(sc_comm_t **out, int nranks, int rank, const sc_unique_id_t *id,
+                                 const sc_comm_t *parent);
+/* lib/core/comm_watch.c: what the liveness watch may do to this communicator. */
+struct sc_watch_hooks;
+void sc_comm_watch_hooks(sc_comm_t *comm, struct sc_watch_hooks *h);
+/* lib/core/comm_env.c */
+sc_result_t sc_secret_from_token(const char *token, uint8_t secret[SC_SECRET_LEN]);
+
+#endif

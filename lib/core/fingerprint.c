@@ -1,0 +1,259 @@
+/* SC_CHECK_MISMATCH: operation fingerprints (see lib/core/fingerprint.h). */
+#include "lib/core/fingerprint.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algorithms/algorithms.h"
+#include "algorithms/sparse.h"
+#include "lib/base/wire.h"
+#include "lib/core/comm.h"
+
+/* 'SCFP', then a format version: a peer that sends anything else is not
+ * running the same check. Version 1 was little-endian; 2 is the library's
+ * one wire byte order (lib/base/wire.h). */
+#define SC_FP_MAGIC   0x53434650u
+#define SC_FP_VERSION 2
+
+typedef struct sc_fp_state {
+  sc_sched_t sched;
+  uint8_t mine[SC_FP_WIRE_BYTES];
+  uint8_t *wire;         /* nranks prints, rank-major */
+  sc_fingerprint_t *all; /* decoded, only on a difference */
+} sc_fp_state_t;
+
+static int sc_fp_has_root(int coll) {
+  return coll == SC_COLL_BROADCAST || coll == SC_COLL_REDUCE;
+}
+
+static int sc_fp_has_redop(int coll) {
+  return coll == SC_COLL_ALLREDUCE || coll == SC_COLL_REDUCE_SCATTER || coll == SC_COLL_REDUCE;
+}
+
+void sc_fp_from_op(const sc_op_t *op, sc_fingerprint_t *fp) {
+  memset(fp, 0, sizeof(*fp));
+  fp->seq = op->seq;
+  fp->count = op->count;
+  fp->coll = (uint8_t)op->coll;
+  fp->root = sc_fp_has_root(op->coll) ? op->root : -1;
+  fp->dtype = op->coll == SC_COLL_BARRIER ? SC_FP_NONE : (uint8_t)op->dtype;
+  fp->redop = sc_fp_has_redop(op->coll) ? (uint8_t)op->op : SC_FP_NONE;
+  if (op->sparse) {
+    fp->dense_len = op->sparse->dense_len;
+    fp->variant = op->gen == sc_sparse_gtopk_schedule        ? SC_FP_SPARSE_GTOPK
+                  : op->gen == sc_sparse_gtopk_tree_schedule ? SC_FP_SPARSE_GTOPK_TREE
+                  : op->gen == sc_sparse_allgather_schedule  ? SC_FP_SPARSE_ALLGATHER
+                  : op->gen == sc_sparse_gtopk_hier_schedule ? SC_FP_SPARSE_GTOPK_HIER
+                                                             : SC_FP_SPARSE_OTHER;
+  } else {
+    fp->variant = op->gen ? SC_FP_INTERNAL : SC_FP_DENSE;
+  }
+}
+
+/* Layout: magic u32 | version, coll, dtype, redop, variant, 3 zero bytes |
+ * root i32 | seq u64 | count u64 | dense_len u64; big-endian. */
+void sc_fp_encode(const sc_fingerprint_t *fp, uint8_t out[SC_FP_WIRE_BYTES]) {
+  memset(out, 0, SC_FP_WIRE_BYTES);
+  sc_wire_put_u32(out, SC_FP_MAGIC);
+  out[4] = SC_FP_VERSION;
+  out[5] = fp->coll;
+  out[6] = fp->dtype;
+  out[7] = fp->redop;
+  out[8] = fp->variant;
+  sc_wire_put_u32(out + 12, (uint32_t)fp->root);
+  sc_wire_put_u64(out + 16, fp->seq);
+  sc_wire_put_u64(out + 24, fp->count);
+  sc_wire_put_u64(out + 32, fp->dense_len);
+}
+
+sc_result_t sc_fp_decode(const uint8_t in[SC_FP_WIRE_BYTES], int peer, sc_fingerprint_t *fp) {
+  if (sc_wire_get_u32(in) != SC_FP_MAGIC || in[4] != SC_FP_VERSION || in[9] || in[10] || in[11])
+    return SC_ERR(SC_ERR_REMOTE,
+                  "rank %d sent %d bytes that are not an operation fingerprint of version %d "
+                  "(does it run with SC_CHECK_MISMATCH=1 and the same release?)",
+                  peer, SC_FP_WIRE_BYTES, SC_FP_VERSION);
+  memset(fp, 0, sizeof(*fp));
+  fp->coll = in[5];
+  fp->dtype = in[6];
+  fp->redop = in[7];
+  fp->variant = in[8];
+  fp->root = (int32_t)sc_wire_get_u32(in + 12);
+  fp->seq = sc_wire_get_u64(in + 16);
+  fp->count = sc_wire_get_u64(in + 24);
+  fp->dense_len = sc_wire_get_u64(in + 32);
+  return SC_SUCCESS;
+}
+
+int sc_fp_equal(const sc_fingerprint_t *a, const sc_fingerprint_t *b) {
+  return a->seq == b->seq && a->count == b->count && a->dense_len == b->dense_len &&
+         a->root == b->root && a->coll == b->coll && a->dtype == b->dtype && a->redop == b->redop &&
+         a->variant == b->variant;
+}
+
+const char *sc_fp_describe(const sc_fingerprint_t *fp, char *out, size_t len) {
+  static const char *const variants[] = {
+      "",        "internal ",         "sparse gtopk ", "sparse gtopk_tree ", "sparse allgather ",
+      "sparse ", "sparse gtopk_hier "};
+  const char *variant = fp->variant < sizeof(variants) / sizeof(variants[0]) ? variants[fp->variant]
+                                                                             : "unknown-variant ";
+  const char *dtype = fp->dtype == SC_FP_NONE ? "no dtype" : sc_dtype_name(fp->dtype);
+  const char *redop = fp->redop == SC_FP_NONE ? "no op" : sc_redop_name(fp->redop);
+  char count[64];
+  if (fp->variant >= SC_FP_SPARSE_GTOPK)
+    snprintf(count, sizeof(count), "k %llu of dense_len %llu", (unsigned long long)fp->count,
+             (unsigned long long)fp->dense_len);
+  else
+    snprintf(count, sizeof(count), "count %llu", (unsigned long long)fp->count);
+  snprintf(out, len, "%s%s #%llu (%s, %s, %s, root %d)", variant, sc_coll_name(fp->coll),
+           (unsigned long long)fp->seq, count, dtype, redop, (int)fp->root);
+  return out;
+}
+
+void sc_fp_judge(const sc_fingerprint_t *all, int nranks, sc_fp_verdict_t *v) {
+  memset(v, 0, sizeof(*v));
+  int differs = 0;
+  for (int i = 1; i < nranks && !differs; i++) differs = !sc_fp_equal(&all[0], &all[i]);
+  if (!differs) return;
+  v->mismatch = 1;
+  /* Quadratic, but only on the failure path. The first rank holding a print
+   * counts it; a later holder of the same print cannot beat it. */
+  v->ref = 0;
+  v->nref = 0;
+  for (int i = 0; i < nranks; i++) {
+    int seen = 0;
+    for (int j = 0; j < i && !seen; j++) seen = sc_fp_equal(&all[i], &all[j]);
+    if (seen) continue;
+    int n = 0;
+    for (int j = i; j < nranks; j++) n += sc_fp_equal(&all[i], &all[j]);
+    if (n > v->nref) {
+      v->ref = i;
+      v->nref = n;
+    }
+  }
+  v->ndiff = nranks - v->nref;
+  v->first_diff = -1;
+  for (int i = 0; i < nranks && v->first_diff < 0; i++)
+    if (!sc_fp_equal(&all[i], &all[v->ref])) v->first_diff = i;
+}
+
+void sc_fp_mismatch_message(char *out, size_t len, const sc_fingerprint_t *all, int nranks,
+                            int rank, const sc_fp_verdict_t *v,
+                            const char *(*host)(const void *ctx, int r), const void *ctx) {
+  int cause = !sc_fp_equal(&all[rank], &all[v->ref]);
+  int other = cause ? v->ref : v->first_diff;
+  char mine[160], theirs[160];
+  sc_fp_describe(&all[rank], mine, sizeof(mine));
+  sc_fp_describe(&all[other], theirs, sizeof(theirs));
+  const char *why = 2 * v->nref > nranks
+                        ? "the majority"
+                        : "no majority: the lowest rank's of the most common calls";
+  char role[64];
+  if (cause)
+    snprintf(role, sizeof(role), "a cause: the expected call is rank %d's", v->ref);
+  else
+    snprintf(role, sizeof(role), "a victim: its call is the expected one");
+  snprintf(out, len,
+           "rank %d of %d (%s): %s does not match rank %d (%s): %s; this rank is %s, made by %d "
+           "of %d ranks (%s); %d rank%s differ%s, the first is rank %d",
+           rank, nranks, host(ctx, rank), mine, other, host(ctx, other), theirs, role, v->nref,
+           nranks, why, v->ndiff, v->ndiff == 1 ? "" : "s", v->ndiff == 1 ? "s" : "",
+           v->first_diff);
+}
+
+sc_result_t sc_fp_schedule(int nranks, int rank, sc_sched_t *s) {
+  if (nranks < 1 || rank < 0 || rank >= nranks)
+    return SC_ERR(SC_ERR_INVALID_ARG, "fingerprint schedule: rank %d of %d", rank, nranks);
+  const size_t w = SC_FP_WIRE_BYTES;
+  if (nranks > SC_FP_DIRECT_MAX) {
+    sc_coll_args_t a = {.coll = SC_COLL_ALLGATHER,
+                        .nranks = nranks,
+                        .rank = rank,
+                        .count = w,
+                        .elem_size = 1,
+                        .chunk_elems = w};
+    return sc_rd_allgather_schedule(&a, s);
+  }
+  /* Every send is posted before the first receive, so the order of the
+   * receives cannot deadlock; each peer's print lands in its own slot. */
+  sc_sched_copy(s, SC_BUF_RECV, (size_t)rank * w, SC_BUF_SEND, 0, w);
+  for (int d = 1; d < nranks; d++) sc_sched_send(s, (rank + d) % nranks, SC_BUF_SEND, 0, w);
+  for (int d = 1; d < nranks; d++) {
+    int from = (rank - d + nranks) % nranks;
+    sc_sched_recv(s, from, SC_BUF_RECV, (size_t)from * w, w);
+  }
+  return s->status;
+}
+
+static const char *sc_fp_host(const void *ctx, int r) {
+  const sc_comm_t *comm = ctx;
+  return comm->peers ? comm->peers[r].hostname : "?";
+}
+
+/* The exchange's state, made at the first operation; NULL on failure (with
+ * the error recorded). */
+static sc_fp_state_t *sc_fp_state_get(sc_comm_t *comm) {
+  if (comm->fp) return comm->fp;
+  sc_fp_state_t *st = calloc(1, sizeof(*st));
+  if (!st) {
+    SC_ERR(SC_ERR_NOMEM, "fingerprint state");
+    return NULL;
+  }
+  sc_sched_init(&st->sched);
+  comm->fp = st;
+  size_t n = (size_t)comm->nranks;
+  st->wire = malloc(n * SC_FP_WIRE_BYTES);
+  st->all = malloc(n * sizeof(*st->all));
+  if (!st->wire || !st->all) {
+    SC_ERR(SC_ERR_NOMEM, "fingerprints of %d ranks", comm->nranks);
+    sc_fp_free(comm);
+    return NULL;
+  }
+  if (sc_fp_schedule(comm->nranks, comm->rank, &st->sched) != SC_SUCCESS) {
+    sc_fp_free(comm);
+    return NULL;
+  }
+  return st;
+}
+
+void sc_fp_free(sc_comm_t *comm) {
+  sc_fp_state_t *st = comm->fp;
+  if (!st) return;
+  sc_sched_free(&st->sched);
+  free(st->wire);
+  free(st->all);
+  free(st);
+  comm->fp = NULL;
+}
+
+sc_result_t sc_fp_check(sc_comm_t *comm, const sc_op_t *op) {
+  if (comm->nranks < 2) return SC_SUCCESS;
+  sc_fp_state_t *st = sc_fp_state_get(comm);
+  if (!st) return SC_ERR_NOMEM;
+  sc_fingerprint_t fp;
+  sc_fp_from_op(op, &fp);
+  sc_fp_encode(&fp, st->mine);
+  sc_op_t xop = {.coll = SC_COLL_ALLGATHER,
+                 .sendbuf = st->mine,
+                 .recvbuf = st->wire,
+                 .count = SC_FP_WIRE_BYTES,
+                 .dtype = SC_UINT8,
+                 .op = SC_SUM,
+                 .root = 0,
+                 .seq = op->seq};
+  sc_exec_args_t a = {.op = &xop, .sched = &st->sched, .elem_size = 1};
+  SC_CHECK(sc_sched_execute(comm, &a));
+  const int n = comm->nranks;
+  int same = 1;
+  for (int i = 0; i < n && same; i++)
+    same = !memcmp(st->wire + (size_t)i * SC_FP_WIRE_BYTES, st->mine, SC_FP_WIRE_BYTES);
+  if (same) return SC_SUCCESS;
+  for (int i = 0; i < n; i++)
+    SC_CHECK(sc_fp_decode(st->wire + (size_t)i * SC_FP_WIRE_BYTES, i, &st->all[i]));
+  sc_fp_verdict_t v;
+  sc_fp_judge(st->all, n, &v);
+  if (!v.mismatch) return SC_SUCCESS; /* not reached: equal prints encode to equal bytes */
+  char msg[SC_ERRMSG_MAX - 128];
+  sc_fp_mismatch_message(msg, sizeof(msg), st->all, n, comm->rank, &v, sc_fp_host, comm);
+  return SC_ERR(SC_ERR_MISMATCH, "%s", msg);
+}

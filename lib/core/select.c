@@ -1,0 +1,299 @@
+/* Algorithm choice: the cheapest candidate under the communicator's
+ * alpha-beta model (lib/tune/tune_model.c), or the one SC_ALGO / SC_BCAST_ALGO
+ * forces. Choices are cached per (collective, bytes) and logged at INFO with
+ * every candidate's estimate. Every rank computes the same choice: the model
+ * is the same on every rank (the defaults of the links the transport's props
+ * describe, alike on every rank, or rank 0's calibration broadcast). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "algorithms/sparse.h"
+#include "lib/base/log.h"
+#include "lib/core/comm.h"
+#include "lib/core/links.h"
+#include "lib/tune/tune.h"
+
+/* Every ordered pair, until no further pair could change the model: the
+ * props are the same on every rank, so is the model. */
+static sc_result_t sc_links_of(sc_comm_t *comm, sc_links_t *l) {
+  sc_transport_t *tp = comm->tp;
+  sc_links_init(l);
+  if (!tp->ops->props)
+    return SC_ERR(SC_ERR_INTERNAL, "transport %s describes no links (props)", tp->ops->name);
+  for (int a = 0; a < comm->nranks && !sc_links_settled(l); a++)
+    for (int b = 0; b < comm->nranks && !sc_links_settled(l); b++) {
+      if (a == b) continue;
+      sc_tp_props_t p;
+      SC_CHECK(tp->ops->props(tp, a, b, &p));
+      sc_links_add(l, &p);
+    }
+  return SC_SUCCESS;
+}
+
+/* The variable that forces coll's algorithm, and its forced candidate index (-1: auto or
+ * no variable). Broadcast and reduce share SC_BCAST_ALGO's names. */
+static const char *sc_forcing_var(const sc_comm_t *comm, sc_coll_t coll, int *forced) {
+  int n;
+  const sc_algo_entry_t *b;
+  *forced = -1;
+  switch (coll) {
+  case SC_COLL_ALLREDUCE:
+    *forced = comm->cfg.algo;
+    return "SC_ALGO";
+  case SC_COLL_REDUCE_SCATTER:
+    *forced = comm->cfg.rs_algo;
+    return "SC_RS_ALGO";
+  case SC_COLL_ALLGATHER:
+    *forced = comm->cfg.ag_algo;
+    return "SC_AG_ALGO";
+  case SC_COLL_BROADCAST:
+  case SC_COLL_REDUCE:
+    b = sc_algo_candidates(SC_COLL_BROADCAST, &n);
+    if (comm->cfg.bcast_algo >= 0) *forced = sc_algo_find(coll, b[comm->cfg.bcast_algo].name);
+    return "SC_BCAST_ALGO";
+  default:
+    return NULL;
+  }
+}
+
+sc_result_t sc_tune_init(sc_comm_t *comm) {
+  sc_tune_state_t *t = &comm->tune;
+  sc_links_t l;
+  SC_CHECK(sc_links_of(comm, &l));
+  SC_CHECK(sc_locality_init(comm));
+  sc_coll_args_t ha = {.coll = SC_COLL_ALLREDUCE, .nranks = comm->nranks, .host_of = t->host_of};
+  t->hier_ok = sc_hier_useful(&ha);
+  for (int coll = 0; coll < SC_COLL_COUNT_ && !t->hier_ok && comm->rank == 0; coll++) {
+    int forced;
+    const char *var = sc_forcing_var(comm, (sc_coll_t)coll, &forced);
+    if (forced >= 0 && forced == sc_algo_hier_index((sc_coll_t)coll))
+      SC_INFO(SC_SUBSYS_TUNE,
+              "%s=hier on %d host%s of at most %d rank%s: no hierarchy, the cost model picks "
+              "a flat %s instead",
+              var, t->nhosts, t->nhosts == 1 ? "" : "s", comm->nranks / t->nhosts,
+              comm->nranks / t->nhosts == 1 ? "" : "s", sc_coll_name((sc_coll_t)coll));
+  }
+  /* Only the one-host kinds read the cores, and there every rank counts the
+   * same machine's. */
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int host_cores = comm->nranks > 1 ? (int)(cores > 0 ? cores : 1) : 0;
+  sc_links_model(&l, host_cores, comm->cfg.spin_us, &t->model);
+  t->unfitted = l.other_host ? 0 : l.unfitted;
+  if (t->hier_ok) {
+    /* Several hosts, one with several ranks: price its pairs apart. */
+    int a = 0, b = 0;
+    while (a == b) {
+      b++;
+      for (a = 0; t->host_of[a] != t->host_of[b];) a++;
+    }
+    sc_tp_props_t p;
+    sc_result_t r = comm->tp->ops->props(comm->tp, a, b, &p);
+    if (r != SC_SUCCESS) {
+      free(t->host_of);
+      t->host_of = NULL;
+      return r;
+    }
+    sc_links_local(&p, host_cores, &t->model);
+  }
+  SC_INFO(
+      SC_SUBSYS_TUNE,
+      "cost model: %s (of %d pairs read, %d on other hosts, %d same-host over a network stack, %d "
+      "same-host through memory)%s",
+      sc_tune_kind_name(sc_links_kind(&l)), l.npairs, l.other_host, l.host_net, l.host_mem,
+      t->unfitted && comm->cfg.tuning == SC_TUNING_AUTO
+          ? "; the transport's costs are not those its defaults were fitted to: SC_TUNE=auto "
+            "calibrates"
+          : "");
+  pthread_mutex_init(&t->lock, NULL);
+  return SC_SUCCESS;
+}
+
+void sc_tune_fini(sc_comm_t *comm) {
+  pthread_mutex_destroy(&comm->tune.lock);
+  free(comm->tune.host_of);
+  comm->tune.host_of = NULL;
+}
+
+/* The candidate SC_ALGO, SC_RS_ALGO, SC_AG_ALGO or SC_BCAST_ALGO forces for coll, or -1. */
+static int sc_forced_index(sc_comm_t *comm, sc_coll_t coll) {
+  int forced;
+  sc_forcing_var(comm, coll, &forced);
+  /* hier without a hierarchy: the flat algorithm the model picks (logged
+   * once by sc_tune_init). */
+  if (forced >= 0 && forced == sc_algo_hier_index(coll) && !comm->tune.hier_ok) return -1;
+  return forced;
+}
+
+void sc_tune_fill_args(sc_comm_t *comm, sc_coll_t coll, size_t count, size_t es, int root, int avg,
+                       sc_coll_args_t *a) {
+  size_t chunk = comm->cfg.chunk_bytes / es;
+  memset(a, 0, sizeof(*a));
+  a->coll = coll;
+  a->nranks = comm->nranks;
+  a->rank = comm->rank;
+  a->root = root;
+  a->count = count;
+  a->elem_size = es;
+  a->chunk_elems = chunk ? chunk : 1;
+  a->avg = avg;
+  a->host_of = comm->tune.host_of;
+}
+
+/* The cache's key for the sparse all-reduce's choice (no collective has it). */
+#define SC_TUNE_SPARSE_KEY 0xFE
+
+/* The choices cache: one entry per slot, keyed by a collective (or
+ * SC_TUNE_SPARSE_KEY), a size and an element size. On a hit fills *hit
+ * (only an entry whose choice is want, when want >= 0); on a miss copies the
+ * model a choice is made under into *model. */
+static int sc_tune_cache_get(sc_tune_state_t *t, int key, size_t bytes, size_t es, int want,
+                             sc_tune_entry_t *hit, sc_link_model_t *model) {
+  pthread_mutex_lock(&t->lock);
+  const sc_tune_entry_t *e = &t->cache[(bytes * 31 + (size_t)key) % SC_TUNE_CACHE];
+  int found = e->valid && e->coll == key && e->bytes == bytes && e->elem_size == es &&
+              (want < 0 || e->choice == want);
+  if (found)
+    *hit = *e;
+  else
+    *model = t->model;
+  pthread_mutex_unlock(&t->lock);
+  return found;
+}
+
+static void sc_tune_cache_put(sc_tune_state_t *t, int key, size_t bytes, size_t es, int choice,
+                              int rail) {
+  pthread_mutex_lock(&t->lock);
+  t->cache[(bytes * 31 + (size_t)key) % SC_TUNE_CACHE] = (sc_tune_entry_t){.valid = 1,
+                                                                           .coll = (uint8_t)key,
+                                                                           .bytes = bytes,
+                                                                           .elem_size = es,
+                                                                           .choice = choice,
+                                                                           .rail = rail};
+  pthread_mutex_unlock(&t->lock);
+}
+
+/* Index of the candidate to use for (coll, count*es bytes). */
+static sc_result_t sc_tune_choose(sc_comm_t *comm, sc_coll_t coll, size_t count, size_t es,
+                                  int *choice, int *rail) {
+  int n;
+  const sc_algo_entry_t *c = sc_algo_candidates(coll, &n);
+  int forced = sc_forced_index(comm, coll);
+  const int hier = sc_algo_hier_index(coll);
+  /* Only the all-reduce's rails have a choice of algorithm. */
+  const int rails = coll == SC_COLL_ALLREDUCE;
+  *rail = 0;
+  /* A forced all-reduce hier still asks the model (cached) which algorithm its rails run. */
+  if ((forced >= 0 && (forced != hier || !rails)) || n == 1 || comm->nranks == 1) {
+    *choice = forced >= 0 ? forced : 0;
+    return SC_SUCCESS;
+  }
+  const size_t bytes = count * es;
+  sc_tune_entry_t hit;
+  sc_link_model_t model;
+  if (sc_tune_cache_get(&comm->tune, coll, bytes, es, forced, &hit, &model)) {
+    *choice = hit.choice;
+    *rail = hit.rail;
+    return SC_SUCCESS;
+  }
+
+  double est[SC_TUNE_MAX_CANDIDATES];
+  int best, best_rail = 0;
+  sc_coll_args_t a;
+  sc_tune_fill_args(comm, coll, count, es, 0, 0, &a);
+  if (forced >= 0) {
+    best = forced; /* hier: only the all-reduce's reaches here, for its rails */
+    for (int i = 0; i < n; i++) est[i] = NAN;
+    best_rail = sc_tune_hier_rail(&model, &a, NULL);
+  } else {
+    SC_CHECK(sc_tune_best_rail(&model, &a, &best, est, &best_rail));
+  }
+  if (sc_log_enabled(SC_LOG_INFO, SC_SUBSYS_TUNE)) {
+    char line[512];
+    size_t used = 0;
+    if (forced >= 0) used = (size_t)snprintf(line, sizeof(line), "forced by SC_ALGO");
+    for (int i = 0; forced < 0 && i < n && used < sizeof(line); i++)
+      used += (size_t)snprintf(line + used, sizeof(line) - used, "%s%s %.1f us", i ? ", " : "",
+                               c[i].name, est[i] * 1e6);
+    SC_INFO(SC_SUBSYS_TUNE, "%s of %zu B on %d ranks: %s -> %s%s%s", sc_coll_name(coll), bytes,
+            comm->nranks, line, c[best].name, best == hier ? ", rails " : "",
+            best == hier ? (rails ? c[best_rail].name : "ring") : "");
+  }
+  sc_tune_cache_put(&comm->tune, coll, bytes, es, best, best_rail);
+  *choice = best;
+  *rail = best_rail;
+  return SC_SUCCESS;
+}
+
+sc_result_t sc_tune_build_schedule(sc_comm_t *comm, const sc_op_t *op, sc_sched_t *s) {
+  size_t es = sc_dtype_size(op->dtype);
+  sc_coll_args_t a;
+  sc_tune_fill_args(comm, op->coll, op->count, es, op->root, op->op == SC_AVG, &a);
+  if (op->gen) return op->gen(&a, s);
+  int n, choice;
+  const sc_algo_entry_t *c = sc_algo_candidates(op->coll, &n);
+  SC_CHECK(sc_tune_choose(comm, op->coll, op->count, es, &choice, &a.rail_algo));
+  SC_TRACE(SC_SUBSYS_TUNE, "%s #%llu: %s", sc_coll_name(op->coll), (unsigned long long)op->seq,
+           c[choice].name);
+  return c[choice].gen(&a, s);
+}
+
+sc_result_t sc_tune_algo_name(sc_comm_t *comm, sc_coll_t coll, size_t count, sc_dtype_t dtype,
+                              const char **name) {
+  if (!comm || !name)
+    return SC_ERR(SC_ERR_INVALID_ARG, "sc_%s_algo: NULL argument", sc_coll_name(coll));
+  if (sc_dtype_size(dtype) == 0)
+    return SC_ERR(SC_ERR_INVALID_ARG, "sc_%s_algo: invalid dtype %d", sc_coll_name(coll),
+                  (int)dtype);
+  SC_CHECK(sc_comm_check_usable(comm));
+  int n, choice, rail;
+  const sc_algo_entry_t *c = sc_algo_candidates(coll, &n);
+  SC_CHECK(sc_tune_choose(comm, coll, count, sc_dtype_size(dtype), &choice, &rail));
+  *name = c[choice].name;
+  return SC_SUCCESS;
+}
+
+sc_result_t sc_allreduce_algo(sc_comm_t *comm, size_t count, sc_dtype_t dtype, const char **name) {
+  return sc_tune_algo_name(comm, SC_COLL_ALLREDUCE, count, dtype, name);
+}
+
+sc_result_t sc_reduce_scatter_algo(sc_comm_t *comm, size_t count, sc_dtype_t dtype,
+                                   const char **name) {
+  return sc_tune_algo_name(comm, SC_COLL_REDUCE_SCATTER, count, dtype, name);
+}
+
+sc_result_t sc_allgather_algo(sc_comm_t *comm, size_t count, sc_dtype_t dtype, const char **name) {
+  return sc_tune_algo_name(comm, SC_COLL_ALLGATHER, count, dtype, name);
+}
+
+sc_result_t sc_tune_gtopk_algo(sc_comm_t *comm, size_t k, size_t es, sc_sparse_algo_t *algo) {
+  *algo = SC_SPARSE_GTOPK;
+  SC_CHECK(sc_comm_check_usable(comm));
+  if (comm->cfg.gtopk_algo >= 0) {
+    *algo = (sc_sparse_algo_t)comm->cfg.gtopk_algo;
+    return SC_SUCCESS;
+  }
+  /* One host: the butterfly, whose every rank merges in parallel on its own
+   * core (the host model replays no sparse steps). */
+  if (comm->nranks < 2 || comm->tune.nhosts < 2) return SC_SUCCESS;
+  sc_tune_entry_t hit;
+  sc_link_model_t model;
+  if (sc_tune_cache_get(&comm->tune, SC_TUNE_SPARSE_KEY, k, es, -1, &hit, &model)) {
+    *algo = (sc_sparse_algo_t)hit.choice;
+    return SC_SUCCESS;
+  }
+  if (model.host_cores > 0) return SC_SUCCESS;
+  sc_coll_args_t a;
+  sc_tune_fill_args(comm, SC_COLL_ALLREDUCE, k, es, 0, 0, &a);
+  double est[3];
+  *algo = (sc_sparse_algo_t)sc_tune_best_sparse(&model, &a, est);
+  SC_INFO(SC_SUBSYS_TUNE,
+          "sparse all-reduce of k = %zu on %d ranks, %d hosts: gtopk %.1f us, gtopk_tree %.1f us, "
+          "gtopk_hier %.1f us -> %s",
+          k, comm->nranks, comm->tune.nhosts, est[0] * 1e6, est[1] * 1e6, est[2] * 1e6,
+          sc_sparse_algo_name(*algo));
+  sc_tune_cache_put(&comm->tune, SC_TUNE_SPARSE_KEY, k, es, (int)*algo, 0);
+  return SC_SUCCESS;
+}

@@ -1,0 +1,141 @@
+/* The fusion engine's state, shared by its files: api.c (registration and
+ * the collective plan step), check.c (cross-rank agreement and calibration),
+ * runtime.c (ready / wait / launch), worker.c (sparse buckets), p3.c (P3). */
+#ifndef SC_FUSION_H
+#define SC_FUSION_H
+
+#include <pthread.h>
+
+#include "kernels/devrt.h"
+#include "lib/base/error.h"
+#include "lib/core/comm.h"
+#include "sparsecoll.h"
+
+typedef enum sc_fb_state {
+  SC_FB_IDLE,    /* no round in progress: results (if any) delivered */
+  SC_FB_FILLING, /* some tensors of this round are ready */
+  SC_FB_READY,   /* all tensors ready, waiting for an earlier bucket to launch */
+  SC_FB_INFLIGHT /* collective(s) launched */
+} sc_fb_state_t;
+
+typedef struct sc_ftensor {
+  void *buf;
+  size_t count, bytes;
+  sc_dtype_t dtype;
+  double bw_us;
+  int bucket;
+  size_t offset; /* bytes from the start of the bucket's buffer */
+  int ready;     /* readied or skipped, round not delivered yet */
+} sc_ftensor_t;
+
+typedef struct sc_fbucket {
+  size_t first, last; /* tensors [first, last) */
+  size_t count;       /* elements of the tensors */
+  size_t padded;      /* elements in the collective (DeAR: a multiple of P) */
+  sc_dtype_t dtype;
+  char *buf;     /* the fused buffer, or the caller's memory when zero_copy */
+  int zero_copy; /* the tensors are already one contiguous run */
+  size_t nready;
+  sc_fb_state_t state;
+  sc_request_t *req;  /* all-reduce, or DeAR's reduce-scatter */
+  sc_request_t *req2; /* DeAR's all-gather (queued after the last reduce-scatter) */
+  int waiting;        /* a thread is blocked on this bucket's requests */
+  /* Sparse buckets (worker.c). */
+  sc_ef_t *ef;
+  size_t k;
+  int sparse_done;
+  sc_result_t sparse_res;
+  char *errmsg;
+  double pred_start, pred_end; /* modelled, us from the start of backward */
+} sc_fbucket_t;
+
+typedef struct sc_p3 sc_p3_t; /* p3.c */
+
+struct sc_fusion {
+  sc_comm_t *comm;
+  sc_fusion_config_t cfg;
+  int rank, nranks;
+  int timeout_ms;
+  sc_ftensor_t *t;
+  size_t nt, cap;
+  sc_fbucket_t *b;
+  size_t nb;
+  int planned;
+  double alpha_us, beta_us_per_byte; /* the model the plan used (sparse: the sparse cost) */
+  size_t next_launch;                /* plan order; wraps to 0 for the next round */
+  pthread_mutex_t lock;
+  pthread_cond_t cv;  /* bucket state changes */
+  sc_result_t failed; /* sticky: the first failure of a collective */
+  char failmsg[SC_ERRMSG_MAX];
+  /* Sparse worker: gTop-k is blocking, so it runs buckets off the caller's thread. */
+  pthread_t worker;
+  int worker_started, worker_stop;
+  pthread_cond_t wcv;
+  size_t *wq; /* ring of bucket indices, nb entries */
+  size_t wq_head, wq_len;
+  sc_p3_t *p3; /* SC_FUSE_P3: the slice scheduler */
+  /* Device tensors (device.c): all tensors are one memory kind, the first
+   * one's; with device tensors the fused buffers are device memory too. */
+  int device;
+  const sc_devrt_t *rt;
+  void *dstream;         /* copies into and out of fused buffers */
+  void *dev_in;          /* recorded on the legacy default stream: the gradients */
+  void *dev_done;        /* recorded on dstream: the copies */
+  pthread_mutex_t dlock; /* dstream's events serve one thread at a time */
+  int dlock_init;
+};
+
+#define SC_FUSION_DEFAULT_BUCKET_BYTES ((size_t)25 * 1024 * 1024)
+/* OMGS never merges past the largest size the sparse model is measured at
+ * (check.c's calibration sizes): the model is linear, but the selection is
+ * not once a bucket leaves the cache (exact top-k at density 0.001 on this
+ * VM: 2 ns per element up to 1M elements, 11-30 ns at 8M-32M), so a merge
+ * past that size costs more than the startup it saves. */
+#define SC_FUSION_OMGS_MAX_BYTES ((size_t)2 * 1024 * 1024)
+
+/* check.c (collective) */
+sc_result_t sc_fusion_check_same(sc_fusion_t *f);
+sc_result_t sc_fusion_agree_times(sc_fusion_t *f);
+sc_result_t sc_fusion_calibrate(sc_fusion_t *f, double *alpha_us, double *beta_us_per_byte);
+sc_result_t sc_fusion_sparse_model(sc_fusion_t *f, double alpha_us, double beta_us_per_byte,
+                                   double *sp_alpha, double *sp_beta);
+
+/* runtime.c; lock held */
+sc_result_t sc_fusion_launch_ready(sc_fusion_t *f);
+sc_result_t sc_fusion_fail(sc_fusion_t *f, sc_result_t r);
+
+/* worker.c */
+sc_result_t sc_fusion_worker_start(sc_fusion_t *f);
+void sc_fusion_worker_stop(sc_fusion_t *f);
+/* Lock held. */
+void sc_fusion_worker_push(sc_fusion_t *f, size_t b);
+
+/* p3.c: SC_FUSE_P3. start is collective (sc_fusion_plan); stop is collective
+ * too (every rank's scheduler leaves after the same agreement step). */
+/* slice_bytes 0: the default, from the model and a measured scheduler step. */
+sc_result_t sc_fusion_p3_start(sc_fusion_t *f, size_t slice_bytes, double alpha_us,
+                               double beta_us_per_byte);
+sc_result_t sc_fusion_p3_stop(sc_fusion_t *f);
+sc_result_t sc_fusion_p3_mark(sc_fusion_t *f, int id, int skip, const char *fn);
+sc_result_t sc_fusion_p3_wait(sc_fusion_t *f, int id, const char *fn);
+sc_result_t sc_fusion_p3_wait_all(sc_fusion_t *f);
+
+/* device.c. The memory kind of tensor buf (the first tensor fixes it). */
+sc_result_t sc_fusion_dev_kind(sc_fusion_t *f, void *buf, const char *fn);
+/* Plan time, device tensors: the runtime, stream and events. */
+sc_result_t sc_fusion_dev_start(sc_fusion_t *f);
+void sc_fusion_dev_stop(sc_fusion_t *f);
+/* A fused buffer of bytes on the device, zeroed (padding adds nothing). */
+sc_result_t sc_fusion_dev_alloc(sc_fusion_t *f, size_t bytes, char **buf);
+void sc_fusion_dev_free(sc_fusion_t *f, void *buf);
+/* Device tensors: after the caller's work on the legacy default stream so
+ * far (a gradient made ready), bytes of src go to dst (src NULL: zeros;
+ * bytes 0: only that ordering), and the call returns when they are there,
+ * so a collective launched next reads them. Bounded by the fusion's timeout. */
+sc_result_t sc_fusion_dev_fill(sc_fusion_t *f, void *dst, const void *src, size_t bytes);
+/* Device tensors: bucket b's results from its fused buffer into the tensors. */
+sc_result_t sc_fusion_dev_out(sc_fusion_t *f, const sc_fbucket_t *b);
+
+double sc_fusion_now_us(void);
+
+#endif

@@ -1,0 +1,131 @@
+/* The alpha-beta cost model behind algorithm choice. A prediction runs every
+ * rank's schedule through a timing simulation: a message of b bytes leaves
+ * when the sender's link is free, occupies it for b*beta, arrives alpha
+ * later; a receive waits for the arrival and a reduction adds b*gamma. The
+ * finishing time of the last rank is the prediction, so the critical path
+ * (messages and bytes on it) falls out of each algorithm's own schedule and
+ * crossovers are not constants in code. When every rank shares one host
+ * (loopback), the cores are the resource instead of links: lib/tune/tune_host.c
+ * replays the schedules with processor sharing, with the latency of a rank
+ * noticing its message (its turn on a shared core, or a wake-up once it
+ * stopped polling), what polling and waking cost in CPU, memory that fell
+ * out of cache, and shared memory's single copy. */
+#ifndef SC_TUNE_H
+#define SC_TUNE_H
+
+#include "algorithms/registry.h"
+
+#define SC_TUNE_MAX_CANDIDATES 8
+
+typedef struct sc_link_model {
+  double alpha_s;        /* seconds per message */
+  double beta_s_per_b;   /* seconds per byte on one link */
+  double gamma_s_per_b;  /* seconds per byte reduced or copied */
+  int host_cores;        /* > 0: all ranks share this many cores (one host) */
+  double host_s_per_b;   /* seconds per byte moved, host-wide (loopback) */
+  double host_s_per_msg; /* seconds of some core per message, host-wide */
+  double pull_min_b;     /* > 0: messages of at least this many bytes are read by the
+                            receiver alone (shm's single copy) at pull_s_per_b; smaller
+                            ones, and all when 0, cost the sender and the receiver half
+                            of host_s_per_b each */
+  double pull_s_per_b;   /* seconds per byte of a single-copy read, on the receiver */
+  double spin_s;         /* a rank waiting for a message polls this long before it
+                            sleeps (one host) */
+  double turn_s;         /* with more ranks than cores: each other rank's turn on a
+                            core before a polling receiver notices its message */
+  double same_core_s;    /* a message whose sender runs on its receiver's core reaches
+                            it this much later (the sender must give the core up) */
+  double wake_s;         /* a message for a rank that went to sleep reaches it this
+                            much later (the wake-up and the wait for a core) */
+  double wake_cpu_s;     /* CPU seconds such a wake-up costs the woken rank */
+  double cold_s_per_b;   /* > 0: extra seconds per byte of a region not in cache, */
+  double reuse_b;        /* i.e. not touched by the rank within its last reuse_b bytes */
+  double poll_cpu;       /* the share of its core a polling rank takes from the ranks
+                            with work there (0: none, 1: a full one) */
+  /* The network model with a host map (sc_coll_args_t.host_of): messages between ranks of
+   * one host take these instead of alpha and beta, on links of their own, while messages
+   * between hosts share their host's one network link (0: the host map is ignored). */
+  double local_alpha_s;
+  double local_beta_s_per_b;
+  /* Measured per all-reduce candidate (lib/core/calibrate.c, across hosts): the
+   * factor its network time takes over the replay's, applied to beta when it
+   * is priced (0: none measured, 1). A replay has every rank in step; on a
+   * real network an algorithm whose partners change every step (recursive
+   * halving and doubling) lets a rank that is ahead send into a host still
+   * receiving the previous step, and loses link time the replay cannot see:
+   * on the 1 Gbit/s bed, 8 hosts, Rabenseifner took 1.3-1.5x the ring's time
+   * from 1 to 32 MiB, at 200 Mbit/s too, where the model put it ahead. */
+  double allreduce_beta_scale[SC_TUNE_MAX_CANDIDATES];
+} sc_link_model_t;
+
+/* Predicted seconds for the collective a describes (a->rank ignored) with
+ * generator gen on the model. Returns SC_ERR_INTERNAL if the schedules
+ * deadlock (a generator bug). */
+sc_result_t sc_tune_predict(const sc_link_model_t *m, sc_sched_gen_t gen, const sc_coll_args_t *a,
+                            double *seconds);
+
+/* Arrival times of the messages on one link, first in first out (both
+ * timing simulations use one per ordered pair of ranks). */
+typedef struct sc_arrivals {
+  double *t;
+  size_t head, len, cap;
+} sc_arrivals_t;
+sc_result_t sc_arrivals_push(sc_arrivals_t *q, double t);
+
+/* lib/tune/tune_host.c: the one-host model (host_cores > 0), processor sharing,
+ * rank i on core i mod host_cores. */
+/* The latency the other ranks' turns on a shared core add to each message
+ * on p ranks (0 when every rank has a core). */
+double sc_tune_host_turns(const sc_link_model_t *m, int p);
+sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
+                                  const sc_sched_t *scheds, double *seconds);
+
+/* The cheapest candidate algorithm for a->coll under m: its index in *best
+ * and every candidate's estimate in est[] (INFINITY when it cannot run).
+ * Pure: the same inputs give the same choice on every rank. */
+sc_result_t sc_tune_best(const sc_link_model_t *m, const sc_coll_args_t *a, int *best, double *est);
+/* sc_tune_best, and in *rail the flat all-reduce the chosen hier's rails run, as priced
+ * there (sc_tune_hier_rail; 0 when the choice is not the all-reduce's hier). */
+sc_result_t sc_tune_best_rail(const sc_link_model_t *m, const sc_coll_args_t *a, int *best,
+                              double *est, int *rail);
+/* "hier" (of every collective that has one) is a candidate only where sc_hier_useful(a)
+ * (several hosts, one holding several ranks) and the model has a host map
+ * (local_beta_s_per_b > 0). The all-reduce's rails run the flat all-reduce this returns (a
+ * candidate index): the one with which the whole hierarchical schedule replays fastest,
+ * each priced with its own network factor; *est (may be NULL) is that time (INFINITY, and
+ * the ring, without a host map). The reduce-scatter's and all-gather's rails are always
+ * rings. */
+int sc_tune_hier_rail(const sc_link_model_t *m, const sc_coll_args_t *a, double *est);
+/* The sparse all-reduce (a->count = k, a->elem_size the value's bytes) on
+ * a network model (host_cores 0) with a host map: SC_SPARSE_GTOPK,
+ * SC_SPARSE_GTOPK_TREE or, where sc_hier_useful(a), SC_SPARSE_GTOPK_HIER,
+ * whichever the replay finishes first (every set priced at k entries), with
+ * the butterflies' exchanges (gtopk, and hier's among the hosts) slowed by
+ * recursive doubling's measured factor. est[] in that order (INFINITY: not
+ * a candidate). */
+int sc_tune_best_sparse(const sc_link_model_t *m, const sc_coll_args_t *a, double est[3]);
+/* Candidate names in the order of sc_tune_best's indices (all-reduce:
+ * ring, tree, rd, rabenseifner, hier). */
+const char *sc_tune_candidate_name(sc_coll_t coll, int index);
+
+/* Which fitted defaults apply. lib/tune/ knows no transport: lib/core/select.c
+ * picks the kind from what the transport says of every pair of ranks. */
+typedef enum sc_tune_kind {
+  SC_TUNE_NET = 0,  /* some pair on different hosts: links of a network */
+  SC_TUNE_HOST_TCP, /* one host, some pair through the network stack (loopback TCP) */
+  SC_TUNE_HOST_MEM  /* one host, every pair through memory (shared or in-process) */
+} sc_tune_kind_t;
+
+const char *sc_tune_kind_name(sc_tune_kind_t kind);
+
+/* Default model of a kind, on one host of host_cores cores (the host
+ * kinds; > 0 once there are two ranks) or on several hosts (SC_TUNE_NET,
+ * host_cores 0). single_copy_min: SC_TUNE_HOST_MEM messages of at least
+ * this many bytes are read by the receiver alone (0: none are). */
+void sc_tune_default_model(sc_tune_kind_t kind, int host_cores, size_t single_copy_min,
+                           sc_link_model_t *m);
+/* How ranks on m's host wait: they poll SC_SPIN_US (spin_us) before
+ * sleeping when spins, else they sleep at once. */
+void sc_tune_host_waiting(int spins, int spin_us, sc_link_model_t *m);
+
+#endif

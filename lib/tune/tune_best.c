@@ -1,0 +1,111 @@
+/* The cheapest of a collective's registered algorithms under a model: pure,
+ * so that every rank makes the same choice from the same model. */
+#include <math.h>
+
+#include "algorithms/sparse.h"
+#include "lib/base/error.h"
+#include "lib/tune/tune.h"
+
+/* The all-reduce candidate whose measured network factor a's collective's
+ * candidate takes: itself for an all-reduce, the registry's twin for a
+ * reduce-scatter or all-gather (recursive halving and doubling change
+ * partners every step as Rabenseifner does, and lose link time on a real
+ * network as it does); -1: none. */
+static int sc_tune_factor_index(sc_coll_t coll, int candidate) {
+  if (coll == SC_COLL_ALLREDUCE) return candidate;
+  int n;
+  const sc_algo_entry_t *c = sc_algo_candidates(coll, &n);
+  if (candidate < 0 || candidate >= n || !c[candidate].allreduce_twin) return -1;
+  return sc_algo_find(SC_COLL_ALLREDUCE, c[candidate].allreduce_twin);
+}
+
+/* The measured network factor of all-reduce candidate f (1: none measured, or no f). */
+static double sc_tune_net_factor(const sc_link_model_t *m, int f) {
+  return f >= 0 && f < SC_TUNE_MAX_CANDIDATES && m->allreduce_beta_scale[f] > 0
+             ? m->allreduce_beta_scale[f]
+             : 1.0;
+}
+
+/* sc_tune_predict with that network factor (sc_link_model_t.allreduce_beta_scale). */
+static sc_result_t sc_tune_predict_scaled(const sc_link_model_t *m, sc_sched_gen_t gen,
+                                          const sc_coll_args_t *a, int candidate, double *est) {
+  sc_link_model_t mi = *m;
+  mi.beta_s_per_b *= sc_tune_net_factor(m, sc_tune_factor_index(a->coll, candidate));
+  return sc_tune_predict(&mi, gen, a, est);
+}
+
+sc_result_t sc_tune_best_rail(const sc_link_model_t *m, const sc_coll_args_t *a, int *best,
+                              double *est, int *rail) {
+  int n, hier_rail = 0;
+  const sc_algo_entry_t *c = sc_algo_candidates(a->coll, &n);
+  *best = 0;
+  for (int i = 0; i < n; i++) {
+    est[i] = INFINITY;
+    if (c[i].hier && (!sc_hier_useful(a) || m->local_beta_s_per_b <= 0 || m->host_cores > 0)) {
+      continue; /* without a hierarchy it is a slower flat algorithm: not a choice */
+    } else if (c[i].hier && a->coll == SC_COLL_ALLREDUCE) {
+      hier_rail = sc_tune_hier_rail(m, a, &est[i]);
+    } else if (sc_tune_predict_scaled(m, c[i].gen, a, i, &est[i]) != SC_SUCCESS) {
+      est[i] = INFINITY; /* a candidate that cannot build its schedule here */
+    }
+    if (est[i] < est[*best]) *best = i;
+  }
+  if (rail) *rail = c[*best].hier ? hier_rail : 0;
+  if (est[*best] == INFINITY)
+    return SC_ERR(SC_ERR_INTERNAL, "no %s algorithm can run on %d ranks for %zu elements",
+                  sc_coll_name(a->coll), a->nranks, a->count);
+  return SC_SUCCESS;
+}
+
+sc_result_t sc_tune_best(const sc_link_model_t *m, const sc_coll_args_t *a, int *best,
+                         double *est) {
+  return sc_tune_best_rail(m, a, best, est, NULL);
+}
+
+int sc_tune_hier_rail(const sc_link_model_t *m, const sc_coll_args_t *a, double *est) {
+  int n, best = 0;
+  const sc_algo_entry_t *c = sc_algo_candidates(SC_COLL_ALLREDUCE, &n);
+  const int hier = sc_algo_hier_index(SC_COLL_ALLREDUCE);
+  double best_s = INFINITY;
+  if (est) *est = INFINITY;
+  if (!a->host_of) return 0;
+  /* Each flat candidate on the rails, priced inside the whole hierarchy: the
+   * rails of a host share its link and overlap the intra-host phases, so the
+   * cheapest on one rank per host alone is not the cheapest there (alone,
+   * Rabenseifner's fewer steps won; sharing a link, the ring's). */
+  for (int j = 0; hier >= 0 && j < n; j++) {
+    if (c[j].hier) continue;
+    sc_coll_args_t ai = *a;
+    ai.rail_algo = j;
+    double s;
+    if (sc_tune_predict_scaled(m, c[hier].gen, &ai, j, &s) == SC_SUCCESS && s < best_s) {
+      best_s = s;
+      best = j;
+    }
+  }
+  if (est) *est = best_s;
+  return best;
+}
+
+const char *sc_tune_candidate_name(sc_coll_t coll, int index) {
+  int n;
+  const sc_algo_entry_t *c = sc_algo_candidates(coll, &n);
+  return index >= 0 && index < n ? c[index].name : "?";
+}
+
+int sc_tune_best_sparse(const sc_link_model_t *m, const sc_coll_args_t *a, double est[3]) {
+  static const sc_sched_gen_t gens[3] = {sc_sparse_gtopk_schedule, sc_sparse_gtopk_tree_schedule,
+                                         sc_sparse_gtopk_hier_schedule};
+  static const int algos[3] = {SC_SPARSE_GTOPK, SC_SPARSE_GTOPK_TREE, SC_SPARSE_GTOPK_HIER};
+  const double rd_scale = sc_tune_net_factor(m, sc_algo_find(SC_COLL_ALLREDUCE, "rd"));
+  int best = 0;
+  for (int i = 0; i < 3; i++) {
+    est[i] = INFINITY;
+    if (algos[i] == SC_SPARSE_GTOPK_HIER && !sc_hier_useful(a)) continue;
+    sc_link_model_t mi = *m;
+    if (algos[i] != SC_SPARSE_GTOPK_TREE) mi.beta_s_per_b *= rd_scale;
+    if (sc_tune_predict(&mi, gens[i], a, &est[i]) != SC_SUCCESS) est[i] = INFINITY;
+    if (est[i] < est[best]) best = i;
+  }
+  return algos[best];
+}

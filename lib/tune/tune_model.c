@@ -1,0 +1,288 @@
+/* Timing simulation of a collective's schedules under the alpha-beta model
+ * (see lib/tune/tune.h). Runs once per (collective, size) a communicator sees; the
+ * result is cached by the caller. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/base/error.h"
+#include "lib/tune/tune.h"
+
+sc_result_t sc_arrivals_push(sc_arrivals_t *q, double t) {
+  if (q->head + q->len == q->cap) {
+    if (q->head > 0) {
+      memmove(q->t, q->t + q->head, q->len * sizeof(double));
+      q->head = 0;
+    } else {
+      size_t ncap = q->cap ? 2 * q->cap : 8;
+      double *n = realloc(q->t, ncap * sizeof(double));
+      if (!n) return SC_ERR(SC_ERR_NOMEM, "cost model queue of %zu", ncap);
+      q->t = n;
+      q->cap = ncap;
+    }
+  }
+  q->t[q->head + q->len++] = t;
+  return SC_SUCCESS;
+}
+
+const char *sc_tune_kind_name(sc_tune_kind_t kind) {
+  switch (kind) {
+  case SC_TUNE_NET:
+    return "network";
+  case SC_TUNE_HOST_TCP:
+    return "one host, tcp";
+  case SC_TUNE_HOST_MEM:
+    return "one host, shared memory";
+  }
+  return "?";
+}
+
+void sc_tune_default_model(sc_tune_kind_t kind, int host_cores, size_t single_copy_min,
+                           sc_link_model_t *m) {
+  memset(m, 0, sizeof(*m));
+  m->gamma_s_per_b = 1.0 / 6.0e9;
+  m->host_cores = host_cores;
+  /* On one host (lib/tune/tune_host.c) the values below were fitted with
+   * sc_tune_fit (perf/README.md) to sc_allreduce_perf -a compare on 3-8 ranks,
+   * 8 B-64 MiB, three runs each, ranks bound to cores by sc-run, on the 2-core
+   * development machine. SC_TUNE=measure refits alpha and the bandwidths on
+   * the communicator. */
+  if (kind == SC_TUNE_HOST_MEM) {
+    /* Two copies through a ring cost 15.8 GB/s for both in cache, memory
+     * out of cache 43% more per byte, one process_vm_readv 7.4 GB/s; a
+     * message within one core reaches its receiver 2.4 us later than one
+     * from the other core; a rank that slept costs a quarter of a
+     * microsecond to wake, a polling one a seventh of its core; a chunk
+     * stays in cache for 3.9 MB of a rank's traffic. Fitted to two sets of
+     * runs four hours apart (the second 1.4-1.8x slower: this machine's
+     * speed drifts), so that a pick holds in both. Ties between algorithms
+     * are decided by the last digit, so these are sc_tune_fit's own, to
+     * its four digits. */
+    m->alpha_s = 0.7223e-6;
+    m->beta_s_per_b = 6.311e-11;
+    m->host_s_per_b = 6.311e-11;
+    m->host_s_per_msg = 0.1856e-6;
+    m->pull_min_b = (double)single_copy_min;
+    m->pull_s_per_b = 1.357e-10;
+    m->turn_s = 1.277e-6;
+    m->wake_s = 5.812e-6;
+    m->wake_cpu_s = 0.2621e-6;
+    m->poll_cpu = 0.1506;
+    m->cold_s_per_b = 2.695e-11;
+    m->reuse_b = 3.9e6;
+    m->same_core_s = 2.446e-6;
+    return;
+  }
+  if (kind == SC_TUNE_HOST_TCP) {
+    /* Loopback TCP: a message costs little CPU of its own, but a receiver
+     * that sleeps in poll (every one when ranks outnumber cores: TCP does
+     * not spin then) pays ~9 us of CPU to be woken by the socket; memory out
+     * of cache (a region not touched in the last 3.9 MB of a rank's
+     * traffic) costs a sixth more per byte. same_core_s is not fitted here
+     * (0): these values, fitted to one set of runs, pick within 10% of the
+     * fastest without it. */
+    m->alpha_s = 3.735e-6;
+    m->beta_s_per_b = 2.44e-10;
+    m->host_s_per_b = 2.44e-10;
+    m->host_s_per_msg = 0.4115e-6;
+    m->turn_s = 2.338e-6;
+    m->wake_s = 2.187e-6;
+    m->wake_cpu_s = 9.395e-6;
+    m->poll_cpu = 0.17;
+    m->cold_s_per_b = 4.379e-11;
+    m->reuse_b = 3.905e6;
+    return;
+  }
+  /* TCP between hosts, until SC_TUNE=measure says otherwise: one-way small
+   * message ~40 us, ~1.5 GB/s per stream. */
+  m->host_cores = 0;
+  m->alpha_s = 40e-6;
+  m->beta_s_per_b = 1.0 / 1.5e9;
+  m->host_s_per_b = 1.0 / 1.5e9;
+  m->host_s_per_msg = 15e-6;
+}
+
+void sc_tune_host_waiting(int spins, int spin_us, sc_link_model_t *m) {
+  m->spin_s = spins && spin_us > 0 ? spin_us * 1e-6 : 0;
+}
+
+typedef struct sc_rank_clock {
+  size_t step;
+  double now, local_free, local_in;
+  int queued; /* in the ready heap */
+} sc_rank_clock_t;
+
+/* Bytes a step moves or computes on. A sparse set (count k, entries of
+ * 4 + es bytes) is priced at its bound: its 8-byte count, k entries, and
+ * with SC_SPF_MASK a byte per entry. A merge reads two sets. */
+static double sc_tune_step_bytes(const sc_step_t *st, size_t es, size_t k) {
+  const double set = (double)k * (double)(4 + es);
+  switch (st->kind) {
+  case SC_STEP_SPARSE_SEND:
+  case SC_STEP_SPARSE_RECV:
+    return 8.0 + set + ((st->flags & SC_SPF_MASK) ? (double)k : 0.0);
+  case SC_STEP_SPARSE_RECV_MERGE:
+    return 8.0 + set;
+  case SC_STEP_SPARSE_SUM:
+    return set;
+  default:
+    return (double)st->count * (double)es;
+  }
+}
+
+static int sc_tune_is_recv(const sc_step_t *st) {
+  return st->kind == SC_STEP_RECV || st->kind == SC_STEP_RECV_REDUCE ||
+         st->kind == SC_STEP_SPARSE_RECV || st->kind == SC_STEP_SPARSE_RECV_MERGE;
+}
+
+/* The ranks whose next step can run, earliest first (ties: lower rank). */
+typedef struct sc_ready {
+  double key;
+  int rank;
+} sc_ready_t;
+
+static int sc_ready_before(const sc_ready_t *x, const sc_ready_t *y) {
+  return x->key < y->key || (x->key == y->key && x->rank < y->rank);
+}
+
+static void sc_ready_push(sc_ready_t *h, int *n, sc_ready_t e) {
+  int i = (*n)++;
+  while (i > 0 && sc_ready_before(&e, &h[(i - 1) / 2])) {
+    h[i] = h[(i - 1) / 2];
+    i = (i - 1) / 2;
+  }
+  h[i] = e;
+}
+
+static sc_ready_t sc_ready_pop(sc_ready_t *h, int *n) {
+  sc_ready_t top = h[0], e = h[--*n];
+  int i = 0;
+  for (;;) {
+    int c = 2 * i + 1;
+    if (c >= *n) break;
+    if (c + 1 < *n && sc_ready_before(&h[c + 1], &h[c])) c++;
+    if (!sc_ready_before(&h[c], &e)) break;
+    h[i] = h[c];
+    i = c;
+  }
+  if (*n > 0) h[i] = e;
+  return top;
+}
+
+/* Queues rank i if its next step can run: a send or a local step at its
+ * clock, a receive once its message is on the way (at the later of the two). */
+static void sc_tune_offer(sc_rank_clock_t *rc, const sc_sched_t *scheds, sc_arrivals_t *q, int p,
+                          int i, sc_ready_t *heap, int *nheap) {
+  sc_rank_clock_t *c = &rc[i];
+  if (c->queued || c->step == scheds[i].nsteps) return;
+  const sc_step_t *st = &scheds[i].steps[c->step];
+  double key = c->now;
+  if (sc_tune_is_recv(st)) {
+    const sc_arrivals_t *in = &q[(size_t)st->peer * (size_t)p + (size_t)i];
+    if (in->len == 0) return; /* offered again when the sender gets there */
+    if (in->t[in->head] > key) key = in->t[in->head];
+  }
+  c->queued = 1;
+  sc_ready_push(heap, nheap, (sc_ready_t){.key = key, .rank = i});
+}
+
+/* host_of NULL (or no local link in m): every rank has a network link of its
+ * own. Else a message between ranks of one host uses the sender's and the
+ * receiver's local links (local_alpha_s, local_beta_s_per_b), and one between
+ * hosts the one network link of the sender's host out and of the receiver's
+ * in: the ranks of a host share it. Steps run in the order of the times they
+ * can start (a discrete-event replay), so a shared link serves its messages
+ * first come, first served: replaying each rank until it blocks instead
+ * booked a host's link for one rank's later message before its host-mate's
+ * earlier one, and priced two rails sharing a link (hier) a third above
+ * their critical path. */
+static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, size_t es, size_t k,
+                                    const int *host_of, sc_sched_t *scheds, double *seconds) {
+  sc_arrivals_t *q = calloc((size_t)p * (size_t)p, sizeof(*q));
+  sc_rank_clock_t *rc = calloc((size_t)p, sizeof(*rc));
+  double *nic = calloc(2 * (size_t)p, sizeof(double)); /* out [0, p), in [p, 2p) */
+  sc_ready_t *heap = calloc((size_t)p, sizeof(*heap));
+  int nheap = 0, finished = 0;
+  sc_result_t r = SC_SUCCESS;
+  if (!q || !rc || !nic || !heap) {
+    r = SC_ERR(SC_ERR_NOMEM, "cost model state for %d ranks", p);
+    goto done;
+  }
+  if (m->local_beta_s_per_b <= 0) host_of = NULL;
+  for (int i = 0; i < p; i++) {
+    finished += scheds[i].nsteps == 0;
+    sc_tune_offer(rc, scheds, q, p, i, heap, &nheap);
+  }
+  while (nheap > 0 && r == SC_SUCCESS) {
+    const int i = sc_ready_pop(heap, &nheap).rank;
+    sc_rank_clock_t *c = &rc[i];
+    c->queued = 0;
+    const sc_step_t *st = &scheds[i].steps[c->step];
+    const int hi = host_of ? host_of[i] : i;
+    double bytes = sc_tune_step_bytes(st, es, k);
+    const int local = host_of && st->peer >= 0 && host_of[st->peer] == host_of[i];
+    const double beta = local ? m->local_beta_s_per_b : m->beta_s_per_b;
+    if (st->kind == SC_STEP_SEND || st->kind == SC_STEP_SPARSE_SEND) {
+      double *link = local ? &c->local_free : &nic[hi];
+      double start = c->now > *link ? c->now : *link;
+      *link = start + bytes * beta;
+      r = sc_arrivals_push(&q[(size_t)i * (size_t)p + (size_t)st->peer],
+                           *link + (local ? m->local_alpha_s : m->alpha_s));
+      if (r != SC_SUCCESS) break;
+      sc_tune_offer(rc, scheds, q, p, st->peer, heap, &nheap);
+    } else if (sc_tune_is_recv(st)) {
+      sc_arrivals_t *in = &q[(size_t)st->peer * (size_t)p + (size_t)i];
+      double arrival = in->t[in->head++];
+      in->len--;
+      /* Two senders to one rank (or host) share its incoming link. */
+      double *ingress_free = local ? &c->local_in : &nic[(size_t)p + (size_t)hi];
+      double t = c->now > arrival ? c->now : arrival;
+      double ingress = *ingress_free + bytes * beta;
+      if (ingress > t) t = ingress;
+      *ingress_free = t;
+      if (st->kind == SC_STEP_RECV_REDUCE) t += bytes * m->gamma_s_per_b;
+      if (st->kind == SC_STEP_SPARSE_RECV_MERGE) t += 2 * bytes * m->gamma_s_per_b;
+      c->now = t;
+    } else {
+      c->now += bytes * m->gamma_s_per_b;
+    }
+    if (++c->step == scheds[i].nsteps) finished++;
+    sc_tune_offer(rc, scheds, q, p, i, heap, &nheap);
+  }
+  if (r == SC_SUCCESS && finished < p)
+    r = SC_ERR(SC_ERR_INTERNAL, "cost model: the schedules of %d ranks deadlock", p);
+  if (r == SC_SUCCESS) {
+    double t = 0;
+    for (int i = 0; i < p; i++) t = rc[i].now > t ? rc[i].now : t;
+    *seconds = t;
+  }
+done:
+  if (q)
+    for (size_t j = 0; j < (size_t)p * (size_t)p; j++) free(q[j].t);
+  free(q);
+  free(rc);
+  free(nic);
+  free(heap);
+  return r;
+}
+
+sc_result_t sc_tune_predict(const sc_link_model_t *m, sc_sched_gen_t gen, const sc_coll_args_t *a,
+                            double *seconds) {
+  int p = a->nranks;
+  sc_sched_t *scheds = calloc((size_t)p, sizeof(*scheds));
+  if (!scheds) return SC_ERR(SC_ERR_NOMEM, "cost model schedules for %d ranks", p);
+  sc_result_t r = SC_SUCCESS;
+  for (int i = 0; i < p && r == SC_SUCCESS; i++) {
+    sc_coll_args_t ai = *a;
+    ai.rank = i;
+    sc_sched_init(&scheds[i]);
+    r = gen(&ai, &scheds[i]);
+  }
+  if (r == SC_SUCCESS)
+    r = m->host_cores > 0
+            ? sc_tune_simulate_host(m, p, a->elem_size, scheds, seconds)
+            : sc_tune_simulate(m, p, a->elem_size, a->count, a->host_of, scheds, seconds);
+  for (int i = 0; i < p; i++) sc_sched_free(&scheds[i]);
+  free(scheds);
+  return r;
+}
