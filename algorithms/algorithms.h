@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Algorithms are pure functions: (collective, nranks, rank, count, ...) ->
  * schedule. They never touch memory or the network. Buffer meaning per
  * collective (offsets/counts in elements):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Ring all-gather: at hop h (0..P-2) rank r sends block (r - h) mod P to its
  * right neighbour and receives block (r - h - 1) mod P from its left one,
  * forwarding each chunk as soon as it arrives (pipelining and FIFO order as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Hierarchical all-gather for hosts that hold several ranks each: the mirror
  * of reduce_scatter_hier.c, with the same rails (algorithms/hier_map.h; rank
  * d's block travels on the rail of d's local rank). Two phases:

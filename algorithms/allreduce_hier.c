@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Hierarchical all-reduce for hosts that hold several ranks each.
  *
  * The vector is cut into S "shares", S the largest number of ranks on one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Rabenseifner all-reduce: recursive-halving reduce-scatter, then
  * recursive-doubling all-gather, over a power-of-two group; and the
  * reduce-scatter half on its own with the API's block layout.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Recursive doubling: all-reduce of the whole vector, and the all-gather half
  * of Rabenseifner with the API's block layout.
  *

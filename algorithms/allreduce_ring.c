@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Ring all-reduce: a reduce-scatter ring followed by an all-gather ring, over
  * nranks blocks, each block cut into chunks.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Pipelined double binary tree all-reduce (NCCL's).
  *
  * Trees. Tree 0 is NCCL's in-order binary tree over the ranks: a rank v > 0

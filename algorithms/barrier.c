@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Dissemination barrier: in round i every rank signals rank + 2^i and waits
  * for rank - 2^i. After ceil(log2 P) rounds every rank has transitively heard
  * from every other, so none leaves before all have arrived. */

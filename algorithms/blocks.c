@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Block partitioning and argument checks shared by the schedule generators. */
 #include <stdint.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Broadcast: pipelined chain for large messages, binomial tree for small.
  * Ranks are renumbered relative to the root (v = (rank - root) mod P) so the
  * root is always v = 0. Non-roots never touch SEND (it may be NULL there). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "algorithms/exchange.h"
 
 static size_t min_size(size_t a, size_t b) {

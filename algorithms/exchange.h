@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Pairwise exchanges shared by recursive doubling and Rabenseifner: the
  * chunked, forwarded send/receive pattern, and the fold that maps any rank
  * count onto a power-of-two group (MPICH's rule). Private to algorithms/. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The host map of the hierarchical generators (algorithms/hier_map.h). */
 #include <stdlib.h>
 

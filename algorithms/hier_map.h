@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The host map the hierarchical generators share (allreduce_hier.c,
  * reduce_scatter_hier.c, allgather_hier.c): ranks grouped by host, and the
  * rails that join one rank of each host. Private to algorithms/.

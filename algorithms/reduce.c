@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Reduce to a root: the broadcasts of broadcast.c run backwards. Ranks are
  * renumbered relative to the root (v = 0 is the root). RECV is written only
  * on the root (it may be NULL elsewhere); non-roots keep partial results in

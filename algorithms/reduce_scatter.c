@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Ring reduce-scatter: rank r ends with block r of the reduction in RECV.
  *
  * At hop h (0..P-2) rank r sends block (r - h - 1) mod P to its right

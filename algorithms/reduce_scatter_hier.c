@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Hierarchical reduce-scatter for hosts that hold several ranks each.
  *
  * Rank d's block goes to the rail of d's local rank (algorithms/hier_map.h):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The algorithm registry (algorithms/registry.h). */
 #include <strings.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The one list of algorithms: every collective's candidate schedule
  * generators, with the names users see. SC_ALGO and SC_BCAST_ALGO parsing,
  * the tuner's candidates, its log lines, sc-info and the perf binaries' -a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Sparse all-reduce schedules (docs/ALGORITHMS.md, "Sparse all-reduce"),
  * pure like every generator. Arguments: nranks, rank, count = k (the number
  * of entries kept by each Merge, and the bound on every set a peer may send:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* TopK-SGD's sparse all-reduce: every rank's set travels the ring (P - 1
  * hops, each message its count first, so the receiver bounds it by k before
  * the payload), then every rank sums all P sets by index in rank order: the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* gTop-k sparse all-reduce: butterfly and tree (see sparse.h).
  *
  * Merge is asymmetric only in the order of its operands; the side holding the

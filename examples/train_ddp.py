@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """A small CNN trained with DistributedDataParallel on synthetic data, on the
 gloo backend or on libsparsecoll's "sparsecoll" backend; prints the loss and
 the time per step.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libsparsecoll: collective communication for distributed deep learning.
  * The public API contract is docs/API.md; every name here is fixed. */
 #ifndef SPARSECOLL_H

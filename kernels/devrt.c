@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Which device runtime the library uses (kernels/devrt.h), and the device
  * kernels dispatched to it: CUDA's (kernels/cuda/cuda_kernels.h) or, with
  * the stand-in, the CPU kernels run on its host views (kernels/devrt_emu.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The device runtime: everything the library asks of CUDA (memory, streams,
  * events, IPC, kernels) through one table, so that the device data path
  * (lib/core/, lib/sparse/, lib/fusion/) is written once and runs either on the CUDA

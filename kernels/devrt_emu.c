@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The device kernels on the stand-in runtime (kernels/devrt_emu.h). The
  * arguments are checked on the calling thread (so errors come back with a
  * detail); the work runs later on the stream's thread, on host views

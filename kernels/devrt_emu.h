@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The device kernels of kernels/devrt.h on the stand-in runtime: each
  * checks its device ranges (an overrun is an error here, where a GPU would
  * fault), then enqueues a launch_host function that runs the CPU kernel

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Peer allocations mapped once per process (kernels/devrt.h,
  * sc_dev_ipc_open). Two rules of CUDA's IPC shape this table:
  * - An allocation is mapped once per process: several communicators of one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Float bit patterns, and the fp16 (IEEE binary16) and bf16 <-> float32
  * element cores, written once for the CPU converters (kernels/cpu/half.c) and
  * the CUDA kernels (kernels/cuda/hd.h). The cores are branch-free integer

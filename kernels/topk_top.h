@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The largest few values of a sample, kept in a min-heap: shared by the CPU
  * Gaussian-k selector (kernels/cpu/topk_gaussian.c), which feeds it as it
  * reads its strided sample, and the device path's host step

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sc_allgather_perf: nccl-tests' all_gather_perf for libsparsecoll. Rank r
  * contributes block r of one global array, so a block that lands in the wrong
  * place is counted wrong. */

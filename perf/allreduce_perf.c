@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sc_allreduce_perf: nccl-tests' all_reduce_perf for libsparsecoll. */
 #include "algorithms/registry.h"
 #include "perf/perf_common.h"

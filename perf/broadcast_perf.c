@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sc_broadcast_perf: nccl-tests' broadcast_perf for libsparsecoll. Every
  * rank fills its send buffer with its own values, so a rank that sends its
  * own data instead of the root's is caught. */

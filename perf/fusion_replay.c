@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sc_fusion_replay: replays a model's gradient trace (perf/traces/<name>.trace)
  * through the fusion engine on N ranks (run it under sc-run) and reports, per
  * policy: iteration time, non-overlapped communication, buckets, and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sc_gtopk_perf: the gTop-k microbenchmark of the papers (n = 25 * 2^20,
  * density 0.001) for sc_sparse_allreduce's algorithms against the dense
  * all-reduce of the same vector. Per algorithm: the median over iterations of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* `sc_gtopk_perf --select`: times sc_topk's exact selection against its
  * Gaussian-k selection on normal (default), Laplace, Student-t(3) or skewed
  * data (--dist), and reports the count Gaussian-k returns against k. With --sort it also

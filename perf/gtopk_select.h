@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* `sc_gtopk_perf --select`: times exact against Gaussian top-k selection on
  * normally distributed data and reports count/k. Called by sc_gtopk_perf's
  * main when its arguments contain --select; returns the process exit code. */

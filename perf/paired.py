@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Paired comparison of two policies in sc_fusion_replay --interleave runs.
 
 An interleaved run samples every policy once per round, the policies in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The harness's command line: nccl-tests' flags, sizes with K/M/G suffixes. */
 #include <errno.h>
 #include <getopt.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Deterministic inputs and the independent reference the results are checked
  * against: every rank can compute every rank's input, so the expected value of
  * any output element needs no communication. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The nccl-tests-style harness: the sweep over dtypes, ops and sizes, with
  * timing; flags, checking and output are in perf_args.c, perf_check.c and
  * perf_output.c, the -a compare sweep in perf_compare.c. */

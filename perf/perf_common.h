@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Shared harness of the nccl-tests-style benchmarks (sc_*_perf). Each
  * binary describes one collective with a perf_coll_t; the harness parses the
  * nccl-tests flags, times, checks and prints in nccl-tests' format. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* -a compare: the algorithms side by side. Besides the sc_comm_init_env
  * communicator (which carries the ids, the agreements, the barriers and the
  * reductions of times and check results), one extra communicator per forced

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What the harness's files share among themselves: perf_common.c runs the
  * sweep, perf_compare.c the -a compare sweep, perf_args.c reads the flags,
  * perf_check.c makes and checks the data, perf_output.c prints the tables and

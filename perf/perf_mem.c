@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Device buffers for the perf programs, through the library's device
  * runtime table. One stream and one event serve every copy: the programs
  * copy between operations, never during one, so nothing needs more. */

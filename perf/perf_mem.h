@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* --mem host|device for the perf programs: where the buffers handed to the
  * library live. Device memory comes from the library's device runtime
  * (kernels/devrt.h: the CUDA runtime, or the stand-in named by

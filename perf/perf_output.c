@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nccl-tests' table rows and the JSON record of a run (rank 0 only). */
 #include <errno.h>
 #include <stdint.h>

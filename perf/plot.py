@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Figures from the JSON the perf tools write (see perf/README.md).
 
     plot.py [-o DIR] [--link RATE] [--kind KIND] [--model M] [--dpi N] FILE...

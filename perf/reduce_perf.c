@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sc_reduce_perf: nccl-tests' reduce_perf for libsparsecoll. Only the root's
  * receive buffer is defined afterwards, so only the root checks. */
 #include "perf/perf_common.h"

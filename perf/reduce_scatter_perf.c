@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sc_reduce_scatter_perf: nccl-tests' reduce_scatter_perf for libsparsecoll.
  * The input is the whole nranks x count array; rank r keeps block r. */
 #include "algorithms/registry.h"

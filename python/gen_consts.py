@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Writes sparsecoll/_consts.py: every enum constant of sparsecoll.h with the
 value the C compiler gives it.
 

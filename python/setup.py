@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """pip install ./python: the sparsecoll package against an INSTALLED
 libsparsecoll (make install first). Where it is found, in this order:
 SPARSECOLL_PREFIX (its include/ and lib/), pkg-config's sparsecoll.pc, then

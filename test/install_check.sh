@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Installs into a staging directory (DESTDIR) and builds the README's example
 # the way a user would, `cc prog.c $(pkg-config --cflags --libs sparsecoll)`,
 # then runs it on 2 ranks with the installed sc-run. Touches nothing outside

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Test driver wrapper: runs one test under a watchdog so that nothing in
 # `make check` can hang. TEST_TIMEOUT seconds (default 600). The test's
 # wall time ends its log, so that tools/slowest_tests.sh can say where a

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The main job: set up, build, and run a 4-rank all-reduce benchmark on this
 # host, 8 B to 64 MiB, float32 sum, results checked.
 set -e

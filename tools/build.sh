@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Configures and builds in ./build (out of tree). Extra arguments go to configure.
 set -e
 cd "$(dirname "$0")/.."

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Installs what a fresh Debian 12 machine lacks to build and test
 # libsparsecoll (as root; skipped when everything is already there).
 set -e

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Fuzzes the parsers of untrusted bytes (test/fuzz/fuzz_*.c: bootstrap, TCP
 # segment headers, setup messages and the receive path, the shm ring and its
 # records) with libFuzzer, ASan and UBSan (clang), each target for FUZZ_TIME

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Sanitizer and valgrind runs (issue 6):
+# SPDX-License-Identifier: BSD-3-Clause
+# Sanitizer and valgrind runs:
 #   asan     build-asan: ASan + UBSan (any UB is fatal), the whole `make check`
 #            (or ASAN_TESTS).
 #   tsan     build-tsan: TSan (clang): collectives over TCP and shm, peer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sc-info: the library version, the SC_* configuration table and the
  * algorithms, printed from lib/base/config.c's table and algorithms/registry.c
  * so the README and the code cannot drift. */

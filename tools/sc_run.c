@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sc-run: start N ranks of a program on this host with the environment
  * sc_comm_init_env reads, watch them, and stop the whole job as soon as one
  * rank fails, so that a crashed rank never leaves the others blocked until

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sc-run --netbed: the state file of an sc-netbed bed, and entering its hosts. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sc-run --netbed: placing ranks on the hosts of an sc-netbed emulated
  * cluster (tools/netbed). Needs only libc, like the rest of sc-run. */
 #ifndef SC_RUN_NETBED_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The host's topology for sc-run and sc-info (tools/sc_topo.h). */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The host's topology for the tools: the CPUs this process may use, their
  * cores and NUMA nodes, and (with hwloc) GPUs and NICs with the NUMA node
  * nearest to them. sc-info --topo prints it; sc-run --bind places ranks with

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Usage: sh tools/show_failed.sh BUILDDIR [LINES]
 # After a failed `make check` in BUILDDIR: names each test that failed (its
 # .trs says FAIL or ERROR) and prints the last LINES (default 60) of its log,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Usage: sh tools/slowest_tests.sh BUILDDIR [N]
 # The N (default 10) tests of BUILDDIR's last make check that took longest,
 # from the wall time test/run_with_timeout.sh writes at the end of each log.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The long soak: 4 ranks, SOAK_OPS (default 20000) mixed operations over every
 # algorithm, every result checked, fds and anonymous memory flat from the end
 # of the warm-up to the end (test/soak/soak.c). Uses the build in SOAK_BUILD

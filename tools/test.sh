@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Sets up, builds and runs the whole test suite (make check), then prints
 # the totals as one line.
 set -e

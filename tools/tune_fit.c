@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sc_tune_fit: fits the one-host cost model (lib/tune/tune_host.c) to measured
  * all-reduce times, and shows how its choices fare against them.
  *

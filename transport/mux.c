@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* SC_TRANSPORT=auto: shared memory for same-host peers, TCP for the others,
  * in one communicator. The address blob carries both transports' blobs at
  * fixed offsets:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* One vtable for every transport (modelled on NCCL's net plugin and Gloo's
  * pairs). A transport instance belongs to one communicator and is driven by
  * that communicator's progress thread only (no locking inside), except

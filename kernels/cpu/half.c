@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fp16 (IEEE binary16) and bf16 conversions. The element cores are
  * kernels/half_bits.h's branch-free integer code, shared with the CUDA
  * kernels, so that the array converters below vectorize. On x86-64

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Element-wise reduction kernels. One switch on (dtype, op) picks a loop; each
  * loop is a tight body gcc vectorizes. fp16/bf16 go through float32 in small
  * stack blocks so that the float part uses the same vectorized loops. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Element-wise reductions and fp16/bf16 conversion on the CPU. Callers have
  * validated dtype and op; these never fail. */
 #ifndef SC_KERNELS_CPU_REDUCE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* See sparse_merge.h. The selection is a three-way quickselect on magnitude
  * keys (expected linear time, and duplicates, e.g. many equal values, do not
  * degrade it), then one pass in index order that keeps every entry above the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Sparse-set kernels: the gTop-k Merge(A, B) and the exact sum by index of
  * several sets (docs/ALGORITHMS.md, "Sparse all-reduce"). A set is
  * (uint32 indices sorted ascending and unique, values of one float dtype).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Top-k selection by magnitude on the CPU (docs/ALGORITHMS.md, "Top-k
  * selection"). The kernels work on the magnitude bits of the floats: with the
  * sign bit cleared, the bit pattern of an IEEE value orders like |v| (NaN

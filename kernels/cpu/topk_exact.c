@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Exact top-k: a most-significant-digit radix select on the magnitude keys,
  * then one compaction pass in index order (which sorts the output and breaks
  * ties toward the lower index for free).

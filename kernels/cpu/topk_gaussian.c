@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Gaussian-k, the approximate selector of "Understanding Top-k
  * Sparsification", made to hold on any input: estimate from a strided sample
  * the threshold whose tail holds k entries, count (and compact) the entries

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The decisions of the Gaussian-k selector (kernels/cpu/topk_gaussian.c) as
  * plain functions, so that the unit tests can drive them without data: the
  * first threshold from a sample, the bracketing search over thresholds, and

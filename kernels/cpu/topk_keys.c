@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The per-dtype passes of topk_keys.h, written once as a macro and expanded
  * for 16-, 32- and 64-bit patterns: each pass is a plain loop over the raw
  * bits, so the key computation (and, where the loop allows it, the whole

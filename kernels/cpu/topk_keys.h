@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Per-dtype streaming passes over magnitude keys, shared by the exact and the
  * Gaussian selectors. key(v) = bits(v) with the sign cleared, except NaN whose
  * key is 0 (so that it counts as the smallest magnitude and a filter that also

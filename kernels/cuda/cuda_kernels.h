@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The CUDA kernels' C API (built when configure finds nvcc; docs/CUDA.md).
  *
  * Every pointer named "device" is device memory of the current device (the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Shared by the .cu files: the error helpers and a block-wide scan. C++
  * (nvcc) only. */
 #ifndef SC_KERNELS_CUDA_CUDA_UTIL_CUH

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The device runtime table (kernels/devrt.h) over the CUDA runtime: thin
  * wrappers, one CUDA call each, errors as SC_ERR_SYSTEM naming the call and
  * cudaGetErrorString. Three driver calls the runtime API lacks (a stream wait

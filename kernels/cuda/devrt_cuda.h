@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The CUDA runtime's table of kernels/devrt.h (kernels/cuda/devrt_cuda.c,
  * built when configure finds CUDA). */
 #ifndef SC_KERNELS_CUDA_DEVRT_CUDA_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Element arithmetic shared by the CUDA kernels and the CPU: compiled as
  * __host__ __device__ under nvcc and as plain static inline C elsewhere, so
  * that the unit tests (test/unit/test_cuda_host.c) run exactly the code the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Launch geometry of the CUDA kernels as plain functions (grid sizes,
  * vector width by alignment, balanced chunks), tested on the CPU by
  * test/unit/test_cuda_host.c for counts 0, 1, primes and unaligned offsets. */

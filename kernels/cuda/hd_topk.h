@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The decisions of the CUDA top-k kernels (kernels/cuda/topk.cu) as
  * host-device functions, so that the unit tests replay a selection on the CPU
  * with exactly the code the kernels run and compare it with the CPU

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Every kernel of the library loaded before a stream waits on us.
  *
  * CUDA loads kernels lazily by default since 12.2: a kernel is loaded at its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Element-wise reduction and AVG finalization on the device. One template
  * per (dtype, op): a vector kernel moves 16 bytes per load and store when
  * every pointer shares its offset modulo 16 (a short scalar head brings them

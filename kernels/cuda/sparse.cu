@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Sparse gather/scatter and the error-feedback residual updates on the
  * device: the element loops of lib/sparse/ef.c's step, each one kernel over the
  * nnz selected entries (grid-stride), with the averaging arithmetic of

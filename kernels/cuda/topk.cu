@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Top-k by magnitude on the device (docs/CUDA.md, "Top-k").
  *
  * Exact: a most-significant-digit radix select in the manner of RAFT's AIR

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The library's monotonic clock (see lib/base/clock.h). */
 #include "lib/base/clock.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The library's one clock. It is CLOCK_MONOTONIC, never the wall clock, so
  * that a deadline or a timeout does not jump when NTP or an operator sets the
  * time. Every deadline in the library (sockets, transports, the watch, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Every SC_* variable: one table (name, default, meaning) that the README
  * reproduces (`sc-info --env` prints it), and validated parsers. */
 #ifndef SC_CONFIG_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "lib/base/dtype.h"
 
 int sc_get_version(void) {

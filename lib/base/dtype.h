@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Element types and reduction operations: sizes and names. */
 #ifndef SC_BASE_DTYPE_H
 #define SC_BASE_DTYPE_H

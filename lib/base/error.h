@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Errors: every function returns sc_result_t; the place where an error starts
  * records a thread-local detail (what, where, which peer) with SC_ERR, and
  * callers propagate with SC_CHECK. */

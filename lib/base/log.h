@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* One logging function with levels (SC_DEBUG=WARN|INFO|TRACE) and subsystems
  * (SC_DEBUG_SUBSYS=INIT,BOOT,NET,COLL,TUNE,ALL). Lines go to stderr prefixed
  * with host, pid and rank. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Socket helpers for the bootstrap and the TCP transport. Every socket made
  * here is non-blocking and close-on-exec; every wait is a poll() against an
  * absolute deadline on the monotonic clock, restarted on EINTR; every send
@@ -288,13 +289,6 @@ sc_result_t sc_socket_resolve(const char *host, uint16_t port, sc_sockaddr_t *ou
 }
 
 /* ---- socket options ---- */
-
-sc_result_t sc_socket_set_nonblocking(int fd) {
-  int fl = fcntl(fd, F_GETFL);
-  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-    return SC_ERR(SC_ERR_SYSTEM, "fcntl(O_NONBLOCK): %s", strerror(errno));
-  return SC_SUCCESS;
-}
 
 sc_result_t sc_socket_set_nodelay(int fd) {
   int one = 1;

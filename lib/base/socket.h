@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Socket helpers shared by the bootstrap and the TCP transport: interface
  * choice, name resolution, deadline-bounded connect/read/write. */
 #ifndef SC_SOCKET_H
@@ -46,7 +47,6 @@ sc_result_t sc_socket_connect(const sc_sockaddr_t *addr, int64_t deadline_ms, in
 sc_result_t sc_socket_write_all(int fd, const void *buf, size_t n, int64_t deadline_ms,
                                 const char *who);
 sc_result_t sc_socket_read_all(int fd, void *buf, size_t n, int64_t deadline_ms, const char *who);
-sc_result_t sc_socket_set_nonblocking(int fd);
 
 /* Additions used by the bootstrap and the TCP transport. */
 

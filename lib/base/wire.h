@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Byte order of everything the library puts on a wire or into a blob that
  * another process reads (bootstrap and watch messages, unique ids, socket
  * addresses, TCP hellos and headers, operation fingerprints): big-endian,

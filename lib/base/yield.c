@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Yields that notice when another program holds the core (see lib/base/yield.h). */
 #include "lib/base/yield.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Yielding the core while a transport spins. With more ranks than cores, a
  * sched_yield hands the core to the rank we wait for, which answers sooner
  * that way than after a sleep. But when another program holds the core (a

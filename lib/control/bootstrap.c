@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* MPI-free rendezvous: the unique id and the client side of the exchange. The
  * root service is in bootstrap_root.c, the wire format in bootstrap_wire.h. */
 #include <stdint.h>

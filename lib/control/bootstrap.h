@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* MPI-free rendezvous. A bootstrap root service (a thread in the process that
  * called sc_get_unique_id, or in rank 0 for the environment path) collects one
  * fixed-size blob from every rank and sends the whole table back. Every

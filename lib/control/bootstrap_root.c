@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Bootstrap root service: a detached thread that collects every rank's blob
  * and sends the whole table back (wire format in bootstrap_wire.h).
  * The root serves every connection from one poll loop, so a silent or slow

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Bootstrap wire format, shared by the root service (bootstrap_root.c) and the
  * client (bootstrap.c). Multi-byte fields are big-endian:
  *   hello  client -> root : u32 magic 'SCBH', u16 version, u16 0, u8 secret[32],

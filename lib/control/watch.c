@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Liveness watch: see watch.h for the design. One thread per communicator;
  * rank 0 is the hub of a star of watch connections and relays the first
  * failure it learns of to every rank. Everything the thread waits for is

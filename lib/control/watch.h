@@ -1,4 +1,5 @@
-/* Liveness watch (issue 6): a peer's death or stop is noticed by every rank,
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Liveness watch: a peer's death or stop is noticed by every rank,
  * not only by the ranks that happen to be exchanging data with it.
  *
  * Each communicator has its own watch (communicators from sc_comm_split too:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Liveness watch, rank 0's side: it accepts every rank's watch connection
  * and relays the first failure it learns of to every rank. */
 #include <errno.h>
@@ -11,7 +12,7 @@
 
 /* A rank whose operation timed out often waits, through others, on a
  * stopped rank: that one has been silent for most of the timeout. */
-int sc_watch_silent_rank(sc_watch_t *w, int except, int64_t *silence) {
+static int silent_rank(sc_watch_t *w, int except, int64_t *silence) {
   int best = -1;
   int64_t most = w->timeout_ms / 2;
   for (int r = 1; r < w->nconn; r++) {
@@ -47,7 +48,7 @@ void sc_watch_event(sc_watch_t *w, int subject, sc_result_t code, const char *re
   }
   char blamed[SC_WATCH_TEXT_MAX + 1];
   int64_t quiet;
-  int silent = may_blame && code == SC_ERR_TIMEOUT ? sc_watch_silent_rank(w, subject, &quiet) : -1;
+  int silent = may_blame && code == SC_ERR_TIMEOUT ? silent_rank(w, subject, &quiet) : -1;
   if (silent > 0) {
     snprintf(blamed, sizeof(blamed),
              "stopped responding: no heartbeat for %lld ms, and rank %d timed out (%s)",

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Liveness watch internals shared by lib/control/watch.c (thread, life cycle, the
  * per-rank side), lib/control/watch_hub.c (rank 0's relay) and lib/control/watch_wire.c
  * (parsers and framed, non-blocking I/O). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Liveness watch wire: the pure parsers of what a peer sends (bounds and
  * authentication) and one connection's buffered non-blocking I/O. */
 #include <errno.h>

@@ -1,9 +1,10 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The board: every rank posts its part once (transport.h's board_post) and
  * reads every rank's part where it lies, then computes the result itself,
  * folding the parts in rank order, so every rank gets the same bits. A
  * collective of a few cache lines then costs one post and P - 1 reads
- * instead of a schedule's steps through the transport's queues (issue 21:
- * a 2-rank all-reduce of 8 B against Open MPI's shared memory). Posts are
+ * instead of a schedule's steps through the transport's queues (what a
+ * 2-rank all-reduce of 8 B needs to keep up with Open MPI's shared memory). Posts are
  * numbered per communicator: every rank makes the same calls in the same
  * order and decides alike which take the board (sc_board_takes reads only
  * the call and the settings), so their numbers agree. Each post carries

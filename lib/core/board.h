@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The board (lib/core/board.c): the smallest collectives where every rank of
  * the communicator is on one host, through memory every rank reads
  * (transport.h's board ops) instead of a schedule's messages. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* SC_TUNE=measure (and auto across hosts, or over UCX or verbs on one host:
  * sc_tune_measures): a short calibration at communicator creation. alpha from
  * dissemination barriers (ceil(log2 P) message rounds each), beta from ring

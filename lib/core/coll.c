@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The public dense collectives: argument checks at the API boundary, then an
  * operation on the communicator's queue. Blocking calls are the non-blocking
  * ones followed by sc_wait. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Communicator life cycle: create from a unique id, destroy, abort. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The communicator and request internals shared by the files of lib/core/ (and
  * read by lib/sparse/ and lib/fusion/ above it). */
 #ifndef SC_COMM_H

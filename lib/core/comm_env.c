@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sc_comm_init_env: rank, size and root address from the environment of
  * sc-run, torchrun, Slurm or Open MPI's mpirun. Rank 0 hosts the bootstrap
  * root service at the root address. */

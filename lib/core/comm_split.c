@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sc_comm_split: MPI_Comm_split semantics over the parent's collectives.
  * Every rank all-gathers (color, key); the lowest parent rank of each color
  * becomes the new group's leader, makes a unique id, and the ids are

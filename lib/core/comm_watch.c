@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The communicator's side of the liveness watch (lib/control/watch.h): the watch
  * sits in a layer below the communicator and reaches it only through these
  * hooks. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Device support at the API boundary: whether a device is usable, where a
  * pointer lives (both through the device runtime, kernels/devrt.h), the
  * checks that refuse device buffers clearly where a call has no device path,

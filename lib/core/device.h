@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Where a buffer lives (host or a CUDA device), and the checks at the API
  * boundary that keep device pointers out of the host data path until the
  * device path exists (docs/CUDA.md). The verdicts are pure functions of what

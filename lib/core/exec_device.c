@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* See exec_device.h. The rules that keep the device path correct without a
  * host thread ever touching device memory:
  * - Local steps go on the one stream, so they run in step order among

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The executor on device buffers (lib/core/exec_device.c), and what it shares
  * with the host executor (lib/core/executor.c): one run's context and the
  * bounded, abort-aware transport progress round.

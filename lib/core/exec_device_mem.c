@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The device executor's memory (lib/core/exec_device.h): scratch, the receive
  * stage and the pinned staging rings, grown geometrically and never freed
  * before the communicator goes; and the reservation a stream form's caller

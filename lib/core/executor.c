@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The executor: runs one rank's schedule over the communicator's transport.
  * Steps run in order. A SEND is posted and left in flight; before any later
  * step writes memory that an in-flight SEND still reads, the executor waits

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* SC_CHECK_MISMATCH: operation fingerprints (see lib/core/fingerprint.h). */
 #include "lib/core/fingerprint.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* SC_CHECK_MISMATCH=1: before each operation every rank all-gathers a
  * fixed-size fingerprint of its call (sequence number, collective, count,
  * dtype, reduction, root, dense/sparse variant). Ranks that called

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* From the props of every pair to the cost model (see lib/core/links.h). */
 #include <string.h>
 

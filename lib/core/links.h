@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* One notion of locality for the cost model: the transport describes the
  * link of every pair of ranks (its props op, the same answer on every
  * rank), these functions fold the pairs into the plain parameters lib/tune/

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Which ranks share a host, from the one notion the library has of it: the
  * transport's props (transport.h). Two ranks are on one host when the
  * transport says SC_TP_SAME_HOST or SC_TP_SAME_PROCESS for the pair; the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Requests and the ordered operation queue (user side). The progress thread
  * (lib/core/progress.c) drains the queue; a request is completed exactly once, and
  * a waiting thread sleeps on the request's own futex word, so nothing here

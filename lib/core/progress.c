@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The progress thread: one per communicator, executing queued operations in
  * order. It alone drives the transport. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Algorithm choice: the cheapest candidate under the communicator's
  * alpha-beta model (lib/tune/tune_model.c), or the one SC_ALGO / SC_BCAST_ALGO
  * forces. Choices are cached per (collective, bytes) and logged at INFO with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* See stage_plan.h. */
 #include "lib/core/stage_plan.h"
 

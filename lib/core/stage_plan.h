@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* How a device buffer crosses a transport that moves host memory only: the
  * message is cut into chunks that travel through a ring of pinned host
  * slots, so that copying chunk k+1 between the device and its slot overlaps

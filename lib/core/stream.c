@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The stream-ordered forms (sc_*_on_stream). A call checks its arguments as
  * the blocking forms do, records an event on the caller's stream, queues the
  * operation with a ticket, and enqueues on the stream a wait until the

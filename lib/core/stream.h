@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The stream-ordered forms' machinery (lib/core/stream.c): a stream form records
  * an event on the caller's stream, queues its operation with a ticket and
  * makes the stream wait, on the device, until a pinned flag reaches that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Creation, registration and the plan step of the fusion engine. */
 #include <math.h>
 #include <stdint.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The collective parts of sc_fusion_plan: every rank must have registered
  * the same tensors (else SC_ERR_MISMATCH on every rank, naming the first
  * difference), plan with the same backward times, and use the same

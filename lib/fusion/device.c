@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fusion with device tensors (docs/CUDA.md, "Fusion with device tensors"):
  * the fused buffers live on the device, the copies into and out of them are
  * asynchronous copies on one stream of the fusion object, and buckets launch

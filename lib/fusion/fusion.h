@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The fusion engine's state, shared by its files: api.c (registration and
  * the collective plan step), check.c (cross-rank agreement and calibration),
  * runtime.c (ready / wait / launch), worker.c (sparse buckets), p3.c (P3). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* SC_FUSE_P3: priority-based parameter propagation (Jayarajan et al.,
  * SysML'19). Each tensor is cut into slices; a scheduler thread all-reduces
  * one slice at a time, always the highest-priority one (the tensor the next

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The planners (see plan.h and docs/ALGORITHMS.md, "Bucket fusion"). */
 #include "lib/fusion/plan.h"
 

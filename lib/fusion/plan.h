@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Bucket planners of the fusion engine: pure functions from the registered
  * tensors (in the order their gradients become ready in backward) to bucket
  * boundaries. Bucket b holds tensors [first[b], first[b+1]); first must have

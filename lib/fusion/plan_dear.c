@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* DeAR's bucket plan under the cost model (plan.h, sc_fplan_dear_model;
  * docs/ALGORITHMS.md, "Bucket fusion"). */
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ready / wait: the per-iteration side of the fusion engine. Buckets launch
  * strictly in plan order (a bucket goes when it and every earlier bucket of
  * the round are complete), so every rank issues the same collectives in the

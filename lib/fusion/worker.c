@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Sparse buckets: sc_gtopk_allreduce blocks, so a worker thread per fusion
  * runs the launched buckets one after another, in launch order (the order
  * every rank shares). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A schedule: the list of point-to-point steps one rank performs for one
  * collective. Algorithms (algorithms/) produce them as pure functions; the
  * executor (lib/core/executor.c) runs them over a transport; the simulator (test/sim)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Building schedules (used by the pure algorithms; no I/O here). */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* See sparse_state.h. */
 #include "lib/schedule/sparse_state.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The memory and local semantics of the sparse schedule steps, without any
  * I/O: the executor (lib/core/executor.c) moves the bytes over the transport,
  * the simulator (test/sim) through its mailboxes, and both hand what arrived

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* See step.h. */
 #include "lib/schedule/step.h"
 

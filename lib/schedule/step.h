@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The local meaning of the dense steps, apart from moving bytes between
  * ranks: where a step writes, and what it computes from the data that
  * arrived. The executor (lib/core/executor.c) and the schedule simulator

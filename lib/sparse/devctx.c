@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The process-wide free list of sparse device contexts (lib/sparse/devctx.h). */
 #include "lib/sparse/devctx.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Device contexts of the sparse layer: what sc_topk, sc_sparse_allreduce
  * and sc_gtopk_allreduce need to work on device buffers (kernels/devrt.h):
  * a stream, an event, the top-k workspace and device and pinned host

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Error feedback around the gTop-k sparse all-reduce (the gTop-k S-SGD step
  * of docs/ALGORITHMS.md): acc = grad + residual; local top-k of acc; the
  * residual keeps everything not selected; the sparse all-reduce reports which

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The error-feedback state (sc_ef_t) shared by the host step (lib/sparse/ef.c)
  * and the device step (lib/sparse/ef_dev.c). */
 #ifndef SC_SPARSE_EF_H

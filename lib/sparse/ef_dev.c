@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sc_gtopk_allreduce on a device gradient (docs/CUDA.md, "Sparse
  * collectives on device buffers"). The dense work stays on the device: the
  * residual update, the top-k selection, the residual's clear and restore,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sc_gtopk_allreduce_on_stream: the blocking gTop-k (lib/sparse/ef.c) run as a
  * queued job of the communicator's progress thread (lib/core/stream.h), once the
  * work the caller's stream holds before the call is done; the stream waits,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sc_sparse_allreduce: checks at the API boundary, then one operation on the
  * communicator's queue whose schedule comes from algorithms/sparse_*.c. */
 #include "lib/sparse/sparse.h"

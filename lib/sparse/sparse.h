@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Sparse all-reduce entry point shared by the public API (lib/sparse/sparse.c) and
  * error feedback (lib/sparse/ef.c). */
 #ifndef SC_LIB_SPARSE_H

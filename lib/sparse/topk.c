@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sc_topk: the public entry of the top-k selectors (kernels/cpu/topk*.c on
  * host vectors, sc_dev_topk on device vectors). Arguments are checked here
  * so that the kernels can trust them. */

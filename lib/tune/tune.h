@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The alpha-beta cost model behind algorithm choice. A prediction runs every
  * rank's schedule through a timing simulation: a message of b bytes leaves
  * when the sender's link is free, occupies it for b*beta, arrives alpha

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The cheapest of a collective's registered algorithms under a model: pure,
  * so that every rank makes the same choice from the same model. */
 #include <math.h>

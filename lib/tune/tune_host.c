@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The one-host cost model: every rank is a process and every message is CPU
  * work, so the host's cores are the only resource that matters. A discrete
  * event simulation with processor sharing replays all ranks' schedules: a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Timing simulation of a collective's schedules under the alpha-beta model
  * (see lib/tune/tune.h). Runs once per (collective, size) a communicator sees; the
  * result is cached by the caller. */

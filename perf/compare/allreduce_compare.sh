@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # libsparsecoll's all-reduce against Open MPI and Gloo, in one run, libraries
 # alternating, same sizes, iteration counts, dtype and rank placement (see
 # docs/BENCHMARKING.md). On this host (default):

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Why does an all-reduce on an sc-netbed bed stay below the link rate? Runs one
 # algorithm at one size under several configurations (environment settings of
 # the ranks), alternating them round by round so that drifting load hits all

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # PyTorch training on an sc-netbed emulated cluster: examples/train_ddp.py's
 # model (a small CNN, 1 rank per host) under each way this package offers to
 # communicate its gradients, side by side in one run, variants alternating:

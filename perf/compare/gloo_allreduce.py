@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Gloo's all-reduce (torch.distributed, backend gloo) timed the way
 perf/compare/allreduce_compare.sh times every library: float32 sum on one
 tensor (in place: torch's API has no other form), one checked operation per

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Open MPI's MPI_Allreduce timed the way perf/compare/allreduce_compare.sh
  * times every library: float32 sum, out of place, one checked operation per
  * size, then warm-up, a barrier and the timed iterations; the figure is the

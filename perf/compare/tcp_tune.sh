@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Measures the TCP transport's two knobs on this host, alternating the
 # candidate values round by round so that drifting load hits them alike:
 #   SC_NSOCKS  : all-reduce time at large sizes for each socket count

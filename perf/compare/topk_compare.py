@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Top-k selection: libsparsecoll's sc_topk (exact and Gaussian) next to
 torch.topk, on the same float32 N(0,1) data, in one process, alternating.
 

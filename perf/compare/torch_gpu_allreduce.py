@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """All-reduce of CUDA tensors on one GPU shared by P ranks (torch.multiprocessing):
 torch.distributed's gloo backend with CUDA tensors, libsparsecoll with device
 buffers (sparsecoll.Comm on the CUDA tensor), and libsparsecoll on host buffers

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Top-k on one GPU: torch.topk(x.abs(), k) next to libsparsecoll's exact and
 Gaussian-k selection (sparsecoll.topk) on the same CUDA tensor.
 

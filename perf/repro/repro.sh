@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Reproduces the figures of docs/REPRODUCTION.md on an emulated cluster
 # (sc-netbed): (a) gTop-k vs top-k all-gather vs dense ring, time against P
 # with the alpha-beta model; (b)-(d) the dense fusion policies (WFBP, MG-WFBP,

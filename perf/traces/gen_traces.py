@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Writes the gradient traces sc_fusion_replay replays (perf/traces/*.trace).
 
 Every trainable tensor of the published architecture, in forward (parameter)

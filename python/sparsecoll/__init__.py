@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """libsparsecoll from Python: collectives, gTop-k sparse all-reduce and error
 feedback on numpy arrays and torch tensors, without copies.
 

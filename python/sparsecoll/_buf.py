@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Numpy arrays and torch tensors as (pointer, element count, sc_dtype_t).
 
 No copies: the library reads and writes the array's own memory, so it must be

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """sparsecoll.Comm: a communicator and its collectives on numpy arrays and
 torch tensors (see docs/PYTHON.md for the conventions)."""
 import contextlib

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """sparsecoll.Fusion: the bucket-fusion API (sc_fusion_*) for frameworks.
 
 The config struct is built from the layout the compiler printed at build time

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Loading libsparsecoll with ctypes, the C prototypes, and sparsecoll.Error.
 
 ctypes releases the GIL around every foreign call, so a blocking collective in

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """How CUDA tensors reach the library: directly, or through pinned host memory.
 
 Direct (the default when the library reports a device runtime:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A stand-in for the CUDA runtime (the table of kernels/devrt.h) on machines
  * without a GPU, so that the device data path is tested everywhere. This
  * file: devices, memory, pointer queries, IPC and the exported table;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The stand-in device runtime's parts (test/devfake/devfake.c: memory,
  * pointers, IPC and the table; devfake_stream.c: streams and events). Not
  * part of the library: a test module loaded by kernels/devrt.c when

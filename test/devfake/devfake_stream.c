@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The stand-in's streams and events (test/devfake/devfake.h). Each stream
  * is a worker thread running a FIFO of ops in order, so work really runs
  * after the enqueueing call returns (SC_DEVFAKE_DELAY_US widens the gap):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Failure table row "local abort from another thread" (run under sc-run,
  * n=2): sc_comm_abort from any thread, twice, from two threads at once, with
  * the peer alive or already dead, wakes every blocked call and pending

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Failure table row "local abort from another thread": two threads abort at
 # once, twice each, during a blocking call with a request queued behind it,
 # during a polled non-blocking request, and idle with the peer alive or dead

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include <dirent.h>
 #include <netinet/in.h>
 #include <stdio.h>

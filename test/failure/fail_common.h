@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Shared by the failure-table tests (test/failure/fail_*.c): clocks, the
  * data sockets of this process, resource counts, and one result line per
  * rank that the driver scripts grep. */

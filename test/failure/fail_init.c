@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Failure table rows at init, ranks started by hand (no sc-run): this program
  * forks NRANKS children with SC_RANK/SC_WORLD_SIZE/SC_ROOT_ADDR/SC_AUTH_TOKEN
  * and one of them wrong, and checks what each child's sc_comm_init_env

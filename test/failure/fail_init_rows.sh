@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Failure table rows "wrong auth secret" and "wrong nranks at init", ranks
 # started by hand (fail_init forks them and checks each one's code, time and
 # message; SC_TIMEOUT_MS=4000 keeps the rows that end at the timeout short).

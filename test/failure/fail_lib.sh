@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Helpers for the failure-table scripts (sourced): test/multi/lib.sh's
 # check/finish, plus the programs' paths.
 . "$top_srcdir/test/multi/lib.sh"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Ranks that call mismatched collectives (run under sc-run).
  * Usage: fail_mismatch SCENARIO [check|report]
  *   SCENARIO: match, count, nonblocking, dtype, op, root, kind, missing, sparse,

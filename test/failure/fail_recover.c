@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* "After an error the process can create a new communicator and go on
  * working, with nothing leaked" (run under sc-run, n=3, any SC_TRANSPORT).
  * Ranks meet through sc_get_unique_id + sc_comm_init_rank, the id passed in a

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # After a peer left or an abort, the ranks destroy the communicator, create a
 # new one from a new unique id (shared through a file) and run a checked
 # all-reduce; descriptors, threads and memfd or /dev/shm mappings equal those

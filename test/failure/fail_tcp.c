@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Failure table rows on TCP data connections (run under sc-run with
  * SC_TRANSPORT=tcp). Rank 1, the culprit, damages its own data connections
  * while every other rank is already blocked in an all-reduce waiting for it:

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Failure table rows "peer's socket closed" and "garbage on a data
 # connection" (tcp): rank 1 shuts down, or writes 64 junk bytes or a forged
 # header with a 2^62-byte length into, its data sockets while the others wait

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* One rank under sc-run for test/failure/verbs_rows.sh: creates a communicator
  * from the environment and prints what it got, so that the script can check
  * the code and the message of SC_TRANSPORT=verbs's device-absent and

@@ -1,4 +1,5 @@
-/* Liveness watch (lib/control/watch.c, issue 6) under sc-run, public API only.
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Liveness watch (lib/control/watch.c) under sc-run, public API only.
  * Usage: fail_watch MODE VICTIM BOUND_S [PIDFILE]
  *   kill  : VICTIM SIGKILLs itself while the others sit in an all-reduce
  *           (the lowest survivor through iallreduce + sc_wait, so the progress

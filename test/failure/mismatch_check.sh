@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # SC_CHECK_MISMATCH=1 on 2, 3 and 4 ranks over tcp and shm: a mismatched
 # count (blocking and non-blocking), dtype, op, root, kind (all-reduce vs
 # broadcast), a skipped call and a sparse k fail on EVERY rank with

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Cost of SC_CHECK_MISMATCH=1: sc_allreduce_perf with the check off and on,
 # alternating run by run so that load from elsewhere lands on both, and per
 # size the median out-of-place time of each and the difference (the added

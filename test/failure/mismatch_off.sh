@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # What a mismatch does WITHOUT SC_CHECK_MISMATCH (the default), on 2 and 3
 # ranks over tcp and shm, with SC_TIMEOUT_MS=1500. Observed and asserted:
 #  - op (sum vs max) and root (broadcast from 0 vs from 1): every rank

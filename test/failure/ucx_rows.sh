@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The failure table over SC_TRANSPORT=ucx (docs/UCX.md): abort with the peer
 # alive and dead, a new communicator after a peer left or aborted, and the
 # mismatch check (every scenario, and a rank that stops calling). Kill, stop

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # SC_TRANSPORT=verbs where it cannot run and with bad SC_IB_* settings, on 2 ranks
 # under sc-run (fail_verbs prints each rank's code and message):
 # - no RDMA device: every rank SC_ERR_UNSUPPORTED "no RDMA device: ...", also when

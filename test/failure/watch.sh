@@ -1,5 +1,6 @@
 #!/bin/sh
-# Liveness watch (issue 6): a peer killed or stopped is noticed by every rank,
+# SPDX-License-Identifier: BSD-3-Clause
+# Liveness watch: a peer killed or stopped is noticed by every rank,
 # including ranks that never exchange data with it; a clean destroy is not a
 # death; nothing leaks. SC_TRANSPORT comes from the tcp-/shm- wrapper.
 . "$top_srcdir/test/multi/lib.sh"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fuzz target: the bootstrap root's handling of untrusted hellos. The input is
  * a sequence of connections, each
  *   u8 flags | header (up to SC_BOOT_HELLO_LEN bytes) | blob (bloblen bytes)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Shared by the fuzz targets. Each target defines LLVMFuzzerTestOneInput; the
  * libFuzzer build (tools/fuzz.sh) links libFuzzer's main, the plain build
  * (make check, SC_FUZZ_REPLAY defined) links fuzz_replay.c's main, which runs

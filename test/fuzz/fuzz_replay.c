@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* main() of the plain (non-libFuzzer) build of a fuzz target: replays files
  * and directories (not recursive), so the corpus and every crash found by
  * tools/fuzz.sh run in `make check` as regression inputs. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fuzz target: the client's handling of the root's reply. The input is
  *   u16 nranks-1 | u16 bloblen (mod 1025) | u8 text buffer size | reply header | payload
  * (big-endian); the header goes through sc_boot_reply_parse for a table of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fuzz target: the shared-memory ring (shm_ring.c) and its record check, with
  * the peer's counters under the fuzzer's control. The input is
  *   u8 ring size code | ops...

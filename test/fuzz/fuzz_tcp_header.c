@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fuzz target: sc_tcp_hdr_check, the check of every TCP segment header
  * against the posted receive (tcp_io.c), and sc_tcp_stripes, the placement of
  * a message's segments that both sides compute from the length. The input is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fuzz target: the TCP connection setup parsers (tcp_setup.c): the hello a
  * higher rank sends on each socket, checked by sc_tcp_hello_parse before the
  * listener trusts any field, and the ack it gets back (sc_tcp_ack_valid). The

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fuzz target: the TCP receive path (sc_tcp_recv_progress in tcp_io.c) on
  * real sockets. Up to 6 receives are posted on 1..4 sockets the way tcp.c
  * posts them (segments placed by sc_tcp_stripes); the sender's side is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fuzz target: sc_unique_id_decode, which reads ids users copy through text
  * channels. The input is u8 flags | up to 128 id bytes (zero-padded); flags
  * bit 0 writes the right magic and version, bit 1 the right checksum, so that

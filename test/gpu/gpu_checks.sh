@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The checks that need a GPU, in one bounded run (docs/CUDA.md, "Running on a
 # GPU"): the CUDA unit tests, the device test scripts on CUDA instead of the
 # stand-in (SC_TEST_DEVICE=cuda), the Python binding with CUDA tensors, and

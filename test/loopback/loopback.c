@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* In-process transport: every rank is a thread of one process, so a message
  * is one memcpy from the sender's buffer into the receiver's, made by
  * whichever side posts second. It exists so that the real executor can run

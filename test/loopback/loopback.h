@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The in-process transport (test/loopback/loopback.c): every rank a
  * thread of one process. For tests that run the real executor on all ranks
  * at once; transport.h's contract holds, plus: any rank's thread may post

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Each all-reduce algorithm forced through SC_ALGO on 1, 2, 3, 5, 6, 7 and 8
 # ranks: every dtype, op, placement and count against the reference.
 . "$top_srcdir/test/multi/lib.sh"

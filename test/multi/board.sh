@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The board (lib/core/board.c): every collective small enough for it, on 1-8
 # ranks over shm and over auto (the mux lends it shared memory's), the
 # boundary of SC_BOARD_BYTES, back-to-back calls, and what fails there: a

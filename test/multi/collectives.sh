@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Every collective, dtype, op and placement on 1, 2, 3, 4, 5 and 8 ranks over
 # loopback TCP, plus both broadcast/reduce algorithms forced, the reduce-scatter's and
 # all-gather's non-ring ones forced, and a tiny chunk.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The sparse calls and fusion on device buffers, through the device stand-in
 # (test/devfake: device memory the host cannot touch, asynchronous streams;
 # on a GPU with SC_TEST_DEVICE=cuda):

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The dense collectives on device buffers through the device stand-in
 # (test/devfake/, loaded with SC_DEVRT_STANDIN; on a GPU with
 # SC_TEST_DEVICE=cuda): every collective, dtype and

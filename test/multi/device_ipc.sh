@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Device buffers between the ranks of one host over shared memory (CUDA IPC,
 # transport/shm/shm_ipc.c), on the stand-in device runtime: 2, 3, 4 and 8
 # processes sharing its one device. The transport alone (shm_ipc_procs): every

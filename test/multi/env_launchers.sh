@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # sc_comm_init_env with torchrun's, Slurm's and Open MPI's variables (and
 # SC_AUTH_TOKEN agreement), three processes started by hand.
 . "$top_srcdir/test/multi/lib.sh"

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Bucket fusion (every policy, dense; sparse when gTop-k is built) on 1, 2, 3
 # and 4 ranks, over shared memory and (3 ranks) TCP, the round and ownership rules
 # (mr_fusion_rules) and P3 (mr_fusion_p3) on 1..4, and a tiny replay of each

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Helpers for the multi-rank test scripts (sourced).
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sc_comm_abort from another thread wakes a blocked collective and a pending
  * non-blocking request with SC_ERR_ABORTED; a second abort is harmless; later
  * calls answer SC_ERR_ABORTED at once; destroy then frees the handle.

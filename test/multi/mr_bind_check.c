@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* For test/tools/bind_test.sh: after sc_comm_init_env (which starts the
  * progress thread) and one all-reduce, prints "RANK CPUS THREADS SAME":
  * the main thread's Cpus_allowed_list, how many threads the process has,

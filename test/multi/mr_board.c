@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The board (lib/core/board.c): the smallest collectives where every rank is on
  * this host, checked where the board's own logic could go wrong. Run under
  * sc-run, every rank with the same mode:

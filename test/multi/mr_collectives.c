@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Every dense collective, dtype and op, in place and out of place, at counts
  * 0, 1, nranks-1, nranks+1, a prime and a multi-MiB one, against references
  * each rank computes independently; then non-blocking requests, two

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Shared by the multi-rank test programs (run under sc-run): deterministic
  * inputs every rank can compute for every other rank, exact references in
  * int64/double, and element comparison for every dtype. */

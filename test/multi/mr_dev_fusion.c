@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Fusion with device tensors on N ranks (run under sc-run with the device
  * stand-in, SC_DEVRT_STANDIN; test/multi/dev_sparse.sh). For each policy,
  * dense and gTop-k buckets, separate and contiguous (zero-copy) tensors,

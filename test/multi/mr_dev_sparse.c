@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Multi-rank test of the sparse calls on device buffers (run under sc-run
  * with the device stand-in, SC_DEVRT_STANDIN; test/multi/dev_sparse.sh).
  * The reference of each device call is the same call on host copies of the

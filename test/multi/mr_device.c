@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Every dense collective on device buffers, through the device stand-in
  * (SC_DEVRT_STANDIN, test/devfake/), whose device memory the host cannot
  * touch, or through CUDA on a GPU: inputs are uploaded and results downloaded

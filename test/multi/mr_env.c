@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sc_comm_init_env from each launcher's variables (the script sets them):
  * all-reduce of the ranks checks that every process got its own rank. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Bucket fusion on N ranks (run under sc-run): every policy, with separate
  * and with contiguous (zero-copy) tensors, gives each tensor the average over
  * ranks of every rank's input, over several rounds, whatever order (and

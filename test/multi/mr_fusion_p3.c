@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* SC_FUSE_P3 on N ranks (run under sc-run with SC_TIMEOUT_MS=60000): ranks
  * make tensors ready in different orders, at different times and from a
  * second thread, with slices from a few elements to the library default, in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The fusion engine's round and ownership rules on N ranks (run under
  * sc-run, with SC_TIMEOUT_MS=60000): the DeAR loop that waits on each tensor
  * just before refilling it completes under every policy, in both orders,

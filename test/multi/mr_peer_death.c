@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A rank that leaves early (exits, or is killed) must make every other rank's
  * next collective fail with SC_ERR_REMOTE and a message naming a peer, within
  * the timeout, never hang; the survivors' communicator then reports the error

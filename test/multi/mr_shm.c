@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Shared-memory transport checks through the public API (run by sc-run).
  * Every rank first prints "pid P" so that the script can look for anything of
  * this job's in /dev/shm (the transport must never leave a file there).

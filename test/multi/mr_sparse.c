@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Multi-rank test of the sparse collectives through the public API (run
  * under sc-run):
  *  - sc_sparse_allreduce, each algorithm and float dtype, inputs regenerated

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The stream-ordered forms (sc_*_on_stream) on the device stand-in (or CUDA)
  * (SC_DEVRT_STANDIN, test/devfake/): the collectives run in stream order with
  * no host synchronization between the work that makes their input, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sc_comm_local against an independent reference: every rank's hostname
  * (its UTS namespace: one per sc-netbed host, one for all of loopback),
  * gathered with sc_allgather. Ranks with one hostname must form one host,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # A rank that exits or is killed mid-job: every survivor fails with
 # SC_ERR_REMOTE naming a peer (mr_peer_death checks), well before the timeout;
 # and sc_comm_abort from another thread wakes a blocked call (mr_abort).

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # --mem device in the perf programs. Without any device runtime (no stand-in,
 # CUDA_VISIBLE_DEVICES empty) each program must refuse clearly: exit status 2
 # and "--mem device: no CUDA device (built with CUDA: yes|no)", no crash.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The shared-memory transport's device path between real processes: N
  * forked ranks, each with its own shm transport, all on the one device of
  * the stand-in runtime (SC_DEVRT_STANDIN; several processes per device).

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # A rank SIGKILLed in the middle of a 64 MiB all-reduce over shared memory:
 # every survivor fails with SC_ERR_REMOTE naming a rank and its host, within
 # the timeout (mr_shm checks that), and nothing of this job (no /dev/shm

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # 8 ranks on this (2-core) machine: 1000 small all-reduces (x2 dtypes), each
 # result checked, over shared memory and with auto (all peers local); spinning
 # ranks must yield the cores so that none times out (SC_TIMEOUT_MS=60000).

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Sparse all-reduce (every algorithm and float dtype) on 1, 2, 3, 4, 5 and 8
 # ranks against the test's own reference, and the error-feedback invariant
 # on 3, 4 and 5 ranks (3 and 5 fold), with the tree and hier forced too.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The stream forms (sc_*_on_stream) on the device stand-in (on a GPU with
 # SC_TEST_DEVICE=cuda), over tcp and shm:
 # stream order without host synchronization and every dense form on 1..4

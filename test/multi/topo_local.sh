@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # sc_comm_local on one host (loopback: every rank on host 0) for 1..5 ranks
 # against the hostnames; SC_ALGO=hier there has no hierarchy and must fall
 # back to a flat all-reduce that is still right for every dtype and op (and

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # SC_TRANSPORT=auto's verdict as the ranks log it (SC_DEBUG=INFO), checked
 # against what this machine offers: without UCX or without an RDMA device
 # listed in /sys/class/infiniband, auto must keep shm/tcp, on one host and

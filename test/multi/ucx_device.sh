@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Device buffers over SC_TRANSPORT=ucx, through the device stand-in
 # (test/devfake/, SC_DEVRT_STANDIN): a pair's device_mem needs both ranks'
 # UCX to report CUDA memory and the CUDA runtime, so here (Debian's UCX 1.13

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # SC_TRANSPORT=ucx on the emulated cluster: sc-netbed brings up 4 hosts at
 # 1 Gbit/s and sc-run --netbed runs, one rank per host, every collective,
 # each all-reduce algorithm forced, the sparse suite and fusion, all checked

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The library's UCX rendezvous defaults (transport/ucx/ucx_setup.c): with
 # UCX_RNDV_THRESH unset, every rank's UCP configuration gets RNDV_THRESH=256k
 # where the job has no more ranks than the host has CPUs and 64k where it has

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The verbs transport's data path on a machine without RDMA: the multi-rank
 # suite with SC_TRANSPORT=verbs over test/multi/verbs_fake_ibverbs.c, a stand-in
 # libibverbs.so.1 found first through LD_LIBRARY_PATH (RDMA writes become

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A stand-in libibverbs.so.1 for testing the verbs transport's data path on
  * machines without RDMA (test/multi/verbs_fake.sh puts it first on
  * LD_LIBRARY_PATH, which dlopen honours). Not an emulator of the hardware's

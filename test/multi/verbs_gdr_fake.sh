@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # GPUDirect RDMA in the verbs transport on a machine without RDMA or GPU: the
 # device collectives (mr_device, every result checked against host
 # references) with SC_TRANSPORT=verbs over the stand-in libibverbs

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # sparsecoll.Comm: every call against numpy references on 1..4 ranks (sc-run),
 # and the errors it raises.
 . "$top_srcdir/test/multi/lib.sh"

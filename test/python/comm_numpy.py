@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Every sparsecoll.Comm call against a numpy reference, on the ranks sc-run
 started (SC_RANK/SC_WORLD_SIZE/SC_ROOT_ADDR). Every rank derives every other
 rank's input from a seed, so the reference is computed locally with numpy,

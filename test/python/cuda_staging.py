@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """CUDA tensors through the "sparsecoll" backend and its Comm while the
 library has no device data path: they are staged through pinned host memory
 (sparsecoll._staging). Started with torchrun's variables (cuda_staging.sh);

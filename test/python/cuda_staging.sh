@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # CUDA tensors for real: Comm and the torch backend on 2 ranks sharing the
 # GPU, through the staging path and through the default one (device pointers
 # when the library has a device runtime). Skipped (exit 77) without a CUDA

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # DDP on the "sparsecoll" backend against DDP on gloo, the gTop-k comm hook
 # against dense DDP, and DistributedOptimizer under every fusion policy against
 # DDP on gloo; 4 ranks each (torchrun's variables).

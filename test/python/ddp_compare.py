@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """DDP on backend "sparsecoll" against DDP on gloo: the same model, seed and
 data on every rank, 20 SGD steps each, with find_unused_parameters=True and a
 head that is used on even steps only. gloo is the default group (and checks

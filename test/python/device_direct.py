@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The binding's device-pointer path on the device stand-in (test/devfake,
 named by SC_DEVRT_STANDIN): device memory the host cannot touch, wrapped in a
 minimal __cuda_array_interface__ object. Every Comm call must hand the

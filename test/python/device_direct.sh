@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The binding's device-pointer path (sparsecoll._staging.Direct) on the
 # device stand-in: raw device allocations behind __cuda_array_interface__
 # through every Comm call on 1..3 ranks (sc-run). Torch CUDA tensors cannot

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """sparsecoll.torch.DistributedOptimizer under each fusion policy against DDP
 on gloo: the same model (with a head unused on odd steps), seed and data on
 every rank, SGD with momentum, 12 steps (the first 2 are the optimizer's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """sc_comm_init_env under torchrun's variables while torch's store holds
 MASTER_PORT: the bind failure names the variable that chose the port and the
 way out; with SC_ROOT_ADDR set the library uses that address instead and the

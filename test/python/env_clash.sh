@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # sc_comm_init_env under torchrun's variables with MASTER_PORT held by torch's
 # store: the bind error names MASTER_PORT; SC_ROOT_ADDR is honoured.
 . "$top_srcdir/test/multi/lib.sh"

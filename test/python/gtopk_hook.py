@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The gTop-k DDP hook (sparsecoll.torch.hooks.gtopk_hook) on 4 ranks: a small
 MLP trained 150 steps three ways from the same seed and data: dense DDP, gTop-k
 at density 0.01 with error feedback, and without it. Checks: every rank's

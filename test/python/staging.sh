@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The staging path CUDA tensors take while libsparsecoll has no device data
 # path (sparsecoll._staging): its decisions on CPU tensors in one process, and
 # Comm's collectives forced through it on 1..3 ranks (sc-run).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """sparsecoll.Comm's staged path (the one CUDA tensors take while the library
 has no device data path), forced onto CPU tensors, on the ranks sc-run
 started. Dense collectives are checked against references every rank

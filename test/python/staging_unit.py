@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The decisions of the CUDA staging path (sparsecoll._staging) on CPU
 tensors, one process: which path an operation takes, the pool's size
 classes, reuse and trimming, and a Staging round trip with a fake stream

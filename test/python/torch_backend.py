@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """torch.distributed on backend "sparsecoll" under torchrun's variables (RANK,
 WORLD_SIZE, MASTER_ADDR, MASTER_PORT; torch's TCPStore listens on MASTER_PORT):
 every collective against a reference computed locally from every rank's

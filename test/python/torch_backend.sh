@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The torch.distributed backend "sparsecoll" under torchrun's variables (the
 # store on MASTER_PORT: no clash): every collective on 1..4 ranks.
 . "$top_srcdir/test/multi/lib.sh"

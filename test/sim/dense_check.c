@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* See dense_check.h. */
 #include "test/sim/dense_check.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* One simulated run of a dense collective checked against a reference
  * computed from the inputs (never by the simulator), for the simulator test
  * programs. Inputs are chosen so that every reduction order gives exact

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Every dense schedule generator run through the simulator for nranks
  * 1..64, awkward counts, chunk sizes, roots, in-place conventions, dtypes and
  * ops (dense_check.c holds the reference), plus properties checked on the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The real executor (lib/core/executor.c) against the schedule simulator: every
  * algorithm of every collective in algorithms/registry.h, and the sparse
  * schedules, run on nranks 1..8 both ways on the same inputs, one thread

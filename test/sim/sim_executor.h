@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Shared by sim_executor.c (dense, the transport) and sim_executor_sparse.c. */
 #ifndef SC_TEST_SIM_SIM_EXECUTOR_H
 #define SC_TEST_SIM_SIM_EXECUTOR_H

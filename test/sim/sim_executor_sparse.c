@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The sparse all-reduce schedules (algorithms/sparse.h) through the real
  * executor and the simulator on the same inputs: each rank's output set
  * (count, indices, values) and survival mask must be identical bit for bit.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The hierarchical all-reduce, reduce-scatter and all-gather run through the
  * simulator (both send models) on every host map of 1..8 ranks on 1..4 hosts
  * that can be told apart by shape: hosts of consecutive ranks (even and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Recursive doubling and Rabenseifner (all-reduce, and the reduce-scatter and
  * all-gather halves) through the schedule simulator for nranks 1..64,
  * awkward counts, chunk sizes, every in-place convention and both send

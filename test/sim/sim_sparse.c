@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The sparse all-reduce schedules (gTop-k butterfly, gTop-k tree, all-gather,
  * gTop-k hierarchical on random host maps, consecutive and round-robin)
  * run through the simulator, both send models, nranks 1..33, four dtypes,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The double binary tree all-reduce run through the simulator (both send
  * models) for nranks 1..64, awkward counts, many chunks, every dtype and op,
  * in place and out of place, against dense_check's reference; plus properties

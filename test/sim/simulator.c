@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* See simulator.h. Its own message passing and ordering, independent of
  * lib/core/executor.c on purpose: it checks the schedules against the executor's
  * rules as written, not as implemented. What a step computes once its data

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Schedule simulator: runs every rank's schedule in one process against an
  * in-memory mailbox per ordered (src, dst) pair, on real per-rank buffers.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Soak test (run under sc-run, 4 ranks): N mixed operations (all-reduce,
  * reduce-scatter, all-gather, broadcast, reduce, barrier; blocking and not, in
  * place and not) over communicators that force each all-reduce and broadcast

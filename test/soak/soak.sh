@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Soak under sc-run on 4 ranks: SOAK_OPS mixed operations (default 2000 in
 # make check; tools/soak.sh runs 20000), every result checked, RSS and fds flat.
 . "$top_srcdir/test/multi/lib.sh"

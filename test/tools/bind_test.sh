@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # sc-run --bind core|numa|none, read back from the kernel: every thread of
 # every rank (the library's progress thread included, created after the
 # binding) reports its Cpus_allowed_list (test/multi/mr_bind_check). The

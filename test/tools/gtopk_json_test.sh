@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # sc_gtopk_perf -J, which the time-vs-ranks figure and its cost model read
 # (perf/plot.py): every algorithm's row with a correct result (the tool checks
 # each rank's output against a reference it builds from all ranks' inputs),

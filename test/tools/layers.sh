@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The layer check: folders are layers, and a file may include headers of its
 # own layer and of the layers below it only. Reads every #include "..." of
 # the library's sources and of perf/ and tools/, maps both ends to their

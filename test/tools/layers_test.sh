@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The layer check (test/tools/layers.sh): the tree passes it, and it catches
 # what it is for. A copy of a few real folders gets one upward include and,
 # separately, one include into a sibling folder; each must fail, naming the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The hierarchical all-reduce on an emulated cluster of 4 hosts (sc-netbed,
 # 1 Gbit/s): SC_ALGO=hier with 1..4 ranks per host, uneven hosts included
 # (7 ranks at 2 per host: 2+2+2+1; 6 at 4: 4+2; 11 at 3: 3+3+3+2), every

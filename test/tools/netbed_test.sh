@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The emulated cluster end to end: sc-netbed brings up 2 hosts at 100 Mbit/s,
 # sc-run --netbed runs a 2-rank all-reduce across them, and the result must be
 # right and its bus bandwidth within what the shaped link allows (so the

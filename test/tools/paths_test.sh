@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Dangling paths: every repository path that a file of the project cites
 # (in code comments, scripts, build files and Markdown) must exist.
 #

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The perf binaries under sc-run: every collective, dtype and op on small
 # sizes with checking on, 2 and 3 ranks (3 gives uneven ring blocks); plus the
 # JSON output and the usage errors. Needs a working library.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Every SC_* variable of lib/base/config.c's table is printed by
 # `sc-info --env --markdown` and documented in the README.
 top_builddir=${top_builddir:-.}

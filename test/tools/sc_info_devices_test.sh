@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # sc-info's device lines: the device runtime it would use (none, or the
 # stand-in with 2 devices), and, when built with CUDA, whether an MPS
 # control daemon listens at CUDA_MPS_PIPE_DIRECTORY: a FIFO with a reader

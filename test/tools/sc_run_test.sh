@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Tests of the sc-run launcher with plain shell ranks (no library needed).
 # Runs from any build directory: top_builddir locates sc-run.
 top_builddir=${top_builddir:-.}

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # sc_tune_fit reads -a compare JSON as sc_allreduce_perf writes it: three
 # runs of 3 ranks, then the evaluation of the defaults (-n). Checked against
 # the files themselves: every point's medians over the runs, and its regret =

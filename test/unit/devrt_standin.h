@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Unit tests on the device stand-in (test/devfake/): point SC_DEVRT_STANDIN
  * at the module of this build before the first sc_devrt() call, or skip
  * (exit 77) when the module is not built. The _cuda builds of the same

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Random small models for the planners' brute-force tests (test_fusion_omgs,
  * test_fusion_dear): sizes over four decades, like conv kernels next to
  * biases; a fifth of the layers take no backward time; optional dtype

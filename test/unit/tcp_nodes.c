@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Helpers of the TCP transport unit tests: see tcp_nodes.h. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -235,7 +236,8 @@ size_t msg_len_striped(int seq) {
 many_cfg_t many_cfg = {NMSG, msg_len, 0};
 
 /* Posts every receive still allowed by the window; returns the error. */
-sc_result_t many_post_recvs(node_t *nd, int p, int *posted, sc_tp_req_t *rreq, uint8_t **rbuf) {
+static sc_result_t many_post_recvs(node_t *nd, int p, int *posted, sc_tp_req_t *rreq,
+                                   uint8_t **rbuf) {
   int outstanding = 0;
   for (int q = 0; q < *posted; q++) outstanding += rreq[q].state == SC_TP_REQ_PENDING;
   while (*posted < many_cfg.nmsgs && (!many_cfg.window || outstanding < many_cfg.window)) {

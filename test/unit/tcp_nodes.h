@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Helpers of the TCP transport unit tests (test_tcp.c, test_tcp_stripe.c):
  * several transport instances in one process over loopback, driven by
  * threads, exchanging patterned messages that are checked byte for byte. */

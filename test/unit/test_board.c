@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Which calls take the board and what each rank posts (lib/core/board.c's
  * sc_board_payload), and the post's call description, against the rules
  * written out here case by case. */

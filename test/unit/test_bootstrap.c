@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Unique id and rendezvous: the root service and its clients as threads of
  * one process over loopback, including clients that misbehave. */
 #include <arpa/inet.h>

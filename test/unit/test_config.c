@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Configuration parsing, the SC_* table, errors and the thread-local detail,
  * dtype sizes, token-derived secrets, and API argument checks that need no
  * network. */

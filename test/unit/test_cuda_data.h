@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Test data shared by the CUDA tests (test_cuda_host.c,
  * test_cuda_topk_host.c, test_cuda_kernels.c): a seeded generator, inputs
  * with planted specials, and the comparison of a reduction's result with the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The CUDA kernels' element arithmetic and launch geometry
  * (kernels/cuda/hd.h, hd_launch.h), run on the CPU against the CPU kernels as
  * the independent reference: every dtype and op of the element reduction and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The CUDA kernels on a GPU against the CPU kernels: every dtype and op of
  * the reduction and AVG over counts 0, 1, primes, 64 MiB and unaligned
  * offsets (in place and out of place); exact top-k against the CPU exact

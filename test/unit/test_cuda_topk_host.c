@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The CUDA top-k decisions (kernels/cuda/hd_topk.h), run on the CPU: keys
  * against magnitudes decoded by the CPU selector (sc_topk_magnitude); radix digits per pass and
  * dtype; the bucket choice of the parallel chooser against a serial walk; a replay of the whole

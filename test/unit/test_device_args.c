@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Point 7 of the CUDA work (bad input), the paths that need no GPU: the
  * stream forms' argument checks and their answers without CUDA or without a
  * device; the verdicts on mixed host/device buffers, a buffer of another

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The device runtime on the stand-in (kernels/devrt.h, test/devfake/):
  * memory round trips, host access to device memory faulting, stream order
  * against a sequential model of the same ops, events, stream waits on a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* kernels/devrt_ipc.c against a runtime table that refuses what CUDA
  * refuses: a second mapping of an allocation, and a mapping of a new
  * allocation of an owner while a mapping of an older one at the same place

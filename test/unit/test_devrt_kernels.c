@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The device kernels of kernels/devrt.h on the stand-in: every dtype and op
  * and a spread of counts, each chain enqueued without waiting in between
  * (ops run later, with a delay, on the stream's thread), compared with the

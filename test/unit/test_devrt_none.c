@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A process whose SC_DEVRT_STANDIN names no loadable module has no device
  * runtime (even where CUDA and a GPU exist: the variable asks for the
  * stand-in and nothing else): device queries answer "none", and the buffer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The executor's no-progress deadline (lib/core/executor.c, sc_exec_progress):
  * an operation fails with SC_ERR_TIMEOUT once no byte has moved for
  * SC_TIMEOUT_MS, and only then. The time of the last progress is stamped

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The executor's receive lookahead (lib/core/executor.c): while a receive step
  * waits, the next receive step may be posted early, but never where the
  * early post would let incoming data overwrite memory that something

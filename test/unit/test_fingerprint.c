@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* SC_CHECK_MISMATCH fingerprints as pure functions: wire encoding, which
  * arguments count, the verdict (reference print, cause/victim), the error
  * text, and the exchange schedule run in the simulator for 1..13 ranks. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* DeAR's planner under the cost model (sc_fplan_dear_model, sc_fplan_dear_time)
  * against an event simulation written here, layer by layer: the
  * reduce-scatters go on one link in ready order once a bucket's last

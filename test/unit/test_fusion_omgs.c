@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* OMGS (sc_fplan_omgs) against brute force: for small layer counts every
  * contiguous partition is enumerated (2^(n-1) bitmasks of cut points), each
  * priced with a timeline written here (a bucket starts when the link is free

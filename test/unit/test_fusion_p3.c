@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* P3's pure decisions (lib/fusion/plan.c): the slice plan against a reference
  * that peels slices off one by one; the default slice size against the
  * model's bounds; and the scheduler's choices, replayed step by step on

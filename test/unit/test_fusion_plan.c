@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The fusion planners (lib/fusion/plan.c) against timelines worked out by
  * hand in the comments: the MG-WFBP merge rule on a small example, its edge
  * cases (one tensor, zero-time layers, huge and zero alpha, dtype groups,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The fusion rules on one rank (no peers; the communicator is local):
  * sc_fusion_config_init fills every field, a wait on a tensor with no round
  * in flight returns at once, a wait only this rank could unblock fails at

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* CPU reduction kernels and fp16/bf16 conversion, each checked against a
  * reference written here independently of the library: scalar loops for the
  * reductions, gcc's _Float16 for fp16 where the compiler has it, and a

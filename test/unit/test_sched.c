@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Schedule building and the shape of generated schedules, checked against
  * what each algorithm must do by hand (peers, step kinds, bytes). The data
  * semantics of every schedule are checked by the simulator (test/sim). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Shared-memory transport: the SPSC ring (wrap-around, padding, bogus
  * counters, a producer and a consumer thread streaming a checked sequence),
  * the same-host verdict, and whole transports in one process (several ranks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Shared-memory transport, device path (transport/shm/shm_ipc.c): the pure
  * decisions against independent references. The record verdict for device
  * and host receives, the span check against 128-bit arithmetic, the opened-

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The sparse layer's device contexts (lib/sparse/devctx.h) on the stand-in
  * device: the scratch layout helper (pure), reuse from the free list,
  * growth only when a call needs more (a warm call allocates nothing),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The staging plan of device buffers (lib/core/stage_plan.c) against independent
  * references: chunk plans against a byte-by-byte walk, the slot ring against
  * a simulation that completes chunks in random order and tracks which slot

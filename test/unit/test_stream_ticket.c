@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The stream forms' ticket rule (lib/core/stream.h): a stream waiting for ticket
  * t passes once the pinned flag holds t or a later ticket, with tickets
  * wrapping around 2^32, and a release never moves the flag back. Checked

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* TCP transport: exchanges over loopback, many queued messages, peers that
  * lie about lengths, vanish, or do not know the secret; the spin-then-sleep
  * wait; cancel and wake. Striping over several sockets: test_tcp_stripe.c. */

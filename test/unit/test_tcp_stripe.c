@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* TCP transport striping: messages cut into segments over several sockets
  * per pair must arrive exactly and in order, for sizes around the stripe
  * threshold, many interleaved messages, differing socket counts per rank,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sc_topk against references written here: the exact selector against a
  * sort of (|v| descending, index ascending) over independently decoded values;
  * the Gaussian selector against the properties it promises (a threshold rule,

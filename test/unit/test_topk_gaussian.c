@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The Gaussian-k contract of sc_topk (docs/API.md): for any input with at
  * least k finite values, k/2 <= nnz <= 2k, every selected magnitude >= every
  * unselected non-NaN one, NaN never selected, indices sorted and unique.

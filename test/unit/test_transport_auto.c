@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* SC_TRANSPORT=auto's verdict (transport/ucx/ucx_auto.h) against the rule
  * in docs/UCX.md, written here independently as a count: UCX exactly when
  * auto was asked for, UCX is built, some pair spans two hosts and the number

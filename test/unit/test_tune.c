@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The cost model: predictions of single-chunk ring and recursive doubling
  * equal their textbook formulas, and the choice flips from recursive doubling
  * to Rabenseifner/ring where the formulas cross. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The UCX transport's pure helpers (transport/ucx/ucx_internal.h): the tag
  * that makes a receive match exactly the send posted in the same position,
  * and the props of a pair from two address blobs (device_mem included).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The verbs transport's protocol core, which needs no RDMA device: SC_IB_*
  * settings and SC_IB_HCA matching, the device-absent decision, FIFO slots
  * and credits, striping, immediate data, work-request ids, the address

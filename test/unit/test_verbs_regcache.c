@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The verbs registration cache with fake register/deregister callbacks: every
  * acquired entry covers the asked range; an entry in use is never
  * deregistered; unused bytes stay within the bound; eviction takes the least

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Liveness watch wire parsers (lib/control/watch.c): what arrives from an untrusted
  * peer is accepted only when well-formed; every bound is enforced. The
  * references are byte layouts written out here, independently of the

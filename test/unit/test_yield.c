@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* lib/base/yield.c: when a spinning wait stops yielding the core. A yield that
  * lasted longer than the threshold (1 ms per rank of the job sharing a
  * core) turns yields off for a window that doubles while yields keep

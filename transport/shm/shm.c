@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Shared-memory transport data path: per peer a FIFO of sends, of CMA sends
  * waiting for the receiver's read, and of posted receives, linked through the
  * caller's requests (no allocation per message).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The board: where every rank of the communicator is on this host, each rank
  * owns two slots in its segment's header page, which every peer has mapped,
  * and the core runs its smallest collectives through them (lib/core/board.c):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Shared-memory transport internals, shared by setup (shm_setup.c), the data
  * path (shm.c), the ring (shm_ring.c), the per-peer mux (transport/mux.c) and
  * the unit test.

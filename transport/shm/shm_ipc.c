@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Shared-memory transport, device memory: ranks of one host move device
  * buffers device to device through the device runtime's IPC (kernels/devrt.h),
  * never through host memory.

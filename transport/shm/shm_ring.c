@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Single-producer single-consumer byte ring in shared memory. Each side keeps
  * its own counter privately and publishes it with a release store; the other
  * side's counter is read (acquire) only when the cached copy says there is not

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Shared-memory transport setup: the segment and doorbell at create, mapping
  * the peers' segments at connect_all (the last mapper unlinks each name),
  * single-copy detection, teardown. */

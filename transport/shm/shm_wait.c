@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Shared-memory transport: how a rank waits (progress). It looks at the
  * rings; when nothing moved, it looks again between pauses while a peer it
  * waits on runs on another core, yields the core for up to spin_us (not

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* TCP transport ops: posting requests (cut into segments over a peer's
  * sockets, see tcp_internal.h) and progress, which tries its I/O, then spins
  * on poll(0) for at most spin_us, then sleeps in poll for the rest of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* TCP transport: endpoint creation, connection setup and teardown.
  *
  * For each pair the higher rank opens its SC_NSOCKS sockets to the lower

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* TCP transport internals shared by connection setup (tcp_conn.c), the data
  * path (tcp.c) and the unit test that forges setup messages.
  *

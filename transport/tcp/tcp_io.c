@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* TCP transport data path: per socket, a ring of segments to send and a ring
  * of segments expected, each pointing into a caller's request.
  *

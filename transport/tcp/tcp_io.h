@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* TCP transport: the per-socket data path (tcp_io.c) used by the ops in tcp.c. */
 #ifndef SC_TCP_IO_H
 #define SC_TCP_IO_H

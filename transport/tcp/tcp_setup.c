@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* TCP transport: connection setup (connect_all).
  *
  * The higher rank of each pair opens nsocks sockets to the lower rank and

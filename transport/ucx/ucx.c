@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* UCX transport ops: tagged sends and receives (the tag scheme is in
  * ucx_internal.h), completion callbacks, and progress, which drives the
  * workers (one per lane, ucx_internal.h), then spins on ucp_worker_progress

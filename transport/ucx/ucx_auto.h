@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What SC_TRANSPORT=auto does with UCX. The verdict is a pure function of
  * facts every rank holds identically after the bootstrap exchange (each
  * rank's capability bits, whether any pair spans two hosts) plus the build

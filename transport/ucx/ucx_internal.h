@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* UCX transport internals shared by setup (ucx_setup.c) and the data path
  * (ucx.c). The tag and blob helpers at the top need no UCX and are tested
  * on their own (test/unit/test_ucx_tag.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Is there RDMA for UCX here? The cheap look (sysfs) and the real one (the
  * resources a UCP context opened), shared by SC_TRANSPORT=auto, sc-info and
  * the choice of the transport's lanes. */

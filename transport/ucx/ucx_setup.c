@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* UCX transport setup: the UCP contexts and workers of one communicator
  * (its lanes, ucx_internal.h), the address blob, one endpoint per peer with
  * peer error handling, and teardown.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The verbs transport's data path (protocol in verbs_proto.h): posting
  * receives as clear-to-send writes into the sender's FIFO, posting sends
  * once their clear-to-send arrived, the completion queue, async events and

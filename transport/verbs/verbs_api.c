@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libibverbs through dlopen, device and port selection, sc-info's listing. */
 #include <dlfcn.h>
 #include <errno.h>

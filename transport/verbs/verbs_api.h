@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libibverbs loaded at run time: the library never links it, so it loads
  * and runs where rdma-core is absent, and SC_TRANSPORT=verbs then says why.
  * Only the exported functions go through this table; the data-path calls

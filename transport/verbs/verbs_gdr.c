@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* GPUDirect RDMA for the verbs transport: device buffers registered with the
  * HCA so that RDMA writes go from one GPU's memory to another's, as NCCL's
  * net_ib does. Preferred: dma-buf (the device runtime's dma-buf fd of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The verbs transport's state, shared by verbs_setup.c (create, connect_all,
  * destroy) and verbs.c (the data path). The protocol itself is in
  * verbs_proto.h. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The RDMA device nearest a GPU (see verbs_near.h). */
 #include <dirent.h>
 #include <limits.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Which RDMA device is nearest a GPU, as NCCL ranks them: one behind the
  * same PCIe switch first (the GPU's writes then never cross the CPU's root
  * complex), else one on the GPU's NUMA node, else any. The decision is a

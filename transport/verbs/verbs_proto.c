@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The verbs transport's pure protocol functions (see verbs_proto.h). */
 #include <ctype.h>
 #include <stdio.h>

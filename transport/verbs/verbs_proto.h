@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The verbs transport's protocol decisions as pure functions (no ibverbs
  * header, no I/O), so that they build and are unit-tested on machines
  * without RDMA: SC_IB_* settings, SC_IB_HCA matching, the clear-to-send

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The registration cache (see verbs_regcache.h). */
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The registration cache: address range -> memory region, reference counted,
  * least recently used entries evicted once the registered bytes pass a bound
  * (SC_IB_REG_CACHE_BYTES). Pure: registering and deregistering are callbacks,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The verbs transport's set-up and teardown: device, protection domain, one
  * completion queue with its channel, the FIFO, the address blob (create);
  * per peer SC_IB_QPS_PER_PEER RC queue pairs whose numbers travel over a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """torch.distributed backend "sparsecoll" (registered on import).
 
     import sparsecoll.torch

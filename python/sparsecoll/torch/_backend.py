@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The "sparsecoll" process group: torch.distributed collectives on a
 sparsecoll.Comm.
 

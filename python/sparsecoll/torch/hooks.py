@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """DDP communication hooks on libsparsecoll.
 
     from sparsecoll.torch.hooks import GTopkState, gtopk_hook

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """sparsecoll.torch.DistributedOptimizer: Horovod-style data parallelism on
 the library's bucket-fusion API (sc_fusion_*), without DDP.
 
