@@ -26,7 +26,7 @@ static void usage(FILE *f) {
              "  --env        every SC_* variable with its default and meaning\n"
              "  --algorithms every collective's algorithms (the names SC_ALGO,\n"
              "               SC_BCAST_ALGO and the perf binaries' -a take)\n"
-             "  --markdown   with --env: as the Markdown table the README reproduces\n"
+             "  --markdown   with --env: as the Markdown table docs/CONFIG.md reproduces\n"
              "  --topo       this host's CPUs, cores, NUMA nodes, GPUs and NICs (hwloc)\n"
              "               and the order sc-run --bind core hands CPUs out in\n"
              "  -h, --help   this text\n");

@@ -9,7 +9,7 @@
 #include "lib/base/config.h"
 #include "lib/base/error.h"
 
-/* The one table of every SC_* variable. The README reproduces it
+/* The one table of every SC_* variable. docs/CONFIG.md reproduces it
  * (`sc-info --env --markdown` prints it); a test checks they agree. */
 static const sc_config_var_t sc_config_vars[] = {
     {"SC_DEBUG", "WARN", "log level: NONE, WARN, INFO, TRACE (stderr, prefixed host:pid:rank)"},

@@ -1,11 +1,12 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
 # Every SC_* variable of lib/base/config.c's table is printed by
-# `sc-info --env --markdown` and documented in the README.
+# `sc-info --env --markdown` and documented in docs/CONFIG.md, whose rows are
+# sc-info's, word for word.
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-.}
 SC_INFO="$top_builddir/sc-info"
-README="$top_srcdir/README.md"
+DOC="$top_srcdir/docs/CONFIG.md"
 CONFIG_C="$top_srcdir/lib/base/config.c"
 pass=0
 fail=0
@@ -32,28 +33,28 @@ else
   echo "  listed:   $(echo $listed)"
 fi
 
-if [ ! -f "$README" ]; then
-  bad "$README does not exist"
+if [ ! -f "$DOC" ]; then
+  bad "$DOC does not exist"
 else
   missing=""
   for v in $listed; do
-    grep -q "\`$v\`" "$README" || missing="$missing $v"
+    grep -q "\`$v\`" "$DOC" || missing="$missing $v"
   done
   if [ -z "$missing" ]; then
-    ok "every variable appears in README.md"
+    ok "every variable appears in docs/CONFIG.md"
   else
-    bad "README.md does not document:$missing"
+    bad "docs/CONFIG.md does not document:$missing"
   fi
-  # The README reproduces the rows: a row that differs from sc-info's is stale.
+  # The page reproduces the rows: a row that differs from sc-info's is stale.
   stale=""
   for v in $listed; do
     row=$(printf '%s\n' "$table" | grep -F "| \`$v\` |")
-    grep -qxF "$row" "$README" || stale="$stale $v"
+    grep -qxF "$row" "$DOC" || stale="$stale $v"
   done
   if [ -z "$stale" ]; then
-    ok "README.md rows match sc-info --env --markdown"
+    ok "docs/CONFIG.md rows match sc-info --env --markdown"
   else
-    bad "README.md rows differ from sc-info --env --markdown for:$stale"
+    bad "docs/CONFIG.md rows differ from sc-info --env --markdown for:$stale"
   fi
 fi
 
