@@ -50,7 +50,7 @@
  * cores the tree takes 1.6-1.8x recursive doubling's time at 8 B and
  * 1.1-1.3x Rabenseifner's at 1 MiB; without these terms the model picked
  * the tree for both. At 4 ranks, where pollers wait at most one other rank's
- * turn, the tree is the fastest at 64 KiB and the model now says so too.
+ * turn, the tree is the fastest at 64 KiB, and the model says so.
  *
  * Waiting is not free either, and what it costs was fitted to measurements
  * (tools/tune_fit.c): a polling rank yields its core between looks, but each

@@ -211,8 +211,8 @@ static inline void sc_ucx_pair_props(const sc_ucx_blob_hdr_t *a, const sc_ucx_bl
      * (CMA), but its thresholds are its own: claim no single copy. */
     out->single_copy_min = 0;
     /* Its per-message cost is not our shm's: 1.5-2 us more per message
-     * here, which made the shm-fitted defaults pick the ring where
-     * recursive doubling took 0.6-0.75 of its time (perf/README.md). */
+     * on a 2-core VM, enough for the shm-fitted defaults to pick the ring
+     * where recursive doubling takes 0.6-0.75 of its time (docs/UCX.md). */
     out->costs_unfitted = 1;
   }
   out->receiver_spins = sc_ucx_spins(b_host_ranks, b->host_cpus, b->flags);
