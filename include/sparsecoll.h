@@ -1,6 +1,92 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* libsparsecoll: collective communication for distributed deep learning.
- * The public API contract is docs/API.md; every name here is fixed. */
+ *
+ * This header is the reference for the API: the comment before each function
+ * is its contract. docs/API.md is the guide to it by topic. Every name here
+ * is fixed.
+ *
+ * Conventions; they hold for every function unless its comment says otherwise.
+ *
+ * Results. A function returns sc_result_t: SC_SUCCESS (0), or an error code.
+ *   After an error, sc_last_error() on the same thread describes it.
+ *
+ * Argument errors. SC_ERR_INVALID_ARG means the call itself was wrong (a NULL
+ *   pointer, an invalid dtype or op, a root outside [0, nranks), a size whose
+ *   bytes overflow, host and device buffers in one call). It is decided on the
+ *   calling rank before anything is queued: nothing was sent or changed, and
+ *   the communicator stays usable. Peers that made the matching call go on
+ *   waiting for this rank and fail by timeout (at once with
+ *   SC_CHECK_MISMATCH=1).
+ *
+ * Failed communicators. A collective that fails while it runs (SC_ERR_REMOTE,
+ *   SC_ERR_TIMEOUT, SC_ERR_MISMATCH, SC_ERR_SYSTEM, SC_ERR_NOMEM,
+ *   SC_ERR_INTERNAL) fails its communicator: every later call on it fails at
+ *   once with that first failure's code (SC_ERR_ABORTED after sc_comm_abort),
+ *   and sc_comm_get_async_error reports it. What is left to do with it is
+ *   sc_comm_destroy (or sc_comm_abort); sc_comm_rank, sc_comm_size and
+ *   sc_comm_local still answer.
+ *   The output buffers of a failed operation hold undefined contents.
+ *
+ * Collective or local. A collective must be called by every rank of the
+ *   communicator, in the same order on every rank, with matching arguments
+ *   (count, dtype, op, root: each function says which). Only
+ *   SC_CHECK_MISMATCH=1 compares every call across ranks before its data
+ *   moves; without it a mismatch shows as SC_ERR_MISMATCH where it is
+ *   noticed, SC_ERR_REMOTE (a message of unexpected length), SC_ERR_TIMEOUT,
+ *   or wrong results. A local function communicates nothing.
+ *
+ * Time limits. No call waits forever: every wait for a peer, and a stream's
+ *   wait for its own earlier work, is bounded by the communicator's
+ *   no-progress limit SC_TIMEOUT_MS (default 300000 ms; SC_ERR_TIMEOUT when
+ *   nothing moves for that long); a wait inside a call on a communicator is
+ *   ended at once by sc_comm_abort of that communicator.
+ *
+ * Threads. Different communicators are independent. One communicator may be
+ *   used from several threads at once: each call takes its place in the
+ *   communicator's one queue when it is issued (operations run one at a
+ *   time, in that order). Collectives issued by two threads at the same time
+ *   are ordered by whichever got there first, which may differ between ranks:
+ *   an application that issues collectives on one communicator from several
+ *   threads must order them itself. sc_comm_abort may be called from any
+ *   thread at any time; sc_comm_destroy from one thread, once no other
+ *   thread uses the communicator. sc_last_error is per thread. A request
+ *   belongs to the one thread that tests or waits for it.
+ *
+ * Buffers. Counts are in elements, not bytes. A collective's count may be 0,
+ *   and its buffers may then be NULL. The library uses a caller's buffer only
+ *   while the operation that got it is in flight, and keeps no pointer to it
+ *   afterwards; it never frees memory it did not allocate. In flight means:
+ *   - a blocking call: until it returns;
+ *   - a non-blocking call (sc_i...): until sc_test reports done or sc_wait
+ *     returns;
+ *   - a stream form (..._on_stream): until the stream has passed the
+ *     operation, i.e. until work enqueued on the stream after the call may
+ *     run (an event recorded after the call tells);
+ *   - a fusion tensor: from sc_fusion_ready or sc_fusion_skip until the
+ *     sc_fusion_wait or sc_fusion_wait_all that delivers that round.
+ *   Meanwhile an input buffer must stay valid and unchanged, and an output
+ *   buffer valid and neither read nor written by the caller.
+ *
+ * Device buffers. With the library built with CUDA and a device visible
+ *   (sc_cuda_available() == 1), the collectives, sc_topk, sc_sparse_allreduce,
+ *   sc_gtopk_allreduce and the fusion calls take CUDA device pointers as well
+ *   as host ones. The buffers one call uses must all be host memory or all
+ *   memory of the calling thread's current device, else SC_ERR_INVALID_ARG
+ *   naming them (pinned, registered and managed memory count as host memory).
+ *   Every rank of one call passes the same kind. The blocking and
+ *   non-blocking calls work on a stream of the library's own that does not
+ *   wait for the caller's streams: their device input must be complete
+ *   before the call (or use a stream form). The stream forms take device
+ *   buffers only. Between ranks whose transport cannot move device memory,
+ *   data is staged through pinned host memory in chunks of
+ *   SC_STAGE_CHUNK_BYTES (the same on every rank). docs/CUDA.md has the
+ *   details.
+ *
+ * Settings. SC_* environment variables change behaviour (`sc-info --env`
+ *   lists them all with their defaults; the functions below name the ones
+ *   that concern them). A communicator reads its settings when it is created
+ *   and keeps them for its life; a malformed value fails the creation with
+ *   SC_ERR_INVALID_ARG. */
 #ifndef SPARSECOLL_H
 #define SPARSECOLL_H
 
@@ -15,29 +101,45 @@ extern "C" {
 #define SC_VERSION_MINOR 1
 #define SC_VERSION_PATCH 0
 
-/* MAJOR*10000 + MINOR*100 + PATCH */
+/* ---- Versions and errors ---- */
+
+/* The version of the library linked at run time, MAJOR*10000 + MINOR*100 +
+ * PATCH (SC_VERSION_* above: the header compiled against). Never fails.
+ * Local; any thread. */
 int sc_get_version(void);
 
 typedef enum sc_result {
-  SC_SUCCESS = 0,
+  SC_SUCCESS = 0,     /* done */
   SC_IN_PROGRESS,     /* only from sc_test: not finished yet */
   SC_ERR_INVALID_ARG, /* the caller passed something wrong; nothing was sent */
-  SC_ERR_NOMEM,
+  SC_ERR_NOMEM,       /* a memory allocation failed */
   SC_ERR_SYSTEM,      /* a local OS / network call failed */
   SC_ERR_REMOTE,      /* a peer closed, died, or sent a malformed message */
   SC_ERR_TIMEOUT,     /* no progress within the communicator's timeout */
   SC_ERR_MISMATCH,    /* ranks called different collectives / counts / dtypes / roots */
   SC_ERR_ABORTED,     /* the communicator was aborted */
   SC_ERR_UNSUPPORTED, /* not built in or not available here (no CUDA, no UCX...) */
-  SC_ERR_INTERNAL
+  SC_ERR_INTERNAL     /* a bug in the library: report it with sc_last_error's text */
 } sc_result_t;
 
-/* Static string, never NULL. */
+/* A short English phrase for r ("timed out"); "unknown result code" for a
+ * value outside sc_result_t. A static string, never NULL. Never fails.
+ * Local; any thread. */
 const char *sc_strerror(sc_result_t r);
-/* Thread-local detail of this thread's last failure: what, where, which peer;
- * "" if none. Valid until this thread's next failing call. */
+/* The detail of the last failure on the calling thread: the sc_strerror
+ * phrase, what failed (for a collective: the rank, the operation and its
+ * sequence number, the peer involved) and the library source file and line;
+ * "" if this thread has had none. After sc_test or sc_wait returns an error,
+ * it holds the detail recorded by the thread that ran the operation. The
+ * buffer is thread-local: read it on the thread that got the error, before
+ * that thread's next call into the library, which may replace it (a
+ * successful call does not clear it). Never NULL, never fails. Local. */
 const char *sc_last_error(void);
 
+/* ---- Types ---- */
+
+/* Element types. FLOAT16 is IEEE binary16; BFLOAT16 is the upper half of a
+ * float32. Values outside the enum are refused with SC_ERR_INVALID_ARG. */
 typedef enum sc_dtype {
   SC_INT8,
   SC_UINT8,
@@ -51,58 +153,176 @@ typedef enum sc_dtype {
   SC_FLOAT64
 } sc_dtype_t;
 
-/* 0 for an invalid value. */
+/* Bytes of one element of t (1, 1, 4, 4, 8, 8, 2, 2, 4, 8 in enum order);
+ * 0 for a value outside the enum. Never fails. Local; any thread. */
 size_t sc_dtype_size(sc_dtype_t t);
 
-/* FLOAT16 / BFLOAT16 reduce by converting to float32, reducing, rounding back
- * (round-to-nearest-even). SC_AVG divides the sum by nranks (integer types:
- * truncation toward zero). MIN/MAX propagate NaN. */
+/* Reduction operations, for every dtype. FLOAT16 / BFLOAT16 reduce by
+ * converting to float32, reducing, rounding back (round-to-nearest-even).
+ * SC_AVG divides the sum by nranks (integer types: truncation toward zero).
+ * MIN/MAX propagate NaN. With one algorithm, rank count, count and
+ * SC_CHUNK_BYTES, every rank gets bit-identical results, run after run;
+ * different algorithms may round differently. */
 typedef enum sc_redop { SC_SUM, SC_PROD, SC_MIN, SC_MAX, SC_AVG } sc_redop_t;
 
-/* Root address + secret. Produced by sc_get_unique_id, shipped by the user. */
+/* Root address + secret. Produced by sc_get_unique_id, shipped by the user
+ * to every rank by any channel; anyone who has it can join the job. */
 typedef struct sc_unique_id {
   char internal[128];
 } sc_unique_id_t;
 
-typedef struct sc_comm sc_comm_t;       /* opaque */
-typedef struct sc_request sc_request_t; /* opaque */
+typedef struct sc_comm sc_comm_t;       /* opaque: a communicator */
+typedef struct sc_request sc_request_t; /* opaque: one outstanding non-blocking operation */
 
 /* ---- Communicators (no MPI needed) ---- */
 
-/* On one process; ship the id to every rank. Starts a bootstrap root service
- * in this process that lives until all ranks checked in or the timeout. */
+/* Makes a unique id and starts, in this process, the bootstrap root service
+ * the ranks check in with: a background thread listening on a free port of
+ * the interface SC_SOCKET_IFNAME names (default: one the library picks),
+ * that lives until all ranks checked in or SC_TIMEOUT_MS passed. Call it in
+ * one process and ship *id to every rank before sc_comm_init_rank.
+ * id: not NULL.
+ * Errors: SC_ERR_INVALID_ARG (NULL id, a malformed SC_* setting);
+ * SC_ERR_UNSUPPORTED (SC_TRANSPORT names a transport this build lacks);
+ * SC_ERR_SYSTEM (no address to bind, no randomness, no thread).
+ * Local; any thread. */
 sc_result_t sc_get_unique_id(sc_unique_id_t *id);
+/* Creates this process's member `rank` of a communicator of `nranks` ranks
+ * and stores it in *comm (NULL first, the communicator on success). Blocks
+ * until every rank checked in with the root of `id`, the ranks exchanged
+ * addresses and connected; then starts the communicator's progress thread and
+ * liveness watch. Reads the SC_* settings (SC_TRANSPORT, SC_TIMEOUT_MS,
+ * SC_ALGO, SC_RS_ALGO, SC_AG_ALGO, SC_BCAST_ALGO, SC_GTOPK_ALGO, SC_TUNE,
+ * SC_CHECK_MISMATCH, SC_HEARTBEAT_MS, ...). Where the ranks span hosts or run
+ * over ucx/verbs (SC_TUNE=auto), or with SC_TUNE=measure, it also runs a
+ * short calibration (a few barriers and all-gathers). If it fails in the
+ * process hosting the root, it lingers up to 1 s so the root can tell the
+ * other ranks why.
+ * comm: not NULL. nranks in [1, 65536]; rank in [0, nranks), distinct per
+ * process; id the same on every rank.
+ * Errors: SC_ERR_INVALID_ARG (NULL comm, nranks or rank out of range, an
+ * invalid id, ranks disagreeing on nranks or one rank checking in twice, a
+ * malformed SC_* setting);
+ * SC_ERR_UNSUPPORTED (SC_TRANSPORT names a transport this build lacks);
+ * SC_ERR_TIMEOUT (not every rank checked in, or connection setup stalled,
+ * within SC_TIMEOUT_MS); SC_ERR_REMOTE (the root refused this rank, e.g. a
+ * wrong secret); SC_ERR_SYSTEM; SC_ERR_NOMEM.
+ * Collective over the nranks processes. Any thread. */
 sc_result_t sc_comm_init_rank(sc_comm_t **comm, int nranks, sc_unique_id_t id, int rank);
-/* SC_RANK/SC_WORLD_SIZE/SC_ROOT_ADDR; else torchrun's RANK/WORLD_SIZE/
- * MASTER_ADDR/MASTER_PORT; else SLURM_PROCID/SLURM_NTASKS or
- * OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE with SC_ROOT_ADDR. */
+/* sc_comm_init_rank with rank, size and root address from the environment;
+ * the first source whose rank and size are both set wins:
+ * SC_RANK/SC_WORLD_SIZE/SC_ROOT_ADDR (sc-run); else torchrun's RANK/WORLD_SIZE/
+ * MASTER_ADDR/MASTER_PORT (SC_ROOT_ADDR, host:port, wins over MASTER_* when
+ * set); else SLURM_PROCID/SLURM_NTASKS or
+ * OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE with SC_ROOT_ADDR. Rank 0's
+ * process starts the root service at the root address itself. The secret
+ * comes from SC_AUTH_TOKEN (64 hex digits used as they are, anything else
+ * hashed; unset: a fixed secret, i.e. no authentication).
+ * comm: not NULL.
+ * Errors: as sc_comm_init_rank; SC_ERR_INVALID_ARG also for no rank/size in
+ * the environment, a malformed value, a rank not below the size, a missing
+ * root address; rank 0 failing to bind the root port returns the bind's
+ * error naming the variable the port came from.
+ * Collective over the ranks. Any thread. */
 sc_result_t sc_comm_init_env(sc_comm_t **comm);
-/* Collective over comm, as MPI_Comm_split; negative color gets *newcomm = NULL. */
+/* Splits comm as MPI_Comm_split: ranks with the same non-negative color form
+ * a new communicator, ordered by key, ties by rank in comm; a negative color
+ * takes part and gets *newcomm = NULL. Runs two all-gathers on comm; the
+ * lowest rank of each color hosts the new group's root. The new communicator
+ * reads the SC_* settings again, has its own progress thread, and is
+ * independent of comm (destroy each). Where it would calibrate (see
+ * sc_comm_init_rank) it takes comm's calibration, if comm has one, instead
+ * of measuring again.
+ * comm, newcomm: not NULL (*newcomm is NULL first).
+ * Errors: SC_ERR_INVALID_ARG (NULL argument); those of the all-gathers on
+ * comm (which then fail comm); those of sc_get_unique_id and of creating the
+ * new communicator (as sc_comm_init_rank).
+ * Collective over comm (every rank, any color). */
 sc_result_t sc_comm_split(sc_comm_t *comm, int color, int key, sc_comm_t **newcomm);
-/* Finishes outstanding work, frees. */
+/* Finishes every operation still queued on comm (each bounded by the
+ * timeout), waits (at most SC_TIMEOUT_MS) for streams still to pass their
+ * waits on comm, then frees everything: threads, connections, shared memory,
+ * device resources and the handle, which is invalid afterwards. Peers see a
+ * clean goodbye, not a failure. Requests still outstanding complete; each
+ * must still be freed by sc_test or sc_wait. Also the way to free a failed or
+ * aborted communicator. Destroy fusion objects on comm first.
+ * comm: not NULL. Returns SC_SUCCESS, or SC_ERR_INVALID_ARG for NULL.
+ * Local (no agreement with the peers). One thread, once no other thread uses
+ * comm. */
 sc_result_t sc_comm_destroy(sc_comm_t *comm);
-/* Any thread, any time: pending and later ops fail with SC_ERR_ABORTED, frees. */
+/* Stops comm at once: the operation in progress and every queued one fail
+ * with SC_ERR_ABORTED, and so does every later call; streams waiting on comm
+ * are released (their outputs undefined); connections close, so peers blocked
+ * on this rank fail with SC_ERR_REMOTE; threads, connections and shared
+ * memory are released. A small handle stays, so that late calls still answer
+ * SC_ERR_ABORTED: free it with sc_comm_destroy once no thread uses it.
+ * Calling it again (even from two threads at once) returns SC_SUCCESS and
+ * does nothing.
+ * comm: not NULL. Returns SC_SUCCESS, or SC_ERR_INVALID_ARG for NULL.
+ * Local. Any thread, any time, even while other threads are blocked in calls
+ * on comm (not after sc_comm_destroy). */
 sc_result_t sc_comm_abort(sc_comm_t *comm);
+/* Stores in *rank this process's rank in comm. Works on a failed or aborted
+ * communicator too. comm, rank: not NULL (else SC_ERR_INVALID_ARG).
+ * Local; any thread. */
 sc_result_t sc_comm_rank(const sc_comm_t *comm, int *rank);
+/* Stores in *size the number of ranks of comm. Works on a failed or aborted
+ * communicator too. comm, size: not NULL (else SC_ERR_INVALID_ARG).
+ * Local; any thread. */
 sc_result_t sc_comm_size(const sc_comm_t *comm, int *size);
-/* SC_SUCCESS in *err while healthy; the first failure's code afterwards. */
+/* Stores SC_SUCCESS in *err while comm is healthy; the first failure's code
+ * afterwards (SC_ERR_ABORTED after sc_comm_abort). Failures reach comm while
+ * this rank is idle too (the liveness watch reports a peer that died or
+ * failed), and failures of stream forms are reported only here and by later
+ * calls. Does not block. comm, err: not NULL (else SC_ERR_INVALID_ARG).
+ * Local; any thread. */
 sc_result_t sc_comm_get_async_error(sc_comm_t *comm, sc_result_t *err);
 
 /* ---- Topology ---- */
 /* This rank's place among the ranks of its host ("host" = the transport's own notion of
    locality: ranks that can use shared memory with each other). Hosts are numbered in the
    order of their lowest rank; every rank sees the same map. Any output may be NULL (not
-   wanted); a NULL comm is SC_ERR_INVALID_ARG. Communicates nothing. */
+   wanted); a NULL comm is SC_ERR_INVALID_ARG. Computed at creation; works on a failed or
+   aborted communicator too. Local (communicates nothing); any thread. */
 sc_result_t sc_comm_local(const sc_comm_t *comm, int *local_rank, int *local_size, int *host_index,
                           int *nhosts);
 
-/* ---- Dense collectives; sendbuf == recvbuf means in place ---- */
+/* ---- Dense collectives; sendbuf == recvbuf means in place ----
+ *
+ * All are collective over comm with the same count, dtype, op and root on
+ * every rank. The algorithm is the cost model's choice for the size, unless
+ * SC_ALGO (all-reduce), SC_RS_ALGO, SC_AG_ALGO or SC_BCAST_ALGO (broadcast
+ * and reduce) forces one; collectives of at most SC_BOARD_BYTES per rank on
+ * one host go through shared memory, unless an algorithm is forced. Any
+ * dtype; any op.
+ *
+ * Blocking forms return when this rank's part is done and its output holds
+ * the result; they run on the calling thread when nothing else is queued on
+ * comm, else they queue and wait. The sc_i... forms check their arguments,
+ * queue the operation and return at once with *req set to a new request
+ * (NULL on failure, when nothing was queued); complete it with sc_test or
+ * sc_wait; the progress thread runs it in queue order.
+ *
+ * Errors at the call: SC_ERR_INVALID_ARG (NULL comm or req, invalid dtype or
+ * op, root outside [0, nranks), a NULL buffer with a non-zero count (except
+ * where a buffer is not used, as noted), a count whose bytes overflow, host
+ * and device buffers mixed or memory of another device, comm being
+ * destroyed); comm's first failure's code (SC_ERR_ABORTED once aborted);
+ * SC_ERR_NOMEM. While running (returned by the blocking form, or by the
+ * request): SC_ERR_REMOTE, SC_ERR_TIMEOUT, SC_ERR_MISMATCH (with
+ * SC_CHECK_MISMATCH=1, or seen on the shared-memory path), SC_ERR_ABORTED,
+ * SC_ERR_SYSTEM, SC_ERR_NOMEM, SC_ERR_INTERNAL; each fails comm.
+ *
+ * Any thread (see Threads); buffers as in Buffers. */
 
+/* recvbuf (count elements) = the element-wise op over every rank's sendbuf
+ * (count elements), on every rank. In place: sendbuf == recvbuf. */
 sc_result_t sc_allreduce(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
                          sc_redop_t op, sc_comm_t *comm);
 /* sendbuf holds nranks*recvcount elements; rank r receives block r.
  * In place, either convention: recvbuf == sendbuf (the result lands in the
- * first recvcount elements) or NCCL's recvbuf == sendbuf + rank*recvcount. */
+ * first recvcount elements) or NCCL's recvbuf == sendbuf + rank*recvcount;
+ * other parts of sendbuf may then be overwritten. */
 sc_result_t sc_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                               sc_dtype_t dtype, sc_redop_t op, sc_comm_t *comm);
 /* recvbuf holds nranks*sendcount elements, rank r's block at r*sendcount.
@@ -110,60 +330,123 @@ sc_result_t sc_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcou
  * sendbuf == recvbuf (this rank's block in the first sendcount elements). */
 sc_result_t sc_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, sc_dtype_t dtype,
                          sc_comm_t *comm);
+/* Copies count elements of sendbuf on rank root into recvbuf on every rank,
+ * the root included. sendbuf is read on the root only (NULL allowed
+ * elsewhere). In place on the root: sendbuf == recvbuf. */
 sc_result_t sc_broadcast(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
                          int root, sc_comm_t *comm);
+/* As sc_allreduce, but only rank root receives the result. recvbuf is
+ * written on the root only (NULL allowed elsewhere). In place on the root:
+ * sendbuf == recvbuf. */
 sc_result_t sc_reduce(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
                       sc_redop_t op, int root, sc_comm_t *comm);
+/* Returns on a rank only after every rank has entered the barrier. */
 sc_result_t sc_barrier(sc_comm_t *comm);
 
+/* Non-blocking sc_allreduce: req not NULL; the request completes as the
+ * blocking form returns. */
 sc_result_t sc_iallreduce(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
                           sc_redop_t op, sc_comm_t *comm, sc_request_t **req);
+/* Non-blocking sc_reduce_scatter: req not NULL. */
 sc_result_t sc_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                                sc_dtype_t dtype, sc_redop_t op, sc_comm_t *comm,
                                sc_request_t **req);
+/* Non-blocking sc_allgather: req not NULL. */
 sc_result_t sc_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount, sc_dtype_t dtype,
                           sc_comm_t *comm, sc_request_t **req);
+/* Non-blocking sc_broadcast: req not NULL. */
 sc_result_t sc_ibroadcast(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
                           int root, sc_comm_t *comm, sc_request_t **req);
+/* Non-blocking sc_reduce: req not NULL. */
 sc_result_t sc_ireduce(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
                        sc_redop_t op, int root, sc_comm_t *comm, sc_request_t **req);
+/* Non-blocking sc_barrier: req not NULL; completes once every rank entered. */
 sc_result_t sc_ibarrier(sc_comm_t *comm, sc_request_t **req);
+
+/* ---- Algorithm queries ---- */
 
 /* The all-reduce algorithm SC_ALGO=auto (the cost model) uses on this
  * communicator for count elements of dtype: "ring", "tree", "rd",
- * "rabenseifner" or "hier" (a static string). Communicates nothing. */
+ * "rabenseifner" or "hier" (a static string). Communicates nothing. A forced
+ * SC_ALGO is reported, except a forced "hier" with no hierarchy (one host, or
+ * one rank per host), which reports the flat algorithm that runs instead;
+ * one rank: "ring". Every rank gets the same answer. It names the schedule,
+ * not the shared-memory path of SC_BOARD_BYTES. The answer is cached, with
+ * the one the collectives use.
+ * comm, name: not NULL; dtype valid (else SC_ERR_INVALID_ARG). Errors also:
+ * comm's first failure's code, SC_ERR_ABORTED.
+ * Local; any thread. */
 sc_result_t sc_allreduce_algo(sc_comm_t *comm, size_t count, sc_dtype_t dtype, const char **name);
 /* The same for the reduce-scatter ("ring", "recursive-halving" or "hier") and the
  * all-gather ("ring", "recursive-doubling" or "hier"), count elements per rank's block,
- * under SC_RS_ALGO / SC_AG_ALGO (a forced one is reported). */
+ * under SC_RS_ALGO / SC_AG_ALGO (a forced one is reported). Same arguments,
+ * errors, locality and threads as sc_allreduce_algo. */
 sc_result_t sc_reduce_scatter_algo(sc_comm_t *comm, size_t count, sc_dtype_t dtype,
                                    const char **name);
+/* The all-gather's algorithm: see sc_reduce_scatter_algo. */
 sc_result_t sc_allgather_algo(sc_comm_t *comm, size_t count, sc_dtype_t dtype, const char **name);
 
-/* done=1: finished and *req freed, set NULL; the op's result is returned. */
+/* ---- Requests ---- */
+
+/* Does not block. Not finished: *done = 0, returns SC_IN_PROGRESS, *req
+ * stays valid. Finished: *done = 1, *req is freed and set NULL, and the
+ * operation's result is returned (its detail in sc_last_error).
+ * req, *req, done: not NULL (else SC_ERR_INVALID_ARG).
+ * Local. The request's one thread only. Every request must be completed by
+ * exactly one sc_test that reports done or one sc_wait, even after its
+ * communicator failed, was aborted or destroyed; otherwise it leaks. */
 sc_result_t sc_test(sc_request_t **req, int *done);
-/* Blocks (bounded by the communicator's timeout); frees *req and sets it NULL. */
+/* Blocks until the operation finishes (bounded: the progress thread ends
+ * every operation within SC_TIMEOUT_MS of no progress, an abort at once);
+ * frees *req and sets it NULL; returns the operation's result (its detail in
+ * sc_last_error). req, *req: not NULL (else SC_ERR_INVALID_ARG).
+ * Local. The request's one thread only. */
 sc_result_t sc_wait(sc_request_t **req);
 
-/* ---- Sparse collectives (gTop-k family) ---- */
+/* ---- Sparse collectives (gTop-k family) ----
+ *
+ * Values are SC_FLOAT16, SC_BFLOAT16, SC_FLOAT32 or SC_FLOAT64; indices are
+ * uint32_t. A sparse vector is two arrays: indices ascending without
+ * duplicates, values in the same order. The collective calls here are
+ * blocking (sc_gtopk_allreduce also has a stream form) and take their turn in
+ * the communicator's queue like every other operation. */
 
+/* Selection methods of sc_topk, sc_gtopk_allreduce and the fusion's sparse
+ * buckets: EXACT, the top-k by magnitude; GAUSSIAN, a faster approximation
+ * (sc_topk states both). */
 typedef enum sc_select { SC_SELECT_EXACT, SC_SELECT_GAUSSIAN } sc_select_t;
 
 /* Top-k by magnitude of a dense vector of float16, bfloat16, float32 or
- * float64 (other dtypes: SC_ERR_INVALID_ARG); n <= UINT32_MAX. NaN is never
- * selected; -0.0 ties with +0.0; values are copied bit for bit.
- * EXACT: the min(k, m) entries of largest |v|, m = number of non-NaN entries;
- * ties broken toward the lower index.
- * GAUSSIAN: approximate: threshold t from a normal fit of the finite values,
- * adjusted at most 3 times, then every entry with |v| > t; at most 2k entries
- * (when more than 2k pass, the exact top-k). About k entries on normal data;
- * possibly far fewer on others (none on constant data).
- * k = 0 (or n = 0): *nnz = 0, and indices/values may be NULL. k >= n: every
- * non-NaN entry, with either method. Output sorted by index. indices/values
- * must hold 2*min(k, n) entries (the selection uses them as workspace). */
+ * float64 (other dtypes: SC_ERR_INVALID_ARG); n <= UINT32_MAX. Writes the
+ * selected positions to indices, sorted ascending, their values (copied bit
+ * for bit) to values, and their number to *nnz. NaN is never selected;
+ * -0.0 ties with +0.0; infinities are selected like any value. Let m = the
+ * number of non-NaN entries.
+ * EXACT: the min(k, m) entries of largest |v|; ties broken toward the lower
+ * index.
+ * GAUSSIAN: a threshold estimated from a strided sample, then every entry
+ * with |v| above it; at most 4 counting passes try to land the count in
+ * [ceil(k/2), 2k], and when none does, the EXACT answer is returned. So:
+ * with m >= k, between ceil(k/2) and 2k entries, on any data (constant,
+ * heavy ties, spikes included); with m < k, between min(m, ceil(k/2)) and m.
+ * Every selected magnitude is >= every unselected non-NaN one.
+ * k = 0 (or n = 0): *nnz = 0, and dense/indices/values may be NULL. k >= n:
+ * every non-NaN entry, with either method.
+ * indices and values must each hold 2*min(k, n) entries (GAUSSIAN may
+ * return up to 2k, and the selection may use them as workspace).
+ * A device vector (indices and values device memory too) is selected on the
+ * device; *nnz is host memory, written when the call returns.
+ * Errors: SC_ERR_INVALID_ARG (nnz NULL, dtype, unknown method, n >
+ * UINT32_MAX, dense/indices/values NULL with n and k non-zero, mixed memory
+ * kinds); SC_ERR_NOMEM; on a device, the device runtime's errors
+ * (SC_ERR_TIMEOUT after SC_TIMEOUT_MS).
+ * Local (no communicator). Any thread; concurrent calls on distinct output
+ * buffers are safe. */
 sc_result_t sc_topk(const void *dense, size_t n, sc_dtype_t dtype, size_t k, sc_select_t method,
                     uint32_t *indices, void *values, size_t *nnz);
 
+/* Algorithms of sc_sparse_allreduce. A gTop-k merge keeps the k largest
+ * magnitudes of the union of two sets (values at a shared index added). */
 typedef enum sc_sparse_algo {
   SC_SPARSE_GTOPK,      /* butterfly merge, no broadcast */
   SC_SPARSE_GTOPK_TREE, /* the papers' tree reduce + broadcast */
@@ -171,18 +454,92 @@ typedef enum sc_sparse_algo {
   SC_SPARSE_GTOPK_HIER  /* merge inside each host, butterfly among hosts, broadcast in the host */
 } sc_sparse_algo_t;
 
+/* Sparse all-reduce. Each rank passes a sparse vector of nnz <= k entries
+ * over a dense length dense_len (indices < dense_len, ascending, unique).
+ * The result, sorted by index and bit-identical on every rank, goes to
+ * out_indices/out_values, its length to *out_nnz:
+ * GTOPK, GTOPK_TREE, GTOPK_HIER: at most k entries, the gTop-k of the sum
+ * (pairwise top-k merges, an approximation of the top k of the exact sum);
+ * outputs hold k entries. GTOPK_HIER on one host runs the tree.
+ * ALLGATHER: the exact sum over the union of all entries; outputs hold
+ * nranks*k entries.
+ * Every set received from a peer is checked against k and dense_len before
+ * use: a peer announcing more than k entries fails the call with
+ * SC_ERR_REMOTE.
+ * k (the bound on every rank's nnz and on the result), dense_len, dtype and
+ * algo: the same on every rank; nnz may differ.
+ * dense_len <= 2^32. indices/values may be NULL when nnz = 0,
+ * out_indices/out_values when the output capacity is 0. Host or device
+ * buffers (a device call stages the sets through pinned host memory).
+ * Errors: SC_ERR_INVALID_ARG (NULL comm or out_nnz, dtype, unknown algo,
+ * dense_len > 2^32, nnz > k, unsorted / duplicate / out-of-range indices,
+ * NULL arrays where entries are expected, k overflowing the buffer sizes);
+ * otherwise as the dense collectives.
+ * Collective over comm; any thread; buffers as a blocking call. */
 sc_result_t sc_sparse_allreduce(const uint32_t *indices, const void *values, size_t nnz,
                                 size_t dense_len, size_t k, sc_dtype_t dtype, sc_sparse_algo_t algo,
                                 uint32_t *out_indices, void *out_values, size_t *out_nnz,
                                 sc_comm_t *comm);
 
 typedef struct sc_ef sc_ef_t;
+/* Makes in *ef an error-feedback state (sc_ef_t, opaque) for
+ * sc_gtopk_allreduce: a residual of n elements of a float dtype, all zero,
+ * plus work space kept between steps. One per gradient tensor. Its residual
+ * lives where the gradients of its first use live (host or device memory);
+ * gradients of the other kind are refused with SC_ERR_INVALID_ARG.
+ * ef: not NULL (*ef is NULL first). n <= 2^32.
+ * Errors: SC_ERR_INVALID_ARG (NULL ef, a non-float dtype, n > 2^32);
+ * SC_ERR_NOMEM.
+ * Local; any thread. A state must not be used by two calls at once. */
 sc_result_t sc_ef_create(size_t n, sc_dtype_t dtype, sc_ef_t **ef);
+/* Frees ef (NULL allowed). Always SC_SUCCESS. Local; not while a call
+ * (a stream form included, until its stream passed it) uses ef. */
 sc_result_t sc_ef_destroy(sc_ef_t *ef);
+/* One gTop-k S-SGD step on the dense gradient grad (n elements of a float
+ * dtype), in place:
+ * acc = grad + residual (just grad when ef is NULL); the local top-k of acc
+ * by method (a GAUSSIAN overshoot is cut to its exact top k); the sparse
+ * all-reduce of that selection; grad = the global result / nranks at its
+ * indices, zero elsewhere; the residual keeps what was not sent, plus every
+ * sent entry that did not survive the merges. The sparse algorithm is
+ * SC_GTOPK_ALGO's (gtopk, tree, hier) when set, else the butterfly on one
+ * host and the cost model's pick where the ranks span hosts (the same on
+ * every rank).
+ * k: entries to select; k > n counts as n. n, k and dtype: the same on
+ * every rank; method may differ. ef: NULL (no error feedback) or a state for
+ * exactly n elements of dtype, of the same memory kind as grad. grad: NULL
+ * only with n = 0; host or device memory.
+ * On failure grad is unchanged and nothing is lost: the residual holds acc
+ * (grad + the old residual), or its old value when the communicator had
+ * failed before the step.
+ * Errors: SC_ERR_INVALID_ARG (NULL comm, non-float dtype, unknown method,
+ * NULL grad with n > 0, n > 2^32, ef for another n, dtype or memory kind);
+ * SC_ERR_NOMEM; those of sc_sparse_allreduce.
+ * Collective over comm; any thread, but one call at a time per ef; grad as
+ * a blocking call's buffers. */
 sc_result_t sc_gtopk_allreduce(void *grad, size_t n, sc_dtype_t dtype, size_t k, sc_select_t method,
                                sc_ef_t *ef, sc_comm_t *comm);
 
-/* ---- Bucket fusion for frameworks ---- */
+/* ---- Bucket fusion for frameworks ----
+ *
+ * A fusion object all-reduces a model's gradients during backward: the
+ * framework registers its tensors once (sc_fusion_add_tensor, then the
+ * collective sc_fusion_plan), then each iteration ("round") marks every
+ * tensor ready (or skipped) as its gradient is computed and waits for the
+ * averaged (SC_AVG) result. Tensors are grouped into buckets (one collective
+ * each) by the policy; buckets launch strictly in plan order, so every rank
+ * issues the same collectives in the same order whatever the order of its
+ * own ready calls.
+ * Threads: calls on one fusion object are serialised by its mutex, which is
+ * not held while a call blocks on a collective: sc_fusion_ready may come from
+ * a backward-hook thread while another thread waits. create, add_tensor, plan
+ * and destroy must not run concurrently with other calls on the object.
+ * The fusion's collectives take their place in the communicator's queue like
+ * the application's: collectives the application issues on the same
+ * communicator while a round is in flight must be in the same order relative
+ * to the fusion's launches on every rank (SC_FUSE_P3 uses a communicator of
+ * its own). Sticky failure: once a collective of a fusion object fails, every
+ * later ready, skip or wait on it returns that code. */
 
 typedef enum sc_fusion_policy {
   SC_FUSE_NONE,   /* WFBP: one all-reduce per tensor, launched when it is ready */
@@ -197,9 +554,10 @@ typedef enum sc_fusion_policy {
  * sparse cost model), SINGLE = single-model gTop-k, SIZE = size buckets;
  * DEAR and P3 refuse density > 0. */
 
+/* Every field must be the same on every rank (sc_fusion_plan checks). */
 typedef struct sc_fusion_config {
   sc_fusion_policy_t policy;
-  size_t bucket_bytes;     /* SIZE and DEAR; 0 = library default */
+  size_t bucket_bytes;     /* SIZE, MGWFBP, DEAR: bucket size limit; 0 = 25 MiB */
   double alpha_us;         /* all-reduce model T(m) = alpha + beta*m bytes; both 0 = */
   double beta_us_per_byte; /* measure on the communicator at plan time */
   double density;          /* 0 = dense; (0,1) = gTop-k with error feedback */
@@ -209,51 +567,163 @@ typedef struct sc_fusion_config {
 
 /* Defaults for every field (SC_FUSE_SIZE, library-default bucket size, a
  * measured model, dense, exact selection): call first, then set what you
- * need, so that code keeps working when fields are added. */
+ * need, so that code keeps working when fields are added. Sets every byte,
+ * padding included. cfg NULL does nothing. Never fails; local; any thread. */
 void sc_fusion_config_init(sc_fusion_config_t *cfg);
 
 typedef struct sc_fusion sc_fusion_t;
+/* Makes in *f (NULL first) an empty fusion object (sc_fusion_t, opaque) on
+ * comm, with a copy of *cfg. comm must outlive it. Sends nothing.
+ * comm, cfg, f: not NULL.
+ * Errors: SC_ERR_INVALID_ARG (NULL argument, unknown policy or select,
+ * density outside [0, 1), alpha or beta negative or not finite);
+ * SC_ERR_UNSUPPORTED (SC_FUSE_DEAR or SC_FUSE_P3 with density > 0); comm's
+ * first failure's code; SC_ERR_NOMEM.
+ * Local; any thread. */
 sc_result_t sc_fusion_create(sc_comm_t *comm, const sc_fusion_config_t *cfg, sc_fusion_t **f);
+/* Registers a gradient tensor of count elements of dtype at buf, in the
+ * order gradients become ready in backward, before sc_fusion_plan.
+ * backward_us: that layer's backward time (0 if unknown; MGWFBP and DEAR
+ * use it). *tensor_id = 0, 1, 2, ... in registration order (-1 on error).
+ * The library keeps buf and uses it in every round (see Buffers).
+ * f, tensor_id, buf: not NULL; count > 0; any dtype (a float one with
+ * density > 0). All tensors of one object: host memory, or all device.
+ * Errors: SC_ERR_INVALID_ARG (NULL argument, after the plan, invalid dtype,
+ * count 0 or too large, backward_us negative or not finite, a non-float
+ * dtype with density > 0, a memory kind unlike the earlier tensors');
+ * SC_ERR_NOMEM.
+ * Local; not concurrently with other calls on f. */
 sc_result_t sc_fusion_add_tensor(sc_fusion_t *f, void *buf, size_t count, sc_dtype_t dtype,
                                  double backward_us, int *tensor_id);
+/* Checks that every rank registered the same tensors (count and dtype) with
+ * the same configuration, agrees on the backward times (their mean), measures
+ * alpha and beta if both are 0 (rank 0's fit; with density > 0 the gTop-k
+ * cost), and computes the buckets: the same on every rank. SC_FUSE_P3 also
+ * splits off its own communicator and starts its scheduler thread
+ * (SC_P3_STEP_SLICES is read here); density > 0 starts a worker thread.
+ * f: not NULL, not planned yet, at least one tensor.
+ * Errors: SC_ERR_MISMATCH on every rank (lists or configurations differ,
+ * naming the first difference); SC_ERR_INVALID_ARG (NULL f, planned already,
+ * no tensors, an earlier plan failed: destroy and create again); the errors
+ * of the collectives it runs; SC_ERR_NOMEM; SC_ERR_SYSTEM.
+ * Collective over the fusion's communicator. */
 sc_result_t sc_fusion_plan(sc_fusion_t *f);
+/* Stores the number of buckets of the plan. f, n: not NULL; planned (else
+ * SC_ERR_INVALID_ARG). Local; any thread. */
 sc_result_t sc_fusion_num_buckets(const sc_fusion_t *f, int *n);
+/* Stores the bucket (0-based, launch order) of tensor_id. f, bucket: not
+ * NULL; planned; tensor_id registered (else SC_ERR_INVALID_ARG).
+ * Local; any thread. */
 sc_result_t sc_fusion_bucket_of(const sc_fusion_t *f, int tensor_id, int *bucket);
+/* The tensor's gradient for this round is in its buffer; from now until the
+ * wait that delivers the round the buffer is the library's. Copies it into
+ * the bucket's fused buffer unless the bucket is zero copy (its tensors one
+ * contiguous run of memory, either direction). Launches, without waiting for
+ * the network, every bucket that is complete and whose earlier buckets of the
+ * round have launched (dense: a non-blocking collective; density > 0: the
+ * worker thread's gTop-k; P3: the scheduler takes it).
+ * Errors: SC_ERR_INVALID_ARG (NULL f, bad id, no plan, the tensor already
+ * ready or skipped with its round not delivered yet: nothing changes, the
+ * round goes on); the fusion's sticky failure; errors of the launch or the
+ * device copy (which fail the fusion).
+ * Local (the launched collectives match across ranks by plan order); any
+ * thread, see the section comment. */
 sc_result_t sc_fusion_ready(sc_fusion_t *f, int tensor_id);
 /* No gradient this round (an unused parameter): counts as ready and
- * contributes zeros; buf is not read, and receives the average. */
+ * contributes zeros; buf is not read, and receives the average (skipping
+ * ranks count as zeros; the divisor is still nranks). With density > 0 the
+ * zeros go through the bucket's error feedback. Ranks may skip different
+ * tensors. Arguments, errors, locality and threads as sc_fusion_ready. */
 sc_result_t sc_fusion_skip(sc_fusion_t *f, int tensor_id);
+/* Finishes the current round of the tensor's bucket: waits for its
+ * collective (DeAR: its all-gather) and copies the averaged result into the
+ * buffer of every tensor of that bucket, which is the caller's again. A
+ * tensor with no round in flight (never made ready, or already delivered)
+ * returns SC_SUCCESS at once, its buffer holding its last result. A wait that
+ * only this rank could unblock (the bucket, or an earlier one, lacks a ready
+ * or skip of this rank; DeAR: any tensor of the round) fails at once with
+ * SC_ERR_INVALID_ARG naming the tensor, and delivers nothing. SC_FUSE_P3: a
+ * tensor's slices depend on no other tensor; the wait ends when every rank
+ * made it ready and its slices went through.
+ * Errors: SC_ERR_INVALID_ARG (NULL f, bad id, no plan, a self-blocked wait
+ * as above); SC_ERR_TIMEOUT (the launched collective did not finish within
+ * SC_TIMEOUT_MS; P3: no slice of the fusion completed for that long); the
+ * collectives' errors; the fusion's sticky failure.
+ * Local; any thread, see the section comment. */
 sc_result_t sc_fusion_wait(sc_fusion_t *f, int tensor_id);
+/* sc_fusion_wait for every bucket, in launch order (DeAR: all-gather order;
+ * P3: priority order). Checks first that no bucket is self-blocked, so a
+ * tensor neither readied nor skipped is reported before anything is waited
+ * for. Arguments and errors as sc_fusion_wait, without the id. Local; any
+ * thread. */
 sc_result_t sc_fusion_wait_all(sc_fusion_t *f);
+/* Waits for every collective still in flight (launched on every rank, so
+ * this matches), stops the worker or scheduler thread and frees the object
+ * (fused buffers, error-feedback states). Results not waited for are not
+ * copied out. f may be NULL. Returns the first error of the outstanding
+ * collectives, else SC_SUCCESS. SC_FUSE_P3: collective (every rank must
+ * destroy its object); a rank that does not within SC_TIMEOUT_MS makes this
+ * return SC_ERR_TIMEOUT, and the object is freed anyway. Destroy fusion
+ * objects before their communicator. One thread, once no other uses f. */
 sc_result_t sc_fusion_destroy(sc_fusion_t *f);
 
 /* ---- Device (CUDA) buffers and streams ---- */
 
-/* 1: built with CUDA and a device is visible; else 0. Asks the CUDA runtime
- * once per process. */
+/* 1: built with CUDA and a device is visible (or the test stand-in of
+ * SC_DEVRT_STANDIN is loaded); else 0. Asks the CUDA runtime once per
+ * process. Never fails; local; any thread. */
 int sc_cuda_available(void);
 typedef void *sc_stream_t; /* a cudaStream_t; NULL = the legacy default stream */
 
 /* Stream-ordered forms (NCCL semantics): the operation starts after all work
  * enqueued earlier on `stream`; work enqueued later on `stream` sees its
- * result. They return once the operation is enqueued; a failure during
- * execution is reported by sc_comm_get_async_error and by every later call on
- * the communicator. Device buffers only (host buffers: SC_ERR_INVALID_ARG).
- * Without CUDA or with no device visible: SC_ERR_UNSUPPORTED saying which.
- * This release validates the arguments and answers SC_ERR_UNSUPPORTED for
- * device buffers too (docs/CUDA.md: the device data path is not built yet). */
+ * result. They return once the operation is enqueued; the calling thread
+ * never waits for the other ranks. The operation keeps its place in the
+ * communicator's one queue with the blocking and non-blocking calls, so the
+ * collective rules hold as for the blocking forms (same arguments on every
+ * rank, same order). A failure during execution is reported by
+ * sc_comm_get_async_error and by every later call on the communicator; the
+ * stream is released anyway (never hangs), with undefined output;
+ * sc_comm_abort releases every stream waiting on the communicator.
+ * Device buffers only, of the calling thread's current device; the buffers
+ * are the library's until the stream has passed the operation.
+ * Errors at the call, checked in this order, nothing enqueued:
+ * SC_ERR_INVALID_ARG (as the blocking forms: NULL comm, invalid dtype or op,
+ * root, NULL buffer with a non-zero count, overflow); SC_ERR_UNSUPPORTED
+ * (built without CUDA; no device visible; each said in the detail, for a
+ * count of 0 too); SC_ERR_INVALID_ARG (a host buffer; buffers of another
+ * device); comm's first failure's code; SC_ERR_NOMEM; SC_ERR_TIMEOUT (1024
+ * stream calls already in flight on comm and none finished within
+ * SC_TIMEOUT_MS); the device runtime's errors. A call that needs more
+ * device or pinned memory than any earlier one on comm allocates it first,
+ * which may wait for the stream's earlier work; once warm, calls allocate
+ * nothing.
+ * Collective over comm; any thread. */
 sc_result_t sc_allreduce_on_stream(const void *sendbuf, void *recvbuf, size_t count,
                                    sc_dtype_t dtype, sc_redop_t op, sc_comm_t *comm,
                                    sc_stream_t stream);
+/* sc_reduce_scatter ordered on stream; see sc_allreduce_on_stream. */
 sc_result_t sc_reduce_scatter_on_stream(const void *sendbuf, void *recvbuf, size_t recvcount,
                                         sc_dtype_t dtype, sc_redop_t op, sc_comm_t *comm,
                                         sc_stream_t stream);
+/* sc_allgather ordered on stream; see sc_allreduce_on_stream. */
 sc_result_t sc_allgather_on_stream(const void *sendbuf, void *recvbuf, size_t sendcount,
                                    sc_dtype_t dtype, sc_comm_t *comm, sc_stream_t stream);
+/* sc_broadcast ordered on stream (sendbuf used on the root only); see
+ * sc_allreduce_on_stream. */
 sc_result_t sc_broadcast_on_stream(const void *sendbuf, void *recvbuf, size_t count,
                                    sc_dtype_t dtype, int root, sc_comm_t *comm, sc_stream_t stream);
+/* sc_reduce ordered on stream (recvbuf used on the root only); see
+ * sc_allreduce_on_stream. */
 sc_result_t sc_reduce_on_stream(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
                                 sc_redop_t op, int root, sc_comm_t *comm, sc_stream_t stream);
+/* sc_gtopk_allreduce ordered on stream: grad on the device, ef NULL or a
+ * state not yet used with host gradients (it then keeps its residual on the
+ * device). The step runs as a queued job of the communicator's progress
+ * thread once the stream's earlier work is done. Errors at the call as
+ * sc_allreduce_on_stream, and SC_ERR_INVALID_ARG for a non-float dtype, an
+ * unknown method, n > 2^32, an ef for another n or dtype or bound to host
+ * memory. Collective over comm; any thread; ef used by one call at a time. */
 sc_result_t sc_gtopk_allreduce_on_stream(void *grad, size_t n, sc_dtype_t dtype, size_t k,
                                          sc_select_t method, sc_ef_t *ef, sc_comm_t *comm,
                                          sc_stream_t stream);
