@@ -1,221 +1,234 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The public dense collectives: argument checks at the API boundary, then an
- * operation on the communicator's queue. Blocking calls are the non-blocking
- * ones followed by sc_wait. */
+/* The public dense collectives in their three forms: blocking, non-blocking
+ * (sc_i*) and stream-ordered (sc_*_on_stream). Each entry point describes its
+ * call in one sc_coll_info_t (as NCCL's ncclInfo) and hands it to
+ * sc_coll_enqueue, so that a collective's arguments are checked by one
+ * function whatever the form. What the forms differ in is a field of the
+ * description: the memory the data path takes (host or device for the
+ * first two, device only on a stream: sc_buffers_classify's path) and where
+ * the operation goes (run now, returned as a request, or queued behind the
+ * caller's stream, lib/core/stream.c). */
 #include <stdint.h>
 
 #include "lib/core/comm.h"
 #include "lib/core/device.h"
+#include "lib/core/stream.h"
 
-static sc_result_t sc_check_common(const char *fn, sc_comm_t *comm, sc_dtype_t dtype, int has_op,
-                                   sc_redop_t op) {
+typedef enum sc_coll_form { SC_FORM_BLOCKING, SC_FORM_NONBLOCKING, SC_FORM_STREAM } sc_coll_form_t;
+
+typedef struct sc_coll_info {
+  const char *fn; /* the entry point, for error details */
+  sc_coll_form_t form;
+  sc_coll_t coll;
+  const void *sendbuf;
+  void *recvbuf;
+  size_t count; /* the call's count: per rank's block for reduce-scatter and all-gather */
+  sc_dtype_t dtype;
+  sc_redop_t op; /* reducing collectives only */
+  int root;      /* broadcast and reduce only */
+  sc_comm_t *comm;
+  sc_request_t **req; /* SC_FORM_NONBLOCKING */
+  sc_stream_t stream; /* SC_FORM_STREAM */
+} sc_coll_info_t;
+
+static int coll_has_op(sc_coll_t c) {
+  return c == SC_COLL_ALLREDUCE || c == SC_COLL_REDUCE_SCATTER || c == SC_COLL_REDUCE;
+}
+
+static int coll_has_root(sc_coll_t c) {
+  return c == SC_COLL_BROADCAST || c == SC_COLL_REDUCE;
+}
+
+/* The arguments of one call, every form alike; on success *kind is the
+ * memory of its buffers. */
+static sc_result_t sc_coll_check(const sc_coll_info_t *in, sc_mem_kind_t *kind) {
+  const char *fn = in->fn;
+  const sc_comm_t *comm = in->comm;
   if (!comm) return SC_ERR(SC_ERR_INVALID_ARG, "%s: comm is NULL", fn);
-  if (sc_dtype_size(dtype) == 0)
-    return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid dtype %d", fn, (int)dtype);
-  if (has_op && ((unsigned)op > SC_AVG))
-    return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid reduction op %d", fn, (int)op);
-  return SC_SUCCESS;
+  const size_t es = sc_dtype_size(in->dtype);
+  if (es == 0) return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid dtype %d", fn, (int)in->dtype);
+  if (coll_has_op(in->coll) && (unsigned)in->op > SC_AVG)
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid reduction op %d", fn, (int)in->op);
+  const int rooted = coll_has_root(in->coll);
+  if (rooted && (in->root < 0 || in->root >= comm->nranks))
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s: root %d outside [0, %d)", fn, in->root, comm->nranks);
+  /* The larger buffer holds count elements per rank for these two. */
+  const size_t mult = in->coll == SC_COLL_REDUCE_SCATTER || in->coll == SC_COLL_ALLGATHER
+                          ? (size_t)comm->nranks
+                          : 1;
+  if (in->count > SIZE_MAX / es / mult)
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s: count %zu x %zu overflows the address space", fn,
+                  in->count, mult);
+  /* Only the buffers this rank's part uses: off the root, a broadcast's
+   * sendbuf and a reduce's recvbuf are never touched; with a zero count,
+   * none is. */
+  const int off_root = rooted && comm->rank != in->root;
+  const char *names[2] = {NULL, NULL};
+  if (in->count) {
+    names[0] = in->coll != SC_COLL_BROADCAST ? "sendbuf"
+               : off_root                    ? NULL
+                                             : "sendbuf (on the root)";
+    names[1] = in->coll != SC_COLL_REDUCE ? "recvbuf" : off_root ? NULL : "recvbuf (on the root)";
+  }
+  const void *bufs[2] = {in->sendbuf, in->recvbuf};
+  for (int i = 0; i < 2; i++)
+    if (names[i] && !bufs[i])
+      return SC_ERR(SC_ERR_INVALID_ARG, "%s: %s is NULL with a non-zero count", fn, names[i]);
+  /* In place (sendbuf == recvbuf, or one inside the other by the
+   * conventions of include/sparsecoll.h) is one allocation: one kind. */
+  return sc_buffers_classify(fn, in->form == SC_FORM_STREAM ? SC_PATH_STREAM : SC_PATH_ANY, 2, bufs,
+                             names, kind);
 }
 
-static sc_result_t sc_check_size(const char *fn, size_t count, size_t mult, sc_dtype_t dtype) {
-  size_t es = sc_dtype_size(dtype);
-  if (count > SIZE_MAX / es / mult)
-    return SC_ERR(SC_ERR_INVALID_ARG, "%s: count %zu x %zu overflows the address space", fn, count,
-                  mult);
-  return SC_SUCCESS;
-}
-
-static sc_result_t sc_check_root(const char *fn, sc_comm_t *comm, int root) {
-  if (root < 0 || root >= comm->nranks)
-    return SC_ERR(SC_ERR_INVALID_ARG, "%s: root %d outside [0, %d)", fn, root, comm->nranks);
-  return SC_SUCCESS;
-}
-
-#define SC_NEED_BUF(fn, buf, name)                                                                 \
-  do {                                                                                             \
-    if (!(buf))                                                                                    \
-      return SC_ERR(SC_ERR_INVALID_ARG, "%s: %s is NULL with a non-zero count", fn, name);         \
-  } while (0)
-
-/* req == NULL is the blocking form; the non-blocking entry points check
- * their req argument before getting here. */
-#define SC_NEED_REQ(fn, req)                                                                       \
-  do {                                                                                             \
-    if (req) *(req) = NULL;                                                                        \
-  } while (0)
-
-static sc_result_t sc_submit(const char *fn, sc_comm_t *comm, sc_coll_t coll, const void *sendbuf,
-                             void *recvbuf, size_t count, sc_dtype_t dtype, sc_redop_t op, int root,
-                             sc_request_t **req) {
-  /* Host or device buffers (lib/core/device.c; free when no device runtime is in
-   * use). Only the buffers this rank's part uses count: off the root, a
-   * broadcast's sendbuf and a reduce's recvbuf are never touched. */
+/* The one path of every call: its description checked, then the operation
+ * run, returned as a request or queued behind the stream, by its form. */
+static sc_result_t sc_coll_enqueue(const sc_coll_info_t *in) {
+  if (in->form == SC_FORM_NONBLOCKING) {
+    if (!in->req) return SC_ERR(SC_ERR_INVALID_ARG, "%s: req is NULL", in->fn);
+    *in->req = NULL;
+  }
   sc_mem_kind_t kind = SC_MEM_HOST;
-  if (count) {
-    int off_root = comm->rank != root;
-    const void *p[2] = {coll == SC_COLL_BROADCAST && off_root ? NULL : sendbuf,
-                        coll == SC_COLL_REDUCE && off_root ? NULL : recvbuf};
-    static const char *const names[2] = {"sendbuf", "recvbuf"};
-    SC_CHECK(sc_buffers_kind(fn, 2, p, names, &kind));
-  }
-  sc_op_t o = {.coll = coll,
-               .sendbuf = sendbuf,
-               .recvbuf = recvbuf,
-               .count = count,
-               .dtype = dtype,
-               .op = op,
-               .root = root,
+  SC_CHECK(sc_coll_check(in, &kind));
+  sc_op_t o = {.coll = in->coll,
+               .sendbuf = in->sendbuf,
+               .recvbuf = in->recvbuf,
+               .count = in->count,
+               .dtype = in->dtype,
+               .op = coll_has_op(in->coll) ? in->op : SC_SUM,
+               .root = coll_has_root(in->coll) ? in->root : 0,
                .device = kind == SC_MEM_DEVICE};
-  return req ? sc_op_submit(comm, &o, req) : sc_op_run_blocking(comm, &o);
-}
-
-static sc_result_t sc_allreduce_post(const void *sendbuf, void *recvbuf, size_t count,
-                                     sc_dtype_t dtype, sc_redop_t op, sc_comm_t *comm,
-                                     sc_request_t **req) {
-  const char *fn = "sc_allreduce";
-  SC_NEED_REQ(fn, req);
-  SC_CHECK(sc_check_common(fn, comm, dtype, 1, op));
-  SC_CHECK(sc_check_size(fn, count, 1, dtype));
-  if (count) {
-    SC_NEED_BUF(fn, sendbuf, "sendbuf");
-    SC_NEED_BUF(fn, recvbuf, "recvbuf");
+  switch (in->form) {
+  case SC_FORM_NONBLOCKING:
+    return sc_op_submit(in->comm, &o, in->req);
+  case SC_FORM_STREAM:
+    return sc_stream_submit(in->fn, in->comm, &o, in->stream);
+  default:
+    return sc_op_run_blocking(in->comm, &o);
   }
-  return sc_submit(fn, comm, SC_COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, 0, req);
 }
 
-static sc_result_t sc_reduce_scatter_post(const void *sendbuf, void *recvbuf, size_t recvcount,
-                                          sc_dtype_t dtype, sc_redop_t op, sc_comm_t *comm,
-                                          sc_request_t **req) {
-  const char *fn = "sc_reduce_scatter";
-  SC_NEED_REQ(fn, req);
-  SC_CHECK(sc_check_common(fn, comm, dtype, 1, op));
-  SC_CHECK(sc_check_size(fn, recvcount, (size_t)comm->nranks, dtype));
-  if (recvcount) {
-    SC_NEED_BUF(fn, sendbuf, "sendbuf");
-    SC_NEED_BUF(fn, recvbuf, "recvbuf");
-  }
-  return sc_submit(fn, comm, SC_COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0,
-                   req);
-}
-
-static sc_result_t sc_allgather_post(const void *sendbuf, void *recvbuf, size_t sendcount,
-                                     sc_dtype_t dtype, sc_comm_t *comm, sc_request_t **req) {
-  const char *fn = "sc_allgather";
-  SC_NEED_REQ(fn, req);
-  SC_CHECK(sc_check_common(fn, comm, dtype, 0, SC_SUM));
-  SC_CHECK(sc_check_size(fn, sendcount, (size_t)comm->nranks, dtype));
-  if (sendcount) {
-    SC_NEED_BUF(fn, sendbuf, "sendbuf");
-    SC_NEED_BUF(fn, recvbuf, "recvbuf");
-  }
-  return sc_submit(fn, comm, SC_COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dtype, SC_SUM, 0, req);
-}
-
-static sc_result_t sc_broadcast_post(const void *sendbuf, void *recvbuf, size_t count,
-                                     sc_dtype_t dtype, int root, sc_comm_t *comm,
-                                     sc_request_t **req) {
-  const char *fn = "sc_broadcast";
-  SC_NEED_REQ(fn, req);
-  SC_CHECK(sc_check_common(fn, comm, dtype, 0, SC_SUM));
-  SC_CHECK(sc_check_root(fn, comm, root));
-  SC_CHECK(sc_check_size(fn, count, 1, dtype));
-  if (count) {
-    if (comm->rank == root) SC_NEED_BUF(fn, sendbuf, "sendbuf (on the root)");
-    SC_NEED_BUF(fn, recvbuf, "recvbuf");
-  }
-  return sc_submit(fn, comm, SC_COLL_BROADCAST, sendbuf, recvbuf, count, dtype, SC_SUM, root, req);
-}
-
-static sc_result_t sc_reduce_post(const void *sendbuf, void *recvbuf, size_t count,
-                                  sc_dtype_t dtype, sc_redop_t op, int root, sc_comm_t *comm,
-                                  sc_request_t **req) {
-  const char *fn = "sc_reduce";
-  SC_NEED_REQ(fn, req);
-  SC_CHECK(sc_check_common(fn, comm, dtype, 1, op));
-  SC_CHECK(sc_check_root(fn, comm, root));
-  SC_CHECK(sc_check_size(fn, count, 1, dtype));
-  if (count) {
-    SC_NEED_BUF(fn, sendbuf, "sendbuf");
-    if (comm->rank == root) SC_NEED_BUF(fn, recvbuf, "recvbuf (on the root)");
-  }
-  return sc_submit(fn, comm, SC_COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root, req);
-}
-
-static sc_result_t sc_barrier_post(sc_comm_t *comm, sc_request_t **req) {
-  const char *fn = "sc_barrier";
-  SC_NEED_REQ(fn, req);
-  if (!comm) return SC_ERR(SC_ERR_INVALID_ARG, "%s: comm is NULL", fn);
-  return sc_submit(fn, comm, SC_COLL_BARRIER, NULL, NULL, 0, SC_UINT8, SC_SUM, 0, req);
-}
-
-/* Public entry points: non-blocking ones need a request; blocking ones pass
- * none and may run on the calling thread. */
-#define SC_REQ_ARG(fn, req)                                                                        \
-  do {                                                                                             \
-    if (!(req)) return SC_ERR(SC_ERR_INVALID_ARG, "%s: req is NULL", fn);                          \
-  } while (0)
-
-sc_result_t sc_iallreduce(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
-                          sc_redop_t op, sc_comm_t *comm, sc_request_t **req) {
-  SC_REQ_ARG("sc_iallreduce", req);
-  return sc_allreduce_post(sendbuf, recvbuf, count, dtype, op, comm, req);
+/* Fills the description of one call (op and root where the collective has
+ * none are ignored). */
+static sc_result_t coll_post(const char *fn, sc_coll_form_t form, sc_coll_t coll,
+                             const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
+                             sc_redop_t op, int root, sc_comm_t *comm, sc_request_t **req,
+                             sc_stream_t stream) {
+  const sc_coll_info_t in = {.fn = fn,
+                             .form = form,
+                             .coll = coll,
+                             .sendbuf = sendbuf,
+                             .recvbuf = recvbuf,
+                             .count = count,
+                             .dtype = dtype,
+                             .op = op,
+                             .root = root,
+                             .comm = comm,
+                             .req = req,
+                             .stream = stream};
+  return sc_coll_enqueue(&in);
 }
 
 sc_result_t sc_allreduce(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
                          sc_redop_t op, sc_comm_t *comm) {
-  return sc_allreduce_post(sendbuf, recvbuf, count, dtype, op, comm, NULL);
+  return coll_post("sc_allreduce", SC_FORM_BLOCKING, SC_COLL_ALLREDUCE, sendbuf, recvbuf, count,
+                   dtype, op, 0, comm, NULL, NULL);
+}
+
+sc_result_t sc_iallreduce(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
+                          sc_redop_t op, sc_comm_t *comm, sc_request_t **req) {
+  return coll_post("sc_iallreduce", SC_FORM_NONBLOCKING, SC_COLL_ALLREDUCE, sendbuf, recvbuf, count,
+                   dtype, op, 0, comm, req, NULL);
+}
+
+sc_result_t sc_allreduce_on_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                   sc_dtype_t dtype, sc_redop_t op, sc_comm_t *comm,
+                                   sc_stream_t stream) {
+  return coll_post("sc_allreduce_on_stream", SC_FORM_STREAM, SC_COLL_ALLREDUCE, sendbuf, recvbuf,
+                   count, dtype, op, 0, comm, NULL, stream);
+}
+
+sc_result_t sc_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                              sc_dtype_t dtype, sc_redop_t op, sc_comm_t *comm) {
+  return coll_post("sc_reduce_scatter", SC_FORM_BLOCKING, SC_COLL_REDUCE_SCATTER, sendbuf, recvbuf,
+                   recvcount, dtype, op, 0, comm, NULL, NULL);
 }
 
 sc_result_t sc_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                                sc_dtype_t dtype, sc_redop_t op, sc_comm_t *comm,
                                sc_request_t **req) {
-  SC_REQ_ARG("sc_ireduce_scatter", req);
-  return sc_reduce_scatter_post(sendbuf, recvbuf, recvcount, dtype, op, comm, req);
+  return coll_post("sc_ireduce_scatter", SC_FORM_NONBLOCKING, SC_COLL_REDUCE_SCATTER, sendbuf,
+                   recvbuf, recvcount, dtype, op, 0, comm, req, NULL);
 }
 
-sc_result_t sc_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
-                              sc_dtype_t dtype, sc_redop_t op, sc_comm_t *comm) {
-  return sc_reduce_scatter_post(sendbuf, recvbuf, recvcount, dtype, op, comm, NULL);
-}
-
-sc_result_t sc_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount, sc_dtype_t dtype,
-                          sc_comm_t *comm, sc_request_t **req) {
-  SC_REQ_ARG("sc_iallgather", req);
-  return sc_allgather_post(sendbuf, recvbuf, sendcount, dtype, comm, req);
+sc_result_t sc_reduce_scatter_on_stream(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                        sc_dtype_t dtype, sc_redop_t op, sc_comm_t *comm,
+                                        sc_stream_t stream) {
+  return coll_post("sc_reduce_scatter_on_stream", SC_FORM_STREAM, SC_COLL_REDUCE_SCATTER, sendbuf,
+                   recvbuf, recvcount, dtype, op, 0, comm, NULL, stream);
 }
 
 sc_result_t sc_allgather(const void *sendbuf, void *recvbuf, size_t sendcount, sc_dtype_t dtype,
                          sc_comm_t *comm) {
-  return sc_allgather_post(sendbuf, recvbuf, sendcount, dtype, comm, NULL);
+  return coll_post("sc_allgather", SC_FORM_BLOCKING, SC_COLL_ALLGATHER, sendbuf, recvbuf, sendcount,
+                   dtype, SC_SUM, 0, comm, NULL, NULL);
 }
 
-sc_result_t sc_ibroadcast(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
-                          int root, sc_comm_t *comm, sc_request_t **req) {
-  SC_REQ_ARG("sc_ibroadcast", req);
-  return sc_broadcast_post(sendbuf, recvbuf, count, dtype, root, comm, req);
+sc_result_t sc_iallgather(const void *sendbuf, void *recvbuf, size_t sendcount, sc_dtype_t dtype,
+                          sc_comm_t *comm, sc_request_t **req) {
+  return coll_post("sc_iallgather", SC_FORM_NONBLOCKING, SC_COLL_ALLGATHER, sendbuf, recvbuf,
+                   sendcount, dtype, SC_SUM, 0, comm, req, NULL);
+}
+
+sc_result_t sc_allgather_on_stream(const void *sendbuf, void *recvbuf, size_t sendcount,
+                                   sc_dtype_t dtype, sc_comm_t *comm, sc_stream_t stream) {
+  return coll_post("sc_allgather_on_stream", SC_FORM_STREAM, SC_COLL_ALLGATHER, sendbuf, recvbuf,
+                   sendcount, dtype, SC_SUM, 0, comm, NULL, stream);
 }
 
 sc_result_t sc_broadcast(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
                          int root, sc_comm_t *comm) {
-  return sc_broadcast_post(sendbuf, recvbuf, count, dtype, root, comm, NULL);
+  return coll_post("sc_broadcast", SC_FORM_BLOCKING, SC_COLL_BROADCAST, sendbuf, recvbuf, count,
+                   dtype, SC_SUM, root, comm, NULL, NULL);
 }
 
-sc_result_t sc_ireduce(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
-                       sc_redop_t op, int root, sc_comm_t *comm, sc_request_t **req) {
-  SC_REQ_ARG("sc_ireduce", req);
-  return sc_reduce_post(sendbuf, recvbuf, count, dtype, op, root, comm, req);
+sc_result_t sc_ibroadcast(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
+                          int root, sc_comm_t *comm, sc_request_t **req) {
+  return coll_post("sc_ibroadcast", SC_FORM_NONBLOCKING, SC_COLL_BROADCAST, sendbuf, recvbuf, count,
+                   dtype, SC_SUM, root, comm, req, NULL);
+}
+
+sc_result_t sc_broadcast_on_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                   sc_dtype_t dtype, int root, sc_comm_t *comm,
+                                   sc_stream_t stream) {
+  return coll_post("sc_broadcast_on_stream", SC_FORM_STREAM, SC_COLL_BROADCAST, sendbuf, recvbuf,
+                   count, dtype, SC_SUM, root, comm, NULL, stream);
 }
 
 sc_result_t sc_reduce(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
                       sc_redop_t op, int root, sc_comm_t *comm) {
-  return sc_reduce_post(sendbuf, recvbuf, count, dtype, op, root, comm, NULL);
+  return coll_post("sc_reduce", SC_FORM_BLOCKING, SC_COLL_REDUCE, sendbuf, recvbuf, count, dtype,
+                   op, root, comm, NULL, NULL);
+}
+
+sc_result_t sc_ireduce(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
+                       sc_redop_t op, int root, sc_comm_t *comm, sc_request_t **req) {
+  return coll_post("sc_ireduce", SC_FORM_NONBLOCKING, SC_COLL_REDUCE, sendbuf, recvbuf, count,
+                   dtype, op, root, comm, req, NULL);
+}
+
+sc_result_t sc_reduce_on_stream(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
+                                sc_redop_t op, int root, sc_comm_t *comm, sc_stream_t stream) {
+  return coll_post("sc_reduce_on_stream", SC_FORM_STREAM, SC_COLL_REDUCE, sendbuf, recvbuf, count,
+                   dtype, op, root, comm, NULL, stream);
+}
+
+/* No stream form: a barrier has no device work to order. */
+sc_result_t sc_barrier(sc_comm_t *comm) {
+  return coll_post("sc_barrier", SC_FORM_BLOCKING, SC_COLL_BARRIER, NULL, NULL, 0, SC_UINT8, SC_SUM,
+                   0, comm, NULL, NULL);
 }
 
 sc_result_t sc_ibarrier(sc_comm_t *comm, sc_request_t **req) {
-  SC_REQ_ARG("sc_ibarrier", req);
-  return sc_barrier_post(comm, req);
-}
-
-sc_result_t sc_barrier(sc_comm_t *comm) {
-  return sc_barrier_post(comm, NULL);
+  return coll_post("sc_ibarrier", SC_FORM_NONBLOCKING, SC_COLL_BARRIER, NULL, NULL, 0, SC_UINT8,
+                   SC_SUM, 0, comm, req, NULL);
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Device support at the API boundary: whether a device is usable, where a
- * pointer lives (both through the device runtime, kernels/devrt.h), the
- * checks that refuse device buffers clearly where a call has no device path,
- * and the memory kind of a call's buffers where it has one.
+ * pointer lives (both through the device runtime, kernels/devrt.h), and the
+ * one classification of a call's buffers (sc_buffers_classify) that every
+ * entry taking buffers goes through: host or device, which device, mixed,
+ * and whether the call's data path takes that memory.
  *
  * Cost for host buffers: the device runtime is chosen once per process; with
  * none (every machine without a GPU) the buffer check asks nothing. With a
@@ -32,17 +33,20 @@ int sc_current_device(void) {
   return rt && rt->device_count() > 0 ? rt->current_device() : -1;
 }
 
-sc_mem_type_t sc_mem_type_of(const void *ptr) {
+/* Pinned and managed memory are readable by the host: host memory here. */
+static sc_mem_type_t type_of(const sc_devrt_t *rt, int ndev, const void *ptr) {
   sc_mem_type_t t = {SC_MEM_HOST, -1};
-  const sc_devrt_t *rt = sc_devrt();
-  if (!ptr || !rt || rt->device_count() == 0) return t;
-  /* Pinned and managed memory are readable by the host: host memory here. */
   int device = -1;
-  if (rt->pointer_device(ptr, &device)) {
+  if (ptr && ndev > 0 && rt->pointer_device(ptr, &device)) {
     t.kind = SC_MEM_DEVICE;
     t.device = device;
   }
   return t;
+}
+
+sc_mem_type_t sc_mem_type_of(const void *ptr) {
+  const sc_devrt_t *rt = sc_devrt();
+  return type_of(rt, rt ? rt->device_count() : 0, ptr);
 }
 
 static const char *kind_name(sc_mem_kind_t k) {
@@ -89,19 +93,52 @@ sc_result_t sc_stream_verdict(const char *fn, int built, int ndevices, int n,
   return sc_buffers_verdict(fn, n, types, names, comm_device, 1);
 }
 
-sc_result_t sc_check_buffer_list(const char *fn, int n, const void *const *ptrs,
-                                 const char *const *names) {
-  if (sc_device_count() == 0) return SC_SUCCESS;
+sc_result_t sc_buffers_classify(const char *fn, sc_buf_path_t path, int n, const void *const *ptrs,
+                                const char *const *names, sc_mem_kind_t *kind) {
+  *kind = SC_MEM_HOST;
+  const sc_devrt_t *rt = sc_devrt();
+  const int ndev = rt ? rt->device_count() : 0;
+  if (ndev == 0 && path != SC_PATH_STREAM) return SC_SUCCESS;
   if (n < 0 || n > SC_CHECK_BUFFERS_MAX)
     return SC_ERR(SC_ERR_INTERNAL, "%s: %d buffers to check, at most %d", fn, n,
                   SC_CHECK_BUFFERS_MAX);
   const char *used[SC_CHECK_BUFFERS_MAX];
   sc_mem_type_t t[SC_CHECK_BUFFERS_MAX];
+  int device = 0;
   for (int i = 0; i < n; i++) {
     used[i] = ptrs[i] ? names[i] : NULL;
-    t[i] = sc_mem_type_of(ptrs[i]);
+    t[i] = type_of(rt, ndev, ptrs[i]);
+    if (used[i] && t[i].kind == SC_MEM_DEVICE) device = 1;
   }
-  return sc_buffers_verdict(fn, n, t, used, sc_current_device(), 0);
+  const int current = ndev > 0 ? rt->current_device() : -1;
+  if (path == SC_PATH_STREAM) {
+#ifdef SC_HAVE_CUDA
+    const int built = 1;
+#else
+    const int built = rt != NULL; /* the stand-in (kernels/devrt.h) */
+#endif
+    SC_CHECK(sc_stream_verdict(fn, built, ndev, n, t, used, current));
+  } else {
+    SC_CHECK(sc_buffers_verdict(fn, n, t, used, current, path == SC_PATH_ANY));
+  }
+  if (device) *kind = SC_MEM_DEVICE;
+  return SC_SUCCESS;
+}
+
+int sc_buffers_device(int n, const void *const *ptrs) {
+  const sc_devrt_t *rt = sc_devrt();
+  const int ndev = rt ? rt->device_count() : 0;
+  for (int i = 0; i < n; i++) {
+    sc_mem_type_t t = type_of(rt, ndev, ptrs[i]);
+    if (t.kind == SC_MEM_DEVICE) return t.device;
+  }
+  return -1;
+}
+
+sc_result_t sc_check_buffer_list(const char *fn, int n, const void *const *ptrs,
+                                 const char *const *names) {
+  sc_mem_kind_t kind;
+  return sc_buffers_classify(fn, SC_PATH_HOST, n, ptrs, names, &kind);
 }
 
 sc_result_t sc_check_buffers(const char *fn, const void *sendbuf, const void *recvbuf) {
@@ -112,20 +149,5 @@ sc_result_t sc_check_buffers(const char *fn, const void *sendbuf, const void *re
 
 sc_result_t sc_buffers_kind(const char *fn, int n, const void *const *ptrs,
                             const char *const *names, sc_mem_kind_t *kind) {
-  *kind = SC_MEM_HOST;
-  if (sc_device_count() == 0) return SC_SUCCESS;
-  if (n < 0 || n > SC_CHECK_BUFFERS_MAX)
-    return SC_ERR(SC_ERR_INTERNAL, "%s: %d buffers to check, at most %d", fn, n,
-                  SC_CHECK_BUFFERS_MAX);
-  const char *used[SC_CHECK_BUFFERS_MAX];
-  sc_mem_type_t t[SC_CHECK_BUFFERS_MAX];
-  int device = 0;
-  for (int i = 0; i < n; i++) {
-    used[i] = ptrs[i] ? names[i] : NULL;
-    t[i] = sc_mem_type_of(ptrs[i]);
-    if (used[i] && t[i].kind == SC_MEM_DEVICE) device = 1;
-  }
-  SC_CHECK(sc_buffers_verdict(fn, n, t, used, sc_current_device(), 1));
-  if (device) *kind = SC_MEM_DEVICE;
-  return SC_SUCCESS;
+  return sc_buffers_classify(fn, SC_PATH_ANY, n, ptrs, names, kind);
 }

@@ -44,19 +44,37 @@ sc_result_t sc_stream_verdict(const char *fn, int built, int ndevices, int n,
                               const sc_mem_type_t *types, const char *const *names,
                               int comm_device);
 
-/* sc_buffers_verdict on the n (at most SC_CHECK_BUFFERS_MAX) buffers of a
- * call, named by names; NULL pointers are not looked at. With no device
- * visible it returns at once, asking nothing. Every API entry that hands a
- * buffer to host code calls this (or sc_check_buffers) first. */
+/* The memory a call's data path takes, which decides the verdict on its
+ * buffers. */
+typedef enum sc_buf_path {
+  SC_PATH_HOST,  /* host code only: device buffers are SC_ERR_UNSUPPORTED */
+  SC_PATH_ANY,   /* host or device memory, one kind for the whole call */
+  SC_PATH_STREAM /* a stream form: device memory only (sc_stream_verdict) */
+} sc_buf_path_t;
+
+/* The one classification of a call's buffers, for every entry that takes
+ * them: the memory kind of the n (<= SC_CHECK_BUFFERS_MAX) buffers named by
+ * names (an entry with a NULL pointer or a NULL name is not looked at).
+ * SC_MEM_HOST when every buffer is host memory, or, off the stream path, when
+ * no device is visible (nothing is asked then); SC_MEM_DEVICE when every
+ * buffer looked at is memory of the communicator's device (the current one)
+ * and the path takes it. Otherwise sc_buffers_verdict's errors, or on the
+ * stream path sc_stream_verdict's (no device runtime, no device, a host
+ * buffer). */
 #define SC_CHECK_BUFFERS_MAX 4
+sc_result_t sc_buffers_classify(const char *fn, sc_buf_path_t path, int n, const void *const *ptrs,
+                                const char *const *names, sc_mem_kind_t *kind);
+
+/* The device of the first of the n buffers that is device memory; -1 when
+ * none is (NULL entries are host memory). */
+int sc_buffers_device(int n, const void *const *ptrs);
+
+/* sc_buffers_classify on a call with no device path (SC_PATH_HOST). */
 sc_result_t sc_check_buffer_list(const char *fn, int n, const void *const *ptrs,
                                  const char *const *names);
 
-/* The memory kind of the n (<= SC_CHECK_BUFFERS_MAX) buffers of a call
- * whose data path takes device memory: SC_MEM_HOST when no device runtime
- * is in use (kernels/devrt.h) or every buffer is host memory; SC_MEM_DEVICE
- * when every non-NULL buffer is memory of the communicator's device; else
- * sc_buffers_verdict's errors. NULL pointers are not looked at. */
+/* sc_buffers_classify on a call whose data path takes host or device
+ * memory (SC_PATH_ANY). */
 sc_result_t sc_buffers_kind(const char *fn, int n, const void *const *ptrs,
                             const char *const *names, sc_mem_kind_t *kind);
 

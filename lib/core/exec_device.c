@@ -23,6 +23,7 @@
 #include "lib/base/clock.h"
 #include "lib/base/config.h"
 #include "lib/base/log.h"
+#include "lib/core/device.h"
 
 #define SC_DSEND_MIN 256
 #define SC_NONE      ((size_t)-1)
@@ -428,10 +429,10 @@ static sc_result_t dev_step(sc_exec_ctx_t *c, struct sc_exec_dev *d, const sc_st
 /* ---- one operation ---- */
 
 /* The device the buffers are on (the first one that is device memory). */
-static sc_result_t dev_of_op(const sc_devrt_t *rt, const sc_op_t *op, int *device) {
+static sc_result_t dev_of_op(const sc_op_t *op, int *device) {
   const void *p[2] = {op->recvbuf, op->sendbuf};
-  for (int i = 0; i < 2; i++)
-    if (p[i] && rt->pointer_device(p[i], device)) return SC_SUCCESS;
+  *device = sc_buffers_device(2, p);
+  if (*device >= 0) return SC_SUCCESS;
   return SC_ERR(SC_ERR_INTERNAL, "%s on device buffers, but neither buffer is device memory",
                 sc_coll_name(op->coll));
 }
@@ -440,7 +441,7 @@ static sc_result_t dev_prepare(sc_comm_t *comm, const sc_exec_args_t *a, struct 
   const sc_devrt_t *rt = sc_devrt();
   if (!rt) return SC_ERR(SC_ERR_INTERNAL, "device buffers but no device runtime");
   int device = -1;
-  SC_CHECK(dev_of_op(rt, a->op, &device));
+  SC_CHECK(dev_of_op(a->op, &device));
   if (rt->current_device() != device) SC_CHECK(rt->set_device(device));
   struct sc_exec_dev *d = NULL;
   SC_CHECK(sc_exec_dev_get(comm, rt, device, &d));

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "lib/base/log.h"
+#include "lib/core/device.h"
 #include "lib/core/exec_device.h"
 
 sc_result_t sc_exec_dev_retire(struct sc_exec_dev *d, void *p, int pinned) {
@@ -167,10 +168,8 @@ static int covered(struct sc_exec_dev *d, int pinned, size_t have, size_t need, 
 sc_result_t sc_exec_device_reserve(sc_comm_t *comm, const sc_op_t *op) {
   const sc_devrt_t *rt = sc_devrt();
   if (!rt || !op->device || op->gen || op->sparse || op->job || op->count == 0) return SC_SUCCESS;
-  int device = -1;
   const void *bufs[2] = {op->recvbuf, op->sendbuf};
-  for (int i = 0; i < 2 && device < 0; i++)
-    if (bufs[i] && !rt->pointer_device(bufs[i], &device)) device = -1;
+  const int device = sc_buffers_device(2, bufs);
   if (device < 0) return SC_SUCCESS;
   struct sc_exec_dev *d = NULL;
   SC_CHECK(sc_exec_dev_get(comm, rt, device, &d));

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The stream-ordered forms (sc_*_on_stream). A call checks its arguments as
- * the blocking forms do, records an event on the caller's stream, queues the
- * operation with a ticket, and enqueues on the stream a wait until the
- * communicator's pinned flag reaches that ticket; it returns at once. When
+/* The stream-ordered forms' machinery. A call (lib/core/coll.c's dense
+ * collectives, lib/sparse/gtopk_stream.c's gTop-k), once its arguments have
+ * passed the check its blocking form uses too, records an event on the
+ * caller's stream, queues the operation with a ticket, and enqueues on the
+ * stream a wait until the communicator's pinned flag reaches that ticket; it
+ * returns at once. When
  * the operation's turn comes, the progress thread waits for the event (the
  * stream's earlier work, which makes the input), runs the operation, and
  * writes the ticket into the flag, which lets the stream go on. Why a flag
@@ -16,12 +18,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "config.h"
 #include "kernels/devrt.h"
 #include "lib/base/clock.h"
 #include "lib/base/log.h"
 #include "lib/core/comm.h"
-#include "lib/core/device.h"
 #include "lib/core/exec_device.h"
 #include "lib/core/stream.h"
 
@@ -272,65 +272,11 @@ void sc_stream_run(sc_comm_t *comm, sc_request_t *req) {
 
 /* ---- the calls ---- */
 
-/* The argument checks of the blocking forms that need no buffer access;
- * mult: elements of the larger buffer per count. */
-static sc_result_t stream_args(const char *fn, sc_comm_t *comm, sc_dtype_t dtype, int has_op,
-                               sc_redop_t op, int root, size_t count, size_t mult) {
-  if (!comm) return SC_ERR(SC_ERR_INVALID_ARG, "%s: comm is NULL", fn);
-  if (sc_dtype_size(dtype) == 0)
-    return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid dtype %d", fn, (int)dtype);
-  if (has_op && (unsigned)op > SC_AVG)
-    return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid reduction op %d", fn, (int)op);
-  if (root < 0 || root >= comm->nranks)
-    return SC_ERR(SC_ERR_INVALID_ARG, "%s: root %d outside [0, %d)", fn, root, comm->nranks);
-  if (count > SIZE_MAX / sc_dtype_size(dtype) / mult)
-    return SC_ERR(SC_ERR_INVALID_ARG, "%s: count %zu x %zu overflows the address space", fn, count,
-                  mult);
-  return SC_SUCCESS;
-}
-
-/* Where a pointer lives, asked of the device runtime in use (the stand-in
- * too), else of CUDA. */
-static sc_mem_type_t mem_type(const sc_devrt_t *rt, const void *p) {
-  if (!rt) return sc_mem_type_of(p);
-  sc_mem_type_t t = {SC_MEM_HOST, -1};
-  int dev = -1;
-  if (p && rt->pointer_device(p, &dev)) {
-    t.kind = SC_MEM_DEVICE;
-    t.device = dev;
-  }
-  return t;
-}
-
-/* The buffers' verdict: names[i] NULL marks a buffer the call does not use.
- * On success *rtp is the device runtime the call runs with. */
-sc_result_t sc_stream_check_buffers(const char *fn, size_t count, int n, const void *const *ptrs,
-                                    const char *const *names, const sc_devrt_t **rtp) {
+sc_result_t sc_stream_submit(const char *fn, sc_comm_t *comm, const sc_op_t *op,
+                             sc_stream_t stream) {
   const sc_devrt_t *rt = sc_devrt();
-  const char *used[2];
-  sc_mem_type_t t[2];
-  for (int i = 0; i < n; i++) {
-    used[i] = count ? names[i] : NULL;
-    if (used[i] && !ptrs[i])
-      return SC_ERR(SC_ERR_INVALID_ARG, "%s: %s is NULL with a non-zero count", fn, names[i]);
-    t[i] = mem_type(rt, ptrs[i]);
-  }
-#ifdef SC_HAVE_CUDA
-  const int built = 1;
-#else
-  const int built = rt != NULL; /* the stand-in (kernels/devrt.h) */
-#endif
-  int ndev = rt ? rt->device_count() : sc_device_count();
-  int dev = rt ? rt->current_device() : sc_current_device();
-  SC_CHECK(sc_stream_verdict(fn, built, ndev, n, t, used, dev));
   if (!rt)
     return SC_ERR(SC_ERR_UNSUPPORTED, "%s: no device runtime could be loaded for the stream", fn);
-  *rtp = rt;
-  return SC_SUCCESS;
-}
-
-sc_result_t sc_stream_submit(const char *fn, sc_comm_t *comm, const sc_devrt_t *rt,
-                             const sc_op_t *op, sc_stream_t stream) {
   sc_stream_state_t *ss = NULL;
   SC_CHECK(state_get(fn, comm, rt, &ss));
   /* Before the stream waits: a kernel's first launch may wait for it
@@ -371,84 +317,4 @@ sc_result_t sc_stream_submit(const char *fn, sc_comm_t *comm, const sc_devrt_t *
   SC_TRACE(SC_SUBSYS_COLL, "rank %d: %s #%llu queued, stream %p waits for ticket %u", comm->rank,
            fn, (unsigned long long)s->req.op.seq, stream, (unsigned)ticket);
   return SC_SUCCESS;
-}
-
-/* A dense collective's stream form, once its arguments passed. */
-static sc_result_t stream_coll(const char *fn, sc_comm_t *comm, const sc_devrt_t *rt,
-                               sc_coll_t coll, const void *sendbuf, void *recvbuf, size_t count,
-                               sc_dtype_t dtype, sc_redop_t op, int root, sc_stream_t stream) {
-  sc_op_t o = {.coll = coll,
-               .sendbuf = sendbuf,
-               .recvbuf = recvbuf,
-               .count = count,
-               .dtype = dtype,
-               .op = op,
-               .root = root,
-               .device = count != 0};
-  return sc_stream_submit(fn, comm, rt, &o, stream);
-}
-
-sc_result_t sc_allreduce_on_stream(const void *sendbuf, void *recvbuf, size_t count,
-                                   sc_dtype_t dtype, sc_redop_t op, sc_comm_t *comm,
-                                   sc_stream_t stream) {
-  const char *fn = "sc_allreduce_on_stream";
-  SC_CHECK(stream_args(fn, comm, dtype, 1, op, 0, count, 1));
-  const void *p[2] = {sendbuf, recvbuf};
-  const char *names[2] = {"sendbuf", "recvbuf"};
-  const sc_devrt_t *rt = NULL;
-  SC_CHECK(sc_stream_check_buffers(fn, count, 2, p, names, &rt));
-  return stream_coll(fn, comm, rt, SC_COLL_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, 0,
-                     stream);
-}
-
-sc_result_t sc_reduce_scatter_on_stream(const void *sendbuf, void *recvbuf, size_t recvcount,
-                                        sc_dtype_t dtype, sc_redop_t op, sc_comm_t *comm,
-                                        sc_stream_t stream) {
-  const char *fn = "sc_reduce_scatter_on_stream";
-  SC_CHECK(stream_args(fn, comm, dtype, 1, op, 0, recvcount, comm ? (size_t)comm->nranks : 1));
-  const void *p[2] = {sendbuf, recvbuf};
-  const char *names[2] = {"sendbuf", "recvbuf"};
-  const sc_devrt_t *rt = NULL;
-  SC_CHECK(sc_stream_check_buffers(fn, recvcount, 2, p, names, &rt));
-  return stream_coll(fn, comm, rt, SC_COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op,
-                     0, stream);
-}
-
-sc_result_t sc_allgather_on_stream(const void *sendbuf, void *recvbuf, size_t sendcount,
-                                   sc_dtype_t dtype, sc_comm_t *comm, sc_stream_t stream) {
-  const char *fn = "sc_allgather_on_stream";
-  SC_CHECK(stream_args(fn, comm, dtype, 0, SC_SUM, 0, sendcount, comm ? (size_t)comm->nranks : 1));
-  const void *p[2] = {sendbuf, recvbuf};
-  const char *names[2] = {"sendbuf", "recvbuf"};
-  const sc_devrt_t *rt = NULL;
-  SC_CHECK(sc_stream_check_buffers(fn, sendcount, 2, p, names, &rt));
-  return stream_coll(fn, comm, rt, SC_COLL_ALLGATHER, sendbuf, recvbuf, sendcount, dtype, SC_SUM, 0,
-                     stream);
-}
-
-sc_result_t sc_broadcast_on_stream(const void *sendbuf, void *recvbuf, size_t count,
-                                   sc_dtype_t dtype, int root, sc_comm_t *comm,
-                                   sc_stream_t stream) {
-  const char *fn = "sc_broadcast_on_stream";
-  SC_CHECK(stream_args(fn, comm, dtype, 0, SC_SUM, root, count, 1));
-  const void *p[2] = {sendbuf, recvbuf};
-  /* Only the root's sendbuf is read. */
-  const char *names[2] = {comm->rank == root ? "sendbuf (on the root)" : NULL, "recvbuf"};
-  const sc_devrt_t *rt = NULL;
-  SC_CHECK(sc_stream_check_buffers(fn, count, 2, p, names, &rt));
-  return stream_coll(fn, comm, rt, SC_COLL_BROADCAST, sendbuf, recvbuf, count, dtype, SC_SUM, root,
-                     stream);
-}
-
-sc_result_t sc_reduce_on_stream(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
-                                sc_redop_t op, int root, sc_comm_t *comm, sc_stream_t stream) {
-  const char *fn = "sc_reduce_on_stream";
-  SC_CHECK(stream_args(fn, comm, dtype, 1, op, root, count, 1));
-  const void *p[2] = {sendbuf, recvbuf};
-  /* Only the root's recvbuf is written. */
-  const char *names[2] = {"sendbuf", comm->rank == root ? "recvbuf (on the root)" : NULL};
-  const sc_devrt_t *rt = NULL;
-  SC_CHECK(sc_stream_check_buffers(fn, count, 2, p, names, &rt));
-  return stream_coll(fn, comm, rt, SC_COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root,
-                     stream);
 }

@@ -37,16 +37,11 @@ static inline uint32_t sc_stream_flag_after(uint32_t flag, uint32_t ticket) {
  * A failure makes the communicator fail (sc_comm_get_async_error). */
 void sc_stream_run(sc_comm_t *comm, sc_request_t *req);
 
-/* A stream form's buffer checks (sc_stream_verdict on what the device
- * runtime says of each pointer; names[i] NULL: unused); *rt is the runtime
- * the call runs with. */
-sc_result_t sc_stream_check_buffers(const char *fn, size_t count, int n, const void *const *ptrs,
-                                    const char *const *names, const sc_devrt_t **rt);
-
-/* Queues op behind an event of stream and makes stream wait for it (the
- * flag); returns at once. op->job set: the progress thread runs the job. */
-sc_result_t sc_stream_submit(const char *fn, sc_comm_t *comm, const sc_devrt_t *rt,
-                             const sc_op_t *op, sc_stream_t stream);
+/* Queues op (its arguments checked: device buffers, a device runtime) behind
+ * an event of stream and makes stream wait for it (the flag); returns at
+ * once. op->job set: the progress thread runs the job. */
+sc_result_t sc_stream_submit(const char *fn, sc_comm_t *comm, const sc_op_t *op,
+                             sc_stream_t stream);
 
 /* sc_comm_abort: let every stream waiting on this communicator go on. */
 void sc_stream_release_all(sc_comm_t *comm);

@@ -171,35 +171,55 @@ static sc_result_t ef_step(void *grad, size_t n, sc_dtype_t dtype, size_t k, sc_
   return SC_SUCCESS;
 }
 
-sc_result_t sc_gtopk_allreduce(void *grad, size_t n, sc_dtype_t dtype, size_t k, sc_select_t method,
-                               sc_ef_t *ef, sc_comm_t *comm) {
-  const char *fn = "sc_gtopk_allreduce";
+sc_result_t sc_ef_check_kind(const char *fn, const sc_ef_t *ef, sc_mem_kind_t kind) {
+  if (!ef) return SC_SUCCESS;
+  if (kind == SC_MEM_DEVICE && ef->kind == SC_EF_HOST)
+    return SC_ERR(SC_ERR_INVALID_ARG,
+                  "%s: grad is device memory, but this error-feedback state keeps its residual "
+                  "in host memory (its first use was with host gradients): use one sc_ef_t per "
+                  "memory kind",
+                  fn);
+  if (kind == SC_MEM_HOST && ef->kind == SC_EF_DEVICE)
+    return SC_ERR(SC_ERR_INVALID_ARG,
+                  "%s: grad is host memory, but this error-feedback state keeps its residual on "
+                  "device %d (its first use was with device gradients): use one sc_ef_t per "
+                  "memory kind",
+                  fn, ef->device);
+  return SC_SUCCESS;
+}
+
+sc_result_t sc_gtopk_check(const char *fn, sc_buf_path_t path, const void *grad, size_t n,
+                           sc_dtype_t dtype, size_t *k, sc_select_t method, const sc_ef_t *ef,
+                           const sc_comm_t *comm, sc_mem_kind_t *kind) {
   if (!comm) return SC_ERR(SC_ERR_INVALID_ARG, "%s: comm is NULL", fn);
   if (!sc_sparse_dtype_ok(dtype))
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: dtype %d is not a float type", fn, (int)dtype);
   if (method != SC_SELECT_EXACT && method != SC_SELECT_GAUSSIAN)
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid selection method %d", fn, (int)method);
   if (n && !grad) return SC_ERR(SC_ERR_INVALID_ARG, "%s: grad is NULL with n %zu", fn, n);
-  const void *bufs[1] = {grad};
-  static const char *const names[1] = {"grad"};
-  sc_mem_kind_t kind = SC_MEM_HOST;
-  SC_CHECK(sc_buffers_kind(fn, 1, bufs, names, &kind));
   if (n > (size_t)UINT32_MAX + 1)
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: n %zu exceeds 2^32", fn, n);
   if (ef && (ef->n != n || ef->dtype != dtype))
     return SC_ERR(SC_ERR_INVALID_ARG,
                   "%s: the error-feedback state is for %zu elements of dtype %d, not %zu of %d", fn,
                   ef->n, (int)ef->dtype, n, (int)dtype);
-  if (k > n) k = n;
-  if (k > SIZE_MAX / 16 / (size_t)comm->nranks)
-    return SC_ERR(SC_ERR_INVALID_ARG, "%s: k %zu overflows", fn, k);
+  if (*k > n) *k = n;
+  if (*k > SIZE_MAX / 16 / (size_t)comm->nranks)
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s: k %zu overflows", fn, *k);
+  /* grad's kind decides the step and binds ef, so it is asked even when n
+   * is 0 (a NULL grad is host memory). */
+  const void *bufs[1] = {grad};
+  static const char *const names[1] = {"grad"};
+  SC_CHECK(sc_buffers_classify(fn, path, 1, bufs, names, kind));
+  return sc_ef_check_kind(fn, ef, *kind);
+}
+
+sc_result_t sc_gtopk_allreduce(void *grad, size_t n, sc_dtype_t dtype, size_t k, sc_select_t method,
+                               sc_ef_t *ef, sc_comm_t *comm) {
+  sc_mem_kind_t kind = SC_MEM_HOST;
+  SC_CHECK(sc_gtopk_check("sc_gtopk_allreduce", SC_PATH_ANY, grad, n, dtype, &k, method, ef, comm,
+                          &kind));
   if (kind == SC_MEM_DEVICE) return sc_ef_step_device(grad, n, dtype, k, method, ef, comm);
-  if (ef && ef->kind == SC_EF_DEVICE)
-    return SC_ERR(SC_ERR_INVALID_ARG,
-                  "%s: grad is host memory, but this error-feedback state keeps its residual on "
-                  "device %d (its first use was with device gradients): use one sc_ef_t per "
-                  "memory kind",
-                  fn, ef->device);
   if (ef) {
     ef->kind = SC_EF_HOST;
     SC_CHECK(ef_work_reserve(&ef->work, k, sc_dtype_size(dtype)));

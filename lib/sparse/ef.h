@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/sparse_merge.h"
 #include "kernels/devrt.h"
+#include "lib/core/device.h"
 #include "sparsecoll.h"
 
 /* Host work buffers of one step, sized by k. */
@@ -35,6 +36,17 @@ struct sc_ef {
   const sc_devrt_t *rt; /* SC_EF_DEVICE: the runtime that allocated it */
   ef_work_t work;       /* host path: kept from step to step (same k every step) */
 };
+
+/* The one check of sc_gtopk_allreduce's arguments, for it and for its stream
+ * form (path SC_PATH_ANY or SC_PATH_STREAM, sc_buffers_classify's): on
+ * success *k is clamped to n, *kind is grad's memory, and ef (if any) is
+ * unbound or bound to that kind. */
+sc_result_t sc_gtopk_check(const char *fn, sc_buf_path_t path, const void *grad, size_t n,
+                           sc_dtype_t dtype, size_t *k, sc_select_t method, const sc_ef_t *ef,
+                           const sc_comm_t *comm, sc_mem_kind_t *kind);
+/* ef (NULL: none) may take gradients of this memory kind: it is unbound or
+ * bound to the same kind (which device is the device step's check). */
+sc_result_t sc_ef_check_kind(const char *fn, const sc_ef_t *ef, sc_mem_kind_t kind);
 
 /* For the stream form, on the caller's thread before its stream waits: the
  * device memory sc_ef_step_device will need for (n, dtype, k) and ef's

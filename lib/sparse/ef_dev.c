@@ -65,12 +65,7 @@ static sc_result_t ef_bind_device(sc_ef_t *ef, sc_spdev_t *d, const char *fn) {
                     fn, ef->device, d->device);
     return SC_SUCCESS;
   }
-  if (ef->kind == SC_EF_HOST)
-    return SC_ERR(SC_ERR_INVALID_ARG,
-                  "%s: grad is device memory, but this error-feedback state keeps its residual "
-                  "in host memory (its first use was with host gradients): use one sc_ef_t per "
-                  "memory kind",
-                  fn);
+  SC_CHECK(sc_ef_check_kind(fn, ef, SC_MEM_DEVICE));
   size_t bytes = (ef->n ? ef->n : 1) * sc_dtype_size(ef->dtype);
   void *res = NULL;
   if (d->rt->malloc_device(&res, bytes) != SC_SUCCESS)

@@ -2,9 +2,9 @@
 /* sc_gtopk_allreduce_on_stream: the blocking gTop-k (lib/sparse/ef.c) run as a
  * queued job of the communicator's progress thread (lib/core/stream.h), once the
  * work the caller's stream holds before the call is done; the stream waits,
- * on the device, until the job released it. The checks that need no device
- * work run here, so that a bad argument fails the call itself, not the
- * communicator later. */
+ * on the device, until the job released it. The blocking form's argument
+ * check (sc_gtopk_check, on the stream path: device memory only) runs here,
+ * so that a bad argument fails the call itself, not the communicator later. */
 #include <string.h>
 
 #include "kernels/devrt.h"
@@ -25,26 +25,8 @@ sc_result_t sc_gtopk_allreduce_on_stream(void *grad, size_t n, sc_dtype_t dtype,
                                          sc_select_t method, sc_ef_t *ef, sc_comm_t *comm,
                                          sc_stream_t stream) {
   const char *fn = "sc_gtopk_allreduce_on_stream";
-  if (!comm) return SC_ERR(SC_ERR_INVALID_ARG, "%s: comm is NULL", fn);
-  if (dtype != SC_FLOAT16 && dtype != SC_BFLOAT16 && dtype != SC_FLOAT32 && dtype != SC_FLOAT64)
-    return SC_ERR(SC_ERR_INVALID_ARG, "%s: dtype %d is not a float type", fn, (int)dtype);
-  if (method != SC_SELECT_EXACT && method != SC_SELECT_GAUSSIAN)
-    return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid selection method %d", fn, (int)method);
-  if (n > (size_t)UINT32_MAX + 1)
-    return SC_ERR(SC_ERR_INVALID_ARG, "%s: n %zu exceeds 2^32", fn, n);
-  if (ef && (ef->n != n || ef->dtype != dtype))
-    return SC_ERR(SC_ERR_INVALID_ARG,
-                  "%s: the error-feedback state is for %zu elements of dtype %d, not %zu of %d", fn,
-                  ef->n, (int)ef->dtype, n, (int)dtype);
-  if (ef && ef->kind == SC_EF_HOST)
-    return SC_ERR(SC_ERR_INVALID_ARG,
-                  "%s: this error-feedback state keeps its residual in host memory (its first use "
-                  "was with host gradients): use one sc_ef_t per memory kind",
-                  fn);
-  const void *p[1] = {grad};
-  const char *names[1] = {"grad"};
-  const sc_devrt_t *rt = NULL;
-  SC_CHECK(sc_stream_check_buffers(fn, n, 1, p, names, &rt));
+  sc_mem_kind_t kind = SC_MEM_HOST;
+  SC_CHECK(sc_gtopk_check(fn, SC_PATH_STREAM, grad, n, dtype, &k, method, ef, comm, &kind));
   sc_op_t op = {.coll = SC_COLL_ALLREDUCE,
                 .recvbuf = grad,
                 .count = n,
@@ -58,5 +40,5 @@ sc_result_t sc_gtopk_allreduce_on_stream(void *grad, size_t n, sc_dtype_t dtype,
   op.job_args[3] = (uint64_t)method;
   op.job_args[4] = (uint64_t)(uintptr_t)ef;
   SC_CHECK(sc_ef_device_prepare(fn, n, dtype, k, ef));
-  return sc_stream_submit(fn, comm, rt, &op, stream);
+  return sc_stream_submit(fn, comm, &op, stream);
 }
