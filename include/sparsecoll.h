@@ -487,8 +487,8 @@ typedef struct sc_ef sc_ef_t;
  * plus work space kept between steps. One per gradient tensor. Its residual
  * lives where the gradients of its first use live (host or device memory);
  * gradients of the other kind are refused with SC_ERR_INVALID_ARG.
- * ef: not NULL (*ef is NULL first). n <= 2^32.
- * Errors: SC_ERR_INVALID_ARG (NULL ef, a non-float dtype, n > 2^32);
+ * ef: not NULL (*ef is NULL first). n <= UINT32_MAX.
+ * Errors: SC_ERR_INVALID_ARG (NULL ef, a non-float dtype, n > UINT32_MAX);
  * SC_ERR_NOMEM.
  * Local; any thread. A state must not be used by two calls at once. */
 sc_result_t sc_ef_create(size_t n, sc_dtype_t dtype, sc_ef_t **ef);
@@ -513,7 +513,7 @@ sc_result_t sc_ef_destroy(sc_ef_t *ef);
  * (grad + the old residual), or its old value when the communicator had
  * failed before the step.
  * Errors: SC_ERR_INVALID_ARG (NULL comm, non-float dtype, unknown method,
- * NULL grad with n > 0, n > 2^32, ef for another n, dtype or memory kind);
+ * NULL grad with n > 0, n > UINT32_MAX, ef for another n, dtype or memory kind);
  * SC_ERR_NOMEM; those of sc_sparse_allreduce.
  * Collective over comm; any thread, but one call at a time per ef; grad as
  * a blocking call's buffers. */
@@ -722,7 +722,7 @@ sc_result_t sc_reduce_on_stream(const void *sendbuf, void *recvbuf, size_t count
  * device). The step runs as a queued job of the communicator's progress
  * thread once the stream's earlier work is done. Errors at the call as
  * sc_allreduce_on_stream, and SC_ERR_INVALID_ARG for a non-float dtype, an
- * unknown method, n > 2^32, an ef for another n or dtype or bound to host
+ * unknown method, n > UINT32_MAX, an ef for another n or dtype or bound to host
  * memory. Collective over comm; any thread; ef used by one call at a time. */
 sc_result_t sc_gtopk_allreduce_on_stream(void *grad, size_t n, sc_dtype_t dtype, size_t k,
                                          sc_select_t method, sc_ef_t *ef, sc_comm_t *comm,

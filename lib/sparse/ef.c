@@ -73,8 +73,8 @@ sc_result_t sc_ef_create(size_t n, sc_dtype_t dtype, sc_ef_t **ef) {
   *ef = NULL;
   if (!sc_sparse_dtype_ok(dtype))
     return SC_ERR(SC_ERR_INVALID_ARG, "sc_ef_create: dtype %d is not a float type", (int)dtype);
-  if (n > (size_t)UINT32_MAX + 1)
-    return SC_ERR(SC_ERR_INVALID_ARG, "sc_ef_create: n %zu exceeds 2^32", n);
+  if (n > UINT32_MAX) /* the local top-k's limit: sc_topk indexes with 32 bits */
+    return SC_ERR(SC_ERR_INVALID_ARG, "sc_ef_create: n %zu exceeds %u", n, (unsigned)UINT32_MAX);
   sc_ef_t *e = calloc(1, sizeof(*e));
   void *r = calloc(n ? n : 1, sc_dtype_size(dtype));
   if (!e || !r) {
@@ -197,8 +197,8 @@ sc_result_t sc_gtopk_check(const char *fn, sc_buf_path_t path, const void *grad,
   if (method != SC_SELECT_EXACT && method != SC_SELECT_GAUSSIAN)
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid selection method %d", fn, (int)method);
   if (n && !grad) return SC_ERR(SC_ERR_INVALID_ARG, "%s: grad is NULL with n %zu", fn, n);
-  if (n > (size_t)UINT32_MAX + 1)
-    return SC_ERR(SC_ERR_INVALID_ARG, "%s: n %zu exceeds 2^32", fn, n);
+  if (n > UINT32_MAX) /* the local top-k's limit: sc_topk indexes with 32 bits */
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s: n %zu exceeds %u", fn, n, (unsigned)UINT32_MAX);
   if (ef && (ef->n != n || ef->dtype != dtype))
     return SC_ERR(SC_ERR_INVALID_ARG,
                   "%s: the error-feedback state is for %zu elements of dtype %d, not %zu of %d", fn,

@@ -12,13 +12,15 @@
 #include "lib/core/stream.h"
 #include "lib/sparse/ef.h"
 
-/* job_args: grad, n, k, method, ef. */
+/* job_args: grad, n, k, method, ef. The call's check found device memory (the
+ * stream path takes nothing else), so the job runs the device step directly:
+ * classifying grad again would call a NULL grad (n = 0) host memory. */
 static sc_result_t gtopk_job(sc_comm_t *comm, const sc_op_t *op) {
   void *grad = (void *)(uintptr_t)op->job_args[0];
   size_t n = (size_t)op->job_args[1], k = (size_t)op->job_args[2];
   sc_select_t method = (sc_select_t)op->job_args[3];
   sc_ef_t *ef = (sc_ef_t *)(uintptr_t)op->job_args[4];
-  return sc_gtopk_allreduce(grad, n, op->dtype, k, method, ef, comm);
+  return sc_ef_step_device(grad, n, op->dtype, k, method, ef, comm);
 }
 
 sc_result_t sc_gtopk_allreduce_on_stream(void *grad, size_t n, sc_dtype_t dtype, size_t k,

@@ -362,8 +362,9 @@ static void test_gtopk_bad_arguments_alike(void **state) {
                "invalid selection method 7");
   expect_gtopk(NULL, 8, SC_FLOAT32, 2, SC_SELECT_EXACT, NULL, comm, SC_ERR_INVALID_ARG,
                "grad is NULL with n 8");
-  expect_gtopk(g, (size_t)UINT32_MAX + 2, SC_FLOAT32, 2, SC_SELECT_EXACT, NULL, comm,
-               SC_ERR_INVALID_ARG, "exceeds 2^32");
+  /* The limit is the local top-k's (sc_topk: n <= UINT32_MAX), 2^32 included. */
+  expect_gtopk(g, (size_t)UINT32_MAX + 1, SC_FLOAT32, 2, SC_SELECT_EXACT, NULL, comm,
+               SC_ERR_INVALID_ARG, "exceeds 4294967295");
   sc_ef_t *ef = NULL;
   assert_int_equal(sc_ef_create(6, SC_FLOAT32, &ef), SC_SUCCESS);
   snprintf(want, sizeof want, "the error-feedback state is for 6 elements of dtype %d, not 8 of %d",
@@ -412,6 +413,27 @@ static void test_gtopk_memory_kinds(void **state) {
   assert_int_equal(rt->free_device(d), SC_SUCCESS);
 }
 
+/* A stream gTop-k of no elements (grad NULL, n = 0) with an sc_ef_t still
+ * takes part in the collective and leaves the communicator healthy: the job
+ * must not classify the NULL gradient again as host memory. */
+static void test_gtopk_stream_empty(void **state) {
+  (void)state;
+  if (!rt) skip();
+  sc_ef_t *ef = NULL;
+  assert_int_equal(sc_ef_create(0, SC_FLOAT32, &ef), SC_SUCCESS);
+  assert_int_equal(
+      sc_gtopk_allreduce_on_stream(NULL, 0, SC_FLOAT32, 4, SC_SELECT_EXACT, ef, comm, stream),
+      SC_SUCCESS);
+  assert_int_equal(drain(), SC_SUCCESS);
+  float x = 2.0f;
+  assert_int_equal(sc_allreduce(&x, &x, 1, SC_FLOAT32, SC_SUM, comm), SC_SUCCESS);
+  sc_result_t async = SC_ERR_INTERNAL;
+  assert_int_equal(sc_comm_get_async_error(comm, &async), SC_SUCCESS);
+  assert_int_equal(async, SC_SUCCESS);
+  assert_true(x == 2.0f);
+  assert_int_equal(sc_ef_destroy(ef), SC_SUCCESS);
+}
+
 static int setup(void **state) {
   (void)state;
   setenv("SC_TIMEOUT_MS", "60000", 1);
@@ -457,6 +479,7 @@ int main(void) {
       cmocka_unit_test(test_in_place_in_every_form),
       cmocka_unit_test(test_gtopk_bad_arguments_alike),
       cmocka_unit_test(test_gtopk_memory_kinds),
+      cmocka_unit_test(test_gtopk_stream_empty),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
