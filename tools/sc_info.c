@@ -16,6 +16,7 @@
 #include "lib/base/config.h"
 #include "sparsecoll.h"
 #include "tools/sc_topo.h"
+#include "transport/registry.h"
 #include "transport/verbs/verbs_near.h"
 
 #define UNSET_TEXT "(unset)"
@@ -45,10 +46,31 @@ static int print_topo(void) {
   return 0;
 }
 
+/* SC_TRANSPORT's meaning with its choices, from the transport registry:
+ * every row, built in or not (the README reproduces it). */
+static const char *transport_meaning(const sc_config_var_t *v, char *buf, size_t len) {
+  size_t n;
+  const sc_tp_entry_t *rows = sc_tp_registry(&n);
+  const sc_tp_entry_t *sw = sc_tp_auto_switch();
+  size_t used = (size_t)snprintf(buf, len, "%s: ", v->meaning);
+  for (size_t i = 0; i < n && used < len; i++) {
+    const sc_tp_entry_t *e = &rows[i];
+    used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? ", " : "", e->name);
+    if (used < len && e->auto_role == SC_TP_AUTO_MUX && sw)
+      used += (size_t)snprintf(buf + used, len - used,
+                               " (%s; %s instead when the ranks span hosts and %s)",
+                               e->help ? e->help : "", sw->name, sw->auto_when);
+    else if (used < len && e->help)
+      used += (size_t)snprintf(buf + used, len - used, " (%s)", e->help);
+  }
+  return buf;
+}
+
 /* A variable's meaning; the ones that force an algorithm list the
- * registry's names. */
+ * registry's names, SC_TRANSPORT the transport registry's. */
 static const char *meaning_of(const sc_config_var_t *v, char *buf, size_t len) {
   sc_coll_t coll;
+  if (!strcmp(v->name, "SC_TRANSPORT")) return transport_meaning(v, buf, len);
   if (!strcmp(v->name, "SC_ALGO"))
     coll = SC_COLL_ALLREDUCE;
   else if (!strcmp(v->name, "SC_BCAST_ALGO"))
@@ -94,7 +116,7 @@ static void print_env_markdown(const sc_config_var_t *vars, size_t n) {
     else
       printf("%s", UNSET_TEXT);
     printf(" | ");
-    char buf[256];
+    char buf[512];
     print_md_cell(meaning_of(&vars[i], buf, sizeof(buf)));
     printf(" |\n");
   }
@@ -110,7 +132,7 @@ static void print_env_text(const sc_config_var_t *vars, size_t n) {
     if (dl > def_w) def_w = dl;
   }
   printf("%-*s  %-*s  %s\n", name_w, "variable", def_w, "default", "meaning");
-  char buf[256];
+  char buf[512];
   for (size_t i = 0; i < n; i++)
     printf("%-*s  %-*s  %s\n", name_w, vars[i].name, def_w,
            vars[i].default_value[0] ? vars[i].default_value : UNSET_TEXT,
@@ -209,18 +231,33 @@ static void print_devices(void) {
 #endif
 }
 
+/* The transports built in (SC_TRANSPORT's choices but auto, the mux of
+ * them), then the ones not, with what provides them. */
+static void print_transports(void) {
+  size_t n;
+  const sc_tp_entry_t *rows = sc_tp_registry(&n);
+  int missing = 0;
+  printf("transports:");
+  for (size_t i = 0; i < n; i++) {
+    if (rows[i].ops && rows[i].auto_role != SC_TP_AUTO_MUX) printf(" %s", rows[i].name);
+    missing += !rows[i].ops;
+  }
+  printf("\n");
+  if (!missing) return;
+  printf("transports not built in:");
+  for (size_t i = 0, k = 0; i < n; i++)
+    if (!rows[i].ops)
+      printf("%s %s (install %s, then configure %s)", k++ ? "," : "", rows[i].name,
+             rows[i].package ? rows[i].package : "what provides it",
+             rows[i].configure_opt ? rows[i].configure_opt : "again");
+  printf("\n");
+}
+
 static void print_version(void) {
   int v = sc_get_version();
   printf("libsparsecoll %d.%d.%d (header %d.%d.%d, package %s)\n", v / 10000, (v / 100) % 100,
          v % 100, SC_VERSION_MAJOR, SC_VERSION_MINOR, SC_VERSION_PATCH, PACKAGE_VERSION);
-  printf("transports: tcp shm");
-#ifdef SC_HAVE_UCX
-  printf(" ucx");
-#endif
-#ifdef SC_HAVE_VERBS
-  printf(" verbs");
-#endif
-  printf("\n");
+  print_transports();
   printf("optional packages found by configure:");
 #ifdef SC_HAVE_CUDA
   printf(" cuda");

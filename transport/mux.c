@@ -19,6 +19,7 @@
 
 #include "lib/base/error.h"
 #include "lib/base/log.h"
+#include "transport/registry.h"
 #include "transport/shm/shm_internal.h"
 
 #define SC_MUX_MAGIC    0x53434d58u /* 'SCMX' */
@@ -27,7 +28,9 @@
 #define SC_MUX_SHM_OFF  (SC_MUX_TCP_OFF + SC_MUX_TCP_MAX)
 #define SC_MUX_SLICE_MS 1
 
-_Static_assert(SC_MUX_SHM_OFF + SC_SHM_BLOB_LEN <= SC_TP_ADDR_MAX, "mux address blob too large");
+/* Under auto, the switch transport's address follows the mux's (transport/registry.h). */
+_Static_assert(SC_MUX_SHM_OFF + SC_SHM_BLOB_LEN <= SC_TP_AUTO_ALT_OFF,
+               "mux address blob too large");
 
 typedef struct sc_mux_transport {
   sc_transport_t base;

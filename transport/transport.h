@@ -16,8 +16,8 @@
  * What a transport provides: an sc_transport_ops_t with every op filled
  * (props included) but the optional board ops; its own type with sc_transport_t as the first
  * member, whose ops, rank and nranks create sets; its own member in sc_tp_req_t's union `u` for
- * per-request state. Composite transports (mux.c) hold their children as sc_transport_t * and call
- * them through child->ops. */
+ * per-request state; a row in transport/registry.c, which names it for SC_TRANSPORT. Composite
+ * transports (mux.c) hold their children as sc_transport_t * and call them through child->ops. */
 #ifndef SC_TRANSPORT_H
 #define SC_TRANSPORT_H
 

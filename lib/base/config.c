@@ -18,9 +18,8 @@ static const sc_config_var_t sc_config_vars[] = {
     {"SC_TIMEOUT_MS", "300000",
      "no-progress limit in ms for any operation, for bootstrap and for connection setup"},
     {"SC_TRANSPORT", "auto",
-     "force a transport: auto (shm for same-host peers, tcp otherwise; ucx instead when the "
-     "ranks span hosts and every rank has RDMA through UCX), tcp, shm, ucx (when built with "
-     "UCX), verbs (when built with ibverbs headers; needs an RDMA device)"},
+     /* sc-info appends the choices, from the transport registry (transport/registry.c) */
+     "force a transport"},
     {"SC_ALGO", "auto",
      /* sc-info appends the names, from the algorithm registry */
      "force the dense all-reduce algorithm"},

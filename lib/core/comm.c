@@ -16,7 +16,7 @@
 #include "lib/core/comm.h"
 #include "lib/core/fingerprint.h"
 #include "lib/core/stream.h"
-#include "transport/ucx/ucx_auto.h"
+#include "transport/registry.h"
 
 /* "auto" (-1) or the name of one of coll's registered algorithms. */
 static sc_result_t sc_parse_algo(const char *var, sc_coll_t coll, int *out) {
@@ -29,22 +29,6 @@ static sc_result_t sc_parse_algo(const char *var, sc_coll_t coll, int *out) {
   *out = idx - 1;
   return SC_SUCCESS;
 }
-
-/* Indexed by SC_TRANSPORT's choices: auto (shared memory to same-host peers, tcp to the
- * others), tcp, shm, ucx, verbs; NULL where this build lacks the transport. */
-static const sc_transport_ops_t *const sc_transport_table[] = {
-    &sc_mux_transport,   &sc_tcp_transport, &sc_shm_transport,
-#ifdef SC_HAVE_UCX
-    &sc_ucx_transport,
-#else
-    NULL,
-#endif
-#ifdef SC_HAVE_VERBS
-    &sc_verbs_transport,
-#else
-    NULL,
-#endif
-};
 
 static sc_result_t sc_comm_read_config(sc_comm_config_t *cfg) {
   long v;
@@ -65,13 +49,9 @@ static sc_result_t sc_comm_read_config(sc_comm_config_t *cfg) {
                                     SC_SPARSE_GTOPK_HIER};
   SC_CHECK(sc_parse_choice("SC_GTOPK_ALGO", sc_config_get("SC_GTOPK_ALGO"), gtopks, 4, &idx));
   cfg->gtopk_algo = gtopk_algos[idx];
-  static const char *const tps[] = {"auto", "tcp", "shm", "ucx", "verbs"};
-  SC_CHECK(sc_parse_choice("SC_TRANSPORT", sc_config_get("SC_TRANSPORT"), tps, 5, &idx));
-  if (!sc_transport_table[idx])
-    return SC_ERR(SC_ERR_UNSUPPORTED,
-                  "SC_TRANSPORT=%s: this build has no %s transport (configure did not find %s)",
-                  tps[idx], tps[idx], idx == 3 ? "UCX (libucx-dev)" : "ibverbs (libibverbs-dev)");
-  cfg->transport = idx;
+  const sc_tp_entry_t *tp;
+  SC_CHECK(sc_tp_select("SC_TRANSPORT", sc_config_get("SC_TRANSPORT"), &tp));
+  cfg->transport = (int)tp->id;
   SC_CHECK(sc_config_long("SC_NSOCKS", 1, 64, &v));
   cfg->nsocks = (int)v;
   SC_CHECK(sc_config_long("SC_SPIN_US", 0, 1000000, &v));
@@ -84,64 +64,65 @@ static sc_result_t sc_comm_read_config(sc_comm_config_t *cfg) {
   return SC_SUCCESS;
 }
 
-/* Under auto, where sysfs lists an RDMA device, also open UCX and publish its
- * address after the mux's; keep it (*alt) only when its context found an RDMA
- * transport. Elsewhere nothing is opened: a UCP context and worker cost
- * milliseconds per communicator (3-20 ms measured here). */
-static void sc_auto_probe_ucx(const sc_comm_t *comm, const sc_tp_config_t *tpc, sc_peer_info_t *me,
-                              sc_transport_t **alt) {
+/* Under auto, open the transport auto may switch to (the registry's SWITCH
+ * row) beside the mux, where its opener finds what it needs, and publish its
+ * address after the mux's and its capability bit. */
+static void sc_auto_probe(const sc_comm_t *comm, const sc_tp_config_t *tpc, sc_peer_info_t *me,
+                          sc_transport_t **alt) {
   *alt = NULL;
-#ifdef SC_HAVE_UCX
-  if (comm->cfg.transport != SC_TP_AUTO || comm->nranks < 2 || !sc_ucx_rdma_devices_listed())
-    return;
+  const sc_tp_entry_t *sw = sc_tp_auto_switch();
+  if (comm->cfg.transport != SC_TP_AUTO || comm->nranks < 2 || !sw || !sw->auto_open) return;
+  uint8_t *room = me->tp_addr + SC_TP_AUTO_ALT_OFF;
   size_t len = 0;
-  sc_transport_t *u = NULL;
-  sc_result_t r = sc_ucx_create_in(tpc, &u, me->tp_addr + SC_TP_AUTO_UCX_OFF,
-                                   sizeof(me->tp_addr) - SC_TP_AUTO_UCX_OFF, &len);
-  if (r == SC_SUCCESS && sc_ucx_tp_has_rdma(u)) {
-    me->caps |= SC_TP_CAP_UCX_RDMA;
-    *alt = u;
+  sc_result_t r = sw->auto_open(tpc, alt, room, sizeof(me->tp_addr) - SC_TP_AUTO_ALT_OFF, &len);
+  if (r == SC_SUCCESS && *alt) {
+    me->caps |= sw->auto_cap;
     return;
   }
-  SC_INFO(SC_SUBSYS_INIT, "SC_TRANSPORT=auto: UCX %s here; this rank offers only tcp/shm",
-          r == SC_SUCCESS ? "opened no RDMA transport" : "did not open");
-  if (u) sc_ucx_transport.destroy(u);
-  memset(me->tp_addr + SC_TP_AUTO_UCX_OFF, 0, sizeof(me->tp_addr) - SC_TP_AUTO_UCX_OFF);
-#else
-  (void)comm, (void)tpc, (void)me;
-#endif
+  if (r != SC_SUCCESS) {
+    char muxed[64];
+    sc_tp_muxed_names(muxed, sizeof(muxed));
+    SC_INFO(SC_SUBSYS_INIT, "SC_TRANSPORT=auto: no %s here: %s; this rank offers only %s", sw->name,
+            sc_last_error(), muxed);
+  }
+  *alt = NULL;
+  memset(room, 0, sizeof(me->tp_addr) - SC_TP_AUTO_ALT_OFF);
 }
 
 /* The auto verdict, from the exchanged table (identical on every rank): keep
- * the mux, or switch to the UCX transport opened beside it. */
+ * the mux, or switch to the transport opened beside it. */
 static sc_result_t sc_auto_decide(sc_comm_t *comm, sc_transport_t **alt, size_t *addr_off) {
   if (comm->cfg.transport != SC_TP_AUTO) return SC_SUCCESS; /* explicit: as created */
   int cross = 0;
   for (int i = 1; i < comm->nranks && !cross; i++)
     cross = strcmp(comm->peers[i].hostname, comm->peers[0].hostname) != 0 ||
             strcmp(comm->peers[i].boot_id, comm->peers[0].boot_id) != 0;
-#ifdef SC_HAVE_UCX
-  const int built = 1;
-#else
-  const int built = 0;
-#endif
-  int pick = sc_tp_auto_choose(comm->cfg.transport, built, comm->nranks, &comm->peers[0].caps,
+  size_t nrows;
+  const sc_tp_entry_t *rows = sc_tp_registry(&nrows);
+  const sc_tp_entry_t *sw = sc_tp_auto_switch();
+  int pick = sc_tp_auto_choose(rows, nrows, SC_TP_AUTO, comm->nranks, &comm->peers[0].caps,
                                sizeof(sc_peer_info_t), cross);
-  SC_INFO(SC_SUBSYS_INIT, "SC_TRANSPORT=auto chose %s (%s)", pick == SC_TP_UCX ? "ucx" : "tcp/shm",
-          pick == SC_TP_UCX ? "every rank has RDMA through UCX"
-          : !cross          ? "every rank on one host"
-                            : "not every rank has RDMA through UCX");
-  if (pick != SC_TP_UCX || !*alt) {
-    if (*alt) sc_transport_table[SC_TP_UCX]->destroy(*alt);
+  char muxed[64];
+  sc_tp_muxed_names(muxed, sizeof(muxed));
+  SC_INFO(SC_SUBSYS_INIT, "SC_TRANSPORT=auto chose %s (%s%s)",
+          pick != SC_TP_AUTO ? sc_tp_by_id(pick)->name : muxed,
+          pick == SC_TP_AUTO && cross && sw ? "not " : "",
+          pick != SC_TP_AUTO ? sc_tp_by_id(pick)->auto_when
+          : !cross           ? "every rank on one host"
+          : sw               ? sw->auto_when
+                             : "no transport to switch to");
+  if (pick == SC_TP_AUTO || !*alt) {
+    if (*alt) (*alt)->ops->destroy(*alt);
     *alt = NULL;
-    return pick == SC_TP_UCX ? SC_ERR(SC_ERR_INTERNAL, "auto chose ucx without a UCX transport")
-                             : SC_SUCCESS;
+    return pick != SC_TP_AUTO ? SC_ERR(SC_ERR_INTERNAL, "auto chose %s without opening it",
+                                       sc_tp_by_id(pick)->name)
+                              : SC_SUCCESS;
   }
   comm->tpops->destroy(comm->tp);
   comm->tp = *alt;
-  comm->tpops = sc_transport_table[SC_TP_UCX];
+  comm->tpops = (*alt)->ops;
   *alt = NULL;
-  *addr_off = SC_TP_AUTO_UCX_OFF;
+  *addr_off = SC_TP_AUTO_ALT_OFF;
   return SC_SUCCESS;
 }
 
@@ -199,10 +180,10 @@ sc_result_t sc_comm_create_child(sc_comm_t **out, int nranks, int rank, const sc
   comm->tpops = &sc_tcp_transport;
   sc_log_set_rank(rank);
   sc_result_t r;
-  sc_transport_t *alt = NULL; /* UCX opened beside the mux (auto, RDMA listed) */
+  sc_transport_t *alt = NULL; /* auto's switch transport, opened beside the mux */
   size_t addr_off = 0;        /* of the chosen transport's blob in each record's tp_addr */
   SC_CHECK_GOTO(sc_comm_read_config(&comm->cfg), r, fail);
-  comm->tpops = sc_transport_table[comm->cfg.transport];
+  comm->tpops = sc_tp_by_id(comm->cfg.transport)->ops;
 
   sc_tp_config_t tpc;
   memset(&tpc, 0, sizeof(tpc));
@@ -220,7 +201,7 @@ sc_result_t sc_comm_create_child(sc_comm_t **out, int nranks, int rank, const sc
   memset(&me, 0, sizeof(me));
   size_t addrlen = sizeof(me.tp_addr);
   SC_CHECK_GOTO(comm->tpops->create(&tpc, &comm->tp, me.tp_addr, &addrlen), r, fail);
-  if (addrlen <= SC_TP_AUTO_UCX_OFF) sc_auto_probe_ucx(comm, &tpc, &me, &alt);
+  if (addrlen <= SC_TP_AUTO_ALT_OFF) sc_auto_probe(comm, &tpc, &me, &alt);
   if (gethostname(me.hostname, sizeof(me.hostname)) != 0)
     snprintf(me.hostname, sizeof(me.hostname), "?");
   me.hostname[sizeof(me.hostname) - 1] = '\0';
@@ -271,7 +252,7 @@ sc_result_t sc_comm_create_child(sc_comm_t **out, int nranks, int rank, const sc
   *out = comm;
   return SC_SUCCESS;
 fail:
-  if (alt) sc_transport_table[SC_TP_UCX]->destroy(alt);
+  if (alt) alt->ops->destroy(alt);
   sc_comm_free(comm);
   return r;
 }

@@ -25,7 +25,7 @@ typedef struct sc_peer_info {
   char boot_id[40];
   int32_t pid;
   int32_t rank;
-  uint32_t caps;          /* SC_TP_CAP_* (transport/ucx/ucx_auto.h): what auto may use here */
+  uint32_t caps;          /* SC_TP_CAP_* (transport/registry.h): what auto may use here */
   uint8_t watch_addr[24]; /* rank 0: its liveness watch listener; others: "will connect" flag */
 } sc_peer_info_t;
 
@@ -105,7 +105,7 @@ typedef struct sc_comm_config {
   int ag_algo;        /* SC_AG_ALGO: index of an all-gather candidate, -1 auto */
   int gtopk_algo;     /* SC_GTOPK_ALGO: an sc_sparse_algo_t, -1 auto */
   int tuning;         /* SC_TUNE: SC_TUNING_AUTO, _MODEL or _MEASURE */
-  int transport;      /* SC_TRANSPORT: index into auto, tcp, shm, ucx, verbs */
+  int transport;      /* SC_TRANSPORT: an sc_tp_id_t (transport/registry.h) */
   int nsocks;         /* SC_NSOCKS */
   int spin_us;        /* SC_SPIN_US */
   int heartbeat_ms;   /* SC_HEARTBEAT_MS: liveness watch period, 0 auto, -1 off */

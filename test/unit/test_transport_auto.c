@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* SC_TRANSPORT=auto's verdict (transport/ucx/ucx_auto.h) against the rule
- * in docs/UCX.md, written here independently as a count: UCX exactly when
- * auto was asked for, UCX is built, some pair spans two hosts and the number
- * of ranks reporting RDMA equals the number of ranks (at least two). Every
- * combination of capability bits for 1..6 ranks is tried, with the bits
- * embedded in records carrying other bits and bytes. With UCX built, also
- * the reading of UCX's context report that sc-info and auto share. */
+/* SC_TRANSPORT=auto's verdict (sc_tp_auto_choose over transport/registry.c's
+ * table) against the rule in docs/UCX.md, written here independently as a
+ * count: UCX exactly when auto was asked for, UCX is built, some pair spans
+ * two hosts and the number of ranks reporting RDMA equals the number of
+ * ranks (at least two). Every combination of capability bits for 1..6 ranks
+ * is tried, with the bits embedded in records carrying other bits and bytes.
+ * With UCX built, also the reading of UCX's context report that sc-info and
+ * auto share. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +18,7 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "transport/registry.h"
 #include "transport/ucx/ucx_auto.h"
 
 /* A record like the bootstrap's: the capability word among other fields. */
@@ -25,6 +27,24 @@ typedef struct {
   uint32_t caps;
   char tail[7];
 } rec_t;
+
+/* The registry's rows as a build with (built) or without every optional
+ * transport has them: only whether ops is NULL counts, so any vtable stands
+ * in for one this build lacks. */
+static const sc_tp_entry_t *rows_built(int built, sc_tp_entry_t *rows, size_t *n) {
+  memcpy(rows, sc_tp_registry(n), SC_TP_COUNT * sizeof(*rows));
+  for (size_t i = 0; i < *n; i++)
+    if (rows[i].package) rows[i].ops = built ? &sc_tcp_transport : NULL;
+  return rows;
+}
+
+static int choose(int requested, int built, int nranks, const void *caps, size_t stride,
+                  int cross) {
+  sc_tp_entry_t rows[SC_TP_COUNT];
+  size_t n;
+  rows_built(built, rows, &n);
+  return sc_tp_auto_choose(rows, n, requested, nranks, caps, stride, cross);
+}
 
 static int ref_choose(int requested, int built, int nranks, const int *rdma, int cross) {
   if (requested != 0) return requested; /* explicit: as asked, verbs included */
@@ -51,7 +71,7 @@ static void test_every_combination(void **state) {
         for (int built = 0; built <= 1; built++)
           for (int cross = 0; cross <= 1; cross++) {
             int want = ref_choose(req, built, n, rdma, cross);
-            int got = sc_tp_auto_choose(req, built, n, &recs[0].caps, sizeof(rec_t), cross);
+            int got = choose(req, built, n, &recs[0].caps, sizeof(rec_t), cross);
             if (got != want)
               fail_msg("n=%d mask=%#x req=%d built=%d cross=%d: got %d, want %d", n, mask, req,
                        built, cross, got, want);
@@ -74,11 +94,9 @@ static void test_verbs_never_auto(void **state) {
   for (int i = 0; i < 4; i++) recs[i].caps = 0xffffffffu;
   for (int cross = 0; cross <= 1; cross++)
     for (int built = 0; built <= 1; built++) {
-      assert_int_not_equal(
-          sc_tp_auto_choose(SC_TP_AUTO, built, 4, &recs[0].caps, sizeof(rec_t), cross),
-          SC_TP_VERBS);
-      assert_int_equal(sc_tp_auto_choose(SC_TP_TCP, built, 4, &recs[0].caps, sizeof(rec_t), cross),
-                       SC_TP_TCP);
+      assert_int_not_equal(choose(SC_TP_AUTO, built, 4, &recs[0].caps, sizeof(rec_t), cross),
+                           SC_TP_VERBS);
+      assert_int_equal(choose(SC_TP_TCP, built, 4, &recs[0].caps, sizeof(rec_t), cross), SC_TP_TCP);
     }
 }
 

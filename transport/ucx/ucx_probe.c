@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Is there RDMA for UCX here? The cheap look (sysfs) and the real one (the
- * resources a UCP context opened), shared by SC_TRANSPORT=auto, sc-info and
- * the choice of the transport's lanes. */
+ * resources a UCP context opened), shared by SC_TRANSPORT=auto (the UCX
+ * row's opener), sc-info and the choice of the transport's lanes. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/base/error.h"
 #include "transport/ucx/ucx_auto.h"
 #include "transport/ucx/ucx_internal.h"
 
@@ -56,4 +57,19 @@ int sc_ucx_context_has_cuda(ucp_context_h ctx) {
   ucp_context_attr_t attr = {.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES};
   if (!ctx || ucp_context_query(ctx, &attr) != UCS_OK) return 0;
   return (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+}
+
+sc_result_t sc_ucx_auto_open(const sc_tp_config_t *cfg, sc_transport_t **tp, void *addr,
+                             size_t room, size_t *addrlen) {
+  *tp = NULL;
+  if (!sc_ucx_rdma_devices_listed()) return SC_SUCCESS;
+  sc_transport_t *u = NULL;
+  SC_CHECK(sc_ucx_create_in(cfg, &u, addr, room, addrlen));
+  if (!sc_ucx_tp_has_rdma(u)) {
+    sc_ucx_transport.destroy(u);
+    return SC_ERR(SC_ERR_UNSUPPORTED,
+                  "UCX opened no RDMA transport (see UCX_TLS, UCX_NET_DEVICES)");
+  }
+  *tp = u;
+  return SC_SUCCESS;
 }
