@@ -51,7 +51,7 @@ typedef struct sc_op {
   /* Sparse operations (with gen set, count = k): the caller blocks until the
    * operation is done, so this may point into its stack frame. */
   const sc_sparse_op_t *sparse;
-  int device; /* the buffers are device memory (lib/core/device.h's sc_buffers_kind) */
+  int device; /* the buffers are device memory (lib/core/device.h's sc_buffers_classify) */
   /* A queued call whose work is not one schedule (lib/sparse/gtopk_stream.c's
    * stream form of gTop-k): the progress thread calls job(comm, op) in place
    * of a schedule, with its arguments in job_args. The job's own blocking
