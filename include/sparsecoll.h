@@ -176,6 +176,17 @@ sc_result_t sc_sparse_allreduce(const uint32_t *indices, const void *values, siz
                                 uint32_t *out_indices, void *out_values, size_t *out_nnz,
                                 sc_comm_t *comm);
 
+/* sc_sparse_algo_name: the name of a sparse all-reduce algorithm, as
+ * SC_GTOPK_ALGO, sc_gtopk_perf -a, the logs and the Python package spell it:
+ * "gtopk", "tree", "allgather" or "hier" for SC_SPARSE_GTOPK,
+ * SC_SPARSE_GTOPK_TREE, SC_SPARSE_ALLGATHER and SC_SPARSE_GTOPK_HIER.
+ * *name is set to a static string, valid for the life of the process; do
+ * not free it.
+ * Errors: SC_ERR_INVALID_ARG when algo is no value of sc_sparse_algo_t or
+ * name is NULL (*name is then left as it was).
+ * Not collective; thread-safe. */
+sc_result_t sc_sparse_algo_name(sc_sparse_algo_t algo, const char **name);
+
 typedef struct sc_ef sc_ef_t;
 sc_result_t sc_ef_create(size_t n, sc_dtype_t dtype, sc_ef_t **ef);
 sc_result_t sc_ef_destroy(sc_ef_t *ef);
@@ -211,6 +222,17 @@ typedef struct sc_fusion_config {
  * measured model, dense, exact selection): call first, then set what you
  * need, so that code keeps working when fields are added. */
 void sc_fusion_config_init(sc_fusion_config_t *cfg);
+
+/* sc_fusion_policy_name: the name of a fusion policy, as the Python package
+ * (Fusion, DistributedOptimizer's policy=) and sc_fusion_replay -p spell it:
+ * "wfbp", "size", "mgwfbp", "dear", "single" or "p3" for SC_FUSE_NONE,
+ * SC_FUSE_SIZE, SC_FUSE_MGWFBP, SC_FUSE_DEAR, SC_FUSE_SINGLE and SC_FUSE_P3.
+ * *name is set to a static string, valid for the life of the process; do
+ * not free it.
+ * Errors: SC_ERR_INVALID_ARG when policy is no value of sc_fusion_policy_t
+ * or name is NULL (*name is then left as it was).
+ * Not collective; thread-safe. */
+sc_result_t sc_fusion_policy_name(sc_fusion_policy_t policy, const char **name);
 
 typedef struct sc_fusion sc_fusion_t;
 sc_result_t sc_fusion_create(sc_comm_t *comm, const sc_fusion_config_t *cfg, sc_fusion_t **f);
