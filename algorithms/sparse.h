@@ -4,7 +4,8 @@
  * of entries kept by each Merge, and the bound on every set a peer may send:
  * every rank's input holds at most k entries). Sets: 0 the input, 1 the
  * output, 2.. scratch (lib/schedule/sched.h, SC_STEP_SPARSE_*). The output set must
- * hold k entries (GTOPK, GTOPK_TREE) or nranks * k (ALLGATHER). */
+ * hold k entries (gtopk, tree, hier) or nranks * k (allgather): the
+ * registry's out_all (algorithms/sparse_registry.h). */
 #ifndef SC_ALGORITHMS_SPARSE_H
 #define SC_ALGORITHMS_SPARSE_H
 
@@ -20,17 +21,14 @@ sc_result_t sc_sparse_gtopk_schedule(const sc_coll_args_t *a, sc_sched_t *s);
  * mask of the set the child sent up (SC_SPF_MASK); a child applies it to
  * everything it tracks, so every rank learns which of its own entries
  * reached the result, as in the butterfly. */
-sc_result_t sc_sparse_gtopk_tree_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+sc_result_t sc_sparse_tree_schedule(const sc_coll_args_t *a, sc_sched_t *s);
 /* Hierarchical, for hosts that hold several ranks (a->host_of; NULL: one
  * host, which is the tree): the papers' tree reduce inside each host to its
  * lowest rank, the butterfly among those leaders (hosts P'..H-1 fold into
  * host - P' first), then a binomial broadcast inside each host, with the
  * tree's survival masks. Between hosts one set per host crosses the network
  * per round, where the flat butterfly sends one per rank. */
-sc_result_t sc_sparse_gtopk_hier_schedule(const sc_coll_args_t *a, sc_sched_t *s);
-/* "gtopk", "gtopk_tree", "gtopk_hier" or "allgather" (as sc_gtopk_perf's -a
- * and the logs name them). */
-const char *sc_sparse_algo_name(sc_sparse_algo_t a);
+sc_result_t sc_sparse_hier_schedule(const sc_coll_args_t *a, sc_sched_t *s);
 /* TopK-SGD baseline: ring all-gather of every rank's set (each message
  * carries its count first), then the exact sum by index in rank order. */
 sc_result_t sc_sparse_allgather_schedule(const sc_coll_args_t *a, sc_sched_t *s);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* gTop-k sparse all-reduce: butterfly and tree (see sparse.h).
+/* gTop-k sparse all-reduce: butterfly, tree and hier (see sparse.h).
  *
  * Merge is asymmetric only in the order of its operands; the side holding the
  * lower ranks is always A, so both partners of an exchange compute the same
@@ -15,13 +15,6 @@
 #include "lib/base/error.h"
 
 enum { SET_IN = 0, SET_OUT = 1, SET_A = 2, SET_B = 3 };
-
-const char *sc_sparse_algo_name(sc_sparse_algo_t a) {
-  return a == SC_SPARSE_GTOPK        ? "gtopk"
-         : a == SC_SPARSE_GTOPK_TREE ? "gtopk_tree"
-         : a == SC_SPARSE_GTOPK_HIER ? "gtopk_hier"
-                                     : "allgather";
-}
 
 static size_t other(size_t set) {
   return set == SET_A ? SET_B : SET_A;
@@ -100,7 +93,7 @@ static void binomial_bcast(sc_sched_t *s, int me, int n, const sc_hier_map_t *m,
     if (me + bit < n) sc_sched_sparse_send_mask(s, member_rank(m, me + bit), SET_OUT, --slots);
 }
 
-sc_result_t sc_sparse_gtopk_tree_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
+sc_result_t sc_sparse_tree_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
   SC_CHECK(sc_coll_args_check(a));
   const int p = a->nranks, r = a->rank;
   const size_t k = a->count;
@@ -147,7 +140,7 @@ static void leaders_butterfly(const sc_hier_map_t *m, sc_sched_t *s, size_t k, s
   if (h < rem) sc_sched_sparse_send_mask(s, sc_hier_member(m, h + pp, 0), SET_OUT, slot);
 }
 
-sc_result_t sc_sparse_gtopk_hier_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
+sc_result_t sc_sparse_hier_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
   SC_CHECK(sc_coll_args_check(a));
   const size_t k = a->count;
   if (a->nranks == 1) {

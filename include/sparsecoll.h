@@ -481,6 +481,17 @@ sc_result_t sc_sparse_allreduce(const uint32_t *indices, const void *values, siz
                                 uint32_t *out_indices, void *out_values, size_t *out_nnz,
                                 sc_comm_t *comm);
 
+/* sc_sparse_algo_name: the name of a sparse all-reduce algorithm, as
+ * SC_GTOPK_ALGO, sc_gtopk_perf -a, the logs and the Python package spell it:
+ * "gtopk", "tree", "allgather" or "hier" for SC_SPARSE_GTOPK,
+ * SC_SPARSE_GTOPK_TREE, SC_SPARSE_ALLGATHER and SC_SPARSE_GTOPK_HIER.
+ * *name is set to a static string, valid for the life of the process; do
+ * not free it.
+ * Errors: SC_ERR_INVALID_ARG when algo is no value of sc_sparse_algo_t or
+ * name is NULL (*name is then left as it was).
+ * Not collective; thread-safe. */
+sc_result_t sc_sparse_algo_name(sc_sparse_algo_t algo, const char **name);
+
 typedef struct sc_ef sc_ef_t;
 /* Makes in *ef an error-feedback state (sc_ef_t, opaque) for
  * sc_gtopk_allreduce: a residual of n elements of a float dtype, all zero,
@@ -570,6 +581,17 @@ typedef struct sc_fusion_config {
  * need, so that code keeps working when fields are added. Sets every byte,
  * padding included. cfg NULL does nothing. Never fails; local; any thread. */
 void sc_fusion_config_init(sc_fusion_config_t *cfg);
+
+/* sc_fusion_policy_name: the name of a fusion policy, as the Python package
+ * (Fusion, DistributedOptimizer's policy=) and sc_fusion_replay -p spell it:
+ * "wfbp", "size", "mgwfbp", "dear", "single" or "p3" for SC_FUSE_NONE,
+ * SC_FUSE_SIZE, SC_FUSE_MGWFBP, SC_FUSE_DEAR, SC_FUSE_SINGLE and SC_FUSE_P3.
+ * *name is set to a static string, valid for the life of the process; do
+ * not free it.
+ * Errors: SC_ERR_INVALID_ARG when policy is no value of sc_fusion_policy_t
+ * or name is NULL (*name is then left as it was).
+ * Not collective; thread-safe. */
+sc_result_t sc_fusion_policy_name(sc_fusion_policy_t policy, const char **name);
 
 typedef struct sc_fusion sc_fusion_t;
 /* Makes in *f (NULL first) an empty fusion object (sc_fusion_t, opaque) on

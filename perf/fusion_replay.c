@@ -30,8 +30,7 @@ static struct {
   const char *trace, *json, *policies;
   double iter_ms, scale, density, alpha, beta, bucket_mb, slice_kb;
   int iters, warmup, busy, contiguous, repeat, interleave, gaussian;
-} opt = {.policies = "none,size,mgwfbp,dear,single,p3",
-         .iter_ms = 100,
+} opt = {.iter_ms = 100, /* policies NULL: every one */
          .scale = 1.0,
          .iters = 3,
          .warmup = 1,
@@ -209,6 +208,39 @@ static int tid(size_t j) {
   return (int)(nl - 1 - j);
 }
 
+/* The library's policies, named as sc_fusion_policy_name names them: the
+ * values 0, 1, ... of sc_fusion_policy_t up to the first it refuses. */
+enum { MAX_POLICIES = 16 };
+static const char *pol_names[MAX_POLICIES];
+static int npol;
+
+static void policies_init(void) {
+  const char *nm;
+  while (npol < MAX_POLICIES && sc_fusion_policy_name((sc_fusion_policy_t)npol, &nm) == SC_SUCCESS)
+    pol_names[npol++] = nm;
+}
+
+/* With --density every bucket is a gTop-k step: the sparse papers' names of
+ * the schemes that have one (NULL: none), which the rows show and -p takes
+ * as well. */
+static const char *sparse_alias(int pol) {
+  switch (pol) {
+  case SC_FUSE_NONE:
+    return "lags";
+  case SC_FUSE_MGWFBP:
+    return "omgs";
+  case SC_FUSE_SINGLE:
+    return "gtopk";
+  default:
+    return NULL;
+  }
+}
+
+static const char *shown_name(int pol) {
+  const char *alias = opt.density > 0 ? sparse_alias(pol) : NULL;
+  return alias ? alias : pol_names[pol];
+}
+
 /* DeAR and P3 finish a round during the next forward pass: wait for each
  * layer just before its forward, not for everything before the step. */
 static int waits_in_forward(int pol) {
@@ -350,10 +382,10 @@ static double median(double *v, int n) {
  * both after a barrier. A DeAR sample runs an untimed iteration first, so
  * the timed one starts with that round's all-gathers in flight, and drains
  * its own afterwards (untimed), as in run_policy. */
-static void run_interleaved(const int *sel, int nsel, const char *const *names, double compute_ms,
-                            result_t *res, double *lo, double *hi) {
+static void run_interleaved(const int *sel, int nsel, double compute_ms, result_t *res, double *lo,
+                            double *hi) {
   int n = opt.iters * opt.repeat;
-  sc_fusion_t *fs[6];
+  sc_fusion_t *fs[MAX_POLICIES];
   double *smp = malloc((size_t)(5 * nsel * n) * sizeof(*smp));
   if (!smp) exit(3);
   double *s_it = smp, *s_cm = smp + nsel * n, *s_fw = s_cm + nsel * n, *s_bb = s_fw + nsel * n,
@@ -361,7 +393,7 @@ static void run_interleaved(const int *sel, int nsel, const char *const *names, 
   for (int k = 0; k < nsel; k++) {
     sc_fusion_config_t cfg = replay_config((sc_fusion_policy_t)sel[k]);
     memset(&res[k], 0, sizeof(res[k]));
-    res[k].policy = names[sel[k]];
+    res[k].policy = shown_name(sel[k]);
     res[k].compute_ms = compute_ms;
     CHECK(sc_fusion_create(comm, &cfg, &fs[k]));
     for (size_t j = 0; j < nl; j++) {
@@ -438,12 +470,16 @@ static void print_row(const result_t *r, const char *tag) {
 }
 
 static void usage(FILE *f) {
+  fprintf(f, "Usage: sc-run -n N sc_fusion_replay --trace NAME|FILE [options]\n"
+             "  -t, --trace T        resnet50, vgg16, bert_base (perf/traces) or a trace file\n"
+             "  -p, --policies LIST  comma list of");
+  for (int p = 0; p < npol; p++) fprintf(f, "%s%s", p ? "," : " ", pol_names[p]);
+  fprintf(f, " (default all);\n"
+             "                       with --density also");
+  for (int p = 0, n = 0; p < npol; p++)
+    if (sparse_alias(p)) fprintf(f, "%s %s (= %s)", n++ ? "," : "", sparse_alias(p), pol_names[p]);
   fprintf(f,
-          "Usage: sc-run -n N sc_fusion_replay --trace NAME|FILE [options]\n"
-          "  -t, --trace T        resnet50, vgg16, bert_base (perf/traces) or a trace file\n"
-          "  -p, --policies LIST  comma list of none,size,mgwfbp,dear,single,p3 (default all);\n"
-          "                       with --density: lags (= none), omgs (= mgwfbp), gtopk\n"
-          "                       (= single), size\n"
+          "\n"
           "  -T, --iter-ms MS     compute per iteration, forward + backward (default 100)\n"
           "  -i, --iters N        timed iterations per policy (default 3)\n"
           "  -w, --warmup N       untimed iterations first (default 1)\n"
@@ -573,15 +609,12 @@ static void parse(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+  policies_init();
   parse(argc, argv);
   CHECK(sc_comm_init_env(&comm));
   sc_comm_rank(comm, &rank);
   sc_comm_size(comm, &nranks);
   load_trace();
-  static const char *const names[] = {"none", "size", "mgwfbp", "dear", "single", "p3"};
-  /* With density every bucket is a gTop-k step: the sparse papers' names. */
-  static const char *const sparse_names[] = {"lags", "size", "omgs", "dear", "gtopk", "p3"};
-  const char *const *shown = opt.density > 0 ? sparse_names : names;
   size_t params = 0;
   for (size_t j = 0; j < nl; j++) params += layers[j].count;
   double compute_ms = compute_only();
@@ -595,10 +628,15 @@ int main(int argc, char **argv) {
            "compute_ms", "comm_ms", "nonoverlap_ms", "lowbound_ms", "lb/iter", "fwd_wait",
            "bwd_blk", "end_wait");
   }
-  int sel[6], nsel = 0;
-  for (int p = 0; p < 6; p++) {
+  int sel[MAX_POLICIES], nsel = 0;
+  for (int p = 0; p < npol; p++) {
     for (int alias = 0; alias < 2; alias++) {
-      const char *nm = alias ? sparse_names[p] : names[p];
+      const char *nm = alias ? sparse_alias(p) : pol_names[p];
+      if (!nm) continue;
+      if (!opt.policies) {
+        sel[nsel++] = p;
+        break;
+      }
       const char *s = strstr(opt.policies, nm);
       size_t len = strlen(nm);
       if (s && (s == opt.policies || s[-1] == ',') && (s[len] == ',' || s[len] == '\0')) {
@@ -607,13 +645,13 @@ int main(int argc, char **argv) {
       }
     }
   }
-  result_t res[6];
+  result_t res[MAX_POLICIES];
   /* The range of each policy's samples (interleaved iterations, or the
    * --repeat runs' iteration times), for error bars in the JSON. */
-  double lo[6], hi[6];
+  double lo[MAX_POLICIES], hi[MAX_POLICIES];
   int nres = nsel;
   if (opt.interleave) {
-    run_interleaved(sel, nsel, shown, compute_ms, res, lo, hi);
+    run_interleaved(sel, nsel, compute_ms, res, lo, hi);
     for (int q = 0; q < nsel && rank == 0; q++) {
       char tag[96];
       snprintf(tag, sizeof(tag), "median of %d, iter %.0f-%.0f", opt.iters * opt.repeat, lo[q],
@@ -629,7 +667,7 @@ int main(int argc, char **argv) {
       for (int k = 0; k < nsel; k++) {
         int q = (k + rep) % nsel;
         runs[q * opt.repeat + rep] =
-            run_policy((sc_fusion_policy_t)sel[q], shown[sel[q]], compute_ms);
+            run_policy((sc_fusion_policy_t)sel[q], shown_name(sel[q]), compute_ms);
         if (rank == 0) /* as it comes: a later policy may fail or hang */
           print_row(&runs[q * opt.repeat + rep], opt.repeat > 1 ? "run" : "");
       }

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algorithms/sparse.h"
+#include "algorithms/sparse_registry.h"
 #include "kernels/cpu/sparse_merge.h"
 #include "lib/sparse/sparse.h"
 #include "perf/gtopk_select.h"
@@ -29,20 +29,33 @@ typedef struct opts {
   double density;
   sc_dtype_t dtype;
   const char *dtype_name;
-  int algo; /* -1: all */
+  int algo; /* a row (below); -1: all */
   int iters, warmup, check;
   const char *json;
   perf_mem_t mem;
 } opts_t;
 
-/* A_HIER runs only when asked for (-a gtopk_hier): "all" keeps its rows. */
-enum { A_GTOPK, A_TREE, A_ALLGATHER, A_DENSE, A_HIER, A_COUNT };
+/* The rows: the library's sparse algorithms (algorithms/sparse_registry.h)
+ * in the registry's order, then the dense all-reduce of the same vector
+ * (row a_dense). "all" leaves out the algorithms for hosts that hold several
+ * ranks (hier): they run only when asked for. */
+enum { A_MAX = SC_SPARSE_ALGO_COUNT + 1 };
 /* -a auto: the algorithm sc_gtopk_allreduce would run for this k (decided
  * once the communicator exists). */
 enum { A_AUTO = -3 };
-static const char *const algo_names[] = {"gtopk", "gtopk_tree", "allgather", "dense", "gtopk_hier"};
+static const sc_sparse_algo_entry_t *g_algos;
+static int a_dense, a_count;
 
-/* Every rank's host (sc_comm_local, all-gathered): gtopk_hier's reference. */
+static void rows_init(void) {
+  g_algos = sc_sparse_algos(&a_dense);
+  a_count = a_dense + 1;
+}
+
+static const char *row_name(int al) {
+  return al == a_dense ? "dense" : g_algos[al].name;
+}
+
+/* Every rank's host (sc_comm_local, all-gathered): hier's reference. */
 static int *g_host_of;
 
 static void *xmalloc(size_t n);
@@ -54,9 +67,14 @@ static void usage(FILE *f) {
              "  -n   dense length (default 26214400 = 25*2^20)\n"
              "  -k   entries per rank and kept by each merge (default density * n)\n"
              "  --density  k / n (default 0.001)\n"
-             "  -a   gtopk | gtopk_tree | allgather | dense | all (default all, which leaves\n"
-             "       out gtopk_hier) | gtopk_hier | auto (what sc_gtopk_allreduce runs for this\n"
-             "       k: SC_GTOPK_ALGO, else the cost model's pick)\n"
+             "  -a   ");
+  for (int al = 0; al < a_count; al++) fprintf(f, "%s | ", row_name(al));
+  fprintf(f, "all | auto\n"
+             "       (default all: all but");
+  for (int al = 0; al < a_dense; al++)
+    if (g_algos[al].hier) fprintf(f, " %s", g_algos[al].name);
+  fprintf(f, "; auto: what sc_gtopk_allreduce runs for this k,\n"
+             "       SC_GTOPK_ALGO, else the cost model's pick)\n"
              "  -d   float | double | half | bfloat16 (default float)\n"
              "  -w, -i  warm-up and timed iterations (default 2, 10; at most 64)\n"
              "  -c   check every result against the reference (default 1)\n"
@@ -90,8 +108,8 @@ static int parse(int argc, char **argv, opts_t *o) {
       o->density = strtod(v, NULL);
     } else if (!strcmp(a, "-a")) {
       o->algo = -2;
-      for (int j = 0; j < A_COUNT; j++)
-        if (!strcmp(v, algo_names[j])) o->algo = j;
+      for (int j = 0; j < a_count; j++)
+        if (!strcmp(v, row_name(j))) o->algo = j;
       if (!strcmp(v, "all")) o->algo = -1;
       if (!strcmp(v, "auto")) o->algo = A_AUTO;
       if (o->algo == -2) goto bad;
@@ -260,7 +278,7 @@ static void butterfly_merge(rset_t *s, int p, size_t k) {
       }
 }
 
-/* gtopk_hier: the tree over each host's sets (ranks ascending) onto its
+/* hier: the tree over each host's sets (ranks ascending) onto its
  * lowest rank, then the butterfly over the hosts' sets (hosts numbered by
  * their lowest rank); the result in s[0]. */
 static void hier_merge(rset_t *s, int p, size_t k) {
@@ -286,18 +304,24 @@ static void hier_merge(rset_t *s, int p, size_t k) {
   free(mine);
 }
 
-/* The expected result of algorithm `al` (values exact: integer sums). */
-static rset_t reference(int al, int p, size_t n, size_t k) {
+/* The expected result of sparse algorithm `sa` (values exact: integer sums). */
+static rset_t reference(sc_sparse_algo_t sa, int p, size_t n, size_t k) {
   rset_t *s = malloc((size_t)p * sizeof(*s));
   for (int r = 0; r < p; r++) s[r] = gen(r, n, k);
-  if (al == A_ALLGATHER)
+  switch (sa) { /* no default: a new algorithm is a compile error here */
+  case SC_SPARSE_ALLGATHER:
     for (int r = 1; r < p; r++) take(&s[0], merge(&s[0], &s[r], -1));
-  else if (al == A_HIER)
+    break;
+  case SC_SPARSE_GTOPK_HIER:
     hier_merge(s, p, k);
-  else if (al == A_TREE)
+    break;
+  case SC_SPARSE_GTOPK_TREE:
     tree_merge(s, p, k);
-  else
+    break;
+  case SC_SPARSE_GTOPK:
     butterfly_merge(s, p, k);
+    break;
+  }
   for (int r = 1; r < p; r++) take(&s[r], (rset_t){NULL, NULL, 0});
   rset_t o = s[0];
   free(s);
@@ -322,7 +346,7 @@ typedef struct bench {
   uint32_t *c_idx, *c_oidx;
   void *c_val, *c_oval, *c_dense_in, *c_dense_out;
   size_t out_nnz;
-  row_t rows[A_COUNT];
+  row_t rows[A_MAX];
   double lat_s;
   double merge_ns; /* one Merge(A, B) of two k-sets, per input entry, rank 0 alone */
   const char *lat_algo;
@@ -330,20 +354,16 @@ typedef struct bench {
 
 static sc_result_t run_once(bench_t *b, int al) {
   const opts_t *o = b->o;
-  if (al == A_DENSE)
+  if (al == a_dense)
     return sc_allreduce(b->c_dense_in, b->c_dense_out, o->n, o->dtype, SC_SUM, b->comm);
-  const sc_sparse_algo_t sa = al == A_GTOPK  ? SC_SPARSE_GTOPK
-                              : al == A_TREE ? SC_SPARSE_GTOPK_TREE
-                              : al == A_HIER ? SC_SPARSE_GTOPK_HIER
-                                             : SC_SPARSE_ALLGATHER;
-  return sc_sparse_allreduce(b->c_idx, b->c_val, o->k, o->n, o->k, o->dtype, sa, b->c_oidx,
-                             b->c_oval, &b->out_nnz, b->comm);
+  return sc_sparse_allreduce(b->c_idx, b->c_val, o->k, o->n, o->k, o->dtype, g_algos[al].algo,
+                             b->c_oidx, b->c_oval, &b->out_nnz, b->comm);
 }
 
 /* --mem device: the last result back into the host buffers check reads. */
 static void download_result(bench_t *b, int al) {
   if (b->o->mem != PERF_MEM_DEVICE) return;
-  if (al == A_DENSE) {
+  if (al == a_dense) {
     perf_dev_download(b->dense_out, b->c_dense_out, b->o->n * b->es);
     return;
   }
@@ -356,7 +376,7 @@ static void download_result(bench_t *b, int al) {
 static int64_t check(bench_t *b, int al) {
   const opts_t *o = b->o;
   int64_t wrong = 0;
-  if (al == A_DENSE) {
+  if (al == a_dense) {
     rset_t *s = malloc((size_t)b->nranks * sizeof(*s));
     double *want = calloc(o->n, 8);
     for (int r = 0; r < b->nranks; r++) {
@@ -369,7 +389,7 @@ static int64_t check(bench_t *b, int al) {
     free(s);
     return wrong;
   }
-  rset_t ref = reference(al, b->nranks, o->n, o->k);
+  rset_t ref = reference(g_algos[al].algo, b->nranks, o->n, o->k);
   if (b->out_nnz != ref.n)
     wrong += (int64_t)(ref.n > b->out_nnz ? ref.n - b->out_nnz : b->out_nnz - ref.n);
   for (size_t i = 0; i < ref.n && i < b->out_nnz; i++)
@@ -387,7 +407,7 @@ static void bench_algo(bench_t *b, int al) {
     perf_check_sc(sc_barrier(b->comm), "sc_barrier");
     uint64_t before = sc_comm_bytes_sent(b->comm);
     double t0 = perf_now_s();
-    perf_check_sc(run_once(b, al), algo_names[al]);
+    perf_check_sc(run_once(b, al), row_name(al));
     double dt = perf_now_s() - t0, slowest;
     sent = sc_comm_bytes_sent(b->comm) - before;
     perf_check_sc(sc_allreduce(&dt, &slowest, 1, SC_FLOAT64, SC_MAX, b->comm), "sc_allreduce");
@@ -406,16 +426,16 @@ static void bench_algo(bench_t *b, int al) {
   const double med = perf_median(t, o->iters);
   double tmin = t[0];
   for (int i = 1; i < o->iters; i++) tmin = t[i] < tmin ? t[i] : tmin;
-  b->rows[al] = (row_t){med, tmin, smax, ssum / p, al == A_DENSE ? o->n : b->out_nnz, wrong, 1};
+  b->rows[al] = (row_t){med, tmin, smax, ssum / p, al == a_dense ? o->n : b->out_nnz, wrong, 1};
   if (b->rank == 0) {
     char w[32];
     if (wrong < 0)
       snprintf(w, sizeof(w), "n/a");
     else
       snprintf(w, sizeof(w), "%lld", (long long)wrong);
-    printf("%12s %12.1f %12.3f %16.0f %16.0f %10zu %8s\n", algo_names[al], med * 1e6,
+    printf("%12s %12.1f %12.3f %16.0f %16.0f %10zu %8s\n", row_name(al), med * 1e6,
            (double)o->n * (double)b->es / med / 1e9, smax, ssum / p,
-           al == A_DENSE ? o->n : b->out_nnz, w);
+           al == a_dense ? o->n : b->out_nnz, w);
     fflush(stdout);
   }
 }
@@ -500,14 +520,14 @@ static int write_json(const bench_t *b) {
           o->iters, o->check, perf_mem_name(o->mem), b->lat_s * 1e6,
           b->lat_algo ? b->lat_algo : "?", b->merge_ns);
   const char *sep = "";
-  for (int al = 0; al < A_COUNT; al++) {
+  for (int al = 0; al < a_count; al++) {
     const row_t *r = &b->rows[al];
     if (!r->done) continue;
     fprintf(f,
             "%s\n    {\"algo\": \"%s\", \"time_us\": %.3f, \"time_min_us\": %.3f, "
             "\"algbw_GBps\": %.6f, \"sent_bytes_max\": %.0f, \"sent_bytes_mean\": %.0f, "
             "\"out_nnz\": %zu, \"wrong\": ",
-            sep, algo_names[al], r->med_s * 1e6, r->min_s * 1e6,
+            sep, row_name(al), r->med_s * 1e6, r->min_s * 1e6,
             (double)o->n * (double)b->es / r->med_s / 1e9, r->sent_max, r->sent_mean, r->out_nnz);
     if (r->wrong < 0)
       fprintf(f, "null}");
@@ -531,6 +551,7 @@ static void *xmalloc(size_t bytes) {
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--select")) return sc_gtopk_select_main(argc, argv);
+  rows_init();
   opts_t o;
   if (parse(argc, argv, &o)) return 2;
   /* Before init: a run without a device ends on every rank alike. */
@@ -546,7 +567,7 @@ int main(int argc, char **argv) {
   for (size_t j = 0; j < o.k; j++) store(o.dtype, b.val, j, in.val[j]);
   b.oidx = xmalloc(b.out_cap * 4);
   b.oval = xmalloc(b.out_cap * b.es);
-  const int want_dense = o.algo < 0 || o.algo == A_DENSE;
+  const int want_dense = o.algo < 0 || o.algo == a_dense;
   if (want_dense) {
     b.dense_in = calloc(o.n, b.es);
     b.dense_out = xmalloc(o.n * b.es);
@@ -578,10 +599,10 @@ int main(int argc, char **argv) {
   if (o.algo == A_AUTO) {
     sc_sparse_algo_t sa;
     perf_check_sc(sc_gtopk_algo(b.comm, o.k, o.dtype, &sa), "sc_gtopk_algo");
-    for (int j = 0; j < A_COUNT; j++)
-      if (!strcmp(algo_names[j], sc_sparse_algo_name(sa))) o.algo = j;
+    for (int j = 0; j < a_dense; j++)
+      if (g_algos[j].algo == sa) o.algo = j;
     if (b.rank == 0)
-      printf("# -a auto: %s (what sc_gtopk_allreduce runs for this k)\n", algo_names[o.algo]);
+      printf("# -a auto: %s (what sc_gtopk_allreduce runs for this k)\n", row_name(o.algo));
   }
   if (b.rank == 0) {
     printf("# sc_gtopk_perf: %d ranks, n = %zu %s, k = %zu (density %.6g), %d warm-up + %d "
@@ -602,8 +623,8 @@ int main(int argc, char **argv) {
   perf_check_sc(sc_comm_local(b.comm, NULL, NULL, &host, NULL), "sc_comm_local");
   g_host_of = xmalloc((size_t)b.nranks * sizeof(int));
   perf_check_sc(sc_allgather(&host, g_host_of, 1, SC_INT32, b.comm), "sc_allgather");
-  for (int al = 0; al < A_COUNT; al++)
-    if ((o.algo < 0 && al != A_HIER) || o.algo == al) bench_algo(&b, al);
+  for (int al = 0; al < a_count; al++)
+    if ((o.algo < 0 && (al == a_dense || !g_algos[al].hier)) || o.algo == al) bench_algo(&b, al);
   free(g_host_of);
   int status = 0;
   if (o.json && b.rank == 0) status = write_json(&b);

@@ -316,7 +316,7 @@ def model_terms(algo, p, d, full_duplex=True):
         if algo == "gtopk":  # butterfly: L (alpha + k(4+w) beta), +2 fold steps
             s = log2_steps(p)
             return s, e * s
-        if algo == "gtopk_tree":  # reduce + broadcast: 2 ceil(log2P)(alpha + k(4+w) beta)
+        if algo == "tree":  # reduce + broadcast: 2 ceil(log2P)(alpha + k(4+w) beta)
             s = ceil_log2(p)
             return 2 * s, 2.0 * e * s
         if algo == "allgather":  # this library's ring: (P-1)(alpha + k(4+w) beta)
@@ -326,7 +326,7 @@ def model_terms(algo, p, d, full_duplex=True):
     if algo == "gtopk":  # butterfly: log2P (alpha + 2k(4+w) beta)
         s = log2_steps(p)
         return s, 2.0 * e * s
-    if algo == "gtopk_tree":  # 2 log2P alpha + 4k log2P (4+w) beta
+    if algo == "tree":  # 2 log2P alpha + 4k log2P (4+w) beta
         s = ceil_log2(p)
         return 2 * s, 4.0 * e * s
     if algo == "allgather":  # log2P alpha + (P-1)k(4+w) beta
@@ -345,7 +345,7 @@ def merge_entries(algo, p, d):
     if algo == "gtopk":
         lo = int(math.floor(math.log2(p))) if p > 1 else 0
         return 2 * k * (lo + (0 if (1 << lo) == p else 1))
-    if algo == "gtopk_tree":
+    if algo == "tree":
         return 2 * k * ceil_log2(p)
     return None
 
@@ -528,10 +528,10 @@ def plot_sparse(docs, outdir, title, mode=None, link_bps=None, dpi=120, full_dup
 
 
 # Fusion replay's policy names, as the papers call them.
-POLICY_LABELS = {"none": "WFBP", "size": "size buckets", "mgwfbp": "MG-WFBP", "dear": "DeAR",
+POLICY_LABELS = {"wfbp": "WFBP", "size": "size buckets", "mgwfbp": "MG-WFBP", "dear": "DeAR",
                  "single": "single bucket", "p3": "P3", "lags": "LAGS", "omgs": "OMGS",
                  "gtopk": "single gTop-k"}
-SPARSE_LABELS = {"none": "LAGS", "mgwfbp": "OMGS", "single": "single gTop-k"}
+SPARSE_LABELS = {"wfbp": "LAGS", "mgwfbp": "OMGS", "single": "single gTop-k"}
 
 
 def bar_error(e):

@@ -44,10 +44,16 @@ static sc_result_t sc_comm_read_config(sc_comm_config_t *cfg) {
   SC_CHECK(sc_parse_algo("SC_BCAST_ALGO", SC_COLL_BROADCAST, &cfg->bcast_algo));
   SC_CHECK(sc_parse_algo("SC_RS_ALGO", SC_COLL_REDUCE_SCATTER, &cfg->rs_algo));
   SC_CHECK(sc_parse_algo("SC_AG_ALGO", SC_COLL_ALLGATHER, &cfg->ag_algo));
-  static const char *const gtopks[] = {"auto", "gtopk", "tree", "hier"};
-  static const int gtopk_algos[] = {-1, SC_SPARSE_GTOPK, SC_SPARSE_GTOPK_TREE,
-                                    SC_SPARSE_GTOPK_HIER};
-  SC_CHECK(sc_parse_choice("SC_GTOPK_ALGO", sc_config_get("SC_GTOPK_ALGO"), gtopks, 4, &idx));
+  /* auto, or a sparse algorithm the cost model may pick (algorithms/sparse_registry.h). */
+  const char *gtopks[SC_SPARSE_ALGO_COUNT + 1] = {"auto"};
+  int gtopk_algos[SC_SPARSE_ALGO_COUNT + 1] = {-1}, ngtopk = 1, nsparse;
+  const sc_sparse_algo_entry_t *sparse = sc_sparse_algos(&nsparse);
+  for (int i = 0; i < nsparse; i++)
+    if (sparse[i].pick) {
+      gtopks[ngtopk] = sparse[i].name;
+      gtopk_algos[ngtopk++] = (int)sparse[i].algo;
+    }
+  SC_CHECK(sc_parse_choice("SC_GTOPK_ALGO", sc_config_get("SC_GTOPK_ALGO"), gtopks, ngtopk, &idx));
   cfg->gtopk_algo = gtopk_algos[idx];
   const sc_tp_entry_t *tp;
   SC_CHECK(sc_tp_select("SC_TRANSPORT", sc_config_get("SC_TRANSPORT"), &tp));

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "algorithms/algorithms.h"
-#include "algorithms/sparse.h"
+#include "algorithms/sparse_registry.h"
 #include "lib/base/wire.h"
 #include "lib/core/comm.h"
 
@@ -42,11 +42,8 @@ void sc_fp_from_op(const sc_op_t *op, sc_fingerprint_t *fp) {
   fp->redop = sc_fp_has_redop(op->coll) ? (uint8_t)op->op : SC_FP_NONE;
   if (op->sparse) {
     fp->dense_len = op->sparse->dense_len;
-    fp->variant = op->gen == sc_sparse_gtopk_schedule        ? SC_FP_SPARSE_GTOPK
-                  : op->gen == sc_sparse_gtopk_tree_schedule ? SC_FP_SPARSE_GTOPK_TREE
-                  : op->gen == sc_sparse_allgather_schedule  ? SC_FP_SPARSE_ALLGATHER
-                  : op->gen == sc_sparse_gtopk_hier_schedule ? SC_FP_SPARSE_GTOPK_HIER
-                                                             : SC_FP_SPARSE_OTHER;
+    const sc_sparse_algo_entry_t *row = sc_sparse_algo_of_gen(op->gen);
+    fp->variant = row ? row->fp_code : SC_FP_SPARSE_OTHER;
   } else {
     fp->variant = op->gen ? SC_FP_INTERNAL : SC_FP_DENSE;
   }
@@ -93,15 +90,23 @@ int sc_fp_equal(const sc_fingerprint_t *a, const sc_fingerprint_t *b) {
 }
 
 const char *sc_fp_describe(const sc_fingerprint_t *fp, char *out, size_t len) {
-  static const char *const variants[] = {
-      "",        "internal ",         "sparse gtopk ", "sparse gtopk_tree ", "sparse allgather ",
-      "sparse ", "sparse gtopk_hier "};
-  const char *variant = fp->variant < sizeof(variants) / sizeof(variants[0]) ? variants[fp->variant]
-                                                                             : "unknown-variant ";
+  char variant[48] = "unknown-variant ";
+  if (fp->variant == SC_FP_DENSE) {
+    variant[0] = '\0';
+  } else if (fp->variant == SC_FP_INTERNAL) {
+    snprintf(variant, sizeof(variant), "internal ");
+  } else if (fp->variant == SC_FP_SPARSE_OTHER) {
+    snprintf(variant, sizeof(variant), "sparse ");
+  } else {
+    int n;
+    const sc_sparse_algo_entry_t *c = sc_sparse_algos(&n);
+    for (int i = 0; i < n; i++)
+      if (c[i].fp_code == fp->variant) snprintf(variant, sizeof(variant), "sparse %s ", c[i].name);
+  }
   const char *dtype = fp->dtype == SC_FP_NONE ? "no dtype" : sc_dtype_name(fp->dtype);
   const char *redop = fp->redop == SC_FP_NONE ? "no op" : sc_redop_name(fp->redop);
   char count[64];
-  if (fp->variant >= SC_FP_SPARSE_GTOPK)
+  if (fp->variant >= SC_FP_SPARSE_MIN)
     snprintf(count, sizeof(count), "k %llu of dense_len %llu", (unsigned long long)fp->count,
              (unsigned long long)fp->dense_len);
   else

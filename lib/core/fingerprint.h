@@ -28,15 +28,15 @@
  * round); above it, by recursive doubling (log2 P rounds). */
 #define SC_FP_DIRECT_MAX 8
 
-/* How the operation's schedule is chosen: ranks must agree on it too. */
+/* How the operation's schedule is chosen: ranks must agree on it too. A
+ * sparse all-reduce (sc_sparse_allreduce, sc_gtopk_allreduce) carries its
+ * algorithm's fp_code (algorithms/sparse_registry.h), SC_FP_SPARSE_MIN or
+ * above. */
 typedef enum sc_fp_variant {
-  SC_FP_DENSE = 0,    /* dense, algorithm chosen by the tuner */
-  SC_FP_INTERNAL,     /* dense with a generator forced by the library */
-  SC_FP_SPARSE_GTOPK, /* sc_sparse_allreduce / sc_gtopk_allreduce variants */
-  SC_FP_SPARSE_GTOPK_TREE,
-  SC_FP_SPARSE_ALLGATHER,
-  SC_FP_SPARSE_OTHER,
-  SC_FP_SPARSE_GTOPK_HIER
+  SC_FP_DENSE = 0,        /* dense, algorithm chosen by the tuner */
+  SC_FP_INTERNAL = 1,     /* dense with a generator forced by the library */
+  SC_FP_SPARSE_MIN = 2,   /* the lowest sparse code */
+  SC_FP_SPARSE_OTHER = 5, /* sparse with a generator of no registered algorithm */
 } sc_fp_variant_t;
 
 typedef struct sc_fingerprint {

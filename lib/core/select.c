@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "algorithms/sparse.h"
+#include "algorithms/sparse_registry.h"
 #include "lib/base/log.h"
 #include "lib/core/comm.h"
 #include "lib/core/links.h"
@@ -288,13 +288,18 @@ sc_result_t sc_tune_gtopk_algo(sc_comm_t *comm, size_t k, size_t es, sc_sparse_a
   if (model.host_cores > 0) return SC_SUCCESS;
   sc_coll_args_t a;
   sc_tune_fill_args(comm, SC_COLL_ALLREDUCE, k, es, 0, 0, &a);
-  double est[3];
+  double est[SC_SPARSE_ALGO_COUNT];
   *algo = (sc_sparse_algo_t)sc_tune_best_sparse(&model, &a, est);
-  SC_INFO(SC_SUBSYS_TUNE,
-          "sparse all-reduce of k = %zu on %d ranks, %d hosts: gtopk %.1f us, gtopk_tree %.1f us, "
-          "gtopk_hier %.1f us -> %s",
-          k, comm->nranks, comm->tune.nhosts, est[0] * 1e6, est[1] * 1e6, est[2] * 1e6,
-          sc_sparse_algo_name(*algo));
+  char ests[160] = "";
+  size_t used = 0;
+  int n;
+  const sc_sparse_algo_entry_t *c = sc_sparse_algos(&n);
+  for (int i = 0; i < n && used < sizeof(ests); i++)
+    if (c[i].pick)
+      used += (size_t)snprintf(ests + used, sizeof(ests) - used, "%s %.1f us, ", c[i].name,
+                               est[c[i].algo] * 1e6);
+  SC_INFO(SC_SUBSYS_TUNE, "sparse all-reduce of k = %zu on %d ranks, %d hosts: %s-> %s", k,
+          comm->nranks, comm->tune.nhosts, ests, sc_sparse_algo_label(*algo));
   sc_tune_cache_put(&comm->tune, SC_TUNE_SPARSE_KEY, k, es, (int)*algo, 0);
   return SC_SUCCESS;
 }

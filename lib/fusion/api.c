@@ -2,6 +2,7 @@
 /* Creation, registration and the plan step of the fusion engine. */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -11,9 +12,7 @@
 #include "lib/core/device.h"
 #include "lib/fusion/fusion.h"
 #include "lib/fusion/plan.h"
-
-static const char *const sc_policy_names[] = {"none(WFBP)", "size",   "mgwfbp",
-                                              "dear",       "single", "p3"};
+#include "lib/fusion/policy.h"
 
 double sc_fusion_now_us(void) {
   return (double)sc_clock_ns() * 1e-3;
@@ -37,8 +36,8 @@ sc_result_t sc_fusion_create(sc_comm_t *comm, const sc_fusion_config_t *cfg, sc_
   const char *fn = "sc_fusion_create";
   if (out) *out = NULL;
   if (!comm || !cfg || !out) return SC_ERR(SC_ERR_INVALID_ARG, "%s: NULL argument", fn);
-  if ((unsigned)cfg->policy > SC_FUSE_P3)
-    return SC_ERR(SC_ERR_INVALID_ARG, "%s: unknown policy %d", fn, (int)cfg->policy);
+  const sc_fusion_policy_entry_t *row = sc_fusion_policy_get(cfg->policy);
+  if (!row) return SC_ERR(SC_ERR_INVALID_ARG, "%s: unknown policy %d", fn, (int)cfg->policy);
   if (!(cfg->density >= 0.0 && cfg->density < 1.0))
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: density %g outside [0, 1)", fn, cfg->density);
   if (!(cfg->alpha_us >= 0.0) || !(cfg->beta_us_per_byte >= 0.0) || isinf(cfg->alpha_us) ||
@@ -47,17 +46,19 @@ sc_result_t sc_fusion_create(sc_comm_t *comm, const sc_fusion_config_t *cfg, sc_
                   cfg->alpha_us, cfg->beta_us_per_byte);
   if ((unsigned)cfg->select > SC_SELECT_GAUSSIAN)
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: unknown select %d", fn, (int)cfg->select);
-  if (cfg->policy == SC_FUSE_DEAR && cfg->density > 0.0)
+  if (row->dense_only && cfg->density > 0.0) {
+    char alt[128] = "";
+    size_t used = 0;
+    int n;
+    const sc_fusion_policy_entry_t *c = sc_fusion_policies(&n);
+    for (int i = 0; i < n && used < sizeof(alt); i++)
+      if (!c[i].dense_only)
+        used +=
+            (size_t)snprintf(alt + used, sizeof(alt) - used, "%s%s", used ? ", " : "", c[i].name);
     return SC_ERR(SC_ERR_UNSUPPORTED,
-                  "%s: DeAR splits a dense all-reduce into reduce-scatter + all-gather; gTop-k "
-                  "(density %g) has no such halves: use SIZE or MGWFBP with density",
-                  fn, cfg->density);
-  if (cfg->policy == SC_FUSE_P3 && cfg->density > 0.0)
-    return SC_ERR(SC_ERR_UNSUPPORTED,
-                  "%s: P3 all-reduces slices of tensors as they become ready everywhere; a gTop-k "
-                  "(density %g) selects per bucket and cannot be sliced: use NONE (LAGS), MGWFBP "
-                  "(OMGS) or SINGLE with density",
-                  fn, cfg->density);
+                  "%s: policy %s takes no density (%g): %s; with density use %s", fn, row->name,
+                  cfg->density, row->dense_only, alt);
+  }
   SC_CHECK(sc_comm_check_usable(comm));
   sc_fusion_t *f = calloc(1, sizeof(*f));
   if (!f) return SC_ERR(SC_ERR_NOMEM, "%s: state", fn);
@@ -193,8 +194,8 @@ static void sc_fusion_log_plan(sc_fusion_t *f, double bw_end) {
           "fusion plan: policy %s%s, %zu tensors, %zu buckets, %.2f MB (%.2f MB in fused "
           "buffers), model alpha %.1f us beta %.3g us/B; predicted: backward ends %.0f us, "
           "last %s ends %.0f us",
-          sc_policy_names[f->cfg.policy], f->cfg.density > 0 ? " + gTop-k" : "", f->nt, f->nb,
-          total / 1e6, copied / 1e6, f->alpha_us, f->beta_us_per_byte, bw_end,
+          sc_fusion_policy_get(f->cfg.policy)->name, f->cfg.density > 0 ? " + gTop-k" : "", f->nt,
+          f->nb, total / 1e6, copied / 1e6, f->alpha_us, f->beta_us_per_byte, bw_end,
           f->cfg.policy == SC_FUSE_DEAR ? "reduce-scatter" : "collective",
           f->nb ? f->b[f->nb - 1].pred_end : 0.0);
   for (size_t i = 0; i < f->nb; i++) {
@@ -241,35 +242,7 @@ sc_result_t sc_fusion_plan(sc_fusion_t *f) {
     bw[l] = f->t[l].bw_us;
   }
   sc_fplan_in_t in = {.n = n, .bytes = bytes, .group = group, .bw_us = bw};
-  size_t nb = 0;
-  switch (f->cfg.policy) {
-  case SC_FUSE_NONE:
-    nb = sc_fplan_none(&in, first);
-    break;
-  case SC_FUSE_SIZE:
-    nb = sc_fplan_size(&in, f->cfg.bucket_bytes, first);
-    break;
-  case SC_FUSE_MGWFBP:
-    /* With density: OMGS, the optimum under the sparse cost (its startup
-     * includes the selection's, so merges save both). */
-    if (f->cfg.density > 0.0)
-      nb = sc_fplan_omgs(&in, alpha, beta,
-                         f->cfg.bucket_bytes < SC_FUSION_OMGS_MAX_BYTES ? f->cfg.bucket_bytes
-                                                                        : SC_FUSION_OMGS_MAX_BYTES,
-                         first);
-    else
-      nb = sc_fplan_mgwfbp_cap(&in, alpha, beta, f->cfg.bucket_bytes, first);
-    break;
-  case SC_FUSE_DEAR:
-    nb = sc_fplan_dear_model(&in, alpha, beta, f->cfg.bucket_bytes, first);
-    break;
-  case SC_FUSE_SINGLE:
-    nb = sc_fplan_single(&in, first);
-    break;
-  case SC_FUSE_P3: /* slices, not buckets: each tensor is its own bucket */
-    nb = sc_fplan_none(&in, first);
-    break;
-  }
+  const size_t nb = sc_fusion_policy_get(f->cfg.policy)->plan(&in, &f->cfg, alpha, beta, first);
   if (f->device) SC_CHECK_GOTO(sc_fusion_dev_start(f), r, out);
   SC_CHECK_GOTO(sc_fusion_make_buckets(f, first, nb), r, out);
   ps = malloc(nb * sizeof(*ps));

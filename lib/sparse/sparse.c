@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "algorithms/sparse.h"
+#include "algorithms/sparse_registry.h"
 #include "kernels/cpu/sparse_merge.h"
 #include "lib/base/log.h"
 #include "lib/core/comm.h"
@@ -39,16 +39,15 @@ sc_result_t sc_sparse_allreduce_track(const char *fn, const uint32_t *indices, c
   if (!sc_sparse_dtype_ok(dtype))
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: dtype %d is not float32, float64, float16 or bfloat16",
                   fn, (int)dtype);
-  if (algo != SC_SPARSE_GTOPK && algo != SC_SPARSE_GTOPK_TREE && algo != SC_SPARSE_ALLGATHER &&
-      algo != SC_SPARSE_GTOPK_HIER)
-    return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid algorithm %d", fn, (int)algo);
+  const sc_sparse_algo_entry_t *row = sc_sparse_algo_get(algo);
+  if (!row) return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid algorithm %d", fn, (int)algo);
   if (dense_len > (size_t)UINT32_MAX + 1)
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: dense_len %zu needs indices wider than 32 bits", fn,
                   dense_len);
   /* Every rank's set must fit the bound its peers check it against. */
   if (nnz > k) return SC_ERR(SC_ERR_INVALID_ARG, "%s: nnz %zu is larger than k %zu", fn, nnz, k);
   const size_t w = sc_dtype_size(dtype), p = (size_t)comm->nranks;
-  const size_t out_cap = algo == SC_SPARSE_ALLGATHER ? p * k : k;
+  const size_t out_cap = row->out_all ? p * k : k;
   if (k > SIZE_MAX / (4 + w) / p)
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: k %zu on %zu ranks overflows", fn, k, p);
   if (nnz && (!indices || !values))
@@ -73,13 +72,10 @@ sc_result_t sc_sparse_allreduce_track(const char *fn, const uint32_t *indices, c
                 .dtype = dtype,
                 .op = SC_SUM,
                 .root = 0,
-                .sparse = &sp};
-  op.gen = algo == SC_SPARSE_GTOPK        ? sc_sparse_gtopk_schedule
-           : algo == SC_SPARSE_GTOPK_TREE ? sc_sparse_gtopk_tree_schedule
-           : algo == SC_SPARSE_GTOPK_HIER ? sc_sparse_gtopk_hier_schedule
-                                          : sc_sparse_allgather_schedule;
-  SC_TRACE(SC_SUBSYS_COLL, "%s: %s of nnz %zu, k %zu, dense_len %zu", fn, sc_sparse_algo_name(algo),
-           nnz, k, dense_len);
+                .sparse = &sp,
+                .gen = row->gen};
+  SC_TRACE(SC_SUBSYS_COLL, "%s: %s of nnz %zu, k %zu, dense_len %zu", fn, row->name, nnz, k,
+           dense_len);
   return sc_op_run_blocking(comm, &op);
 }
 
@@ -102,7 +98,9 @@ static sc_result_t sparse_device(const uint32_t *indices, const void *values, si
   const size_t w = sc_dtype_size(dtype), p = (size_t)comm->nranks;
   if (k > SIZE_MAX / (4 + w) / p / 2)
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: k %zu on %zu ranks overflows", fn, k, p);
-  const size_t out_cap = algo == SC_SPARSE_ALLGATHER ? p * k : k;
+  /* An invalid algo is refused by _track, before any transfer. */
+  const sc_sparse_algo_entry_t *row = sc_sparse_algo_get(algo);
+  const size_t out_cap = row && row->out_all ? p * k : k;
   if (nnz && (!indices || !values))
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: indices or values is NULL with nnz %zu", fn, nnz);
   if (out_cap && (!out_indices || !out_values))
@@ -169,6 +167,15 @@ sc_result_t sc_sparse_allreduce(const uint32_t *indices, const void *values, siz
                          out_nnz, comm);
   return sc_sparse_allreduce_track("sc_sparse_allreduce", indices, values, nnz, dense_len, k, dtype,
                                    algo, out_indices, out_values, out_nnz, NULL, comm);
+}
+
+sc_result_t sc_sparse_algo_name(sc_sparse_algo_t algo, const char **name) {
+  if (!name) return SC_ERR(SC_ERR_INVALID_ARG, "sc_sparse_algo_name: name is NULL");
+  const sc_sparse_algo_entry_t *row = sc_sparse_algo_get(algo);
+  if (!row)
+    return SC_ERR(SC_ERR_INVALID_ARG, "sc_sparse_algo_name: invalid algorithm %d", (int)algo);
+  *name = row->name;
+  return SC_SUCCESS;
 }
 
 uint64_t sc_comm_bytes_sent(const sc_comm_t *comm) {

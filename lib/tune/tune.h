@@ -15,6 +15,7 @@
 #define SC_TUNE_H
 
 #include "algorithms/registry.h"
+#include "algorithms/sparse_registry.h"
 
 #define SC_TUNE_MAX_CANDIDATES 8
 
@@ -98,13 +99,15 @@ sc_result_t sc_tune_best_rail(const sc_link_model_t *m, const sc_coll_args_t *a,
  * rings. */
 int sc_tune_hier_rail(const sc_link_model_t *m, const sc_coll_args_t *a, double *est);
 /* The sparse all-reduce (a->count = k, a->elem_size the value's bytes) on
- * a network model (host_cores 0) with a host map: SC_SPARSE_GTOPK,
- * SC_SPARSE_GTOPK_TREE or, where sc_hier_useful(a), SC_SPARSE_GTOPK_HIER,
- * whichever the replay finishes first (every set priced at k entries), with
- * the butterflies' exchanges (gtopk, and hier's among the hosts) slowed by
- * recursive doubling's measured factor. est[] in that order (INFINITY: not
- * a candidate). */
-int sc_tune_best_sparse(const sc_link_model_t *m, const sc_coll_args_t *a, double est[3]);
+ * a network model (host_cores 0) with a host map: of the sparse registry's
+ * rows the cost model may pick (algorithms/sparse_registry.h; a hier row only
+ * where sc_hier_useful(a)), the one the replay finishes first (every set
+ * priced at k entries), each row's exchanges slowed by its allreduce_twin's
+ * measured factor (the butterflies', gtopk's and hier's among the hosts, by
+ * recursive doubling's). est[] indexed by sc_sparse_algo_t (INFINITY: not a
+ * candidate). */
+int sc_tune_best_sparse(const sc_link_model_t *m, const sc_coll_args_t *a,
+                        double est[SC_SPARSE_ALGO_COUNT]);
 /* Candidate names in the order of sc_tune_best's indices (all-reduce:
  * ring, tree, rd, rabenseifner, hier). */
 const char *sc_tune_candidate_name(sc_coll_t coll, int index);

@@ -3,7 +3,7 @@
  * so that every rank makes the same choice from the same model. */
 #include <math.h>
 
-#include "algorithms/sparse.h"
+#include "algorithms/sparse_registry.h"
 #include "lib/base/error.h"
 #include "lib/tune/tune.h"
 
@@ -94,19 +94,20 @@ const char *sc_tune_candidate_name(sc_coll_t coll, int index) {
   return index >= 0 && index < n ? c[index].name : "?";
 }
 
-int sc_tune_best_sparse(const sc_link_model_t *m, const sc_coll_args_t *a, double est[3]) {
-  static const sc_sched_gen_t gens[3] = {sc_sparse_gtopk_schedule, sc_sparse_gtopk_tree_schedule,
-                                         sc_sparse_gtopk_hier_schedule};
-  static const int algos[3] = {SC_SPARSE_GTOPK, SC_SPARSE_GTOPK_TREE, SC_SPARSE_GTOPK_HIER};
-  const double rd_scale = sc_tune_net_factor(m, sc_algo_find(SC_COLL_ALLREDUCE, "rd"));
-  int best = 0;
-  for (int i = 0; i < 3; i++) {
-    est[i] = INFINITY;
-    if (algos[i] == SC_SPARSE_GTOPK_HIER && !sc_hier_useful(a)) continue;
+int sc_tune_best_sparse(const sc_link_model_t *m, const sc_coll_args_t *a,
+                        double est[SC_SPARSE_ALGO_COUNT]) {
+  int n, best = -1;
+  const sc_sparse_algo_entry_t *c = sc_sparse_algos(&n);
+  for (int i = 0; i < n; i++) est[c[i].algo] = INFINITY;
+  for (int i = 0; i < n; i++) {
+    if (!c[i].pick || (c[i].hier && !sc_hier_useful(a))) continue;
     sc_link_model_t mi = *m;
-    if (algos[i] != SC_SPARSE_GTOPK_TREE) mi.beta_s_per_b *= rd_scale;
-    if (sc_tune_predict(&mi, gens[i], a, &est[i]) != SC_SUCCESS) est[i] = INFINITY;
-    if (est[i] < est[best]) best = i;
+    mi.beta_s_per_b *= sc_tune_net_factor(m, sc_algo_find(SC_COLL_ALLREDUCE, c[i].allreduce_twin));
+    double e;
+    if (sc_tune_predict(&mi, c[i].gen, a, &e) != SC_SUCCESS) e = INFINITY;
+    est[c[i].algo] = e;
+    /* The first candidate wins ties, and stands when none can be priced. */
+    if (best < 0 || e < est[best]) best = (int)c[i].algo;
   }
-  return algos[best];
+  return best < 0 ? (int)SC_SPARSE_GTOPK : best;
 }

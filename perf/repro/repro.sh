@@ -118,20 +118,20 @@ if [ "$plot_only" -eq 0 ]; then
   # (b)-(d): every dense policy in one interleaved run per model (4 hosts).
   F="$R -n 4 $build/sc_fusion_replay --contiguous --interleave -w 1"
   if want fusion; then
-    run r50_dense $F -t resnet50 -T 1500 -i 5 -p none,mgwfbp,single,dear,p3 \
+    run r50_dense $F -t resnet50 -T 1500 -i 5 -p wfbp,mgwfbp,single,dear,p3 \
       -J "$out/r50_dense.json"
-    run vgg16_dense $F -t vgg16 -T 6000 -i 3 -p none,mgwfbp,single,dear,p3 \
+    run vgg16_dense $F -t vgg16 -T 6000 -i 3 -p wfbp,mgwfbp,single,dear,p3 \
       -J "$out/vgg16_dense.json"
   fi
   # Tensors x 0.1 at 1 Gbit/s: each all-reduce's bytes cost what they would
   # at 10 Gbit/s (the MG-WFBP and DeAR papers' Ethernet) while its startup
   # stays, the regime where merging pays; compute scaled alike.
   if want scaled; then
-    run r50_scaled $F -t resnet50 --scale 0.1 -T 150 -i 9 -p none,mgwfbp,single,dear,p3 \
+    run r50_scaled $F -t resnet50 --scale 0.1 -T 150 -i 9 -p wfbp,mgwfbp,single,dear,p3 \
       -J "$out/r50_scaled.json"
   fi
   if want bert; then
-    run bert_dense $F -t bert_base -T 6000 -i 2 -p none,mgwfbp,single,dear,p3 \
+    run bert_dense $F -t bert_base -T 6000 -i 2 -p wfbp,mgwfbp,single,dear,p3 \
       -J "$out/bert_dense.json"
   fi
   # (e) the sparse schemes, density 0.001.

@@ -6,7 +6,7 @@ import ctypes
 
 from . import _consts, _staging
 from ._buf import address, buf, dtype_of, empty_index, empty_like, index_buf, same_kind
-from ._lib import ArgumentError, Error, UniqueId, check, lib
+from ._lib import ArgumentError, Error, UniqueId, check, enum_names, lib
 
 OPS = {
     "sum": _consts.SC_SUM,
@@ -18,12 +18,8 @@ OPS = {
     "mean": _consts.SC_AVG,
 }
 SELECT = {"exact": _consts.SC_SELECT_EXACT, "gaussian": _consts.SC_SELECT_GAUSSIAN}
-SPARSE_ALGOS = {
-    "gtopk": _consts.SC_SPARSE_GTOPK,
-    "gtopk_tree": _consts.SC_SPARSE_GTOPK_TREE,
-    "allgather": _consts.SC_SPARSE_ALLGATHER,
-    "gtopk_hier": _consts.SC_SPARSE_GTOPK_HIER,
-}
+# "gtopk", "tree", "allgather", "hier": the names sc_sparse_algo_name gives.
+SPARSE_ALGOS = enum_names(lib.sc_sparse_algo_name, _consts.SC_SPARSE_ALGO_T)
 
 
 def _enum(table, value, what):
@@ -459,7 +455,7 @@ class Comm:
 
     def sparse_allreduce(self, indices, values, dense_len, k, algo="gtopk"):
         """Sum of every rank's sparse vector (indices sorted, unique, <
-        dense_len; at most k of them). gtopk/gtopk_tree/gtopk_hier: the global
+        dense_len; at most k of them). gtopk/tree/hier: the global
         top-k of the sum (at most k entries); allgather: the exact sum. Returns
         (indices, values) sorted by index. CUDA tensors: on the device when
         the library takes device memory, else on host copies; results on the

@@ -10,7 +10,7 @@ import ctypes
 from . import _consts
 from ._buf import buf
 from ._comm import SELECT, _enum
-from ._lib import ArgumentError, check, lib
+from ._lib import ArgumentError, check, enum_names, lib
 
 _SCALARS = {"double": ctypes.c_double, "float": ctypes.c_float, "size_t": ctypes.c_size_t}
 _INTS = {1: ctypes.c_int8, 2: ctypes.c_int16, 4: ctypes.c_int32, 8: ctypes.c_int64}
@@ -36,8 +36,8 @@ def _struct(name, layout):
 
 
 FusionConfig = _struct("FusionConfig", _consts.LAYOUT_SC_FUSION_CONFIG)
-POLICIES = {k[len("SC_FUSE_"):].lower(): v for k, v in _consts.SC_FUSION_POLICY_T.items()}
-POLICIES["wfbp"] = _consts.SC_FUSE_NONE
+# "wfbp", "size", "mgwfbp", "dear", "single", "p3": the names sc_fusion_policy_name gives.
+POLICIES = enum_names(lib.sc_fusion_policy_name, _consts.SC_FUSION_POLICY_T)
 
 _P, _I, _PI = ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int)
 for _name, _res, _args in [

@@ -130,6 +130,8 @@ _PROTOS = {
     "sc_ef_create": (_R, [_S, _R, _PP]),
     "sc_ef_destroy": (_R, [_P]),
     "sc_gtopk_allreduce": (_R, [_P, _S, _R, _S, _R, _P, _P]),
+    "sc_sparse_algo_name": (_R, [_R, ctypes.POINTER(ctypes.c_char_p)]),
+    "sc_fusion_policy_name": (_R, [_R, ctypes.POINTER(ctypes.c_char_p)]),
     # Optional (a newer library or a CUDA build): looked up, not required.
     "sc_cuda_available": (_I, []),
 }
@@ -148,6 +150,18 @@ def has(name):
 def last_error():
     d = lib.sc_last_error()
     return d.decode("utf-8", "replace") if d else ""
+
+
+def enum_names(fn, enum):
+    """{name: value} for every value of a C enum (a dict of _consts), each
+    named as the library's fn (sc_sparse_algo_name, sc_fusion_policy_name)
+    names it: the package keeps no list of names of its own."""
+    out = {}
+    for value in sorted(set(enum.values())):
+        name = ctypes.c_char_p()
+        check(fn(value, ctypes.byref(name)), fn.__name__)
+        out[name.value.decode("ascii")] = value
+    return out
 
 
 def check(r, what=None):

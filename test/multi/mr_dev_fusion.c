@@ -105,7 +105,12 @@ static void fill(void *buf, sc_dtype_t dt, int t, int round) {
   }
 }
 
-static const char *const policy_names[] = {"none", "size", "mgwfbp", "dear", "single", "p3"};
+/* The policy's name as the library spells it (sc_fusion_policy_name). */
+static const char *policy_name(int pol) {
+  const char *nm = "?";
+  (void)sc_fusion_policy_name((sc_fusion_policy_t)pol, &nm);
+  return nm;
+}
 
 static void run_case(sc_fusion_policy_t policy, double density, int contiguous) {
   const sc_dtype_t *dt = density > 0 ? sparse_dt : dense_dt;
@@ -136,7 +141,7 @@ static void run_case(sc_fusion_policy_t policy, double density, int contiguous) 
   MR_OK(sc_fusion_num_buckets(fd, &nbd));
   mr_checks++;
   if (nbh != nbd)
-    mr_fail("%s: host plan %d buckets, device plan %d", policy_names[policy], nbh, nbd);
+    mr_fail("%s: host plan %d buckets, device plan %d", policy_name(policy), nbh, nbd);
   for (int round = 0; round < 3; round++) {
     for (int t = 0; t < NT; t++) {
       fill(h.buf[t], dt[t], t, round);
@@ -165,7 +170,7 @@ static void run_case(sc_fusion_policy_t policy, double density, int contiguous) 
         size_t es = sc_dtype_size(dt[t]), i = 0;
         while (!memcmp((char *)back + i * es, (char *)h.buf[t] + i * es, es)) i++;
         mr_fail("%s density %g %s round %d tensor %d element %zu: device %g, host %g",
-                policy_names[policy], density, contiguous ? "contiguous" : "separate", round, t, i,
+                policy_name(policy), density, contiguous ? "contiguous" : "separate", round, t, i,
                 mr_get(back, i, dt[t]), mr_get(h.buf[t], i, dt[t]));
       }
       free(back);

@@ -25,7 +25,12 @@ static const sc_dtype_t dtypes[NT] = {SC_FLOAT32, SC_FLOAT32, SC_FLOAT32, SC_FLO
                                       SC_INT32,   SC_FLOAT32, SC_FLOAT32, SC_FLOAT64, SC_FLOAT64,
                                       SC_FLOAT32, SC_FLOAT32, SC_FLOAT32, SC_FLOAT32};
 
-static const char *const policy_names[] = {"none", "size", "mgwfbp", "dear", "single"};
+/* The policy's name as the library spells it (sc_fusion_policy_name). */
+static const char *policy_name(int pol) {
+  const char *nm = "?";
+  (void)sc_fusion_policy_name((sc_fusion_policy_t)pol, &nm);
+  return nm;
+}
 
 static int is_float(sc_dtype_t dt) {
   return dt == SC_FLOAT32 || dt == SC_FLOAT64;
@@ -145,7 +150,7 @@ static void check_plan_shape(sc_fusion_t *f, sc_fusion_policy_t pol, const char 
  * before anyone waited (refused: the round is still in flight). */
 static void run_policy(sc_fusion_policy_t pol, int contiguous, int calibrate) {
   char what[96];
-  snprintf(what, sizeof(what), "%s %s%s", policy_names[pol], contiguous ? "contiguous" : "separate",
+  snprintf(what, sizeof(what), "%s %s%s", policy_name(pol), contiguous ? "contiguous" : "separate",
            calibrate ? " calibrated" : "");
   tensors_t ts;
   tensors_alloc(&ts, contiguous);
@@ -247,7 +252,7 @@ static void run_sparse(sc_fusion_policy_t pol) {
   enum { SN = 6 };
   static const size_t sc_[SN] = {100, 3000, 5, 20000, 64, 777};
   char what[64];
-  snprintf(what, sizeof(what), "sparse %s", policy_names[pol]);
+  snprintf(what, sizeof(what), "sparse %s", policy_name(pol));
   sc_fusion_config_t cfg = {.policy = pol,
                             .bucket_bytes = 32 * 1024,
                             .alpha_us = 30,

@@ -22,7 +22,12 @@ static sc_comm_t *comm;
 
 enum { NT = 8 };
 static const size_t counts[NT] = {5, 300, 17, 1000, 64, 2000, 3, 40};
-static const char *const pol_names[] = {"none", "size", "mgwfbp", "dear", "single"};
+/* The policy's name as the library spells it (sc_fusion_policy_name). */
+static const char *policy_name(int pol) {
+  const char *nm = "?";
+  (void)sc_fusion_policy_name((sc_fusion_policy_t)pol, &nm);
+  return nm;
+}
 
 typedef struct tensors {
   float *buf[NT];
@@ -107,7 +112,7 @@ static double now_ms(void) {
  * bucket already delivered (or not readied yet) must return at once. */
 static void run_dear_loop(sc_fusion_policy_t pol, int forward, int contiguous) {
   char what[64];
-  snprintf(what, sizeof(what), "dear loop %s %s%s", pol_names[pol],
+  snprintf(what, sizeof(what), "dear loop %s %s%s", policy_name(pol),
            forward ? "forward" : "backward", contiguous ? " contiguous" : "");
   tensors_t ts;
   tensors_alloc(&ts, contiguous);
@@ -147,7 +152,7 @@ static int skips(int r, int round, int t) {
 
 static void run_skip(sc_fusion_policy_t pol, int contiguous) {
   char what[64];
-  snprintf(what, sizeof(what), "skip %s%s", pol_names[pol], contiguous ? " contiguous" : "");
+  snprintf(what, sizeof(what), "skip %s%s", policy_name(pol), contiguous ? " contiguous" : "");
   tensors_t ts;
   tensors_alloc(&ts, contiguous);
   sc_fusion_t *f = make(pol, 4096, &ts);
@@ -205,18 +210,18 @@ static void run_self_block(sc_fusion_policy_t pol) {
       fill(&ts, t, 0);
       MR_OK(sc_fusion_ready(f, t));
     }
-  snprintf(what, sizeof(what), "%s: wait(0) with tensor 1 unready", pol_names[pol]);
+  snprintf(what, sizeof(what), "%s: wait(0) with tensor 1 unready", policy_name(pol));
   if (b0 == b1 || pol == SC_FUSE_DEAR) expect_self_blocked(timed_wait(f, 0, &ms), ms, 1, what);
   /* Its bucket is tensor 1's, or ready behind it in launch order. */
-  snprintf(what, sizeof(what), "%s: wait(%d) behind tensor 1", pol_names[pol], last);
+  snprintf(what, sizeof(what), "%s: wait(%d) behind tensor 1", policy_name(pol), last);
   expect_self_blocked(timed_wait(f, last, &ms), ms, 1, what);
-  snprintf(what, sizeof(what), "%s: wait_all with tensor 1 unready", pol_names[pol]);
+  snprintf(what, sizeof(what), "%s: wait_all with tensor 1 unready", policy_name(pol));
   expect_self_blocked(timed_wait(f, -1, &ms), ms, 1, what);
   /* Waiting on the missing tensor itself: it has no round in flight. */
   MR_OK(sc_fusion_wait(f, 1));
   fill(&ts, 1, 0);
   MR_OK(sc_fusion_ready(f, 1));
-  snprintf(what, sizeof(what), "self-block %s round 0", pol_names[pol]);
+  snprintf(what, sizeof(what), "self-block %s round 0", policy_name(pol));
   MR_OK(sc_fusion_wait_all(f));
   for (int t = 0; t < NT; t++) check(&ts, t, 0, never, what);
   /* Round 1 in full; deliver only the last tensor's bucket, refill it: it
@@ -236,8 +241,8 @@ static void run_self_block(sc_fusion_policy_t pol) {
         MR_OK(sc_fusion_ready(f, t));
       }
     }
-    snprintf(what, sizeof(what), "%s: wait(%d) behind bucket 0's undelivered round", pol_names[pol],
-             last);
+    snprintf(what, sizeof(what), "%s: wait(%d) behind bucket 0's undelivered round",
+             policy_name(pol), last);
     expect_self_blocked(timed_wait(f, last, &ms), ms, 0, what);
     mr_checks++;
     if (!strstr(sc_last_error(), "previous round"))
@@ -277,7 +282,7 @@ static void expect_in_flight(sc_result_t r, int id, const char *what) {
  * filling) is refused, and the round's result is still delivered. */
 static void run_double_ready(sc_fusion_policy_t pol, int contiguous) {
   char what[64];
-  snprintf(what, sizeof(what), "double ready %s%s", pol_names[pol],
+  snprintf(what, sizeof(what), "double ready %s%s", policy_name(pol),
            contiguous ? " contiguous" : "");
   tensors_t ts;
   tensors_alloc(&ts, contiguous);

@@ -28,7 +28,7 @@ auto_runs() { # auto_runs ALGO-SHOWN [SC_GTOPK_ALGO]
     echo "$out" | awk -v a="$1" '$1 == a && $NF == 0 {ok = 1} END {exit !ok}'
 }
 check "sc_gtopk_perf -a auto on one host: the butterfly" auto_runs gtopk
-check "sc_gtopk_perf -a auto, SC_GTOPK_ALGO=hier" auto_runs gtopk_hier hier
+check "sc_gtopk_perf -a auto, SC_GTOPK_ALGO=hier" auto_runs hier hier
 check "SC_GTOPK_ALGO=bogus is refused, naming the variable" sh -c \
   'out=$(SC_GTOPK_ALGO=bogus "$0" -n 2 --timeout 60 "$1" --ef 2>&1) && exit 1
    echo "$out" | grep -q "SC_GTOPK_ALGO: .bogus. is not one of"' "$SC_RUN" "$MR/mr_sparse"

@@ -134,7 +134,7 @@ dense = np.zeros(dense_len, np.float32)
 for r in range(P):
     i, vv = sparse_in(r)
     dense[i] += vv
-for algo in ("allgather", "gtopk", "gtopk_tree", "gtopk_hier"):
+for algo in ("allgather", "gtopk", "tree", "hier"):
     oi, ov = comm.sparse_allreduce(*sparse_in(R), dense_len, k, algo=algo)
     ok(np.all(np.diff(oi.astype(np.int64)) > 0) and np.array_equal(ov, dense[oi]), "sparse_allreduce %s values" % algo)
     if algo == "allgather":

@@ -17,7 +17,7 @@ static const struct {
   sc_result_t (*gen)(const sc_coll_args_t *, sc_sched_t *);
   int gathers; /* the output holds nranks * k entries */
 } sparse_gens[] = {{"sparse_gtopk", sc_sparse_gtopk_schedule, 0},
-                   {"sparse_gtopk_tree", sc_sparse_gtopk_tree_schedule, 0},
+                   {"sparse_tree", sc_sparse_tree_schedule, 0},
                    {"sparse_allgather", sc_sparse_allgather_schedule, 1}};
 
 typedef struct side {

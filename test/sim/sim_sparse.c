@@ -239,7 +239,7 @@ static rset_t ref_tree(sc_dtype_t t, size_t k, int n, const rset_t *in, size_t d
   return out;
 }
 
-/* gtopk_hier's merge tree: the tree over each host's inputs (ranks
+/* hier's merge tree: the tree over each host's inputs (ranks
  * ascending), then the butterfly over the hosts' results. */
 static rset_t ref_hier(sc_dtype_t t, size_t k, int p, const rset_t *in, size_t dense,
                        const int *host_of, tracker_t *tr) {
@@ -300,7 +300,7 @@ static rset_t ref_allgather(sc_dtype_t t, int p, const rset_t *in, size_t dense)
 /* ---- one simulated run ---------------------------------------------------- */
 
 typedef enum { ALG_GTOPK, ALG_TREE, ALG_ALLGATHER, ALG_HIER } alg_t;
-static const char *const alg_names[] = {"gtopk", "gtopk_tree", "allgather", "gtopk_hier"};
+static const char *const alg_names[] = {"gtopk", "tree", "allgather", "hier"};
 
 /* ALG_HIER's host map for the run at hand (hosts numbered by lowest rank). */
 static int g_host_of[64];
@@ -345,8 +345,8 @@ static sc_result_t build(alg_t alg, int p, int r, size_t k, size_t w, sc_sched_t
                       .host_of = alg == ALG_HIER ? g_host_of : NULL};
   sc_sched_init(s);
   return alg == ALG_GTOPK  ? sc_sparse_gtopk_schedule(&a, s)
-         : alg == ALG_TREE ? sc_sparse_gtopk_tree_schedule(&a, s)
-         : alg == ALG_HIER ? sc_sparse_gtopk_hier_schedule(&a, s)
+         : alg == ALG_TREE ? sc_sparse_tree_schedule(&a, s)
+         : alg == ALG_HIER ? sc_sparse_hier_schedule(&a, s)
                            : sc_sparse_allgather_schedule(&a, s);
 }
 

@@ -31,7 +31,7 @@ assert d["latency_8B_allreduce_us"] > 0 and d["latency_algo"], d
 # One merge of two 100-entry sets: far above 0, far below a millisecond per entry.
 assert 0 < d["merge_ns_per_entry"] < 1e6, d
 algos = [r["algo"] for r in d["rows"]]
-assert algos == ["gtopk", "gtopk_tree", "allgather", "dense"], algos
+assert algos == ["gtopk", "tree", "allgather", "dense"], algos
 for r in d["rows"]:
     assert r["wrong"] == 0, r
     assert 0 < r["time_min_us"] <= r["time_us"], r
@@ -39,7 +39,7 @@ for r in d["rows"]:
 # The sparse results hold at most k entries except the exact all-gather sum;
 # dense holds n.
 nnz = {r["algo"]: r["out_nnz"] for r in d["rows"]}
-assert nnz["gtopk"] == nnz["gtopk_tree"] == 100 and 100 < nnz["allgather"] <= 300, nnz
+assert nnz["gtopk"] == nnz["tree"] == 100 and 100 < nnz["allgather"] <= 300, nnz
 assert nnz["dense"] == 65536, nnz
 # plot.py's cost terms for this run, against docs/ALGORITHMS.md worked by hand:
 # full duplex, one set's bytes per step (P = 3: butterfly log2 floor 1 + 2 fold
@@ -55,14 +55,14 @@ except SystemExit:
 e = 100 * 8
 assert plot.model_terms("dense", 3, d) == (4, 2.0 * 2 / 3 * 65536 * 4)
 assert plot.model_terms("gtopk", 3, d) == (3, 3 * e)
-assert plot.model_terms("gtopk_tree", 3, d) == (4, 4 * e)
+assert plot.model_terms("tree", 3, d) == (4, 4 * e)
 assert plot.model_terms("allgather", 3, d) == (2, 2 * e)
 assert plot.model_terms("gtopk", 5, d) == (4, 4 * e)
-assert plot.model_terms("gtopk_tree", 5, d) == (6, 6 * e)
+assert plot.model_terms("tree", 5, d) == (6, 6 * e)
 assert plot.model_terms("allgather", 5, d) == (4, 4 * e)
 assert plot.model_terms("dense", 3, d, False) == plot.model_terms("dense", 3, d)
 assert plot.model_terms("gtopk", 3, d, False) == (3, 2 * 3 * e)
-assert plot.model_terms("gtopk_tree", 3, d, False) == (4, 2 * 4 * e)
+assert plot.model_terms("tree", 3, d, False) == (4, 2 * 4 * e)
 assert plot.model_terms("allgather", 5, d, False) == (3, 4 * e)
 # The merge work by hand: the butterfly merges two 100-sets per exchange,
 # P = 3: 1 exchange + the fold's merge = 2 merges, P = 4: 2, P = 8: 3; the
@@ -71,7 +71,7 @@ m = {"k": 100, "merge_ns_per_entry": 10.0}
 assert plot.merge_entries("gtopk", 3, m) == 2 * 200
 assert plot.merge_entries("gtopk", 4, m) == 2 * 200
 assert plot.merge_entries("gtopk", 8, m) == 3 * 200
-assert plot.merge_entries("gtopk_tree", 5, m) == 3 * 200
+assert plot.merge_entries("tree", 5, m) == 3 * 200
 assert plot.merge_entries("allgather", 5, m) is None
 assert abs(plot.local_us("gtopk", 8, m) - 3 * 200 * 10.0 / 1000) < 1e-9
 assert abs(plot.local_us("gtopk", 8, m, cores=2) - 4 * 3 * 200 * 10.0 / 1000) < 1e-9

@@ -15,7 +15,7 @@
 # op, placement and count); that auto prices them on 4 hosts x 2 ranks and not
 # on 4 x 1, and picks the all-gather's for 32 MiB (the TUNE log); and that the
 # forced hier falls back, and says so, with one rank per host. And the
-# sparse all-reduces, gtopk_hier among them, against mr_sparse's references
+# sparse all-reduces, hier among them, against mr_sparse's references
 # on 4 layouts, and the error-feedback invariant with SC_GTOPK_ALGO auto, tree
 # and hier on 3.
 # Skipped (77) unless root with network namespaces, veth, bridge and tbf.
@@ -88,13 +88,13 @@ for layout in 4:1 8:2 7:2 12:3 11:3 16:4 6:4; do
     env SC_RS_ALGO=hier SC_AG_ALGO=hier "$SC_RUN" --netbed="$PREFIX" --ranks-per-host "$m" -n "$n" \
     --timeout 300 "$MR/mr_collectives" --rs-ag-only
 done
-# gtopk_hier against mr_sparse's reference on the host map sc_comm_local gives (with
+# hier against mr_sparse's reference on the host map sc_comm_local gives (with
 # every other sparse algorithm): even hosts, an uneven last host, 3 hosts (the
 # leaders' butterfly folds one), 3 ranks per host.
 for layout in 8:2 7:2 6:2 12:3; do
   n=${layout%%:*}
   m=${layout#*:}
-  check "sparse all-reduces incl. gtopk_hier, $n ranks at $m per host" \
+  check "sparse all-reduces incl. hier, $n ranks at $m per host" \
     "$SC_RUN" --netbed="$PREFIX" --ranks-per-host "$m" -n "$n" --timeout 300 "$MR/mr_sparse"
 done
 # Error feedback over each sparse all-reduce sc_gtopk_allreduce can run across hosts (the

@@ -164,7 +164,7 @@ top_srcdir=${top_srcdir:-..}
 replay() {
   "$SC_RUN" -n 2 --timeout 200 "$top_builddir/sc_fusion_replay" \
     --trace "$top_srcdir/perf/traces/resnet50.trace" --scale 0.01 --iter-ms 5 -i 2 -w 0 \
-    -p none,mgwfbp,single --alpha 50 --beta 0.001 "$@"
+    -p wfbp,mgwfbp,single --alpha 50 --beta 0.001 "$@"
 }
 py=""
 for c in /usr/bin/python3 python3; do # Debian's python3-matplotlib is /usr/bin's
@@ -185,7 +185,7 @@ for line in open(os.path.join(tmp, "rep.out")):
     f = line.split()
     if len(f) > 3 and f[-1] == "run":
         runs.setdefault(f[0], []).append(float(f[2]))
-assert sorted(runs) == ["mgwfbp", "none", "single"], runs
+assert sorted(runs) == ["mgwfbp", "single", "wfbp"], runs
 for r in rep["results"]:
     t = runs[r["policy"]]
     assert len(t) == 3 and abs(r["iter_min_ms"] - min(t)) < 0.006, (r, t)
@@ -195,7 +195,7 @@ for line in open(os.path.join(tmp, "il.out")):
     m = re.match(r"\s+(\w+) .* median of \d+, iter (\d+)-(\d+)$", line)
     if m:
         tags[m.group(1)] = (int(m.group(2)), int(m.group(3)))
-assert sorted(tags) == ["mgwfbp", "none", "single"], tags
+assert sorted(tags) == ["mgwfbp", "single", "wfbp"], tags
 for r in il["results"]:
     lo, hi = tags[r["policy"]]
     assert 0 < r["iter_min_ms"] <= r["iter_ms"] <= r["iter_max_ms"], r
@@ -204,7 +204,7 @@ for r in il["results"]:
 # policy's iteration time and range; 2 iterations x 1 repeat = 2 rounds.
 import statistics
 samples = il["iter_samples_ms"]
-assert sorted(samples) == ["mgwfbp", "none", "single"], samples
+assert sorted(samples) == ["mgwfbp", "single", "wfbp"], samples
 for r in il["results"]:
     v = samples[r["policy"]]
     assert len(v) == 2, v

@@ -34,7 +34,7 @@ static void test_roundtrip(void **state) {
                         .coll = SC_COLL_REDUCE,
                         .dtype = SC_BFLOAT16,
                         .redop = SC_AVG,
-                        .variant = SC_FP_SPARSE_GTOPK_TREE};
+                        .variant = 3 /* the tree's code */};
   uint8_t w[SC_FP_WIRE_BYTES];
   sc_fp_encode(&a, w);
   /* Big-endian layout, independent of the host. */
@@ -109,12 +109,23 @@ static void test_from_op(void **state) {
                .gen = sc_sparse_gtopk_schedule};
   sc_fingerprint_t s1, s2;
   sc_fp_from_op(&o, &s1);
-  assert_int_equal(s1.variant, SC_FP_SPARSE_GTOPK);
+  /* The codes on the wire since version 2: gtopk 2, tree 3, allgather 4, hier 6. */
+  assert_int_equal(s1.variant, 2);
   assert_int_equal(s1.dense_len, 1000);
   o.gen = sc_sparse_allgather_schedule;
   sc_fp_from_op(&o, &s2);
-  assert_int_equal(s2.variant, SC_FP_SPARSE_ALLGATHER);
+  assert_int_equal(s2.variant, 4);
   assert_false(sc_fp_equal(&s1, &s2));
+  sc_fingerprint_t s3;
+  o.gen = sc_sparse_tree_schedule;
+  sc_fp_from_op(&o, &s3);
+  assert_int_equal(s3.variant, 3);
+  o.gen = sc_sparse_hier_schedule;
+  sc_fp_from_op(&o, &s3);
+  assert_int_equal(s3.variant, 6);
+  o.gen = sc_ring_allreduce_schedule; /* a sparse op on no registered sparse generator */
+  sc_fp_from_op(&o, &s3);
+  assert_int_equal(s3.variant, SC_FP_SPARSE_OTHER);
   a = fp_of(SC_COLL_ALLREDUCE, 10, SC_FLOAT32, SC_SUM, 0, 4);
   assert_false(sc_fp_equal(&a, &s1));
 }
@@ -131,7 +142,7 @@ static void test_describe(void **state) {
   a = fp_of(SC_COLL_BARRIER, 0, SC_UINT8, SC_SUM, 0, 3);
   assert_string_equal(sc_fp_describe(&a, buf, sizeof(buf)),
                       "barrier #3 (count 0, no dtype, no op, root -1)");
-  a.variant = SC_FP_SPARSE_GTOPK;
+  a.variant = 2;
   a.coll = SC_COLL_ALLREDUCE;
   a.dtype = SC_FLOAT16;
   a.redop = SC_SUM;
@@ -139,6 +150,12 @@ static void test_describe(void **state) {
   a.dense_len = 4096;
   assert_string_equal(sc_fp_describe(&a, buf, sizeof(buf)),
                       "sparse gtopk allreduce #3 (k 8 of dense_len 4096, float16, sum, root -1)");
+  a.variant = 6;
+  assert_string_equal(sc_fp_describe(&a, buf, sizeof(buf)),
+                      "sparse hier allreduce #3 (k 8 of dense_len 4096, float16, sum, root -1)");
+  a.variant = SC_FP_SPARSE_OTHER;
+  assert_string_equal(sc_fp_describe(&a, buf, sizeof(buf)),
+                      "sparse allreduce #3 (k 8 of dense_len 4096, float16, sum, root -1)");
   a.variant = 200;
   a.coll = 99;
   sc_fp_describe(&a, buf, sizeof(buf)); /* a bad peer's print still formats */

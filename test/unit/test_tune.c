@@ -539,28 +539,32 @@ static void test_sparse_choice(void **state) {
                       .elem_size = 8,
                       .chunk_elems = 1,
                       .host_of = one};
-  double est[3];
+  double est[SC_SPARSE_ALGO_COUNT];
   assert_int_equal(sc_tune_best_sparse(&m, &a, est), SC_SPARSE_GTOPK);
-  assert_true(fabs(est[0] - 2 * round) <= 1e-9 * round);
-  assert_true(isinf(est[2]));
-  assert_true(est[1] >= 4 * round);
+  assert_true(fabs(est[SC_SPARSE_GTOPK] - 2 * round) <= 1e-9 * round);
+  assert_true(isinf(est[SC_SPARSE_GTOPK_HIER]));
+  assert_true(isinf(est[SC_SPARSE_ALLGATHER])); /* the baseline is never the model's pick */
+  assert_true(est[SC_SPARSE_GTOPK_TREE] >= 4 * round);
   a.nranks = 16;
   a.host_of = four;
   assert_int_equal(sc_tune_best_sparse(&m, &a, est), SC_SPARSE_GTOPK_HIER);
   /* Inside a host each set costs S * 1e-12 + 1 us: a few microseconds. */
-  assert_true(est[2] >= 2 * round && est[2] <= 2 * round + 50e-6);
+  assert_true(est[SC_SPARSE_GTOPK_HIER] >= 2 * round &&
+              est[SC_SPARSE_GTOPK_HIER] <= 2 * round + 50e-6);
   /* The flat butterfly's two rounds across hosts push 4 ranks' sets each through a
    * host's one link (8 sets), and the last still takes alpha to arrive; a rank done
    * with the first of them may start the second while its host-mates still receive. */
-  assert_true(est[0] >= 8 * set * beta + alpha && est[0] >= 3.5 * est[2]);
-  assert_true(est[1] >= 4 * round && est[1] <= 4 * round + 2 * (double)k * beta + 50e-6);
+  assert_true(est[SC_SPARSE_GTOPK] >= 8 * set * beta + alpha &&
+              est[SC_SPARSE_GTOPK] >= 3.5 * est[SC_SPARSE_GTOPK_HIER]);
+  assert_true(est[SC_SPARSE_GTOPK_TREE] >= 4 * round &&
+              est[SC_SPARSE_GTOPK_TREE] <= 4 * round + 2 * (double)k * beta + 50e-6);
   const int rd = sc_algo_find(SC_COLL_ALLREDUCE, "rd");
   assert_true(rd >= 0);
   m.allreduce_beta_scale[rd] = 3;
-  double est3[3];
+  double est3[SC_SPARSE_ALGO_COUNT];
   assert_int_equal(sc_tune_best_sparse(&m, &a, est3), SC_SPARSE_GTOPK_TREE);
-  assert_true(est3[1] == est[1]);
-  assert_true(est3[2] >= 2 * (3 * set * beta + alpha));
+  assert_true(est3[SC_SPARSE_GTOPK_TREE] == est[SC_SPARSE_GTOPK_TREE]);
+  assert_true(est3[SC_SPARSE_GTOPK_HIER] >= 2 * (3 * set * beta + alpha));
 }
 
 int main(void) {

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The fusion policy registry (lib/fusion/policy.h). */
+#include "lib/fusion/policy.h"
+
+#include <strings.h>
+
+#include "lib/base/error.h"
+#include "lib/fusion/fusion.h"
+
+static size_t plan_wfbp(const sc_fplan_in_t *in, const sc_fusion_config_t *cfg, double alpha,
+                        double beta, size_t *first) {
+  (void)cfg, (void)alpha, (void)beta;
+  return sc_fplan_none(in, first);
+}
+
+static size_t plan_size(const sc_fplan_in_t *in, const sc_fusion_config_t *cfg, double alpha,
+                        double beta, size_t *first) {
+  (void)alpha, (void)beta;
+  return sc_fplan_size(in, cfg->bucket_bytes, first);
+}
+
+/* With density: OMGS, the optimum under the sparse cost (its startup includes
+ * the selection's, so merges save both). */
+static size_t plan_mgwfbp(const sc_fplan_in_t *in, const sc_fusion_config_t *cfg, double alpha,
+                          double beta, size_t *first) {
+  if (cfg->density > 0.0)
+    return sc_fplan_omgs(in, alpha, beta,
+                         cfg->bucket_bytes < SC_FUSION_OMGS_MAX_BYTES ? cfg->bucket_bytes
+                                                                      : SC_FUSION_OMGS_MAX_BYTES,
+                         first);
+  return sc_fplan_mgwfbp_cap(in, alpha, beta, cfg->bucket_bytes, first);
+}
+
+static size_t plan_dear(const sc_fplan_in_t *in, const sc_fusion_config_t *cfg, double alpha,
+                        double beta, size_t *first) {
+  return sc_fplan_dear_model(in, alpha, beta, cfg->bucket_bytes, first);
+}
+
+static size_t plan_single(const sc_fplan_in_t *in, const sc_fusion_config_t *cfg, double alpha,
+                          double beta, size_t *first) {
+  (void)cfg, (void)alpha, (void)beta;
+  return sc_fplan_single(in, first);
+}
+
+static const sc_fusion_policy_entry_t sc_fusion_policy_table[] = {
+    {SC_FUSE_NONE, "wfbp", plan_wfbp, NULL, "one all-reduce per tensor, launched when it is ready"},
+    {SC_FUSE_SIZE, "size", plan_size, NULL, "buckets of at most bucket_bytes in ready order"},
+    {SC_FUSE_MGWFBP, "mgwfbp", plan_mgwfbp, NULL,
+     "the optimal merge from the alpha-beta model and backward times"},
+    {SC_FUSE_DEAR, "dear", plan_dear,
+     "DeAR splits a dense all-reduce into reduce-scatter + all-gather, and gTop-k has no such "
+     "halves",
+     "reduce-scatter during backward, all-gather before the next forward"},
+    {SC_FUSE_SINGLE, "single", plan_single, NULL,
+     "everything in one all-reduce after the last tensor is ready"},
+    /* Slices, not buckets: each tensor is its own bucket, sliced by p3.c. */
+    {SC_FUSE_P3, "p3", plan_wfbp,
+     "P3 all-reduces slices of tensors as they become ready everywhere, and a gTop-k selects "
+     "per bucket and cannot be sliced",
+     "slices of slice_bytes sent by priority (the next forward's order)"},
+};
+_Static_assert(sizeof(sc_fusion_policy_table) / sizeof(sc_fusion_policy_table[0]) ==
+                   SC_FUSION_POLICY_COUNT,
+               "one row per sc_fusion_policy_t value");
+
+const sc_fusion_policy_entry_t *sc_fusion_policies(int *n) {
+  *n = SC_FUSION_POLICY_COUNT;
+  return sc_fusion_policy_table;
+}
+
+const sc_fusion_policy_entry_t *sc_fusion_policy_get(sc_fusion_policy_t policy) {
+  for (int i = 0; i < SC_FUSION_POLICY_COUNT; i++)
+    if (sc_fusion_policy_table[i].policy == policy) return &sc_fusion_policy_table[i];
+  return NULL;
+}
+
+const sc_fusion_policy_entry_t *sc_fusion_policy_find(const char *name) {
+  for (int i = 0; name && i < SC_FUSION_POLICY_COUNT; i++)
+    if (!strcasecmp(sc_fusion_policy_table[i].name, name)) return &sc_fusion_policy_table[i];
+  return NULL;
+}
+
+sc_result_t sc_fusion_policy_name(sc_fusion_policy_t policy, const char **name) {
+  if (!name) return SC_ERR(SC_ERR_INVALID_ARG, "sc_fusion_policy_name: name is NULL");
+  const sc_fusion_policy_entry_t *row = sc_fusion_policy_get(policy);
+  if (!row)
+    return SC_ERR(SC_ERR_INVALID_ARG, "sc_fusion_policy_name: invalid policy %d", (int)policy);
+  *name = row->name;
+  return SC_SUCCESS;
+}
