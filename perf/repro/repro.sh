@@ -10,13 +10,16 @@
 #
 # Usage (from a build directory, or with SC_BUILD=dir; needs root):
 #   repro.sh [-o DIR] [-r REPS] [--first-rep N] [-P "2 3 4 6 8"] [--wide "12 16"] [--rate 1gbit]
+#            [--credit US]
 #            [--only a,wide,local,fusion,scaled,bert,sparse] [--plot-only] [--dpi 80]
 # Parts: a = the sparse sweep over -P, REPS times (rank counts alternating;
 # files gtopk_P<P>_r<N>.json, N from --first-rep, so more runs can be added);
 # wide = the same once at the --wide rank counts (past the 2-core CPU limit);
 # local = gTop-k and all-gather at -P on one host (shm, no bed): the local work;
 # fusion = ResNet-50 and VGG-16, every dense policy; scaled = ResNet-50 at
-# --scale 0.1; bert = BERT-base, every dense policy; sparse = part (e).
+# --scale 0.1; bert = BERT-base, every dense policy; sparse = part (e), with
+# the compute times of its table (-T 90 and -T 200). --credit: sc-netbed's
+# (default: the bed's own).
 # Writes DIR/*.json (one per run), DIR/repro.log (the tools' output), DIR/load.tsv (load average before and
 # after, the machine's busy share during, seconds and exit status of every
 # run), DIR/fig/*.png, DIR/plot.txt (what plot.py printed: measured/model per
@@ -24,7 +27,7 @@
 # on a 16-host 1 Gbit/s bed (fusion runs use hosts 0-3). About 30 minutes on
 # this 2-core VM. The bed is always taken down on exit.
 set -u
-out=repro-out reps=3 first=1 ps="2 3 4 6 8" wide="12 16" rate=1gbit plot_only=0 dpi=80
+out=repro-out reps=3 first=1 ps="2 3 4 6 8" wide="12 16" rate=1gbit credit="" plot_only=0 dpi=80
 only="a,wide,local,fusion,scaled,bert,sparse"
 die() { echo "repro.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -35,10 +38,11 @@ while [ $# -gt 0 ]; do
   -P) ps="$2"; shift 2 ;;
   --wide) wide="$2"; shift 2 ;;
   --rate) rate="$2"; shift 2 ;;
+  --credit) credit="$2"; shift 2 ;;
   --only) only="$2"; shift 2 ;;
   --plot-only) plot_only=1; shift ;;
   --dpi) dpi="$2"; shift 2 ;;
-  -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
   *) die "unknown option '$1'" ;;
   esac
 done
@@ -87,7 +91,8 @@ if [ "$plot_only" -eq 0 ]; then
   [ "$(id -u)" -eq 0 ] || die "the bed needs root"
   trap '"$build/sc-netbed" --id $id down >/dev/null 2>&1' EXIT
   trap 'exit 130' INT TERM
-  "$build/sc-netbed" --id $id up "$hosts" "$rate" >/dev/null || die "sc-netbed up failed"
+  "$build/sc-netbed" --id $id up "$hosts" "$rate" ${credit:+--credit "$credit"} >/dev/null ||
+    die "sc-netbed up failed"
   [ -s "$out/load.tsv" ] || printf 'run\tload_before\tload_after\tbusy_share\tseconds\trc\n' >"$out/load.tsv"
   echo "# $(date -u '+%F %T') $(nproc) cores, bed $hosts x $rate, $(uptime)" >>"$out/load.tsv"
   R="$build/sc-run --netbed=$bed"
@@ -136,9 +141,9 @@ if [ "$plot_only" -eq 0 ]; then
   fi
   # (e) the sparse schemes, density 0.001.
   if want sparse; then
-    run r50_sparse $F --density 0.001 -t resnet50 -T 300 -i 5 -p lags,omgs,gtopk \
+    run r50_sparse $F --density 0.001 -t resnet50 -T 90 -i 41 -p lags,omgs,gtopk \
       -J "$out/r50_sparse.json"
-    run bert_sparse $F --density 0.001 -t bert_base -T 2000 -i 4 -p lags,omgs,gtopk \
+    run bert_sparse $F --density 0.001 -t bert_base -T 200 -i 31 -p lags,omgs,gtopk \
       -J "$out/bert_sparse.json"
   fi
   "$build/sc-netbed" --id $id down >/dev/null
