@@ -57,7 +57,8 @@ def main():
     ap.add_argument("--width", type=int, default=16, help="channels of the first convolution")
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
-    ap.add_argument("--hook", choices=["none", "gtopk"], default="none", help="DDP communication hook (sparsecoll backend)")
+    ap.add_argument("--hook", choices=["none", "gtopk"], default="none",
+                    help="DDP communication hook (sparsecoll backend)")
     ap.add_argument("--optimizer", metavar="POLICY", default=None,
                     help="use sparsecoll.torch.DistributedOptimizer with this fusion policy instead of DDP")
     ap.add_argument("--density", type=float, default=0.0, help="gTop-k density (--hook gtopk: default 0.01)")
@@ -110,7 +111,8 @@ def main():
             print("step %4d  loss %.4f  step time %.1f ms" % (step, loss.item(), 1e3 * times[-1]))
     if rank == 0:
         steady = sorted(times[len(times) // 5:])  # past the warm-up
-        print("median step time %.1f ms (backend %s, %s, %d ranks)" % (1e3 * steady[len(steady) // 2], a.backend, mode, size))
+        print("median step time %.1f ms (backend %s, %s, %d ranks)"
+              % (1e3 * steady[len(steady) // 2], a.backend, mode, size))
     if a.optimizer:
         opt.close()  # applies the last deferred update ("dear")
     dist.destroy_process_group()

@@ -97,9 +97,8 @@
 extern "C" {
 #endif
 
-#define SC_VERSION_MAJOR 0
-#define SC_VERSION_MINOR 1
-#define SC_VERSION_PATCH 0
+/* SC_VERSION_MAJOR, SC_VERSION_MINOR, SC_VERSION_PATCH */
+#include "sparsecoll_version.h"
 
 /* ---- Versions and errors ---- */
 

@@ -112,7 +112,9 @@ def main():
             continue
         if structs and cur is None and not line.startswith("#"):
             name, ctype, off, size = line.split()
-            structs[-1][2].append((name, ctype.replace("_", " ") if ctype.startswith(("unsigned_", "long_")) else ctype, int(off), int(size)))
+            if ctype.startswith(("unsigned_", "long_")):
+                ctype = ctype.replace("_", " ")
+            structs[-1][2].append((name, ctype, int(off), int(size)))
             continue
         if line.startswith("#"):
             cur = (line[1:], [])

@@ -6,8 +6,12 @@ SPARSECOLL_PREFIX (its include/ and lib/), pkg-config's sparsecoll.pc, then
 _consts.py (every enum value of sparsecoll.h, printed by a small C program
 compiled here with $CC or cc: gen_consts.py) and _build_config.py (LIBDIR, where
 the package loads libsparsecoll from unless SPARSECOLL_LIBRARY says otherwise).
+The package's version is the library's: read from the installed
+sparsecoll_version.h (configure writes it from configure.ac), so that it is
+written in one place. The rest of the metadata is in pyproject.toml.
 """
 import os
+import re
 import subprocess
 import sys
 
@@ -43,6 +47,20 @@ def locate():
              "or set SPARSECOLL_PREFIX)")
 
 
+def version(inc):
+    """MAJOR.MINOR.PATCH from the installed header's SC_VERSION_* macros."""
+    parts = {}
+    for name in ("sparsecoll_version.h", "sparsecoll.h"):
+        path = os.path.join(inc, name)
+        if os.path.exists(path):
+            with open(path) as f:
+                for m in re.finditer(r"^#define\s+SC_VERSION_(MAJOR|MINOR|PATCH)\s+(\d+)\s*$", f.read(), re.M):
+                    parts[m.group(1)] = m.group(2)
+    if len(parts) != 3:
+        sys.exit("setup.py: no SC_VERSION_MAJOR/MINOR/PATCH in %s/sparsecoll_version.h" % inc)
+    return "%s.%s.%s" % (parts["MAJOR"], parts["MINOR"], parts["PATCH"])
+
+
 class BuildPy(build_py):
     def run(self):
         build_py.run(self)
@@ -58,10 +76,6 @@ class BuildPy(build_py):
 
 
 setup(
-    name="sparsecoll",
-    version="0.1.0",
-    description="Python bindings and a torch.distributed backend for libsparsecoll",
-    packages=["sparsecoll", "sparsecoll.torch"],
-    python_requires=">=3.7",
+    version=version(locate()[0]),
     cmdclass={"build_py": BuildPy},
 )

@@ -36,7 +36,7 @@ make -j2 libsc_core.la >make.out 2>&1 || { tail -n 30 make.out; exit 1; }
 for t in $targets; do
   src=$top/test/fuzz/fuzz_$t.c
   [ -f "$src" ] || { echo "fuzz.sh: no target $t"; exit 2; }
-  clang -O1 -g $san -fsanitize=fuzzer -D_GNU_SOURCE -I"$top" -I"$top/include" -I. "$src" \
+  clang -O1 -g $san -fsanitize=fuzzer -D_GNU_SOURCE -I"$top" -I"$top/include" -I. -Iinclude "$src" \
     .libs/libsc_core.a -lm -lpthread -o "fuzz_$t"
   mkdir -p "corpus-$t"
   rm -f "fuzz_$t.result"

@@ -32,9 +32,4 @@ double sc_topk_magnitude(const void *x, sc_dtype_t dtype, size_t i);
 void sc_topk_gather_values(const void *x, sc_dtype_t dtype, const uint32_t *indices, size_t nnz,
                            void *values);
 
-/* Inverse of the standard normal CDF for 0 < p < 1 (Acklam's rational
- * approximation polished by one Halley step: relative error near double
- * precision). */
-double sc_topk_norm_quantile(double p);
-
 #endif

@@ -54,7 +54,3 @@ void sc_error_get_detail(char *out, size_t len) {
 void sc_error_set_detail(const char *detail) {
   snprintf(sc_errbuf, sizeof(sc_errbuf), "%s", detail ? detail : "");
 }
-
-void sc_error_clear(void) {
-  sc_errbuf[0] = '\0';
-}

@@ -19,7 +19,6 @@ sc_result_t sc_error_set(sc_result_t code, const char *file, int line, const cha
  * e.g. from the progress thread to the thread that waits on a request). */
 void sc_error_get_detail(char *out, size_t len);
 void sc_error_set_detail(const char *detail);
-void sc_error_clear(void);
 
 #define SC_CHECK(call)                                                                             \
   do {                                                                                             \

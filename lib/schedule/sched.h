@@ -95,12 +95,4 @@ sc_result_t sc_sched_sparse_sum(sc_sched_t *s, size_t dst, size_t first, size_t 
 void sc_sched_sparse_sets(sc_sched_t *s, size_t nsets, size_t cap);
 void sc_sched_set_avg(sc_sched_t *s, sc_buf_t buf, size_t off, size_t count);
 
-/* Cost of a schedule on its critical path as this rank sees it. */
-typedef struct sc_sched_cost {
-  size_t messages;   /* sends + receives */
-  size_t bytes_sent; /* elements * elem_size */
-  size_t bytes_recv;
-} sc_sched_cost_t;
-void sc_sched_cost(const sc_sched_t *s, size_t elem_size, sc_sched_cost_t *cost);
-
 #endif

@@ -129,24 +129,3 @@ void sc_sched_set_avg(sc_sched_t *s, sc_buf_t buf, size_t off, size_t count) {
   s->avg_off = off;
   s->avg_count = count;
 }
-
-void sc_sched_cost(const sc_sched_t *s, size_t elem_size, sc_sched_cost_t *cost) {
-  memset(cost, 0, sizeof(*cost));
-  for (size_t i = 0; i < s->nsteps; i++) {
-    const sc_step_t *st = &s->steps[i];
-    if (st->kind == SC_STEP_SEND) {
-      cost->messages++;
-      cost->bytes_sent += st->count * elem_size;
-    } else if (st->kind == SC_STEP_RECV || st->kind == SC_STEP_RECV_REDUCE) {
-      cost->messages++;
-      cost->bytes_recv += st->count * elem_size;
-    } else if (st->kind == SC_STEP_SPARSE_SEND) {
-      /* Sizes are known only at run time: count a full set (the bound). */
-      cost->messages += 3;
-      cost->bytes_sent += 8 + s->sp_cap * (4 + elem_size);
-    } else if (st->kind == SC_STEP_SPARSE_RECV || st->kind == SC_STEP_SPARSE_RECV_MERGE) {
-      cost->messages += 3;
-      cost->bytes_recv += 8 + st->count * (4 + elem_size);
-    }
-  }
-}

@@ -73,7 +73,8 @@ def _cai(x, what):
         raise ArgumentError("%s: its __cuda_array_interface__ lacks data, shape or typestr" % what) from None
     typestr = typestr.replace("=", "<") if sys.byteorder == "little" else typestr
     if typestr not in _TYPESTR:
-        raise ArgumentError("%s: typestr %r has no sc_dtype_t (supported: %s)" % (what, typestr, ", ".join(sorted(_TYPESTR))))
+        raise ArgumentError("%s: typestr %r has no sc_dtype_t (supported: %s)"
+                            % (what, typestr, ", ".join(sorted(_TYPESTR))))
     n = 1
     for s in shape:
         n *= int(s)
@@ -104,7 +105,8 @@ def dtype_of(x):
     if _is_numpy(x):
         name = x.dtype.name
         if name not in _NUMPY or not x.dtype.isnative:
-            raise ArgumentError("dtype %s has no sc_dtype_t (supported: %s, native byte order)" % (x.dtype, ", ".join(sorted(_NUMPY))))
+            raise ArgumentError("dtype %s has no sc_dtype_t (supported: %s, native byte order)"
+                                % (x.dtype, ", ".join(sorted(_NUMPY))))
         return _NUMPY[name]
     if is_cai(x):
         return _cai(x, "array")[2]
@@ -221,4 +223,5 @@ def same_kind(a, b, what):
     if _is_torch(a) != _is_torch(b):
         raise ArgumentError("%s: mixes a numpy array and a torch tensor" % what)
     if dtype_of(a) != dtype_of(b):
-        raise ArgumentError("%s: dtypes differ (%s and %s)" % (what, getattr(a, "dtype", dtype_of(a)), getattr(b, "dtype", dtype_of(b))))
+        raise ArgumentError("%s: dtypes differ (%s and %s)"
+                            % (what, getattr(a, "dtype", dtype_of(a)), getattr(b, "dtype", dtype_of(b))))

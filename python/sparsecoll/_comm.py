@@ -94,8 +94,6 @@ class Request:
             self._end(True)
         return bool(done.value)
 
-    is_completed = test
-
     def __del__(self):
         # The library writes into the buffers until the operation ends: a
         # dropped request must not let them be freed under it.
@@ -133,9 +131,6 @@ class ErrorFeedback:
             self.close()
         except Exception:
             pass
-
-
-EF = ErrorFeedback
 
 
 def _dtype_enum(dtype):
@@ -270,8 +265,6 @@ class Comm:
         if getattr(self, "_comm", None):
             c, self._comm = self._comm, ctypes.c_void_p()
             check(lib.sc_comm_destroy(c))
-
-    destroy = close
 
     def abort(self):
         if self._comm:
@@ -448,10 +441,6 @@ class Comm:
         return self.barrier(async_op=True)
 
     # ---- sparse ----
-
-    def topk(self, x, k, method="exact"):
-        """Local top-k (no communication); see sparsecoll.topk."""
-        return topk(x, k, method)
 
     def sparse_allreduce(self, indices, values, dense_len, k, algo="gtopk"):
         """Sum of every rank's sparse vector (indices sorted, unique, <

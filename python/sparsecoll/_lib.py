@@ -58,7 +58,8 @@ def _candidates():
     here = os.path.dirname(os.path.abspath(__file__))
     c = [os.path.join(here, n) for n in ("libsparsecoll.so", "libsparsecoll.so.0", "libsparsecoll.dylib")]
     if _build_config is not None and getattr(_build_config, "LIBDIR", None):
-        c += [os.path.join(_build_config.LIBDIR, n) for n in ("libsparsecoll.so.0", "libsparsecoll.so", "libsparsecoll.dylib")]
+        c += [os.path.join(_build_config.LIBDIR, n)
+              for n in ("libsparsecoll.so.0", "libsparsecoll.so", "libsparsecoll.dylib")]
     import ctypes.util
 
     found = ctypes.util.find_library("sparsecoll")

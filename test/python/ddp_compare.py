@@ -78,7 +78,8 @@ for r in range(P):
         fail("rank %d's parameters differ from rank %d's (sparsecoll)" % (r, R))
 diff = (got - ref).abs().max().item()
 moved = (ref - init).abs().max().item()
-print("rank %d: max |sparsecoll - gloo| = %.3g, max move from init = %.3g, loss %.4f / %.4f" % (R, diff, moved, got_loss, ref_loss))
+print("rank %d: max |sparsecoll - gloo| = %.3g, max move from init = %.3g, loss %.4f / %.4f"
+      % (R, diff, moved, got_loss, ref_loss))
 if diff > TOL:
     fail("sparsecoll differs from gloo by %g > %g" % (diff, TOL))
 if moved < 100 * TOL:

@@ -133,7 +133,8 @@ def dense_calls():
             ins = every(n, dtype)
             x = dev(ins[R])
             comm.allreduce(x)
-            ok(np.array_equal(x.get(), np.sum(ins, axis=0, dtype=dtype)), "allreduce in place %s n=%d" % (dtype.__name__, n))
+            ok(np.array_equal(x.get(), np.sum(ins, axis=0, dtype=dtype)),
+               "allreduce in place %s n=%d" % (dtype.__name__, n))
             out = DevArray(n, dtype)
             y = dev(ins[R])
             comm.allreduce(y, op="max", out=out)

@@ -86,7 +86,8 @@ ref = reference()
 moved = (ref - init).abs().max().item()
 if moved < 100 * TOL:
     fail("training barely moved the parameters (%g)" % moved)
-policies = [("wfbp", {}), ("size", {"bucket_bytes": 2048}), ("mgwfbp", {}), ("single", {}), ("dear", {"bucket_bytes": 2048})]
+policies = [("wfbp", {}), ("size", {"bucket_bytes": 2048}), ("mgwfbp", {}), ("single", {}),
+            ("dear", {"bucket_bytes": 2048})]
 if "p3" in sparsecoll._fusion.POLICIES:
     policies.append(("p3", {"slice_bytes": 1024}))
 for policy, kw in policies:
@@ -104,7 +105,8 @@ for policy, kw in policies:
             fail("%s: rank %d's parameters differ from rank %d's" % (policy, r, R))
     diff = (got - ref).abs().max().item()
     if R == 0:
-        print("policy %-7s %2d buckets: max |DistributedOptimizer - DDP/gloo| = %.3g (moved %.3g)" % (policy, nb, diff, moved))
+        print("policy %-7s %2d buckets: max |DistributedOptimizer - DDP/gloo| = %.3g (moved %.3g)"
+              % (policy, nb, diff, moved))
     if diff > TOL:
         fail("%s: differs from DDP/gloo by %g > %g" % (policy, diff, TOL))
 # gTop-k buckets (density > 0, LAGS with wfbp, OMGS with mgwfbp): no dense

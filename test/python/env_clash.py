@@ -31,7 +31,8 @@ except (OSError, RuntimeError) as e:
 
 
 def env(rank, **extra):
-    e = dict(os.environ, RANK=str(rank), WORLD_SIZE="3", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(p1), SC_TIMEOUT_MS="20000")
+    e = dict(os.environ, RANK=str(rank), WORLD_SIZE="3", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(p1),
+             SC_TIMEOUT_MS="20000")
     e.pop("SC_ROOT_ADDR", None)
     e.update(extra)
     return e

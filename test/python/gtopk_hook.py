@@ -73,7 +73,8 @@ for r in range(P):
         fail("rank %d's parameters differ from rank %d's under the gTop-k hook" % (r, R))
 if R == 0:
     print("loss after %d steps (mean of the last 10, over ranks): dense %.5f, gTop-k %.2f%% with "
-          "error feedback %.5f (%.2fx), without %.5f (%.2fx)" % (STEPS, dense, 100 * DENSITY, ef, ef / dense, noef, noef / dense))
+          "error feedback %.5f (%.2fx), without %.5f (%.2fx)"
+          % (STEPS, dense, 100 * DENSITY, ef, ef / dense, noef, noef / dense))
 if not ef <= 1.5 * dense:
     fail("gTop-k with error feedback: loss %.5f is not within 1.5x of dense %.5f" % (ef, dense))
 if not noef > 1.5 * ef:

@@ -104,7 +104,8 @@ for step in range(4):
         g = grads["direct"][i]
         g.copy_(fresh)
         comm_direct.gtopk_allreduce(g, k, ef=True)
-        ok(torch.equal(grads["staged"][i], grads["direct"][i]), "gtopk ef=True staged == direct, step %d grad %d" % (step, i))
+        ok(torch.equal(grads["staged"][i], grads["direct"][i]),
+           "gtopk ef=True staged == direct, step %d grad %d" % (step, i))
         ok(int((grads["staged"][i] != 0).sum()) <= k, "gtopk keeps <= k, step %d grad %d" % (step, i))
 _staging.STAGE_CPU = True
 ef = sparsecoll.ErrorFeedback(n, torch.float32)
@@ -135,7 +136,8 @@ for step in range(5):
         x = torch.ones(n)
         comm.allreduce(x)
         ok(torch.equal(x, torch.full((n,), float(P))), "steady allreduce n=%d" % n)
-ok(pool.allocations == a1, "steady loop: no new pinned blocks (%d allocations before, %d after)" % (a1, pool.allocations))
+ok(pool.allocations == a1,
+   "steady loop: no new pinned blocks (%d allocations before, %d after)" % (a1, pool.allocations))
 ok(pool.reuses > r0, "blocks were reused")
 
 # Errors on the staged path leave the pool consistent.

@@ -11,6 +11,7 @@
 
 #include "algorithms/algorithms.h"
 #include "test/sim/dense_check.h"
+#include "test/sim/sched_cost.h"
 #include "test/sim/simulator.h"
 
 static const dense_gen_t gens[] = {

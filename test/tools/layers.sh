@@ -41,8 +41,9 @@ grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' $files |
   function sub2(path,   p) { split(path, p, "/"); return p[1] == "lib" ? p[3] : p[2] }
   {
     from = layer($1); to = $3
-    # Headers named without a folder: the public API and the generated config.h.
-    if (to == "sparsecoll.h" || to == "config.h") to = "include/" to
+    # Headers named without a folder: the public API (sparsecoll.h and the
+    # sparsecoll_version.h that configure writes) and the generated config.h.
+    if (to == "sparsecoll.h" || to == "sparsecoll_version.h" || to == "config.h") to = "include/" to
     tl = layer(to)
     if (tl == "") { printf("%s:%s: includes \"%s\", which is in no layer\n", $1, $2, $3); bad++; next }
     if (from != tl) edge[from " " tl]++

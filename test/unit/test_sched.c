@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "algorithms/algorithms.h"
+#include "test/sim/sched_cost.h"
 
 static sc_coll_args_t args(sc_coll_t coll, int p, int r, size_t count, size_t chunk) {
   sc_coll_args_t a = {.coll = coll,

@@ -3,8 +3,7 @@
  * sort of (|v| descending, index ascending) over independently decoded values;
  * the Gaussian selector against the properties it promises (a threshold rule,
  * at most 2k entries, sorted unique indices, and on normal data a count within
- * [2k/3, 4k/3] for at least 95 of 100 seeds); the normal quantile against the
- * CDF computed with erfc. */
+ * [2k/3, 4k/3] for at least 95 of 100 seeds). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -543,24 +542,6 @@ static void test_gaussian_degenerate(void **state) {
   free(big);
 }
 
-/* ---- the normal quantile ---- */
-
-static void test_norm_quantile(void **state) {
-  (void)state;
-  /* z at 1 - 0.001/2, as docs/ALGORITHMS.md quotes it, to more digits. */
-  assert_true(fabs(sc_topk_norm_quantile(1 - 0.0005) - 3.2905267314919255) < 1e-9);
-  assert_true(fabs(sc_topk_norm_quantile(0.975) - 1.959963984540054) < 1e-12);
-  assert_true(sc_topk_norm_quantile(0.5) == 0.0);
-  const double ps[] = {1e-300, 1e-12, 1e-6, 0.0005, 0.005, 0.02,  0.02425, 0.1,
-                       0.3,    0.49,  0.51, 0.7,    0.9,   0.975, 0.99,    0.9995};
-  for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) {
-    double p = ps[i], x = sc_topk_norm_quantile(p);
-    double back = 0.5 * erfc(-x / sqrt(2.0));
-    if (fabs(back - p) > 1e-12 * p) fail_msg("p = %g: x = %.17g gives Phi(x) = %.17g", p, x, back);
-    if (p < 0.5 && p >= 1e-6) assert_true(fabs(x + sc_topk_norm_quantile(1 - p)) < 1e-7 * fabs(x));
-  }
-}
-
 /* ---- the API boundary ---- */
 
 static void test_invalid_arguments(void **state) {
@@ -613,7 +594,6 @@ int main(void) {
       cmocka_unit_test(test_gaussian_without_a_tail),
       cmocka_unit_test(test_gaussian_falls_back_to_exact),
       cmocka_unit_test(test_gaussian_degenerate),
-      cmocka_unit_test(test_norm_quantile),
       cmocka_unit_test(test_invalid_arguments),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
