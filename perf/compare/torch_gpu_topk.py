@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
 """Top-k on one GPU: torch.topk(x.abs(), k) next to libsparsecoll's exact and
-Gaussian-k selection (sparsecoll.topk) on the same CUDA tensor.
+Gaussian-k selection (sparsecoll.Comm.topk) on the same CUDA tensor.
 
 Usage: torch_gpu_topk.py [-n N] [--density D] [--reps R] [--warmup W] [--build DIR]
   -n N         elements (default 25*2^20), float32 N(0, 1)
@@ -13,7 +13,7 @@ Usage: torch_gpu_topk.py [-n N] [--density D] [--reps R] [--warmup W] [--build D
 
 Each run is timed with CUDA events on torch's current stream: record, call,
 record, wait for the second event. The table gives the median per method and
-its ratio to torch.topk. sparsecoll.topk hands the tensor's device pointer to
+its ratio to torch.topk. Comm.topk hands the tensor's device pointer to
 the library when the library reports a device runtime (sc_cuda_available());
 otherwise it selects on a host copy, and the "path" line says so. The outputs
 differ in order (torch: by value, ours: by index); the exact selection is
@@ -78,11 +78,12 @@ def main():
     g = torch.Generator(device=dev).manual_seed(1)
     x = torch.randn(n, device=dev, generator=g)
     direct = _staging.device_path()
+    comm = sparsecoll.Comm(1, sparsecoll.get_unique_id(), 0)  # top-k is local: one rank
 
     methods = [
         ("torch.topk(|x|)", lambda: torch.topk(x.abs(), k)),
-        ("ours exact", lambda: sparsecoll.topk(x, k, "exact")),
-        ("ours gaussian", lambda: sparsecoll.topk(x, k, "gaussian")),
+        ("ours exact", lambda: comm.topk(x, k, "exact")),
+        ("ours gaussian", lambda: comm.topk(x, k, "gaussian")),
     ]
     times = {name: [] for name, _ in methods}
     outs = {}

@@ -11,7 +11,7 @@ See docs/PYTHON.md.
 """
 from . import _consts as consts
 from ._buf import cuda_available
-from ._comm import Comm, ErrorFeedback, Request, get_unique_id, topk
+from ._comm import Comm, ErrorFeedback, Request, get_unique_id
 from ._fusion import Fusion
 from ._lib import ArgumentError, Error, UnsupportedError, last_error, lib
 
@@ -27,7 +27,6 @@ __all__ = [
     "Request",
     "Fusion",
     "get_unique_id",
-    "topk",
     "cuda_available",
     "consts",
     "last_error",

@@ -148,7 +148,7 @@ def _dtype_enum(dtype):
         raise ArgumentError("dtype %r has no sc_dtype_t" % (dtype,)) from None
 
 
-def topk(x, k, method="exact"):
+def _topk(x, k, method="exact"):
     """Top-k by magnitude of a dense float vector: (indices, values), sorted by
     index; indices are uint32 (numpy) or int32 holding those bits (torch).
     CUDA input gives CUDA results: selected on the device when the library
@@ -441,6 +441,12 @@ class Comm:
         return self.barrier(async_op=True)
 
     # ---- sparse ----
+
+    def topk(self, x, k, method="exact"):
+        """Local top-k by magnitude (sc_topk; nothing is communicated):
+        (indices, values) of the k largest |x|, sorted by index; method
+        "exact" or "gaussian"."""
+        return _topk(x, k, method)
 
     def sparse_allreduce(self, indices, values, dense_len, k, algo="gtopk"):
         """Sum of every rank's sparse vector (indices sorted, unique, <
