@@ -72,6 +72,97 @@ static void test_decode_rejects(void **state) {
   assert_int_equal(sc_fp_decode(w, 0, &b), SC_ERR_REMOTE);
 }
 
+/* The 16-byte print of every message, against its layout written out byte
+ * by byte. */
+static void test_msg_layout(void **state) {
+  (void)state;
+  sc_fingerprint_t a = {.seq = 0x123456789abcULL,
+                        .count = 0x0102030405060708ULL,
+                        .dense_len = 99,
+                        .root = 0x10203,
+                        .coll = 4,
+                        .dtype = 9,
+                        .redop = 2,
+                        .variant = 3};
+  uint8_t w[SC_FP_MSG_BYTES];
+  sc_fp_msg_encode(&a, w);
+  const uint8_t want[SC_FP_MSG_BYTES] = {0x13, 4,    9,    2,    0x9a, 0xbc, 0x01, 0x02,
+                                         0x04, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08};
+  assert_memory_equal(w, want, sizeof(want));
+  sc_fingerprint_t b;
+  assert_int_equal(sc_fp_msg_decode(w, 0x123456789abcULL, 1, &b), SC_SUCCESS);
+  assert_true(b.seq == 0x123456789abcULL);
+  assert_true(b.count == 0x0002030405060708ULL); /* the low 56 bits */
+  assert_int_equal(b.root, 0x10203);
+  assert_int_equal(b.coll, 4);
+  assert_int_equal(b.dtype, 9);
+  assert_int_equal(b.redop, 2);
+  assert_int_equal(b.variant, 3);
+  assert_true(b.dense_len == 0);
+  /* No root: 0 on the wire, -1 back. */
+  a.root = -1;
+  sc_fp_msg_encode(&a, w);
+  assert_int_equal(w[6] | w[7] | w[8], 0);
+  assert_int_equal(sc_fp_msg_decode(w, a.seq, 1, &b), SC_SUCCESS);
+  assert_int_equal(b.root, -1);
+}
+
+/* The receiver's own number anchors the print's 16 bits, across a wrap. */
+static void test_msg_seq_near(void **state) {
+  (void)state;
+  const uint64_t cases[][2] = {
+      /* sender's seq, receiver's seq */
+      {1, 1},
+      {7, 5},
+      {5, 7},
+      {0x10001, 0xffff},
+      {0xffff, 0x10001},
+      {0x28000, 0x20001},
+      {0x20001, 0x27fff},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    sc_fingerprint_t a = fp_of(SC_COLL_ALLREDUCE, 8, SC_FLOAT32, SC_SUM, 0, cases[i][0]), b;
+    uint8_t w[SC_FP_MSG_BYTES];
+    sc_fp_msg_encode(&a, w);
+    assert_int_equal(sc_fp_msg_decode(w, cases[i][1], 0, &b), SC_SUCCESS);
+    assert_true(b.seq == cases[i][0]); /* all within 2^15 of each other */
+  }
+}
+
+/* Equal calls give equal bytes; each field that differs changes them; a
+ * print is never all zero (the transports' "no print"); another version is
+ * refused naming the peer. */
+static void test_msg_differs(void **state) {
+  (void)state;
+  sc_fingerprint_t base = fp_of(SC_COLL_ALLREDUCE, 1000, SC_FLOAT32, SC_SUM, 0, 42);
+  uint8_t w0[SC_FP_MSG_BYTES], w1[SC_FP_MSG_BYTES];
+  sc_fp_msg_encode(&base, w0);
+  sc_fingerprint_t same = fp_of(SC_COLL_ALLREDUCE, 1000, SC_FLOAT32, SC_SUM, 3, 42);
+  sc_fp_msg_encode(&same, w1); /* an all-reduce's root does not count */
+  assert_memory_equal(w0, w1, SC_FP_MSG_BYTES);
+  const sc_fingerprint_t other[] = {
+      fp_of(SC_COLL_ALLREDUCE, 999, SC_FLOAT32, SC_SUM, 0, 42),
+      fp_of(SC_COLL_ALLREDUCE, 1000, SC_FLOAT64, SC_SUM, 0, 42),
+      fp_of(SC_COLL_ALLREDUCE, 1000, SC_FLOAT32, SC_MAX, 0, 42),
+      fp_of(SC_COLL_ALLREDUCE, 1000, SC_FLOAT32, SC_SUM, 0, 43),
+      fp_of(SC_COLL_REDUCE, 1000, SC_FLOAT32, SC_SUM, 0, 42),
+      fp_of(SC_COLL_BROADCAST, 1000, SC_FLOAT32, SC_SUM, 1, 42),
+      fp_of(SC_COLL_BARRIER, 0, SC_FLOAT32, SC_SUM, 0, 42),
+  };
+  for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
+    sc_fp_msg_encode(&other[i], w1);
+    assert_memory_not_equal(w0, w1, SC_FP_MSG_BYTES);
+  }
+  sc_fingerprint_t zero;
+  memset(&zero, 0, sizeof(zero));
+  sc_fp_msg_encode(&zero, w1);
+  assert_int_not_equal(w1[0], 0);
+  w1[0] = 0x20; /* version 2 */
+  sc_fingerprint_t b;
+  assert_int_equal(sc_fp_msg_decode(w1, 0, 6, &b), SC_ERR_REMOTE);
+  assert_non_null(strstr(sc_last_error(), "rank 6"));
+}
+
 static void test_from_op(void **state) {
   (void)state;
   /* Arguments a collective ignores do not count. */
@@ -286,7 +377,8 @@ int main(void) {
       cmocka_unit_test(test_roundtrip),    cmocka_unit_test(test_decode_rejects),
       cmocka_unit_test(test_from_op),      cmocka_unit_test(test_describe),
       cmocka_unit_test(test_judge),        cmocka_unit_test(test_message),
-      cmocka_unit_test(test_schedule_sim),
+      cmocka_unit_test(test_schedule_sim), cmocka_unit_test(test_msg_layout),
+      cmocka_unit_test(test_msg_seq_near), cmocka_unit_test(test_msg_differs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
