@@ -135,18 +135,6 @@ int sc_buffers_device(int n, const void *const *ptrs) {
   return -1;
 }
 
-sc_result_t sc_check_buffer_list(const char *fn, int n, const void *const *ptrs,
-                                 const char *const *names) {
-  sc_mem_kind_t kind;
-  return sc_buffers_classify(fn, SC_PATH_HOST, n, ptrs, names, &kind);
-}
-
-sc_result_t sc_check_buffers(const char *fn, const void *sendbuf, const void *recvbuf) {
-  const void *p[2] = {sendbuf, recvbuf};
-  static const char *const names[2] = {"sendbuf", "recvbuf"};
-  return sc_check_buffer_list(fn, 2, p, names);
-}
-
 sc_result_t sc_buffers_kind(const char *fn, int n, const void *const *ptrs,
                             const char *const *names, sc_mem_kind_t *kind) {
   return sc_buffers_classify(fn, SC_PATH_ANY, n, ptrs, names, kind);

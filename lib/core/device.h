@@ -69,16 +69,9 @@ sc_result_t sc_buffers_classify(const char *fn, sc_buf_path_t path, int n, const
  * none is (NULL entries are host memory). */
 int sc_buffers_device(int n, const void *const *ptrs);
 
-/* sc_buffers_classify on a call with no device path (SC_PATH_HOST). */
-sc_result_t sc_check_buffer_list(const char *fn, int n, const void *const *ptrs,
-                                 const char *const *names);
-
 /* sc_buffers_classify on a call whose data path takes host or device
  * memory (SC_PATH_ANY). */
 sc_result_t sc_buffers_kind(const char *fn, int n, const void *const *ptrs,
                             const char *const *names, sc_mem_kind_t *kind);
-
-/* sc_check_buffer_list on a collective's send and receive buffers. */
-sc_result_t sc_check_buffers(const char *fn, const void *sendbuf, const void *recvbuf);
 
 #endif

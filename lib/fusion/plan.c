@@ -76,18 +76,9 @@ size_t sc_fplan_dear_capped(const sc_fplan_in_t *in, size_t bucket_bytes, size_t
   return nb;
 }
 
-size_t sc_fplan_size_forward(const sc_fplan_in_t *in, size_t bucket_bytes, size_t *first) {
-  return sc_fplan_dear_capped(in, bucket_bytes, bucket_bytes, first);
-}
-
 size_t sc_fplan_dear(const sc_fplan_in_t *in, size_t bucket_bytes, size_t *first) {
   size_t cap = bucket_bytes / SC_FPLAN_DEAR_FIRST_DIV;
   return sc_fplan_dear_capped(in, bucket_bytes, cap ? cap : 1, first);
-}
-
-size_t sc_fplan_mgwfbp(const sc_fplan_in_t *in, double alpha_us, double beta_us_per_byte,
-                       size_t *first) {
-  return sc_fplan_mgwfbp_cap(in, alpha_us, beta_us_per_byte, SIZE_MAX, first);
 }
 
 size_t sc_fplan_mgwfbp_cap(const sc_fplan_in_t *in, double alpha_us, double beta_us_per_byte,

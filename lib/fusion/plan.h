@@ -24,20 +24,18 @@ size_t sc_fplan_single(const sc_fplan_in_t *in, size_t *first);
 /* Close a bucket when the next tensor would take it past bucket_bytes, in
  * ready order (DDP / Horovod); a tensor larger than the limit is alone. */
 size_t sc_fplan_size(const sc_fplan_in_t *in, size_t bucket_bytes, size_t *first);
-/* The same rule filled from the last tensor backwards (DeAR sizes its
- * buckets in forward order); boundaries are still listed in ready order. */
-size_t sc_fplan_size_forward(const sc_fplan_in_t *in, size_t bucket_bytes, size_t *first);
-/* DeAR: as sc_fplan_size_forward, but the first bucket in forward order is
- * capped at bucket_bytes / SC_FPLAN_DEAR_FIRST_DIV and each later one at
- * twice the previous cap (up to bucket_bytes). Forward cannot start before
- * the first bucket's reduce-scatter (the last one launched in backward) and
- * all-gather are done, so that bucket is the stall between backward and the
- * next forward; the doubling keeps each all-gather short enough to finish
- * while the layers before it compute. */
+/* DeAR: the size rule filled from the last tensor backwards (DeAR sizes its
+ * buckets in forward order; boundaries are still listed in ready order), and
+ * the first bucket in forward order is capped at bucket_bytes / SC_FPLAN_DEAR_FIRST_DIV and each
+ * later one at twice the previous cap (up to bucket_bytes). Forward cannot start before the first
+ * bucket's reduce-scatter (the last one launched in backward) and all-gather are done, so that
+ * bucket is the stall between backward and the next forward; the doubling keeps each all-gather
+ * short enough to finish while the layers before it compute. */
 #define SC_FPLAN_DEAR_FIRST_DIV 16
 size_t sc_fplan_dear(const sc_fplan_in_t *in, size_t bucket_bytes, size_t *first);
 /* The same with the first cap given: buckets filled from the last tensor
- * backwards, the k-th of them capped at min(bucket_bytes, first_cap * 2^k). */
+ * backwards, the k-th of them capped at min(bucket_bytes, first_cap * 2^k)
+ * (first_cap = bucket_bytes: the plain size rule in forward order). */
 size_t sc_fplan_dear_capped(const sc_fplan_in_t *in, size_t bucket_bytes, size_t first_cap,
                             size_t *first);
 /* DeAR's modelled iteration, from the start of backward to the end of the
@@ -70,10 +68,8 @@ double sc_fplan_dear_time(const sc_fplan_in_t *in, const size_t *first, size_t n
 size_t sc_fplan_dear_model(const sc_fplan_in_t *in, double alpha_us, double beta_us_per_byte,
                            size_t max_bytes, size_t *first);
 /* MG-WFBP's greedy merge under T(m) = alpha + beta*m: tensor l joins the
- * bucket of l+1 iff ready[l+1] - start(l's bucket) < alpha. */
-size_t sc_fplan_mgwfbp(const sc_fplan_in_t *in, double alpha_us, double beta_us_per_byte,
-                       size_t *first);
-/* The same, but a merge never takes a bucket past max_bytes. The engine
+ * bucket of l+1 iff ready[l+1] - start(l's bucket) < alpha, and the merge
+ * does not take the bucket past max_bytes (SIZE_MAX: the paper's rule). The engine
  * caps at bucket_bytes: the merge rule trusts the model's end time of the
  * previous bucket, and a merged bucket launches only when its last tensor
  * is ready, so when the link finishes earlier than modelled it idles until

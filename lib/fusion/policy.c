@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "lib/base/error.h"
+#include "lib/base/log.h"
 #include "lib/fusion/fusion.h"
 
 static size_t plan_wfbp(const sc_fplan_in_t *in, const sc_fusion_config_t *cfg, double alpha,
@@ -33,7 +34,12 @@ static size_t plan_mgwfbp(const sc_fplan_in_t *in, const sc_fusion_config_t *cfg
 
 static size_t plan_dear(const sc_fplan_in_t *in, const sc_fusion_config_t *cfg, double alpha,
                         double beta, size_t *first) {
-  return sc_fplan_dear_model(in, alpha, beta, cfg->bucket_bytes, first);
+  size_t nb = sc_fplan_dear_model(in, alpha, beta, cfg->bucket_bytes, first);
+  /* What the plan was chosen for, to set beside a measured iteration. */
+  if (sc_log_enabled(SC_LOG_INFO, SC_SUBSYS_TUNE))
+    SC_INFO(SC_SUBSYS_TUNE, "dear: %zu buckets, modelled backward to next forward %.1f us", nb,
+            sc_fplan_dear_time(in, first, nb, alpha, beta));
+  return nb;
 }
 
 static size_t plan_single(const sc_fplan_in_t *in, const sc_fusion_config_t *cfg, double alpha,

@@ -11,7 +11,8 @@
 # glob (lib/fusion/*.c) must match at least one file. A bare Markdown name
 # (README.md) must exist at the top or next to the file that cites it.
 # Absolute paths, URLs and paths behind another variable ($cuda_dir/...) are
-# not checked, nor test logs (*.log, *.trs), libtool libraries (*.la) and the
+# not checked, nor test logs (*.log, *.trs), libtool libraries (*.la), files
+# configure writes from a tracked template (X from X.in) and the
 # per-transport wrappers the build generates (test/multi/tcp-<script> from
 # test/multi/<script>; likewise shm-, ucx-, verbs-).
 # A line that writes a path on purpose (a test's fake file) carries the
@@ -131,7 +132,11 @@ while IFS="$(printf '\t')" read -r file line path; do
       set -- $path
       [ -e "$1" ] && ok=1
       ;;
-    *) [ -e "$path" ] && ok=1 ;;
+    *)
+      # A file configure writes from its template (AC_CONFIG_FILES) is cited
+      # by its generated name.
+      { [ -e "$path" ] || [ -e "$path.in" ]; } && ok=1
+      ;;
     esac
     ;;
   *)

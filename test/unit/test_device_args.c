@@ -196,7 +196,12 @@ static void test_stream_verdicts(void **state) {
 static void test_host_collectives_pass_the_check(void **state) {
   (void)state;
   int32_t in[5] = {3, -1, 4, 1, -5}, out[5] = {0};
-  assert_int_equal(sc_check_buffers("sc_allreduce", in, out), SC_SUCCESS);
+  const void *bufs[2] = {in, out};
+  static const char *const bnames[2] = {"sendbuf", "recvbuf"};
+  sc_mem_kind_t kind = SC_MEM_DEVICE;
+  assert_int_equal(sc_buffers_classify("sc_allreduce", SC_PATH_HOST, 2, bufs, bnames, &kind),
+                   SC_SUCCESS);
+  assert_int_equal(kind, SC_MEM_HOST);
   assert_int_equal(sc_allreduce(in, out, 5, SC_INT32, SC_SUM, comm), SC_SUCCESS);
   assert_memory_equal(in, out, sizeof in);
   assert_int_equal(sc_allreduce(out, out, 5, SC_INT32, SC_MAX, comm), SC_SUCCESS);
@@ -212,7 +217,9 @@ static void test_host_buffer_list(void **state) {
   void *heap = malloc(8);
   const void *p[4] = {a, NULL, heap, b};
   static const char *const names[4] = {"w", "x", "y", "z"};
-  for (int n = 0; n <= 4; n++) assert_int_equal(sc_check_buffer_list("f", n, p, names), SC_SUCCESS);
+  sc_mem_kind_t kind;
+  for (int n = 0; n <= 4; n++)
+    assert_int_equal(sc_buffers_classify("f", SC_PATH_HOST, n, p, names, &kind), SC_SUCCESS);
   free(heap);
 }
 

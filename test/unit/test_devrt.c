@@ -520,9 +520,11 @@ static void test_buffers_kind(void **state) {
   assert_int_equal(sc_buffers_kind("t", 1, dd, names, &kind), SC_ERR_INVALID_ARG);
   assert_int_equal(rt->set_device(0), SC_SUCCESS);
   /* Callers without a device path still refuse device memory clearly. */
-  assert_int_equal(sc_check_buffer_list("t", 2, dd, names), SC_ERR_UNSUPPORTED);
-  assert_int_equal(sc_check_buffer_list("t", 2, hh, names), SC_SUCCESS);
-  assert_int_equal(sc_check_buffers("t", d0, host), SC_ERR_INVALID_ARG);
+  assert_int_equal(sc_buffers_classify("t", SC_PATH_HOST, 2, dd, names, &kind), SC_ERR_UNSUPPORTED);
+  assert_int_equal(sc_buffers_classify("t", SC_PATH_HOST, 2, hh, names, &kind), SC_SUCCESS);
+  const void *d0_host[2] = {d0, host};
+  assert_int_equal(sc_buffers_classify("t", SC_PATH_HOST, 2, d0_host, names, &kind),
+                   SC_ERR_INVALID_ARG);
   assert_int_equal(sc_buffers_kind("t", SC_CHECK_BUFFERS_MAX + 1, dd, names, &kind),
                    SC_ERR_INTERNAL);
 

@@ -28,7 +28,7 @@ static void test_no_runtime(void **state) {
   assert_int_equal(sc_buffers_kind("t", 2, p, names, &kind), SC_SUCCESS);
   assert_int_equal(kind, SC_MEM_HOST);
   assert_int_equal(sc_mem_type_of(p[0]).kind, SC_MEM_HOST);
-  assert_int_equal(sc_check_buffer_list("t", 2, p, names), SC_SUCCESS);
+  assert_int_equal(sc_buffers_classify("t", SC_PATH_HOST, 2, p, names, &kind), SC_SUCCESS);
 }
 
 int main(void) {

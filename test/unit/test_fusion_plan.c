@@ -32,7 +32,7 @@ static void test_mgwfbp_small_example(void **state) {
   (void)state;
   sc_fplan_in_t in = {.n = 4, .bytes = b100, .bw_us = bw10};
   size_t first[5], want[4] = {0, 1, 2, 4};
-  expect_first(first, sc_fplan_mgwfbp(&in, 5, 0.1, first), want, 3);
+  expect_first(first, sc_fplan_mgwfbp_cap(&in, 5, 0.1, SIZE_MAX, first), want, 3);
   double s[3], e[3];
   double end = sc_fplan_timeline(&in, first, 3, 5, 0.1, s, e);
   assert_true(fabs(s[0] - 10) < 1e-9 && fabs(e[0] - 25) < 1e-9);
@@ -50,8 +50,8 @@ static void test_mgwfbp_large_alpha_merges_all(void **state) {
   (void)state;
   sc_fplan_in_t in = {.n = 4, .bytes = b100, .bw_us = bw10};
   size_t first[5], want[2] = {0, 4};
-  expect_first(first, sc_fplan_mgwfbp(&in, 12, 0.03, first), want, 1);
-  expect_first(first, sc_fplan_mgwfbp(&in, 1e12, 0.03, first), want, 1);
+  expect_first(first, sc_fplan_mgwfbp_cap(&in, 12, 0.03, SIZE_MAX, first), want, 1);
+  expect_first(first, sc_fplan_mgwfbp_cap(&in, 1e12, 0.03, SIZE_MAX, first), want, 1);
 }
 
 /* The same with a 200-byte cap. l=0: 20 - 10 < 12 and 200 fits: merge. l=1:
@@ -72,7 +72,7 @@ static void test_mgwfbp_zero_alpha_no_backlog(void **state) {
   (void)state;
   sc_fplan_in_t in = {.n = 4, .bytes = b100, .bw_us = bw10};
   size_t first[5], want[5] = {0, 1, 2, 3, 4};
-  expect_first(first, sc_fplan_mgwfbp(&in, 0, 0.01, first), want, 4);
+  expect_first(first, sc_fplan_mgwfbp_cap(&in, 0, 0.01, SIZE_MAX, first), want, 4);
 }
 
 /* alpha 0, beta 0.5 (T = 50): {0} runs 10-60; then 1 starts at 60 > ready[2]
@@ -82,7 +82,7 @@ static void test_mgwfbp_zero_alpha_backlog(void **state) {
   (void)state;
   sc_fplan_in_t in = {.n = 4, .bytes = b100, .bw_us = bw10};
   size_t first[5], want[3] = {0, 1, 4};
-  expect_first(first, sc_fplan_mgwfbp(&in, 0, 0.5, first), want, 2);
+  expect_first(first, sc_fplan_mgwfbp_cap(&in, 0, 0.5, SIZE_MAX, first), want, 2);
   assert_true(fabs(sc_fplan_timeline(&in, first, 2, 0, 0.5, NULL, NULL) - 210) < 1e-9);
 }
 
@@ -93,21 +93,21 @@ static void test_mgwfbp_zero_time_layers(void **state) {
   static const double zero[3] = {0, 0, 0};
   sc_fplan_in_t in = {.n = 3, .bytes = b100, .bw_us = zero};
   size_t first[4], want[2] = {0, 3};
-  expect_first(first, sc_fplan_mgwfbp(&in, 1, 0.01, first), want, 1);
+  expect_first(first, sc_fplan_mgwfbp_cap(&in, 1, 0.01, SIZE_MAX, first), want, 1);
   assert_true(fabs(sc_fplan_timeline(&in, first, 1, 1, 0.01, NULL, NULL) - 4) < 1e-9);
   in.bw_us = NULL; /* unknown times are zeros */
-  expect_first(first, sc_fplan_mgwfbp(&in, 1, 0.01, first), want, 1);
+  expect_first(first, sc_fplan_mgwfbp_cap(&in, 1, 0.01, SIZE_MAX, first), want, 1);
 }
 
 static void test_one_tensor(void **state) {
   (void)state;
   sc_fplan_in_t in = {.n = 1, .bytes = b100, .bw_us = bw10};
   size_t first[2], want[2] = {0, 1};
-  expect_first(first, sc_fplan_mgwfbp(&in, 5, 0.1, first), want, 1);
+  expect_first(first, sc_fplan_mgwfbp_cap(&in, 5, 0.1, SIZE_MAX, first), want, 1);
   expect_first(first, sc_fplan_none(&in, first), want, 1);
   expect_first(first, sc_fplan_single(&in, first), want, 1);
   expect_first(first, sc_fplan_size(&in, 10, first), want, 1);
-  expect_first(first, sc_fplan_size_forward(&in, 10, first), want, 1);
+  expect_first(first, sc_fplan_dear_capped(&in, 10, 10, first), want, 1);
   assert_true(fabs(sc_fplan_timeline(&in, first, 1, 5, 0.1, NULL, NULL) - 25) < 1e-9);
 }
 
@@ -117,10 +117,10 @@ static void test_groups_split(void **state) {
   static const int g[4] = {0, 0, 1, 1};
   sc_fplan_in_t in = {.n = 4, .bytes = b100, .group = g, .bw_us = bw10};
   size_t first[5], want[3] = {0, 2, 4};
-  expect_first(first, sc_fplan_mgwfbp(&in, 1e12, 0.1, first), want, 2);
+  expect_first(first, sc_fplan_mgwfbp_cap(&in, 1e12, 0.1, SIZE_MAX, first), want, 2);
   expect_first(first, sc_fplan_single(&in, first), want, 2);
   expect_first(first, sc_fplan_size(&in, 1000, first), want, 2);
-  expect_first(first, sc_fplan_size_forward(&in, 1000, first), want, 2);
+  expect_first(first, sc_fplan_dear_capped(&in, 1000, 1000, first), want, 2);
 }
 
 /* bytes 10 20 30 5 40, limit 50. Ready order: 10+20 = 30, +30 > 50 -> cut
@@ -133,15 +133,15 @@ static void test_size(void **state) {
   sc_fplan_in_t in = {.n = 5, .bytes = bytes};
   size_t first[6], want_r[4] = {0, 2, 4, 5}, want_f[4] = {0, 1, 3, 5};
   expect_first(first, sc_fplan_size(&in, 50, first), want_r, 3);
-  expect_first(first, sc_fplan_size_forward(&in, 50, first), want_f, 3);
+  expect_first(first, sc_fplan_dear_capped(&in, 50, 50, first), want_f, 3);
   /* A tensor past the limit is alone; a limit of 0 gives WFBP. */
   static const size_t big[3] = {100, 10, 10};
   sc_fplan_in_t in2 = {.n = 3, .bytes = big};
   size_t want2[3] = {0, 1, 3}, want0[4] = {0, 1, 2, 3};
   expect_first(first, sc_fplan_size(&in2, 50, first), want2, 2);
-  expect_first(first, sc_fplan_size_forward(&in2, 50, first), want2, 2);
+  expect_first(first, sc_fplan_dear_capped(&in2, 50, 50, first), want2, 2);
   expect_first(first, sc_fplan_size(&in2, 0, first), want0, 3);
-  expect_first(first, sc_fplan_size_forward(&in2, 0, first), want0, 3);
+  expect_first(first, sc_fplan_dear_capped(&in2, 0, 0, first), want0, 3);
 }
 
 /* DeAR, limit 160 (first cap 160/16 = 10, then 20, 40, 80, 160, ...).
@@ -156,7 +156,7 @@ static void test_dear_growing_buckets(void **state) {
   sc_fplan_in_t in = {.n = 8, .bytes = bytes};
   size_t first[9], want[8] = {0, 1, 2, 4, 5, 6, 7, 8}, want_sf[5] = {0, 1, 2, 3, 8};
   expect_first(first, sc_fplan_dear(&in, 160, first), want, 7);
-  expect_first(first, sc_fplan_size_forward(&in, 160, first), want_sf, 4);
+  expect_first(first, sc_fplan_dear_capped(&in, 160, 160, first), want_sf, 4);
   /* A first tensor above the first cap is alone; a limit of 0 gives WFBP. */
   static const size_t big[3] = {5, 5, 50};
   sc_fplan_in_t in2 = {.n = 3, .bytes = big};
@@ -184,9 +184,9 @@ static void test_partitions(void **state) {
     size_t nb = p == 0   ? sc_fplan_none(&in, first)
                 : p == 1 ? sc_fplan_single(&in, first)
                 : p == 2 ? sc_fplan_size(&in, 300000, first)
-                : p == 3 ? sc_fplan_size_forward(&in, 300000, first)
+                : p == 3 ? sc_fplan_dear_capped(&in, 300000, 300000, first)
                 : p == 4 ? sc_fplan_dear(&in, 300000, first)
-                : p == 5 ? sc_fplan_mgwfbp(&in, 30, 0.001, first)
+                : p == 5 ? sc_fplan_mgwfbp_cap(&in, 30, 0.001, SIZE_MAX, first)
                          : sc_fplan_mgwfbp_cap(&in, 30, 0.001, 300000, first);
     assert_true(nb >= 2 && nb <= N);
     assert_int_equal(first[0], 0);
