@@ -33,6 +33,8 @@
 # every message carries its print in every test.
 . "$top_srcdir/test/multi/lib.sh"
 PROG="$top_builddir/test/failure/mismatch_matrix"
+# Every rank's line of every case goes to the log (check keeps only a tail).
+exec 3>&1
 case "${SC_TRANSPORT:-}" in
 verbs)
   lib="$top_builddir/test/multi/.libs/libverbs_fake_ibverbs.so"
@@ -75,9 +77,10 @@ matrix() {
   env SC_DEBUG=NONE "$@" "$SC_RUN" -n "$n" --grace 30 --timeout "$limit" "$PROG" $cases \
     >"$tmpdir/run" 2>&1
   rc=$?
-  cat "$tmpdir/run"
+  cat "$tmpdir/run" >&3
   ok=$(grep -c '^case [0-9]* (.*) rank [0-9]*: OK mismatch in' "$tmpdir/run")
-  echo "$ok of $((n * ncases)) rank results hold (sc-run exit $rc)"
+  echo "$ok of $((n * ncases)) rank results hold (sc-run exit $rc)" | tee /dev/fd/3
+  grep -E ': FAIL |^sc-run' "$tmpdir/run"
   [ "$rc" -eq 0 ] && [ "$ok" -eq $((n * ncases)) ] && ! grep -q ': FAIL ' "$tmpdir/run"
 }
 case "${SC_TRANSPORT:-}" in
