@@ -123,6 +123,35 @@ sc_result_t sc_fp_msg_decode(const uint8_t in[SC_FP_MSG_BYTES], uint64_t near_se
   return SC_SUCCESS;
 }
 
+const char *sc_fp_msg_describe(const uint8_t in[SC_FP_MSG_BYTES], uint64_t near_seq, char *out,
+                               size_t len) {
+  int zero = 1;
+  for (int i = 0; i < SC_FP_MSG_BYTES && zero; i++) zero = in[i] == 0;
+  if (zero) {
+    /* A transport that carries only part of the print (UCX's tag) or a
+     * message of SC_CHECK_MISMATCH's exchange. */
+    snprintf(out, len, "another operation (its messages carry no print of it)");
+    return out;
+  }
+  if (in[0] >> 4 != SC_FP_MSG_VERSION) {
+    snprintf(out, len, "another operation (its print is of version %d, not %d: another release?)",
+             in[0] >> 4, SC_FP_MSG_VERSION);
+    return out;
+  }
+  sc_fingerprint_t fp;
+  sc_fp_msg_decode(in, near_seq, 0, &fp); /* cannot fail: the version is this one */
+  return sc_fp_describe(&fp, out, len);
+}
+
+void sc_fp_msg_mismatch_text(char *out, size_t len, int rank, const char *host,
+                             const uint8_t mine[SC_FP_MSG_BYTES], int peer, const char *peer_host,
+                             const uint8_t theirs[SC_FP_MSG_BYTES], uint64_t seq) {
+  char a[160], b[160];
+  snprintf(out, len, "rank %d (%s) called %s where rank %d (%s) called %s", peer, peer_host,
+           sc_fp_msg_describe(theirs, seq, a, sizeof(a)), rank, host,
+           sc_fp_msg_describe(mine, seq, b, sizeof(b)));
+}
+
 int sc_fp_equal(const sc_fingerprint_t *a, const sc_fingerprint_t *b) {
   return a->seq == b->seq && a->count == b->count && a->dense_len == b->dense_len &&
          a->root == b->root && a->coll == b->coll && a->dtype == b->dtype && a->redop == b->redop &&
