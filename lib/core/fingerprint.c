@@ -123,6 +123,9 @@ sc_result_t sc_fp_msg_decode(const uint8_t in[SC_FP_MSG_BYTES], uint64_t near_se
   return SC_SUCCESS;
 }
 
+static const char *sc_fp_describe_as(const sc_fingerprint_t *fp, int dense_len, char *out,
+                                     size_t len);
+
 const char *sc_fp_msg_describe(const uint8_t in[SC_FP_MSG_BYTES], uint64_t near_seq, char *out,
                                size_t len) {
   int zero = 1;
@@ -140,7 +143,7 @@ const char *sc_fp_msg_describe(const uint8_t in[SC_FP_MSG_BYTES], uint64_t near_
   }
   sc_fingerprint_t fp;
   sc_fp_msg_decode(in, near_seq, 0, &fp); /* cannot fail: the version is this one */
-  return sc_fp_describe(&fp, out, len);
+  return sc_fp_describe_as(&fp, 0, out, len);
 }
 
 void sc_fp_msg_mismatch_text(char *out, size_t len, int rank, const char *host,
@@ -158,7 +161,9 @@ int sc_fp_equal(const sc_fingerprint_t *a, const sc_fingerprint_t *b) {
          a->variant == b->variant;
 }
 
-const char *sc_fp_describe(const sc_fingerprint_t *fp, char *out, size_t len) {
+/* dense_len: a message's print does not hold it. */
+static const char *sc_fp_describe_as(const sc_fingerprint_t *fp, int dense_len, char *out,
+                                     size_t len) {
   char variant[48] = "unknown-variant ";
   if (fp->variant == SC_FP_DENSE) {
     variant[0] = '\0';
@@ -175,14 +180,20 @@ const char *sc_fp_describe(const sc_fingerprint_t *fp, char *out, size_t len) {
   const char *dtype = fp->dtype == SC_FP_NONE ? "no dtype" : sc_dtype_name(fp->dtype);
   const char *redop = fp->redop == SC_FP_NONE ? "no op" : sc_redop_name(fp->redop);
   char count[64];
-  if (fp->variant >= SC_FP_SPARSE_MIN)
+  if (fp->variant >= SC_FP_SPARSE_MIN && dense_len)
     snprintf(count, sizeof(count), "k %llu of dense_len %llu", (unsigned long long)fp->count,
              (unsigned long long)fp->dense_len);
+  else if (fp->variant >= SC_FP_SPARSE_MIN)
+    snprintf(count, sizeof(count), "k %llu", (unsigned long long)fp->count);
   else
     snprintf(count, sizeof(count), "count %llu", (unsigned long long)fp->count);
   snprintf(out, len, "%s%s #%llu (%s, %s, %s, root %d)", variant, sc_coll_name(fp->coll),
            (unsigned long long)fp->seq, count, dtype, redop, (int)fp->root);
   return out;
+}
+
+const char *sc_fp_describe(const sc_fingerprint_t *fp, char *out, size_t len) {
+  return sc_fp_describe_as(fp, 1, out, len);
 }
 
 void sc_fp_judge(const sc_fingerprint_t *all, int nranks, sc_fp_verdict_t *v) {

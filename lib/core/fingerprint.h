@@ -99,8 +99,9 @@ void sc_fp_msg_encode(const sc_fingerprint_t *fp, uint8_t out[SC_FP_MSG_BYTES]);
  * a print of this version. */
 sc_result_t sc_fp_msg_decode(const uint8_t in[SC_FP_MSG_BYTES], uint64_t near_seq, int peer,
                              sc_fingerprint_t *fp);
-/* A print as "allreduce #7 (count 1000, float32, sum, root -1)", read
- * against near_seq; all zero: "another operation (its messages carry no
+/* A print as "allreduce #7 (count 1000, float32, sum, root -1)" (a sparse
+ * one without its dense_len, which it does not hold), read against
+ * near_seq; all zero: "another operation (its messages carry no
  * print of it)", a print of another version: "another operation (...)".
  * Returns out. */
 const char *sc_fp_msg_describe(const uint8_t in[SC_FP_MSG_BYTES], uint64_t near_seq, char *out,
