@@ -34,7 +34,13 @@ void sc_watch_record(sc_watch_t *w, int subject, sc_result_t code, const char *r
   h->peer(h->ctx, subject, &p);
   h->peer(h->ctx, w->rank, &me);
   char msg[SC_ERRMSG_MAX];
-  if (subject == w->rank)
+  /* Of two mismatched calls neither is the cause: the subject is only the
+   * rank whose report or message showed it. */
+  if (subject == w->rank && code == SC_ERR_MISMATCH)
+    snprintf(msg, sizeof(msg),
+             "rank %d (%s, pid %d; this rank) %s; rank 0's liveness watch told every rank", subject,
+             p.host, p.pid, reason);
+  else if (subject == w->rank)
     snprintf(msg, sizeof(msg),
              "rank %d (%s, pid %d; this rank) %s; rank 0's liveness watch told every rank (this "
              "rank is the cause)",
@@ -42,7 +48,8 @@ void sc_watch_record(sc_watch_t *w, int subject, sc_result_t code, const char *r
   else /* a relayed failure may name this very rank as its cause: no verdict then */
     snprintf(msg, sizeof(msg), "rank %d (%s, pid %d) %s; rank %d of %d (%s) %s the liveness watch",
              subject, p.host, p.pid, reason, w->rank, w->nranks, me.host,
-             strncmp(reason, "failed: ", 8) ? "is a victim, told by" : "learned of it from");
+             strncmp(reason, "failed: ", 8) && code != SC_ERR_MISMATCH ? "is a victim, told by"
+                                                                       : "learned of it from");
   int recorded = 0;
   h->lock(h->ctx);
   if (!atomic_load(&w->notice_seen)) {
@@ -83,9 +90,17 @@ void sc_watch_on_close(sc_watch_t *w, sc_wconn_t *c, const char *how) {
 static void watch_on_frame(sc_watch_t *w, sc_wconn_t *c, const sc_watch_frame_t *f,
                            const uint8_t *text) {
   char clean[SC_WATCH_TEXT_MAX + 1];
-  sc_boot_errtext_clean(text, f->len, clean, sizeof(clean));
+  if (f->type != SC_WATCH_HEARTBEAT) sc_boot_errtext_clean(text, f->len, clean, sizeof(clean));
   switch (f->type) {
   case SC_WATCH_HEARTBEAT:
+    if (w->rank == 0 && w->ops && c->rank > 0 && c->rank < w->nranks) {
+      char why[128];
+      if (sc_watch_hb_parse(text, f->len, &w->ops[c->rank], why, sizeof(why)) != SC_SUCCESS) {
+        sc_watch_on_close(w, c, why);
+        return;
+      }
+      sc_watch_compare(w, c->rank);
+    }
     return;
   case SC_WATCH_GOODBYE:
     if (c->state == SC_WC_LIVE) c->state = SC_WC_GONE;
@@ -156,8 +171,10 @@ static void watch_tell_local(sc_watch_t *w, int aborting) {
   sc_result_t code = h->error(h->ctx, msg, sizeof(msg));
   /* SC_CHECK_MISMATCH (lib/core/fingerprint.c): every rank reaches the same
    * verdict from the same prints; a relay would only race, and replace, a
-   * rank's own view of it. */
-  int mine = code != SC_SUCCESS && code != SC_ERR_MISMATCH && !w->from_watch;
+   * rank's own view of it. A mismatch seen in a message's print is relayed:
+   * ranks that exchanged no message with this one learn of it only so. */
+  int shared = h->shared_verdict && h->shared_verdict(h->ctx);
+  int mine = code != SC_SUCCESS && !shared && !w->from_watch;
   h->unlock(h->ctx);
   if (!mine && !aborting) return;
   if (!mine) {
@@ -254,9 +271,18 @@ static void *watch_main(void *arg) {
     int64_t now = sc_now_ms();
     watch_tell_local(w, 0);
     if (now >= next_hb) {
+      /* The call this rank executes goes to rank 0, which compares. */
+      sc_watch_op_t op = {0};
+      uint8_t rep[SC_WATCH_HB_OP_LEN];
+      size_t rlen = 0;
+      if (w->rank != 0 && w->hooks.op_now) {
+        w->hooks.op_now(w->hooks.ctx, &op);
+        rlen = sc_watch_hb_put(&op, rep);
+      }
       for (int r = 0; r < w->nconn; r++)
         if (w->conn[r].state == SC_WC_LIVE)
-          sc_wconn_queue(&w->conn[r], SC_WATCH_HEARTBEAT, w->rank, 0, NULL);
+          sc_wconn_queue_bytes(&w->conn[r], SC_WATCH_HEARTBEAT, w->rank, 0, rep, rlen);
+      if (w->rank == 0) sc_watch_compare(w, 0);
       next_hb = now + w->hb_ms;
       watch_check_silence(w, now);
     }
@@ -323,6 +349,7 @@ static void watch_free(sc_watch_t *w) {
   free(w->expect);
   free(w->pfds);
   free(w->pconn);
+  free(w->ops);
   free(w);
 }
 
@@ -352,11 +379,12 @@ sc_result_t sc_watch_create(const sc_watch_hooks_t *hooks, const char *ifname,
   w->pfds = calloc(maxfds, sizeof(*w->pfds));
   w->pconn = calloc(maxfds, sizeof(*w->pconn));
   w->expect = calloc((size_t)w->nranks, 1);
+  if (w->rank == 0) w->ops = calloc((size_t)w->nranks, sizeof(*w->ops));
   for (int i = 0; i < SC_WATCH_UNAUTH_MAX; i++) sc_wconn_reset(&w->pend[i]);
   for (int r = 0; w->conn && r < w->nconn; r++) sc_wconn_reset(&w->conn[r]);
   w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   sc_result_t res = SC_SUCCESS;
-  if (!w->conn || !w->pfds || !w->pconn || !w->expect) {
+  if (!w->conn || !w->pfds || !w->pconn || !w->expect || (w->rank == 0 && !w->ops)) {
     res = SC_ERR(SC_ERR_NOMEM, "liveness watch tables for %d ranks", w->nranks);
   } else if (w->wake_fd < 0) {
     res = SC_ERR(SC_ERR_SYSTEM, "liveness watch: eventfd: %s", strerror(errno));

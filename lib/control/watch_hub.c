@@ -77,6 +77,47 @@ void sc_watch_event(sc_watch_t *w, int subject, sc_result_t code, const char *re
     w->conn[subject].state = SC_WC_GONE;
 }
 
+int sc_watch_op_conflict(const sc_watch_op_t *ops, int nranks, int r) {
+  if (r < 0 || r >= nranks || !ops[r].busy) return -1;
+  for (int s = 0; s < nranks; s++)
+    if (s != r && ops[s].busy && ops[s].seq == ops[r].seq &&
+        memcmp(ops[s].fp, ops[r].fp, SC_WATCH_FP_LEN) != 0)
+      return s;
+  return -1;
+}
+
+void sc_watch_op_mismatch_reason(char *out, size_t len, const sc_watch_op_t *a,
+                                 const sc_watch_op_t *b, int rb, const char *host_b,
+                                 void (*describe)(void *ctx, const sc_watch_op_t *op, char *out,
+                                                  size_t len),
+                                 void *ctx) {
+  char da[192], db[192];
+  describe(ctx, a, da, sizeof(da));
+  describe(ctx, b, db, sizeof(db));
+  snprintf(out, len,
+           "called %s where rank %d (%s) called %s (rank 0's liveness watch compared the calls "
+           "the ranks were executing)",
+           da, rb, host_b, db);
+}
+
+void sc_watch_compare(sc_watch_t *w, int r) {
+  const sc_watch_hooks_t *h = &w->hooks;
+  if (w->failed || !w->ops || !h->op_now || !h->describe) return;
+  h->op_now(h->ctx, &w->ops[0]);
+  int s = sc_watch_op_conflict(w->ops, w->nranks, r);
+  if (s < 0) return;
+  if (r == 0) { /* named the other way: "rank 1 called ... where rank 0 called ..." */
+    r = s;
+    s = 0;
+  }
+  sc_watch_peer_t p;
+  h->peer(h->ctx, s, &p);
+  char reason[SC_WATCH_TEXT_MAX + 1];
+  sc_watch_op_mismatch_reason(reason, sizeof(reason), &w->ops[r], &w->ops[s], s, p.host,
+                              h->describe, h->ctx);
+  sc_watch_event(w, r, SC_ERR_MISMATCH, reason, 0);
+}
+
 /* Rank 0: a pending connection's hello; a valid one takes its rank's slot. */
 void sc_watch_read_hello(sc_watch_t *w, sc_wconn_t *c) {
   for (;;) {

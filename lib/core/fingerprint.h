@@ -99,6 +99,21 @@ void sc_fp_msg_encode(const sc_fingerprint_t *fp, uint8_t out[SC_FP_MSG_BYTES]);
  * a print of this version. */
 sc_result_t sc_fp_msg_decode(const uint8_t in[SC_FP_MSG_BYTES], uint64_t near_seq, int peer,
                              sc_fingerprint_t *fp);
+/* A print as "allreduce #7 (count 1000, float32, sum, root -1)" (a sparse
+ * one without its dense_len, which it does not hold), read against
+ * near_seq; all zero: "another operation (its messages carry no
+ * print of it)", a print of another version: "another operation (...)".
+ * Returns out. */
+const char *sc_fp_msg_describe(const uint8_t in[SC_FP_MSG_BYTES], uint64_t near_seq, char *out,
+                               size_t len);
+/* The SC_ERR_MISMATCH text of a message between this rank and peer whose
+ * print is not the one the other end expected: "rank 1 (host1) called
+ * allreduce #7 (count 999999, ...) where rank 0 (host0) called allreduce #7
+ * (count 1000000, ...)". mine: this rank's print, theirs: the peer's
+ * (transport.h's peer_fp), both read against seq, this rank's call's number. */
+void sc_fp_msg_mismatch_text(char *out, size_t len, int rank, const char *host,
+                             const uint8_t mine[SC_FP_MSG_BYTES], int peer, const char *peer_host,
+                             const uint8_t theirs[SC_FP_MSG_BYTES], uint64_t seq);
 
 /* The exchange's schedule for one rank: a pure function of (nranks, rank).
  * SEND holds the own print, RECV nranks prints in rank order. */

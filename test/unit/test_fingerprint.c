@@ -163,6 +163,38 @@ static void test_msg_differs(void **state) {
   assert_non_null(strstr(sc_last_error(), "rank 6"));
 }
 
+/* A message's mismatch in words: both calls, each print read against the
+ * receiver's own number; a print that is none or of another version still
+ * names the peer. */
+static void test_msg_mismatch_text(void **state) {
+  (void)state;
+  sc_fingerprint_t mine = fp_of(SC_COLL_ALLREDUCE, 1000000, SC_FLOAT32, SC_SUM, 0, 0x10007),
+                   theirs = fp_of(SC_COLL_ALLREDUCE, 999999, SC_FLOAT32, SC_SUM, 0, 0x10007);
+  uint8_t a[SC_FP_MSG_BYTES], b[SC_FP_MSG_BYTES];
+  sc_fp_msg_encode(&mine, a);
+  sc_fp_msg_encode(&theirs, b);
+  char out[512];
+  sc_fp_msg_mismatch_text(out, sizeof(out), 0, "h0", a, 1, "h1", b, 0x10007);
+  assert_string_equal(out, "rank 1 (h1) called allreduce #65543 (count 999999, float32, sum, root "
+                           "-1) where rank 0 (h0) called allreduce #65543 (count 1000000, float32, "
+                           "sum, root -1)");
+  /* A skipped call: the peer's number is one ahead of this rank's. */
+  sc_fingerprint_t next = fp_of(SC_COLL_BARRIER, 0, SC_FLOAT32, SC_SUM, 0, 0x10008);
+  sc_fp_msg_encode(&next, b);
+  sc_fp_msg_mismatch_text(out, sizeof(out), 2, "h2", a, 3, "h3", b, 0x10007);
+  assert_string_equal(out, "rank 3 (h3) called barrier #65544 (count 0, no dtype, no op, root -1) "
+                           "where rank 2 (h2) called allreduce #65543 (count 1000000, float32, "
+                           "sum, root -1)");
+  memset(b, 0, sizeof(b));
+  sc_fp_msg_mismatch_text(out, sizeof(out), 0, "h0", a, 1, "h1", b, 0x10007);
+  assert_string_equal(out, "rank 1 (h1) called another operation (its messages carry no print of "
+                           "it) where rank 0 (h0) called allreduce #65543 (count 1000000, "
+                           "float32, sum, root -1)");
+  b[0] = 0x20;
+  sc_fp_msg_mismatch_text(out, sizeof(out), 0, "h0", a, 1, "h1", b, 0x10007);
+  assert_non_null(strstr(out, "rank 1 (h1) called another operation (its print is of version 2"));
+}
+
 static void test_from_op(void **state) {
   (void)state;
   /* Arguments a collective ignores do not count. */
@@ -374,11 +406,17 @@ static void test_schedule_sim(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_roundtrip),    cmocka_unit_test(test_decode_rejects),
-      cmocka_unit_test(test_from_op),      cmocka_unit_test(test_describe),
-      cmocka_unit_test(test_judge),        cmocka_unit_test(test_message),
-      cmocka_unit_test(test_schedule_sim), cmocka_unit_test(test_msg_layout),
-      cmocka_unit_test(test_msg_seq_near), cmocka_unit_test(test_msg_differs),
+      cmocka_unit_test(test_roundtrip),
+      cmocka_unit_test(test_decode_rejects),
+      cmocka_unit_test(test_from_op),
+      cmocka_unit_test(test_describe),
+      cmocka_unit_test(test_judge),
+      cmocka_unit_test(test_message),
+      cmocka_unit_test(test_schedule_sim),
+      cmocka_unit_test(test_msg_layout),
+      cmocka_unit_test(test_msg_seq_near),
+      cmocka_unit_test(test_msg_differs),
+      cmocka_unit_test(test_msg_mismatch_text),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -68,6 +68,7 @@ static sc_result_t post(sc_tcp_transport_t *tp, int peer, const void *buf, size_
       sc_wire_put_u32(s->hdr, SC_TCP_MSG_MAGIC);
       sc_wire_put_u32(s->hdr + 4, seq);
       sc_wire_put_u64(s->hdr + 8, (uint64_t)len);
+      memcpy(s->hdr + SC_TCP_HDR_FP, req->fp, SC_TP_FP_LEN);
     }
   }
   if (sending)
