@@ -16,16 +16,16 @@
  * matched all-reduce that must be exact. Every rank must fail its call with
  * SC_ERR_MISMATCH within --bound seconds (2), with a message that names both
  * calls (each call's collective and count); sc_comm_get_async_error must
- * report it, and the next call must fail at once with it. A rank whose part
- * only sends (a broadcast's root, a reduce's other rank of two) may see its
- * call succeed: then sc_comm_get_async_error must turn SC_ERR_MISMATCH
- * within the bound, and the next call fail with a message naming both. A call still
- * running --abort seconds (bound + 3) after the case began is ended by
- * sc_comm_abort from a watchdog thread, so that one missed mismatch costs
- * seconds, not SC_TIMEOUT_MS, and the other cases still run.
- * Each rank prints one line per case, "case K (A | B @RANKS) rank R: OK ..."
- * or "... rank R: FAIL ...", with the text sc_last_error gave, then
- * "rank R: N cases, F failed"; it exits 1 when a case failed. */
+ * report it, and the next call must fail at once with it. A rank whose
+ * result needs no byte from a rank that made the other call (a reduce's
+ * ranks but the root; a broadcast's ranks that made rank 0's call) may see
+ * its call succeed: then its result must be right, sc_comm_get_async_error
+ * must turn SC_ERR_MISMATCH within the bound, and the next call fail with a
+ * message naming both. A call still running --abort seconds (bound + 3) after the case began is
+ * ended by sc_comm_abort from a watchdog thread, so that one missed mismatch costs seconds, not
+ * SC_TIMEOUT_MS, and the other cases still run. Each rank prints one line per case, "case K (A | B
+ * @RANKS) rank R: OK ..." or "... rank R: FAIL ...", with the text sc_last_error gave, then "rank
+ * R: N cases, F failed"; it exits 1 when a case failed. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -235,10 +235,27 @@ static int names_call(const char *msg, const call_t *c) {
   return 0;
 }
 
-/* This rank's part of c only sends (a broadcast's root; a reduce's other
- * rank of two): it may complete before any peer has looked at its data. */
-static int sends_only(const call_t *c, int rank, int nranks) {
-  return (c->coll == C_BROADCAST && rank == 0) || (c->coll == C_REDUCE && rank != 0 && nranks == 2);
+/* This rank's call may complete, with correct results, only where no byte
+ * of its result comes from a rank that made the other call (roots are 0):
+ * a reduce's other ranks only contribute, and a broadcast's data all comes
+ * from rank 0, so a rank that made the same broadcast as rank 0 (rank 0
+ * included) may get all of it. Every other call needs a contribution of
+ * every rank: completing it would be a wrong result, not a late report. */
+static int may_complete(const mcase_t *mc, const call_t *mine, int rank) {
+  const call_t *root = mc->odd & 1 ? &mc->b : &mc->a;
+  return (mine->coll == C_REDUCE && rank != 0) || (mine->coll == C_BROADCAST && mine == root);
+}
+
+/* A completed call's result against its reference: a broadcast's recv holds
+ * rank 0's send (every element 1); a reduce's other ranks have none. */
+static int result_holds(const call_t *mine, const float *recv, char *why, size_t len) {
+  if (mine->coll != C_BROADCAST) return 1;
+  for (size_t i = 0; i < mine->count; i++)
+    if (recv[i] != 1.0f) {
+      snprintf(why, len, "its broadcast completed with element %zu = %g, want 1", i, recv[i]);
+      return 0;
+    }
+  return 1;
 }
 
 /* A matched all-reduce first: exact, and the mismatched call is not the
@@ -279,16 +296,21 @@ static int run_case(int k, const mcase_t *mc, sc_comm_t *world, float *send, flo
   int completed = 0;
   char msg[1024] = "";
   if (ok) {
+    /* Not rank 0's value: a broadcast that completes must have written it. */
+    if (mine->coll == C_BROADCAST)
+      for (size_t i = 0; i < mine->count; i++) recv[i] = -7.0f;
     double t0 = now_s();
     wd_arm(comm, t0 + abort_after);
     r = run_call(mine, send, recv, comm);
     dt = now_s() - t0;
     int fired = wd_disarm();
     snprintf(msg, sizeof(msg), "%s", r == SC_SUCCESS ? "" : sc_last_error());
-    if (r == SC_SUCCESS && sends_only(mine, g_rank, g_nranks)) {
-      /* Its part may end before a peer reads a byte of it: it learns of the
-       * mismatch from the communicator, within the same bound. */
+    if (r == SC_SUCCESS && may_complete(mc, mine, g_rank)) {
+      /* Its part may end before a peer reads a byte of it, or without a byte
+       * from a rank that called the other call: it learns of the mismatch
+       * from the communicator, within the same bound. */
       completed = 1;
+      result_holds(mine, recv, why, sizeof(why));
       struct timespec tick = {0, 5 * 1000000L};
       sc_comm_get_async_error(comm, &async);
       while (async == SC_SUCCESS && now_s() - t0 < bound) {
@@ -306,19 +328,27 @@ static int run_case(int k, const mcase_t *mc, sc_comm_t *world, float *send, flo
       dt_again = now_s() - t1;
       if (completed) snprintf(msg, sizeof(msg), "%s", again == SC_SUCCESS ? "" : sc_last_error());
     }
-    if (completed && async != SC_ERR_MISMATCH)
+    if (why[0]) {
+      /* a completed call's wrong result says it all */
+    } else if (completed && async != SC_ERR_MISMATCH) {
+      /* The case failed: what a next call makes of it says where the
+       * mismatch went (a message left unread, or nothing at all). */
+      wd_arm(comm, now_s() + abort_after);
+      again = sc_barrier(comm);
+      wd_disarm();
       snprintf(why, sizeof(why),
-               "its call (which only sends) succeeded, and the communicator reported %s %.3f s "
-               "after it began, want SC_ERR_MISMATCH",
-               sc_strerror(async), dt);
-    else if (!completed && r != SC_ERR_MISMATCH)
+               "its call succeeded, and the communicator reported %s %.3f s after it began, want "
+               "SC_ERR_MISMATCH (a next call then gave %s: %s)",
+               sc_strerror(async), dt, sc_strerror(again),
+               again == SC_SUCCESS ? "" : sc_last_error());
+    } else if (!completed && r != SC_ERR_MISMATCH)
       snprintf(why, sizeof(why), "got %s in %.3f s%s, want SC_ERR_MISMATCH", sc_strerror(r), dt,
                fired ? " (ended by the watchdog's sc_comm_abort)" : "");
     else if (dt > bound)
       snprintf(why, sizeof(why), "SC_ERR_MISMATCH after %.3f s, bound %.1f s", dt, bound);
     else if (async != SC_ERR_MISMATCH)
       snprintf(why, sizeof(why), "sc_comm_get_async_error: %s", sc_strerror(async));
-    else if (again != SC_ERR_MISMATCH || dt_again > 1.0)
+    else if (again != SC_ERR_MISMATCH || dt_again > bound / 2)
       snprintf(why, sizeof(why), "the next call: %s after %.3f s", sc_strerror(again), dt_again);
     else if (!names_call(msg, &mc->a) || !names_call(msg, &mc->b))
       snprintf(why, sizeof(why), "the %s does not name both calls (%s, %s)",
