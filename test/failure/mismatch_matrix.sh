@@ -63,6 +63,11 @@ verbs)
   ;;
 esac
 bound=${MISMATCH_BOUND_S:-2}
+# UCX's tag holds a 16-bit hash of the print, not the print: a rank that
+# meets another call's message there can name its own call only, and says
+# the peer "called another operation" (the hub and the board name both).
+unnamed=
+[ "${SC_TRANSPORT:-}" = ucx ] && unnamed=--peer-unnamed
 echo "transport: ${SC_TRANSPORT:-auto}, bound: $bound s"
 # One of each: board against board (counts, collectives), messages of two
 # counts or two collectives, the board against a schedule, a root that sends
@@ -91,7 +96,7 @@ matrix() {
   limit=$(awk -v n="$ncases" -v b="$bound" 'BEGIN { printf "%d", 60 + n * (b + 6) }')
   # shellcheck disable=SC2086
   env SC_DEBUG=NONE "$@" "$SC_RUN" -n "$n" --grace 30 --timeout "$limit" "$PROG" \
-    --bound "$bound" $cases >"$tmpdir/run" 2>&1
+    --bound "$bound" $unnamed $cases >"$tmpdir/run" 2>&1
   rc=$?
   cat "$tmpdir/run" >&3
   ok=$(grep -c '^case [0-9]* (.*) rank [0-9]*: OK mismatch in' "$tmpdir/run")
