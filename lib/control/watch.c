@@ -34,12 +34,16 @@ void sc_watch_record(sc_watch_t *w, int subject, sc_result_t code, const char *r
   h->peer(h->ctx, subject, &p);
   h->peer(h->ctx, w->rank, &me);
   char msg[SC_ERRMSG_MAX];
-  /* Of two mismatched calls neither is the cause: the subject is only the
-   * rank whose report or message showed it. */
-  if (subject == w->rank && code == SC_ERR_MISMATCH)
+  /* Rank 0's own comparison of the calls (its reason is the calls, not a
+   * failure): of two mismatched calls neither is the cause, the subject is
+   * only the rank whose report showed it. */
+  int compared = code == SC_ERR_MISMATCH && strncmp(reason, "failed: ", 8) != 0;
+  if (compared)
     snprintf(msg, sizeof(msg),
-             "rank %d (%s, pid %d; this rank) %s; rank 0's liveness watch told every rank", subject,
-             p.host, p.pid, reason);
+             "rank %d (%s, pid %d%s) %s; rank %d of %d (%s) learned of it from rank 0's liveness "
+             "watch, which compared the calls the ranks were executing",
+             subject, p.host, p.pid, subject == w->rank ? "; this rank" : "", reason, w->rank,
+             w->nranks, me.host);
   else if (subject == w->rank)
     snprintf(msg, sizeof(msg),
              "rank %d (%s, pid %d; this rank) %s; rank 0's liveness watch told every rank (this "
@@ -48,8 +52,7 @@ void sc_watch_record(sc_watch_t *w, int subject, sc_result_t code, const char *r
   else /* a relayed failure may name this very rank as its cause: no verdict then */
     snprintf(msg, sizeof(msg), "rank %d (%s, pid %d) %s; rank %d of %d (%s) %s the liveness watch",
              subject, p.host, p.pid, reason, w->rank, w->nranks, me.host,
-             strncmp(reason, "failed: ", 8) && code != SC_ERR_MISMATCH ? "is a victim, told by"
-                                                                       : "learned of it from");
+             strncmp(reason, "failed: ", 8) ? "is a victim, told by" : "learned of it from");
   int recorded = 0;
   h->lock(h->ctx);
   if (!atomic_load(&w->notice_seen)) {
@@ -232,6 +235,7 @@ static void watch_check_silence(sc_watch_t *w, int64_t now) {
 
 /* Destroy or abort: the last frames, then every descriptor closed. */
 static void watch_finish(sc_watch_t *w, int aborting) {
+  sc_watch_release_held(w, 1);
   watch_tell_local(w, aborting);
   for (int r = 0; r < w->nconn; r++)
     if (w->conn[r].fd >= 0 && !w->conn[r].eof)
@@ -270,6 +274,7 @@ static void *watch_main(void *arg) {
   while ((st = atomic_load(&w->stop)) == 0) {
     int64_t now = sc_now_ms();
     watch_tell_local(w, 0);
+    sc_watch_release_held(w, 0);
     if (now >= next_hb) {
       /* The call this rank executes goes to rank 0, which compares. */
       sc_watch_op_t op = {0};
@@ -306,7 +311,8 @@ static void *watch_main(void *arg) {
         w->pconn[n++] = &w->conn[r];
       }
     int64_t due = next_hb > now ? next_hb : now;
-    int rc = poll(w->pfds, n, sc_ms_until(next_hb));
+    int64_t wake = w->held && w->held_until < next_hb ? w->held_until : next_hb;
+    int rc = poll(w->pfds, n, sc_ms_until(wake));
     /* Woken this late, this process itself did not run (SIGSTOP, starved):
      * a timeout reported now is more likely ours than a peer's. */
     int64_t late = sc_now_ms() - due;
@@ -371,6 +377,8 @@ sc_result_t sc_watch_create(const sc_watch_hooks_t *hooks, const char *ifname,
   if (hb > w->timeout_ms / 2) hb = w->timeout_ms / 2;
   w->hb_ms = hb > 0 ? hb : 1;
   w->explain_ms = w->timeout_ms / 4 < 1000 ? w->timeout_ms / 4 : 1000;
+  /* Well inside the victims' wait for an explanation (sc_watch_explain). */
+  w->hold_ms = w->explain_ms / 2 < 200 ? w->explain_ms / 2 : 200;
   memcpy(w->secret, secret, SC_SECRET_LEN);
   w->listen_fd = -1;
   w->nconn = w->rank == 0 ? w->nranks : 1;

@@ -100,8 +100,8 @@ size_t sc_watch_hb_put(const sc_watch_op_t *op, uint8_t out[SC_WATCH_HB_OP_LEN])
  * rank numbers its calls alike, so the two made different calls. */
 int sc_watch_op_conflict(const sc_watch_op_t *ops, int nranks, int r);
 /* The reason rank 0 announces for rank a (the subject) against rank b:
- * "called <a's call> where rank B (HOST) called <b's call> (...)", each call
- * as describe(ctx, op, ...) words it. */
+ * "called <a's call> where rank B (HOST) called <b's call>", each call as
+ * describe(ctx, op, ...) words it. */
 void sc_watch_op_mismatch_reason(char *out, size_t len, const sc_watch_op_t *a,
                                  const sc_watch_op_t *b, int rb, const char *host_b,
                                  void (*describe)(void *ctx, const sc_watch_op_t *op, char *out,

@@ -29,14 +29,46 @@ static int silent_rank(sc_watch_t *w, int except, int64_t *silence) {
   return best;
 }
 
+static void watch_relay(sc_watch_t *w, int subject, sc_result_t code, const char *reason,
+                        int may_blame);
+
 /* Rank 0: the first failure of any rank goes to every rank. may_blame: a
- * rank's own timeout, which a silent rank explains better. */
+ * rank's own failure, which a silent rank, or a death whose close still
+ * waits unread, explains better. A rank's own SC_ERR_REMOTE (a connection
+ * that closed under it) is held for w->hold_ms first: it is often the
+ * symptom of what its peer found at the same moment, a mismatch (the peer
+ * closed that connection) or the peer's death, and the cause, arriving
+ * meanwhile, is relayed in its place. */
 void sc_watch_event(sc_watch_t *w, int subject, sc_result_t code, const char *reason,
                     int may_blame) {
   if (w->failed) {
     SC_INFO(SC_SUBSYS_COLL, "liveness watch: rank %d %s (after the job failed)", subject, reason);
     return;
   }
+  if (may_blame && code == SC_ERR_REMOTE) {
+    if (w->held) {
+      SC_INFO(SC_SUBSYS_COLL, "liveness watch: rank %d %s (after rank %d's failure)", subject,
+              reason, w->held_subject);
+      return;
+    }
+    w->held = 1;
+    w->held_until = sc_now_ms() + w->hold_ms;
+    w->held_subject = subject;
+    snprintf(w->held_reason, sizeof(w->held_reason), "%s", reason);
+    return;
+  }
+  w->held = 0; /* this one goes first */
+  watch_relay(w, subject, code, reason, may_blame);
+}
+
+void sc_watch_release_held(sc_watch_t *w, int force) {
+  if (!w->held || (!force && sc_now_ms() < w->held_until)) return;
+  w->held = 0;
+  if (!w->failed) watch_relay(w, w->held_subject, SC_ERR_REMOTE, w->held_reason, 1);
+}
+
+static void watch_relay(sc_watch_t *w, int subject, sc_result_t code, const char *reason,
+                        int may_blame) {
   if (code == SC_ERR_ABORTED || code == SC_SUCCESS || code == SC_ERR_INVALID_ARG)
     code = SC_ERR_REMOTE;
   if (may_blame) {
@@ -94,10 +126,7 @@ void sc_watch_op_mismatch_reason(char *out, size_t len, const sc_watch_op_t *a,
   char da[192], db[192];
   describe(ctx, a, da, sizeof(da));
   describe(ctx, b, db, sizeof(db));
-  snprintf(out, len,
-           "called %s where rank %d (%s) called %s (rank 0's liveness watch compared the calls "
-           "the ranks were executing)",
-           da, rb, host_b, db);
+  snprintf(out, len, "called %s where rank %d (%s) called %s", da, rb, host_b, db);
 }
 
 void sc_watch_compare(sc_watch_t *w, int r) {

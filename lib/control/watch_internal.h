@@ -69,6 +69,11 @@ struct sc_watch {
   struct pollfd *pfds;
   sc_wconn_t **pconn;
   sc_watch_op_t *ops; /* rank 0: each rank's latest report ([0]: its own call) */
+  /* rank 0: a rank's SC_ERR_REMOTE waiting hold_ms for its cause
+   * (sc_watch_event) */
+  int held, held_subject, hold_ms;
+  int64_t held_until;
+  char held_reason[SC_ERRMSG_MAX + 16];
 };
 
 /* lib/control/watch_wire.c: one connection's buffered I/O. flush: -1 when broken. */
@@ -87,6 +92,8 @@ void sc_watch_on_close(sc_watch_t *w, sc_wconn_t *c, const char *how);
 /* lib/control/watch_hub.c (rank 0) */
 void sc_watch_event(sc_watch_t *w, int subject, sc_result_t code, const char *reason,
                     int may_blame);
+/* The held failure goes out once its time is up, or at once (force). */
+void sc_watch_release_held(sc_watch_t *w, int force);
 void sc_watch_read_hello(sc_watch_t *w, sc_wconn_t *c);
 void sc_watch_accept(sc_watch_t *w);
 /* Rank r's report (rank 0's own: refreshed here) against the others' latest:

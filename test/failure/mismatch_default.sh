@@ -13,6 +13,9 @@
 # counts, and sc_comm_get_async_error must report it afterwards.
 . "$top_srcdir/test/multi/lib.sh"
 PROG="$top_builddir/test/failure/fail_mismatch"
+# The bound in seconds (MISMATCH_BOUND_S, default 2): a machine busy with
+# other work may need more, without changing what is asserted otherwise.
+BOUND=${MISMATCH_BOUND_S:-2}
 row() { # row TP N A B
   rep=$(mktemp -d "$tmpdir/reported.XXXXXX")
   env -u SC_TIMEOUT_MS -u SC_HEARTBEAT_MS -u SC_CHECK_MISMATCH -u SC_BOARD_BYTES -u SC_ALGO \
@@ -24,8 +27,8 @@ row() { # row TP N A B
   # "rank R: ranks called mismatched collectives in T s: MESSAGE", T <= 2.
   got=$(grep -c '^rank [0-9]*: ranks called mismatched collectives in ' "$tmpdir/run")
   [ "$got" -eq "$2" ] || { echo "$got of $2 ranks got SC_ERR_MISMATCH"; return 1; }
-  awk '/^rank [0-9]+: / { t = $0; sub(/.* in /, "", t); sub(/ s:.*/, "", t);
-                          if (t + 0 > 2.0) { print "over 2 s: " $0; bad = 1 } }
+  awk -v b="$BOUND" '/^rank [0-9]+: / { t = $0; sub(/.* in /, "", t); sub(/ s:.*/, "", t);
+                          if (t + 0 > b + 0) { print "over " b " s: " $0; bad = 1 } }
        END { exit bad }' "$tmpdir/run" || return 1
   [ "$(grep '^rank [0-9]*: ranks called' "$tmpdir/run" | grep -F "count $3," |
     grep -cF "count $4,")" -eq "$2" ] || { echo "a message lacks count $3 or count $4"; return 1; }
@@ -33,10 +36,10 @@ row() { # row TP N A B
 }
 for tp in tcp shm; do
   for n in 2 3; do
-    check "$tp n=$n: 100 / 50: SC_ERR_MISMATCH on every rank in 2 s" row "$tp" "$n" 100 50
-    check "$tp n=$n: 1000000 / 999999: SC_ERR_MISMATCH on every rank in 2 s" \
+    check "$tp n=$n: 100 / 50: SC_ERR_MISMATCH on every rank in $BOUND s" row "$tp" "$n" 100 50
+    check "$tp n=$n: 1000000 / 999999: SC_ERR_MISMATCH on every rank in $BOUND s" \
       row "$tp" "$n" 1000000 999999
-    check "$tp n=$n: 4 / 4000000: SC_ERR_MISMATCH on every rank in 2 s" row "$tp" "$n" 4 4000000
+    check "$tp n=$n: 4 / 4000000: SC_ERR_MISMATCH on every rank in $BOUND s" row "$tp" "$n" 4 4000000
   done
 done
 finish

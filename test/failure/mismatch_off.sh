@@ -18,6 +18,9 @@
 # SC_TIMEOUT_MS + 1 s.
 . "$top_srcdir/test/multi/lib.sh"
 PROG="$top_builddir/test/failure/fail_mismatch"
+# The bound in seconds (MISMATCH_BOUND_S, default 2): a machine busy with
+# other work may need more, without changing what is asserted otherwise.
+BOUND=${MISMATCH_BOUND_S:-2}
 TMO=1500
 outcome() { # outcome TP N SCENARIO mismatch|either WORD1 WORD2
   rep=$(mktemp -d "$tmpdir/reported.XXXXXX")
@@ -27,9 +30,9 @@ outcome() { # outcome TP N SCENARIO mismatch|either WORD1 WORD2
   cat "$tmpdir/run"
   [ "$rc" -eq 0 ] || return 1
   [ "$(grep -c '^rank [0-9]*: ' "$tmpdir/run")" -eq "$2" ] || return 1
-  # "rank R: RESULT in T s: ..." -> every rank within 2 s.
-  awk '/^rank [0-9]+: / { t = $0; sub(/.* in /, "", t); sub(/ s:.*/, "", t);
-                          if (t + 0 > 2.0) { print "over 2 s: " $0; bad = 1 } }
+  # "rank R: RESULT in T s: ..." -> every rank within BOUND s.
+  awk -v b="$BOUND" '/^rank [0-9]+: / { t = $0; sub(/.* in /, "", t); sub(/ s:.*/, "", t);
+                          if (t + 0 > b + 0) { print "over " b " s: " $0; bad = 1 } }
        END { exit bad }' "$tmpdir/run" || return 1
   ok=$(grep -c '^rank [0-9]*: success in' "$tmpdir/run")
   mm=$(grep -c '^rank [0-9]*: ranks called mismatched collectives in' "$tmpdir/run")

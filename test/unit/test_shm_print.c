@@ -4,9 +4,9 @@
  * A message of another operation, whatever its record kind (copied through
  * the ring, streamed through it, read by single copy) and even of another
  * length, fails its receive with SC_ERR_MISMATCH and the sender's print
- * before a payload byte lands; progress says so once; the pair then fails
- * both ways as for a failed peer. Through the mux (SC_TRANSPORT=auto) the
- * prints travel the same. The record verdict itself: test_shm_ipc.c. */
+ * before a payload byte lands; progress says so once, before any other
+ * peer's failure; the pair then fails both ways as for a failed peer. Through the mux
+ * (SC_TRANSPORT=auto) the prints travel the same. The record verdict itself: test_shm_ipc.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -187,6 +187,43 @@ static void test_print_match(void **state) {
   teardown_n(2);
 }
 
+/* A mismatch and another peer's failure met in one progress call: the call
+ * reports the mismatch, whichever peer came first, and both peers are failed. */
+static void test_mismatch_outranks(void **state) {
+  (void)state;
+  setup_n(3);
+  uint8_t b1[8], b2[8], out[8] = "other";
+  sc_tp_req_t from1, from2, sr;
+  memset(&from1, 0, sizeof(from1));
+  memset(&from2, 0, sizeof(from2));
+  memset(&sr, 0, sizeof(sr));
+  memset(from1.fp, 0x11, SC_TP_FP_LEN);
+  memset(from2.fp, 0x22, SC_TP_FP_LEN);
+  memset(sr.fp, 0x23, SC_TP_FP_LEN);
+  assert_int_equal(ops->irecv(nodes[0].tp, 1, b1, sizeof(b1), &from1), SC_SUCCESS);
+  assert_int_equal(ops->irecv(nodes[0].tp, 2, b2, sizeof(b2), &from2), SC_SUCCESS);
+  /* Rank 1 (looked at first) closes its end; rank 2 sends another operation's message. */
+  ops->destroy(nodes[1].tp);
+  nodes[1].tp = NULL;
+  assert_int_equal(ops->isend(nodes[2].tp, 0, out, sizeof(out), &sr), SC_SUCCESS);
+  /* The first pass looks at rank 1's liveness too (it reads the clock). */
+  sc_shm_transport_t *t0 = sc_shm_of(nodes[0].tp);
+  t0->clock_skips = 0;
+  t0->peers[1].next_check_ms = 0;
+  int prog;
+  sc_result_t r = ops->progress(nodes[0].tp, 0, &prog);
+  assert_int_equal(r, SC_ERR_MISMATCH);
+  assert_non_null(strstr(sc_last_error(), "rank 2 ("));
+  assert_int_equal(from2.status, SC_ERR_MISMATCH);
+  assert_int_equal(from1.state, SC_TP_REQ_ERROR);
+  assert_int_equal(from1.status, SC_ERR_REMOTE);
+  sc_tp_req_t again;
+  memset(&again, 0, sizeof(again));
+  assert_int_equal(ops->irecv(nodes[0].tp, 1, b1, sizeof(b1), &again), SC_ERR_REMOTE);
+  assert_non_null(strstr(sc_last_error(), "closed"));
+  teardown_n(3);
+}
+
 /* The mux hands its children the caller's requests: the print goes out with
  * the send and the peer's comes back in the receive. */
 static void test_mux_keeps_prints(void **state) {
@@ -206,6 +243,7 @@ int main(void) {
       cmocka_unit_test_setup(test_mismatch_single_copy, use_shm),
       cmocka_unit_test_setup(test_print_wins_over_length, use_shm),
       cmocka_unit_test_setup(test_print_match, use_shm),
+      cmocka_unit_test_setup(test_mismatch_outranks, use_shm),
       cmocka_unit_test_setup(test_mux_keeps_prints, use_shm),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

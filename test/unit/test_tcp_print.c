@@ -4,7 +4,8 @@
  * wire format, the header a send writes read back raw from the socket, a
  * message of another operation (whole or striped, of the same length or
  * not) failing its receive with SC_ERR_MISMATCH before a payload byte lands,
- * and matching or unchecked prints letting the data through. */
+ * a mismatch reported before another peer's failure, and matching or
+ * unchecked prints letting the data through. */
 #include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -269,6 +270,39 @@ static void test_print_mismatch_striped(void **state) {
   destroy_nodes(nodes, 2);
 }
 
+/* A mismatch and another peer's failure met in one progress call: the call
+ * reports the mismatch, whichever peer came first, and both peers are failed. */
+static void test_mismatch_outranks(void **state) {
+  (void)state;
+  node_t nodes[3];
+  uint8_t addrs[3 * SC_TP_ADDR_MAX];
+  create_nodes(nodes, 3, addrs, 5000);
+  connect_nodes(nodes, 3);
+  uint8_t b1[8], b2[8], out[8] = "other";
+  sc_tp_req_t from1 = {0}, from2 = {0}, sr = {0};
+  memset(from1.fp, 0x11, SC_TP_FP_LEN);
+  memset(from2.fp, 0x22, SC_TP_FP_LEN);
+  memset(sr.fp, 0x23, SC_TP_FP_LEN);
+  assert_int_equal(ops->irecv(nodes[0].tp, 1, b1, sizeof(b1), &from1), SC_SUCCESS);
+  assert_int_equal(ops->irecv(nodes[0].tp, 2, b2, sizeof(b2), &from2), SC_SUCCESS);
+  /* Rank 1 (looked at first) goes away; rank 2 sends another operation's message. */
+  ops->destroy(nodes[1].tp);
+  nodes[1].tp = NULL;
+  assert_int_equal(ops->isend(nodes[2].tp, 0, out, sizeof(out), &sr), SC_SUCCESS);
+  poll(NULL, 0, 50); /* both are in rank 0's sockets now */
+  int moved;
+  sc_result_t r = ops->progress(nodes[0].tp, 0, &moved);
+  assert_int_equal(r, SC_ERR_MISMATCH);
+  assert_non_null(strstr(sc_last_error(), "rank 2 (127.0.0.1:"));
+  assert_int_equal(from2.status, SC_ERR_MISMATCH);
+  assert_int_equal(from1.state, SC_TP_REQ_ERROR);
+  assert_int_equal(from1.status, SC_ERR_REMOTE);
+  sc_tp_req_t again = {0};
+  assert_int_equal(ops->irecv(nodes[0].tp, 1, b1, sizeof(b1), &again), SC_ERR_REMOTE);
+  assert_non_null(strstr(sc_last_error(), "closed the connection"));
+  destroy_nodes(nodes, 3);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_hdr_print),
@@ -276,6 +310,7 @@ int main(void) {
       cmocka_unit_test_setup(test_print_mismatch, reset_cfg),
       cmocka_unit_test_setup(test_print_mismatch_striped, reset_cfg),
       cmocka_unit_test_setup(test_print_match, reset_cfg),
+      cmocka_unit_test_setup(test_mismatch_outranks, reset_cfg),
   };
   return cmocka_run_group_tests(tests, tcp_test_setup, NULL);
 }

@@ -390,10 +390,11 @@ sc_result_t sc_shm_check_peer(sc_shm_transport_t *tp, sc_shm_peer_t *p, int64_t 
 
 /* ---- progress ---- */
 
-/* One pass over every local peer with queued work. The first failure is
- * returned and its text kept; the other peers still move. `check`: one of
- * SC_SHM_CHECK_*; a lazy pass without a clock read still reports the peers
- * already known gone (now = 0 is before every peer's next check). */
+/* One pass over every local peer with queued work. The first failure (or a
+ * mismatch) is returned and its text kept; the other peers still move.
+ * `check`: one of SC_SHM_CHECK_*; a lazy pass without a clock read still
+ * reports the peers already known gone (now = 0 is before every peer's next
+ * check). */
 sc_result_t sc_shm_pass_all(sc_shm_transport_t *tp, int *moved, int check, char *first_err,
                             size_t errlen) {
   sc_result_t res = SC_SUCCESS;
@@ -413,7 +414,10 @@ sc_result_t sc_shm_pass_all(sc_shm_transport_t *tp, int *moved, int check, char 
     if (p->sq_head || p->cq_head || p->dq_head) r = send_pass(tp, p, moved);
     if (r == SC_SUCCESS && p->rq_head) r = recv_pass(tp, p, moved);
     if (r == SC_SUCCESS && check) r = sc_shm_check_peer(tp, p, now, 0);
-    if (r != SC_SUCCESS && res == SC_SUCCESS) {
+    /* A mismatch outranks an earlier failure (as in tcp.c): the executor
+     * must see it to name both calls; the other peers are failed anyway. */
+    if (r != SC_SUCCESS &&
+        (res == SC_SUCCESS || (r == SC_ERR_MISMATCH && res != SC_ERR_MISMATCH))) {
       res = r;
       sc_error_get_detail(first_err, errlen);
     }
