@@ -117,6 +117,9 @@ static sc_transport_t *route(sc_mux_transport_t *m, int peer) {
   return !m->tcp || sc_shm_is_local(m->shm, peer) ? m->shm : m->tcp;
 }
 
+/* The child gets the caller's request itself, not a copy: the print (fp)
+ * goes out in the child's header and the peer's (peer_fp) comes back in the
+ * request the caller reads. */
 static sc_result_t mux_isend(sc_transport_t *tp, int peer, const void *buf, size_t len,
                              sc_tp_req_t *req) {
   sc_mux_transport_t *m = mux_of(tp);
