@@ -94,8 +94,11 @@ matrix() {
   # A case takes at most the bound + 3 s (then the watchdog aborts it), plus
   # its split and warm-up.
   limit=$(awk -v n="$ncases" -v b="$bound" 'BEGIN { printf "%d", 60 + n * (b + 6) }')
+  # The default settings but for ENV: none of the caller's may weaken the
+  # check (SC_CHECK_MISMATCH) or move the bound (the timeout, the heartbeat).
   # shellcheck disable=SC2086
-  env SC_DEBUG=NONE "$@" "$SC_RUN" -n "$n" --grace 30 --timeout "$limit" "$PROG" \
+  env -u SC_TIMEOUT_MS -u SC_HEARTBEAT_MS -u SC_CHECK_MISMATCH -u SC_BOARD_BYTES -u SC_ALGO \
+    SC_DEBUG=NONE "$@" "$SC_RUN" -n "$n" --grace 30 --timeout "$limit" "$PROG" \
     --bound "$bound" $unnamed $cases >"$tmpdir/run" 2>&1
   rc=$?
   cat "$tmpdir/run" >&3
