@@ -35,9 +35,10 @@
  *   dtype, op and root), which the receiver checks, and the liveness watch
  *   compares the calls the ranks execute, so a mismatch is seen at once, or
  *   within a heartbeat period (SC_HEARTBEAT_MS) where no message flows
- *   between the two calls. Calls that meet no other call's message and end
- *   before a heartbeat reports them (two ranks that both call themselves a
- *   broadcast's root) may still succeed with wrong results.
+ *   between the two calls (with the watch off, SC_HEARTBEAT_MS=-1, only the
+ *   messages' prints are checked). Calls that meet no other call's message
+ *   and end before a heartbeat reports them (two ranks that both call
+ *   themselves a broadcast's root) may still succeed with wrong results.
  *   SC_CHECK_MISMATCH=1 also compares every call across ranks before its
  *   data moves, at one small exchange per call. A local function
  *   communicates nothing.

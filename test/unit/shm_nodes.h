@@ -24,6 +24,9 @@ typedef struct node {
 extern const sc_transport_ops_t *ops;
 extern node_t nodes[MAXN];
 extern uint8_t addrs[MAXN][SC_TP_ADDR_MAX];
+/* Under the mux, setup_n makes this rank (when >= 0) look like one on
+ * another host, so that its pairs go over TCP. */
+extern int remote_rank;
 
 /* n connected ranks in nodes[0..n); no file left in /dev/shm. */
 void setup_n(int n);

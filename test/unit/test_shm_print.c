@@ -7,6 +7,7 @@
  * before a payload byte lands; progress says so once, before any other
  * peer's failure; the pair then fails both ways as for a failed peer. Through the mux
  * (SC_TRANSPORT=auto) the prints travel the same. The record verdict itself: test_shm_ipc.c. */
+#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -236,6 +237,49 @@ static void test_mux_keeps_prints(void **state) {
   ops = &sc_shm_transport;
 }
 
+/* Under the mux a mismatch met by one child outranks a failure the other
+ * child reports in the same progress call. Rank 2 looks remote (TCP) and
+ * goes away; rank 1 (shared memory) sends another operation's message. */
+static void test_mux_mismatch_outranks(void **state) {
+  (void)state;
+  ops = &sc_mux_transport;
+  remote_rank = 2;
+  setup_n(3);
+  remote_rank = -1;
+  uint8_t b1[8], b2[8], out[8] = "other";
+  sc_tp_req_t from1, from2, sr;
+  memset(&from1, 0, sizeof(from1));
+  memset(&from2, 0, sizeof(from2));
+  memset(&sr, 0, sizeof(sr));
+  memset(from1.fp, 0x11, SC_TP_FP_LEN);
+  memset(from2.fp, 0x22, SC_TP_FP_LEN);
+  memset(sr.fp, 0x12, SC_TP_FP_LEN);
+  memset(b1, 0xee, sizeof(b1));
+  assert_int_equal(ops->irecv(nodes[0].tp, 1, b1, sizeof(b1), &from1), SC_SUCCESS);
+  assert_int_equal(ops->irecv(nodes[0].tp, 2, b2, sizeof(b2), &from2), SC_SUCCESS);
+  ops->destroy(nodes[2].tp);
+  nodes[2].tp = NULL;
+  assert_int_equal(ops->isend(nodes[1].tp, 0, out, sizeof(out), &sr), SC_SUCCESS);
+  poll(NULL, 0, 50); /* rank 2's end is closed in rank 0's socket by now */
+  int prog;
+  sc_result_t r = ops->progress(nodes[0].tp, 0, &prog);
+  assert_int_equal(r, SC_ERR_MISMATCH);
+  assert_int_equal(from1.status, SC_ERR_MISMATCH);
+  uint8_t want[SC_TP_FP_LEN];
+  memset(want, 0x12, sizeof(want));
+  assert_memory_equal(from1.peer_fp, want, SC_TP_FP_LEN);
+  for (size_t i = 0; i < sizeof(b1); i++) assert_int_equal(b1[i], 0xee);
+  /* Rank 2 went over TCP: its receive failed with TCP's text. */
+  assert_int_equal(from2.state, SC_TP_REQ_ERROR);
+  assert_int_equal(from2.status, SC_ERR_REMOTE);
+  sc_tp_req_t again;
+  memset(&again, 0, sizeof(again));
+  assert_int_equal(ops->irecv(nodes[0].tp, 2, b2, sizeof(b2), &again), SC_ERR_REMOTE);
+  assert_non_null(strstr(sc_last_error(), "closed the connection"));
+  teardown_n(3);
+  ops = &sc_shm_transport;
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(test_mismatch_eager, use_shm),
@@ -245,6 +289,7 @@ int main(void) {
       cmocka_unit_test_setup(test_print_match, use_shm),
       cmocka_unit_test_setup(test_mismatch_outranks, use_shm),
       cmocka_unit_test_setup(test_mux_keeps_prints, use_shm),
+      cmocka_unit_test_setup(test_mux_mismatch_outranks, use_shm),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
