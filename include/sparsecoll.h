@@ -15,8 +15,8 @@
  *   bytes overflow, host and device buffers in one call). It is decided on the
  *   calling rank before anything is queued: nothing was sent or changed, and
  *   the communicator stays usable. Peers that made the matching call go on
- *   waiting for this rank and fail by timeout (at once with
- *   SC_CHECK_MISMATCH=1).
+ *   waiting for this rank: they fail with SC_ERR_MISMATCH once it makes a
+ *   call that differs from theirs, else by timeout.
  *
  * Failed communicators. A collective that fails while it runs (SC_ERR_REMOTE,
  *   SC_ERR_TIMEOUT, SC_ERR_MISMATCH, SC_ERR_SYSTEM, SC_ERR_NOMEM,
@@ -29,11 +29,19 @@
  *
  * Collective or local. A collective must be called by every rank of the
  *   communicator, in the same order on every rank, with matching arguments
- *   (count, dtype, op, root: each function says which). Only
- *   SC_CHECK_MISMATCH=1 compares every call across ranks before its data
- *   moves; without it a mismatch shows as SC_ERR_MISMATCH where it is
- *   noticed, SC_ERR_REMOTE (a message of unexpected length), SC_ERR_TIMEOUT,
- *   or wrong results. A local function communicates nothing.
+ *   (count, dtype, op, root: each function says which). Ranks that make
+ *   different calls all fail with SC_ERR_MISMATCH, naming both calls: every
+ *   message carries a print of its call (its number, collective, count,
+ *   dtype, op and root), which the receiver checks, and the liveness watch
+ *   compares the calls the ranks execute, so a mismatch is seen at once, or
+ *   within a heartbeat period (SC_HEARTBEAT_MS) where no message flows
+ *   between the two calls (with the watch off, SC_HEARTBEAT_MS=-1, only the
+ *   messages' prints are checked). Calls that meet no other call's message
+ *   and end before a heartbeat reports them (two ranks that both call
+ *   themselves a broadcast's root) may still succeed with wrong results.
+ *   SC_CHECK_MISMATCH=1 also compares every call across ranks before its
+ *   data moves, at one small exchange per call. A local function
+ *   communicates nothing.
  *
  * Time limits. No call waits forever: every wait for a peer, and a stream's
  *   wait for its own earlier work, is bounded by the communicator's
@@ -308,9 +316,9 @@ sc_result_t sc_comm_local(const sc_comm_t *comm, int *local_rank, int *local_siz
  * and device buffers mixed or memory of another device, comm being
  * destroyed); comm's first failure's code (SC_ERR_ABORTED once aborted);
  * SC_ERR_NOMEM. While running (returned by the blocking form, or by the
- * request): SC_ERR_REMOTE, SC_ERR_TIMEOUT, SC_ERR_MISMATCH (with
- * SC_CHECK_MISMATCH=1, or seen on the shared-memory path), SC_ERR_ABORTED,
- * SC_ERR_SYSTEM, SC_ERR_NOMEM, SC_ERR_INTERNAL; each fails comm.
+ * request): SC_ERR_REMOTE, SC_ERR_TIMEOUT, SC_ERR_MISMATCH (the ranks'
+ * calls differ), SC_ERR_ABORTED, SC_ERR_SYSTEM, SC_ERR_NOMEM,
+ * SC_ERR_INTERNAL; each fails comm.
  *
  * Any thread (see Threads); buffers as in Buffers. */
 

@@ -2,20 +2,21 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Fuzzes the parsers of untrusted bytes (test/fuzz/fuzz_*.c: bootstrap, TCP
 # segment headers, setup messages and the receive path, the shm ring and its
-# records) with libFuzzer, ASan and UBSan (clang), each target for FUZZ_TIME
-# seconds (default 60), one libFuzzer job each. Builds in build-fuzz
+# records, the liveness watch's frames) with libFuzzer, ASan and UBSan
+# (clang), each target for FUZZ_TIME seconds (default 60), one libFuzzer job
+# each. Builds in build-fuzz
 # (FUZZ_BUILD). What libFuzzer learns stays in build-fuzz/corpus-<target>; a
 # crash, leak, timeout or OOM input is written to test/fuzz/corpus/<target>/,
 # where `make check` replays it from then on, and the script fails. FUZZ_JOBS
 # targets run at once (default: the number of cores).
 # Usage: sh tools/fuzz.sh [target...]   (targets: bootstrap reply unique_id
-# tcp_header tcp_hello tcp_stream shm_ring; default all)
+# tcp_header tcp_hello tcp_stream shm_ring watch_frame; default all)
 set -eu
 cd "$(dirname "$0")/.."
 top=$(pwd)
 t_each=${FUZZ_TIME:-60}
 bdir=$top/${FUZZ_BUILD:-build-fuzz}
-targets=${*:-bootstrap reply unique_id tcp_header tcp_hello tcp_stream shm_ring}
+targets=${*:-bootstrap reply unique_id tcp_header tcp_hello tcp_stream shm_ring watch_frame}
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 
 command -v clang >/dev/null || { echo "fuzz.sh: clang is required (apt-get install clang)"; exit 1; }
@@ -31,8 +32,8 @@ fi
 make -j2 libsc_core.la >make.out 2>&1 || { tail -n 30 make.out; exit 1; }
 
 # Build every target first, then fuzz them FUZZ_JOBS at a time (default: one
-# per core; each libFuzzer run is one process on one core): with 7 targets on
-# 2 cores the stage takes 4 x FUZZ_TIME instead of 7 x FUZZ_TIME.
+# per core; each libFuzzer run is one process on one core): with 8 targets on
+# 2 cores the stage takes 4 x FUZZ_TIME instead of 8 x FUZZ_TIME.
 for t in $targets; do
   src=$top/test/fuzz/fuzz_$t.c
   [ -f "$src" ] || { echo "fuzz.sh: no target $t"; exit 2; }

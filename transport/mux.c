@@ -117,6 +117,9 @@ static sc_transport_t *route(sc_mux_transport_t *m, int peer) {
   return !m->tcp || sc_shm_is_local(m->shm, peer) ? m->shm : m->tcp;
 }
 
+/* The child gets the caller's request itself, not a copy: the print (fp)
+ * goes out in the child's header and the peer's (peer_fp) comes back in the
+ * request the caller reads. */
 static sc_result_t mux_isend(sc_transport_t *tp, int peer, const void *buf, size_t len,
                              sc_tp_req_t *req) {
   sc_mux_transport_t *m = mux_of(tp);
@@ -133,6 +136,21 @@ static sc_result_t mux_irecv(sc_transport_t *tp, int peer, void *buf, size_t len
   return sub->ops->irecv(sub, peer, buf, len, req);
 }
 
+/* r: what one child's progress returned. A mismatch the other child meets
+ * now outranks r, as within each child: the executor must see it to name
+ * both calls, and r is mostly its echo (a peer closing after its own
+ * verdict). r's text is kept otherwise. */
+static sc_result_t prefer_mismatch(sc_transport_t *other, sc_result_t r, int *moved) {
+  if (r == SC_SUCCESS || r == SC_ERR_MISMATCH) return r;
+  char err[SC_ERRMSG_MAX];
+  sc_error_get_detail(err, sizeof(err));
+  int p = 0;
+  if (other->ops->progress(other, 0, &p) == SC_ERR_MISMATCH) return SC_ERR_MISMATCH;
+  *moved = *moved || p;
+  sc_error_set_detail(err);
+  return r;
+}
+
 static sc_result_t mux_progress(sc_transport_t *tp, int timeout_ms, int *progressed) {
   sc_mux_transport_t *m = mux_of(tp);
   if (progressed) *progressed = 0;
@@ -142,9 +160,9 @@ static sc_result_t mux_progress(sc_transport_t *tp, int timeout_ms, int *progres
   if (!sc_shm_pending(shm)) return tcp->ops->progress(tcp, timeout_ms, progressed);
   int p1 = 0, p2 = 0;
   int slice = timeout_ms < SC_MUX_SLICE_MS ? timeout_ms : SC_MUX_SLICE_MS;
-  SC_CHECK(tcp->ops->progress(tcp, 0, &p1));
-  SC_CHECK(shm->ops->progress(shm, p1 ? 0 : slice, &p2));
-  if (!p1 && !p2) SC_CHECK(tcp->ops->progress(tcp, 0, &p1));
+  SC_CHECK(prefer_mismatch(shm, tcp->ops->progress(tcp, 0, &p1), &p1));
+  SC_CHECK(prefer_mismatch(tcp, shm->ops->progress(shm, p1 ? 0 : slice, &p2), &p2));
+  if (!p1 && !p2) SC_CHECK(prefer_mismatch(shm, tcp->ops->progress(tcp, 0, &p1), &p1));
   if (progressed) *progressed = p1 || p2;
   return SC_SUCCESS;
 }

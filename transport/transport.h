@@ -11,7 +11,10 @@
  * must not be reused or freed until it completes or cancel_all returned.
  * Sends to one's own rank are invalid (the executor copies locally).
  * After a peer fails, progress reports SC_ERR_REMOTE once; later requests
- * to that peer fail at once with the same text.
+ * to that peer fail at once with the same text. A message whose print
+ * (sc_tp_req_t's fp) differs from its receive's fails that receive with
+ * SC_ERR_MISMATCH, which progress reports once; the pair's channel is then
+ * out of step, and the peer's other requests fail as for a failed peer.
  *
  * What a transport provides: an sc_transport_ops_t with every op filled
  * (props included) but the optional board ops; its own type with sc_transport_t as the first
@@ -34,6 +37,12 @@
  * (this plus 136 bytes) must stay within lib/control/'s SC_BOOT_BLOB_MAX (1024). */
 #define SC_TP_ADDR_MAX 768
 
+/* Bytes of an operation's print in a message header: every message says
+ * which call of the communicator it belongs to, so that ranks that called
+ * different operations fail with SC_ERR_MISMATCH at their first message
+ * instead of reading each other's bytes or waiting for the timeout. */
+#define SC_TP_FP_LEN 16
+
 typedef enum sc_tp_req_state {
   SC_TP_REQ_IDLE = 0,
   SC_TP_REQ_PENDING,
@@ -52,6 +61,19 @@ typedef struct sc_tp_req {
   /* set by the caller after clearing the request, before posting: buf is
    * device memory (only to a transport whose props say device_mem) */
   int device;
+  /* set by the caller after clearing the request, before posting: the print
+   * of the operation the message belongs to (lib/core/fingerprint.h's
+   * sc_fp_msg_encode; all zero: none). A send carries it in the header its
+   * transport writes; a receive whose print is not all zero compares it
+   * with the incoming message's and, where they differ, fails with
+   * SC_ERR_MISMATCH, the message's print in peer_fp, before any payload
+   * byte reaches buf. A print that differs takes precedence over a length
+   * that differs. */
+  uint8_t fp[SC_TP_FP_LEN];
+  /* public: when status == SC_ERR_MISMATCH, the print the peer's message
+   * (or, for a transport whose receiver speaks first, the peer's receive)
+   * carried */
+  uint8_t peer_fp[SC_TP_FP_LEN];
   /* private to the transport: the post's arguments */
   int peer;
   int is_send;

@@ -61,8 +61,10 @@ static const sc_config_var_t sc_config_vars[] = {
      "forced for the collective (0: never; at most 1024; the same on every rank)"},
     {"SC_SOCKBUF_BYTES", "4194304", "SO_SNDBUF/SO_RCVBUF of data sockets (0 = kernel default)"},
     {"SC_CHECK_MISMATCH", "0",
-     "1: every rank sends every other a fingerprint of each call (kind, sequence number, count, "
-     "dtype, op, root) first; any difference fails every rank with SC_ERR_MISMATCH"},
+     "1: every rank also sends every other a fingerprint of each call (kind, sequence number, "
+     "count, dtype, op, root) before its data moves, so every call is compared; any difference "
+     "fails every rank with SC_ERR_MISMATCH. 0: a mismatch is still SC_ERR_MISMATCH on every "
+     "rank, seen in a message's print or by the liveness watch"},
     {"SC_IB_HCA", "",
      "verbs: RDMA devices and ports to use, as NCCL_IB_HCA: mlx5_0:1,mlx5_1 (prefixes), =name "
      "(exact), ^name (exclude); default: the first active port, on the device nearest the "

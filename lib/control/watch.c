@@ -34,7 +34,17 @@ void sc_watch_record(sc_watch_t *w, int subject, sc_result_t code, const char *r
   h->peer(h->ctx, subject, &p);
   h->peer(h->ctx, w->rank, &me);
   char msg[SC_ERRMSG_MAX];
-  if (subject == w->rank)
+  /* Rank 0's own comparison of the calls (its reason is the calls, not a
+   * failure): of two mismatched calls neither is the cause, the subject is
+   * only the rank whose report showed it. */
+  int compared = code == SC_ERR_MISMATCH && strncmp(reason, "failed: ", 8) != 0;
+  if (compared)
+    snprintf(msg, sizeof(msg),
+             "rank %d (%s, pid %d%s) %s; rank %d of %d (%s) learned of it from rank 0's liveness "
+             "watch, which compared the calls the ranks were executing",
+             subject, p.host, p.pid, subject == w->rank ? "; this rank" : "", reason, w->rank,
+             w->nranks, me.host);
+  else if (subject == w->rank)
     snprintf(msg, sizeof(msg),
              "rank %d (%s, pid %d; this rank) %s; rank 0's liveness watch told every rank (this "
              "rank is the cause)",
@@ -83,9 +93,17 @@ void sc_watch_on_close(sc_watch_t *w, sc_wconn_t *c, const char *how) {
 static void watch_on_frame(sc_watch_t *w, sc_wconn_t *c, const sc_watch_frame_t *f,
                            const uint8_t *text) {
   char clean[SC_WATCH_TEXT_MAX + 1];
-  sc_boot_errtext_clean(text, f->len, clean, sizeof(clean));
+  if (f->type != SC_WATCH_HEARTBEAT) sc_boot_errtext_clean(text, f->len, clean, sizeof(clean));
   switch (f->type) {
   case SC_WATCH_HEARTBEAT:
+    if (w->rank == 0 && w->ops && c->rank > 0 && c->rank < w->nranks) {
+      char why[128];
+      if (sc_watch_hb_parse(text, f->len, &w->ops[c->rank], why, sizeof(why)) != SC_SUCCESS) {
+        sc_watch_on_close(w, c, why);
+        return;
+      }
+      sc_watch_compare(w, c->rank);
+    }
     return;
   case SC_WATCH_GOODBYE:
     if (c->state == SC_WC_LIVE) c->state = SC_WC_GONE;
@@ -156,8 +174,10 @@ static void watch_tell_local(sc_watch_t *w, int aborting) {
   sc_result_t code = h->error(h->ctx, msg, sizeof(msg));
   /* SC_CHECK_MISMATCH (lib/core/fingerprint.c): every rank reaches the same
    * verdict from the same prints; a relay would only race, and replace, a
-   * rank's own view of it. */
-  int mine = code != SC_SUCCESS && code != SC_ERR_MISMATCH && !w->from_watch;
+   * rank's own view of it. A mismatch seen in a message's print is relayed:
+   * ranks that exchanged no message with this one learn of it only so. */
+  int shared = h->shared_verdict && h->shared_verdict(h->ctx);
+  int mine = code != SC_SUCCESS && !shared && !w->from_watch;
   h->unlock(h->ctx);
   if (!mine && !aborting) return;
   if (!mine) {
@@ -215,6 +235,7 @@ static void watch_check_silence(sc_watch_t *w, int64_t now) {
 
 /* Destroy or abort: the last frames, then every descriptor closed. */
 static void watch_finish(sc_watch_t *w, int aborting) {
+  sc_watch_release_held(w, 1);
   watch_tell_local(w, aborting);
   for (int r = 0; r < w->nconn; r++)
     if (w->conn[r].fd >= 0 && !w->conn[r].eof)
@@ -253,10 +274,20 @@ static void *watch_main(void *arg) {
   while ((st = atomic_load(&w->stop)) == 0) {
     int64_t now = sc_now_ms();
     watch_tell_local(w, 0);
+    sc_watch_release_held(w, 0);
     if (now >= next_hb) {
+      /* The call this rank executes goes to rank 0, which compares. */
+      sc_watch_op_t op = {0};
+      uint8_t rep[SC_WATCH_HB_OP_LEN];
+      size_t rlen = 0;
+      if (w->rank != 0 && w->hooks.op_now) {
+        w->hooks.op_now(w->hooks.ctx, &op);
+        rlen = sc_watch_hb_put(&op, rep);
+      }
       for (int r = 0; r < w->nconn; r++)
         if (w->conn[r].state == SC_WC_LIVE)
-          sc_wconn_queue(&w->conn[r], SC_WATCH_HEARTBEAT, w->rank, 0, NULL);
+          sc_wconn_queue_bytes(&w->conn[r], SC_WATCH_HEARTBEAT, w->rank, 0, rep, rlen);
+      if (w->rank == 0) sc_watch_compare(w, 0);
       next_hb = now + w->hb_ms;
       watch_check_silence(w, now);
     }
@@ -280,7 +311,8 @@ static void *watch_main(void *arg) {
         w->pconn[n++] = &w->conn[r];
       }
     int64_t due = next_hb > now ? next_hb : now;
-    int rc = poll(w->pfds, n, sc_ms_until(next_hb));
+    int64_t wake = w->held && w->held_until < next_hb ? w->held_until : next_hb;
+    int rc = poll(w->pfds, n, sc_ms_until(wake));
     /* Woken this late, this process itself did not run (SIGSTOP, starved):
      * a timeout reported now is more likely ours than a peer's. */
     int64_t late = sc_now_ms() - due;
@@ -323,6 +355,7 @@ static void watch_free(sc_watch_t *w) {
   free(w->expect);
   free(w->pfds);
   free(w->pconn);
+  free(w->ops);
   free(w);
 }
 
@@ -344,6 +377,8 @@ sc_result_t sc_watch_create(const sc_watch_hooks_t *hooks, const char *ifname,
   if (hb > w->timeout_ms / 2) hb = w->timeout_ms / 2;
   w->hb_ms = hb > 0 ? hb : 1;
   w->explain_ms = w->timeout_ms / 4 < 1000 ? w->timeout_ms / 4 : 1000;
+  /* Well inside the victims' wait for an explanation (sc_watch_explain). */
+  w->hold_ms = w->explain_ms / 2 < 200 ? w->explain_ms / 2 : 200;
   memcpy(w->secret, secret, SC_SECRET_LEN);
   w->listen_fd = -1;
   w->nconn = w->rank == 0 ? w->nranks : 1;
@@ -352,11 +387,12 @@ sc_result_t sc_watch_create(const sc_watch_hooks_t *hooks, const char *ifname,
   w->pfds = calloc(maxfds, sizeof(*w->pfds));
   w->pconn = calloc(maxfds, sizeof(*w->pconn));
   w->expect = calloc((size_t)w->nranks, 1);
+  if (w->rank == 0) w->ops = calloc((size_t)w->nranks, sizeof(*w->ops));
   for (int i = 0; i < SC_WATCH_UNAUTH_MAX; i++) sc_wconn_reset(&w->pend[i]);
   for (int r = 0; w->conn && r < w->nconn; r++) sc_wconn_reset(&w->conn[r]);
   w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   sc_result_t res = SC_SUCCESS;
-  if (!w->conn || !w->pfds || !w->pconn || !w->expect) {
+  if (!w->conn || !w->pfds || !w->pconn || !w->expect || (w->rank == 0 && !w->ops)) {
     res = SC_ERR(SC_ERR_NOMEM, "liveness watch tables for %d ranks", w->nranks);
   } else if (w->wake_fd < 0) {
     res = SC_ERR(SC_ERR_SYSTEM, "liveness watch: eventfd: %s", strerror(errno));

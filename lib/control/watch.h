@@ -13,12 +13,20 @@
  *   - a rank's communicator failed (e.g. its neighbour timed out): the same
  *     code it failed with, and its reason
  *   - a rank called sc_comm_abort: SC_ERR_REMOTE
+ *   - two ranks execute calls of the same number that differ (SC_ERR_MISMATCH):
+ *     each heartbeat to rank 0 carries the print of the call its rank is
+ *     executing, and rank 0 compares the latest of every rank with its own.
+ *     This catches mismatched calls that exchange no message (a rank
+ *     waiting on the board while its peer runs a schedule, both ranks
+ *     waiting to receive), within a heartbeat period.
  * Every rank watches rank 0 the same way (EOF: died, silence: stopped).
  * A notice is recorded as the communicator's error and the transport is
  * woken, so a blocked call returns it at once and later calls fail at once.
  * sc_comm_destroy sends a goodbye, so a clean exit is never a death.
- * Cost: nothing per operation; one thread and one socket per communicator
- * (rank 0: nranks-1 sockets), a 16-byte frame per heartbeat period. */
+ * Cost: per operation, two writes of the call's print where the watch reads
+ * it; one thread and one socket per communicator (rank 0: nranks-1
+ * sockets), a frame of 16 bytes (40 while a call runs) per heartbeat
+ * period. */
 #ifndef SC_WATCH_H
 #define SC_WATCH_H
 
@@ -34,13 +42,20 @@
  *   hello  rank -> rank 0: u32 magic 'SCWH', u16 version, u16 0, u8 secret[32],
  *                          u32 rank, u32 nranks
  *   frame  either way    : u32 magic 'SCWF', u8 version, u8 type, u16 len,
- *                          u32 subject rank, u32 code, then len bytes of text */
+ *                          u32 subject rank, u32 code, then len bytes of text;
+ *                          a heartbeat's len bytes are 0 (idle) or a call:
+ *                          u64 sequence number, u8 print[SC_WATCH_FP_LEN] */
 #define SC_WATCH_HELLO_MAGIC 0x53435748u /* 'SCWH' */
 #define SC_WATCH_FRAME_MAGIC 0x53435746u /* 'SCWF' */
 #define SC_WATCH_VERSION     1
 #define SC_WATCH_HELLO_LEN   (4 + 2 + 2 + 32 + 4 + 4)
 #define SC_WATCH_HDR_LEN     16
 #define SC_WATCH_TEXT_MAX    600
+/* An operation's print (lib/core/fingerprint.h's sc_fp_msg_encode, the bytes
+ * every message carries: transport.h's SC_TP_FP_LEN), and a heartbeat's
+ * report of the call its rank executes. */
+#define SC_WATCH_FP_LEN    16
+#define SC_WATCH_HB_OP_LEN (8 + SC_WATCH_FP_LEN)
 
 typedef enum sc_watch_type {
   SC_WATCH_HEARTBEAT = 1, /* "still here" (both ways) */
@@ -55,15 +70,43 @@ typedef struct sc_watch_frame {
   uint32_t subject, code;
 } sc_watch_frame_t;
 
+/* The call a rank executes, as its heartbeats report it. */
+typedef struct sc_watch_op {
+  int busy;                    /* 0: idle (seq and fp are then zero) */
+  uint64_t seq;                /* the call's number */
+  uint8_t fp[SC_WATCH_FP_LEN]; /* its print: never all zero */
+} sc_watch_op_t;
+
 /* Pure parsers of bytes from an untrusted peer (no socket, no thread-local
  * error): SC_SUCCESS, or SC_ERR_REMOTE with the reason in why. The hello
  * parser checks magic, version, secret, nranks == job_nranks and
  * 0 < rank < nranks; the frame parser magic, version, type, len <=
- * SC_WATCH_TEXT_MAX, subject < nranks and code a valid sc_result_t. */
+ * SC_WATCH_TEXT_MAX (a heartbeat's: 0 or SC_WATCH_HB_OP_LEN), subject <
+ * nranks and code a valid sc_result_t; the heartbeat parser a report's
+ * length and that a busy one's print is not all zero. */
 sc_result_t sc_watch_hello_parse(const uint8_t *buf, size_t len, const uint8_t *secret,
                                  int job_nranks, int *rank, char *why, size_t whylen);
 sc_result_t sc_watch_frame_parse(const uint8_t *buf, size_t len, int nranks, sc_watch_frame_t *out,
                                  char *why, size_t whylen);
+sc_result_t sc_watch_hb_parse(const uint8_t *buf, size_t len, sc_watch_op_t *out, char *why,
+                              size_t whylen);
+/* A heartbeat's bytes after the header for op: returns their length (0 when
+ * idle). */
+size_t sc_watch_hb_put(const sc_watch_op_t *op, uint8_t out[SC_WATCH_HB_OP_LEN]);
+
+/* Rank 0's comparison (pure): the lowest rank other than r whose report
+ * names the same call number as r's with another print, or -1. Idle reports
+ * match nothing. A rank reports a call only while it executes it, and every
+ * rank numbers its calls alike, so the two made different calls. */
+int sc_watch_op_conflict(const sc_watch_op_t *ops, int nranks, int r);
+/* The reason rank 0 announces for rank a (the subject) against rank b:
+ * "called <a's call> where rank B (HOST) called <b's call>", each call as
+ * describe(ctx, op, ...) words it. */
+void sc_watch_op_mismatch_reason(char *out, size_t len, const sc_watch_op_t *a,
+                                 const sc_watch_op_t *b, int rb, const char *host_b,
+                                 void (*describe)(void *ctx, const sc_watch_op_t *op, char *out,
+                                                  size_t len),
+                                 void *ctx);
 
 typedef struct sc_watch sc_watch_t;
 
@@ -92,6 +135,13 @@ typedef struct sc_watch_hooks {
   void (*wake)(void *ctx);
   /* Rank r as every rank published it (valid from sc_watch_start on). */
   void (*peer)(void *ctx, int r, sc_watch_peer_t *out);
+  /* Under the lock: the recorded error is a verdict every rank reaches on
+   * its own (SC_CHECK_MISMATCH's): not relayed. */
+  int (*shared_verdict)(void *ctx);
+  /* Any thread, lock-free: the call this rank executes now. */
+  void (*op_now)(void *ctx, sc_watch_op_t *out);
+  /* A reported call in words ("allreduce #7 (count 4, float32, sum, root -1)"). */
+  void (*describe)(void *ctx, const sc_watch_op_t *op, char *out, size_t len);
 } sc_watch_hooks_t;
 
 /* Before the bootstrap exchange. Rank 0 opens the listener (on the address

@@ -29,14 +29,46 @@ static int silent_rank(sc_watch_t *w, int except, int64_t *silence) {
   return best;
 }
 
+static void watch_relay(sc_watch_t *w, int subject, sc_result_t code, const char *reason,
+                        int may_blame);
+
 /* Rank 0: the first failure of any rank goes to every rank. may_blame: a
- * rank's own timeout, which a silent rank explains better. */
+ * rank's own failure, which a silent rank, or a death whose close still
+ * waits unread, explains better. A rank's own SC_ERR_REMOTE (a connection
+ * that closed under it) is held for w->hold_ms first: it is often the
+ * symptom of what its peer found at the same moment, a mismatch (the peer
+ * closed that connection) or the peer's death, and the cause, arriving
+ * meanwhile, is relayed in its place. */
 void sc_watch_event(sc_watch_t *w, int subject, sc_result_t code, const char *reason,
                     int may_blame) {
   if (w->failed) {
     SC_INFO(SC_SUBSYS_COLL, "liveness watch: rank %d %s (after the job failed)", subject, reason);
     return;
   }
+  if (may_blame && code == SC_ERR_REMOTE) {
+    if (w->held) {
+      SC_INFO(SC_SUBSYS_COLL, "liveness watch: rank %d %s (after rank %d's failure)", subject,
+              reason, w->held_subject);
+      return;
+    }
+    w->held = 1;
+    w->held_until = sc_now_ms() + w->hold_ms;
+    w->held_subject = subject;
+    snprintf(w->held_reason, sizeof(w->held_reason), "%s", reason);
+    return;
+  }
+  w->held = 0; /* this one goes first */
+  watch_relay(w, subject, code, reason, may_blame);
+}
+
+void sc_watch_release_held(sc_watch_t *w, int force) {
+  if (!w->held || (!force && sc_now_ms() < w->held_until)) return;
+  w->held = 0;
+  if (!w->failed) watch_relay(w, w->held_subject, SC_ERR_REMOTE, w->held_reason, 1);
+}
+
+static void watch_relay(sc_watch_t *w, int subject, sc_result_t code, const char *reason,
+                        int may_blame) {
   if (code == SC_ERR_ABORTED || code == SC_SUCCESS || code == SC_ERR_INVALID_ARG)
     code = SC_ERR_REMOTE;
   if (may_blame) {
@@ -75,6 +107,44 @@ void sc_watch_event(sc_watch_t *w, int subject, sc_result_t code, const char *re
   }
   if (subject > 0 && subject < w->nconn && w->conn[subject].state == SC_WC_LIVE)
     w->conn[subject].state = SC_WC_GONE;
+}
+
+int sc_watch_op_conflict(const sc_watch_op_t *ops, int nranks, int r) {
+  if (r < 0 || r >= nranks || !ops[r].busy) return -1;
+  for (int s = 0; s < nranks; s++)
+    if (s != r && ops[s].busy && ops[s].seq == ops[r].seq &&
+        memcmp(ops[s].fp, ops[r].fp, SC_WATCH_FP_LEN) != 0)
+      return s;
+  return -1;
+}
+
+void sc_watch_op_mismatch_reason(char *out, size_t len, const sc_watch_op_t *a,
+                                 const sc_watch_op_t *b, int rb, const char *host_b,
+                                 void (*describe)(void *ctx, const sc_watch_op_t *op, char *out,
+                                                  size_t len),
+                                 void *ctx) {
+  char da[192], db[192];
+  describe(ctx, a, da, sizeof(da));
+  describe(ctx, b, db, sizeof(db));
+  snprintf(out, len, "called %s where rank %d (%s) called %s", da, rb, host_b, db);
+}
+
+void sc_watch_compare(sc_watch_t *w, int r) {
+  const sc_watch_hooks_t *h = &w->hooks;
+  if (w->failed || !w->ops || !h->op_now || !h->describe) return;
+  h->op_now(h->ctx, &w->ops[0]);
+  int s = sc_watch_op_conflict(w->ops, w->nranks, r);
+  if (s < 0) return;
+  if (r == 0) { /* named the other way: "rank 1 called ... where rank 0 called ..." */
+    r = s;
+    s = 0;
+  }
+  sc_watch_peer_t p;
+  h->peer(h->ctx, s, &p);
+  char reason[SC_WATCH_TEXT_MAX + 1];
+  sc_watch_op_mismatch_reason(reason, sizeof(reason), &w->ops[r], &w->ops[s], s, p.host,
+                              h->describe, h->ctx);
+  sc_watch_event(w, r, SC_ERR_MISMATCH, reason, 0);
 }
 
 /* Rank 0: a pending connection's hello; a valid one takes its rank's slot. */

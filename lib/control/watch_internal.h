@@ -33,7 +33,7 @@ typedef struct sc_wconn {
   uint8_t in[SC_WATCH_FRAME_MAX];
   size_t in_done;
   /* One notice, a goodbye and a heartbeat at most are ever queued at once. */
-  uint8_t out[SC_WATCH_FRAME_MAX + 2 * SC_WATCH_HDR_LEN];
+  uint8_t out[SC_WATCH_FRAME_MAX + 2 * SC_WATCH_HDR_LEN + SC_WATCH_HB_OP_LEN];
   size_t out_off, out_len;
   int64_t last_rx; /* monotonic ms of the last byte received (or of connecting) */
   /* The other side closed. The descriptor stays until this rank's own
@@ -68,6 +68,12 @@ struct sc_watch {
   int64_t stalled_ms, stalled_at; /* rank 0: its thread last ran this late, then */
   struct pollfd *pfds;
   sc_wconn_t **pconn;
+  sc_watch_op_t *ops; /* rank 0: each rank's latest report ([0]: its own call) */
+  /* rank 0: a rank's SC_ERR_REMOTE waiting hold_ms for its cause
+   * (sc_watch_event) */
+  int held, held_subject, hold_ms;
+  int64_t held_until;
+  char held_reason[SC_ERRMSG_MAX + 16];
 };
 
 /* lib/control/watch_wire.c: one connection's buffered I/O. flush: -1 when broken. */
@@ -75,6 +81,8 @@ void sc_wconn_reset(sc_wconn_t *c);
 void sc_wconn_close(sc_wconn_t *c);
 int sc_wconn_flush(sc_wconn_t *c);
 void sc_wconn_queue(sc_wconn_t *c, int type, int subject, int code, const char *text);
+void sc_wconn_queue_bytes(sc_wconn_t *c, int type, int subject, int code, const void *data,
+                          size_t len);
 
 /* lib/control/watch.c */
 void sc_watch_record(sc_watch_t *w, int subject, sc_result_t code, const char *reason);
@@ -84,7 +92,12 @@ void sc_watch_on_close(sc_watch_t *w, sc_wconn_t *c, const char *how);
 /* lib/control/watch_hub.c (rank 0) */
 void sc_watch_event(sc_watch_t *w, int subject, sc_result_t code, const char *reason,
                     int may_blame);
+/* The held failure goes out once its time is up, or at once (force). */
+void sc_watch_release_held(sc_watch_t *w, int force);
 void sc_watch_read_hello(sc_watch_t *w, sc_wconn_t *c);
 void sc_watch_accept(sc_watch_t *w);
+/* Rank r's report (rank 0's own: refreshed here) against the others' latest:
+ * a conflict is announced as SC_ERR_MISMATCH. */
+void sc_watch_compare(sc_watch_t *w, int r);
 
 #endif

@@ -63,8 +63,43 @@ sc_result_t sc_watch_frame_parse(const uint8_t *b, size_t len, int nranks, sc_wa
              subject, code);
     return SC_ERR_REMOTE;
   }
+  if (b[5] == SC_WATCH_HEARTBEAT && tlen != 0 && tlen != SC_WATCH_HB_OP_LEN) {
+    snprintf(why, whylen, "invalid watch heartbeat of %u bytes (0 or %d)", tlen,
+             SC_WATCH_HB_OP_LEN);
+    return SC_ERR_REMOTE;
+  }
   *out = (sc_watch_frame_t){.type = b[5], .len = tlen, .subject = subject, .code = code};
   return SC_SUCCESS;
+}
+
+sc_result_t sc_watch_hb_parse(const uint8_t *b, size_t len, sc_watch_op_t *out, char *why,
+                              size_t whylen) {
+  if (len == 0) {
+    memset(out, 0, sizeof(*out));
+    return SC_SUCCESS;
+  }
+  if (len != SC_WATCH_HB_OP_LEN) {
+    snprintf(why, whylen, "invalid watch heartbeat of %zu bytes (0 or %d)", len,
+             SC_WATCH_HB_OP_LEN);
+    return SC_ERR_REMOTE;
+  }
+  int zero = 1;
+  for (int i = 0; i < SC_WATCH_FP_LEN && zero; i++) zero = b[8 + i] == 0;
+  if (zero) {
+    snprintf(why, whylen, "a watch heartbeat reports a call without a print");
+    return SC_ERR_REMOTE;
+  }
+  out->busy = 1;
+  out->seq = sc_wire_get_u64(b);
+  memcpy(out->fp, b + 8, SC_WATCH_FP_LEN);
+  return SC_SUCCESS;
+}
+
+size_t sc_watch_hb_put(const sc_watch_op_t *op, uint8_t out[SC_WATCH_HB_OP_LEN]) {
+  if (!op->busy) return 0;
+  sc_wire_put_u64(out, op->seq);
+  memcpy(out + 8, op->fp, SC_WATCH_FP_LEN);
+  return SC_WATCH_HB_OP_LEN;
 }
 
 void sc_wconn_reset(sc_wconn_t *c) {
@@ -93,12 +128,13 @@ int sc_wconn_flush(sc_wconn_t *c) {
   return 0;
 }
 
-/* Queues one frame (text cut at SC_WATCH_TEXT_MAX); a heartbeat only when
- * nothing else waits, since any frame proves liveness. */
-void sc_wconn_queue(sc_wconn_t *c, int type, int subject, int code, const char *text) {
+/* Queues one frame (its bytes cut at SC_WATCH_TEXT_MAX); a heartbeat only
+ * when nothing else waits, since any frame proves liveness. */
+void sc_wconn_queue_bytes(sc_wconn_t *c, int type, int subject, int code, const void *data,
+                          size_t len) {
   if (c->fd < 0 || c->eof) return;
   if (type == SC_WATCH_HEARTBEAT && c->out_len > c->out_off) return;
-  size_t tlen = text ? strlen(text) : 0;
+  size_t tlen = data ? len : 0;
   if (tlen > SC_WATCH_TEXT_MAX) tlen = SC_WATCH_TEXT_MAX;
   if (c->out_off) {
     memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
@@ -113,7 +149,11 @@ void sc_wconn_queue(sc_wconn_t *c, int type, int subject, int code, const char *
   sc_wire_put_u16(p + 6, (uint16_t)tlen);
   sc_wire_put_u32(p + 8, (uint32_t)subject);
   sc_wire_put_u32(p + 12, (uint32_t)code);
-  if (tlen) memcpy(p + SC_WATCH_HDR_LEN, text, tlen);
+  if (tlen) memcpy(p + SC_WATCH_HDR_LEN, data, tlen);
   c->out_len += SC_WATCH_HDR_LEN + tlen;
   if (sc_wconn_flush(c) < 0) c->out_off = c->out_len = 0; /* the read side reports it */
+}
+
+void sc_wconn_queue(sc_wconn_t *c, int type, int subject, int code, const char *text) {
+  sc_wconn_queue_bytes(c, type, subject, code, text, text ? strlen(text) : 0);
 }

@@ -172,10 +172,12 @@ sc_result_t sc_tune_calibrate(sc_comm_t *comm) {
    * same calls on every rank: nothing to check), and its first call is
    * numbered as without them (errors and fingerprints name calls by number;
    * reusing the numbers is safe: each collective completed on every rank,
-   * and the transports match messages by counters of their own). */
+   * and the transports match messages by counters of their own; the
+   * liveness watch is not shown them, see comm->calibrating). */
   const int check = comm->cfg.check_mismatch;
   const uint64_t first_seq = comm->next_seq;
   comm->cfg.check_mismatch = 0;
+  comm->calibrating = 1;
   enum { reps = 10 };
   double t[reps];
   /* Below shm's single-copy size: the fit is of host_s_per_b (two copies). */
@@ -237,6 +239,7 @@ done:
   free(x);
   free(y);
   comm->cfg.check_mismatch = check;
+  comm->calibrating = 0;
   pthread_mutex_lock(&comm->lock);
   comm->next_seq = first_seq;
   pthread_mutex_unlock(&comm->lock);

@@ -175,7 +175,22 @@ typedef struct sc_exec_state {
   const void **board_parts;
   int board_shared_cores; /* more ranks than this host's CPUs */
   sc_yield_t board_yield;
+  /* The print every request of the running schedule carries (transport.h's
+   * sc_tp_req_t fp; all zero: none), and the number of its call, against
+   * which a peer's print is read when they differ. */
+  uint8_t fp[SC_TP_FP_LEN];
+  uint64_t fp_seq;
 } sc_exec_state_t;
+
+/* The call this rank is executing, as its liveness watch reports it in
+ * every heartbeat (lib/core/comm_watch.c): a sequence lock, written only by
+ * the thread that owns the transport, read by the watch thread. gen is odd
+ * while a write is under way; fp holds the call's print (all zero: idle). */
+typedef struct sc_op_now {
+  _Atomic uint64_t gen;
+  _Atomic uint64_t seq;
+  _Atomic uint64_t fp[SC_TP_FP_LEN / 8];
+} sc_op_now_t;
 
 #define SC_TUNE_CACHE 64
 
@@ -219,6 +234,15 @@ struct sc_comm {
   _Atomic int aborted;
   _Atomic int error; /* sc_result_t of the first failure */
   char errmsg[SC_ERRMSG_MAX];
+  /* The recorded error is SC_CHECK_MISMATCH's verdict, which every rank
+   * reaches from the same prints: the liveness watch does not relay it. */
+  int error_shared;
+
+  sc_op_now_t now;
+  /* The calibration's calls (lib/core/calibrate.c) reuse the numbers of the
+   * application's next calls: the watch is not shown them, so that a report
+   * of one is never compared with a report of the other. */
+  int calibrating;
 
   struct sc_watch *watch; /* liveness watch (lib/control/watch.c), NULL when off */
 
@@ -255,6 +279,8 @@ sc_result_t sc_progress_start(sc_comm_t *comm);
 /* Stop the thread: drain the queue (destroy) or fail it (abort). */
 void sc_progress_stop(sc_comm_t *comm);
 void sc_comm_record_error(sc_comm_t *comm, sc_result_t res);
+/* The same for SC_CHECK_MISMATCH's verdict (error_shared). */
+void sc_comm_record_verdict(sc_comm_t *comm, sc_result_t res);
 /* The same for any error, SC_ERR_INVALID_ARG included: for work no caller
  * waits for (a stream form's queued call), whose failure only the
  * communicator can report. */
@@ -273,6 +299,9 @@ typedef struct sc_exec_args {
   const sc_op_t *op;
   const sc_sched_t *sched;
   size_t elem_size;
+  /* The print every message carries (SC_TP_FP_LEN bytes, lib/core/fingerprint.h's
+   * sc_fp_msg_encode of op); NULL: none, the messages are not checked. */
+  const uint8_t *fp;
 } sc_exec_args_t;
 sc_result_t sc_sched_execute(sc_comm_t *comm, const sc_exec_args_t *a);
 void sc_exec_state_free(sc_exec_state_t *ex);

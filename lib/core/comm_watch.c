@@ -2,10 +2,15 @@
 /* The communicator's side of the liveness watch (lib/control/watch.h): the watch
  * sits in a layer below the communicator and reaches it only through these
  * hooks. */
+#include <sched.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "lib/control/watch.h"
 #include "lib/core/comm.h"
+#include "lib/core/fingerprint.h"
+
+_Static_assert(SC_WATCH_FP_LEN == SC_TP_FP_LEN, "a heartbeat carries a message's print");
 
 static void sc_comm_hook_lock(void *ctx) {
   pthread_mutex_lock(&((sc_comm_t *)ctx)->lock);
@@ -43,6 +48,37 @@ static void sc_comm_hook_peer(void *ctx, int r, sc_watch_peer_t *out) {
   out->watch_addr = p->watch_addr;
 }
 
+static int sc_comm_hook_shared_verdict(void *ctx) {
+  return ((sc_comm_t *)ctx)->error_shared;
+}
+
+/* Reads comm->now, the sequence lock lib/core/progress.c writes. */
+static void sc_comm_hook_op_now(void *ctx, sc_watch_op_t *out) {
+  sc_op_now_t *n = &((sc_comm_t *)ctx)->now;
+  uint64_t w[SC_TP_FP_LEN / 8], seq;
+  for (;;) {
+    uint64_t g = atomic_load_explicit(&n->gen, memory_order_acquire);
+    if (g & 1) {
+      sched_yield(); /* the writer is between its two stores */
+      continue;
+    }
+    seq = atomic_load_explicit(&n->seq, memory_order_relaxed);
+    for (size_t i = 0; i < SC_TP_FP_LEN / 8; i++)
+      w[i] = atomic_load_explicit(&n->fp[i], memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&n->gen, memory_order_relaxed) == g) break;
+  }
+  memset(out, 0, sizeof(*out));
+  memcpy(out->fp, w, SC_TP_FP_LEN);
+  for (size_t i = 0; i < SC_TP_FP_LEN && !out->busy; i++) out->busy = out->fp[i] != 0;
+  if (out->busy) out->seq = seq;
+}
+
+static void sc_comm_hook_describe(void *ctx, const sc_watch_op_t *op, char *out, size_t len) {
+  (void)ctx;
+  sc_fp_msg_describe(op->fp, op->seq, out, len);
+}
+
 void sc_comm_watch_hooks(sc_comm_t *comm, sc_watch_hooks_t *h) {
   *h = (sc_watch_hooks_t){.ctx = comm,
                           .rank = comm->rank,
@@ -54,5 +90,8 @@ void sc_comm_watch_hooks(sc_comm_t *comm, sc_watch_hooks_t *h) {
                           .error = sc_comm_hook_error,
                           .set_error = sc_comm_hook_set_error,
                           .wake = sc_comm_hook_wake,
-                          .peer = sc_comm_hook_peer};
+                          .peer = sc_comm_hook_peer,
+                          .shared_verdict = sc_comm_hook_shared_verdict,
+                          .op_now = sc_comm_hook_op_now,
+                          .describe = sc_comm_hook_describe};
 }

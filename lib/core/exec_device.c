@@ -148,11 +148,29 @@ void sc_exec_dev_free(struct sc_exec_dev *d) {
 
 /* ---- the staging rings ---- */
 
-static sc_result_t req_status(const sc_tp_req_t *req, int peer) {
-  if (req->state == SC_TP_REQ_ERROR)
-    return req->status != SC_SUCCESS ? req->status
-                                     : SC_ERR(SC_ERR_REMOTE, "request to rank %d failed", peer);
-  return SC_SUCCESS;
+static sc_result_t req_status(const sc_comm_t *comm, const sc_tp_req_t *req, int peer) {
+  return req->state == SC_TP_REQ_ERROR ? sc_exec_req_failed(comm, req, peer) : SC_SUCCESS;
+}
+
+static int is_mismatch(const sc_tp_req_t *req) {
+  return req->state == SC_TP_REQ_ERROR && req->status == SC_ERR_MISMATCH;
+}
+
+static const sc_tp_req_t *ring_mismatched(const sc_stage_xring_t *x) {
+  for (uint64_t q = x->r.released; q < x->r.issued; q++) {
+    const sc_stage_slot_t *sl = &x->slots[sc_stage_ring_slot(&x->r, q)];
+    if (sl->state == SC_SLOT_XFER && is_mismatch(&sl->req)) return &sl->req;
+  }
+  return NULL;
+}
+
+const sc_tp_req_t *sc_exec_dev_mismatched(const struct sc_exec_dev *d) {
+  for (size_t i = d->dsend_head; i < d->ndsends; i++)
+    if (d->dsends[i].direct && is_mismatch(&d->dsends[i].req)) return &d->dsends[i].req;
+  const sc_tp_req_t *r = ring_mismatched(&d->recv_ring);
+  for (int p = 0; !r && p < d->nranks; p++)
+    if (d->send_rings[p]) r = ring_mismatched(d->send_rings[p]);
+  return r;
 }
 
 /* A send ring: post the chunks whose copy ran, retire the sent ones, start
@@ -172,12 +190,14 @@ static sc_result_t pump_send_ring(sc_comm_t *comm, struct sc_exec_dev *d, int pe
         break;
       }
       memset(&sl->req, 0, sizeof(sl->req));
+      memcpy(sl->req.fp, comm->ex.fp, SC_TP_FP_LEN);
       sl->state = SC_SLOT_XFER;
       *progressed = 1;
-      SC_CHECK(comm->tpops->isend(comm->tp, peer, sl->host, sl->len, &sl->req));
+      SC_CHECK(sc_exec_posted(comm, comm->tpops->isend(comm->tp, peer, sl->host, sl->len, &sl->req),
+                              peer));
     }
     if (sl->state == SC_SLOT_XFER && sl->req.state != SC_TP_REQ_PENDING) {
-      SC_CHECK(req_status(&sl->req, peer));
+      SC_CHECK(req_status(comm, &sl->req, peer));
       d->dsends[sl->ds].sent++;
       sl->state = SC_SLOT_FREE;
       x->done[s] = 1;
@@ -218,7 +238,7 @@ static sc_result_t pump_recv_ring(sc_comm_t *comm, struct sc_exec_dev *d, int *p
     uint32_t s = sc_stage_ring_slot(&x->r, q);
     sc_stage_slot_t *sl = &x->slots[s];
     if (sl->state == SC_SLOT_XFER && sl->req.state != SC_TP_REQ_PENDING) {
-      SC_CHECK(req_status(&sl->req, rc->peer));
+      SC_CHECK(req_status(comm, &sl->req, rc->peer));
       if (sl->len) SC_CHECK(rt->memcpy_async(sl->dev, sl->host, sl->len, d->stream));
       SC_CHECK(rt->event_record(sl->event, d->stream));
       sl->state = SC_SLOT_COPY;
@@ -246,9 +266,11 @@ static sc_result_t pump_recv_ring(sc_comm_t *comm, struct sc_exec_dev *d, int *p
     sl->len = sc_stage_chunk_len(&rc->plan, k);
     sl->dev = rc->dst + sc_stage_chunk_off(&rc->plan, k);
     memset(&sl->req, 0, sizeof(sl->req));
+    memcpy(sl->req.fp, comm->ex.fp, SC_TP_FP_LEN);
     sl->state = SC_SLOT_XFER;
     *progressed = 1;
-    SC_CHECK(comm->tpops->irecv(comm->tp, rc->peer, sl->host, sl->len, &sl->req));
+    SC_CHECK(sc_exec_posted(
+        comm, comm->tpops->irecv(comm->tp, rc->peer, sl->host, sl->len, &sl->req), rc->peer));
   }
   return SC_SUCCESS;
 }
@@ -293,19 +315,19 @@ static sc_result_t dev_sync(sc_exec_ctx_t *c, struct sc_exec_dev *d) {
 /* ---- sends and receives ---- */
 
 /* SC_SUCCESS and *done once the send no longer needs its source or slots. */
-static sc_result_t dsend_done(const sc_dsend_t *ds, int *done) {
+static sc_result_t dsend_done(const sc_comm_t *comm, const sc_dsend_t *ds, int *done) {
   if (ds->direct) {
     *done = ds->req.state != SC_TP_REQ_PENDING;
-    return *done ? req_status(&ds->req, ds->peer) : SC_SUCCESS;
+    return *done ? req_status(comm, &ds->req, ds->peer) : SC_SUCCESS;
   }
   *done = ds->sent == ds->plan.nchunks;
   return SC_SUCCESS;
 }
 
-static sc_result_t dsends_reap(struct sc_exec_dev *d) {
+static sc_result_t dsends_reap(const sc_comm_t *comm, struct sc_exec_dev *d) {
   while (d->dsend_head < d->ndsends) {
     int done = 0;
-    SC_CHECK(dsend_done(&d->dsends[d->dsend_head], &done));
+    SC_CHECK(dsend_done(comm, &d->dsends[d->dsend_head], &done));
     if (!done) break;
     d->dsend_head++;
   }
@@ -323,18 +345,18 @@ static sc_result_t dev_wait_sends_over(sc_exec_ctx_t *c, struct sc_exec_dev *d, 
     if (!(ds->lo < hi && lo < ds->hi)) continue;
     for (;;) {
       int done = 0;
-      SC_CHECK(dsend_done(ds, &done));
+      SC_CHECK(dsend_done(c->comm, ds, &done));
       if (done || (!ds->direct && ds->copied == ds->plan.nchunks)) break;
       SC_CHECK(dev_wait_round(c, d, ds->peer, (size_t)(ds->hi - ds->lo), "send", 0));
     }
   }
-  return dsends_reap(d);
+  return dsends_reap(c->comm, d);
 }
 
 static sc_result_t dev_send(sc_exec_ctx_t *c, struct sc_exec_dev *d, int peer, const uint8_t *p,
                             size_t len) {
   sc_comm_t *comm = c->comm;
-  SC_CHECK(dsends_reap(d));
+  SC_CHECK(dsends_reap(comm, d));
   if (d->ndsends == d->dsend_cap)
     return SC_ERR(SC_ERR_INTERNAL, "step %zu posts more sends than its schedule declared (%zu)",
                   c->step + 1, d->dsend_cap);
@@ -351,7 +373,8 @@ static sc_result_t dev_send(sc_exec_ctx_t *c, struct sc_exec_dev *d, int peer, c
     SC_CHECK(dev_sync(c, d)); /* the transport reads what earlier steps wrote */
     d->ndsends++;
     ds->req.device = 1;
-    return comm->tpops->isend(comm->tp, peer, p, len, &ds->req);
+    memcpy(ds->req.fp, comm->ex.fp, SC_TP_FP_LEN);
+    return sc_exec_posted(comm, comm->tpops->isend(comm->tp, peer, p, len, &ds->req), peer);
   }
   ds->plan = sc_stage_plan(len, d->chunk);
   sc_stage_xring_t *x = d->send_rings[peer];
@@ -376,9 +399,10 @@ static sc_result_t dev_recv(sc_exec_ctx_t *c, struct sc_exec_dev *d, int peer, u
     sc_tp_req_t *req = &comm->ex.recv_req;
     memset(req, 0, sizeof(*req));
     req->device = 1;
-    SC_CHECK(comm->tpops->irecv(comm->tp, peer, p, len, req));
+    memcpy(req->fp, comm->ex.fp, SC_TP_FP_LEN);
+    SC_CHECK(sc_exec_posted(comm, comm->tpops->irecv(comm->tp, peer, p, len, req), peer));
     while (req->state == SC_TP_REQ_PENDING) SC_CHECK(dev_wait_round(c, d, peer, len, "receive", 0));
-    return req_status(req, peer);
+    return req_status(comm, req, peer);
   }
   sc_drecv_t *rc = &d->rcur;
   *rc = (sc_drecv_t){.active = 1, .peer = peer, .dst = p, .plan = sc_stage_plan(len, d->chunk)};
@@ -522,7 +546,7 @@ sc_result_t sc_exec_device(sc_comm_t *comm, const sc_exec_args_t *a) {
     const sc_dsend_t *ds = &d->dsends[i];
     for (;;) {
       int done = 0;
-      SC_CHECK(dsend_done(ds, &done));
+      SC_CHECK(dsend_done(comm, ds, &done));
       if (done) break;
       SC_CHECK(dev_wait_round(&c, d, ds->peer, (size_t)(ds->hi - ds->lo), "send", 0));
     }

@@ -44,6 +44,14 @@ typedef struct sc_exec_ctx {
  * (SC_TIMEOUT_MS). peer < 0: the wait is for the device, not for a peer. */
 sc_result_t sc_exec_progress(sc_exec_ctx_t *c, int peer, size_t bytes, const char *dir,
                              int max_slice_ms);
+/* The error of a request the transport failed (req->state ==
+ * SC_TP_REQ_ERROR). SC_ERR_MISMATCH, a peer's print that differs, becomes
+ * the text naming both calls (from req's peer_fp; req NULL: from the request
+ * of the running schedule that holds the mismatch, as progress reports it). */
+sc_result_t sc_exec_req_failed(const sc_comm_t *comm, const sc_tp_req_t *req, int peer);
+/* A post's result r: SC_ERR_MISMATCH (a transport refusing a request to a
+ * peer whose channel a mismatch put out of step) worded as above. */
+sc_result_t sc_exec_posted(const sc_comm_t *comm, sc_result_t r, int peer);
 
 /* A pinned host slot of a staging ring and the chunk it carries. */
 typedef enum sc_stage_slot_state {
@@ -195,6 +203,9 @@ sc_result_t sc_exec_device_reserve(sc_comm_t *comm, const sc_op_t *op);
  * for the schedule the new model picks. */
 void sc_exec_device_model_changed(sc_comm_t *comm);
 
+/* The request of the device path the transport failed with
+ * SC_ERR_MISMATCH, or NULL. */
+const sc_tp_req_t *sc_exec_dev_mismatched(const struct sc_exec_dev *d);
 /* sc_sched_execute for an operation on device buffers (op->device). */
 sc_result_t sc_exec_device(sc_comm_t *comm, const sc_exec_args_t *a);
 

@@ -7,6 +7,7 @@
  * lookahead below). Every wait is bounded by the no-progress timeout and
  * interrupted by abort. Operations on device buffers take their own path
  * (lib/core/exec_device.c): one branch here, nothing else on the host path. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,7 @@
 #include "lib/base/log.h"
 #include "lib/core/comm.h"
 #include "lib/core/exec_device.h"
+#include "lib/core/fingerprint.h"
 #include "lib/schedule/step.h"
 
 /* Send slots are sized at the start of each schedule to every send it can
@@ -166,28 +168,75 @@ sc_result_t sc_exec_progress(sc_exec_ctx_t *c, int peer, size_t bytes, const cha
   }
   sc_result_t r = comm->tpops->progress(comm->tp, slice, &progressed);
   if (progressed) c->progress_unstamped = 1;
+  /* Reported once, perhaps while this rank waits for another request. */
+  if (r == SC_ERR_MISMATCH) return sc_exec_req_failed(comm, NULL, peer);
   return r;
 }
 
-static sc_result_t sc_exec_req_status(const sc_tp_req_t *req, int peer) {
-  if (req->state == SC_TP_REQ_ERROR)
+static int sc_exec_is_mismatch(const sc_tp_req_t *req) {
+  return req->state == SC_TP_REQ_ERROR && req->status == SC_ERR_MISMATCH;
+}
+
+/* The request of this schedule the transport failed with SC_ERR_MISMATCH. */
+static const sc_tp_req_t *sc_exec_mismatched(const sc_comm_t *comm) {
+  const sc_exec_state_t *ex = &comm->ex;
+  if (sc_exec_is_mismatch(&ex->recv_req)) return &ex->recv_req;
+  if (sc_exec_is_mismatch(&ex->pre_req)) return &ex->pre_req;
+  for (size_t i = 0; i < ex->send_count; i++) {
+    const sc_tp_req_t *r = &ex->sends[(ex->send_head + i) % ex->send_cap];
+    if (sc_exec_is_mismatch(r)) return r;
+  }
+  return ex->dev ? sc_exec_dev_mismatched(ex->dev) : NULL;
+}
+
+sc_result_t sc_exec_req_failed(const sc_comm_t *comm, const sc_tp_req_t *req, int peer) {
+  if (req && req->status != SC_ERR_MISMATCH)
     return req->status != SC_SUCCESS ? req->status
                                      : SC_ERR(SC_ERR_REMOTE, "request to rank %d failed", peer);
+  if (!req) req = sc_exec_mismatched(comm);
+  const char *me = comm->peers ? comm->peers[comm->rank].hostname : "?";
+  char msg[SC_ERRMSG_MAX];
+  if (req) {
+    const char *host = comm->peers && req->peer >= 0 && req->peer < comm->nranks
+                           ? comm->peers[req->peer].hostname
+                           : "?";
+    sc_fp_msg_mismatch_text(msg, sizeof(msg), comm->rank, me, comm->ex.fp, req->peer, host,
+                            req->peer_fp, comm->ex.fp_seq);
+  } else {
+    /* The transport named no request of this schedule: its own words. */
+    char detail[SC_ERRMSG_MAX / 2], mine[160];
+    sc_error_get_detail(detail, sizeof(detail));
+    snprintf(msg, sizeof(msg), "rank %d (%s) called %s; a peer called another operation (%s)",
+             comm->rank, me, sc_fp_msg_describe(comm->ex.fp, comm->ex.fp_seq, mine, sizeof(mine)),
+             detail);
+  }
+  return SC_ERR(SC_ERR_MISMATCH, "%s", msg);
+}
+
+/* A post's result: a transport may refuse a request to a peer whose channel
+ * a mismatch put out of step, reporting that mismatch. */
+sc_result_t sc_exec_posted(const sc_comm_t *comm, sc_result_t r, int peer) {
+  return r == SC_ERR_MISMATCH ? sc_exec_req_failed(comm, NULL, peer) : r;
+}
+
+static sc_result_t sc_exec_req_status(const sc_comm_t *comm, const sc_tp_req_t *req, int peer) {
+  if (req->state == SC_TP_REQ_ERROR) return sc_exec_req_failed(comm, req, peer);
   return SC_SUCCESS;
 }
 
 static sc_result_t sc_exec_wait_req(sc_exec_ctx_t *c, sc_tp_req_t *req, const char *dir) {
   while (req->state == SC_TP_REQ_PENDING)
     SC_CHECK(sc_exec_progress(c, req->peer, req->len, dir, SC_EXEC_POLL_SLICE_MS));
-  return sc_exec_req_status(req, req->peer);
+  return sc_exec_req_status(c->comm, req, req->peer);
 }
 
 /* Drop completed sends from the front of the ring. */
-static sc_result_t sc_exec_reap_sends(sc_exec_state_t *ex) {
+static sc_result_t sc_exec_reap_sends(sc_comm_t *comm) {
+  sc_exec_state_t *ex = &comm->ex;
   while (ex->send_count) {
     sc_tp_req_t *r = &ex->sends[ex->send_head];
     if (r->state == SC_TP_REQ_PENDING) break;
-    SC_CHECK(sc_exec_req_status(r, r->peer));
+    SC_CHECK(sc_exec_req_status(comm, r, r->peer));
     ex->send_head = (ex->send_head + 1) % ex->send_cap;
     ex->send_count--;
   }
@@ -203,29 +252,31 @@ static sc_result_t sc_exec_wait_sends_over(sc_exec_ctx_t *c, const uint8_t *lo, 
     if (ex->send_lo[k] < hi && lo < ex->send_hi[k])
       SC_CHECK(sc_exec_wait_req(c, &ex->sends[k], "send"));
   }
-  return sc_exec_reap_sends(ex);
+  return sc_exec_reap_sends(c->comm);
 }
 
 static sc_result_t sc_exec_send(sc_exec_ctx_t *c, int peer, const uint8_t *p, size_t len) {
   sc_exec_state_t *ex = &c->comm->ex;
-  SC_CHECK(sc_exec_reap_sends(ex));
+  SC_CHECK(sc_exec_reap_sends(c->comm));
   if (ex->send_count == ex->send_cap)
     return SC_ERR(SC_ERR_INTERNAL, "step %zu posts more sends than its schedule declared (%zu)",
                   c->step + 1, ex->send_cap);
   size_t k = (ex->send_head + ex->send_count) % ex->send_cap;
   sc_tp_req_t *req = &ex->sends[k];
   memset(req, 0, sizeof(*req));
+  memcpy(req->fp, ex->fp, SC_TP_FP_LEN);
   ex->send_lo[k] = p;
   ex->send_hi[k] = p + len;
   ex->send_count++;
   ex->bytes_sent += len;
-  return c->comm->tpops->isend(c->comm->tp, peer, p, len, req);
+  return sc_exec_posted(c->comm, c->comm->tpops->isend(c->comm->tp, peer, p, len, req), peer);
 }
 
 static sc_result_t sc_exec_recv(sc_exec_ctx_t *c, int peer, uint8_t *p, size_t len) {
   sc_tp_req_t *req = &c->comm->ex.recv_req;
   memset(req, 0, sizeof(*req));
-  SC_CHECK(c->comm->tpops->irecv(c->comm->tp, peer, p, len, req));
+  memcpy(req->fp, c->comm->ex.fp, SC_TP_FP_LEN);
+  SC_CHECK(sc_exec_posted(c->comm, c->comm->tpops->irecv(c->comm->tp, peer, p, len, req), peer));
   return sc_exec_wait_req(c, req, "receive");
 }
 
@@ -287,7 +338,9 @@ static sc_result_t sc_exec_lookahead(sc_exec_ctx_t *c, const uint8_t *in, sc_tp_
     return SC_SUCCESS;
   }
   memset(slot, 0, sizeof(*slot));
-  SC_CHECK(c->comm->tpops->irecv(c->comm->tp, nx->peer, to, len, slot));
+  memcpy(slot->fp, ex->fp, SC_TP_FP_LEN);
+  SC_CHECK(sc_exec_posted(c->comm, c->comm->tpops->irecv(c->comm->tp, nx->peer, to, len, slot),
+                          nx->peer));
   ex->pre_posted = 1;
   ex->early_posts++;
   ex->pre_slot = slot;
@@ -312,7 +365,9 @@ static sc_result_t sc_exec_recv_step(sc_exec_ctx_t *c, const sc_step_t *st, uint
     if (st->kind == SC_STEP_RECV) SC_CHECK(sc_exec_wait_sends_over(c, dst, dst + len));
     req = &ex->recv_req;
     memset(req, 0, sizeof(*req));
-    SC_CHECK(c->comm->tpops->irecv(c->comm->tp, st->peer, in, len, req));
+    memcpy(req->fp, ex->fp, SC_TP_FP_LEN);
+    SC_CHECK(sc_exec_posted(c->comm, c->comm->tpops->irecv(c->comm->tp, st->peer, in, len, req),
+                            st->peer));
   }
   SC_CHECK(sc_exec_lookahead(c, in, req == &ex->recv_req ? &ex->pre_req : &ex->recv_req));
   SC_CHECK(sc_exec_wait_req(c, req, "receive"));
@@ -395,7 +450,16 @@ static sc_result_t sc_exec_step(sc_exec_ctx_t *c, const sc_step_t *st) {
   }
 }
 
+static void sc_exec_set_print(sc_exec_state_t *ex, const sc_exec_args_t *a) {
+  if (a->fp)
+    memcpy(ex->fp, a->fp, SC_TP_FP_LEN);
+  else
+    memset(ex->fp, 0, SC_TP_FP_LEN);
+  ex->fp_seq = a->op->seq;
+}
+
 sc_result_t sc_sched_execute(sc_comm_t *comm, const sc_exec_args_t *a) {
+  sc_exec_set_print(&comm->ex, a);
   if (a->op->device) return sc_exec_device(comm, a);
   SC_CHECK(sc_exec_prepare(comm, a));
   sc_exec_ctx_t c = {.comm = comm,
@@ -412,7 +476,7 @@ sc_result_t sc_sched_execute(sc_comm_t *comm, const sc_exec_args_t *a) {
   sc_exec_state_t *ex = &comm->ex;
   while (ex->send_count) {
     SC_CHECK(sc_exec_wait_req(&c, &ex->sends[ex->send_head], "send"));
-    SC_CHECK(sc_exec_reap_sends(ex));
+    SC_CHECK(sc_exec_reap_sends(comm));
   }
   if (a->op->sparse) {
     const sc_sparse_op_t *sp = a->op->sparse;

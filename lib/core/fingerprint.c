@@ -83,13 +83,87 @@ sc_result_t sc_fp_decode(const uint8_t in[SC_FP_WIRE_BYTES], int peer, sc_finger
   return SC_SUCCESS;
 }
 
+#define SC_FP_MSG_VERSION 1 /* the high nibble of byte 0 */
+
+/* Layout: version << 4 | variant, coll, dtype, redop | seq u16 | root + 1 u24 |
+ * count u56; big-endian. */
+void sc_fp_msg_encode(const sc_fingerprint_t *fp, uint8_t out[SC_FP_MSG_BYTES]) {
+  out[0] = (uint8_t)(SC_FP_MSG_VERSION << 4 | (fp->variant & 0x0f));
+  out[1] = fp->coll;
+  out[2] = fp->dtype;
+  out[3] = fp->redop;
+  out[4] = (uint8_t)(fp->seq >> 8);
+  out[5] = (uint8_t)fp->seq;
+  uint32_t root = fp->root < 0 ? 0 : (uint32_t)fp->root + 1;
+  out[6] = (uint8_t)(root >> 16);
+  out[7] = (uint8_t)(root >> 8);
+  out[8] = (uint8_t)root;
+  for (int i = 0; i < 7; i++) out[9 + i] = (uint8_t)(fp->count >> (8 * (6 - i)));
+}
+
+sc_result_t sc_fp_msg_decode(const uint8_t in[SC_FP_MSG_BYTES], uint64_t near_seq, int peer,
+                             sc_fingerprint_t *fp) {
+  if (in[0] >> 4 != SC_FP_MSG_VERSION)
+    return SC_ERR(SC_ERR_REMOTE,
+                  "rank %d sent a message whose operation print is not of version %d (another "
+                  "release?)",
+                  peer, SC_FP_MSG_VERSION);
+  memset(fp, 0, sizeof(*fp));
+  fp->variant = in[0] & 0x0f;
+  fp->coll = in[1];
+  fp->dtype = in[2];
+  fp->redop = in[3];
+  uint16_t low = (uint16_t)(in[4] << 8 | in[5]);
+  /* The number nearest near_seq with these low bits: the difference taken
+   * as a signed 16-bit value. */
+  fp->seq = near_seq + (uint64_t)(int64_t)(int16_t)(uint16_t)(low - (uint16_t)near_seq);
+  uint32_t root = (uint32_t)in[6] << 16 | (uint32_t)in[7] << 8 | in[8];
+  fp->root = (int32_t)root - 1;
+  for (int i = 0; i < 7; i++) fp->count = fp->count << 8 | in[9 + i];
+  return SC_SUCCESS;
+}
+
+static const char *sc_fp_describe_as(const sc_fingerprint_t *fp, int dense_len, char *out,
+                                     size_t len);
+
+const char *sc_fp_msg_describe(const uint8_t in[SC_FP_MSG_BYTES], uint64_t near_seq, char *out,
+                               size_t len) {
+  int zero = 1;
+  for (int i = 0; i < SC_FP_MSG_BYTES && zero; i++) zero = in[i] == 0;
+  if (zero) {
+    /* A transport that carries only part of the print (UCX's tag) or a
+     * message of SC_CHECK_MISMATCH's exchange. */
+    snprintf(out, len, "another operation (its messages carry no print of it)");
+    return out;
+  }
+  if (in[0] >> 4 != SC_FP_MSG_VERSION) {
+    snprintf(out, len, "another operation (its print is of version %d, not %d: another release?)",
+             in[0] >> 4, SC_FP_MSG_VERSION);
+    return out;
+  }
+  sc_fingerprint_t fp;
+  sc_fp_msg_decode(in, near_seq, 0, &fp); /* cannot fail: the version is this one */
+  return sc_fp_describe_as(&fp, 0, out, len);
+}
+
+void sc_fp_msg_mismatch_text(char *out, size_t len, int rank, const char *host,
+                             const uint8_t mine[SC_FP_MSG_BYTES], int peer, const char *peer_host,
+                             const uint8_t theirs[SC_FP_MSG_BYTES], uint64_t seq) {
+  char a[160], b[160];
+  snprintf(out, len, "rank %d (%s) called %s where rank %d (%s) called %s", peer, peer_host,
+           sc_fp_msg_describe(theirs, seq, a, sizeof(a)), rank, host,
+           sc_fp_msg_describe(mine, seq, b, sizeof(b)));
+}
+
 int sc_fp_equal(const sc_fingerprint_t *a, const sc_fingerprint_t *b) {
   return a->seq == b->seq && a->count == b->count && a->dense_len == b->dense_len &&
          a->root == b->root && a->coll == b->coll && a->dtype == b->dtype && a->redop == b->redop &&
          a->variant == b->variant;
 }
 
-const char *sc_fp_describe(const sc_fingerprint_t *fp, char *out, size_t len) {
+/* dense_len: a message's print does not hold it. */
+static const char *sc_fp_describe_as(const sc_fingerprint_t *fp, int dense_len, char *out,
+                                     size_t len) {
   char variant[48] = "unknown-variant ";
   if (fp->variant == SC_FP_DENSE) {
     variant[0] = '\0';
@@ -106,14 +180,20 @@ const char *sc_fp_describe(const sc_fingerprint_t *fp, char *out, size_t len) {
   const char *dtype = fp->dtype == SC_FP_NONE ? "no dtype" : sc_dtype_name(fp->dtype);
   const char *redop = fp->redop == SC_FP_NONE ? "no op" : sc_redop_name(fp->redop);
   char count[64];
-  if (fp->variant >= SC_FP_SPARSE_MIN)
+  if (fp->variant >= SC_FP_SPARSE_MIN && dense_len)
     snprintf(count, sizeof(count), "k %llu of dense_len %llu", (unsigned long long)fp->count,
              (unsigned long long)fp->dense_len);
+  else if (fp->variant >= SC_FP_SPARSE_MIN)
+    snprintf(count, sizeof(count), "k %llu", (unsigned long long)fp->count);
   else
     snprintf(count, sizeof(count), "count %llu", (unsigned long long)fp->count);
   snprintf(out, len, "%s%s #%llu (%s, %s, %s, root %d)", variant, sc_coll_name(fp->coll),
            (unsigned long long)fp->seq, count, dtype, redop, (int)fp->root);
   return out;
+}
+
+const char *sc_fp_describe(const sc_fingerprint_t *fp, char *out, size_t len) {
+  return sc_fp_describe_as(fp, 1, out, len);
 }
 
 void sc_fp_judge(const sc_fingerprint_t *all, int nranks, sc_fp_verdict_t *v) {

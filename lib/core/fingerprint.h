@@ -19,6 +19,7 @@
 
 #include "lib/schedule/sched.h"
 #include "sparsecoll.h"
+#include "transport/transport.h"
 
 #define SC_FP_WIRE_BYTES 40
 /* Field value for "this collective has no such argument" (barrier's dtype,
@@ -81,6 +82,38 @@ void sc_fp_judge(const sc_fingerprint_t *all, int nranks, sc_fp_verdict_t *v);
 void sc_fp_mismatch_message(char *out, size_t len, const sc_fingerprint_t *all, int nranks,
                             int rank, const sc_fp_verdict_t *v,
                             const char *(*host)(const void *ctx, int r), const void *ctx);
+
+/* ---- The print every message carries (transport.h's sc_tp_req_t fp) ----
+ * Sixteen bytes, so that each transport's header grows by no more: a
+ * version nibble (never all zero) and the variant, the collective, dtype
+ * and reduction, the low 16 bits of the sequence number, root + 1 (24 bits,
+ * 0 for none) and the low 56 bits of the count. Ranks that made the same
+ * call write the same bytes; ranks that called different operations differ
+ * in some field (a count that differs only above 2^56 elements is left to
+ * the length check). */
+#define SC_FP_MSG_BYTES SC_TP_FP_LEN
+void sc_fp_msg_encode(const sc_fingerprint_t *fp, uint8_t out[SC_FP_MSG_BYTES]);
+/* The fields a print holds; seq becomes the number nearest near_seq whose
+ * low 16 bits are the print's (the receiver's own call's number), count the
+ * low 56 bits, dense_len 0. SC_ERR_REMOTE naming peer when the bytes are not
+ * a print of this version. */
+sc_result_t sc_fp_msg_decode(const uint8_t in[SC_FP_MSG_BYTES], uint64_t near_seq, int peer,
+                             sc_fingerprint_t *fp);
+/* A print as "allreduce #7 (count 1000, float32, sum, root -1)" (a sparse
+ * one without its dense_len, which it does not hold), read against
+ * near_seq; all zero: "another operation (its messages carry no
+ * print of it)", a print of another version: "another operation (...)".
+ * Returns out. */
+const char *sc_fp_msg_describe(const uint8_t in[SC_FP_MSG_BYTES], uint64_t near_seq, char *out,
+                               size_t len);
+/* The SC_ERR_MISMATCH text of a message between this rank and peer whose
+ * print is not the one the other end expected: "rank 1 (host1) called
+ * allreduce #7 (count 999999, ...) where rank 0 (host0) called allreduce #7
+ * (count 1000000, ...)". mine: this rank's print, theirs: the peer's
+ * (transport.h's peer_fp), both read against seq, this rank's call's number. */
+void sc_fp_msg_mismatch_text(char *out, size_t len, int rank, const char *host,
+                             const uint8_t mine[SC_FP_MSG_BYTES], int peer, const char *peer_host,
+                             const uint8_t theirs[SC_FP_MSG_BYTES], uint64_t seq);
 
 /* The exchange's schedule for one rank: a pure function of (nranks, rank).
  * SEND holds the own print, RECV nranks prints in rank order. */

@@ -11,21 +11,46 @@
 #include "lib/core/fingerprint.h"
 #include "lib/core/stream.h"
 
-void sc_comm_record_error(sc_comm_t *comm, sc_result_t res) {
-  if (res == SC_ERR_INVALID_ARG) return; /* the caller was told; the others are not involved */
-  sc_comm_fail(comm, res);
-}
-
-void sc_comm_fail(sc_comm_t *comm, sc_result_t res) {
+static void sc_comm_fail_as(sc_comm_t *comm, sc_result_t res, int shared) {
   if (res == SC_SUCCESS) return;
   pthread_mutex_lock(&comm->lock);
   if (atomic_load(&comm->error) == SC_SUCCESS) {
     sc_error_get_detail(comm->errmsg, sizeof(comm->errmsg));
+    comm->error_shared = shared;
     atomic_store(&comm->error, res);
     SC_WARN(SC_SUBSYS_COLL, "communicator of %d ranks failed: %s", comm->nranks, comm->errmsg);
   }
   pthread_mutex_unlock(&comm->lock);
   sc_watch_poke(comm->watch); /* the other ranks learn of it through rank 0 */
+}
+
+void sc_comm_record_error(sc_comm_t *comm, sc_result_t res) {
+  if (res == SC_ERR_INVALID_ARG) return; /* the caller was told; the others are not involved */
+  sc_comm_fail_as(comm, res, 0);
+}
+
+void sc_comm_record_verdict(sc_comm_t *comm, sc_result_t res) {
+  sc_comm_fail_as(comm, res, 1);
+}
+
+void sc_comm_fail(sc_comm_t *comm, sc_result_t res) {
+  sc_comm_fail_as(comm, res, 0);
+}
+
+/* Publishes the call this thread executes (fp all zero: none) for the
+ * liveness watch's heartbeats: comm->now's sequence lock, whose only writer
+ * is the thread that owns the transport. */
+static void sc_op_now_set(sc_comm_t *comm, uint64_t seq, const uint8_t fp[SC_TP_FP_LEN]) {
+  sc_op_now_t *n = &comm->now;
+  uint64_t w[SC_TP_FP_LEN / 8];
+  memcpy(w, fp, sizeof(w));
+  uint64_t g = atomic_load_explicit(&n->gen, memory_order_relaxed);
+  atomic_store_explicit(&n->gen, g + 1, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
+  atomic_store_explicit(&n->seq, seq, memory_order_relaxed);
+  for (size_t i = 0; i < SC_TP_FP_LEN / 8; i++)
+    atomic_store_explicit(&n->fp[i], w[i], memory_order_relaxed);
+  atomic_store_explicit(&n->gen, g + 2, memory_order_release);
 }
 
 /* Prefix the detail of an error with the operation it interrupted (and the
@@ -41,12 +66,15 @@ static void sc_op_prefix_error(sc_comm_t *comm, const sc_op_t *op, const char *s
   sc_error_set_detail(full);
 }
 
-static sc_result_t sc_op_execute(sc_comm_t *comm, const sc_op_t *op) {
+/* *verdict: the error is SC_CHECK_MISMATCH's, which every rank reaches. */
+static sc_result_t sc_op_execute(sc_comm_t *comm, const sc_op_t *op, const uint8_t *fp,
+                                 int *verdict) {
   if (comm->cfg.check_mismatch) {
     sc_result_t r = sc_fp_check(comm, op);
     /* A mismatch's text already names both calls. */
     if (r != SC_SUCCESS && r != SC_ERR_ABORTED && r != SC_ERR_MISMATCH)
       sc_op_prefix_error(comm, op, ", fingerprint exchange (SC_CHECK_MISMATCH)");
+    *verdict = r == SC_ERR_MISMATCH;
     if (r != SC_SUCCESS) return r;
   }
   size_t board_len = sc_board_takes(comm, op);
@@ -70,21 +98,38 @@ static sc_result_t sc_op_execute(sc_comm_t *comm, const sc_op_t *op) {
     *key = want;
     key->valid = cacheable;
   }
-  sc_exec_args_t a = {.op = op, .sched = s, .elem_size = sc_dtype_size(op->dtype)};
+  sc_exec_args_t a = {.op = op, .sched = s, .elem_size = sc_dtype_size(op->dtype), .fp = fp};
   sc_result_t r = sc_sched_execute(comm, &a);
-  if (r != SC_SUCCESS && r != SC_ERR_ABORTED) sc_op_prefix_error(comm, op, "");
+  /* A mismatch's text names both calls already. */
+  if (r != SC_SUCCESS && r != SC_ERR_ABORTED && r != SC_ERR_MISMATCH)
+    sc_op_prefix_error(comm, op, "");
   return r;
 }
 
 sc_result_t sc_op_run(sc_comm_t *comm, const sc_op_t *op) {
   SC_CHECK(sc_op_check_runnable(comm, op));
-  sc_result_t r = sc_op_execute(comm, op);
+  /* The call's print: in every message it sends and receives, and in the
+   * liveness watch's heartbeats while it runs. */
+  sc_fingerprint_t print;
+  uint8_t fp[SC_TP_FP_LEN];
+  sc_fp_from_op(op, &print);
+  sc_fp_msg_encode(&print, fp);
+  int shown = !comm->calibrating;
+  if (shown) sc_op_now_set(comm, op->seq, fp);
+  int verdict = 0;
+  sc_result_t r = sc_op_execute(comm, op, fp, &verdict);
+  if (shown) {
+    static const uint8_t idle[SC_TP_FP_LEN];
+    sc_op_now_set(comm, 0, idle);
+  }
   if (r == SC_SUCCESS) return r;
   if (r == SC_ERR_ABORTED)
     SC_ERR(SC_ERR_ABORTED,
            "rank %d: %s #%llu (count %zu, %s) interrupted: the communicator was aborted",
            comm->rank, sc_coll_name(op->coll), (unsigned long long)op->seq, op->count,
            sc_dtype_name(op->dtype));
+  else if (verdict)
+    sc_comm_record_verdict(comm, r);
   else
     sc_comm_record_error(comm, r);
   /* Nothing half-sent may linger into the next operation. */

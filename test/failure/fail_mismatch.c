@@ -2,14 +2,16 @@
 /* Ranks that call mismatched collectives (run under sc-run).
  * Usage: fail_mismatch SCENARIO [check|report]
  *   SCENARIO: match, count, nonblocking, dtype, op, root, kind, missing, sparse,
- *             absent (rank 1 makes no call: report mode only)
+ *             absent (rank 1 makes no call: report mode only),
+ *             counts:A:B (an all-reduce of A floats, of B on rank 1)
  *   check:  SC_CHECK_MISMATCH=1 is set; every rank must fail the mismatched
  *           call with SC_ERR_MISMATCH within 5 s, with a message naming both
  *           calls, the peer rank and host, and cause (rank 1) or victim
  *           (the others); later calls fail at once with the same code.
  *           "match": the checked operations give exact results.
- *   report: print what each rank got ("rank R: RESULT in T s: MESSAGE") for
- *           the script to assert (the unchecked behaviour), then linger
+ *   report: print what each rank got ("rank R: RESULT in T s: MESSAGE", then
+ *           "rank R async: RESULT", what sc_comm_get_async_error says after)
+ *           for the script to assert (the default behaviour), then linger
  *           SC_TIMEOUT_MS + 1 s, or with MR_REPORT_DIR until every rank has
  *           left its mark there (all have their results: an exit can no
  *           longer be what a peer reports).
@@ -112,6 +114,27 @@ static sc_result_t run_scenario(const char *s, sc_comm_t *comm, const char **w1,
   static float buf[2 * N];
   static double dbuf[N];
   int odd = rank == 1;
+  if (!strncmp(s, "counts:", 7)) {
+    /* Rank 1's count differs; the words are "count A," and "count B,". */
+    static char wa[48], wb[48];
+    unsigned long long a = 0, b = 0;
+    if (sscanf(s + 7, "%llu:%llu", &a, &b) != 2) {
+      fprintf(stderr, "counts:A:B, not %s\n", s);
+      exit(2);
+    }
+    snprintf(wa, sizeof(wa), "count %llu,", a);
+    snprintf(wb, sizeof(wb), "count %llu,", b);
+    *w1 = wa;
+    *w2 = wb;
+    size_t n = (size_t)(odd ? b : a);
+    float *big = calloc(n ? n : 1, sizeof(float));
+    if (!big) {
+      fprintf(stderr, "no memory for %zu floats\n", n);
+      exit(2);
+    }
+    /* Kept until the process exits. */
+    return sc_allreduce(big, big, n, SC_FLOAT32, SC_SUM, comm);
+  }
   if (!strcmp(s, "count")) {
     *w1 = "count 1000";
     *w2 = "count 999";
@@ -207,6 +230,9 @@ int main(int argc, char **argv) {
   snprintf(msg, sizeof(msg), "%s", r == SC_SUCCESS ? "" : sc_last_error());
   if (report) {
     printf("rank %d: %s in %.3f s: %s\n", rank, sc_strerror(r), dt, msg);
+    sc_result_t async = SC_SUCCESS;
+    sc_comm_get_async_error(comm, &async);
+    printf("rank %d async: %s\n", rank, sc_strerror(async));
     fflush(stdout);
     /* Stay until every peer has its result (every mark is in MR_REPORT_DIR),
      * or without the directory until every peer has hit its own timeout, so

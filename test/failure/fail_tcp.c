@@ -32,8 +32,8 @@ static void sabotage(const char *mode, int rank) {
     junk[i] = (uint8_t)(x >> 16);
   }
   junk[0] = 0xA5; /* never the first byte of the real magic 'SCTM' */
-  /* magic 'SCTM', sequence number 0x7fffffff, length 2^62 */
-  static const uint8_t forged[16] = {'S',  'C', 'T', 'M', 0x7f, 0xff, 0xff, 0xff,
+  /* magic 'SCTM', sequence number 0x7fffffff, length 2^62, no print (16 zero bytes) */
+  static const uint8_t forged[32] = {'S',  'C', 'T', 'M', 0x7f, 0xff, 0xff, 0xff,
                                      0x40, 0,   0,   0,   0,    0,    0,    0};
   for (int i = 0; i < n; i++) {
     ssize_t w = 0;

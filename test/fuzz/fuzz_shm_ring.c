@@ -5,7 +5,13 @@
  * where each op is a byte (low 3 bits: which) and its arguments:
  *   0 put n | 1 put n padding | 2 publish tail | 3 get n | 4 skip n |
  *   5 publish head | 6 peer writes u64 tail | 7 peer writes u64 head, or
- *   (bit 3 set) a record: u8 flags, u16 posted length, 24 record bytes.
+ *   (bit 3 set) a record: u8 flags, u16 posted length, 40 record bytes,
+ *   16 bytes of the posted print (all zero: the receive checks none).
+ * Record flags: bit 0 this side accepts single copy; bit 1 starts from the
+ * record a sender writes (the fuzzer's non-zero bytes stay), of type CMA
+ * (bit 2), DEV (bit 6) or EAGER, carrying the posted print (bit 3) or none;
+ * bit 4 judges it with sc_shm_rec_check_dev, for a receive into device
+ * memory where bit 5 is set and into host memory otherwise.
  * Producer and consumer share one control block and an exact-size data
  * buffer (a byte outside it is caught by ASan). While nobody forged a counter
  * the stream must deliver exactly what was put (byte q of the stream has a
@@ -42,33 +48,68 @@ static uint8_t stream_byte(uint64_t q) {
   return (uint8_t)(q * 131 + (q >> 8) * 7 + 5);
 }
 
+#define REC_EAGER 0x53434d45u /* 'SCME' */
+#define REC_CMA   0x53434d43u /* 'SCMC' */
+#define REC_DEV   0x53434d44u /* 'SCMD' */
+
 static void check_record(in_stream_t *s) {
   uint8_t flags = (uint8_t)take(s, 1);
   size_t len = (size_t)take(s, 2);
-  uint8_t *rec = malloc(SC_SHM_REC_LEN);
-  if (!rec) return;
+  uint8_t *rec = malloc(SC_SHM_REC_LEN), *fp = malloc(SC_TP_FP_LEN); /* exact sizes */
+  if (!rec || !fp) {
+    free(rec);
+    free(fp);
+    return;
+  }
   for (int i = 0; i < SC_SHM_REC_LEN; i++) rec[i] = (uint8_t)take(s, 1);
-  int cma_ok = flags & 1;
+  for (int i = 0; i < SC_TP_FP_LEN; i++) fp[i] = (uint8_t)take(s, 1);
+  int cma_ok = flags & 1, by_dev = flags & 16, device = (flags & 32) != 0;
   if (flags & 2) {
     /* Start from what a sender writes; the fuzzer's non-zero bytes stay. */
     uint8_t good[SC_SHM_REC_LEN];
-    sc_shm_rec_encode(good, flags & 4 ? SC_SHM_REC_CMA : SC_SHM_REC_EAGER, len, 0x1000);
+    uint32_t ty = flags & 64 ? SC_SHM_REC_DEV : flags & 4 ? SC_SHM_REC_CMA : SC_SHM_REC_EAGER;
+    sc_shm_rec_encode(good, ty, len, 0x1000, flags & 8 ? fp : NULL);
     for (int i = 0; i < SC_SHM_REC_LEN; i++) rec[i] = rec[i] ? rec[i] : good[i];
   }
+  /* The model, from the layout: u32 type, u32 0, u64 length, u64 address,
+   * 16-byte print at 24 (native byte order). */
   uint32_t type;
   uint64_t rlen, addr;
   memcpy(&type, rec, 4);
   memcpy(&rlen, rec + 8, 8);
   memcpy(&addr, rec + 16, 8);
-  sc_shm_rec_verdict_t want = type != 0x53434d45u && type != 0x53434d43u ? SC_SHM_REC_BAD_TYPE
-                              : rlen != len                              ? SC_SHM_REC_BAD_LEN
-                              : type == 0x53434d43u && !cma_ok           ? SC_SHM_REC_CMA_REFUSED
-                                                                         : SC_SHM_REC_OK;
+  int fp_set = 0;
+  for (int i = 0; i < SC_TP_FP_LEN; i++) fp_set |= fp[i] != 0;
+  int fp_differs = fp_set && memcmp(rec + 24, fp, SC_TP_FP_LEN) != 0;
+  sc_shm_rec_verdict_t want = type != REC_EAGER && type != REC_CMA ? SC_SHM_REC_BAD_TYPE
+                              : fp_differs                         ? SC_SHM_REC_BAD_PRINT
+                              : rlen != len                        ? SC_SHM_REC_BAD_LEN
+                              : type == REC_CMA && !cma_ok         ? SC_SHM_REC_CMA_REFUSED
+                                                                   : SC_SHM_REC_OK;
+  if (by_dev && type == REC_DEV)
+    want = fp_differs    ? SC_SHM_REC_BAD_PRINT
+           : !device     ? SC_SHM_REC_HOST_WANTED
+           : rlen != len ? SC_SHM_REC_BAD_LEN
+                         : SC_SHM_REC_OK;
+  else if (by_dev && want == SC_SHM_REC_OK && device)
+    want = SC_SHM_REC_DEV_WANTED;
   sc_shm_rec_t h;
-  sc_shm_rec_verdict_t v = sc_shm_rec_check(rec, len, cma_ok, &h);
+  memset(&h, 0xa5, sizeof(h));
+  sc_shm_rec_verdict_t v = by_dev ? sc_shm_rec_check_dev(rec, len, fp, cma_ok, device, &h)
+                                  : sc_shm_rec_check(rec, len, fp, cma_ok, &h);
   FUZZ_REQUIRE(v == want, "record verdict %d, model %d", (int)v, (int)want);
-  FUZZ_REQUIRE(h.type == type && h.len == rlen && h.addr == addr, "record fields differ");
+  FUZZ_REQUIRE(h.type == type && h.len == rlen && h.addr == addr &&
+                   memcmp(h.fp, rec + 24, SC_TP_FP_LEN) == 0,
+               "record fields differ");
+  /* A receive posted without a print judges the record as one with a NULL print. */
+  if (!fp_set) {
+    sc_shm_rec_t h2;
+    sc_shm_rec_verdict_t v2 = by_dev ? sc_shm_rec_check_dev(rec, len, NULL, cma_ok, device, &h2)
+                                     : sc_shm_rec_check(rec, len, NULL, cma_ok, &h2);
+    FUZZ_REQUIRE(v2 == v, "NULL print judged otherwise");
+  }
   free(rec);
+  free(fp);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -47,7 +47,7 @@ static void check_hello(const uint8_t *in, uint8_t flags) {
   memcpy(h, in + OFF_HELLO, SC_TCP_HELLO_LEN);
   if (flags & 1) {
     put32(h, 0x53435448u);
-    put32(h + 4, 3); /* wire version 3: segment j on socket j */
+    put32(h + 4, 4); /* wire version 4: the print in every segment header */
   }
   if (flags & 2) memcpy(h + 8, secret, SC_SECRET_LEN);
   const size_t f = 8 + SC_SECRET_LEN; /* from, to, nranks, sock, nsocks */
@@ -55,7 +55,7 @@ static void check_hello(const uint8_t *in, uint8_t flags) {
   if (flags & 8) put32(h + f + 4, (uint32_t)rank);
   uint32_t from = be32(h + f), to = be32(h + f + 4), nr = be32(h + f + 8);
   uint32_t sock = be32(h + f + 12), nsocks = be32(h + f + 16);
-  int valid = be32(h) == 0x53435448u && be32(h + 4) == 3 &&
+  int valid = be32(h) == 0x53435448u && be32(h + 4) == 4 &&
               memcmp(h + 8, secret, SC_SECRET_LEN) == 0 && nr == (uint32_t)nranks &&
               to == (uint32_t)rank && from > (uint32_t)rank && from < (uint32_t)nranks &&
               nsocks >= 1 && nsocks <= 64 && sock < nsocks;

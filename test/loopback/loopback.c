@@ -24,7 +24,14 @@
  * Queues are rings of request pointers that only grow, and grow when a
  * request is posted (by the poster, under the lock that guards the ring):
  * no allocation per message once a schedule's pattern has been seen, and a
- * match never allocates, so it cannot fail half-way. */
+ * match never allocates, so it cannot fail half-way.
+ *
+ * Prints (transport.h's fp). A receive whose print is not all zero meets a
+ * send of another print: both fail with SC_ERR_MISMATCH before a byte is
+ * copied, each with the other's print in peer_fp (the two meet at once, so
+ * the sender learns the receive's print as from a transport whose receiver
+ * speaks first), and the pair breaks as for a wrong length. A print that
+ * differs is reported before a length that differs. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -143,10 +150,30 @@ static void complete(sc_lb_ep_t *owner, sc_tp_req_t *r, sc_result_t code, const 
   pthread_mutex_unlock(&owner->clock);
 }
 
+static int fp_set(const uint8_t fp[SC_TP_FP_LEN]) {
+  for (int i = 0; i < SC_TP_FP_LEN; i++)
+    if (fp[i]) return 1;
+  return 0;
+}
+
 /* Matches the send s (from rank `from`) with the receive r at endpoint dst.
  * Caller holds dst->qlock. */
 static void match(sc_lb_ep_t *dst, int from, sc_tp_req_t *s, sc_tp_req_t *r) {
   sc_lb_ep_t *src = dst->peers[from];
+  if (fp_set(r->fp) && memcmp(s->fp, r->fp, SC_TP_FP_LEN) != 0) {
+    char msg[256];
+    atomic_store(&dst->broken[from], 1);
+    atomic_store(&src->broken[dst->rank], 1);
+    snprintf(msg, sizeof(msg),
+             "rank %d sent a message of another operation than rank %d's receive (its print "
+             "differs)",
+             from, dst->rank);
+    memcpy(r->peer_fp, s->fp, SC_TP_FP_LEN);
+    memcpy(s->peer_fp, r->fp, SC_TP_FP_LEN);
+    complete(dst, r, SC_ERR_MISMATCH, msg);
+    complete(src, s, SC_ERR_MISMATCH, msg);
+    return;
+  }
   if (s->len != r->len) {
     char msg[256];
     atomic_store(&dst->broken[from], 1);
@@ -253,11 +280,35 @@ static sc_result_t lb_post_check(sc_lb_ep_t *ep, int peer, const void *buf, size
   return SC_SUCCESS;
 }
 
+/* Publishes the requests that matched or failed (their owner's job: the
+ * caller is the owner thread, holding clock). Returns the error to report
+ * once, its text then in peer_msg; SC_SUCCESS when there is none. */
+static sc_result_t publish_locked(sc_lb_ep_t *ep, int *progressed) {
+  sc_tp_req_t *r;
+  while ((r = q_pop(&ep->done))) {
+    ep->inflight--;
+    if (r->status == SC_SUCCESS) *progressed = 1;
+    __atomic_store_n(&r->state, r->status == SC_SUCCESS ? SC_TP_REQ_DONE : SC_TP_REQ_ERROR,
+                     __ATOMIC_RELEASE);
+  }
+  if (!ep->has_error) return SC_SUCCESS;
+  memcpy(ep->peer_msg, ep->errmsg, sizeof(ep->peer_msg));
+  ep->has_error = 0;
+  return ep->error;
+}
+
 /* A request to a pair that already failed fails at once, with the text the
- * failure was first reported with. */
+ * failure was first reported with. The failure itself (a request of this
+ * rank that failed, not yet reported by progress) is reported first, so
+ * that the caller sees that request fail as progress would have shown it. */
 static sc_result_t lb_refuse(sc_lb_ep_t *ep, sc_tp_req_t *req) {
+  int progressed = 0;
+  pthread_mutex_lock(&ep->clock);
+  sc_result_t first = publish_locked(ep, &progressed);
+  pthread_mutex_unlock(&ep->clock);
   req->state = SC_TP_REQ_ERROR;
   req->status = SC_ERR_REMOTE;
+  if (first != SC_SUCCESS) return SC_ERR(first, "%s", ep->peer_msg);
   return SC_ERR(SC_ERR_REMOTE, "%s",
                 ep->peer_msg[0] ? ep->peer_msg : "loopback: the link to this peer failed");
 }
@@ -316,21 +367,9 @@ static sc_result_t lb_progress(sc_transport_t *t, int timeout_ms, int *progresse
       if (pthread_cond_timedwait(&ep->cv, &ep->clock, &until) == ETIMEDOUT) break;
   }
   ep->woken = 0;
-  sc_tp_req_t *r;
-  while ((r = q_pop(&ep->done))) {
-    ep->inflight--;
-    if (r->status == SC_SUCCESS) *progressed = 1;
-    __atomic_store_n(&r->state, r->status == SC_SUCCESS ? SC_TP_REQ_DONE : SC_TP_REQ_ERROR,
-                     __ATOMIC_RELEASE);
-  }
-  int report = ep->has_error;
-  sc_result_t err = ep->error;
-  if (report) {
-    memcpy(ep->peer_msg, ep->errmsg, sizeof(ep->peer_msg));
-    ep->has_error = 0;
-  }
+  sc_result_t err = publish_locked(ep, progressed);
   pthread_mutex_unlock(&ep->clock);
-  return report ? SC_ERR(err, "%s", ep->peer_msg) : SC_SUCCESS;
+  return err != SC_SUCCESS ? SC_ERR(err, "%s", ep->peer_msg) : SC_SUCCESS;
 }
 
 /* Owner thread: fails what q holds; returns how many. */

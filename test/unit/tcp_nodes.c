@@ -111,6 +111,15 @@ void pattern(uint8_t *buf, size_t len, int src, int dst, int seq) {
   for (; i < len; i++) buf[i] = (uint8_t)(x >> (8 * (i & 7)));
 }
 
+void msg_print(uint8_t fp[SC_TP_FP_LEN], int src, int dst, int seq, int receiving) {
+  memset(fp, 0, SC_TP_FP_LEN);
+  if (receiving && seq % 3 == 2) return;
+  fp[0] = 0x10; /* never all zero */
+  fp[1] = (uint8_t)src;
+  fp[2] = (uint8_t)dst;
+  for (int i = 0; i < 4; i++) fp[SC_TP_FP_LEN - 1 - i] = (uint8_t)((unsigned)seq >> (8 * i));
+}
+
 int check_pattern(const uint8_t *buf, size_t len, int src, int dst, int seq) {
   uint8_t *want = malloc(len ? len : 1);
   pattern(want, len, src, dst, seq);
@@ -173,7 +182,9 @@ void *exchange_main(void *arg) {
       memset(rbuf[p][s] + len, 0xC3, 64);
       sbuf[p][s] = malloc(len + 1);
       pattern(sbuf[p][s], len, me, p, (int)s);
+      msg_print(reqs[k].fp, p, me, (int)s, 1);
       sc_result_t r = ops->irecv(nd->tp, p, rbuf[p][s], len, &reqs[k++]);
+      msg_print(reqs[k].fp, me, p, (int)s, 0);
       if (r == SC_SUCCESS) r = ops->isend(nd->tp, p, sbuf[p][s], len, &reqs[k++]);
       if (r != SC_SUCCESS && nd->res == SC_SUCCESS) {
         nd->res = r;
@@ -244,6 +255,7 @@ static sc_result_t many_post_recvs(node_t *nd, int p, int *posted, sc_tp_req_t *
     int seq = (*posted)++;
     size_t len = many_cfg.len(seq);
     rbuf[seq] = malloc(len + 1);
+    msg_print(rreq[seq].fp, p, nd->rank, seq, 1);
     SC_CHECK(ops->irecv(nd->tp, p, rbuf[seq], len, &rreq[seq]));
     outstanding++;
   }
@@ -271,6 +283,7 @@ void *many_main(void *arg) {
       if (seq == posted[p]) r = many_post_recvs(nd, p, &posted[p], rreq + p * m, rbuf + p * m);
       sbuf[p * m + seq] = malloc(len + 1);
       pattern(sbuf[p * m + seq], len, me, p, seq);
+      msg_print(sreq[p * m + seq].fp, me, p, seq, 0);
       if (r == SC_SUCCESS) r = ops->isend(nd->tp, p, sbuf[p * m + seq], len, &sreq[p * m + seq]);
       if (r != SC_SUCCESS) {
         nd->res = r;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Helpers of the TCP transport unit tests (test_tcp.c, test_tcp_stripe.c):
  * several transport instances in one process over loopback, driven by
- * threads, exchanging patterned messages that are checked byte for byte. */
+ * threads, exchanging patterned messages that carry prints and are checked
+ * byte for byte. */
 #ifndef SC_TEST_TCP_NODES_H
 #define SC_TEST_TCP_NODES_H
 
@@ -55,6 +56,10 @@ void *connect_main(void *arg);
 void connect_nodes(node_t *nodes, int n);
 void destroy_nodes(node_t *nodes, int n);
 void pattern(uint8_t *buf, size_t len, int src, int dst, int seq);
+/* The print of message seq from src to dst, as its send carries it (never all
+ * zero) and as its receive posts it: the same, except every third receive,
+ * which posts none and so checks none. */
+void msg_print(uint8_t fp[SC_TP_FP_LEN], int src, int dst, int seq, int receiving);
 int check_pattern(const uint8_t *buf, size_t len, int src, int dst, int seq);
 sc_result_t drive(sc_transport_t *tp, sc_tp_req_t *reqs, int nreq, int timeout_ms, char *err,
                   size_t errlen);

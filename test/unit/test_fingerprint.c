@@ -72,6 +72,129 @@ static void test_decode_rejects(void **state) {
   assert_int_equal(sc_fp_decode(w, 0, &b), SC_ERR_REMOTE);
 }
 
+/* The 16-byte print of every message, against its layout written out byte
+ * by byte. */
+static void test_msg_layout(void **state) {
+  (void)state;
+  sc_fingerprint_t a = {.seq = 0x123456789abcULL,
+                        .count = 0x0102030405060708ULL,
+                        .dense_len = 99,
+                        .root = 0x10203,
+                        .coll = 4,
+                        .dtype = 9,
+                        .redop = 2,
+                        .variant = 3};
+  uint8_t w[SC_FP_MSG_BYTES];
+  sc_fp_msg_encode(&a, w);
+  const uint8_t want[SC_FP_MSG_BYTES] = {0x13, 4,    9,    2,    0x9a, 0xbc, 0x01, 0x02,
+                                         0x04, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08};
+  assert_memory_equal(w, want, sizeof(want));
+  sc_fingerprint_t b;
+  assert_int_equal(sc_fp_msg_decode(w, 0x123456789abcULL, 1, &b), SC_SUCCESS);
+  assert_true(b.seq == 0x123456789abcULL);
+  assert_true(b.count == 0x0002030405060708ULL); /* the low 56 bits */
+  assert_int_equal(b.root, 0x10203);
+  assert_int_equal(b.coll, 4);
+  assert_int_equal(b.dtype, 9);
+  assert_int_equal(b.redop, 2);
+  assert_int_equal(b.variant, 3);
+  assert_true(b.dense_len == 0);
+  /* No root: 0 on the wire, -1 back. */
+  a.root = -1;
+  sc_fp_msg_encode(&a, w);
+  assert_int_equal(w[6] | w[7] | w[8], 0);
+  assert_int_equal(sc_fp_msg_decode(w, a.seq, 1, &b), SC_SUCCESS);
+  assert_int_equal(b.root, -1);
+}
+
+/* The receiver's own number anchors the print's 16 bits, across a wrap. */
+static void test_msg_seq_near(void **state) {
+  (void)state;
+  const uint64_t cases[][2] = {
+      /* sender's seq, receiver's seq */
+      {1, 1},
+      {7, 5},
+      {5, 7},
+      {0x10001, 0xffff},
+      {0xffff, 0x10001},
+      {0x28000, 0x20001},
+      {0x20001, 0x27fff},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    sc_fingerprint_t a = fp_of(SC_COLL_ALLREDUCE, 8, SC_FLOAT32, SC_SUM, 0, cases[i][0]), b;
+    uint8_t w[SC_FP_MSG_BYTES];
+    sc_fp_msg_encode(&a, w);
+    assert_int_equal(sc_fp_msg_decode(w, cases[i][1], 0, &b), SC_SUCCESS);
+    assert_true(b.seq == cases[i][0]); /* all within 2^15 of each other */
+  }
+}
+
+/* Equal calls give equal bytes; each field that differs changes them; a
+ * print is never all zero (the transports' "no print"); another version is
+ * refused naming the peer. */
+static void test_msg_differs(void **state) {
+  (void)state;
+  sc_fingerprint_t base = fp_of(SC_COLL_ALLREDUCE, 1000, SC_FLOAT32, SC_SUM, 0, 42);
+  uint8_t w0[SC_FP_MSG_BYTES], w1[SC_FP_MSG_BYTES];
+  sc_fp_msg_encode(&base, w0);
+  sc_fingerprint_t same = fp_of(SC_COLL_ALLREDUCE, 1000, SC_FLOAT32, SC_SUM, 3, 42);
+  sc_fp_msg_encode(&same, w1); /* an all-reduce's root does not count */
+  assert_memory_equal(w0, w1, SC_FP_MSG_BYTES);
+  const sc_fingerprint_t other[] = {
+      fp_of(SC_COLL_ALLREDUCE, 999, SC_FLOAT32, SC_SUM, 0, 42),
+      fp_of(SC_COLL_ALLREDUCE, 1000, SC_FLOAT64, SC_SUM, 0, 42),
+      fp_of(SC_COLL_ALLREDUCE, 1000, SC_FLOAT32, SC_MAX, 0, 42),
+      fp_of(SC_COLL_ALLREDUCE, 1000, SC_FLOAT32, SC_SUM, 0, 43),
+      fp_of(SC_COLL_REDUCE, 1000, SC_FLOAT32, SC_SUM, 0, 42),
+      fp_of(SC_COLL_BROADCAST, 1000, SC_FLOAT32, SC_SUM, 1, 42),
+      fp_of(SC_COLL_BARRIER, 0, SC_FLOAT32, SC_SUM, 0, 42),
+  };
+  for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
+    sc_fp_msg_encode(&other[i], w1);
+    assert_memory_not_equal(w0, w1, SC_FP_MSG_BYTES);
+  }
+  sc_fingerprint_t zero;
+  memset(&zero, 0, sizeof(zero));
+  sc_fp_msg_encode(&zero, w1);
+  assert_int_not_equal(w1[0], 0);
+  w1[0] = 0x20; /* version 2 */
+  sc_fingerprint_t b;
+  assert_int_equal(sc_fp_msg_decode(w1, 0, 6, &b), SC_ERR_REMOTE);
+  assert_non_null(strstr(sc_last_error(), "rank 6"));
+}
+
+/* A message's mismatch in words: both calls, each print read against the
+ * receiver's own number; a print that is none or of another version still
+ * names the peer. */
+static void test_msg_mismatch_text(void **state) {
+  (void)state;
+  sc_fingerprint_t mine = fp_of(SC_COLL_ALLREDUCE, 1000000, SC_FLOAT32, SC_SUM, 0, 0x10007),
+                   theirs = fp_of(SC_COLL_ALLREDUCE, 999999, SC_FLOAT32, SC_SUM, 0, 0x10007);
+  uint8_t a[SC_FP_MSG_BYTES], b[SC_FP_MSG_BYTES];
+  sc_fp_msg_encode(&mine, a);
+  sc_fp_msg_encode(&theirs, b);
+  char out[512];
+  sc_fp_msg_mismatch_text(out, sizeof(out), 0, "h0", a, 1, "h1", b, 0x10007);
+  assert_string_equal(out, "rank 1 (h1) called allreduce #65543 (count 999999, float32, sum, root "
+                           "-1) where rank 0 (h0) called allreduce #65543 (count 1000000, float32, "
+                           "sum, root -1)");
+  /* A skipped call: the peer's number is one ahead of this rank's. */
+  sc_fingerprint_t next = fp_of(SC_COLL_BARRIER, 0, SC_FLOAT32, SC_SUM, 0, 0x10008);
+  sc_fp_msg_encode(&next, b);
+  sc_fp_msg_mismatch_text(out, sizeof(out), 2, "h2", a, 3, "h3", b, 0x10007);
+  assert_string_equal(out, "rank 3 (h3) called barrier #65544 (count 0, no dtype, no op, root -1) "
+                           "where rank 2 (h2) called allreduce #65543 (count 1000000, float32, "
+                           "sum, root -1)");
+  memset(b, 0, sizeof(b));
+  sc_fp_msg_mismatch_text(out, sizeof(out), 0, "h0", a, 1, "h1", b, 0x10007);
+  assert_string_equal(out, "rank 1 (h1) called another operation (its messages carry no print of "
+                           "it) where rank 0 (h0) called allreduce #65543 (count 1000000, "
+                           "float32, sum, root -1)");
+  b[0] = 0x20;
+  sc_fp_msg_mismatch_text(out, sizeof(out), 0, "h0", a, 1, "h1", b, 0x10007);
+  assert_non_null(strstr(out, "rank 1 (h1) called another operation (its print is of version 2"));
+}
+
 static void test_from_op(void **state) {
   (void)state;
   /* Arguments a collective ignores do not count. */
@@ -283,10 +406,17 @@ static void test_schedule_sim(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_roundtrip),    cmocka_unit_test(test_decode_rejects),
-      cmocka_unit_test(test_from_op),      cmocka_unit_test(test_describe),
-      cmocka_unit_test(test_judge),        cmocka_unit_test(test_message),
+      cmocka_unit_test(test_roundtrip),
+      cmocka_unit_test(test_decode_rejects),
+      cmocka_unit_test(test_from_op),
+      cmocka_unit_test(test_describe),
+      cmocka_unit_test(test_judge),
+      cmocka_unit_test(test_message),
       cmocka_unit_test(test_schedule_sim),
+      cmocka_unit_test(test_msg_layout),
+      cmocka_unit_test(test_msg_seq_near),
+      cmocka_unit_test(test_msg_differs),
+      cmocka_unit_test(test_msg_mismatch_text),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,10 +22,9 @@
 #include "lib/base/clock.h"
 #include "lib/base/error.h"
 #include "lib/base/socket.h"
+#include "test/unit/shm_nodes.h"
 #include "transport/shm/shm_internal.h"
 #include "transport/transport.h"
-
-static const sc_transport_ops_t *ops = &sc_shm_transport;
 
 /* ---- ring ---- */
 
@@ -214,90 +213,7 @@ static void test_same_host(void **state) {
   assert_int_equal(len, offsetof(struct sockaddr_un, sun_path) + 1 + strlen(sa.sun_path + 1));
 }
 
-/* ---- whole transports, one thread per rank for setup ---- */
-
-#define MAXN 3
-typedef struct node {
-  sc_transport_t *tp;
-  sc_tp_config_t cfg;
-  sc_result_t res;
-} node_t;
-
-static node_t nodes[MAXN];
-static uint8_t addrs[MAXN][SC_TP_ADDR_MAX];
-
-static void *connect_thread(void *p) {
-  node_t *nd = p;
-  nd->res = ops->connect_all(nd->tp, addrs, SC_TP_ADDR_MAX);
-  return NULL;
-}
-
-/* Entries of /dev/shm whose name holds this process's pid: the transport
- * must never create one (a killed job would leave it behind). */
-static int shm_files_of_this_pid(void) {
-  char cmd[128];
-  snprintf(cmd, sizeof(cmd), "ls /dev/shm 2>/dev/null | grep -c -- '%d'", (int)getpid());
-  FILE *f = popen(cmd, "r");
-  int n = 0;
-  if (f) {
-    if (fscanf(f, "%d", &n) != 1) n = 0;
-    pclose(f);
-  }
-  return n;
-}
-
-static void setup_n(int n) {
-  uint8_t secret[SC_SECRET_LEN];
-  assert_int_equal(sc_random_bytes(secret, sizeof(secret)), SC_SUCCESS);
-  for (int i = 0; i < n; i++) {
-    memset(&nodes[i], 0, sizeof(nodes[i]));
-    nodes[i].cfg.rank = i;
-    nodes[i].cfg.nranks = n;
-    memcpy(nodes[i].cfg.secret, secret, SC_SECRET_LEN);
-    nodes[i].cfg.timeout_ms = 5000;
-    nodes[i].cfg.spin_us = 0;
-    size_t len = 0;
-    assert_int_equal(ops->create(&nodes[i].cfg, &nodes[i].tp, addrs[i], &len), SC_SUCCESS);
-    assert_true(len > 0 && len <= SC_TP_ADDR_MAX);
-  }
-  pthread_t th[MAXN];
-  for (int i = 0; i < n; i++) pthread_create(&th[i], NULL, connect_thread, &nodes[i]);
-  for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
-  for (int i = 0; i < n; i++) {
-    assert_int_equal(nodes[i].res, SC_SUCCESS);
-    assert_int_equal(sc_shm_of(nodes[i].tp)->nlocal, n - 1);
-  }
-  assert_int_equal(shm_files_of_this_pid(), 0);
-}
-
-static void teardown_n(int n) {
-  for (int i = 0; i < n; i++) {
-    if (!nodes[i].tp) continue;
-    ops->cancel_all(nodes[i].tp, SC_ERR_ABORTED);
-    ops->destroy(nodes[i].tp);
-    nodes[i].tp = NULL;
-  }
-}
-
-/* Drive every transport until the requests finish; returns the first error. */
-static sc_result_t drive(int n, sc_tp_req_t **reqs, int nreq) {
-  for (int iter = 0; iter < 2000000; iter++) {
-    int pending = 0;
-    for (int k = 0; k < nreq; k++) pending += reqs[k]->state == SC_TP_REQ_PENDING;
-    if (!pending) return SC_SUCCESS;
-    for (int i = 0; i < n; i++) {
-      if (!nodes[i].tp) continue;
-      int prog = 0;
-      sc_result_t r = ops->progress(nodes[i].tp, 0, &prog);
-      if (r != SC_SUCCESS) return r;
-    }
-  }
-  return SC_ERR_TIMEOUT;
-}
-
-static void fill(uint8_t *p, size_t n, uint32_t salt) {
-  for (size_t i = 0; i < n; i++) p[i] = (uint8_t)((i * 131u + salt) >> 3);
-}
+/* ---- whole transports (test/unit/shm_nodes.h) ---- */
 
 /* 0 -> 1 and 1 -> 0 at once, several sizes queued back to back. */
 static void exchange_sizes(int force_ring) {
@@ -321,6 +237,11 @@ static void exchange_sizes(int force_ring) {
       sb[i][k] = malloc(sizes[k] + 1);
       rb[i][k] = calloc(1, sizes[k] + 1);
       fill(sb[i][k], sizes[k], (uint32_t)(i * 100 + k));
+      /* Every message carries a print (record kinds eager and single-copy
+       * alike); every other receive checks it, the others post none. */
+      for (int b = 0; b < SC_TP_FP_LEN; b++)
+        sreq[1 - i][k].fp[b] = (uint8_t)(i * 64 + k * 8 + b + 1);
+      if (k % 2 == 0) memcpy(rreq[i][k].fp, sreq[1 - i][k].fp, SC_TP_FP_LEN);
       assert_int_equal(ops->irecv(nodes[i].tp, 1 - i, rb[i][k], sizes[k], &rreq[i][k]), SC_SUCCESS);
       all[na++] = &rreq[i][k];
     }

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Shared-memory transport, device path (transport/shm/shm_ipc.c): the pure
- * decisions against independent references. The record verdict for device
- * and host receives, the span check against 128-bit arithmetic, the opened-
- * allocation cache driven like the transport drives it against a recency
- * list (with entries pinned by copies in flight), the pair's device
- * capability, and peeking into the ring across its wrap. */
+ * decisions against independent references. The record layout, the record
+ * verdict (print included) for device and host receives, the span check
+ * against 128-bit arithmetic, the opened-allocation cache driven like the
+ * transport drives it against a recency list (with entries pinned by copies
+ * in flight), the pair's device capability, and peeking into the ring
+ * across its wrap. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,48 +27,93 @@ static uint64_t rnd(void) {
 
 /* ---- record verdicts ---- */
 
+/* The record layout of shm_internal.h, written here byte by byte (native
+ * byte order): u32 type, u32 0, u64 length, u64 address, 16-byte print. */
+static void test_rec_layout(void **state) {
+  (void)state;
+  assert_int_equal(SC_SHM_REC_LEN, 24 + 16); /* the record grows by the print, no more */
+  assert_int_equal(SC_SHM_REC_LEN % 8, 0);   /* payloads after it stay 8-byte aligned */
+  uint8_t fp[SC_TP_FP_LEN], rec[SC_SHM_REC_LEN], want[SC_SHM_REC_LEN];
+  for (int i = 0; i < SC_TP_FP_LEN; i++) fp[i] = (uint8_t)(0xc0 + i);
+  memset(rec, 0xee, sizeof(rec));
+  sc_shm_rec_encode(rec, SC_SHM_REC_CMA, 0x0102030405060708ull, 0x1112131415161718ull, fp);
+  uint32_t type = SC_SHM_REC_CMA, zero = 0;
+  uint64_t len = 0x0102030405060708ull, addr = 0x1112131415161718ull;
+  memcpy(want, &type, 4);
+  memcpy(want + 4, &zero, 4);
+  memcpy(want + 8, &len, 8);
+  memcpy(want + 16, &addr, 8);
+  memcpy(want + 24, fp, SC_TP_FP_LEN);
+  assert_memory_equal(rec, want, SC_SHM_REC_LEN);
+  /* No print: sixteen zero bytes. */
+  sc_shm_rec_encode(rec, SC_SHM_REC_CMA, len, addr, NULL);
+  memset(want + 24, 0, SC_TP_FP_LEN);
+  assert_memory_equal(rec, want, SC_SHM_REC_LEN);
+}
+
 static void test_rec_check_dev(void **state) {
   (void)state;
   const uint32_t types[] = {SC_SHM_REC_EAGER, SC_SHM_REC_CMA, SC_SHM_REC_DEV, 0x12345678u, 0};
   const uint64_t lens[] = {0, 8, 1000};
+  /* Prints: none, A, and B (A with one bit flipped). */
+  uint8_t prints[3][SC_TP_FP_LEN];
+  memset(prints, 0, sizeof(prints));
+  for (int i = 0; i < SC_TP_FP_LEN; i++) prints[1][i] = prints[2][i] = (uint8_t)(3 * i + 1);
+  prints[2][9] ^= 0x04;
   int cases = 0;
   for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++)
     for (size_t l = 0; l < 3; l++)
       for (size_t want = 0; want < 3; want++)
         for (int device = 0; device < 2; device++)
-          for (int cma_ok = 0; cma_ok < 2; cma_ok++) {
-            uint8_t rec[SC_SHM_REC_LEN];
-            sc_shm_rec_encode(rec, types[t], lens[l], 0x4000 + l);
-            uint32_t ty = types[t];
-            int known = ty == SC_SHM_REC_EAGER || ty == SC_SHM_REC_CMA || ty == SC_SHM_REC_DEV;
-            int is_dev = ty == SC_SHM_REC_DEV;
-            int len_ok = lens[l] == lens[want];
-            sc_shm_rec_verdict_t expect;
-            if (!known)
-              expect = SC_SHM_REC_BAD_TYPE;
-            else if (is_dev && !device)
-              expect = SC_SHM_REC_HOST_WANTED;
-            else if (!len_ok)
-              expect = SC_SHM_REC_BAD_LEN;
-            else if (ty == SC_SHM_REC_CMA && !cma_ok)
-              expect = SC_SHM_REC_CMA_REFUSED;
-            else if (!is_dev && device)
-              expect = SC_SHM_REC_DEV_WANTED;
-            else
-              expect = SC_SHM_REC_OK;
-            sc_shm_rec_t h;
-            memset(&h, 0xee, sizeof(h));
-            sc_shm_rec_verdict_t v =
-                sc_shm_rec_check_dev(rec, (size_t)lens[want], cma_ok, device, &h);
-            assert_int_equal(v, expect);
-            if (known) {
-              assert_int_equal(h.type, ty);
-              assert_int_equal(h.len, lens[l]);
-              assert_int_equal(h.addr, 0x4000 + l);
-            }
-            cases++;
-          }
-  assert_int_equal(cases, 5 * 3 * 3 * 2 * 2);
+          for (int cma_ok = 0; cma_ok < 2; cma_ok++)
+            for (int sent_fp = 0; sent_fp < 3; sent_fp++)
+              for (int posted_fp = 0; posted_fp < 3; posted_fp++) {
+                uint8_t rec[SC_SHM_REC_LEN];
+                sc_shm_rec_encode(rec, types[t], lens[l], 0x4000 + l, prints[sent_fp]);
+                uint32_t ty = types[t];
+                int known = ty == SC_SHM_REC_EAGER || ty == SC_SHM_REC_CMA || ty == SC_SHM_REC_DEV;
+                int is_dev = ty == SC_SHM_REC_DEV;
+                int len_ok = lens[l] == lens[want];
+                /* A receive without a print checks none; one with a print
+                 * wants exactly it (a message without one differs). */
+                int fp_ok = posted_fp == 0 || sent_fp == posted_fp;
+                sc_shm_rec_verdict_t expect;
+                if (!known)
+                  expect = SC_SHM_REC_BAD_TYPE;
+                else if (!fp_ok)
+                  expect = SC_SHM_REC_BAD_PRINT;
+                else if (is_dev && !device)
+                  expect = SC_SHM_REC_HOST_WANTED;
+                else if (!len_ok)
+                  expect = SC_SHM_REC_BAD_LEN;
+                else if (ty == SC_SHM_REC_CMA && !cma_ok)
+                  expect = SC_SHM_REC_CMA_REFUSED;
+                else if (!is_dev && device)
+                  expect = SC_SHM_REC_DEV_WANTED;
+                else
+                  expect = SC_SHM_REC_OK;
+                sc_shm_rec_t h;
+                memset(&h, 0xee, sizeof(h));
+                sc_shm_rec_verdict_t v =
+                    sc_shm_rec_check_dev(rec, (size_t)lens[want],
+                                         posted_fp ? prints[posted_fp] : NULL, cma_ok, device, &h);
+                assert_int_equal(v, expect);
+                if (known) {
+                  assert_int_equal(h.type, ty);
+                  assert_int_equal(h.len, lens[l]);
+                  assert_int_equal(h.addr, 0x4000 + l);
+                  assert_memory_equal(h.fp, prints[sent_fp], SC_TP_FP_LEN);
+                }
+                /* The host-only check agrees where it applies. */
+                if (!is_dev && !device) {
+                  sc_shm_rec_t h2;
+                  const uint8_t *pf = posted_fp ? prints[posted_fp] : prints[0];
+                  assert_int_equal(sc_shm_rec_check(rec, (size_t)lens[want], pf, cma_ok, &h2),
+                                   expect);
+                }
+                cases++;
+              }
+  assert_int_equal(cases, 5 * 3 * 3 * 2 * 2 * 3 * 3);
 }
 
 /* ---- span ---- */
@@ -263,9 +309,13 @@ static void test_ring_peek(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_rec_check_dev), cmocka_unit_test(test_span),
-      cmocka_unit_test(test_cache_lru),     cmocka_unit_test(test_cache_same_handle_two_peers),
-      cmocka_unit_test(test_pair_device),   cmocka_unit_test(test_ring_peek),
+      cmocka_unit_test(test_rec_layout),
+      cmocka_unit_test(test_rec_check_dev),
+      cmocka_unit_test(test_span),
+      cmocka_unit_test(test_cache_lru),
+      cmocka_unit_test(test_cache_same_handle_two_peers),
+      cmocka_unit_test(test_pair_device),
+      cmocka_unit_test(test_ring_peek),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

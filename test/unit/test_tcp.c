@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* TCP transport: exchanges over loopback, many queued messages, peers that
  * lie about lengths, vanish, or do not know the secret; the spin-then-sleep
- * wait; cancel and wake. Striping over several sockets: test_tcp_stripe.c. */
+ * wait; cancel and wake. Striping over several sockets: test_tcp_stripe.c;
+ * the operation's print in every header: test_tcp_print.c. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>

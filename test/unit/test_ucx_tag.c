@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The UCX transport's pure helpers (transport/ucx/ucx_internal.h): the tag
- * that makes a receive match exactly the send posted in the same position,
- * and the props of a pair from two address blobs (device_mem included).
- * References are written independently: the tag as bytes (sender
- * big-endian in the first two, the sequence number in the other six), the
- * props from the rules in docs/UCX.md. */
+ * that makes a receive match exactly the send posted in the same position
+ * and carries a hash of the operation's print, the receive masks, the
+ * print's hash, and the props of a pair from two address blobs (device_mem
+ * included). References are written independently: the tag as bytes
+ * (sender big-endian in the first two, the count in the next four, the
+ * hash in the last two), UCX's matching rule as (tag & mask) equality, the
+ * hash as FNV-1a values computed elsewhere, the props from the rules in
+ * docs/UCX.md. */
 #include <arpa/inet.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,12 +20,14 @@
 
 #include "transport/ucx/ucx_internal.h"
 
-/* The tag as the 8 bytes of a big-endian number: sender, then sequence. */
-static uint64_t ref_tag(int sender, uint64_t seq) {
+/* The tag as the 8 bytes of a big-endian number: sender, count, hash. */
+static uint64_t ref_tag(int sender, uint64_t seq, unsigned hash) {
   uint8_t b[8];
   b[0] = (uint8_t)(sender >> 8);
   b[1] = (uint8_t)sender;
-  for (int i = 0; i < 6; i++) b[2 + i] = (uint8_t)(seq >> (8 * (5 - i)));
+  for (int i = 0; i < 4; i++) b[2 + i] = (uint8_t)(seq >> (8 * (3 - i)));
+  b[6] = (uint8_t)(hash >> 8);
+  b[7] = (uint8_t)hash;
   uint64_t t = 0;
   for (int i = 0; i < 8; i++) t = t * 256 + b[i];
   return t;
@@ -32,24 +37,31 @@ static void test_tag_layout(void **state) {
   (void)state;
   const int senders[] = {0, 1, 2, 255, 256, 4097, 65535};
   const uint64_t seqs[] = {
-      0, 1, 2, 1000, UINT64_C(0xffffffff), UINT64_C(0x100000000), (UINT64_C(1) << 48) - 1};
+      0, 1, 2, 1000, UINT64_C(0xffff), UINT64_C(0x10000), UINT64_C(0xffffffff)};
+  const unsigned hashes[] = {0, 1, 0x80, 0x100, 0x6ec0, 0xffff};
   for (size_t i = 0; i < sizeof(senders) / sizeof(senders[0]); i++)
-    for (size_t j = 0; j < sizeof(seqs) / sizeof(seqs[0]); j++) {
-      uint64_t t = sc_ucx_tag(senders[i], seqs[j]);
-      assert_true(t == ref_tag(senders[i], seqs[j]));
-      assert_int_equal(sc_ucx_tag_sender(t), senders[i]);
-      assert_true(sc_ucx_tag_seq(t) == seqs[j]);
-    }
+    for (size_t j = 0; j < sizeof(seqs) / sizeof(seqs[0]); j++)
+      for (size_t k = 0; k < sizeof(hashes) / sizeof(hashes[0]); k++) {
+        uint64_t t = sc_ucx_tag(senders[i], seqs[j], hashes[k]);
+        assert_true(t == ref_tag(senders[i], seqs[j], hashes[k]));
+        assert_int_equal(sc_ucx_tag_sender(t), senders[i]);
+        assert_true(sc_ucx_tag_seq(t) == seqs[j]);
+        assert_int_equal(sc_ucx_tag_hash(t), hashes[k]);
+      }
 }
 
-/* The sequence number wraps inside its field and never reaches the sender's. */
+/* The count wraps inside its field and never reaches the sender's or the
+ * hash's. */
 static void test_tag_wrap(void **state) {
   (void)state;
-  uint64_t top = (UINT64_C(1) << 48) - 1;
-  assert_true(sc_ucx_tag(7, top + 1) == sc_ucx_tag(7, 0));
-  assert_int_equal(sc_ucx_tag_sender(sc_ucx_tag(7, top + 5)), 7);
-  assert_true(sc_ucx_tag_seq(sc_ucx_tag(7, top + 5)) == 4);
-  assert_true(sc_ucx_tag(7, top) != sc_ucx_tag(8, 0));
+  uint64_t top = UINT64_C(0xffffffff);
+  assert_true(sc_ucx_tag(7, top + 1, 0x1234) == sc_ucx_tag(7, 0, 0x1234));
+  assert_true(sc_ucx_tag(7, (UINT64_C(1) << 48) + 3, 9) == ref_tag(7, 3, 9));
+  assert_int_equal(sc_ucx_tag_sender(sc_ucx_tag(7, top + 5, 0xffff)), 7);
+  assert_true(sc_ucx_tag_seq(sc_ucx_tag(7, top + 5, 0xffff)) == 4);
+  assert_int_equal(sc_ucx_tag_hash(sc_ucx_tag(7, top + 5, 0xffff)), 0xffff);
+  assert_true(sc_ucx_tag(7, top, 0xffff) != sc_ucx_tag(8, 0, 0));
+  assert_true(sc_ucx_tag(7, top, 0xffff) == ref_tag(7, top, 0xffff));
 }
 
 static int cmp_u64(const void *a, const void *b) {
@@ -57,24 +69,91 @@ static int cmp_u64(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* Distinct (sender, sequence) pairs, sequence below 2^48, give distinct tags. */
+/* Distinct (sender, count, hash), count below 2^32, give distinct tags. */
 static void test_tag_distinct(void **state) {
   (void)state;
-  enum { N = 4096 };
+  enum { N = 64 * 64 * 4 };
   uint64_t *t = malloc(N * sizeof(*t));
   assert_non_null(t);
   size_t n = 0;
+  const unsigned hashes[] = {0, 1, 0x8000, 0xffff};
   for (int s = 0; s < 64; s++)
-    for (int k = 0; k < 64; k++) {
-      /* sequence numbers near the low end, the 32-bit boundary and the top */
-      uint64_t seq = k < 32 ? (uint64_t)k
-                            : (k < 48 ? UINT64_C(0xfffffff0) + (uint64_t)k
-                                      : (UINT64_C(1) << 48) - 1 - (uint64_t)k);
-      t[n++] = sc_ucx_tag(s * 1021 % 65536, seq);
-    }
+    for (int k = 0; k < 64; k++)
+      for (int h = 0; h < 4; h++) {
+        /* counts near the low end, the 16-bit boundary and the top */
+        uint64_t seq =
+            k < 32 ? (uint64_t)k
+                   : (k < 48 ? UINT64_C(0xfff0) + (uint64_t)k : UINT64_C(0xffffffff) - (uint64_t)k);
+        t[n++] = sc_ucx_tag(s * 1021 % 65536, seq, hashes[h]);
+      }
   qsort(t, n, sizeof(*t), cmp_u64);
   for (size_t i = 1; i < n; i++) assert_true(t[i] != t[i - 1]);
   free(t);
+}
+
+/* UCX matches a message to a receive when (message tag & mask) equals
+ * (receive tag & mask): a receive with a print takes only its sender's
+ * message of its count and hash; one without takes any hash. */
+static int ucx_matches(uint64_t msg, uint64_t recv_tag, uint64_t mask) {
+  return (msg & mask) == (recv_tag & mask);
+}
+
+static void test_recv_mask(void **state) {
+  (void)state;
+  assert_true(sc_ucx_recv_mask(0) == UINT64_C(0xffffffffffff0000));
+  assert_true(sc_ucx_recv_mask(1) == UINT64_MAX);
+  assert_true(sc_ucx_recv_mask(0xffff) == UINT64_MAX);
+  const unsigned recv_hash[] = {0, 0x6ec0};
+  for (int i = 0; i < 2; i++) {
+    uint64_t rt = sc_ucx_tag(3, 41, recv_hash[i]), m = sc_ucx_recv_mask(recv_hash[i]);
+    /* same sender and count: the same hash always matches, another only
+     * without a print */
+    assert_true(ucx_matches(sc_ucx_tag(3, 41, recv_hash[i]), rt, m));
+    assert_int_equal(ucx_matches(sc_ucx_tag(3, 41, 0x4ff2), rt, m), recv_hash[i] == 0);
+    assert_int_equal(ucx_matches(sc_ucx_tag(3, 41, 0), rt, m), recv_hash[i] == 0);
+    /* another sender or count never matches, whatever the hash */
+    for (unsigned h = 0; h < 0x10000; h += 0x1111) {
+      assert_false(ucx_matches(sc_ucx_tag(2, 41, h), rt, m));
+      assert_false(ucx_matches(sc_ucx_tag(3, 40, h), rt, m));
+      assert_false(ucx_matches(sc_ucx_tag(3, 42, h), rt, m));
+    }
+  }
+}
+
+/* The print's hash: FNV-1a (32 bits) over the 16 bytes, the halves xored;
+ * the values were computed by an independent implementation. */
+static void test_fp_hash(void **state) {
+  (void)state;
+  uint8_t fp[SC_TP_FP_LEN] = {0};
+  assert_int_equal(sc_ucx_fp_hash(fp), 0); /* no print */
+  const uint8_t v1[SC_TP_FP_LEN] = {0x10, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
+  assert_int_equal(sc_ucx_fp_hash(v1), 0x6ec0);
+  memset(fp, 0xff, sizeof(fp));
+  assert_int_equal(sc_ucx_fp_hash(fp), 0x4ff2);
+  memset(fp, 0, sizeof(fp));
+  fp[15] = 1;
+  assert_int_equal(sc_ucx_fp_hash(fp), 0x7f1b);
+  /* these bytes fold to 0, which means "no print": they hash to 1 instead */
+  const uint8_t z[SC_TP_FP_LEN] = {0x63, 0x53, 0,    0,    0,    0,    0,    0,
+                                   0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11};
+  assert_int_equal(sc_ucx_fp_hash(z), 1);
+  /* any single byte set, anywhere, gives a print (hash not 0) */
+  for (int i = 0; i < SC_TP_FP_LEN; i++)
+    for (int b = 1; b < 256; b++) {
+      memset(fp, 0, sizeof(fp));
+      fp[i] = (uint8_t)b;
+      assert_int_not_equal(sc_ucx_fp_hash(fp), 0);
+    }
+  /* prints that differ by one in the count's lowest byte (the commonest
+   * mismatch, ranks off by one element) differ in hash */
+  uint8_t a[SC_TP_FP_LEN], c[SC_TP_FP_LEN];
+  memcpy(a, v1, sizeof(a));
+  for (int n = 0; n < 255; n++) {
+    a[15] = (uint8_t)n;
+    memcpy(c, a, sizeof(c));
+    c[15] = (uint8_t)(n + 1);
+    assert_int_not_equal(sc_ucx_fp_hash(a), sc_ucx_fp_hash(c));
+  }
 }
 
 static sc_ucx_blob_hdr_t blob(int rank, int pid, uint64_t host, uint64_t boot, uint64_t netns,
@@ -297,7 +376,8 @@ static void test_blob_address(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tag_layout),   cmocka_unit_test(test_tag_wrap),
-      cmocka_unit_test(test_tag_distinct), cmocka_unit_test(test_props_locality),
+      cmocka_unit_test(test_tag_distinct), cmocka_unit_test(test_recv_mask),
+      cmocka_unit_test(test_fp_hash),      cmocka_unit_test(test_props_locality),
       cmocka_unit_test(test_props_spin),   cmocka_unit_test(test_props_device),
       cmocka_unit_test(test_rndv_plan),    cmocka_unit_test(test_pair_lane),
       cmocka_unit_test(test_blob_address), cmocka_unit_test(test_root_loopback),

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The verbs transport's protocol core, which needs no RDMA device: SC_IB_*
  * settings and SC_IB_HCA matching, the device-absent decision, FIFO slots
- * and credits, striping, immediate data, work-request ids, the address
- * blob, pair props and the GPUDirect plan. Each is checked against a
+ * and credits, striping, immediate data, the clear-to-send entry and the
+ * refusal table, the sender's verdict on a clear-to-send, work-request ids,
+ * the address blob, pair props and the GPUDirect plan. Each is checked against a
  * reference written here another way (string tokenising, a list of every
  * message's state, byte coverage maps, decimal arithmetic, the IB spec's
  * rate table). */
@@ -268,23 +269,106 @@ static void test_imm(void **state) {
   (void)state;
   for (int slot = 0; slot < SC_VB_FIFO_DEPTH; slot++)
     for (int k = 1; k <= SC_VB_QPS_MAX; k++)
-      for (int flags = 0; flags < 4; flags++) {
-        uint64_t msg = next_rand();
-        int err = flags & 1, cts = flags >> 1;
-        sc_vb_imm_t in = {slot, k, err, cts, (uint32_t)(msg % 16384)};
-        uint32_t imm = sc_vb_imm_encode(&in);
-        /* reference: the layout in decimal arithmetic */
-        uint64_t ref = (uint64_t)slot + 256u * (uint64_t)k + 65536u * (uint64_t)err +
-                       131072u * (uint64_t)cts + 262144u * (msg % 16384);
-        assert_int_equal(imm, (uint32_t)ref);
-        sc_vb_imm_t out;
-        sc_vb_imm_decode(imm, &out);
-        assert_int_equal(out.slot, slot);
-        assert_int_equal(out.nstripes, k);
-        assert_int_equal(out.error, err);
-        assert_int_equal(out.cts, cts);
-        assert_int_equal(out.seq14, msg % 16384);
+      for (int err = 0; err <= SC_VB_REFUSE_PRINT; err++)
+        for (int cts = 0; cts < 2; cts++) {
+          uint64_t msg = next_rand();
+          sc_vb_imm_t in = {slot, err ? 1 : k, err, cts, (uint32_t)(msg % 16384)};
+          uint32_t imm = sc_vb_imm_encode(&in);
+          /* reference: the layout in decimal arithmetic; a refusal's reason
+           * takes the stripe count's byte */
+          uint64_t mid = err ? (uint64_t)err : (uint64_t)k;
+          uint64_t ref = (uint64_t)slot + 256u * mid + 65536u * (uint64_t)(err != 0) +
+                         131072u * (uint64_t)cts + 262144u * (msg % 16384);
+          assert_int_equal(imm, (uint32_t)ref);
+          sc_vb_imm_t out;
+          sc_vb_imm_decode(imm, &out);
+          assert_int_equal(out.slot, slot);
+          assert_int_equal(out.nstripes, err ? 1 : k);
+          assert_int_equal(out.error, err);
+          assert_int_equal(out.cts, cts);
+          assert_int_equal(out.seq14, msg % 16384);
+        }
+  /* a length refusal is the error bit over a one-stripe message's bits */
+  sc_vb_imm_t len_ref = {5, 1, SC_VB_REFUSE_LENGTH, 0, 77};
+  sc_vb_imm_t one = {5, 1, 0, 0, 77};
+  assert_int_equal(sc_vb_imm_encode(&len_ref), sc_vb_imm_encode(&one) | 65536u);
+  /* the error bit without a reason counts as a length refusal */
+  sc_vb_imm_t out;
+  sc_vb_imm_decode(65536u + 3u, &out);
+  assert_int_equal(out.error, SC_VB_REFUSE_LENGTH);
+  assert_int_equal(out.nstripes, 1);
+  assert_int_equal(out.slot, 3);
+}
+
+/* ---- clear-to-send entry, refusal table, the sender's verdict ---- */
+
+/* The entry as the receiver writes it: seq in its last four bytes (a reader
+ * that sees it sees the rest), the print whole before it. */
+static void test_cts_layout(void **state) {
+  (void)state;
+  assert_int_equal(sizeof(sc_vb_cts_t), 40);
+  assert_int_equal(offsetof(sc_vb_cts_t, seq), 36);
+  assert_true(offsetof(sc_vb_cts_t, fp) + SC_TP_FP_LEN <= offsetof(sc_vb_cts_t, seq));
+  assert_int_equal(sizeof(((sc_vb_cts_t *)0)->fp), SC_TP_FP_LEN);
+  assert_int_equal(sizeof(sc_vb_cts_t) % 8, 0); /* entries stay 8-byte aligned */
+}
+
+/* Every byte of a FIFO belongs to one entry or one refusal print, none past
+ * the end: a map of owners, filled from the offsets. */
+static void test_fifo_layout(void **state) {
+  (void)state;
+  const int ns[] = {1, 2, 3, 8, 33, 512};
+  for (size_t t = 0; t < sizeof(ns) / sizeof(ns[0]); t++) {
+    int n = ns[t];
+    size_t bytes = sc_vb_fifo_bytes(n);
+    size_t want = (size_t)n * SC_VB_FIFO_DEPTH * 40 + (size_t)n * 16;
+    assert_int_equal(bytes, want);
+    int *owner = calloc(bytes, sizeof(*owner));
+    assert_non_null(owner);
+    for (size_t e = 0; e < (size_t)n * SC_VB_FIFO_DEPTH; e++)
+      for (size_t b = 0; b < sizeof(sc_vb_cts_t); b++) {
+        size_t at = e * sizeof(sc_vb_cts_t) + b;
+        assert_true(at < bytes);
+        assert_int_equal(owner[at], 0);
+        owner[at] = 1;
       }
+    for (int w = 0; w < n; w++) {
+      size_t off = sc_vb_refusal_offset(n, w);
+      for (size_t b = 0; b < SC_TP_FP_LEN; b++) {
+        assert_true(off + b < bytes);
+        assert_int_equal(owner[off + b], 0);
+        owner[off + b] = 2 + w;
+      }
+    }
+    for (size_t i = 0; i < bytes; i++) assert_int_not_equal(owner[i], 0);
+    free(owner);
+  }
+}
+
+static void test_send_verdict(void **state) {
+  (void)state;
+  uint8_t none[SC_TP_FP_LEN] = {0}, a[SC_TP_FP_LEN], b[SC_TP_FP_LEN];
+  for (int i = 0; i < SC_TP_FP_LEN; i++) a[i] = (uint8_t)(0x10 + i);
+  /* a receive without a print: only the length counts */
+  assert_int_equal(sc_vb_send_verdict(none, 100, a, 100), SC_VB_REFUSE_NONE);
+  assert_int_equal(sc_vb_send_verdict(none, 100, none, 100), SC_VB_REFUSE_NONE);
+  assert_int_equal(sc_vb_send_verdict(none, 100, a, 99), SC_VB_REFUSE_LENGTH);
+  /* the same print: the length */
+  assert_int_equal(sc_vb_send_verdict(a, 4096, a, 4096), SC_VB_REFUSE_NONE);
+  assert_int_equal(sc_vb_send_verdict(a, 4096, a, 4100), SC_VB_REFUSE_LENGTH);
+  assert_int_equal(sc_vb_send_verdict(a, 0, a, 0), SC_VB_REFUSE_NONE);
+  /* prints that differ in any one byte: the print, whatever the lengths */
+  for (int i = 0; i < SC_TP_FP_LEN; i++) {
+    memcpy(b, a, sizeof(b));
+    b[i] ^= 0x40;
+    assert_int_equal(sc_vb_send_verdict(b, 4096, a, 4096), SC_VB_REFUSE_PRINT);
+    assert_int_equal(sc_vb_send_verdict(b, 4096, a, 16), SC_VB_REFUSE_PRINT);
+    assert_int_equal(sc_vb_send_verdict(b, 16, a, 4096), SC_VB_REFUSE_PRINT);
+  }
+  /* a send without a print for a receive with one */
+  assert_int_equal(sc_vb_send_verdict(a, 64, none, 64), SC_VB_REFUSE_PRINT);
+  /* sizes past 32 bits compare whole */
+  assert_int_equal(sc_vb_send_verdict(a, (UINT64_C(1) << 32) + 8, a, 8), SC_VB_REFUSE_LENGTH);
 }
 
 static void test_wrid(void **state) {
@@ -518,6 +602,9 @@ int main(void) {
       cmocka_unit_test(test_fifo_credits),
       cmocka_unit_test(test_stripes_tile),
       cmocka_unit_test(test_imm),
+      cmocka_unit_test(test_cts_layout),
+      cmocka_unit_test(test_fifo_layout),
+      cmocka_unit_test(test_send_verdict),
       cmocka_unit_test(test_wrid),
       cmocka_unit_test(test_blob),
       cmocka_unit_test(test_pair_props),

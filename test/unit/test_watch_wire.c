@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -108,7 +109,106 @@ static void test_frame(void **state) {
   assert_int_equal(sc_watch_frame_parse(b, 15, 4, &f, why, sizeof(why)), SC_ERR_REMOTE);
 }
 
+/* A heartbeat's report of the call its rank executes: u64 number, then the
+ * 16-byte print; none when idle. */
+static void test_heartbeat_report(void **state) {
+  (void)state;
+  sc_watch_op_t op = {.busy = 1, .seq = 0x0102030405060708ULL}, back;
+  for (int i = 0; i < SC_WATCH_FP_LEN; i++) op.fp[i] = (uint8_t)(0xa0 + i);
+  uint8_t b[SC_WATCH_HB_OP_LEN + 1];
+  assert_int_equal(sc_watch_hb_put(&op, b), 24);
+  const uint8_t want[24] = {1,    2,    3,    4,    5,    6,    7,    8,    0xa0, 0xa1, 0xa2, 0xa3,
+                            0xa4, 0xa5, 0xa6, 0xa7, 0xa8, 0xa9, 0xaa, 0xab, 0xac, 0xad, 0xae, 0xaf};
+  assert_memory_equal(b, want, sizeof(want));
+  char why[128];
+  memset(&back, 0x5a, sizeof(back));
+  assert_int_equal(sc_watch_hb_parse(b, 24, &back, why, sizeof(why)), SC_SUCCESS);
+  assert_int_equal(back.busy, 1);
+  assert_true(back.seq == op.seq);
+  assert_memory_equal(back.fp, op.fp, SC_WATCH_FP_LEN);
+  /* Idle: nothing after the header, and nothing read. */
+  sc_watch_op_t idle = {0};
+  assert_int_equal(sc_watch_hb_put(&idle, b), 0);
+  assert_int_equal(sc_watch_hb_parse(b, 0, &back, why, sizeof(why)), SC_SUCCESS);
+  assert_int_equal(back.busy, 0);
+  assert_true(back.seq == 0);
+  /* One byte short or over, a report without a print. */
+  assert_int_equal(sc_watch_hb_parse(want, 23, &back, why, sizeof(why)), SC_ERR_REMOTE);
+  assert_int_equal(sc_watch_hb_parse(b, 25, &back, why, sizeof(why)), SC_ERR_REMOTE);
+  memset(b + 8, 0, SC_WATCH_FP_LEN);
+  assert_int_equal(sc_watch_hb_parse(b, 24, &back, why, sizeof(why)), SC_ERR_REMOTE);
+  /* The frame: a heartbeat's length is 0 or a report's, nothing between. */
+  uint8_t h[SC_WATCH_HDR_LEN];
+  sc_watch_frame_t f;
+  frame(h, SC_WATCH_HEARTBEAT, 24, 2, 0);
+  assert_int_equal(sc_watch_frame_parse(h, sizeof(h), 4, &f, why, sizeof(why)), SC_SUCCESS);
+  assert_int_equal(f.len, 24);
+  frame(h, SC_WATCH_HEARTBEAT, 0, 2, 0);
+  assert_int_equal(sc_watch_frame_parse(h, sizeof(h), 4, &f, why, sizeof(why)), SC_SUCCESS);
+  const unsigned bad[] = {1, 16, 23, 25, 40, SC_WATCH_TEXT_MAX};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    frame(h, SC_WATCH_HEARTBEAT, bad[i], 2, 0);
+    assert_int_equal(sc_watch_frame_parse(h, sizeof(h), 4, &f, why, sizeof(why)), SC_ERR_REMOTE);
+  }
+  /* Other frames keep their text bound. */
+  frame(h, SC_WATCH_FAILED, 25, 2, SC_ERR_MISMATCH);
+  assert_int_equal(sc_watch_frame_parse(h, sizeof(h), 4, &f, why, sizeof(why)), SC_SUCCESS);
+}
+
+static sc_watch_op_t call(uint64_t seq, uint8_t v) {
+  sc_watch_op_t op = {.busy = 1, .seq = seq};
+  for (int i = 0; i < SC_WATCH_FP_LEN; i++) op.fp[i] = (uint8_t)(v + i);
+  return op;
+}
+
+/* Rank 0's comparison: the same number with another print is a mismatch;
+ * another number (a rank that moved on or is behind) and idle ranks are
+ * not. */
+static void test_hub_compare(void **state) {
+  (void)state;
+  const sc_watch_op_t idle = {0};
+  sc_watch_op_t ops[5] = {call(7, 1), call(7, 1), idle, call(8, 2), call(6, 3)};
+  for (int r = 0; r < 5; r++) assert_int_equal(sc_watch_op_conflict(ops, 5, r), -1);
+  ops[2] = call(7, 9); /* rank 2 made another call #7 */
+  assert_int_equal(sc_watch_op_conflict(ops, 5, 2), 0);
+  assert_int_equal(sc_watch_op_conflict(ops, 5, 0), 2);
+  assert_int_equal(sc_watch_op_conflict(ops, 5, 1), 2);
+  assert_int_equal(sc_watch_op_conflict(ops, 5, 3), -1);
+  ops[0] = idle; /* rank 0 between calls: rank 1 is the one left to compare */
+  assert_int_equal(sc_watch_op_conflict(ops, 5, 2), 1);
+  assert_int_equal(sc_watch_op_conflict(ops, 5, 0), -1);
+  /* Prints that differ in one byte, the last. */
+  sc_watch_op_t two[2] = {call(70000, 4), call(70000, 4)};
+  assert_int_equal(sc_watch_op_conflict(two, 2, 1), -1);
+  two[1].fp[SC_WATCH_FP_LEN - 1] ^= 1;
+  assert_int_equal(sc_watch_op_conflict(two, 2, 1), 0);
+  /* Out of range: nothing. */
+  assert_int_equal(sc_watch_op_conflict(two, 2, 2), -1);
+  assert_int_equal(sc_watch_op_conflict(two, 2, -1), -1);
+}
+
+static void describe_stub(void *ctx, const sc_watch_op_t *op, char *out, size_t len) {
+  snprintf(out, len, "%s #%llu (print %02x)", (const char *)ctx, (unsigned long long)op->seq,
+           op->fp[0]);
+}
+
+static void test_hub_reason(void **state) {
+  (void)state;
+  sc_watch_op_t a = call(7, 0x11), b = call(7, 0x22);
+  char out[400];
+  sc_watch_op_mismatch_reason(out, sizeof(out), &a, &b, 0, "hostA", describe_stub, "allreduce");
+  assert_string_equal(out,
+                      "called allreduce #7 (print 11) where rank 0 (hostA) called allreduce #7 "
+                      "(print 22)");
+  /* Cut to the room given, terminated. */
+  sc_watch_op_mismatch_reason(out, 20, &a, &b, 0, "hostA", describe_stub, "allreduce");
+  assert_int_equal(strlen(out), 19);
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_hello), cmocka_unit_test(test_frame)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_hello), cmocka_unit_test(test_frame),
+                                     cmocka_unit_test(test_heartbeat_report),
+                                     cmocka_unit_test(test_hub_compare),
+                                     cmocka_unit_test(test_hub_reason)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

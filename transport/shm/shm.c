@@ -9,7 +9,8 @@
  * the ring; the receiver copies the payload straight from the sender's buffer
  * with process_vm_readv (one copy) and bumps a counter that completes the
  * send. Nothing is consumed from a ring without a posted receive, and a
- * record's length is checked against it before a byte lands in the buffer.
+ * record's print and length are checked against it before a byte lands in the
+ * buffer.
  *
  * How a rank waits (spin, yield, sleep on the doorbell) is shm_wait.c's; the
  * passes over the rings it makes meanwhile are here (sc_shm_pass_all). */
@@ -78,12 +79,13 @@ void sc_shm_wake_peer(sc_shm_transport_t *tp, sc_shm_peer_t *p) {
   }
 }
 
-sc_result_t sc_shm_peer_fail(sc_shm_transport_t *tp, sc_shm_peer_t *p, const char *fmt, ...) {
+/* Marks the peer failed with the text and fails its requests; returns code
+ * (SC_ERR_REMOTE, or SC_ERR_MISMATCH for the receive that met another
+ * operation's message) with the text. */
+static sc_result_t peer_fail_v(sc_shm_transport_t *tp, sc_shm_peer_t *p, sc_result_t code,
+                               const char *fmt, va_list ap) {
   char what[200];
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(what, sizeof(what), fmt, ap);
-  va_end(ap);
   char pending[120] = "";
   int nr = p->nrecv + p->ncopy, ns = p->nsend + p->ncma + p->ndev;
   if (sc_shm_peer_queued(p))
@@ -98,7 +100,49 @@ sc_result_t sc_shm_peer_fail(sc_shm_transport_t *tp, sc_shm_peer_t *p, const cha
   sc_shm_wake_peer(tp, p);
   fail_all_queues(tp, p, SC_ERR_REMOTE);
   SC_WARN(SC_SUBSYS_SHM, "shm: %s", p->err);
-  return SC_ERR(SC_ERR_REMOTE, "%s", p->err);
+  return SC_ERR(code, "%s", p->err);
+}
+
+sc_result_t sc_shm_peer_fail(sc_shm_transport_t *tp, sc_shm_peer_t *p, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  sc_result_t r = peer_fail_v(tp, p, SC_ERR_REMOTE, fmt, ap);
+  va_end(ap);
+  return r;
+}
+
+static sc_result_t peer_fail_code(sc_shm_transport_t *tp, sc_shm_peer_t *p, sc_result_t code,
+                                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static sc_result_t peer_fail_code(sc_shm_transport_t *tp, sc_shm_peer_t *p, sc_result_t code,
+                                  const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  sc_result_t r = peer_fail_v(tp, p, code, fmt, ap);
+  va_end(ap);
+  return r;
+}
+
+static void fp_hex(char out[2 * SC_TP_FP_LEN + 1], const uint8_t fp[SC_TP_FP_LEN]) {
+  for (int i = 0; i < SC_TP_FP_LEN; i++) snprintf(out + 2 * i, 3, "%02x", fp[i]);
+}
+
+/* The head receive met a record of another operation: it fails with
+ * SC_ERR_MISMATCH and learns the peer's print (the executor names both
+ * calls); the ring holds the rest of a message nobody here expects, so the
+ * peer then fails as if it had sent garbage. */
+static sc_result_t recv_mismatch(sc_shm_transport_t *tp, sc_shm_peer_t *p, const sc_shm_rec_t *h) {
+  sc_tp_req_t *r = sc_shm_q_pop(&p->rq_head, &p->rq_tail);
+  p->nrecv--;
+  tp->npending--;
+  memcpy(r->peer_fp, h->fp, SC_TP_FP_LEN);
+  char theirs[2 * SC_TP_FP_LEN + 1], ours[2 * SC_TP_FP_LEN + 1];
+  fp_hex(theirs, h->fp);
+  fp_hex(ours, r->fp);
+  sc_shm_req_finish(r, SC_TP_REQ_ERROR, SC_ERR_MISMATCH);
+  return peer_fail_code(tp, p, SC_ERR_MISMATCH,
+                        "sent a message of another operation (print %s where this rank's receive "
+                        "has %s)",
+                        theirs, ours);
 }
 
 /* ---- send side ---- */
@@ -134,7 +178,7 @@ static sc_result_t send_pass(sc_shm_transport_t *tp, sc_shm_peer_t *p, int *move
                 __atomic_load_n(&p->tx.ctl->cma_ok, __ATOMIC_ACQUIRE) == 1;
       uint8_t rec[SC_SHM_REC_LEN];
       sc_shm_rec_encode(rec, cma ? SC_SHM_REC_CMA : SC_SHM_REC_EAGER, r->len,
-                        (uint64_t)(uintptr_t)r->buf);
+                        (uint64_t)(uintptr_t)r->buf, r->fp);
       sc_shm_ring_put(&p->tx, rec, SC_SHM_REC_LEN);
       r->u.shm.rec_done = 1;
       *moved = 1;
@@ -228,7 +272,7 @@ static sc_result_t recv_pass(sc_shm_transport_t *tp, sc_shm_peer_t *p, int *move
       sc_shm_ring_peek(&p->rx, rec, SC_SHM_REC_LEN);
       sc_shm_rec_t h;
       int cma_ok = __atomic_load_n(&p->rx.ctl->cma_ok, __ATOMIC_RELAXED) == 1;
-      sc_shm_rec_verdict_t v = sc_shm_rec_check_dev(rec, r->len, cma_ok, r->device, &h);
+      sc_shm_rec_verdict_t v = sc_shm_rec_check_dev(rec, r->len, r->fp, cma_ok, r->device, &h);
       if (v == SC_SHM_REC_OK && h.type == SC_SHM_REC_DEV) {
         /* The record with its handle, and a free copy slot (copies end in
          * order: pass_all completes the oldest first). */
@@ -248,6 +292,10 @@ static sc_result_t recv_pass(sc_shm_transport_t *tp, sc_shm_peer_t *p, int *move
       *moved = 1;
       if (v == SC_SHM_REC_BAD_TYPE) {
         res = sc_shm_peer_fail(tp, p, "sent a malformed record (type 0x%08x)", h.type);
+        break;
+      }
+      if (v == SC_SHM_REC_BAD_PRINT) {
+        res = recv_mismatch(tp, p, &h);
         break;
       }
       if (v == SC_SHM_REC_BAD_LEN) {
@@ -342,10 +390,11 @@ sc_result_t sc_shm_check_peer(sc_shm_transport_t *tp, sc_shm_peer_t *p, int64_t 
 
 /* ---- progress ---- */
 
-/* One pass over every local peer with queued work. The first failure is
- * returned and its text kept; the other peers still move. `check`: one of
- * SC_SHM_CHECK_*; a lazy pass without a clock read still reports the peers
- * already known gone (now = 0 is before every peer's next check). */
+/* One pass over every local peer with queued work. The first failure (or a
+ * mismatch) is returned and its text kept; the other peers still move.
+ * `check`: one of SC_SHM_CHECK_*; a lazy pass without a clock read still
+ * reports the peers already known gone (now = 0 is before every peer's next
+ * check). */
 sc_result_t sc_shm_pass_all(sc_shm_transport_t *tp, int *moved, int check, char *first_err,
                             size_t errlen) {
   sc_result_t res = SC_SUCCESS;
@@ -365,7 +414,10 @@ sc_result_t sc_shm_pass_all(sc_shm_transport_t *tp, int *moved, int check, char 
     if (p->sq_head || p->cq_head || p->dq_head) r = send_pass(tp, p, moved);
     if (r == SC_SUCCESS && p->rq_head) r = recv_pass(tp, p, moved);
     if (r == SC_SUCCESS && check) r = sc_shm_check_peer(tp, p, now, 0);
-    if (r != SC_SUCCESS && res == SC_SUCCESS) {
+    /* A mismatch outranks an earlier failure (as in tcp.c): the executor
+     * must see it to name both calls; the other peers are failed anyway. */
+    if (r != SC_SUCCESS &&
+        (res == SC_SUCCESS || (r == SC_ERR_MISMATCH && res != SC_ERR_MISMATCH))) {
       res = r;
       sc_error_get_detail(first_err, errlen);
     }

@@ -11,7 +11,9 @@
  * memory goes when the last process mapping it exits.
  *
  * A channel is a byte stream through a power-of-two ring, like a TCP stream:
- *   record : u32 type, u32 reserved, u64 payload length, u64 address
+ *   record : u32 type, u32 reserved, u64 payload length, u64 address, the print of
+ *            the operation the message belongs to (SC_TP_FP_LEN bytes,
+ *            sc_tp_req_t's fp; every kind of record carries it)
  *   EAGER  : the payload follows in the stream, padded to 8 bytes
  *   CMA    : the payload stays in the sender's memory at `address`; the
  *            receiver reads it with process_vm_readv and bumps the channel's
@@ -104,7 +106,11 @@ int sc_shm_ring_publish(sc_shm_ring_t *r);
 #define SC_SHM_REC_EAGER 0x53434d45u /* 'SCME' */
 #define SC_SHM_REC_CMA   0x53434d43u /* 'SCMC' */
 #define SC_SHM_REC_DEV   0x53434d44u /* 'SCMD' */
-#define SC_SHM_REC_LEN   24
+#define SC_SHM_REC_FP    24          /* where the print starts */
+#define SC_SHM_REC_LEN   (SC_SHM_REC_FP + SC_TP_FP_LEN)
+/* Records and padded payloads keep every record at a multiple of 8 bytes in
+ * the stream, so its u64 fields are aligned wherever it lands in the ring. */
+_Static_assert(SC_SHM_REC_LEN % 8 == 0, "record length keeps the stream 8-byte aligned");
 /* What follows a DEV record: the IPC handle, then the allocation's size and its base
  * address in the sender (u64 each: kernels/devrt_ipc.c retires stale mappings by it). */
 #define SC_SHM_DEV_EXT_LEN (SC_DEV_IPC_HANDLE_BYTES + 16)
@@ -118,6 +124,7 @@ static inline uint64_t sc_shm_pad8(uint64_t n) {
 typedef enum sc_shm_rec_verdict {
   SC_SHM_REC_OK = 0,
   SC_SHM_REC_BAD_TYPE,
+  SC_SHM_REC_BAD_PRINT,   /* a message of another operation than the posted receive's */
   SC_SHM_REC_BAD_LEN,     /* not the posted length */
   SC_SHM_REC_CMA_REFUSED, /* single-copy record although this side refused it */
   SC_SHM_REC_DEV_WANTED,  /* a host record where the receive is device memory */
@@ -127,18 +134,32 @@ typedef enum sc_shm_rec_verdict {
 typedef struct sc_shm_rec {
   uint32_t type;
   uint64_t len, addr;
+  uint8_t fp[SC_TP_FP_LEN];
 } sc_shm_rec_t;
 
-void sc_shm_rec_encode(uint8_t rec[SC_SHM_REC_LEN], uint32_t type, uint64_t len, uint64_t addr);
-/* cma_ok: this side accepts single-copy records. The fields land in *out
- * whatever the verdict, for the error text. */
-sc_shm_rec_verdict_t sc_shm_rec_check(const uint8_t rec[SC_SHM_REC_LEN], size_t len, int cma_ok,
-                                      sc_shm_rec_t *out);
+/* fp: the send's print (NULL: none, all zero). */
+void sc_shm_rec_encode(uint8_t rec[SC_SHM_REC_LEN], uint32_t type, uint64_t len, uint64_t addr,
+                       const uint8_t *fp);
+/* fp: the receive's print (all zero or NULL: checks none); cma_ok: this side
+ * accepts single-copy records. The fields land in *out whatever the verdict,
+ * for the error text. After the type the print comes first: ranks in
+ * different operations disagree about lengths too, and the print is what
+ * names the cause. */
+sc_shm_rec_verdict_t sc_shm_rec_check(const uint8_t rec[SC_SHM_REC_LEN], size_t len,
+                                      const uint8_t *fp, int cma_ok, sc_shm_rec_t *out);
 /* The same for a receive whose buffer is device memory (device = 1) or not:
  * DEV records are valid only for the first, EAGER and CMA ones only for the
  * second. */
-sc_shm_rec_verdict_t sc_shm_rec_check_dev(const uint8_t rec[SC_SHM_REC_LEN], size_t len, int cma_ok,
-                                          int device, sc_shm_rec_t *out);
+sc_shm_rec_verdict_t sc_shm_rec_check_dev(const uint8_t rec[SC_SHM_REC_LEN], size_t len,
+                                          const uint8_t *fp, int cma_ok, int device,
+                                          sc_shm_rec_t *out);
+
+/* fp holds a print (not all zero: a receive posted without one checks none). */
+static inline int sc_shm_fp_set(const uint8_t *fp) {
+  uint8_t any = 0;
+  for (int i = 0; fp && i < SC_TP_FP_LEN; i++) any |= fp[i];
+  return any != 0;
+}
 
 /* Address blob (native byte order: only a same-host peer reads it as more
  * than bytes to compare). */

@@ -203,7 +203,7 @@ sc_result_t sc_shm_dev_encode(sc_shm_transport_t *tp, const sc_tp_req_t *r,
                     tp->peers[r->peer].name, base, detail);
     }
   }
-  sc_shm_rec_encode(rec, SC_SHM_REC_DEV, r->len, off);
+  sc_shm_rec_encode(rec, SC_SHM_REC_DEV, r->len, off, r->fp);
   memcpy(rec + SC_SHM_REC_LEN, h.bytes, SC_DEV_IPC_HANDLE_BYTES);
   memcpy(rec + SC_SHM_REC_LEN + SC_DEV_IPC_HANDLE_BYTES, &size, 8);
   memcpy(rec + SC_SHM_REC_LEN + SC_DEV_IPC_HANDLE_BYTES + 8, &obase, 8);

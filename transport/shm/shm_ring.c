@@ -85,36 +85,51 @@ int sc_shm_ring_publish(sc_shm_ring_t *r) {
   return 1;
 }
 
-void sc_shm_rec_encode(uint8_t rec[SC_SHM_REC_LEN], uint32_t type, uint64_t len, uint64_t addr) {
+void sc_shm_rec_encode(uint8_t rec[SC_SHM_REC_LEN], uint32_t type, uint64_t len, uint64_t addr,
+                       const uint8_t *fp) {
   uint32_t zero = 0;
   memcpy(rec, &type, 4);
   memcpy(rec + 4, &zero, 4);
   memcpy(rec + 8, &len, 8);
   memcpy(rec + 16, &addr, 8);
+  if (fp)
+    memcpy(rec + SC_SHM_REC_FP, fp, SC_TP_FP_LEN);
+  else
+    memset(rec + SC_SHM_REC_FP, 0, SC_TP_FP_LEN);
 }
 
-sc_shm_rec_verdict_t sc_shm_rec_check(const uint8_t rec[SC_SHM_REC_LEN], size_t len, int cma_ok,
-                                      sc_shm_rec_t *out) {
+static void rec_fields(const uint8_t rec[SC_SHM_REC_LEN], sc_shm_rec_t *out) {
   memcpy(&out->type, rec, 4);
   memcpy(&out->len, rec + 8, 8);
   memcpy(&out->addr, rec + 16, 8);
+  memcpy(out->fp, rec + SC_SHM_REC_FP, SC_TP_FP_LEN);
+}
+
+static int print_differs(const sc_shm_rec_t *h, const uint8_t *fp) {
+  return sc_shm_fp_set(fp) && memcmp(h->fp, fp, SC_TP_FP_LEN) != 0;
+}
+
+sc_shm_rec_verdict_t sc_shm_rec_check(const uint8_t rec[SC_SHM_REC_LEN], size_t len,
+                                      const uint8_t *fp, int cma_ok, sc_shm_rec_t *out) {
+  rec_fields(rec, out);
   if (out->type != SC_SHM_REC_EAGER && out->type != SC_SHM_REC_CMA) return SC_SHM_REC_BAD_TYPE;
+  if (print_differs(out, fp)) return SC_SHM_REC_BAD_PRINT;
   if (out->len != (uint64_t)len) return SC_SHM_REC_BAD_LEN;
   if (out->type == SC_SHM_REC_CMA && !cma_ok) return SC_SHM_REC_CMA_REFUSED;
   return SC_SHM_REC_OK;
 }
 
-sc_shm_rec_verdict_t sc_shm_rec_check_dev(const uint8_t rec[SC_SHM_REC_LEN], size_t len, int cma_ok,
-                                          int device, sc_shm_rec_t *out) {
+sc_shm_rec_verdict_t sc_shm_rec_check_dev(const uint8_t rec[SC_SHM_REC_LEN], size_t len,
+                                          const uint8_t *fp, int cma_ok, int device,
+                                          sc_shm_rec_t *out) {
   uint32_t type;
   memcpy(&type, rec, 4);
   if (type != SC_SHM_REC_DEV) {
-    sc_shm_rec_verdict_t v = sc_shm_rec_check(rec, len, cma_ok, out);
+    sc_shm_rec_verdict_t v = sc_shm_rec_check(rec, len, fp, cma_ok, out);
     return v == SC_SHM_REC_OK && device ? SC_SHM_REC_DEV_WANTED : v;
   }
-  out->type = type;
-  memcpy(&out->len, rec + 8, 8);
-  memcpy(&out->addr, rec + 16, 8);
+  rec_fields(rec, out);
+  if (print_differs(out, fp)) return SC_SHM_REC_BAD_PRINT;
   if (!device) return SC_SHM_REC_HOST_WANTED;
   if (out->len != (uint64_t)len) return SC_SHM_REC_BAD_LEN;
   return SC_SHM_REC_OK;

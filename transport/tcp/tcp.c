@@ -68,6 +68,7 @@ static sc_result_t post(sc_tcp_transport_t *tp, int peer, const void *buf, size_
       sc_wire_put_u32(s->hdr, SC_TCP_MSG_MAGIC);
       sc_wire_put_u32(s->hdr + 4, seq);
       sc_wire_put_u64(s->hdr + 8, (uint64_t)len);
+      memcpy(s->hdr + SC_TCP_HDR_FP, req->fp, SC_TP_FP_LEN);
     }
   }
   if (sending)
@@ -100,8 +101,17 @@ static sc_result_t tcp_irecv(sc_transport_t *base, int peer, void *buf, size_t l
   return post(tp, peer, buf, len, req, 0);
 }
 
-/* One pass over every socket with queued work. The first failure is returned
- * and its text kept; the other peers still move. */
+/* Whether failure r of one peer is the one a pass reports rather than res,
+ * another's: the first, except that a mismatch outranks the rest. The
+ * executor must see the mismatch to name both calls, and the other failures
+ * of that moment are mostly its echo (peers closing after their own
+ * verdict); the peers behind them are failed all the same. */
+static int outranks(sc_result_t r, sc_result_t res) {
+  return r != SC_SUCCESS && (res == SC_SUCCESS || (r == SC_ERR_MISMATCH && res != SC_ERR_MISMATCH));
+}
+
+/* One pass over every socket with queued work. The first failure (or a
+ * mismatch) is returned and its text kept; the other peers still move. */
 static sc_result_t progress_pass(sc_tcp_transport_t *tp, size_t *moved, char *first_err,
                                  size_t errlen) {
   sc_result_t res = SC_SUCCESS;
@@ -113,7 +123,7 @@ static sc_result_t progress_pass(sc_tcp_transport_t *tp, size_t *moved, char *fi
       if (p->socks[k].sq.count) r = sc_tcp_send_progress(tp, p, k, moved);
       if (r == SC_SUCCESS && p->socks[k].rq.count) r = sc_tcp_recv_progress(tp, p, k, moved);
     }
-    if (r != SC_SUCCESS && res == SC_SUCCESS) {
+    if (outranks(r, res)) {
       res = r;
       sc_error_get_detail(first_err, errlen);
     }
@@ -137,7 +147,7 @@ static sc_result_t progress_ready(sc_tcp_transport_t *tp, int n, size_t *moved, 
       r = sc_tcp_send_progress(tp, p, k, moved);
     if (r == SC_SUCCESS && p->socks[k].rq.count && (tp->pfds[i].revents & ~POLLOUT))
       r = sc_tcp_recv_progress(tp, p, k, moved);
-    if (r != SC_SUCCESS && res == SC_SUCCESS) {
+    if (outranks(r, res)) {
       res = r;
       sc_error_get_detail(first_err, errlen);
     }

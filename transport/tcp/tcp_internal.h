@@ -10,7 +10,7 @@
  * receiver knows which request every arriving segment belongs to; a message
  * of at most SC_TCP_STRIPE_MIN bytes is one segment on socket 0.
  *
- * Why always from socket 0 (wire version 3; version 2 rotated a cursor over
+ * Why always from socket 0 (wire version 3 on; version 2 rotated a cursor over
  * the sockets, message after message): a socket that carries every other
  * message of a step-by-step algorithm idles between its bursts, and behind
  * a shaped link TCP then stalls on the tail of each burst (loss probes,
@@ -27,8 +27,12 @@
  *                  one hello per socket)
  *   ack          : u32 'SCTK', u32 from, u32 to, u32 socket index (the lower rank's answer)
  *   segment      : u32 'SCTM', u32 message sequence number (per peer and direction,
- *                  wrapping), u64 length of the whole message, then this segment's
- *                  bytes of the payload */
+ *                  wrapping), u64 length of the whole message, the print of the
+ *                  operation it belongs to (SC_TP_FP_LEN bytes, sc_tp_req_t's fp;
+ *                  every segment of a message carries it), then this segment's bytes of
+ *                  the payload
+ * Version 4 added the print: a peer of another version is refused at its hello
+ * instead of having its headers misread. */
 #ifndef SC_TCP_INTERNAL_H
 #define SC_TCP_INTERNAL_H
 
@@ -45,12 +49,13 @@
 #define SC_TCP_HELLO_MAGIC 0x53435448u /* 'SCTH' */
 #define SC_TCP_ACK_MAGIC   0x5343544bu /* 'SCTK' */
 #define SC_TCP_MSG_MAGIC   0x5343544du /* 'SCTM' */
-#define SC_TCP_VERSION     3
+#define SC_TCP_VERSION     4
 
 #define SC_TCP_BLOB_LEN  (4 + SC_SOCKET_ADDR_WIRE_LEN + 4)
 #define SC_TCP_HELLO_LEN (4 + 4 + SC_SECRET_LEN + 4 * 5)
 #define SC_TCP_ACK_LEN   16
-#define SC_TCP_HDR_LEN   16
+#define SC_TCP_HDR_LEN   (16 + SC_TP_FP_LEN)
+#define SC_TCP_HDR_FP    16 /* where the print starts */
 
 #define SC_TCP_MAX_SOCKS 64
 /* Messages up to this size are not split: below it the extra syscalls and
@@ -153,19 +158,31 @@ void sc_tcp_encode_hello(uint8_t out[SC_TCP_HELLO_LEN], const uint8_t secret[SC_
 typedef enum sc_tcp_hdr_verdict {
   SC_TCP_HDR_OK = 0,
   SC_TCP_HDR_BAD_MAGIC,
-  SC_TCP_HDR_BAD_SEQ, /* another message's segment: the two sides' lengths disagree */
-  SC_TCP_HDR_BAD_LEN  /* the right message, but not the posted length */
+  SC_TCP_HDR_BAD_SEQ,  /* another message's segment: the two sides' lengths disagree */
+  SC_TCP_HDR_BAD_LEN,  /* the right message, but not the posted length */
+  SC_TCP_HDR_BAD_PRINT /* a message of another operation than the posted receive's */
 } sc_tcp_hdr_verdict_t;
 
 typedef struct sc_tcp_hdr {
   uint32_t magic, seq;
   uint64_t len;
+  uint8_t fp[SC_TP_FP_LEN];
 } sc_tcp_hdr_t;
 
 /* A segment header against the posted message (sequence number seq, len
- * bytes); the fields land in *out whatever the verdict, for the error text. */
+ * bytes, print fp: all zero or NULL checks none); the fields land in *out
+ * whatever the verdict, for the error text. After the magic the print comes
+ * first: ranks in different operations disagree about sequence numbers and
+ * lengths too, and the print is what names the cause. */
 sc_tcp_hdr_verdict_t sc_tcp_hdr_check(const uint8_t hdr[SC_TCP_HDR_LEN], uint32_t seq, size_t len,
-                                      sc_tcp_hdr_t *out);
+                                      const uint8_t *fp, sc_tcp_hdr_t *out);
+
+/* fp holds a print (not all zero: a receive posted without one checks none). */
+static inline int sc_tcp_fp_set(const uint8_t *fp) {
+  uint8_t any = 0;
+  for (int i = 0; fp && i < SC_TP_FP_LEN; i++) any |= fp[i];
+  return any != 0;
+}
 
 typedef struct sc_tcp_hello {
   uint32_t magic, version, from, to, nranks, sock, nsocks;

@@ -5,8 +5,8 @@
  * Bytes go straight between the user's buffers and the kernel (gathered
  * headers and payloads on send, scatter on receive); the only copies are the
  * kernel's. A socket is read only for a posted segment and never past it, so
- * every segment header is checked against the posted message (sequence number
- * and whole length) before a byte of its payload lands anywhere. */
+ * every segment header is checked against the posted message (print, sequence
+ * number and whole length) before a byte of its payload lands anywhere. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -79,13 +79,13 @@ static void peer_fail_all(sc_tcp_peer_t *p, sc_result_t why) {
   p->nsend = p->nrecv = 0;
 }
 
-sc_result_t sc_tcp_peer_fail(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, int sock, const char *fmt,
-                             ...) {
+/* The peer's streams are unusable: close them, fail what is queued, keep the
+ * text; returns `code` (SC_ERR_REMOTE, or SC_ERR_MISMATCH for the receive
+ * that met another operation's message) with the text. */
+static sc_result_t peer_fail_v(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, int sock, sc_result_t code,
+                               const char *fmt, va_list ap) {
   char what[200];
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(what, sizeof(what), fmt, ap);
-  va_end(ap);
   char pending[96] = "";
   if (p->nrecv && p->nsend)
     snprintf(pending, sizeof(pending), " while %d %s and %d %s were pending", p->nrecv,
@@ -104,7 +104,28 @@ sc_result_t sc_tcp_peer_fail(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, int sock,
   sc_tcp_peer_close(p);
   peer_fail_all(p, SC_ERR_REMOTE);
   SC_WARN(SC_SUBSYS_NET, "tcp: %s", p->err);
-  return SC_ERR(SC_ERR_REMOTE, "%s", p->err);
+  return SC_ERR(code, "%s", p->err);
+}
+
+sc_result_t sc_tcp_peer_fail(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, int sock, const char *fmt,
+                             ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  sc_result_t r = peer_fail_v(tp, p, sock, SC_ERR_REMOTE, fmt, ap);
+  va_end(ap);
+  return r;
+}
+
+static sc_result_t peer_fail_code(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, int sock,
+                                  sc_result_t code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static sc_result_t peer_fail_code(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, int sock,
+                                  sc_result_t code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  sc_result_t r = peer_fail_v(tp, p, sock, code, fmt, ap);
+  va_end(ap);
+  return r;
 }
 
 static sc_result_t peer_io_error(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, int sock, int err,
@@ -176,14 +197,20 @@ sc_result_t sc_tcp_send_progress(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, int s
 /* ---- receive side ---- */
 
 sc_tcp_hdr_verdict_t sc_tcp_hdr_check(const uint8_t hdr[SC_TCP_HDR_LEN], uint32_t seq, size_t len,
-                                      sc_tcp_hdr_t *out) {
+                                      const uint8_t *fp, sc_tcp_hdr_t *out) {
   out->magic = sc_wire_get_u32(hdr);
   out->seq = sc_wire_get_u32(hdr + 4);
   out->len = sc_wire_get_u64(hdr + 8);
+  memcpy(out->fp, hdr + SC_TCP_HDR_FP, SC_TP_FP_LEN);
   if (out->magic != SC_TCP_MSG_MAGIC) return SC_TCP_HDR_BAD_MAGIC;
+  if (sc_tcp_fp_set(fp) && memcmp(out->fp, fp, SC_TP_FP_LEN) != 0) return SC_TCP_HDR_BAD_PRINT;
   if (out->seq != seq) return SC_TCP_HDR_BAD_SEQ;
   if (out->len != (uint64_t)len) return SC_TCP_HDR_BAD_LEN;
   return SC_TCP_HDR_OK;
+}
+
+static void fp_hex(char out[2 * SC_TP_FP_LEN + 1], const uint8_t fp[SC_TP_FP_LEN]) {
+  for (int i = 0; i < SC_TP_FP_LEN; i++) snprintf(out + 2 * i, 3, "%02x", fp[i]);
 }
 
 /* The head segment's header is complete: check it before any payload is read. */
@@ -191,13 +218,28 @@ static sc_result_t head_header_done(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, in
   sc_tcp_ring_t *q = &p->socks[sock].rq;
   sc_tcp_seg_t *s = ring_at(q, 0);
   sc_tcp_hdr_t h;
-  switch (sc_tcp_hdr_check(s->hdr, s->seq, s->req->len, &h)) {
+  switch (sc_tcp_hdr_check(s->hdr, s->seq, s->req->len, s->req->fp, &h)) {
   case SC_TCP_HDR_OK:
     break;
   case SC_TCP_HDR_BAD_MAGIC:
     return sc_tcp_peer_fail(tp, p, sock,
                             "sent a malformed message header (magic 0x%08x, expected 0x%08x)",
                             h.magic, SC_TCP_MSG_MAGIC);
+  case SC_TCP_HDR_BAD_PRINT: {
+    /* The receive learns the peer's call (the executor names both); the
+     * stream holds the rest of a message nobody here expects, so the peer
+     * fails as if it had sent garbage, but after this receive's verdict. */
+    sc_tp_req_t *r = s->req;
+    memcpy(r->peer_fp, h.fp, SC_TP_FP_LEN);
+    req_finish(r, SC_TP_REQ_ERROR, SC_ERR_MISMATCH);
+    char theirs[2 * SC_TP_FP_LEN + 1], ours[2 * SC_TP_FP_LEN + 1];
+    fp_hex(theirs, h.fp);
+    fp_hex(ours, r->fp);
+    return peer_fail_code(tp, p, sock, SC_ERR_MISMATCH,
+                          "sent a message of another operation (print %s where this rank's "
+                          "receive has %s)",
+                          theirs, ours);
+  }
   case SC_TCP_HDR_BAD_SEQ:
     return sc_tcp_peer_fail(tp, p, sock,
                             "sent part of its message #%u (%llu bytes) where part of message #%u "

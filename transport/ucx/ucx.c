@@ -27,10 +27,15 @@ static void req_finish(sc_tp_req_t *r, sc_result_t status) {
                    __ATOMIC_RELEASE);
 }
 
-static void report(sc_ucx_transport_t *tp, const char *msg) {
+static void report_code(sc_ucx_transport_t *tp, sc_result_t code, const char *msg) {
   if (tp->has_error) return;
   tp->has_error = 1;
+  tp->errcode = code;
   snprintf(tp->errmsg, sizeof(tp->errmsg), "%s", msg);
+}
+
+static void report(sc_ucx_transport_t *tp, const char *msg) {
+  report_code(tp, SC_ERR_REMOTE, msg);
 }
 
 void sc_ucx_op_unlink(sc_ucx_transport_t *tp, sc_ucx_op_t *op) {
@@ -42,10 +47,13 @@ void sc_ucx_op_unlink(sc_ucx_transport_t *tp, sc_ucx_op_t *op) {
   op->prev = op->next = NULL;
 }
 
-static void op_link(sc_ucx_transport_t *tp, sc_ucx_op_t *op, sc_tp_req_t *req, int peer) {
+static void op_link(sc_ucx_transport_t *tp, sc_ucx_op_t *op, sc_tp_req_t *req, int peer,
+                    uint64_t tag, int print) {
   op->req = req;
   op->tp = tp;
   op->peer = peer;
+  op->tag = tag;
+  op->print = print;
   op->prev = NULL;
   op->next = tp->pending;
   if (tp->pending) tp->pending->prev = op;
@@ -198,8 +206,8 @@ static sc_result_t post_begin(sc_ucx_transport_t *tp, int peer, const void *buf,
    * it (tcp, too, reads what the peer wrote before it closed). */
   if (tp->peers[peer].dead &&
       (sending ||
-       !ucp_tag_probe_nb(tp->peers[peer].worker, sc_ucx_tag(peer, tp->peers[peer].recv_seq),
-                         UINT64_MAX, 0, &(ucp_tag_recv_info_t){0}))) {
+       !ucp_tag_probe_nb(tp->peers[peer].worker, sc_ucx_tag(peer, tp->peers[peer].recv_seq, 0),
+                         SC_UCX_MASK_NO_PRINT, 0, &(ucp_tag_recv_info_t){0}))) {
     req_finish(req, SC_ERR_REMOTE);
     return SC_ERR(SC_ERR_REMOTE, "%s", tp->peers[peer].err);
   }
@@ -221,8 +229,8 @@ static sc_result_t ucx_isend(sc_transport_t *base, int peer, const void *buf, si
                              .user_data = tp,
                              .datatype = ucp_dt_make_contig(1),
                              .memory_type = mem_type(req)};
-  ucs_status_ptr_t h =
-      ucp_tag_send_nbx(p->ep, buf, len, sc_ucx_tag(tp->base.rank, p->send_seq++), &prm);
+  uint64_t tag = sc_ucx_tag(tp->base.rank, p->send_seq++, sc_ucx_fp_hash(req->fp));
+  ucs_status_ptr_t h = ucp_tag_send_nbx(p->ep, buf, len, tag, &prm);
   if (h == NULL) {
     req_finish(req, SC_SUCCESS);
   } else if (UCS_PTR_IS_ERR(h)) {
@@ -230,7 +238,7 @@ static sc_result_t ucx_isend(sc_transport_t *base, int peer, const void *buf, si
     tp->has_error = 0; /* reported here */
     return SC_ERR(SC_ERR_REMOTE, "%s", p->err);
   } else {
-    op_link(tp, h, req, peer);
+    op_link(tp, h, req, peer, tag, 0);
   }
   return SC_SUCCESS;
 }
@@ -250,17 +258,20 @@ static sc_result_t ucx_irecv(sc_transport_t *base, int peer, void *buf, size_t l
                              .user_data = tp,
                              .datatype = ucp_dt_make_contig(1),
                              .memory_type = mem_type(req)};
+  unsigned hash = sc_ucx_fp_hash(req->fp);
+  uint64_t tag = sc_ucx_tag(peer, p->recv_seq++, hash);
   tp->posting = 1;
   tp->imm_done = 0;
-  ucs_status_ptr_t h =
-      ucp_tag_recv_nbx(p->worker, buf, len, sc_ucx_tag(peer, p->recv_seq++), UINT64_MAX, &prm);
+  ucs_status_ptr_t h = ucp_tag_recv_nbx(p->worker, buf, len, tag, sc_ucx_recv_mask(hash), &prm);
   tp->posting = 0;
   if (UCS_PTR_IS_ERR(h)) {
     recv_finish(tp, req, UCS_PTR_STATUS(h), 0);
   } else if (tp->imm_done) {
     recv_finish(tp, req, tp->imm_status, tp->imm_len);
   } else {
-    op_link(tp, h, req, peer);
+    op_link(tp, h, req, peer, tag, hash != 0);
+    /* its message may already be held, unmatched, under another print */
+    if (hash) tp->scan_due = 1;
     return SC_SUCCESS;
   }
   if (req->state == SC_TP_REQ_DONE) return SC_SUCCESS;
@@ -272,7 +283,53 @@ static int drain(sc_ucx_transport_t *tp) {
   int any = 0;
   for (int i = 0; i < tp->nbusy; i++)
     while (ucp_worker_progress(tp->lane[tp->busy[i]].worker)) any = 1;
+  if (any) tp->scan_due = 1;
   return any;
+}
+
+/* Receive op met a message of another print in its place: it fails with
+ * SC_ERR_MISMATCH, its buffer untouched (the message never matched it), and
+ * the pair is out of step, so the peer's other requests fail as for a
+ * failed peer. The message stays with UCX, unmatched, until the worker
+ * closes. */
+static void recv_other_print(sc_ucx_transport_t *tp, sc_ucx_op_t *op, uint64_t sender_tag) {
+  sc_tp_req_t *r = op->req;
+  sc_ucx_peer_t *p = &tp->peers[op->peer];
+  op->req = NULL;
+  /* The tag holds only a hash of the peer's print, not the print. */
+  memset(r->peer_fp, 0, sizeof(r->peer_fp));
+  req_finish(r, SC_ERR_MISMATCH);
+  char what[200], text[256];
+  snprintf(what, sizeof(what),
+           "sent message %llu of another operation than the receive rank %d posted in its "
+           "place (print hash 0x%04x, the receive's 0x%04x)",
+           (unsigned long long)sc_ucx_tag_seq(op->tag), tp->base.rank, sc_ucx_tag_hash(sender_tag),
+           sc_ucx_tag_hash(op->tag));
+  snprintf(text, sizeof(text), "ucx: rank %d %s (seen by rank %d)", p->rank, what, tp->base.rank);
+  report_code(tp, SC_ERR_MISMATCH, text);
+  ucp_request_cancel(p->worker, op); /* its callback frees op */
+  sc_ucx_peer_fail(tp, p, "%s", what);
+}
+
+/* A receive with a print matches only a message of the same hash, so a
+ * message of another print waits in UCX's unexpected queue under the
+ * receive's sender and count: probe for it with the hash bits masked out
+ * (no removal; no byte moves). Only when a message may have arrived or such
+ * a receive was posted since the last look, and only before sleeping, so
+ * that a wait that completes costs nothing. 1 when one was found. */
+static int find_other_prints(sc_ucx_transport_t *tp) {
+  if (!tp->scan_due) return 0;
+  tp->scan_due = 0;
+  for (sc_ucx_op_t *op = tp->pending; op; op = op->next) {
+    if (!op->req || !op->print) continue;
+    ucp_tag_recv_info_t info = {0};
+    if (!ucp_tag_probe_nb(tp->peers[op->peer].worker, op->tag, SC_UCX_MASK_NO_PRINT, 0, &info))
+      continue;
+    recv_other_print(tp, op, info.sender_tag);
+    tp->scan_due = 1; /* the list changed under the walk: other peers at the next look */
+    return 1;
+  }
+  return 0;
 }
 
 /* Arms every busy lane's worker: UCS_OK when all are armed, UCS_ERR_BUSY
@@ -310,7 +367,7 @@ static sc_result_t wait_events(sc_ucx_transport_t *tp, size_t before, int timeou
   }
   while (!settled(tp, before)) {
     int64_t left = end - sc_now_us();
-    if (left <= 0) break;
+    if (left <= 0 || find_other_prints(tp)) break;
     ucs_status_t st = arm_lanes(tp);
     if (st == UCS_ERR_BUSY) { /* events arrived since the last progress */
       drain(tp);
@@ -344,7 +401,7 @@ static sc_result_t ucx_progress(sc_transport_t *base, int timeout_ms, int *progr
   if (progressed) *progressed = tp->completed != before;
   if (tp->has_error) {
     tp->has_error = 0;
-    return SC_ERR(SC_ERR_REMOTE, "%s", tp->errmsg);
+    return SC_ERR(tp->errcode, "%s", tp->errmsg);
   }
   return SC_SUCCESS;
 }

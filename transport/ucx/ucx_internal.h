@@ -5,11 +5,35 @@
  *
  * Matching. Every communicator has its own UCP context and worker, so
  * messages of two communicators never meet. Within one, a message's 64-bit
- * tag is the sender's rank (high 16 bits) and the sender's count of sends to
- * that receiver (low 48 bits); the receiver posts each receive from a peer
- * with the next number it expects from that peer and a full mask. A receive
- * thus matches exactly the send posted in the same position, whatever order
- * UCX delivers them in, which is the transport contract's ordering.
+ * tag is the sender's rank (high 16 bits), the sender's count of sends to
+ * that receiver (32 bits) and a 16-bit hash of the message's print (low 16
+ * bits, sc_ucx_fp_hash: 0 for no print). The receiver posts each receive
+ * from a peer with the next number it expects from that peer; a receive
+ * with a print also names its hash, under a full mask, so that a message of
+ * another operation never matches it and no byte of it reaches the buffer:
+ * progress finds such a message by probing the receive's tag without the
+ * hash bits (ucx.c). A receive without a print masks the hash bits out. A
+ * receive thus matches exactly the send posted in the same position,
+ * whatever order UCX delivers them in, which is the transport contract's
+ * ordering.
+ *
+ * Why 32 bits of count are enough: a receive names the count modulo 2^32,
+ * so two messages of a pair could be confused only with 2^32 of them in
+ * flight at once. A sender runs ahead of its receiver only by messages the
+ * receiver's UCX already holds (an eager send completes once buffered; a
+ * rendezvous send waits for the receive), each one at least a buffer
+ * descriptor of some hundred bytes there: 2^32 of them is hundreds of GiB
+ * held by one worker, long past SC_TIMEOUT_MS of an executor that waits on
+ * each operation's receives.
+ *
+ * Why a hash and not the print: the tag is the only header a UCP tagged
+ * message has. Carrying the 16 bytes themselves would take a second
+ * message, or an iov datatype ([print | payload]) whose payload lands in
+ * the buffer before the print can be read, and which UCX cannot mix with a
+ * device buffer (one memory type per operation). So a mismatch names the
+ * peer and its message, not the peer's call (peer_fp stays zero); two
+ * prints that share a hash (1 in 65536) are left to the length check and
+ * the liveness watch's comparison of the calls.
  *
  * Lanes. A pair of ranks on one host talks through the host lane, a pair on
  * two hosts through the net lane. They are one UCP context and worker unless
@@ -37,8 +61,13 @@
 
 #define SC_UCX_BLOB_MAGIC 0x53435558u /* 'SCUX' */
 #define SC_UCX_RANK_BITS  16
-#define SC_UCX_SEQ_BITS   (64 - SC_UCX_RANK_BITS)
+#define SC_UCX_SEQ_BITS   32
+#define SC_UCX_HASH_BITS  16
 #define SC_UCX_SEQ_MASK   ((UINT64_C(1) << SC_UCX_SEQ_BITS) - 1)
+#define SC_UCX_HASH_MASK  ((UINT64_C(1) << SC_UCX_HASH_BITS) - 1)
+/* A receive's tag mask without a print: sender and count only. */
+#define SC_UCX_MASK_NO_PRINT (~SC_UCX_HASH_MASK)
+_Static_assert(SC_UCX_RANK_BITS + SC_UCX_SEQ_BITS + SC_UCX_HASH_BITS == 64, "ucx tag layout");
 
 /* flags: this rank's UCX may use shared memory (UCX_TLS allows it and its
  * worker address has it), so a same-host pair is carried by memory. */
@@ -88,16 +117,42 @@ static inline size_t sc_ucx_blob_address(const sc_ucx_blob_hdr_t *b, size_t blob
 
 _Static_assert(SC_RANKS_MAX <= (1 << SC_UCX_RANK_BITS), "ranks do not fit the ucx tag");
 
-static inline uint64_t sc_ucx_tag(int sender, uint64_t seq) {
-  return ((uint64_t)(uint32_t)sender << SC_UCX_SEQ_BITS) | (seq & SC_UCX_SEQ_MASK);
+static inline uint64_t sc_ucx_tag(int sender, uint64_t seq, unsigned hash) {
+  return ((uint64_t)(uint32_t)sender << (SC_UCX_SEQ_BITS + SC_UCX_HASH_BITS)) |
+         (seq & SC_UCX_SEQ_MASK) << SC_UCX_HASH_BITS | ((uint64_t)hash & SC_UCX_HASH_MASK);
 }
 
 static inline int sc_ucx_tag_sender(uint64_t tag) {
-  return (int)(tag >> SC_UCX_SEQ_BITS);
+  return (int)(tag >> (SC_UCX_SEQ_BITS + SC_UCX_HASH_BITS));
 }
 
 static inline uint64_t sc_ucx_tag_seq(uint64_t tag) {
-  return tag & SC_UCX_SEQ_MASK;
+  return (tag >> SC_UCX_HASH_BITS) & SC_UCX_SEQ_MASK;
+}
+
+static inline unsigned sc_ucx_tag_hash(uint64_t tag) {
+  return (unsigned)(tag & SC_UCX_HASH_MASK);
+}
+
+/* The print's 16-bit hash for the tag: FNV-1a over its bytes, folded; 0 only
+ * for the all-zero print (none), so that a message without a print never
+ * matches a receive that has one. Every rank computes it alike. */
+static inline unsigned sc_ucx_fp_hash(const uint8_t fp[SC_TP_FP_LEN]) {
+  uint32_t h = 2166136261u;
+  int any = 0;
+  for (int i = 0; i < SC_TP_FP_LEN; i++) {
+    any |= fp[i];
+    h = (h ^ fp[i]) * 16777619u;
+  }
+  if (!any) return 0;
+  unsigned f = (unsigned)((h >> 16) ^ (h & 0xffffu));
+  return f ? f : 1u;
+}
+
+/* The mask a receive is posted with: the hash bits count only when it has a
+ * print. */
+static inline uint64_t sc_ucx_recv_mask(unsigned hash) {
+  return hash ? UINT64_MAX : SC_UCX_MASK_NO_PRINT;
 }
 
 /* Ranks on one host: same name, same kernel boot, same network namespace (a
@@ -233,6 +288,8 @@ typedef struct sc_ucx_op {
   sc_ucx_transport_t *tp;
   struct sc_ucx_op *prev, *next; /* the transport's pending list */
   int peer;
+  int print;    /* a receive posted with a print's hash (full mask) */
+  uint64_t tag; /* a receive's tag */
 } sc_ucx_op_t;
 
 typedef struct sc_ucx_peer {
@@ -276,7 +333,11 @@ struct sc_ucx_transport {
   ucs_status_t imm_status;
   size_t imm_len;
   int has_error; /* a failure to report once from progress */
+  sc_result_t errcode;
   char errmsg[256];
+  /* Messages may have arrived, or a receive with a print was posted, since
+   * progress last looked for messages of another print (ucx.c). */
+  int scan_due;
 };
 
 static inline sc_ucx_transport_t *sc_ucx_of(sc_transport_t *t) {

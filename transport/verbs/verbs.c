@@ -4,7 +4,8 @@
  * once their clear-to-send arrived, the completion queue, async events and
  * progress, which polls the CQ for at most SC_SPIN_US and then sleeps on the
  * completion channel, the async fd and the wake-up eventfd. Clear-to-sends
- * come as writes with immediate so that a sender waiting for one sleeps too. */
+ * come as writes with immediate so that a sender waiting for one sleeps too.
+ * What a failure does to requests is verbs_fail.c's. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
@@ -17,73 +18,6 @@
 #include "lib/base/error.h"
 #include "lib/base/log.h"
 #include "transport/verbs/verbs_internal.h"
-
-static void list_push(sc_vb_reqlist_t *l, sc_tp_req_t *r) {
-  r->u.verbs.next = NULL;
-  if (l->tail)
-    l->tail->u.verbs.next = r;
-  else
-    l->head = r;
-  l->tail = r;
-}
-
-static sc_tp_req_t *list_pop(sc_vb_reqlist_t *l) {
-  sc_tp_req_t *r = l->head;
-  if (r) {
-    l->head = r->u.verbs.next;
-    if (!l->head) l->tail = NULL;
-  }
-  return r;
-}
-
-static void req_finish(sc_vb_transport_t *tp, sc_tp_req_t *r, sc_result_t status) {
-  if (r->u.verbs.reg) sc_vb_rc_release(tp->rc, r->u.verbs.reg);
-  r->u.verbs.reg = NULL;
-  r->status = status;
-  __atomic_store_n(&r->state, status == SC_SUCCESS ? (int)SC_TP_REQ_DONE : (int)SC_TP_REQ_ERROR,
-                   __ATOMIC_RELEASE);
-}
-
-/* Fails every request of peer p with why and, unless keep, the peer itself: its
- * queue pairs go to the error state (the HCA stops touching the buffers) and
- * later posts fail at once with err. */
-static void peer_fail(sc_vb_transport_t *tp, int peer, sc_result_t why, int keep) {
-  sc_vb_peer_t *p = &tp->peers[peer];
-  sc_tp_req_t *r;
-  while ((r = list_pop(&p->swait))) req_finish(tp, r, why);
-  while ((r = list_pop(&p->rwait))) req_finish(tp, r, why);
-  for (int s = 0; s < SC_VB_FIFO_DEPTH; s++) {
-    if (p->sreq[s]) req_finish(tp, p->sreq[s], why);
-    if (p->rreq[s]) req_finish(tp, p->rreq[s], why);
-    p->sreq[s] = p->rreq[s] = NULL;
-  }
-  if (keep || p->dead) return;
-  p->dead = 1;
-  for (int q = 0; q < p->nqps; q++) {
-    struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
-    if (p->qp[q]) tp->api->modify_qp(p->qp[q], &a, IBV_QP_STATE);
-  }
-}
-
-/* A peer failed: its requests fail with SC_ERR_REMOTE and progress reports text
- * once. soft: leave the queue pairs running, so that what was posted last (the
- * immediate telling the peer its receive had another length) still goes out. */
-static void peer_error_ex(sc_vb_transport_t *tp, int peer, const char *text, int soft) {
-  sc_vb_peer_t *p = &tp->peers[peer];
-  if (p->dead) return;
-  snprintf(p->err, sizeof(p->err), "%s", text);
-  SC_WARN(SC_SUBSYS_NET, "%s", text);
-  peer_fail(tp, peer, SC_ERR_REMOTE, soft);
-  p->dead = 1;
-  if (!tp->report_pending) {
-    tp->report_pending = 1;
-    snprintf(tp->report, sizeof(tp->report), "%s", text);
-  }
-}
-
-static void peer_error(sc_vb_transport_t *tp, int peer, const char *text) {
-  peer_error_ex(tp, peer, text, 0);
-}
 
 static sc_result_t post_check(sc_vb_transport_t *tp, int peer, const void *buf, size_t len,
                               sc_tp_req_t *req, const char *op) {
@@ -118,7 +52,7 @@ static sc_result_t post(sc_vb_transport_t *tp, int peer, void *buf, size_t len, 
              "verbs: rank %d: peer %d closed its connection (it exited or destroyed "
              "its communicator)",
              tp->base.rank, peer);
-    peer_error(tp, peer, t);
+    sc_vb_peer_error(tp, peer, t);
   }
   if (p->dead) {
     req->status = SC_ERR_REMOTE;
@@ -132,7 +66,7 @@ static sc_result_t post(sc_vb_transport_t *tp, int peer, void *buf, size_t len, 
   req->buf = buf;
   req->len = len;
   req->state = SC_TP_REQ_PENDING;
-  list_push(sending ? &p->swait : &p->rwait, req);
+  sc_vb_list_push(sending ? &p->swait : &p->rwait, req);
   return SC_SUCCESS;
 }
 
@@ -150,7 +84,7 @@ static int need_reg(sc_vb_transport_t *tp, int peer, sc_tp_req_t *r) {
     char d[SC_ERRMSG_MAX], t[SC_ERRMSG_MAX + 64];
     sc_error_get_detail(d, sizeof(d));
     snprintf(t, sizeof(t), "verbs: rank %d, a message with peer %d: %s", tp->base.rank, peer, d);
-    peer_error(tp, peer, t);
+    sc_vb_peer_error(tp, peer, t);
     return -1;
   }
   r->u.verbs.reg = e;
@@ -167,7 +101,7 @@ static sc_result_t pump_recvs(sc_vb_transport_t *tp, int peer, int *moved) {
     if (need_reg(tp, peer, r) != 0) break;
     uint64_t msg = p->rfifo.next;
     int slot = sc_vb_fifo_take(&p->rfifo, sc_vb_nstripes(r->len, p->nqps));
-    list_pop(&p->rwait);
+    sc_vb_list_pop(&p->rwait);
     p->rreq[slot] = r;
     r->u.verbs.msg = msg;
     sc_vb_cts_t *c = &tp->ctsbuf[(size_t)peer * SC_VB_FIFO_DEPTH + (size_t)slot];
@@ -175,6 +109,7 @@ static sc_result_t pump_recvs(sc_vb_transport_t *tp, int peer, int *moved) {
     c->addr = (uint64_t)(uintptr_t)r->buf;
     c->size = r->len;
     c->rkey = e ? e->rkey : 0;
+    memcpy(c->fp, r->fp, SC_TP_FP_LEN);
     c->seq = (uint32_t)(msg + 1);
     sc_vb_imm_t imm = {slot, 1, 0, 1, (uint32_t)(msg & 0x3fff)};
     sc_vb_wrid_t id = {SC_VB_WR_CTS, peer, 0, slot, 1};
@@ -196,7 +131,7 @@ static sc_result_t pump_recvs(sc_vb_transport_t *tp, int peer, int *moved) {
       char t[256];
       snprintf(t, sizeof(t), "verbs: rank %d: ibv_post_send of a clear-to-send to peer %d: %s",
                tp->base.rank, peer, strerror(rc));
-      peer_error(tp, peer, t);
+      sc_vb_peer_error(tp, peer, t);
       return SC_SUCCESS;
     }
     p->sq_used[0]++;
@@ -241,8 +176,37 @@ static int post_stripe(sc_vb_transport_t *tp, int peer, sc_tp_req_t *r, int slot
   return 0;
 }
 
+/* Refuses send r (message slot) for its print: one write-with-immediate, on
+ * qp 0, that puts the send's print into the receiver's refusal table and
+ * tells it why, no byte into the receive's buffer. */
+static int post_refusal(sc_vb_transport_t *tp, int peer, sc_tp_req_t *r, int slot) {
+  sc_vb_peer_t *p = &tp->peers[peer];
+  int n = tp->base.nranks;
+  uint8_t *src = (uint8_t *)tp->ctsbuf + sc_vb_refusal_offset(n, peer);
+  memcpy(src, r->fp, SC_TP_FP_LEN);
+  struct ibv_sge sge = {(uint64_t)(uintptr_t)src, SC_TP_FP_LEN, tp->cts_mr->lkey};
+  sc_vb_imm_t imm = {slot, 1, SC_VB_REFUSE_PRINT, 0, (uint32_t)(r->u.verbs.msg & 0x3fff)};
+  sc_vb_wrid_t id = {SC_VB_WR_DATA, peer, 0, slot, 1};
+  struct ibv_send_wr wr, *bad;
+  memset(&wr, 0, sizeof(wr));
+  wr.wr_id = sc_vb_wrid_encode(&id);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.imm_data = htonl(sc_vb_imm_encode(&imm));
+  wr.wr.rdma.remote_addr = p->blob.fifo_addr + sc_vb_refusal_offset(n, tp->base.rank);
+  wr.wr.rdma.rkey = p->blob.fifo_rkey;
+  int rc = ibv_post_send(p->qp[0], &wr, &bad);
+  if (rc == 0) p->sq_used[0]++;
+  return rc;
+}
+
 /* Sends whose clear-to-send arrived (and whose slot is free on this side too:
- * the sender may hear the next clear-to-send before its own completion). */
+ * the sender may hear the next clear-to-send before its own completion). A
+ * send whose print or length is not the receive's is refused (verbs_proto.h):
+ * it fails, the receive learns why from the refusal, and the pair is out of
+ * step. */
 static void pump_sends(sc_vb_transport_t *tp, int peer, int *moved) {
   sc_vb_peer_t *p = &tp->peers[peer];
   while (p->swait.head && !p->dead && sc_vb_fifo_can_take(&p->sfifo)) {
@@ -253,7 +217,10 @@ static void pump_sends(sc_vb_transport_t *tp, int peer, int *moved) {
     if (p->cts_seen <= msg || !sc_vb_cts_ready(cts, msg)) return;
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     sc_tp_req_t *r = p->swait.head;
-    int error = cts->size != r->len;
+    uint8_t cts_fp[SC_TP_FP_LEN];
+    for (int i = 0; i < SC_TP_FP_LEN; i++) cts_fp[i] = cts->fp[i];
+    uint64_t cts_size = cts->size;
+    sc_vb_refuse_t error = sc_vb_send_verdict(cts_fp, cts_size, r->fp, r->len);
     if (!error && need_reg(tp, peer, r) != 0) return;
     int k = error ? 1 : sc_vb_nstripes(r->len, p->nqps);
     for (int i = 0; i < k; i++) {
@@ -261,28 +228,37 @@ static void pump_sends(sc_vb_transport_t *tp, int peer, int *moved) {
       if (!error) sc_vb_stripe(r->len, k, i, &off, &n);
       if (p->sq_used[i] + sc_vb_stripe_wrs(n) > SC_VB_SQ_DEPTH) return; /* room later */
     }
-    list_pop(&p->swait);
+    sc_vb_list_pop(&p->swait);
     r->u.verbs.msg = msg;
     sc_vb_fifo_take(&p->sfifo, k);
     p->sreq[slot] = error ? NULL : r;
     char t[300];
     for (int i = 0; i < k; i++) {
-      int rc = post_stripe(tp, peer, r, slot, k, i, cts, error);
+      int rc = error == SC_VB_REFUSE_PRINT ? post_refusal(tp, peer, r, slot)
+                                           : post_stripe(tp, peer, r, slot, k, i, cts, error);
       if (rc != 0) {
-        if (error) req_finish(tp, r, SC_ERR_REMOTE);
+        if (error) sc_vb_req_finish(tp, r, SC_ERR_REMOTE);
         snprintf(t, sizeof(t), "verbs: rank %d: ibv_post_send to peer %d: %s", tp->base.rank, peer,
                  strerror(rc));
-        peer_error(tp, peer, t);
+        sc_vb_peer_error(tp, peer, t);
         return;
       }
     }
     *moved = 1;
-    if (error) {
+    if (error == SC_VB_REFUSE_PRINT) {
+      memcpy(r->peer_fp, cts_fp, SC_TP_FP_LEN);
+      snprintf(t, sizeof(t),
+               "verbs: rank %d's send of %zu bytes to peer %d belongs to another operation than "
+               "the receive peer %d posted for it (%llu bytes): their prints differ",
+               tp->base.rank, r->len, peer, peer, (unsigned long long)cts_size);
+      sc_vb_req_finish(tp, r, SC_ERR_MISMATCH);
+      sc_vb_peer_error_code(tp, peer, SC_ERR_MISMATCH, t, 1);
+    } else if (error) {
       snprintf(t, sizeof(t),
                "verbs: rank %d sent %zu bytes to peer %d, which posted a receive of %llu bytes",
-               tp->base.rank, r->len, peer, (unsigned long long)cts->size);
-      req_finish(tp, r, SC_ERR_REMOTE);
-      peer_error_ex(tp, peer, t, 1);
+               tp->base.rank, r->len, peer, (unsigned long long)cts_size);
+      sc_vb_req_finish(tp, r, SC_ERR_REMOTE);
+      sc_vb_peer_error_code(tp, peer, SC_ERR_REMOTE, t, 1);
     }
   }
 }
@@ -320,14 +296,14 @@ static void on_completion(sc_vb_transport_t *tp, const struct ibv_wc *wc, int *m
              : id.kind == SC_VB_WR_CTS ? "clear-to-send"
                                        : "data",
              id.qp, wc->vendor_err);
-    peer_error(tp, id.peer, t);
+    sc_vb_peer_error(tp, id.peer, t);
     return;
   }
   *moved = 1;
   if (p->dead) return;
   if (id.kind == SC_VB_WR_DATA) {
     if (sc_vb_fifo_complete(&p->sfifo, id.slot) == 1 && p->sreq[id.slot]) {
-      req_finish(tp, p->sreq[id.slot], SC_SUCCESS);
+      sc_vb_req_finish(tp, p->sreq[id.slot], SC_SUCCESS);
       p->sreq[id.slot] = NULL;
     }
     return;
@@ -336,7 +312,7 @@ static void on_completion(sc_vb_transport_t *tp, const struct ibv_wc *wc, int *m
   if (sc_vb_post_recv(tp, id.peer, id.qp) != SC_SUCCESS) {
     char d[SC_ERRMSG_MAX];
     sc_error_get_detail(d, sizeof(d));
-    peer_error(tp, id.peer, d);
+    sc_vb_peer_error(tp, id.peer, d);
     return;
   }
   sc_vb_imm_t imm;
@@ -346,71 +322,45 @@ static void on_completion(sc_vb_transport_t *tp, const struct ibv_wc *wc, int *m
     if (imm.seq14 != (p->cts_seen & 0x3fff)) {
       snprintf(t, sizeof(t), "verbs: rank %d: peer %d sent clear-to-send %u out of order",
                tp->base.rank, id.peer, imm.seq14);
-      peer_error(tp, id.peer, t);
+      sc_vb_peer_error(tp, id.peer, t);
       return;
     }
     p->cts_seen++;
     return;
   }
   sc_tp_req_t *r = imm.slot < SC_VB_FIFO_DEPTH ? p->rreq[imm.slot] : NULL;
+  if (imm.error == SC_VB_REFUSE_PRINT && r && imm.seq14 == (r->u.verbs.msg & 0x3fff)) {
+    /* The refusal's write put the sender's print in place before its immediate. */
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    memcpy(r->peer_fp, (const uint8_t *)tp->fifo + sc_vb_refusal_offset(tp->base.nranks, id.peer),
+           SC_TP_FP_LEN);
+    p->rreq[imm.slot] = NULL;
+    sc_vb_req_finish(tp, r, SC_ERR_MISMATCH);
+    snprintf(t, sizeof(t),
+             "verbs: rank %d: peer %d refused the receive of %zu bytes: its send belongs to "
+             "another operation (their prints differ)",
+             tp->base.rank, id.peer, r->len);
+    sc_vb_peer_error_code(tp, id.peer, SC_ERR_MISMATCH, t, 0);
+    return;
+  }
   if (imm.error) {
     snprintf(t, sizeof(t),
              "verbs: rank %d: peer %d sent a message of another length than the %zu "
              "bytes posted",
              tp->base.rank, id.peer, r ? r->len : (size_t)0);
-    peer_error(tp, id.peer, t);
+    sc_vb_peer_error(tp, id.peer, t);
     return;
   }
   if (!r || imm.seq14 != (r->u.verbs.msg & 0x3fff) ||
       imm.nstripes != sc_vb_nstripes(r->len, p->nqps)) {
     snprintf(t, sizeof(t), "verbs: rank %d: peer %d wrote slot %d out of protocol (imm 0x%x)",
              tp->base.rank, id.peer, imm.slot, ntohl(wc->imm_data));
-    peer_error(tp, id.peer, t);
+    sc_vb_peer_error(tp, id.peer, t);
     return;
   }
   if (sc_vb_fifo_complete(&p->rfifo, imm.slot) == 1) {
-    req_finish(tp, r, SC_SUCCESS);
+    sc_vb_req_finish(tp, r, SC_SUCCESS);
     p->rreq[imm.slot] = NULL;
-  }
-}
-
-static void on_async(sc_vb_transport_t *tp) {
-  struct ibv_async_event ev;
-  while (tp->api->get_async_event(tp->dev.ctx, &ev) == 0) {
-    enum ibv_event_type type = ev.event_type;
-    struct ibv_qp *qp = NULL;
-    int fatal = 0;
-    switch (type) {
-    case IBV_EVENT_QP_FATAL:
-    case IBV_EVENT_QP_REQ_ERR:
-    case IBV_EVENT_QP_ACCESS_ERR:
-    case IBV_EVENT_PATH_MIG_ERR:
-      qp = ev.element.qp;
-      fatal = 1;
-      break;
-    case IBV_EVENT_CQ_ERR:
-    case IBV_EVENT_DEVICE_FATAL:
-    case IBV_EVENT_PORT_ERR:
-      fatal = 1;
-      break;
-    default:
-      break;
-    }
-    tp->api->ack_async_event(&ev);
-    if (!fatal) {
-      SC_INFO(SC_SUBSYS_NET, "verbs: async event %s", tp->api->event_type_str(type));
-      continue;
-    }
-    for (int i = 0; i < tp->base.nranks; i++) {
-      sc_vb_peer_t *p = &tp->peers[i];
-      int hit = !qp;
-      for (int q = 0; q < p->nqps && !hit; q++) hit = p->qp[q] == qp;
-      if (!hit || i == tp->base.rank) continue;
-      char t[300];
-      snprintf(t, sizeof(t), "verbs: rank %d: peer %d: async event %s on %s port %d", tp->base.rank,
-               i, tp->api->event_type_str(type), tp->dev.name, tp->dev.port);
-      peer_error(tp, i, t);
-    }
   }
 }
 
@@ -422,7 +372,7 @@ static void pass(sc_vb_transport_t *tp, int *moved) {
     for (int i = 0; i < n; i++) on_completion(tp, &wc[i], moved);
   if (n < 0) {
     for (int i = 0; i < tp->base.nranks; i++)
-      if (i != tp->base.rank) peer_error(tp, i, "verbs: ibv_poll_cq failed");
+      if (i != tp->base.rank) sc_vb_peer_error(tp, i, "verbs: ibv_poll_cq failed");
   }
   for (int i = 0; i < tp->base.nranks; i++) {
     sc_vb_peer_t *p = &tp->peers[i];
@@ -431,34 +381,13 @@ static void pass(sc_vb_transport_t *tp, int *moved) {
   }
 }
 
-/* A peer's side channel is readable: its end closed (the process ended or
- * destroyed its communicator). What can no longer complete fails now: receives
- * and sends still waiting for a clear-to-send. Sends already written complete
- * or fail on their own completions. */
-static void on_peer_sock(sc_vb_transport_t *tp, int peer) {
-  sc_vb_peer_t *p = &tp->peers[peer];
-  char b[64];
-  ssize_t n = read(p->sock, b, sizeof(b));
-  if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR))) return;
-  close(p->sock);
-  p->sock = -1;
-  p->closed = 1;
-  if (p->dead || !(p->rwait.head || p->swait.head || p->rfifo.inflight)) return;
-  char t[200];
-  snprintf(t, sizeof(t),
-           "verbs: rank %d: peer %d closed its connection with messages pending (it exited or "
-           "destroyed its communicator)",
-           tp->base.rank, peer);
-  peer_error(tp, peer, t);
-}
-
 static sc_result_t vb_progress(sc_transport_t *base, int timeout_ms, int *progressed) {
   if (progressed) *progressed = 0;
   sc_vb_transport_t *tp = sc_vb_of(base);
   if (!tp) return SC_ERR(SC_ERR_INVALID_ARG, "verbs progress: NULL transport");
   if (!tp->connected) return SC_ERR(SC_ERR_INVALID_ARG, "verbs progress: not connected");
   int moved = 0;
-  on_async(tp);
+  sc_vb_on_async(tp);
   pass(tp, &moved);
   if (!moved && !tp->report_pending && timeout_ms > 0) {
     int64_t t0 = sc_now_us();
@@ -497,7 +426,7 @@ static sc_result_t vb_progress(sc_transport_t *base, int timeout_ms, int *progre
           while (read(tp->wake_fd, &v, sizeof(v)) < 0 && errno == EINTR) {
           }
         }
-        if (rc > 0 && pf[2].revents) on_async(tp);
+        if (rc > 0 && pf[2].revents) sc_vb_on_async(tp);
         if (rc > 0 && pf[1].revents) {
           /* Consume the channel's event so that it can fire again once re-armed. */
           struct ibv_cq *ecq;
@@ -509,33 +438,16 @@ static sc_result_t vb_progress(sc_transport_t *base, int timeout_ms, int *progre
         }
         if (rc > 0) pass(tp, &moved); /* completions first: they may finish a peer's last work */
         for (int k = 3; rc > 0 && k < npf; k++)
-          if (pf[k].revents) on_peer_sock(tp, tp->pfd_peer[k]);
+          if (pf[k].revents) sc_vb_on_peer_sock(tp, tp->pfd_peer[k]);
       }
     }
   }
   if (progressed) *progressed = moved;
   if (tp->report_pending) {
     tp->report_pending = 0;
-    return SC_ERR(SC_ERR_REMOTE, "%s", tp->report);
+    return SC_ERR(tp->report_code, "%s", tp->report);
   }
   return SC_SUCCESS;
-}
-
-static void vb_cancel_all(sc_transport_t *base, sc_result_t why) {
-  if (!base) return;
-  sc_vb_transport_t *tp = sc_vb_of(base);
-  if (!tp->peers) return;
-  int failed = why != SC_ERR_ABORTED && why != SC_ERR_INVALID_ARG;
-  for (int i = 0; i < base->nranks; i++) {
-    sc_vb_peer_t *p = &tp->peers[i];
-    /* A slot in flight leaves the two sides' message numbers out of step. */
-    int torn = p->sfifo.inflight || p->rfifo.inflight;
-    if ((torn || failed) && !p->dead)
-      snprintf(p->err, sizeof(p->err), "verbs: peer %d: closed by rank %d after %s (%s)", i,
-               base->rank, torn ? "requests were cancelled mid-message" : "its communicator failed",
-               sc_strerror(why));
-    peer_fail(tp, i, why, !(torn || failed));
-  }
 }
 
 static sc_result_t vb_reg(sc_transport_t *base, void *buf, size_t len, void **handle) {
@@ -590,7 +502,7 @@ const sc_transport_ops_t sc_verbs_transport = {
     .isend = vb_isend,
     .irecv = vb_irecv,
     .progress = vb_progress,
-    .cancel_all = vb_cancel_all,
+    .cancel_all = sc_vb_cancel_all,
     .reg = vb_reg,
     .dereg = vb_dereg,
     .wake = vb_wake,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The verbs transport's state, shared by verbs_setup.c (create, connect_all,
- * destroy) and verbs.c (the data path). The protocol itself is in
- * verbs_proto.h. */
+ * destroy), verbs.c (the data path) and verbs_fail.c (failures). The
+ * protocol itself is in verbs_proto.h. */
 #ifndef SC_VERBS_INTERNAL_H
 #define SC_VERBS_INTERNAL_H
 
@@ -53,10 +53,12 @@ typedef struct sc_vb_transport {
   int cq_armed;
   int gid_index;
   union ibv_gid gid;
-  /* FIFO: nranks * DEPTH entries, section w written by rank w (its clear-to-sends) */
+  /* FIFO: nranks * DEPTH entries, section w written by rank w (its clear-to-sends),
+   * then the refusal table (sc_vb_fifo_bytes) */
   sc_vb_cts_t *fifo;
   struct ibv_mr *fifo_mr;
-  /* the source of this rank's clear-to-send writes, same layout by destination rank */
+  /* the source of this rank's clear-to-send and refusal writes, same layout by
+   * destination rank */
   sc_vb_cts_t *ctsbuf;
   struct ibv_mr *cts_mr;
   sc_vb_regcache_t *rc;
@@ -69,6 +71,7 @@ typedef struct sc_vb_transport {
   uint8_t secret[SC_SECRET_LEN];
   int connected;
   int report_pending; /* a peer failed since the last progress: report it once */
+  sc_result_t report_code;
   char report[SC_ERRMSG_MAX];
   sc_vb_peer_t *peers;
   struct pollfd *pfds; /* 3 + nranks: wake, channel, async, the peers' side channels */
@@ -78,6 +81,48 @@ typedef struct sc_vb_transport {
 static inline sc_vb_transport_t *sc_vb_of(sc_transport_t *t) {
   return (sc_vb_transport_t *)t;
 }
+
+static inline void sc_vb_list_push(sc_vb_reqlist_t *l, sc_tp_req_t *r) {
+  r->u.verbs.next = NULL;
+  if (l->tail)
+    l->tail->u.verbs.next = r;
+  else
+    l->head = r;
+  l->tail = r;
+}
+
+static inline sc_tp_req_t *sc_vb_list_pop(sc_vb_reqlist_t *l) {
+  sc_tp_req_t *r = l->head;
+  if (r) {
+    l->head = r->u.verbs.next;
+    if (!l->head) l->tail = NULL;
+  }
+  return r;
+}
+
+static inline void sc_vb_req_finish(sc_vb_transport_t *tp, sc_tp_req_t *r, sc_result_t status) {
+  if (r->u.verbs.reg) sc_vb_rc_release(tp->rc, r->u.verbs.reg);
+  r->u.verbs.reg = NULL;
+  r->status = status;
+  __atomic_store_n(&r->state, status == SC_SUCCESS ? (int)SC_TP_REQ_DONE : (int)SC_TP_REQ_ERROR,
+                   __ATOMIC_RELEASE);
+}
+
+/* ---- failures (verbs_fail.c) ---- */
+/* Peer peer failed: its requests fail with SC_ERR_REMOTE, later posts too (with
+ * text), and progress reports text once with code (SC_ERR_MISMATCH where a
+ * message of another operation put the pair out of step). soft: leave its
+ * queue pairs running, so that what was posted last (the refusal of the
+ * peer's receive) still goes out. */
+void sc_vb_peer_error_code(sc_vb_transport_t *tp, int peer, sc_result_t code, const char *text,
+                           int soft);
+/* The same with SC_ERR_REMOTE, queue pairs stopped. */
+void sc_vb_peer_error(sc_vb_transport_t *tp, int peer, const char *text);
+/* Reads the device's async events; a fatal one fails the peers it touches. */
+void sc_vb_on_async(sc_vb_transport_t *tp);
+/* peer's side channel is readable: its end closed, or bytes to drop. */
+void sc_vb_on_peer_sock(sc_vb_transport_t *tp, int peer);
+void sc_vb_cancel_all(sc_transport_t *base, sc_result_t why);
 
 sc_result_t sc_vb_create(const sc_tp_config_t *cfg, sc_transport_t **tp, void *addr,
                          size_t *addrlen);

@@ -144,6 +144,26 @@ int sc_vb_fifo_complete(sc_vb_fifo_t *f, int slot) {
   return 1;
 }
 
+size_t sc_vb_fifo_bytes(int nranks) {
+  return (size_t)nranks * (SC_VB_FIFO_DEPTH * sizeof(sc_vb_cts_t) + SC_TP_FP_LEN);
+}
+
+size_t sc_vb_refusal_offset(int nranks, int writer) {
+  return (size_t)nranks * SC_VB_FIFO_DEPTH * sizeof(sc_vb_cts_t) + (size_t)writer * SC_TP_FP_LEN;
+}
+
+static int print_none(const uint8_t fp[SC_TP_FP_LEN]) {
+  for (int i = 0; i < SC_TP_FP_LEN; i++)
+    if (fp[i]) return 0;
+  return 1;
+}
+
+sc_vb_refuse_t sc_vb_send_verdict(const uint8_t cts_fp[SC_TP_FP_LEN], uint64_t cts_size,
+                                  const uint8_t send_fp[SC_TP_FP_LEN], size_t len) {
+  if (!print_none(cts_fp) && memcmp(cts_fp, send_fp, SC_TP_FP_LEN) != 0) return SC_VB_REFUSE_PRINT;
+  return cts_size != (uint64_t)len ? SC_VB_REFUSE_LENGTH : SC_VB_REFUSE_NONE;
+}
+
 /* ---- striping and slicing ---- */
 
 int sc_vb_nstripes(size_t len, int nqps) {
@@ -170,15 +190,19 @@ int sc_vb_stripe_wrs(size_t n) {
 /* ---- immediate data and work-request ids ---- */
 
 uint32_t sc_vb_imm_encode(const sc_vb_imm_t *in) {
-  return (uint32_t)(in->slot & 0xff) | (uint32_t)(in->nstripes & 0xff) << 8 |
+  int mid = in->error ? in->error : in->nstripes;
+  return (uint32_t)(in->slot & 0xff) | (uint32_t)(mid & 0xff) << 8 |
          (uint32_t)(in->error ? 1 : 0) << 16 | (uint32_t)(in->cts ? 1 : 0) << 17 |
          (in->seq14 & 0x3fffu) << 18;
 }
 
 void sc_vb_imm_decode(uint32_t imm, sc_vb_imm_t *out) {
+  int mid = (int)((imm >> 8) & 0xff);
+  int error = (int)((imm >> 16) & 1);
   out->slot = (int)(imm & 0xff);
-  out->nstripes = (int)((imm >> 8) & 0xff);
-  out->error = (int)((imm >> 16) & 1);
+  out->nstripes = error ? 1 : mid;
+  /* an error bit without a reason counts as a length refusal */
+  out->error = error ? (mid ? mid : SC_VB_REFUSE_LENGTH) : 0;
   out->cts = (int)((imm >> 17) & 1);
   out->seq14 = imm >> 18;
 }

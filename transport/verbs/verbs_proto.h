@@ -7,12 +7,17 @@
  * GPUDirect registration plan. The registration cache is verbs_regcache.h.
  *
  * The data path (as NCCL's net_ib): for message n to a peer, the receiver
- * RDMA-writes a clear-to-send entry (its buffer address, rkey, size, n + 1)
- * into slot n % SC_VB_FIFO_DEPTH of the sender's FIFO, as a write with
- * immediate so that the sender hears of it on its completion queue; the
- * sender then RDMA-writes the data striped over the peer's QPs, each stripe
- * ending with a write-with-immediate that names the slot; the receiver's
- * request completes when every stripe's immediate arrived. A slot is reused
+ * RDMA-writes a clear-to-send entry (its buffer address, rkey, size, the
+ * receive's print, n + 1) into slot n % SC_VB_FIFO_DEPTH of the sender's
+ * FIFO, as a write with immediate so that the sender hears of it on its
+ * completion queue; the sender then RDMA-writes the data striped over the
+ * peer's QPs, each stripe ending with a write-with-immediate that names the
+ * slot; the receiver's request completes when every stripe's immediate
+ * arrived. A sender whose send has another print or length than the entry
+ * writes no data: it refuses the message with one write-with-immediate
+ * whose immediate says why (sc_vb_send_verdict), for another print writing
+ * its own print into the receiver's refusal table first, so that both ends
+ * fail and can name both calls. A slot is reused
  * only when its previous message completed on that side, which is the credit
  * bound: at most SC_VB_FIFO_DEPTH messages in flight per peer and direction,
  * so at most that many data and as many clear-to-send immediates per QP are
@@ -24,6 +29,7 @@
 #include <stdint.h>
 
 #include "sparsecoll.h"
+#include "transport/transport.h"
 
 #define SC_VB_FIFO_DEPTH 32         /* slots per peer and direction (<= 256: 8 bits of imm) */
 #define SC_VB_QPS_MAX    16         /* SC_IB_QPS_PER_PEER's bound */
@@ -76,14 +82,40 @@ sc_result_t sc_vb_check_devices(const sc_vb_hca_spec_t *spec, const char *const 
 /* ---- FIFO and credits ---- */
 
 /* A clear-to-send entry, written by the receiver into the sender's FIFO. seq is
- * last so that a reader that sees the new seq sees the rest (the HCA writes in
- * address order, the assumption NCCL makes too). */
+ * last so that a reader that sees the new seq sees the rest, the print
+ * included (the HCA writes in address order, the assumption NCCL makes too;
+ * besides, the sender reads an entry only after its immediate's completion). */
 typedef struct sc_vb_cts {
   uint64_t addr;
   uint64_t size;
+  uint8_t fp[SC_TP_FP_LEN]; /* the receive's print (sc_tp_req_t's fp; all zero: none) */
   uint32_t rkey;
   uint32_t seq; /* message number + 1; 0 = never written */
 } sc_vb_cts_t;
+_Static_assert(offsetof(sc_vb_cts_t, seq) + sizeof(uint32_t) == sizeof(sc_vb_cts_t),
+               "the clear-to-send's seq must be its last bytes");
+
+/* A rank's FIFO memory (one registration, published as the blob's fifo_addr
+ * and fifo_rkey): nranks * DEPTH clear-to-send entries, section w written by
+ * rank w, then the refusal table, nranks prints, entry w written by rank w
+ * when it refuses a message to this rank for its print (one per pair: a
+ * refusal leaves the pair out of step, and nothing follows it). */
+size_t sc_vb_fifo_bytes(int nranks);
+/* Where rank `writer`'s refusal print lies in a FIFO of nranks ranks. */
+size_t sc_vb_refusal_offset(int nranks, int writer);
+
+/* Why a sender refuses a clear-to-send, the immediate's error code. */
+typedef enum sc_vb_refuse {
+  SC_VB_REFUSE_NONE = 0,
+  SC_VB_REFUSE_LENGTH = 1, /* the receive's size is not the send's length */
+  SC_VB_REFUSE_PRINT = 2   /* the receive's print is not the send's: another operation */
+} sc_vb_refuse_t;
+
+/* The sender's verdict on the clear-to-send of its next send: the prints
+ * first (compared when the receive has one), so that a print that differs
+ * wins over a length that differs; then the size. */
+sc_vb_refuse_t sc_vb_send_verdict(const uint8_t cts_fp[SC_TP_FP_LEN], uint64_t cts_size,
+                                  const uint8_t send_fp[SC_TP_FP_LEN], size_t len);
 
 /* One direction to one peer: message n uses slot n % DEPTH; busy[s] counts
  * what is still outstanding in slot s (stripes on the receiving side,
@@ -125,14 +157,15 @@ int sc_vb_stripe_wrs(size_t n);
 /* ---- immediate data and work-request ids ---- */
 
 /* imm (host order; the wire carries it big-endian): bits 0-7 slot, 8-15 stripe count,
- * 16 error (the sender's length differed from the receiver's), 17 clear-to-send (the
+ * 16 error (the sender refused the message: bits 8-15 then hold why, an
+ * sc_vb_refuse_t, and the refusal is the message's one stripe), 17 clear-to-send (the
  * receiver's FIFO write: the sender learns of it by this completion, so that it can
  * sleep instead of polling its FIFO), 18-31 the message number's low 14 bits (a
  * consistency check). */
 typedef struct sc_vb_imm {
   int slot;
-  int nstripes;
-  int error;
+  int nstripes; /* 1 when error */
+  int error;    /* sc_vb_refuse_t */
   int cts;
   uint32_t seq14;
 } sc_vb_imm_t;

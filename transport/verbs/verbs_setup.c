@@ -124,7 +124,9 @@ sc_result_t sc_vb_create(const sc_tp_config_t *cfg, sc_transport_t **out, void *
                tp->dev.name, tp->dev.port, tp->gid_index, tp->dev.pattr.gid_tbl_len);
     goto fail;
   }
-  size_t fifo_bytes = (size_t)n * SC_VB_FIFO_DEPTH * sizeof(sc_vb_cts_t);
+  /* The clear-to-send source has the FIFO's layout, by destination: its
+   * refusal table is where a refused send's print is written from. */
+  size_t fifo_bytes = sc_vb_fifo_bytes(n);
   SC_CHECK_GOTO(alloc_registered(tp, fifo_bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
                                  &tp->fifo, &tp->fifo_mr),
                 r, fail);
