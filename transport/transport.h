@@ -64,8 +64,10 @@ typedef struct sc_tp_req {
   /* set by the caller after clearing the request, before posting: the print
    * of the operation the message belongs to (lib/core/fingerprint.h's
    * sc_fp_msg_encode; all zero: none). A send carries it in the header its
-   * transport writes; a receive whose print is not all zero compares it
-   * with the incoming message's and, where they differ, fails with
+   * transport writes; where the receive's print and the incoming message's
+   * are both not all zero (no operation sends without one: a message
+   * without a print is judged by sequence number and length alone, as a
+   * forged or garbled header must be) and they differ, the receive fails with
    * SC_ERR_MISMATCH, the message's print in peer_fp, before any payload
    * byte reaches buf. A print that differs takes precedence over a length
    * that differs. */

@@ -508,7 +508,10 @@ sc_result_t sc_watch_explain(sc_watch_t *w, sc_result_t r) {
   char detail[SC_ERRMSG_MAX];
   sc_error_get_detail(detail, sizeof(detail));
   h->lock(h->ctx);
-  int use = w->notice_subject != w->rank && !h->aborted(h->ctx);
+  /* A notice about this rank is news to it only when rank 0 found its call
+   * mismatched; a death or failure of its own it knows already. */
+  int use =
+      (w->notice_subject != w->rank || w->notice_code == SC_ERR_MISMATCH) && !h->aborted(h->ctx);
   if (use && !w->from_watch) {
     h->set_error(h->ctx, w->notice_code, w->notice_msg);
     w->from_watch = 1;

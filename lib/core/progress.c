@@ -117,11 +117,11 @@ sc_result_t sc_op_run(sc_comm_t *comm, const sc_op_t *op) {
   int shown = !comm->calibrating;
   if (shown) sc_op_now_set(comm, op->seq, fp);
   int verdict = 0;
+  /* The print stays published after the call ends, until the next call
+   * replaces it: a rank whose part only sent may finish before its peers
+   * and must still be compared by rank 0 (same number, another call is a
+   * mismatch whether or not the rank is still inside it). */
   sc_result_t r = sc_op_execute(comm, op, fp, &verdict);
-  if (shown) {
-    static const uint8_t idle[SC_TP_FP_LEN];
-    sc_op_now_set(comm, 0, idle);
-  }
   if (r == SC_SUCCESS) return r;
   if (r == SC_ERR_ABORTED)
     SC_ERR(SC_ERR_ABORTED,

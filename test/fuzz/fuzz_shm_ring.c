@@ -80,7 +80,9 @@ static void check_record(in_stream_t *s) {
   memcpy(&addr, rec + 16, 8);
   int fp_set = 0;
   for (int i = 0; i < SC_TP_FP_LEN; i++) fp_set |= fp[i] != 0;
-  int fp_differs = fp_set && memcmp(rec + 24, fp, SC_TP_FP_LEN) != 0;
+  int msg_fp_set = 0; /* a record without a print is judged by its length alone */
+  for (int i = 0; i < SC_TP_FP_LEN; i++) msg_fp_set |= rec[24 + i] != 0;
+  int fp_differs = fp_set && msg_fp_set && memcmp(rec + 24, fp, SC_TP_FP_LEN) != 0;
   sc_shm_rec_verdict_t want = type != REC_EAGER && type != REC_CMA ? SC_SHM_REC_BAD_TYPE
                               : fp_differs                         ? SC_SHM_REC_BAD_PRINT
                               : rlen != len                        ? SC_SHM_REC_BAD_LEN

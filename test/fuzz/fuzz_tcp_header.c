@@ -73,7 +73,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   int fp_set = 0;
   for (int i = 0; i < SC_TP_FP_LEN; i++) fp_set |= fp[i] != 0;
-  int fp_differs = fp_set && memcmp(hdr + 16, fp, SC_TP_FP_LEN) != 0;
+  int msg_fp_set = 0; /* a header without a print is judged by seq and length alone */
+  for (int i = 0; i < SC_TP_FP_LEN; i++) msg_fp_set |= hdr[16 + i] != 0;
+  int fp_differs = fp_set && msg_fp_set && memcmp(hdr + 16, fp, SC_TP_FP_LEN) != 0;
   sc_tcp_hdr_t h;
   memset(&h, 0xa5, sizeof(h));
   sc_tcp_hdr_verdict_t v = sc_tcp_hdr_check(hdr, seq, len, fp, &h);

@@ -78,8 +78,11 @@ static void test_hdr_print(void **state) {
   assert_int_equal(hdr_verdict(M, 7, 1000, b, 7, 1000, NULL), SC_TCP_HDR_OK);
   assert_int_equal(hdr_verdict(M, 7, 1000, zero, 7, 1000, zero), SC_TCP_HDR_OK);
   assert_int_equal(hdr_verdict(M, 7, 999, b, 7, 1000, zero), SC_TCP_HDR_BAD_LEN);
-  /* A message without a print where the receive has one differs. */
-  assert_int_equal(hdr_verdict(M, 7, 1000, zero, 7, 1000, a), SC_TCP_HDR_BAD_PRINT);
+  /* A message without a print (no operation sends one: a forged or garbled
+   * header) is judged by sequence number and length alone. */
+  assert_int_equal(hdr_verdict(M, 7, 1000, zero, 7, 1000, a), SC_TCP_HDR_OK);
+  assert_int_equal(hdr_verdict(M, 7, 1ull << 62, zero, 7, 1000, a), SC_TCP_HDR_BAD_LEN);
+  assert_int_equal(hdr_verdict(M, 0x7fffffff, 1ull << 62, zero, 7, 1000, a), SC_TCP_HDR_BAD_SEQ);
   /* The magic comes first. */
   assert_int_equal(hdr_verdict(M ^ 1, 7, 1000, b, 7, 1000, a), SC_TCP_HDR_BAD_MAGIC);
   /* Every bit of the print counts. */
@@ -88,10 +91,11 @@ static void test_hdr_print(void **state) {
       memcpy(b, a, sizeof(b));
       b[i] ^= (uint8_t)(1u << k);
       assert_int_equal(hdr_verdict(M, 7, 1000, b, 7, 1000, a), SC_TCP_HDR_BAD_PRINT);
-      /* A posted print with a single bit set is a print: it is checked. */
+      /* A print with a single bit set is a print: it is checked. */
       memset(b, 0, sizeof(b));
       b[i] = (uint8_t)(1u << k);
-      assert_int_equal(hdr_verdict(M, 7, 1000, zero, 7, 1000, b), SC_TCP_HDR_BAD_PRINT);
+      assert_int_equal(hdr_verdict(M, 7, 1000, a, 7, 1000, b), SC_TCP_HDR_BAD_PRINT);
+      assert_int_equal(hdr_verdict(M, 7, 1000, b, 7, 1000, a), SC_TCP_HDR_BAD_PRINT);
       assert_int_equal(hdr_verdict(M, 7, 1000, b, 7, 1000, b), SC_TCP_HDR_OK);
     }
 }

@@ -106,7 +106,7 @@ static void rec_fields(const uint8_t rec[SC_SHM_REC_LEN], sc_shm_rec_t *out) {
 }
 
 static int print_differs(const sc_shm_rec_t *h, const uint8_t *fp) {
-  return sc_shm_fp_set(fp) && memcmp(h->fp, fp, SC_TP_FP_LEN) != 0;
+  return sc_shm_fp_set(fp) && sc_shm_fp_set(h->fp) && memcmp(h->fp, fp, SC_TP_FP_LEN) != 0;
 }
 
 sc_shm_rec_verdict_t sc_shm_rec_check(const uint8_t rec[SC_SHM_REC_LEN], size_t len,

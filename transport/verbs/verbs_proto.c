@@ -160,7 +160,8 @@ static int print_none(const uint8_t fp[SC_TP_FP_LEN]) {
 
 sc_vb_refuse_t sc_vb_send_verdict(const uint8_t cts_fp[SC_TP_FP_LEN], uint64_t cts_size,
                                   const uint8_t send_fp[SC_TP_FP_LEN], size_t len) {
-  if (!print_none(cts_fp) && memcmp(cts_fp, send_fp, SC_TP_FP_LEN) != 0) return SC_VB_REFUSE_PRINT;
+  if (!print_none(cts_fp) && !print_none(send_fp) && memcmp(cts_fp, send_fp, SC_TP_FP_LEN) != 0)
+    return SC_VB_REFUSE_PRINT;
   return cts_size != (uint64_t)len ? SC_VB_REFUSE_LENGTH : SC_VB_REFUSE_NONE;
 }
 
