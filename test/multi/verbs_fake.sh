@@ -45,18 +45,19 @@ check "collectives n=3, SC_IB_QPS_PER_PEER=3 (uneven stripes)" \
   env SC_IB_QPS_PER_PEER=3 "$SC_RUN" -n 3 --timeout 300 --label "$MR/mr_collectives"
 check "collectives n=4, SC_IB_REG_CACHE_BYTES=0" \
   env SC_IB_REG_CACHE_BYTES=0 "$SC_RUN" -n 4 --timeout 300 --label "$MR/mr_collectives"
-# A receive posted for another length than the send: both ranks fail with
-# SC_ERR_REMOTE naming the lengths, whether a rank learns of it as the sender
-# ("sent X bytes to peer P, which posted a receive of Y") or as the receiver
-# ("peer P sent a message of another length"); which, depends on timing.
-length_mismatch() {
+# Two ranks calling all-reduces of 1000 and 999 elements: the clear-to-send
+# carries the receive's print, so the sender refuses a message of another
+# call before any byte moves, and both ranks fail with SC_ERR_MISMATCH naming
+# both calls (a rank may learn of it from the liveness watch's relay).
+count_mismatch() {
   SC_TIMEOUT_MS=3000 SC_DEBUG=NONE "$SC_RUN" -n 2 --grace 30 --timeout 60 \
     "$top_builddir/test/failure/fail_mismatch" count report >"$tmpdir/mm" 2>&1
   cat "$tmpdir/mm"
-  [ "$(grep -c '^rank [01]: remote peer failed' "$tmpdir/mm")" -eq 2 ] &&
-    [ "$(grep -Ec 'sent (3996|4000) bytes to peer [01], which posted a receive of (4000|3996) bytes|peer [01] sent a message of another length than the (4000|3996) bytes posted' "$tmpdir/mm")" -eq 2 ]
+  [ "$(grep -c '^rank [01]: ranks called mismatched collectives in' "$tmpdir/mm")" -eq 2 ] &&
+    [ "$(grep '^rank [01]: ranks called mismatched collectives in' "$tmpdir/mm" |
+      grep -c 'allreduce #1 (count 1000, .*allreduce #1 (count 999,\|allreduce #1 (count 999, .*allreduce #1 (count 1000,')" -eq 2 ]
 }
-check "count mismatch: SC_ERR_REMOTE on both ranks" length_mismatch
+check "count mismatch: SC_ERR_MISMATCH on both ranks, naming both calls" count_mismatch
 # Without the liveness watch a killed peer is noticed through its closed side
 # channel: every survivor fails with SC_ERR_REMOTE naming it, long before the
 # 60 s timeout.
