@@ -70,10 +70,10 @@ else
 fi
 
 # The check itself, on a tree without .git (found as in a release tarball).
-mkdir -p "$tmp/t/lib" "$tmp/t/tools"
+mkdir -p "$tmp/t/pkg" "$tmp/t/tools"
 i=0
 while [ $i -lt 10 ]; do
-  printf '/* SPDX-License-Identifier: BSD-3-Clause */\nint x%d;\n' $i >"$tmp/t/lib/ok$i.c"
+  printf '/* SPDX-License-Identifier: BSD-3-Clause */\nint x%d;\n' $i >"$tmp/t/pkg/ok$i.c"
   i=$((i + 1))
 done
 printf '#!/bin/sh\n# SPDX-License-Identifier: BSD-3-Clause\ntrue\n' >"$tmp/t/tools/run"
@@ -83,9 +83,9 @@ if scan "$tmp/t" "$tmp/m1" && [ ! -s "$tmp/m1" ] && [ "$nfiles" -eq 11 ]; then
 else
   bad "a tree whose sources all carry the line: $(cat "$tmp/m1") (read $nfiles)"
 fi
-printf '#include <stdio.h>\n' >"$tmp/t/lib/bare.h"
+printf '#include <stdio.h>\n' >"$tmp/t/pkg/bare.h"
 printf '#!/bin/sh\necho no license\n' >"$tmp/t/tools/noext"
-if scan "$tmp/t" "$tmp/m2" && [ "$(sort "$tmp/m2" | tr '\n' ' ')" = "lib/bare.h tools/noext " ]; then
+if scan "$tmp/t" "$tmp/m2" && [ "$(sort "$tmp/m2" | tr '\n' ' ')" = "pkg/bare.h tools/noext " ]; then
   ok "a header and an extensionless script without the line are named"
 else
   bad "the files without the line were not both named: $(tr '\n' ' ' <"$tmp/m2")"
