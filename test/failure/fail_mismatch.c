@@ -110,6 +110,9 @@ static int check_match(sc_comm_t *comm) {
 }
 
 /* The mismatched call; fills the words its message must contain. */
+/* The counts scenario's buffer; extern, so the compiler keeps the pointer. */
+float *fail_mismatch_big;
+
 static sc_result_t run_scenario(const char *s, sc_comm_t *comm, const char **w1, const char **w2) {
   static float buf[2 * N];
   static double dbuf[N];
@@ -127,12 +130,13 @@ static sc_result_t run_scenario(const char *s, sc_comm_t *comm, const char **w1,
     *w1 = wa;
     *w2 = wb;
     size_t n = (size_t)(odd ? b : a);
-    float *big = calloc(n ? n : 1, sizeof(float));
+    /* Kept until the process exits (a failed call may leave the
+     * communicator, and so the buffer, in use), reachable from a global. */
+    float *big = fail_mismatch_big = calloc(n ? n : 1, sizeof(float));
     if (!big) {
       fprintf(stderr, "no memory for %zu floats\n", n);
       exit(2);
     }
-    /* Kept until the process exits. */
     return sc_allreduce(big, big, n, SC_FLOAT32, SC_SUM, comm);
   }
   if (!strcmp(s, "count")) {

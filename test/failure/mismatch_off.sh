@@ -21,9 +21,10 @@ PROG="$top_builddir/test/failure/fail_mismatch"
 # The bound in seconds (MISMATCH_BOUND_S, default 2): a machine busy with
 # other work may need more, without changing what is asserted otherwise.
 BOUND=${MISMATCH_BOUND_S:-2}
-# SC_TIMEOUT_MS (MISMATCH_TIMEOUT_MS, default 1500): short, so that a regression
-# to a timeout shows quickly; a loaded machine may need more for init.
-TMO=${MISMATCH_TIMEOUT_MS:-1500}
+# SC_TIMEOUT_MS (MISMATCH_TIMEOUT_MS, default 4000): longer than the bound, so
+# that a regression to a timeout fails the bound, and long enough for init
+# under a sanitizer on a loaded machine.
+TMO=${MISMATCH_TIMEOUT_MS:-4000}
 outcome() { # outcome TP N SCENARIO mismatch|either WORD1 WORD2
   rep=$(mktemp -d "$tmpdir/reported.XXXXXX")
   SC_TRANSPORT=$1 SC_TIMEOUT_MS=$TMO SC_DEBUG=NONE MR_REPORT_DIR=$rep \
