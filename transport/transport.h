@@ -99,6 +99,19 @@ typedef struct sc_tp_req {
   } u;
 } sc_tp_req_t;
 
+/* The receiver's rule for prints (see fp above): 1 when a receive posted
+ * with print `posted` must refuse a message carrying `sent`, that is when
+ * both are prints (not all zero, not NULL) and they differ. */
+static inline int sc_tp_prints_differ(const uint8_t *posted, const uint8_t *sent) {
+  uint8_t p = 0, s = 0, d = 0;
+  for (int i = 0; posted && sent && i < SC_TP_FP_LEN; i++) {
+    p |= posted[i];
+    s |= sent[i];
+    d |= (uint8_t)(posted[i] ^ sent[i]);
+  }
+  return p && s && d;
+}
+
 typedef struct sc_tp_config {
   int rank;
   int nranks;

@@ -150,6 +150,11 @@ static void complete(sc_lb_ep_t *owner, sc_tp_req_t *r, sc_result_t code, const 
   pthread_mutex_unlock(&owner->clock);
 }
 
+/* A receive with a print takes only a message with the same print, one
+ * without a print included: the rule of a transport that matches on the
+ * print (UCX's tag), stricter than sc_tp_prints_differ, so that the
+ * executor's handling of a peer whose messages carry no print can be tested
+ * here. */
 static int fp_set(const uint8_t fp[SC_TP_FP_LEN]) {
   for (int i = 0; i < SC_TP_FP_LEN; i++)
     if (fp[i]) return 1;

@@ -154,13 +154,6 @@ sc_shm_rec_verdict_t sc_shm_rec_check_dev(const uint8_t rec[SC_SHM_REC_LEN], siz
                                           const uint8_t *fp, int cma_ok, int device,
                                           sc_shm_rec_t *out);
 
-/* fp holds a print (not all zero: a receive posted without one checks none). */
-static inline int sc_shm_fp_set(const uint8_t *fp) {
-  uint8_t any = 0;
-  for (int i = 0; fp && i < SC_TP_FP_LEN; i++) any |= fp[i];
-  return any != 0;
-}
-
 /* Address blob (native byte order: only a same-host peer reads it as more
  * than bytes to compare). */
 #define SC_SHM_BLOB_MAGIC 0x53435342u /* 'SCSB' */

@@ -105,15 +105,11 @@ static void rec_fields(const uint8_t rec[SC_SHM_REC_LEN], sc_shm_rec_t *out) {
   memcpy(out->fp, rec + SC_SHM_REC_FP, SC_TP_FP_LEN);
 }
 
-static int print_differs(const sc_shm_rec_t *h, const uint8_t *fp) {
-  return sc_shm_fp_set(fp) && sc_shm_fp_set(h->fp) && memcmp(h->fp, fp, SC_TP_FP_LEN) != 0;
-}
-
 sc_shm_rec_verdict_t sc_shm_rec_check(const uint8_t rec[SC_SHM_REC_LEN], size_t len,
                                       const uint8_t *fp, int cma_ok, sc_shm_rec_t *out) {
   rec_fields(rec, out);
   if (out->type != SC_SHM_REC_EAGER && out->type != SC_SHM_REC_CMA) return SC_SHM_REC_BAD_TYPE;
-  if (print_differs(out, fp)) return SC_SHM_REC_BAD_PRINT;
+  if (sc_tp_prints_differ(fp, out->fp)) return SC_SHM_REC_BAD_PRINT;
   if (out->len != (uint64_t)len) return SC_SHM_REC_BAD_LEN;
   if (out->type == SC_SHM_REC_CMA && !cma_ok) return SC_SHM_REC_CMA_REFUSED;
   return SC_SHM_REC_OK;
@@ -129,7 +125,7 @@ sc_shm_rec_verdict_t sc_shm_rec_check_dev(const uint8_t rec[SC_SHM_REC_LEN], siz
     return v == SC_SHM_REC_OK && device ? SC_SHM_REC_DEV_WANTED : v;
   }
   rec_fields(rec, out);
-  if (print_differs(out, fp)) return SC_SHM_REC_BAD_PRINT;
+  if (sc_tp_prints_differ(fp, out->fp)) return SC_SHM_REC_BAD_PRINT;
   if (!device) return SC_SHM_REC_HOST_WANTED;
   if (out->len != (uint64_t)len) return SC_SHM_REC_BAD_LEN;
   return SC_SHM_REC_OK;

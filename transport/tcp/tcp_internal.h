@@ -177,13 +177,6 @@ typedef struct sc_tcp_hdr {
 sc_tcp_hdr_verdict_t sc_tcp_hdr_check(const uint8_t hdr[SC_TCP_HDR_LEN], uint32_t seq, size_t len,
                                       const uint8_t *fp, sc_tcp_hdr_t *out);
 
-/* fp holds a print (not all zero: a receive posted without one checks none). */
-static inline int sc_tcp_fp_set(const uint8_t *fp) {
-  uint8_t any = 0;
-  for (int i = 0; fp && i < SC_TP_FP_LEN; i++) any |= fp[i];
-  return any != 0;
-}
-
 typedef struct sc_tcp_hello {
   uint32_t magic, version, from, to, nranks, sock, nsocks;
 } sc_tcp_hello_t;

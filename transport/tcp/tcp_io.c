@@ -203,8 +203,7 @@ sc_tcp_hdr_verdict_t sc_tcp_hdr_check(const uint8_t hdr[SC_TCP_HDR_LEN], uint32_
   out->len = sc_wire_get_u64(hdr + 8);
   memcpy(out->fp, hdr + SC_TCP_HDR_FP, SC_TP_FP_LEN);
   if (out->magic != SC_TCP_MSG_MAGIC) return SC_TCP_HDR_BAD_MAGIC;
-  if (sc_tcp_fp_set(fp) && sc_tcp_fp_set(out->fp) && memcmp(out->fp, fp, SC_TP_FP_LEN) != 0)
-    return SC_TCP_HDR_BAD_PRINT;
+  if (sc_tp_prints_differ(fp, out->fp)) return SC_TCP_HDR_BAD_PRINT;
   if (out->seq != seq) return SC_TCP_HDR_BAD_SEQ;
   if (out->len != (uint64_t)len) return SC_TCP_HDR_BAD_LEN;
   return SC_TCP_HDR_OK;

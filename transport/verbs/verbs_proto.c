@@ -152,16 +152,9 @@ size_t sc_vb_refusal_offset(int nranks, int writer) {
   return (size_t)nranks * SC_VB_FIFO_DEPTH * sizeof(sc_vb_cts_t) + (size_t)writer * SC_TP_FP_LEN;
 }
 
-static int print_none(const uint8_t fp[SC_TP_FP_LEN]) {
-  for (int i = 0; i < SC_TP_FP_LEN; i++)
-    if (fp[i]) return 0;
-  return 1;
-}
-
 sc_vb_refuse_t sc_vb_send_verdict(const uint8_t cts_fp[SC_TP_FP_LEN], uint64_t cts_size,
                                   const uint8_t send_fp[SC_TP_FP_LEN], size_t len) {
-  if (!print_none(cts_fp) && !print_none(send_fp) && memcmp(cts_fp, send_fp, SC_TP_FP_LEN) != 0)
-    return SC_VB_REFUSE_PRINT;
+  if (sc_tp_prints_differ(cts_fp, send_fp)) return SC_VB_REFUSE_PRINT;
   return cts_size != (uint64_t)len ? SC_VB_REFUSE_LENGTH : SC_VB_REFUSE_NONE;
 }
 
