@@ -91,6 +91,28 @@ static int need_reg(sc_vb_transport_t *tp, int peer, sc_tp_req_t *r) {
   return 0;
 }
 
+/* One signalled write-with-immediate on qp 0 of len bytes at src (inside
+ * the registered clear-to-send buffer) to offset at of the peer's FIFO
+ * region: a clear-to-send, or a refusal. 0 or ibv_post_send's error. */
+static int post_to_fifo(sc_vb_transport_t *tp, int peer, const void *src, uint32_t len, uint64_t at,
+                        const sc_vb_imm_t *imm, const sc_vb_wrid_t *id) {
+  sc_vb_peer_t *p = &tp->peers[peer];
+  struct ibv_sge sge = {(uint64_t)(uintptr_t)src, len, tp->cts_mr->lkey};
+  struct ibv_send_wr wr, *bad;
+  memset(&wr, 0, sizeof(wr));
+  wr.wr_id = sc_vb_wrid_encode(id);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.imm_data = htonl(sc_vb_imm_encode(imm));
+  wr.wr.rdma.remote_addr = p->blob.fifo_addr + at;
+  wr.wr.rdma.rkey = p->blob.fifo_rkey;
+  int rc = ibv_post_send(p->qp[0], &wr, &bad);
+  if (rc == 0) p->sq_used[0]++;
+  return rc;
+}
+
 /* Receives waiting for a credit: each takes the next slot and writes its
  * clear-to-send into the sender's FIFO. */
 static sc_result_t pump_recvs(sc_vb_transport_t *tp, int peer, int *moved) {
@@ -113,20 +135,8 @@ static sc_result_t pump_recvs(sc_vb_transport_t *tp, int peer, int *moved) {
     c->seq = (uint32_t)(msg + 1);
     sc_vb_imm_t imm = {slot, 1, 0, 1, (uint32_t)(msg & 0x3fff)};
     sc_vb_wrid_t id = {SC_VB_WR_CTS, peer, 0, slot, 1};
-    struct ibv_sge sge = {(uint64_t)(uintptr_t)c, sizeof(*c), tp->cts_mr->lkey};
-    struct ibv_send_wr wr, *bad;
-    memset(&wr, 0, sizeof(wr));
-    wr.wr_id = sc_vb_wrid_encode(&id);
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.imm_data = htonl(sc_vb_imm_encode(&imm));
-    wr.wr.rdma.remote_addr =
-        p->blob.fifo_addr +
-        ((uint64_t)tp->base.rank * SC_VB_FIFO_DEPTH + (uint64_t)slot) * sizeof(sc_vb_cts_t);
-    wr.wr.rdma.rkey = p->blob.fifo_rkey;
-    int rc = ibv_post_send(p->qp[0], &wr, &bad);
+    uint64_t at = ((uint64_t)tp->base.rank * SC_VB_FIFO_DEPTH + (uint64_t)slot) * sizeof(*c);
+    int rc = post_to_fifo(tp, peer, c, sizeof(*c), at, &imm, &id);
     if (rc != 0) {
       char t[256];
       snprintf(t, sizeof(t), "verbs: rank %d: ibv_post_send of a clear-to-send to peer %d: %s",
@@ -134,7 +144,6 @@ static sc_result_t pump_recvs(sc_vb_transport_t *tp, int peer, int *moved) {
       sc_vb_peer_error(tp, peer, t);
       return SC_SUCCESS;
     }
-    p->sq_used[0]++;
     *moved = 1;
   }
   return SC_SUCCESS;
@@ -180,26 +189,13 @@ static int post_stripe(sc_vb_transport_t *tp, int peer, sc_tp_req_t *r, int slot
  * qp 0, that puts the send's print into the receiver's refusal table and
  * tells it why, no byte into the receive's buffer. */
 static int post_refusal(sc_vb_transport_t *tp, int peer, sc_tp_req_t *r, int slot) {
-  sc_vb_peer_t *p = &tp->peers[peer];
   int n = tp->base.nranks;
   uint8_t *src = (uint8_t *)tp->ctsbuf + sc_vb_refusal_offset(n, peer);
   memcpy(src, r->fp, SC_TP_FP_LEN);
-  struct ibv_sge sge = {(uint64_t)(uintptr_t)src, SC_TP_FP_LEN, tp->cts_mr->lkey};
   sc_vb_imm_t imm = {slot, 1, SC_VB_REFUSE_PRINT, 0, (uint32_t)(r->u.verbs.msg & 0x3fff)};
   sc_vb_wrid_t id = {SC_VB_WR_DATA, peer, 0, slot, 1};
-  struct ibv_send_wr wr, *bad;
-  memset(&wr, 0, sizeof(wr));
-  wr.wr_id = sc_vb_wrid_encode(&id);
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.imm_data = htonl(sc_vb_imm_encode(&imm));
-  wr.wr.rdma.remote_addr = p->blob.fifo_addr + sc_vb_refusal_offset(n, tp->base.rank);
-  wr.wr.rdma.rkey = p->blob.fifo_rkey;
-  int rc = ibv_post_send(p->qp[0], &wr, &bad);
-  if (rc == 0) p->sq_used[0]++;
-  return rc;
+  return post_to_fifo(tp, peer, src, SC_TP_FP_LEN, sc_vb_refusal_offset(n, tp->base.rank), &imm,
+                      &id);
 }
 
 /* Sends whose clear-to-send arrived (and whose slot is free on this side too:
