@@ -57,7 +57,9 @@ void sc_watch_record(sc_watch_t *w, int subject, sc_result_t code, const char *r
   h->lock(h->ctx);
   if (!atomic_load(&w->notice_seen)) {
     snprintf(w->notice_msg, sizeof(w->notice_msg), "%s", msg);
-    w->notice_subject = subject;
+    /* News to this rank unless it is about this rank's own failure, which
+     * it knows; rank 0's comparison of the calls is news to every rank. */
+    w->notice_news = subject != w->rank || compared;
     w->notice_code = code;
     atomic_store(&w->notice_seen, 1);
   }
@@ -508,10 +510,7 @@ sc_result_t sc_watch_explain(sc_watch_t *w, sc_result_t r) {
   char detail[SC_ERRMSG_MAX];
   sc_error_get_detail(detail, sizeof(detail));
   h->lock(h->ctx);
-  /* A notice about this rank is news to it only when rank 0 found its call
-   * mismatched; a death or failure of its own it knows already. */
-  int use =
-      (w->notice_subject != w->rank || w->notice_code == SC_ERR_MISMATCH) && !h->aborted(h->ctx);
+  int use = w->notice_news && !h->aborted(h->ctx);
   if (use && !w->from_watch) {
     h->set_error(h->ctx, w->notice_code, w->notice_msg);
     w->from_watch = 1;

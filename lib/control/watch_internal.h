@@ -58,7 +58,7 @@ struct sc_watch {
   int told;       /* this rank's own failure went out */
   int from_watch; /* the communicator's error is a notice recorded here (comm->lock) */
   /* The first notice (comm->lock), for sc_watch_explain on a caller's thread. */
-  int notice_subject, explain_ms;
+  int notice_news, explain_ms;
   sc_result_t notice_code;
   char notice_msg[SC_ERRMSG_MAX];
   _Atomic int notice_seen;
