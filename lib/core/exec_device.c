@@ -190,11 +190,9 @@ static sc_result_t pump_send_ring(sc_comm_t *comm, struct sc_exec_dev *d, int pe
         break;
       }
       memset(&sl->req, 0, sizeof(sl->req));
-      memcpy(sl->req.fp, comm->ex.fp, SC_TP_FP_LEN);
       sl->state = SC_SLOT_XFER;
       *progressed = 1;
-      SC_CHECK(sc_exec_posted(comm, comm->tpops->isend(comm->tp, peer, sl->host, sl->len, &sl->req),
-                              peer));
+      SC_CHECK(sc_exec_isend(comm, peer, sl->host, sl->len, &sl->req));
     }
     if (sl->state == SC_SLOT_XFER && sl->req.state != SC_TP_REQ_PENDING) {
       SC_CHECK(req_status(comm, &sl->req, peer));
@@ -266,11 +264,9 @@ static sc_result_t pump_recv_ring(sc_comm_t *comm, struct sc_exec_dev *d, int *p
     sl->len = sc_stage_chunk_len(&rc->plan, k);
     sl->dev = rc->dst + sc_stage_chunk_off(&rc->plan, k);
     memset(&sl->req, 0, sizeof(sl->req));
-    memcpy(sl->req.fp, comm->ex.fp, SC_TP_FP_LEN);
     sl->state = SC_SLOT_XFER;
     *progressed = 1;
-    SC_CHECK(sc_exec_posted(
-        comm, comm->tpops->irecv(comm->tp, rc->peer, sl->host, sl->len, &sl->req), rc->peer));
+    SC_CHECK(sc_exec_irecv(comm, rc->peer, sl->host, sl->len, &sl->req));
   }
   return SC_SUCCESS;
 }
@@ -373,8 +369,7 @@ static sc_result_t dev_send(sc_exec_ctx_t *c, struct sc_exec_dev *d, int peer, c
     SC_CHECK(dev_sync(c, d)); /* the transport reads what earlier steps wrote */
     d->ndsends++;
     ds->req.device = 1;
-    memcpy(ds->req.fp, comm->ex.fp, SC_TP_FP_LEN);
-    return sc_exec_posted(comm, comm->tpops->isend(comm->tp, peer, p, len, &ds->req), peer);
+    return sc_exec_isend(comm, peer, p, len, &ds->req);
   }
   ds->plan = sc_stage_plan(len, d->chunk);
   sc_stage_xring_t *x = d->send_rings[peer];
@@ -399,8 +394,7 @@ static sc_result_t dev_recv(sc_exec_ctx_t *c, struct sc_exec_dev *d, int peer, u
     sc_tp_req_t *req = &comm->ex.recv_req;
     memset(req, 0, sizeof(*req));
     req->device = 1;
-    memcpy(req->fp, comm->ex.fp, SC_TP_FP_LEN);
-    SC_CHECK(sc_exec_posted(comm, comm->tpops->irecv(comm->tp, peer, p, len, req), peer));
+    SC_CHECK(sc_exec_irecv(comm, peer, p, len, req));
     while (req->state == SC_TP_REQ_PENDING) SC_CHECK(dev_wait_round(c, d, peer, len, "receive", 0));
     return req_status(comm, req, peer);
   }

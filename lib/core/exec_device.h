@@ -49,9 +49,12 @@ sc_result_t sc_exec_progress(sc_exec_ctx_t *c, int peer, size_t bytes, const cha
  * the text naming both calls (from req's peer_fp; req NULL: from the request
  * of the running schedule that holds the mismatch, as progress reports it). */
 sc_result_t sc_exec_req_failed(const sc_comm_t *comm, const sc_tp_req_t *req, int peer);
-/* A post's result r: SC_ERR_MISMATCH (a transport refusing a request to a
- * peer whose channel a mismatch put out of step) worded as above. */
-sc_result_t sc_exec_posted(const sc_comm_t *comm, sc_result_t r, int peer);
+/* Post a send or a receive of the running operation: req (cleared by the
+ * caller) gets the operation's print; SC_ERR_MISMATCH (a transport refusing
+ * a request to a peer whose channel a mismatch put out of step) is worded as
+ * above. */
+sc_result_t sc_exec_isend(sc_comm_t *comm, int peer, const void *buf, size_t len, sc_tp_req_t *req);
+sc_result_t sc_exec_irecv(sc_comm_t *comm, int peer, void *buf, size_t len, sc_tp_req_t *req);
 
 /* A pinned host slot of a staging ring and the chunk it carries. */
 typedef enum sc_stage_slot_state {

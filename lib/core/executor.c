@@ -215,8 +215,19 @@ sc_result_t sc_exec_req_failed(const sc_comm_t *comm, const sc_tp_req_t *req, in
 
 /* A post's result: a transport may refuse a request to a peer whose channel
  * a mismatch put out of step, reporting that mismatch. */
-sc_result_t sc_exec_posted(const sc_comm_t *comm, sc_result_t r, int peer) {
+static sc_result_t sc_exec_posted(const sc_comm_t *comm, sc_result_t r, int peer) {
   return r == SC_ERR_MISMATCH ? sc_exec_req_failed(comm, NULL, peer) : r;
+}
+
+sc_result_t sc_exec_isend(sc_comm_t *comm, int peer, const void *buf, size_t len,
+                          sc_tp_req_t *req) {
+  memcpy(req->fp, comm->ex.fp, SC_TP_FP_LEN);
+  return sc_exec_posted(comm, comm->tpops->isend(comm->tp, peer, buf, len, req), peer);
+}
+
+sc_result_t sc_exec_irecv(sc_comm_t *comm, int peer, void *buf, size_t len, sc_tp_req_t *req) {
+  memcpy(req->fp, comm->ex.fp, SC_TP_FP_LEN);
+  return sc_exec_posted(comm, comm->tpops->irecv(comm->tp, peer, buf, len, req), peer);
 }
 
 static sc_result_t sc_exec_req_status(const sc_comm_t *comm, const sc_tp_req_t *req, int peer) {
@@ -264,19 +275,17 @@ static sc_result_t sc_exec_send(sc_exec_ctx_t *c, int peer, const uint8_t *p, si
   size_t k = (ex->send_head + ex->send_count) % ex->send_cap;
   sc_tp_req_t *req = &ex->sends[k];
   memset(req, 0, sizeof(*req));
-  memcpy(req->fp, ex->fp, SC_TP_FP_LEN);
   ex->send_lo[k] = p;
   ex->send_hi[k] = p + len;
   ex->send_count++;
   ex->bytes_sent += len;
-  return sc_exec_posted(c->comm, c->comm->tpops->isend(c->comm->tp, peer, p, len, req), peer);
+  return sc_exec_isend(c->comm, peer, p, len, req);
 }
 
 static sc_result_t sc_exec_recv(sc_exec_ctx_t *c, int peer, uint8_t *p, size_t len) {
   sc_tp_req_t *req = &c->comm->ex.recv_req;
   memset(req, 0, sizeof(*req));
-  memcpy(req->fp, c->comm->ex.fp, SC_TP_FP_LEN);
-  SC_CHECK(sc_exec_posted(c->comm, c->comm->tpops->irecv(c->comm->tp, peer, p, len, req), peer));
+  SC_CHECK(sc_exec_irecv(c->comm, peer, p, len, req));
   return sc_exec_wait_req(c, req, "receive");
 }
 
@@ -338,9 +347,7 @@ static sc_result_t sc_exec_lookahead(sc_exec_ctx_t *c, const uint8_t *in, sc_tp_
     return SC_SUCCESS;
   }
   memset(slot, 0, sizeof(*slot));
-  memcpy(slot->fp, ex->fp, SC_TP_FP_LEN);
-  SC_CHECK(sc_exec_posted(c->comm, c->comm->tpops->irecv(c->comm->tp, nx->peer, to, len, slot),
-                          nx->peer));
+  SC_CHECK(sc_exec_irecv(c->comm, nx->peer, to, len, slot));
   ex->pre_posted = 1;
   ex->early_posts++;
   ex->pre_slot = slot;
@@ -365,9 +372,7 @@ static sc_result_t sc_exec_recv_step(sc_exec_ctx_t *c, const sc_step_t *st, uint
     if (st->kind == SC_STEP_RECV) SC_CHECK(sc_exec_wait_sends_over(c, dst, dst + len));
     req = &ex->recv_req;
     memset(req, 0, sizeof(*req));
-    memcpy(req->fp, ex->fp, SC_TP_FP_LEN);
-    SC_CHECK(sc_exec_posted(c->comm, c->comm->tpops->irecv(c->comm->tp, st->peer, in, len, req),
-                            st->peer));
+    SC_CHECK(sc_exec_irecv(c->comm, st->peer, in, len, req));
   }
   SC_CHECK(sc_exec_lookahead(c, in, req == &ex->recv_req ? &ex->pre_req : &ex->recv_req));
   SC_CHECK(sc_exec_wait_req(c, req, "receive"));
