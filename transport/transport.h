@@ -101,7 +101,9 @@ typedef struct sc_tp_req {
 
 /* The receiver's rule for prints (see fp above): 1 when a receive posted
  * with print `posted` must refuse a message carrying `sent`, that is when
- * both are prints (not all zero, not NULL) and they differ. */
+ * both are prints (not all zero, not NULL) and they differ. tcp, shm and
+ * verbs apply it; UCX matches on a hash of the print in its tag, so there a
+ * receive with a print also refuses a message without one (ucx_internal.h). */
 static inline int sc_tp_prints_differ(const uint8_t *posted, const uint8_t *sent) {
   uint8_t p = 0, s = 0, d = 0;
   for (int i = 0; posted && sent && i < SC_TP_FP_LEN; i++) {
