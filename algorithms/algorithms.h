@@ -8,6 +8,14 @@
  *   BROADCAST       SEND: count in (root only),  RECV: count out (every rank)
  *   REDUCE          SEND: count in,              RECV: count out (root only)
  *   BARRIER         no data; zero-count messages
+ *   ALLTOALL        SEND: nranks*count in (block j to rank j),
+ *                   RECV: nranks*count out (block i from rank i)
+ *   ALLTOALLV       SEND: block j = sendcounts[j] elements at sdispls[j] (to rank j),
+ *                   RECV: block i = recvcounts[i] elements at rdispls[i] (from rank i)
+ *   GATHER          SEND: count in,                RECV: nranks*count out (root only)
+ *   SCATTER         SEND: nranks*count in (root),  RECV: count out (every rank)
+ *   ALLGATHERV      SEND: recvcounts[rank] in,
+ *                   RECV: block i = recvcounts[i] elements at rdispls[i]
  * SEND and RECV may be the same memory (in place); the executor skips a COPY
  * whose source and destination are the same address and waits for an
  * outstanding SEND before anything writes over the memory it reads.
@@ -27,6 +35,11 @@ typedef enum sc_coll {
   SC_COLL_BROADCAST,
   SC_COLL_REDUCE,
   SC_COLL_BARRIER,
+  SC_COLL_ALLTOALL,
+  SC_COLL_ALLTOALLV,
+  SC_COLL_GATHER,
+  SC_COLL_SCATTER,
+  SC_COLL_ALLGATHERV,
   SC_COLL_COUNT_
 } sc_coll_t;
 
@@ -34,8 +47,10 @@ typedef struct sc_coll_args {
   sc_coll_t coll;
   int nranks;
   int rank;
-  int root;           /* BROADCAST, REDUCE */
-  size_t count;       /* ALLREDUCE/BCAST/REDUCE: count; RS: recvcount; AG: sendcount */
+  int root;           /* BROADCAST, REDUCE, GATHER, SCATTER */
+  size_t count;       /* ALLREDUCE/BCAST/REDUCE: count; RS: recvcount; AG: sendcount;
+                         ALLTOALL, GATHER, SCATTER: elements of one rank's block;
+                         ALLTOALLV, ALLGATHERV: elements this rank receives in all */
   size_t elem_size;   /* bytes per element */
   size_t chunk_elems; /* pipelining granularity, >= 1 */
   int avg;            /* op is SC_AVG: mark the output region for division */
@@ -44,6 +59,14 @@ typedef struct sc_coll_args {
    * also reads it (a host's ranks share its network link). */
   const int *host_of;
   int rail_algo; /* ALLREDUCE "hier": the all-reduce candidate each rail runs (0: ring) */
+  /* ALLTOALLV: this rank's send blocks (sendcounts, sdispls) and receive blocks (recvcounts,
+   * rdispls), nranks each, in elements; they differ between ranks, so the cost model cannot
+   * replay other ranks' schedules and ALLTOALLV has one candidate. ALLGATHERV: recvcounts
+   * and rdispls only, the same on every rank. NULL for the other collectives. */
+  const size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
+  /* ALLTOALL: SEND and RECV are one buffer (in place): the generator must not overwrite a
+   * block before it has been sent. Other collectives are in-place safe by construction. */
+  int in_place;
 } sc_coll_args_t;
 
 /* Block b of a count split into nranks nearly equal blocks (the first
@@ -91,6 +114,30 @@ sc_result_t sc_binomial_broadcast_schedule(const sc_coll_args_t *a, sc_sched_t *
 sc_result_t sc_chain_reduce_schedule(const sc_coll_args_t *a, sc_sched_t *s);
 sc_result_t sc_binomial_reduce_schedule(const sc_coll_args_t *a, sc_sched_t *s);
 sc_result_t sc_dissemination_barrier_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+
+/* All-to-all (alltoall.c): pairwise exchange, P-1 steps, in step s send block (r+s) mod P
+ * to rank (r+s) mod P and receive block (r-s) mod P from rank (r-s) mod P. */
+sc_result_t sc_pairwise_alltoall_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+/* Bruck (alltoall_bruck.c): ceil(log2 P) steps, each sending the blocks whose
+ * rotated index has bit k set to rank r + 2^k; for small blocks. */
+sc_result_t sc_bruck_alltoall_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+/* Hierarchical (alltoall_hier.c, DeepSpeed-MoE's and Tutel's two-dimensional
+ * exchange): blocks regrouped inside each host so that each rank then sends one
+ * aggregated message per other host to the rank of equal local rank there. Any host
+ * map gives a correct schedule; worth it when sc_hier_useful. */
+sc_result_t sc_hier_alltoall_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+/* All-to-all with a count per pair (alltoallv.c): pairwise exchange of the v blocks. */
+sc_result_t sc_pairwise_alltoallv_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+/* Gather and scatter (gather_scatter.c): binomial tree (log P steps, subtrees'
+ * blocks forwarded together) or linear (the root exchanges with every rank). */
+sc_result_t sc_binomial_gather_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+sc_result_t sc_linear_gather_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+sc_result_t sc_binomial_scatter_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+sc_result_t sc_linear_scatter_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+/* All-gather with a count per rank (allgatherv.c): ring, one block per step, or direct
+ * (every rank sends its block to every other rank at once). */
+sc_result_t sc_ring_allgatherv_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+sc_result_t sc_direct_allgatherv_schedule(const sc_coll_args_t *a, sc_sched_t *s);
 
 /* All-reduce by recursive doubling: ceil(log2 P) exchanges of the whole
  * vector; non-powers of two fold the first 2r ranks (r = P - P') first and

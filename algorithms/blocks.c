@@ -24,13 +24,22 @@ sc_result_t sc_coll_args_check(const sc_coll_args_t *a) {
   if (a->rank < 0 || a->rank >= a->nranks)
     return SC_ERR(SC_ERR_INVALID_ARG, "rank %d outside [0, %d)", a->rank, a->nranks);
   if (a->chunk_elems == 0) return SC_ERR(SC_ERR_INVALID_ARG, "chunk_elems is 0");
-  if ((a->coll == SC_COLL_BROADCAST || a->coll == SC_COLL_REDUCE) &&
-      (a->root < 0 || a->root >= a->nranks))
+  const int rooted = a->coll == SC_COLL_BROADCAST || a->coll == SC_COLL_REDUCE ||
+                     a->coll == SC_COLL_GATHER || a->coll == SC_COLL_SCATTER;
+  if (rooted && (a->root < 0 || a->root >= a->nranks))
     return SC_ERR(SC_ERR_INVALID_ARG, "root %d outside [0, %d)", a->root, a->nranks);
   /* RS and AG address nranks*count elements: offsets must not wrap. */
-  if ((a->coll == SC_COLL_REDUCE_SCATTER || a->coll == SC_COLL_ALLGATHER) &&
-      a->count > SIZE_MAX / (size_t)a->nranks)
+  const int blocks = a->coll == SC_COLL_REDUCE_SCATTER || a->coll == SC_COLL_ALLGATHER ||
+                     a->coll == SC_COLL_ALLTOALL || a->coll == SC_COLL_GATHER ||
+                     a->coll == SC_COLL_SCATTER;
+  if (blocks && a->count > SIZE_MAX / (size_t)a->nranks)
     return SC_ERR(SC_ERR_INVALID_ARG, "count %zu * nranks %d overflows", a->count, a->nranks);
+  if (a->coll == SC_COLL_ALLTOALLV && (!a->sendcounts || !a->sdispls))
+    return SC_ERR(SC_ERR_INVALID_ARG, "alltoallv without send counts or displacements");
+  if ((a->coll == SC_COLL_ALLTOALLV || a->coll == SC_COLL_ALLGATHERV) &&
+      (!a->recvcounts || !a->rdispls))
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s without receive counts or displacements",
+                  a->coll == SC_COLL_ALLTOALLV ? "alltoallv" : "allgatherv");
   return SC_SUCCESS;
 }
 

@@ -43,6 +43,30 @@ static const sc_algo_entry_t sc_barrier_algos[] = {
      NULL},
 };
 
+/* SC_A2A_ALGO forces both all-to-alls; the uneven one has its pairwise exchange only. */
+static const sc_algo_entry_t sc_alltoall_algos[] = {
+    {"pairwise", sc_pairwise_alltoall_schedule, "pairwise exchange, P-1 steps", 0, NULL},
+    {"bruck", sc_bruck_alltoall_schedule, "Bruck, ceil(log2 P) steps of half the data", 0, NULL},
+    {"hier", sc_hier_alltoall_schedule,
+     "regroup inside each host, one message per host and local rank across hosts", 1, NULL},
+};
+static const sc_algo_entry_t sc_alltoallv_algos[] = {
+    {"pairwise", sc_pairwise_alltoallv_schedule, "pairwise exchange, P-1 steps", 0, NULL},
+};
+/* Gather and scatter share names (SC_GATHER_ALGO forces both). */
+static const sc_algo_entry_t sc_gather_algos[] = {
+    {"binomial", sc_binomial_gather_schedule, "binomial tree", 0, NULL},
+    {"linear", sc_linear_gather_schedule, "every rank sends to the root", 0, NULL},
+};
+static const sc_algo_entry_t sc_scatter_algos[] = {
+    {"binomial", sc_binomial_scatter_schedule, "binomial tree", 0, NULL},
+    {"linear", sc_linear_scatter_schedule, "the root sends to every rank", 0, NULL},
+};
+static const sc_algo_entry_t sc_allgatherv_algos[] = {
+    {"ring", sc_ring_allgatherv_schedule, "ring, one block per step", 0, NULL},
+    {"direct", sc_direct_allgatherv_schedule, "every rank sends its block to every rank", 0, NULL},
+};
+
 const sc_algo_entry_t *sc_algo_candidates(sc_coll_t coll, int *n) {
 #define SC_ALGOS(arr) (*n = (int)(sizeof(arr) / sizeof(arr[0])), arr)
   switch (coll) {
@@ -56,6 +80,16 @@ const sc_algo_entry_t *sc_algo_candidates(sc_coll_t coll, int *n) {
     return SC_ALGOS(sc_broadcast_algos);
   case SC_COLL_REDUCE:
     return SC_ALGOS(sc_reduce_algos);
+  case SC_COLL_ALLTOALL:
+    return SC_ALGOS(sc_alltoall_algos);
+  case SC_COLL_ALLTOALLV:
+    return SC_ALGOS(sc_alltoallv_algos);
+  case SC_COLL_GATHER:
+    return SC_ALGOS(sc_gather_algos);
+  case SC_COLL_SCATTER:
+    return SC_ALGOS(sc_scatter_algos);
+  case SC_COLL_ALLGATHERV:
+    return SC_ALGOS(sc_allgatherv_algos);
   default:
     return SC_ALGOS(sc_barrier_algos);
   }
@@ -79,7 +113,8 @@ int sc_algo_hier_index(sc_coll_t coll) {
 }
 
 const char *sc_coll_name(sc_coll_t c) {
-  static const char *const names[] = {"allreduce", "reduce_scatter", "allgather",
-                                      "broadcast", "reduce",         "barrier"};
+  static const char *const names[] = {"allreduce", "reduce_scatter", "allgather", "broadcast",
+                                      "reduce",    "barrier",        "alltoall",  "alltoallv",
+                                      "gather",    "scatter",        "allgatherv"};
   return (unsigned)c < sizeof(names) / sizeof(names[0]) ? names[c] : "invalid-collective";
 }

@@ -370,6 +370,72 @@ sc_result_t sc_ireduce(const void *sendbuf, void *recvbuf, size_t count, sc_dtyp
 /* Non-blocking sc_barrier: req not NULL; completes once every rank entered. */
 sc_result_t sc_ibarrier(sc_comm_t *comm, sc_request_t **req);
 
+/* ---- All-to-all, gather, scatter, uneven all-gather ----
+ *
+ * Collective over comm, in the communicator's one order like the collectives
+ * above, with the same forms (blocking, sc_i... with a request, and with CUDA
+ * an ..._on_stream form), the same errors at the call and while running, the
+ * same threads and buffer rules. Any dtype; counts in elements. Every rank
+ * passes the same count, dtype and root (for the v forms: counts that agree,
+ * as each function says). The algorithm is the cost model's choice unless
+ * SC_A2A_ALGO (all-to-all: pairwise, bruck, hier) or SC_GATHER_ALGO (gather
+ * and scatter: binomial, linear) or SC_AGV_ALGO (ring, direct) forces one. */
+
+/* sendbuf holds nranks blocks of count elements, block j for rank j; recvbuf
+ * receives nranks blocks, block i from rank i. In place: sendbuf == recvbuf
+ * (the library then holds one block per peer in flight at most). */
+sc_result_t sc_alltoall(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
+                        sc_comm_t *comm);
+/* All-to-all with a count per pair: sendcounts[j] elements at sendbuf +
+ * sdispls[j] go to rank j; recvcounts[i] elements from rank i land at recvbuf +
+ * rdispls[i]. Each array holds nranks entries (in elements); zero counts are
+ * allowed, blocks may be in any order but the receive blocks must not overlap.
+ * sendcounts[j] on rank i must equal recvcounts[i] on rank j: otherwise the
+ * receiving rank fails with SC_ERR_MISMATCH naming the pair and both counts
+ * (with SC_CHECK_MISMATCH=1, checked before any data moves). No in place:
+ * sendbuf and recvbuf must not overlap (SC_ERR_INVALID_ARG). The arrays are
+ * read during the call (copied by the sc_i and stream forms: they may be
+ * reused once the call returns). */
+sc_result_t sc_alltoallv(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
+                         void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
+                         sc_dtype_t dtype, sc_comm_t *comm);
+/* Rank root receives every rank's count elements of sendbuf into recvbuf,
+ * rank i's at i*count (nranks*count elements, root only: NULL allowed
+ * elsewhere). In place on the root: sendbuf == recvbuf + root*count. */
+sc_result_t sc_gather(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype, int root,
+                      sc_comm_t *comm);
+/* Rank root's sendbuf holds nranks blocks of count elements (root only: NULL
+ * allowed elsewhere); rank i receives block i into recvbuf (count elements).
+ * In place on the root: recvbuf == sendbuf + root*count. */
+sc_result_t sc_scatter(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype, int root,
+                       sc_comm_t *comm);
+/* All-gather with a count per rank (FSDP's uneven shards): rank i's sendcount
+ * elements land at recvbuf + displs[i] on every rank. recvcounts and displs
+ * hold nranks entries, the same on every rank (SC_ERR_MISMATCH otherwise);
+ * sendcount must equal recvcounts[rank] (SC_ERR_INVALID_ARG); blocks must not
+ * overlap. In place: sendbuf == recvbuf + displs[rank]. The arrays are copied
+ * by the sc_i and stream forms. */
+sc_result_t sc_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                          const size_t *recvcounts, const size_t *displs, sc_dtype_t dtype,
+                          sc_comm_t *comm);
+/* Non-blocking sc_alltoall: req not NULL. */
+sc_result_t sc_ialltoall(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
+                         sc_comm_t *comm, sc_request_t **req);
+/* Non-blocking sc_alltoallv: req not NULL; the count arrays are copied. */
+sc_result_t sc_ialltoallv(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
+                          void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
+                          sc_dtype_t dtype, sc_comm_t *comm, sc_request_t **req);
+/* Non-blocking sc_gather: req not NULL. */
+sc_result_t sc_igather(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype, int root,
+                       sc_comm_t *comm, sc_request_t **req);
+/* Non-blocking sc_scatter: req not NULL. */
+sc_result_t sc_iscatter(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
+                        int root, sc_comm_t *comm, sc_request_t **req);
+/* Non-blocking sc_allgatherv: req not NULL; the count arrays are copied. */
+sc_result_t sc_iallgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                           const size_t *recvcounts, const size_t *displs, sc_dtype_t dtype,
+                           sc_comm_t *comm, sc_request_t **req);
+
 /* ---- Algorithm queries ---- */
 
 /* The all-reduce algorithm SC_ALGO=auto (the cost model) uses on this
@@ -392,6 +458,12 @@ sc_result_t sc_reduce_scatter_algo(sc_comm_t *comm, size_t count, sc_dtype_t dty
                                    const char **name);
 /* The all-gather's algorithm: see sc_reduce_scatter_algo. */
 sc_result_t sc_allgather_algo(sc_comm_t *comm, size_t count, sc_dtype_t dtype, const char **name);
+
+/* The all-to-all's algorithm for count elements per block: "pairwise",
+ * "bruck" or "hier", under SC_A2A_ALGO (a forced one is reported; a forced
+ * "hier" with no hierarchy reports the flat one that runs). Same arguments,
+ * errors, locality and threads as sc_allreduce_algo. */
+sc_result_t sc_alltoall_algo(sc_comm_t *comm, size_t count, sc_dtype_t dtype, const char **name);
 
 /* ---- Requests ---- */
 
@@ -746,6 +818,28 @@ sc_result_t sc_broadcast_on_stream(const void *sendbuf, void *recvbuf, size_t co
  * sc_allreduce_on_stream. */
 sc_result_t sc_reduce_on_stream(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
                                 sc_redop_t op, int root, sc_comm_t *comm, sc_stream_t stream);
+/* sc_alltoall ordered on stream; see sc_allreduce_on_stream. */
+sc_result_t sc_alltoall_on_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                  sc_dtype_t dtype, sc_comm_t *comm, sc_stream_t stream);
+/* sc_alltoallv ordered on stream (the count arrays are copied at the call);
+ * see sc_allreduce_on_stream. */
+sc_result_t sc_alltoallv_on_stream(const void *sendbuf, const size_t *sendcounts,
+                                   const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                                   const size_t *rdispls, sc_dtype_t dtype, sc_comm_t *comm,
+                                   sc_stream_t stream);
+/* sc_gather ordered on stream (recvbuf used on the root only); see
+ * sc_allreduce_on_stream. */
+sc_result_t sc_gather_on_stream(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
+                                int root, sc_comm_t *comm, sc_stream_t stream);
+/* sc_scatter ordered on stream (sendbuf used on the root only); see
+ * sc_allreduce_on_stream. */
+sc_result_t sc_scatter_on_stream(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
+                                 int root, sc_comm_t *comm, sc_stream_t stream);
+/* sc_allgatherv ordered on stream (the count arrays are copied at the call);
+ * see sc_allreduce_on_stream. */
+sc_result_t sc_allgatherv_on_stream(const void *sendbuf, size_t sendcount, void *recvbuf,
+                                    const size_t *recvcounts, const size_t *displs,
+                                    sc_dtype_t dtype, sc_comm_t *comm, sc_stream_t stream);
 /* sc_gtopk_allreduce ordered on stream: grad on the device, ef NULL or a
  * state not yet used with host gradients (it then keeps its residual on the
  * device). The step runs as a queued job of the communicator's progress
