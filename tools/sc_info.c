@@ -79,6 +79,12 @@ static const char *meaning_of(const sc_config_var_t *v, char *buf, size_t len) {
     coll = SC_COLL_REDUCE_SCATTER;
   else if (!strcmp(v->name, "SC_AG_ALGO"))
     coll = SC_COLL_ALLGATHER;
+  else if (!strcmp(v->name, "SC_A2A_ALGO"))
+    coll = SC_COLL_ALLTOALL;
+  else if (!strcmp(v->name, "SC_GATHER_ALGO"))
+    coll = SC_COLL_GATHER;
+  else if (!strcmp(v->name, "SC_AGV_ALGO"))
+    coll = SC_COLL_ALLGATHERV;
   else
     return v->meaning;
   int n;

@@ -35,6 +35,9 @@ static const sc_config_var_t sc_config_vars[] = {
      "exact"},
     {"SC_RS_ALGO", "auto", "force the reduce-scatter algorithm"},
     {"SC_AG_ALGO", "auto", "force the all-gather algorithm"},
+    {"SC_A2A_ALGO", "auto", "force the all-to-all algorithm"},
+    {"SC_GATHER_ALGO", "auto", "force the gather/scatter algorithm"},
+    {"SC_AGV_ALGO", "auto", "force the uneven all-gather (sc_allgatherv) algorithm"},
     {"SC_CHUNK_BYTES", "524288", "pipelining chunk of ring, chain broadcast and chain reduce"},
     {"SC_STAGE_CHUNK_BYTES", "1048576",
      "device buffers over a transport without device support: bytes per staged chunk through "

@@ -25,7 +25,9 @@ typedef struct sc_coll_info {
   size_t count; /* the call's count: per rank's block for reduce-scatter and all-gather */
   sc_dtype_t dtype;
   sc_redop_t op; /* reducing collectives only */
-  int root;      /* broadcast and reduce only */
+  int root;      /* broadcast, reduce, gather and scatter only */
+  /* alltoallv: sendcounts, sdispls, recvcounts, rdispls; allgatherv: recvcounts, displs */
+  const size_t *vc[4];
   sc_comm_t *comm;
   sc_request_t **req; /* SC_FORM_NONBLOCKING */
   sc_stream_t stream; /* SC_FORM_STREAM */
@@ -36,14 +38,72 @@ static int coll_has_op(sc_coll_t c) {
 }
 
 static int coll_has_root(sc_coll_t c) {
-  return c == SC_COLL_BROADCAST || c == SC_COLL_REDUCE;
+  return c == SC_COLL_BROADCAST || c == SC_COLL_REDUCE || c == SC_COLL_GATHER ||
+         c == SC_COLL_SCATTER;
+}
+
+/* The collectives whose larger buffer holds count elements per rank. */
+static int coll_per_rank(sc_coll_t c) {
+  return c == SC_COLL_REDUCE_SCATTER || c == SC_COLL_ALLGATHER || c == SC_COLL_ALLTOALL ||
+         c == SC_COLL_GATHER || c == SC_COLL_SCATTER;
+}
+
+/* The elements a v collective's array pair (counts, displacements) spans,
+ * the end of its furthest block, into *end; its total count into *total. */
+static sc_result_t coll_v_extent(const char *fn, const char *what, const size_t *counts,
+                                 const size_t *displs, int n, size_t es, size_t *end,
+                                 size_t *total) {
+  *end = 0;
+  *total = 0;
+  for (int i = 0; i < n; i++) {
+    if (counts[i] > SIZE_MAX / es || displs[i] > SIZE_MAX / es - counts[i] ||
+        counts[i] > SIZE_MAX - *total)
+      return SC_ERR(SC_ERR_INVALID_ARG, "%s: %s block %d (%zu elements at %zu) overflows", fn, what,
+                    i, counts[i], displs[i]);
+    *total += counts[i];
+    if (counts[i] && displs[i] + counts[i] > *end) *end = displs[i] + counts[i];
+  }
+  return SC_SUCCESS;
+}
+
+/* A v collective's arrays: none NULL, no block past the address space, the
+ * uneven all-gather's own block as long as its sendcount; *count becomes
+ * the op's count (elements received, or sent when more: 0 means no data). */
+static sc_result_t coll_check_v(const sc_coll_info_t *in, size_t es, size_t *count, int *sends,
+                                int *recvs) {
+  const char *fn = in->fn;
+  const sc_comm_t *comm = in->comm;
+  const int n = comm->nranks, agv = in->coll == SC_COLL_ALLGATHERV;
+  static const char *const names[2][4] = {{"sendcounts", "sdispls", "recvcounts", "rdispls"},
+                                          {"", "", "recvcounts", "displs"}};
+  for (int i = agv ? 2 : 0; i < 4; i++)
+    if (!in->vc[i]) return SC_ERR(SC_ERR_INVALID_ARG, "%s: %s is NULL", fn, names[agv][i]);
+  size_t send_end = 0, sent = 0, recv_end = 0, received = 0;
+  if (!agv) SC_CHECK(coll_v_extent(fn, "send", in->vc[0], in->vc[1], n, es, &send_end, &sent));
+  SC_CHECK(coll_v_extent(fn, "receive", in->vc[2], in->vc[3], n, es, &recv_end, &received));
+  if (agv) {
+    if (in->count != in->vc[2][comm->rank])
+      return SC_ERR(SC_ERR_INVALID_ARG, "%s: sendcount %zu differs from recvcounts[%d] = %zu", fn,
+                    in->count, comm->rank, in->vc[2][comm->rank]);
+    sent = in->count;
+  } else if (in->sendbuf && in->sendbuf == in->recvbuf && sent && received) {
+    return SC_ERR(SC_ERR_INVALID_ARG,
+                  "%s: sendbuf == recvbuf: the uneven all-to-all has no "
+                  "in-place form",
+                  fn);
+  }
+  *sends = sent != 0;
+  *recvs = received != 0;
+  *count = received > sent ? received : sent;
+  return SC_SUCCESS;
 }
 
 /* The arguments of one call, every form alike; on success *kind is the
  * memory of its buffers. */
-static sc_result_t sc_coll_check(const sc_coll_info_t *in, sc_mem_kind_t *kind) {
+static sc_result_t sc_coll_check(const sc_coll_info_t *in, sc_mem_kind_t *kind, size_t *count) {
   const char *fn = in->fn;
   const sc_comm_t *comm = in->comm;
+  *count = in->count;
   if (!comm) return SC_ERR(SC_ERR_INVALID_ARG, "%s: comm is NULL", fn);
   const size_t es = sc_dtype_size(in->dtype);
   if (es == 0) return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid dtype %d", fn, (int)in->dtype);
@@ -52,24 +112,26 @@ static sc_result_t sc_coll_check(const sc_coll_info_t *in, sc_mem_kind_t *kind) 
   const int rooted = coll_has_root(in->coll);
   if (rooted && (in->root < 0 || in->root >= comm->nranks))
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: root %d outside [0, %d)", fn, in->root, comm->nranks);
-  /* The larger buffer holds count elements per rank for these two. */
-  const size_t mult = in->coll == SC_COLL_REDUCE_SCATTER || in->coll == SC_COLL_ALLGATHER
-                          ? (size_t)comm->nranks
-                          : 1;
+  /* The larger buffer holds count elements per rank for these. */
+  const size_t mult = coll_per_rank(in->coll) ? (size_t)comm->nranks : 1;
   if (in->count > SIZE_MAX / es / mult)
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: count %zu x %zu overflows the address space", fn,
                   in->count, mult);
-  /* Only the buffers this rank's part uses: off the root, a broadcast's
-   * sendbuf and a reduce's recvbuf are never touched; with a zero count,
-   * none is. */
+  /* Only the buffers this rank's part uses: off the root, a broadcast's or
+   * scatter's sendbuf and a reduce's or gather's recvbuf are never touched;
+   * with a zero count, none is. */
   const int off_root = rooted && comm->rank != in->root;
-  const char *names[2] = {NULL, NULL};
-  if (in->count) {
-    names[0] = in->coll != SC_COLL_BROADCAST ? "sendbuf"
-               : off_root                    ? NULL
-                                             : "sendbuf (on the root)";
-    names[1] = in->coll != SC_COLL_REDUCE ? "recvbuf" : off_root ? NULL : "recvbuf (on the root)";
+  const int root_sends = in->coll == SC_COLL_BROADCAST || in->coll == SC_COLL_SCATTER;
+  const int root_receives = in->coll == SC_COLL_REDUCE || in->coll == SC_COLL_GATHER;
+  int sends = in->count != 0, recvs = in->count != 0;
+  if (in->coll == SC_COLL_ALLTOALLV || in->coll == SC_COLL_ALLGATHERV) {
+    size_t total = 0;
+    SC_CHECK(coll_check_v(in, es, &total, &sends, &recvs));
+    *count = total;
   }
+  const char *names[2] = {NULL, NULL};
+  if (sends) names[0] = !root_sends ? "sendbuf" : off_root ? NULL : "sendbuf (on the root)";
+  if (recvs) names[1] = !root_receives ? "recvbuf" : off_root ? NULL : "recvbuf (on the root)";
   const void *bufs[2] = {in->sendbuf, in->recvbuf};
   for (int i = 0; i < 2; i++)
     if (names[i] && !bufs[i])
@@ -88,11 +150,13 @@ static sc_result_t sc_coll_enqueue(const sc_coll_info_t *in) {
     *in->req = NULL;
   }
   sc_mem_kind_t kind = SC_MEM_HOST;
-  SC_CHECK(sc_coll_check(in, &kind));
+  size_t count = in->count;
+  SC_CHECK(sc_coll_check(in, &kind, &count));
   sc_op_t o = {.coll = in->coll,
                .sendbuf = in->sendbuf,
                .recvbuf = in->recvbuf,
-               .count = in->count,
+               .count = count,
+               .v = {in->vc[0], in->vc[1], in->vc[2], in->vc[3]},
                .dtype = in->dtype,
                .op = coll_has_op(in->coll) ? in->op : SC_SUM,
                .root = coll_has_root(in->coll) ? in->root : 0,
@@ -231,4 +295,130 @@ sc_result_t sc_barrier(sc_comm_t *comm) {
 sc_result_t sc_ibarrier(sc_comm_t *comm, sc_request_t **req) {
   return coll_post("sc_ibarrier", SC_FORM_NONBLOCKING, SC_COLL_BARRIER, NULL, NULL, 0, SC_UINT8,
                    SC_SUM, 0, comm, req, NULL);
+}
+
+/* ---- all-to-all, gather, scatter, uneven all-gather ---- */
+
+/* The description of a v collective's call: alltoallv's four arrays, or
+ * allgatherv's two (sendcount in count). */
+static sc_result_t coll_post_v(const char *fn, sc_coll_form_t form, sc_coll_t coll,
+                               const void *sendbuf, void *recvbuf, size_t count,
+                               const size_t *const vc[4], sc_dtype_t dtype, sc_comm_t *comm,
+                               sc_request_t **req, sc_stream_t stream) {
+  const sc_coll_info_t in = {.fn = fn,
+                             .form = form,
+                             .coll = coll,
+                             .sendbuf = sendbuf,
+                             .recvbuf = recvbuf,
+                             .count = count,
+                             .dtype = dtype,
+                             .op = SC_SUM,
+                             .vc = {vc[0], vc[1], vc[2], vc[3]},
+                             .comm = comm,
+                             .req = req,
+                             .stream = stream};
+  return sc_coll_enqueue(&in);
+}
+
+sc_result_t sc_alltoall(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
+                        sc_comm_t *comm) {
+  return coll_post("sc_alltoall", SC_FORM_BLOCKING, SC_COLL_ALLTOALL, sendbuf, recvbuf, count,
+                   dtype, SC_SUM, 0, comm, NULL, NULL);
+}
+
+sc_result_t sc_ialltoall(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
+                         sc_comm_t *comm, sc_request_t **req) {
+  return coll_post("sc_ialltoall", SC_FORM_NONBLOCKING, SC_COLL_ALLTOALL, sendbuf, recvbuf, count,
+                   dtype, SC_SUM, 0, comm, req, NULL);
+}
+
+sc_result_t sc_alltoall_on_stream(const void *sendbuf, void *recvbuf, size_t count,
+                                  sc_dtype_t dtype, sc_comm_t *comm, sc_stream_t stream) {
+  return coll_post("sc_alltoall_on_stream", SC_FORM_STREAM, SC_COLL_ALLTOALL, sendbuf, recvbuf,
+                   count, dtype, SC_SUM, 0, comm, NULL, stream);
+}
+
+sc_result_t sc_alltoallv(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
+                         void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
+                         sc_dtype_t dtype, sc_comm_t *comm) {
+  const size_t *const vc[4] = {sendcounts, sdispls, recvcounts, rdispls};
+  return coll_post_v("sc_alltoallv", SC_FORM_BLOCKING, SC_COLL_ALLTOALLV, sendbuf, recvbuf, 0, vc,
+                     dtype, comm, NULL, NULL);
+}
+
+sc_result_t sc_ialltoallv(const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
+                          void *recvbuf, const size_t *recvcounts, const size_t *rdispls,
+                          sc_dtype_t dtype, sc_comm_t *comm, sc_request_t **req) {
+  const size_t *const vc[4] = {sendcounts, sdispls, recvcounts, rdispls};
+  return coll_post_v("sc_ialltoallv", SC_FORM_NONBLOCKING, SC_COLL_ALLTOALLV, sendbuf, recvbuf, 0,
+                     vc, dtype, comm, req, NULL);
+}
+
+sc_result_t sc_alltoallv_on_stream(const void *sendbuf, const size_t *sendcounts,
+                                   const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+                                   const size_t *rdispls, sc_dtype_t dtype, sc_comm_t *comm,
+                                   sc_stream_t stream) {
+  const size_t *const vc[4] = {sendcounts, sdispls, recvcounts, rdispls};
+  return coll_post_v("sc_alltoallv_on_stream", SC_FORM_STREAM, SC_COLL_ALLTOALLV, sendbuf, recvbuf,
+                     0, vc, dtype, comm, NULL, stream);
+}
+
+sc_result_t sc_gather(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype, int root,
+                      sc_comm_t *comm) {
+  return coll_post("sc_gather", SC_FORM_BLOCKING, SC_COLL_GATHER, sendbuf, recvbuf, count, dtype,
+                   SC_SUM, root, comm, NULL, NULL);
+}
+
+sc_result_t sc_igather(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype, int root,
+                       sc_comm_t *comm, sc_request_t **req) {
+  return coll_post("sc_igather", SC_FORM_NONBLOCKING, SC_COLL_GATHER, sendbuf, recvbuf, count,
+                   dtype, SC_SUM, root, comm, req, NULL);
+}
+
+sc_result_t sc_gather_on_stream(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
+                                int root, sc_comm_t *comm, sc_stream_t stream) {
+  return coll_post("sc_gather_on_stream", SC_FORM_STREAM, SC_COLL_GATHER, sendbuf, recvbuf, count,
+                   dtype, SC_SUM, root, comm, NULL, stream);
+}
+
+sc_result_t sc_scatter(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype, int root,
+                       sc_comm_t *comm) {
+  return coll_post("sc_scatter", SC_FORM_BLOCKING, SC_COLL_SCATTER, sendbuf, recvbuf, count, dtype,
+                   SC_SUM, root, comm, NULL, NULL);
+}
+
+sc_result_t sc_iscatter(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
+                        int root, sc_comm_t *comm, sc_request_t **req) {
+  return coll_post("sc_iscatter", SC_FORM_NONBLOCKING, SC_COLL_SCATTER, sendbuf, recvbuf, count,
+                   dtype, SC_SUM, root, comm, req, NULL);
+}
+
+sc_result_t sc_scatter_on_stream(const void *sendbuf, void *recvbuf, size_t count, sc_dtype_t dtype,
+                                 int root, sc_comm_t *comm, sc_stream_t stream) {
+  return coll_post("sc_scatter_on_stream", SC_FORM_STREAM, SC_COLL_SCATTER, sendbuf, recvbuf, count,
+                   dtype, SC_SUM, root, comm, NULL, stream);
+}
+
+sc_result_t sc_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                          const size_t *recvcounts, const size_t *displs, sc_dtype_t dtype,
+                          sc_comm_t *comm) {
+  const size_t *const vc[4] = {NULL, NULL, recvcounts, displs};
+  return coll_post_v("sc_allgatherv", SC_FORM_BLOCKING, SC_COLL_ALLGATHERV, sendbuf, recvbuf,
+                     sendcount, vc, dtype, comm, NULL, NULL);
+}
+
+sc_result_t sc_iallgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                           const size_t *recvcounts, const size_t *displs, sc_dtype_t dtype,
+                           sc_comm_t *comm, sc_request_t **req) {
+  const size_t *const vc[4] = {NULL, NULL, recvcounts, displs};
+  return coll_post_v("sc_iallgatherv", SC_FORM_NONBLOCKING, SC_COLL_ALLGATHERV, sendbuf, recvbuf,
+                     sendcount, vc, dtype, comm, req, NULL);
+}
+
+sc_result_t sc_allgatherv_on_stream(const void *sendbuf, size_t sendcount, void *recvbuf,
+                                    const size_t *recvcounts, const size_t *displs,
+                                    sc_dtype_t dtype, sc_comm_t *comm, sc_stream_t stream) {
+  const size_t *const vc[4] = {NULL, NULL, recvcounts, displs};
+  return coll_post_v("sc_allgatherv_on_stream", SC_FORM_STREAM, SC_COLL_ALLGATHERV, sendbuf,
+                     recvbuf, sendcount, vc, dtype, comm, NULL, stream);
 }

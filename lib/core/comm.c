@@ -44,6 +44,9 @@ static sc_result_t sc_comm_read_config(sc_comm_config_t *cfg) {
   SC_CHECK(sc_parse_algo("SC_BCAST_ALGO", SC_COLL_BROADCAST, &cfg->bcast_algo));
   SC_CHECK(sc_parse_algo("SC_RS_ALGO", SC_COLL_REDUCE_SCATTER, &cfg->rs_algo));
   SC_CHECK(sc_parse_algo("SC_AG_ALGO", SC_COLL_ALLGATHER, &cfg->ag_algo));
+  SC_CHECK(sc_parse_algo("SC_A2A_ALGO", SC_COLL_ALLTOALL, &cfg->a2a_algo));
+  SC_CHECK(sc_parse_algo("SC_GATHER_ALGO", SC_COLL_GATHER, &cfg->gather_algo));
+  SC_CHECK(sc_parse_algo("SC_AGV_ALGO", SC_COLL_ALLGATHERV, &cfg->agv_algo));
   /* auto, or a sparse algorithm the cost model may pick (algorithms/sparse_registry.h). */
   const char *gtopks[SC_SPARSE_ALGO_COUNT + 1] = {"auto"};
   int gtopk_algos[SC_SPARSE_ALGO_COUNT + 1] = {-1}, ngtopk = 1, nsparse;

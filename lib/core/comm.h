@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "algorithms/registry.h"
 #include "lib/base/dtype.h"
@@ -43,6 +44,10 @@ typedef struct sc_op {
   const void *sendbuf;
   void *recvbuf;
   size_t count; /* per the collective's convention in algorithms.h */
+  /* ALLTOALLV: sendcounts, sdispls, recvcounts, rdispls; ALLGATHERV: NULL, NULL,
+   * recvcounts, rdispls; nranks entries each. The caller's arrays for a blocking call; a
+   * copy the request owns for the queued forms (sc_op_v_own). NULL for the others. */
+  const size_t *v[4];
   sc_dtype_t dtype;
   sc_redop_t op;
   int root;
@@ -103,6 +108,9 @@ typedef struct sc_comm_config {
   int bcast_algo;     /* SC_BCAST_ALGO: index of a broadcast candidate, -1 auto */
   int rs_algo;        /* SC_RS_ALGO: index of a reduce-scatter candidate, -1 auto */
   int ag_algo;        /* SC_AG_ALGO: index of an all-gather candidate, -1 auto */
+  int a2a_algo;       /* SC_A2A_ALGO: index of an all-to-all candidate, -1 auto */
+  int gather_algo;    /* SC_GATHER_ALGO: index of a gather (= scatter) candidate, -1 auto */
+  int agv_algo;       /* SC_AGV_ALGO: index of an uneven all-gather candidate, -1 auto */
   int gtopk_algo;     /* SC_GTOPK_ALGO: an sc_sparse_algo_t, -1 auto */
   int tuning;         /* SC_TUNE: SC_TUNING_AUTO, _MODEL or _MEASURE */
   int transport;      /* SC_TRANSPORT: an sc_tp_id_t (transport/registry.h) */
@@ -120,22 +128,40 @@ typedef struct sc_comm_config {
  * CPU time of a small all-reduce. */
 typedef struct sc_sched_key {
   int valid; /* cleared whenever the cost model changes */
-  int coll, root, avg;
+  int coll, root, avg, in_place;
   size_t count, elem_size;
 } sc_sched_key_t;
 
+/* Entries op's v arrays hold together: 4 or 2 arrays of nranks (0: the collective has none). */
+static inline size_t sc_op_v_len(const sc_op_t *op, int nranks) {
+  return !op->v[2] ? 0 : (size_t)nranks * (op->coll == SC_COLL_ALLTOALLV ? 4 : 2);
+}
+
+/* Copies op's v arrays to mem (sc_op_v_len entries) and points op at the copy. */
+static inline void sc_op_v_own(sc_op_t *op, int nranks, size_t *mem) {
+  for (int i = 0; i < 4; i++)
+    if (op->v[i]) {
+      memcpy(mem, op->v[i], (size_t)nranks * sizeof(size_t));
+      op->v[i] = mem;
+      mem += nranks;
+    }
+}
+
 /* The key of op's dense schedule (valid), and whether a valid key is op's. */
 static inline sc_sched_key_t sc_sched_key_of(const sc_op_t *op) {
-  return (sc_sched_key_t){.valid = 1,
+  /* A v collective's schedule depends on its arrays: never reused. */
+  return (sc_sched_key_t){.valid = !op->v[2],
                           .coll = (int)op->coll,
+                          .in_place = op->sendbuf == op->recvbuf,
                           .root = op->root,
                           .avg = op->op == SC_AVG,
                           .count = op->count,
                           .elem_size = sc_dtype_size(op->dtype)};
 }
 static inline int sc_sched_key_matches(const sc_sched_key_t *k, const sc_sched_key_t *want) {
-  return k->valid && k->coll == want->coll && k->root == want->root && k->avg == want->avg &&
-         k->count == want->count && k->elem_size == want->elem_size;
+  return k->valid && want->valid && k->coll == want->coll && k->root == want->root &&
+         k->avg == want->avg && k->in_place == want->in_place && k->count == want->count &&
+         k->elem_size == want->elem_size;
 }
 
 typedef struct sc_exec_state {
@@ -330,6 +356,8 @@ sc_result_t sc_tune_algo_name(sc_comm_t *comm, sc_coll_t coll, size_t count, sc_
  * (sc_tune_best_sparse, cached), else the butterfly. The same on every rank. */
 sc_result_t sc_tune_gtopk_algo(sc_comm_t *comm, size_t k, size_t es, sc_sparse_algo_t *algo);
 /* The generator arguments of (coll, count elements of es bytes) on comm. */
+/* Points a's count arrays into a v collective's op->v (nothing for the others, or v NULL). */
+void sc_tune_args_v(const sc_op_t *op, sc_coll_args_t *a);
 void sc_tune_fill_args(sc_comm_t *comm, sc_coll_t coll, size_t count, size_t es, int root, int avg,
                        sc_coll_args_t *a);
 

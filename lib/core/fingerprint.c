@@ -25,7 +25,8 @@ typedef struct sc_fp_state {
 } sc_fp_state_t;
 
 static int sc_fp_has_root(int coll) {
-  return coll == SC_COLL_BROADCAST || coll == SC_COLL_REDUCE;
+  return coll == SC_COLL_BROADCAST || coll == SC_COLL_REDUCE || coll == SC_COLL_GATHER ||
+         coll == SC_COLL_SCATTER;
 }
 
 static int sc_fp_has_redop(int coll) {
@@ -35,7 +36,9 @@ static int sc_fp_has_redop(int coll) {
 void sc_fp_from_op(const sc_op_t *op, sc_fingerprint_t *fp) {
   memset(fp, 0, sizeof(*fp));
   fp->seq = op->seq;
-  fp->count = op->count;
+  /* An all-to-allv's count is what this rank receives, which differs between
+   * ranks that agree; its pairs' counts are checked by sc_fp_check_pairs. */
+  fp->count = op->coll == SC_COLL_ALLTOALLV ? 0 : op->count;
   fp->coll = (uint8_t)op->coll;
   fp->root = sc_fp_has_root(op->coll) ? op->root : -1;
   fp->dtype = op->coll == SC_COLL_BARRIER ? SC_FP_NONE : (uint8_t)op->dtype;
@@ -342,4 +345,54 @@ sc_result_t sc_fp_check(sc_comm_t *comm, const sc_op_t *op) {
   char msg[SC_ERRMSG_MAX - 128];
   sc_fp_mismatch_message(msg, sizeof(msg), st->all, n, comm->rank, &v, sc_fp_host, comm);
   return SC_ERR(SC_ERR_MISMATCH, "%s", msg);
+}
+
+/* Both ranks of a pair see its disagreement: each sends a peer the count it
+ * sends it and the count it expects from it. */
+sc_result_t sc_fp_check_pairs(sc_comm_t *comm, const sc_op_t *op) {
+  const int n = comm->nranks;
+  if (op->coll != SC_COLL_ALLTOALLV || n < 2) return SC_SUCCESS;
+  const size_t *sendcounts = op->v[0], *recvcounts = op->v[2];
+  uint8_t *mem = malloc((size_t)n * 32);
+  if (!mem) return SC_ERR(SC_ERR_NOMEM, "all-to-allv count check of %d ranks", n);
+  uint8_t *mine = mem, *theirs = mem + (size_t)n * 16;
+  for (int j = 0; j < n; j++) {
+    sc_wire_put_u64(mine + (size_t)j * 16, sendcounts[j]);
+    sc_wire_put_u64(mine + (size_t)j * 16 + 8, recvcounts[j]);
+  }
+  sc_sched_t s;
+  sc_sched_init(&s);
+  sc_coll_args_t a = {.coll = SC_COLL_ALLTOALL,
+                      .nranks = n,
+                      .rank = comm->rank,
+                      .count = 16,
+                      .elem_size = 1,
+                      .chunk_elems = 16};
+  sc_result_t r = sc_pairwise_alltoall_schedule(&a, &s);
+  if (r == SC_SUCCESS) {
+    sc_op_t xop = {.coll = SC_COLL_ALLTOALL,
+                   .sendbuf = mine,
+                   .recvbuf = theirs,
+                   .count = 16,
+                   .dtype = SC_UINT8,
+                   .op = SC_SUM,
+                   .seq = op->seq};
+    sc_exec_args_t x = {.op = &xop, .sched = &s, .elem_size = 1};
+    r = sc_sched_execute(comm, &x);
+  }
+  sc_sched_free(&s);
+  for (int i = 0; i < n && r == SC_SUCCESS; i++) {
+    uint64_t sends = sc_wire_get_u64(theirs + (size_t)i * 16);
+    uint64_t expects = sc_wire_get_u64(theirs + (size_t)i * 16 + 8);
+    if (sends != recvcounts[i] || expects != sendcounts[i])
+      r = SC_ERR(SC_ERR_MISMATCH,
+                 "rank %d: alltoallv #%llu: the counts of the pair (rank %d, rank %d) disagree: "
+                 "rank %d sends %zu elements to rank %d, which expects %llu; rank %d sends %llu "
+                 "elements to rank %d, which expects %zu",
+                 comm->rank, (unsigned long long)op->seq, comm->rank, i, comm->rank, sendcounts[i],
+                 i, (unsigned long long)expects, i, (unsigned long long)sends, comm->rank,
+                 recvcounts[i]);
+  }
+  free(mem);
+  return r;
 }

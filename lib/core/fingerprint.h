@@ -123,6 +123,10 @@ sc_result_t sc_fp_schedule(int nranks, int rank, sc_sched_t *s);
  * transport, as in sc_op_run). SC_ERR_MISMATCH on every rank when any print
  * differs; a transport error when the exchange itself fails. */
 sc_result_t sc_fp_check(struct sc_comm *comm, const struct sc_op *op);
+/* An all-to-allv's counts, pair by pair (nothing for other operations):
+ * SC_ERR_MISMATCH on both ranks of a pair whose counts disagree, naming the
+ * pair and the four counts. */
+sc_result_t sc_fp_check_pairs(struct sc_comm *comm, const struct sc_op *op);
 void sc_fp_free(struct sc_comm *comm);
 
 #endif

@@ -111,9 +111,13 @@ sc_result_t sc_op_enqueue(sc_comm_t *comm, sc_request_t *req) {
 }
 
 sc_result_t sc_op_submit(sc_comm_t *comm, const sc_op_t *op, sc_request_t **out) {
-  sc_request_t *req = calloc(1, sizeof(*req));
+  /* A v collective's arrays travel with the request, in the same allocation:
+   * the caller may reuse them once the call returns. */
+  const size_t nv = sc_op_v_len(op, comm->nranks);
+  sc_request_t *req = calloc(1, sizeof(*req) + nv * sizeof(size_t));
   if (!req) return SC_ERR(SC_ERR_NOMEM, "request for %s", sc_coll_name(op->coll));
   req->op = *op;
+  if (nv) sc_op_v_own(&req->op, comm->nranks, (size_t *)(req + 1));
   sc_result_t r = sc_op_enqueue(comm, req);
   if (r != SC_SUCCESS) {
     free(req);

@@ -76,6 +76,11 @@ static sc_result_t sc_op_execute(sc_comm_t *comm, const sc_op_t *op, const uint8
       sc_op_prefix_error(comm, op, ", fingerprint exchange (SC_CHECK_MISMATCH)");
     *verdict = r == SC_ERR_MISMATCH;
     if (r != SC_SUCCESS) return r;
+    /* Only the pair's two ranks see its counts differ: not a verdict. */
+    r = sc_fp_check_pairs(comm, op);
+    if (r != SC_SUCCESS && r != SC_ERR_ABORTED && r != SC_ERR_MISMATCH)
+      sc_op_prefix_error(comm, op, ", count exchange (SC_CHECK_MISMATCH)");
+    if (r != SC_SUCCESS) return r;
   }
   size_t board_len = sc_board_takes(comm, op);
   if (board_len != (size_t)-1) {

@@ -55,6 +55,20 @@ static const char *sc_forcing_var(const sc_comm_t *comm, sc_coll_t coll, int *fo
     b = sc_algo_candidates(SC_COLL_BROADCAST, &n);
     if (comm->cfg.bcast_algo >= 0) *forced = sc_algo_find(coll, b[comm->cfg.bcast_algo].name);
     return "SC_BCAST_ALGO";
+  case SC_COLL_ALLTOALL:
+    *forced = comm->cfg.a2a_algo;
+    return "SC_A2A_ALGO";
+  case SC_COLL_ALLTOALLV:
+    /* The uneven form has one algorithm; SC_A2A_ALGO names the even one's. */
+    return "SC_A2A_ALGO";
+  case SC_COLL_GATHER:
+  case SC_COLL_SCATTER:
+    b = sc_algo_candidates(SC_COLL_GATHER, &n);
+    if (comm->cfg.gather_algo >= 0) *forced = sc_algo_find(coll, b[comm->cfg.gather_algo].name);
+    return "SC_GATHER_ALGO";
+  case SC_COLL_ALLGATHERV:
+    *forced = comm->cfg.agv_algo;
+    return "SC_AGV_ALGO";
   default:
     return NULL;
   }
@@ -118,7 +132,7 @@ void sc_tune_fini(sc_comm_t *comm) {
   comm->tune.host_of = NULL;
 }
 
-/* The candidate SC_ALGO, SC_RS_ALGO, SC_AG_ALGO or SC_BCAST_ALGO forces for coll, or -1. */
+/* The candidate the collective's SC_*_ALGO variable forces for coll, or -1. */
 static int sc_forced_index(sc_comm_t *comm, sc_coll_t coll) {
   int forced;
   sc_forcing_var(comm, coll, &forced);
@@ -126,6 +140,13 @@ static int sc_forced_index(sc_comm_t *comm, sc_coll_t coll) {
    * once by sc_tune_init). */
   if (forced >= 0 && forced == sc_algo_hier_index(coll) && !comm->tune.hier_ok) return -1;
   return forced;
+}
+
+void sc_tune_args_v(const sc_op_t *op, sc_coll_args_t *a) {
+  a->sendcounts = op->v[0];
+  a->sdispls = op->v[1];
+  a->recvcounts = op->v[2];
+  a->rdispls = op->v[3];
 }
 
 void sc_tune_fill_args(sc_comm_t *comm, sc_coll_t coll, size_t count, size_t es, int root, int avg,
@@ -178,7 +199,7 @@ static void sc_tune_cache_put(sc_tune_state_t *t, int key, size_t bytes, size_t 
 
 /* Index of the candidate to use for (coll, count*es bytes). */
 static sc_result_t sc_tune_choose(sc_comm_t *comm, sc_coll_t coll, size_t count, size_t es,
-                                  int *choice, int *rail) {
+                                  const sc_op_t *op, int *choice, int *rail) {
   int n;
   const sc_algo_entry_t *c = sc_algo_candidates(coll, &n);
   int forced = sc_forced_index(comm, coll);
@@ -204,6 +225,7 @@ static sc_result_t sc_tune_choose(sc_comm_t *comm, sc_coll_t coll, size_t count,
   int best, best_rail = 0;
   sc_coll_args_t a;
   sc_tune_fill_args(comm, coll, count, es, 0, 0, &a);
+  if (op) sc_tune_args_v(op, &a);
   if (forced >= 0) {
     best = forced; /* hier: only the all-reduce's reaches here, for its rails */
     for (int i = 0; i < n; i++) est[i] = NAN;
@@ -232,10 +254,12 @@ sc_result_t sc_tune_build_schedule(sc_comm_t *comm, const sc_op_t *op, sc_sched_
   size_t es = sc_dtype_size(op->dtype);
   sc_coll_args_t a;
   sc_tune_fill_args(comm, op->coll, op->count, es, op->root, op->op == SC_AVG, &a);
+  sc_tune_args_v(op, &a);
+  a.in_place = op->sendbuf && op->sendbuf == op->recvbuf;
   if (op->gen) return op->gen(&a, s);
   int n, choice;
   const sc_algo_entry_t *c = sc_algo_candidates(op->coll, &n);
-  SC_CHECK(sc_tune_choose(comm, op->coll, op->count, es, &choice, &a.rail_algo));
+  SC_CHECK(sc_tune_choose(comm, op->coll, op->count, es, op, &choice, &a.rail_algo));
   SC_TRACE(SC_SUBSYS_TUNE, "%s #%llu: %s", sc_coll_name(op->coll), (unsigned long long)op->seq,
            c[choice].name);
   return c[choice].gen(&a, s);
@@ -251,7 +275,7 @@ sc_result_t sc_tune_algo_name(sc_comm_t *comm, sc_coll_t coll, size_t count, sc_
   SC_CHECK(sc_comm_check_usable(comm));
   int n, choice, rail;
   const sc_algo_entry_t *c = sc_algo_candidates(coll, &n);
-  SC_CHECK(sc_tune_choose(comm, coll, count, sc_dtype_size(dtype), &choice, &rail));
+  SC_CHECK(sc_tune_choose(comm, coll, count, sc_dtype_size(dtype), NULL, &choice, &rail));
   *name = c[choice].name;
   return SC_SUCCESS;
 }
@@ -267,6 +291,10 @@ sc_result_t sc_reduce_scatter_algo(sc_comm_t *comm, size_t count, sc_dtype_t dty
 
 sc_result_t sc_allgather_algo(sc_comm_t *comm, size_t count, sc_dtype_t dtype, const char **name) {
   return sc_tune_algo_name(comm, SC_COLL_ALLGATHER, count, dtype, name);
+}
+
+sc_result_t sc_alltoall_algo(sc_comm_t *comm, size_t count, sc_dtype_t dtype, const char **name) {
+  return sc_tune_algo_name(comm, SC_COLL_ALLTOALL, count, dtype, name);
 }
 
 sc_result_t sc_tune_gtopk_algo(sc_comm_t *comm, size_t k, size_t es, sc_sparse_algo_t *algo) {

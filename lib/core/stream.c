@@ -37,6 +37,10 @@ typedef struct sc_stream_slot {
    * (until the release): the last to let go returns the slot to the pool, so
    * that the caller may still use the events after the operation ran. */
   atomic_int holders;
+  /* A v collective's count arrays, copied at the call (req.op.v points here);
+   * grown, never shrunk, so that a warm slot allocates nothing. */
+  size_t *v;
+  size_t vcap;
 } sc_stream_slot_t;
 
 struct sc_stream_state {
@@ -78,6 +82,7 @@ static void state_destroy(sc_stream_state_t *ss) {
     sc_stream_slot_t *s = ss->all[i];
     if (s->ready) ss->rt->event_destroy(s->ready);
     if (s->passed) ss->rt->event_destroy(s->passed);
+    free(s->v);
     free(s);
   }
   if (ss->flag) ss->rt->free_pinned((void *)ss->flag);
@@ -289,6 +294,18 @@ sc_result_t sc_stream_submit(const char *fn, sc_comm_t *comm, const sc_op_t *op,
   SC_CHECK(slot_take(fn, comm, ss, &s));
   memset(&s->req, 0, sizeof(s->req));
   s->req.op = *op;
+  const size_t nv = sc_op_v_len(op, comm->nranks);
+  if (nv > s->vcap) {
+    size_t *g = realloc(s->v, nv * sizeof(size_t));
+    if (!g) {
+      atomic_store(&s->holders, 1);
+      slot_drop(s);
+      return SC_ERR(SC_ERR_NOMEM, "%s: the count arrays of %d ranks", fn, comm->nranks);
+    }
+    s->v = g;
+    s->vcap = nv;
+  }
+  if (nv) sc_op_v_own(&s->req.op, comm->nranks, s->v);
   s->req.stream = s;
   atomic_store(&s->holders, 2);
   sc_result_t r = rt->event_record(s->ready, stream);
