@@ -436,6 +436,73 @@ sc_result_t sc_iallgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
                            const size_t *recvcounts, const size_t *displs, sc_dtype_t dtype,
                            sc_comm_t *comm, sc_request_t **req);
 
+/* ---- Point-to-point ---- */
+
+/* Point-to-point messages go over a connection of their own (SC_P2P=1, the
+ * default; with SC_P2P=0 every call below fails with SC_ERR_UNSUPPORTED) and
+ * take no part in the collective sequence: a send or receive may be issued
+ * between two collectives on one rank only, and completes independently of
+ * the collectives queued around it. They are local calls in that sense (no
+ * other rank must call anything collective), but a send completes only when
+ * the peer's lane has taken it (small messages: handed to the transport;
+ * above 64 KiB: once the peer posted the matching receive) and a receive
+ * when its message is in.
+ *
+ * Sends from one rank to one peer with one tag are received in the order
+ * they were sent (MPI's non-overtaking rule); messages of different tags or
+ * peers may be received in any order. The receive's count and dtype must
+ * equal the send's: otherwise the receive fails with SC_ERR_MISMATCH naming
+ * both (the message is consumed and dropped; the sender completes normally).
+ * peer may be the calling rank (a local copy once both sides are posted).
+ * Failures here do not fail the communicator: a receive that saw a mismatch
+ * leaves the pair usable; a peer found dead (SC_ERR_REMOTE naming it) fails
+ * only the operations with that peer. A wait is bounded by SC_TIMEOUT_MS
+ * (SC_ERR_TIMEOUT) and ended by sc_comm_abort (SC_ERR_ABORTED).
+ *
+ * Sends count elements of dtype from buf to rank peer with tag and returns
+ * when buf may be reused. count may be 0 (buf may then be NULL).
+ * comm not NULL; buf not NULL when count > 0; dtype valid; the count's bytes
+ * within the address space; peer in [0, nranks); tag >= 0: else
+ * SC_ERR_INVALID_ARG. Errors also: SC_ERR_UNSUPPORTED (SC_P2P=0),
+ * SC_ERR_REMOTE (the peer failed), SC_ERR_TIMEOUT, SC_ERR_ABORTED, comm's
+ * first failure's code. Inside sc_group_start/sc_group_end it only checks its
+ * arguments and queues: the send starts at sc_group_end, and buf is in flight
+ * until then. Any thread. */
+sc_result_t sc_send(const void *buf, size_t count, sc_dtype_t dtype, int peer, int tag,
+                    sc_comm_t *comm);
+/* Receives count elements of dtype from rank peer with tag into buf, the
+ * first message from peer with that tag not yet received. Arguments, errors
+ * and groups as sc_send's; also SC_ERR_MISMATCH when the message's count or
+ * dtype differ (buf unchanged). Any thread. */
+sc_result_t sc_recv(void *buf, size_t count, sc_dtype_t dtype, int peer, int tag, sc_comm_t *comm);
+/* Non-blocking sc_send: starts the send at once (also inside a group) and
+ * returns its request in *req (req not NULL; *req NULL on failure); buf is in
+ * flight until sc_test or sc_wait report it done, which also report the
+ * send's failure. Any thread; the request belongs to the caller. */
+sc_result_t sc_isend(const void *buf, size_t count, sc_dtype_t dtype, int peer, int tag,
+                     sc_comm_t *comm, sc_request_t **req);
+/* Non-blocking sc_recv: posts the receive at once (also inside a group), its
+ * place in the order of this thread's receives from peer fixed now; *req and
+ * buf as for sc_isend. Any thread. */
+sc_result_t sc_irecv(void *buf, size_t count, sc_dtype_t dtype, int peer, int tag, sc_comm_t *comm,
+                     sc_request_t **req);
+/* Opens a group on the calling thread (NCCL's ncclGroupStart): until the
+ * matching sc_group_end, the blocking sc_send and sc_recv and the blocking
+ * dense collectives only check their arguments and queue (a collective is
+ * queued on its communicator in call order). Groups nest: only the
+ * outermost sc_group_end starts anything. Never fails (SC_ERR_INVALID_ARG past
+ * INT32_MAX levels). Local; per thread. */
+sc_result_t sc_group_start(void);
+/* Closes the calling thread's innermost group; the outermost one starts
+ * every queued call together and returns when all have completed, so that a
+ * ring exchange or an all-to-all written as sends and receives cannot
+ * deadlock whatever order the calls were made in. Returns the first failure
+ * (by call order) with sc_last_error naming the call ("call K of N, sc_recv
+ * from rank 3 ..."); the other calls still ran to their end. Errors:
+ * SC_ERR_INVALID_ARG without an open group; any code of the queued calls.
+ * Per thread. */
+sc_result_t sc_group_end(void);
+
 /* ---- Algorithm queries ---- */
 
 /* The all-reduce algorithm SC_ALGO=auto (the cost model) uses on this

@@ -63,6 +63,9 @@ static const sc_config_var_t sc_config_vars[] = {
      "every rank reads, without messages, where all ranks are on one host and no algorithm is "
      "forced for the collective (0: never; at most 1024; the same on every rank)"},
     {"SC_SOCKBUF_BYTES", "4194304", "SO_SNDBUF/SO_RCVBUF of data sockets (0 = kernel default)"},
+    {"SC_P2P", "1",
+     "1: every communicator opens a second connection of its transport for sc_send/sc_recv "
+     "and their kin; 0: none, point-to-point calls fail with SC_ERR_UNSUPPORTED"},
     {"SC_CHECK_MISMATCH", "0",
      "1: every rank also sends every other a fingerprint of each call (kind, sequence number, "
      "count, dtype, op, root) before its data moves, so every call is compared; any difference "

@@ -12,6 +12,7 @@
 
 #include "lib/core/comm.h"
 #include "lib/core/device.h"
+#include "lib/core/p2p.h"
 #include "lib/core/stream.h"
 
 typedef enum sc_coll_form { SC_FORM_BLOCKING, SC_FORM_NONBLOCKING, SC_FORM_STREAM } sc_coll_form_t;
@@ -166,8 +167,12 @@ static sc_result_t sc_coll_enqueue(const sc_coll_info_t *in) {
     return sc_op_submit(in->comm, &o, in->req);
   case SC_FORM_STREAM:
     return sc_stream_submit(in->fn, in->comm, &o, in->stream);
-  default:
+  default: {
+    /* Inside sc_group_start/end: queued now, waited for by sc_group_end. */
+    sc_result_t r;
+    if (sc_group_take_coll(in->fn, in->comm, &o, &r)) return r;
     return sc_op_run_blocking(in->comm, &o);
+  }
   }
 }
 

@@ -15,6 +15,7 @@
 #include "lib/core/board.h"
 #include "lib/core/comm.h"
 #include "lib/core/fingerprint.h"
+#include "lib/core/p2p.h"
 #include "lib/core/stream.h"
 #include "transport/registry.h"
 
@@ -69,6 +70,8 @@ static sc_result_t sc_comm_read_config(sc_comm_config_t *cfg) {
   cfg->heartbeat_ms = (int)v;
   SC_CHECK(sc_config_long("SC_CHECK_MISMATCH", 0, 1, &v));
   cfg->check_mismatch = (int)v;
+  SC_CHECK(sc_config_long("SC_P2P", 0, 1, &v));
+  cfg->p2p = (int)v;
   snprintf(cfg->ifname, sizeof(cfg->ifname), "%s", sc_config_get("SC_SOCKET_IFNAME"));
   return SC_SUCCESS;
 }
@@ -148,6 +151,9 @@ static void sc_comm_release_resources(sc_comm_t *comm) {
   /* First: the watch thread may wake the transport. */
   sc_watch_stop(comm->watch, !atomic_load(&comm->aborted));
   comm->watch = NULL;
+  /* Before the collectives' transport: the lane's thread may be in the middle
+   * of nothing but its own transport, yet its pending requests must fail now. */
+  sc_p2p_stop(comm);
   if (comm->tp) {
     comm->tpops->cancel_all(comm->tp, SC_ERR_ABORTED);
     comm->tpops->destroy(comm->tp);
@@ -165,6 +171,7 @@ static void sc_comm_free(sc_comm_t *comm) {
    * still wait on the flag then. */
   sc_stream_state_free(comm);
   sc_comm_release_resources(comm);
+  sc_p2p_free(comm);
   if (comm->tune_ready) sc_tune_fini(comm);
   pthread_mutex_destroy(&comm->lock);
   pthread_cond_destroy(&comm->queue_cv);
@@ -245,6 +252,9 @@ sc_result_t sc_comm_create_child(sc_comm_t **out, int nranks, int rank, const sc
   SC_CHECK_GOTO(sc_board_init(comm), r, fail);
   SC_CHECK_GOTO(sc_tune_init(comm), r, fail);
   comm->tune_ready = 1;
+  /* On this thread, over the collectives' transport, before the progress
+   * thread owns it. */
+  SC_CHECK_GOTO(sc_p2p_create(comm, &tpc), r, fail);
   SC_CHECK_GOTO(sc_progress_start(comm), r, fail);
   const int measure = sc_tune_measures(comm->cfg.tuning, comm->tune.nhosts, comm->tune.unfitted);
   if (measure && parent && parent->tune.calibrated) {

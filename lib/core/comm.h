@@ -119,6 +119,7 @@ typedef struct sc_comm_config {
   int heartbeat_ms;   /* SC_HEARTBEAT_MS: liveness watch period, 0 auto, -1 off */
   /* SC_CHECK_MISMATCH: fingerprint every operation (lib/core/fingerprint.c) */
   int check_mismatch;
+  int p2p; /* SC_P2P: open the point-to-point lane (lib/core/p2p.c) */
   char ifname[64];
 } sc_comm_config_t;
 
@@ -286,6 +287,9 @@ struct sc_comm {
    * first stream call under lock; stream_tickets: the last ticket handed out. */
   struct sc_stream_state *stream;
   uint32_t stream_tickets;
+
+  /* Point-to-point (lib/core/p2p.c): its own lane and thread; NULL with SC_P2P=0. */
+  struct sc_p2p *p2p;
 };
 
 /* lib/core/op.c */
