@@ -1,0 +1,22 @@
+#!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
+# Point-to-point messaging (test/multi/mr_p2p.c) over the transport
+# SC_TRANSPORT names: 1 to 8 ranks, odd counts and non-powers of two; a rank
+# killed mid-exchange; sc_comm_abort with a receive pending.
+. "$top_srcdir/test/multi/lib.sh"
+for n in 1 2 3 5 8; do
+  check "p2p, n=$n" "$SC_RUN" -n "$n" --timeout 120 --label "$MR/mr_p2p" all
+done
+# The survivors notice the death through their lane (or the liveness watch);
+# the timeout is the bound when neither does. sc-run reports the victim's
+# signal: what counts is that every survivor said how it failed.
+survivors() { # survivors N
+  SC_TIMEOUT_MS=8000 "$SC_RUN" -n "$1" --grace 30 --timeout 60 --label "$MR/mr_p2p" death \
+    >"$tmpdir/run" 2>&1
+  cat "$tmpdir/run"
+  [ "$(grep -c 'failed in' "$tmpdir/run")" -eq $(($1 - 1)) ] && ! grep -q FAIL "$tmpdir/run"
+}
+check "p2p, peer killed, n=2" survivors 2
+check "p2p, peer killed, n=3" survivors 3
+check "p2p, abort with a receive pending, n=2" "$SC_RUN" -n 2 --timeout 60 --label "$MR/mr_p2p" abort
+finish
