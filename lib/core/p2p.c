@@ -77,7 +77,7 @@ typedef struct sc_p2p_ctl {
 } sc_p2p_ctl_t;
 
 typedef struct sc_p2p_peer {
-  int dead, bye; /* bye: it said it closes, and is not to be warned about */
+  int dead, quiet; /* quiet: its end was said elsewhere (BYE, the communicator's failure) */
   sc_result_t dead_res;
   char dead_msg[SC_ERRMSG_MAX / 2];
   sc_p2p_list_t posted, unexp;
@@ -102,6 +102,7 @@ struct sc_p2p {
   sc_p2p_op_t *active;
   sc_p2p_unexp_t *pending;
   sc_p2p_ctl_t *ctls;
+  int comm_failed;
   char tp_msg[SC_ERRMSG_MAX / 2]; /* the transport's last failure */
 };
 
@@ -211,7 +212,8 @@ static void peer_fail(sc_p2p_t *p, int peer, sc_result_t res, const char *why) {
   pp->dead = 1;
   pp->dead_res = res;
   snprintf(pp->dead_msg, sizeof(pp->dead_msg), "%s", why);
-  if (res != SC_ERR_ABORTED && !pp->bye) SC_WARN(SC_SUBSYS_COLL, "rank %d: %s", p->comm->rank, why);
+  if (res != SC_ERR_ABORTED && !pp->quiet)
+    SC_WARN(SC_SUBSYS_COLL, "rank %d: %s", p->comm->rank, why);
   sc_p2p_entry_t *e;
   while ((e = pp->posted.head)) {
     sc_p2p_list_remove(&pp->posted, e);
@@ -420,7 +422,7 @@ static void on_header(sc_p2p_t *p, int peer) {
     snprintf(why, sizeof(why),
              "rank %d closed its point-to-point lane (its communicator was destroyed)", peer);
     SC_ERR(SC_ERR_REMOTE, "%s", why);
-    pp->bye = 1;
+    pp->quiet = 1;
     peer_fail(p, peer, SC_ERR_REMOTE, why);
     return; /* nothing follows: no header receive left pending for its close */
   }
@@ -656,6 +658,25 @@ static void check_deadlines(sc_p2p_t *p, int64_t now) {
     if (i != p->comm->rank) peer_fail(p, i, SC_ERR_TIMEOUT, p->tp_msg);
 }
 
+/* The communicator failed (a collective, or the liveness watch, which also
+ * sees peers die that a transport would only notice at the timeout, as UCX):
+ * what is pending fails with its first failure, as later calls would. */
+static void check_comm_failed(sc_p2p_t *p) {
+  sc_comm_t *comm = p->comm;
+  int err = atomic_load(&comm->error);
+  if (err == SC_SUCCESS || p->comm_failed) return;
+  p->comm_failed = 1;
+  char why[SC_ERRMSG_MAX / 2], first[SC_ERRMSG_MAX / 2 - 64];
+  pthread_mutex_lock(&comm->lock);
+  snprintf(first, sizeof(first), "%s", comm->errmsg);
+  pthread_mutex_unlock(&comm->lock);
+  snprintf(why, sizeof(why), "the communicator failed: %s", first);
+  for (int i = 0; i < comm->nranks; i++) {
+    p->peers[i].quiet = 1;
+    peer_fail(p, i, (sc_result_t)err, why);
+  }
+}
+
 static sc_p2p_op_t *take_queue(sc_p2p_t *p, int *closed) {
   pthread_mutex_lock(&p->lock);
   sc_p2p_op_t *q = p->qhead;
@@ -756,6 +777,7 @@ static void *sc_p2p_main(void *arg) {
     }
     int64_t now = sc_now_ms();
     if (now >= next_check) {
+      check_comm_failed(p);
       check_deadlines(p, now);
       next_check = now + SC_P2P_POLL_MS;
     }
