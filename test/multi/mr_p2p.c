@@ -10,7 +10,7 @@
  * Usage: mr_p2p [all | death | abort]. death: rank 1 is killed while the
  * others exchange with it; they must fail with SC_ERR_REMOTE or
  * SC_ERR_TIMEOUT within seconds. abort: rank 0's pending receive is ended by
- * sc_comm_abort from another thread. */
+ * sc_comm_abort from another thread. off: run with SC_P2P=0. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -412,6 +412,23 @@ static int run_abort(sc_comm_t *comm) {
   return failures ? 1 : 0;
 }
 
+/* SC_P2P=0: every call refused with SC_ERR_UNSUPPORTED saying why; the
+ * collectives unaffected. */
+static int run_off(sc_comm_t *comm) {
+  int x = 0;
+  sc_request_t *q = NULL;
+  sc_result_t r = sc_isend(&x, 1, SC_INT32, 0, 0, comm, &q);
+  checks++;
+  if (r != SC_ERR_UNSUPPORTED || !strstr(sc_last_error(), "SC_P2P=0") || q)
+    FAIL("SC_P2P=0: %s: %s", sc_strerror(r), sc_last_error());
+  r = sc_recv(&x, 1, SC_INT32, 0, 0, comm);
+  checks++;
+  if (r != SC_ERR_UNSUPPORTED) FAIL("SC_P2P=0: sc_recv: %s", sc_strerror(r));
+  OK(sc_barrier(comm));
+  sc_comm_destroy(comm);
+  return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "all";
   sc_comm_t *comm;
@@ -423,6 +440,7 @@ int main(int argc, char **argv) {
   sc_comm_size(comm, &nranks);
   if (!strcmp(mode, "death")) return run_death(comm);
   if (!strcmp(mode, "abort")) return run_abort(comm);
+  if (!strcmp(mode, "off")) return run_off(comm);
   int rc = run_all(comm);
   sc_comm_destroy(comm);
   return rc;

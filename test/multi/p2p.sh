@@ -2,9 +2,12 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Point-to-point messaging (test/multi/mr_p2p.c) over the transport
 # SC_TRANSPORT names: 1 to 8 ranks, odd counts and non-powers of two; a rank
-# killed mid-exchange; sc_comm_abort with a receive pending.
+# killed mid-exchange; sc_comm_abort with a receive pending; SC_P2P=0.
 . "$top_srcdir/test/multi/lib.sh"
-for n in 1 2 3 5 8; do
+# UCX's worker setup costs seconds per rank on two shared cores: one size there.
+sizes="1 2 3 5 8"
+[ "${SC_TRANSPORT:-}" = ucx ] && sizes=3
+for n in $sizes; do
   check "p2p, n=$n" "$SC_RUN" -n "$n" --timeout 120 --label "$MR/mr_p2p" all
 done
 # The survivors notice the death through their lane (or the liveness watch);
@@ -19,4 +22,5 @@ survivors() { # survivors N
 check "p2p, peer killed, n=2" survivors 2
 check "p2p, peer killed, n=3" survivors 3
 check "p2p, abort with a receive pending, n=2" "$SC_RUN" -n 2 --timeout 60 --label "$MR/mr_p2p" abort
+check "p2p off (SC_P2P=0), n=2" env SC_P2P=0 "$SC_RUN" -n 2 --timeout 60 --label "$MR/mr_p2p" off
 finish
