@@ -10,7 +10,8 @@
  * Usage: mr_p2p [all | death | abort]. death: rank 1 is killed while the
  * others exchange with it; they must fail with SC_ERR_REMOTE or
  * SC_ERR_TIMEOUT within seconds. abort: rank 0's pending receive is ended by
- * sc_comm_abort from another thread. off: run with SC_P2P=0. */
+ * sc_comm_abort from another thread. off: run with SC_P2P=0. timeout: run
+ * with a short SC_TIMEOUT_MS. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -412,6 +413,28 @@ static int run_abort(sc_comm_t *comm) {
   return failures ? 1 : 0;
 }
 
+/* Run with a short SC_TIMEOUT_MS: a receive nobody sends to and a large
+ * send nobody receives both fail with SC_ERR_TIMEOUT within about that. */
+static int run_timeout(sc_comm_t *comm) {
+  if (nranks >= 2 && rank < 2) {
+    size_t n = rank == 1 ? 1u << 20 : 4;
+    uint8_t *buf = calloc(n, 1);
+    double t0 = now_s();
+    sc_result_t r = rank == 0 ? sc_recv(buf, n, SC_UINT8, 1, 800, comm)
+                              : sc_send(buf, n, SC_UINT8, 0, 801, comm);
+    double dt = now_s() - t0;
+    checks++;
+    if (r != SC_ERR_TIMEOUT || dt > 10 || !strstr(sc_last_error(), "SC_TIMEOUT_MS"))
+      FAIL("unmatched %s: %s after %.2f s: %s", rank ? "send" : "receive", sc_strerror(r), dt,
+           sc_last_error());
+    printf("rank %d: timed out after %.2f s\n", rank, dt);
+    free(buf);
+  }
+  OK(sc_barrier(comm));
+  sc_comm_destroy(comm);
+  return failures ? 1 : 0;
+}
+
 /* SC_P2P=0: every call refused with SC_ERR_UNSUPPORTED saying why; the
  * collectives unaffected. */
 static int run_off(sc_comm_t *comm) {
@@ -441,6 +464,7 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "death")) return run_death(comm);
   if (!strcmp(mode, "abort")) return run_abort(comm);
   if (!strcmp(mode, "off")) return run_off(comm);
+  if (!strcmp(mode, "timeout")) return run_timeout(comm);
   int rc = run_all(comm);
   sc_comm_destroy(comm);
   return rc;
