@@ -961,8 +961,9 @@ static sc_result_t p2p_submit(sc_comm_t *comm, sc_p2p_op_t *head, sc_p2p_op_t *t
     p->qhead = head;
   p->qtail = tail;
   pthread_cond_signal(&p->cv);
-  pthread_mutex_unlock(&p->lock);
+  /* Under the lock: once it is released, an abort may close and free the lane. */
   if (p->tp) p->ops->wake(p->tp);
+  pthread_mutex_unlock(&p->lock);
   return SC_SUCCESS;
 }
 
