@@ -125,8 +125,9 @@ sc_result_t sc_pairwise_alltoall_schedule(const sc_coll_args_t *a, sc_sched_t *s
 sc_result_t sc_bruck_alltoall_schedule(const sc_coll_args_t *a, sc_sched_t *s);
 /* Hierarchical (alltoall_hier.c, DeepSpeed-MoE's and Tutel's two-dimensional
  * exchange): blocks regrouped inside each host so that each rank then sends one
- * aggregated message per other host to the rank of equal local rank there. Any host
- * map gives a correct schedule; worth it when sc_hier_useful. */
+ * aggregated message per other host to the rank of equal local rank there (uneven hosts:
+ * see the file), which delivers or forwards them inside its host. Any host map gives a
+ * correct schedule (one host: the pairwise one); worth it when sc_hier_useful. */
 sc_result_t sc_hier_alltoall_schedule(const sc_coll_args_t *a, sc_sched_t *s);
 /* All-to-all with a count per pair (alltoallv.c): pairwise exchange of the v blocks. */
 sc_result_t sc_pairwise_alltoallv_schedule(const sc_coll_args_t *a, sc_sched_t *s);
