@@ -129,7 +129,9 @@ sc_result_t sc_bruck_alltoall_schedule(const sc_coll_args_t *a, sc_sched_t *s);
  * see the file), which delivers or forwards them inside its host. Any host map gives a
  * correct schedule (one host: the pairwise one); worth it when sc_hier_useful. */
 sc_result_t sc_hier_alltoall_schedule(const sc_coll_args_t *a, sc_sched_t *s);
-/* All-to-all with a count per pair (alltoallv.c): pairwise exchange of the v blocks. */
+/* All-to-all with a count per pair (alltoallv.c): pairwise exchange of the v blocks, one
+ * message per pair even when empty, so that counts the two ends disagree on fail the
+ * receive. */
 sc_result_t sc_pairwise_alltoallv_schedule(const sc_coll_args_t *a, sc_sched_t *s);
 /* Gather and scatter (gather_scatter.c): binomial tree (log P steps, subtrees'
  * blocks forwarded together) or linear (the root exchanges with every rank). */
