@@ -5,8 +5,9 @@
 # once per transport (test/multi/<tp>-coll_more.sh): every dtype, count,
 # placement, root and form against each rank's own reference; each
 # all-to-all, gather/scatter and uneven all-gather algorithm forced, and
-# sc_alltoall_algo naming the forced one; an uneven all-to-all whose counts
-# disagree on one pair, with and without SC_CHECK_MISMATCH; over tcp, the
+# sc_alltoall_algo naming the forced one, and the forced one running; an
+# uneven all-to-all whose counts disagree on one pair and calls that differ
+# in a count or the root, with and without SC_CHECK_MISMATCH; over tcp, the
 # hierarchical all-to-all on two emulated hosts (sc-netbed, root only).
 . "$top_srcdir/test/multi/lib.sh"
 P="$MR/mr_coll_more"
@@ -87,6 +88,18 @@ mismatch 3 more 1
 mismatch 2 fewer 1
 mismatch 3 more 0
 mismatch 2 fewer 0
+# Calls that differ: an all-to-all's count on the last rank, the uneven
+# all-gather's counts on rank 0, a gather's root on the last rank.
+differ() { # differ N a2a|agv|root CHECK
+  run "calls differ ($2) n=$1, SC_CHECK_MISMATCH=$3" "$1" \
+    "SC_CHECK_MISMATCH=$3 SC_TIMEOUT_MS=10000" --mismatch "$2"
+}
+differ 3 a2a 1
+differ 2 agv 1
+differ 3 root 1
+differ 2 a2a 0
+differ 3 agv 0
+differ 3 root 0
 # Two emulated hosts over tcp (the other transports stay on one host).
 NETBED="$top_builddir/sc-netbed"
 if [ "${SC_TRANSPORT:-}" = tcp ] && [ "$(id -u)" = 0 ] && [ -x "$NETBED" ] &&

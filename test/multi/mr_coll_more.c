@@ -22,7 +22,9 @@
  *               SC_DEVRT_STANDIN, or CUDA), the stream forms too;
  *   --mismatch more|fewer  one uneven all-to-all where rank 0 sends the
  *               last rank 2 elements more (fewer) than that rank expects:
- *               see test_mismatch. */
+ *               see test_mismatch;
+ *   --mismatch a2a|agv|root  calls that differ in a count or the root: see
+ *               test_calls_differ. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -916,6 +918,17 @@ static void test_bad_arguments(void) {
  * (the other ranks may fail or not); nobody may hang or write past its
  * receive blocks. Each rank prints what it got, and must then destroy its
  * communicator cleanly. */
+/* The first failure stays the communicator's. */
+static void first_failure_stays(const char *role, sc_result_t res) {
+  if (res == SC_SUCCESS) return;
+  sc_result_t err = SC_SUCCESS;
+  MR_OK(sc_comm_get_async_error(comm, &err));
+  sc_result_t again = sc_barrier(comm);
+  if (err != res || again != res)
+    mr_fail("%s: after %s, sc_comm_get_async_error says %s and a barrier %s", role,
+            sc_strerror(res), sc_strerror(err), sc_strerror(again));
+}
+
 static void test_mismatch(const char *how) {
   const int p = mr_nranks, me = mr_rank, a = 0, b = p - 1;
   const int more = !strcmp(how, "more");
@@ -972,17 +985,73 @@ static void test_mismatch(const char *how) {
       mr_fail("%s: alltoallv wrote past its receive blocks (element %zu = %d)", role, i, r[i]);
       break;
     }
-  if (res != SC_SUCCESS) {
-    /* The first failure stays the communicator's. */
-    sc_result_t err = SC_SUCCESS;
-    MR_OK(sc_comm_get_async_error(comm, &err));
-    sc_result_t again = sc_barrier(comm);
-    if (err != res || again != res)
-      mr_fail("%s: after %s, sc_comm_get_async_error says %s and a barrier %s", role,
-              sc_strerror(res), sc_strerror(err), sc_strerror(again));
-  }
+  first_failure_stays(role, res);
   free(s);
   free(r);
+}
+
+/* Ranks that call different collectives (an all-to-all of another count on
+ * the last rank, uneven all-gather counts rank 0 alone disagrees with, a
+ * gather whose root the last rank names differently) all fail with
+ * SC_ERR_MISMATCH where SC_CHECK_MISMATCH=1 compares the calls first.
+ * Without it a rank that receives a message of the other call must fail
+ * (the last rank, rank 0, rank 0: the root the others send to, which waits
+ * for a block that goes elsewhere, until the liveness watch compares the
+ * calls); the others may end either way. Nobody may hang or write past its
+ * receive region. */
+static void test_calls_differ(const char *how) {
+  const int p = mr_nranks, me = mr_rank, last = p - 1;
+  const char *chk = getenv("SC_CHECK_MISMATCH");
+  const int checked = chk && !strcmp(chk, "1");
+  if (p < 2) {
+    printf("rank %d: one rank cannot disagree\n", me);
+    return;
+  }
+  int32_t in[64 * 8], out[64 * 8 + GUARD];
+  for (int i = 0; i < 64 * 8; i++) in[i] = 1000 * me + i;
+  for (int i = 0; i < 64 * 8 + GUARD; i++) out[i] = -7;
+  size_t extent = 0, counts[64], displs[64];
+  int must_fail = 0;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  sc_result_t res;
+  if (!strcmp(how, "a2a")) {
+    const size_t n = me == last ? 4 : 3;
+    extent = (size_t)p * n;
+    must_fail = me == last;
+    res = sc_alltoall(in, out, n, SC_INT32, comm);
+  } else if (!strcmp(how, "agv")) {
+    for (int i = 0; i < p; i++) {
+      counts[i] = me == 0 && i == 1 ? 5 : 3;
+      displs[i] = extent;
+      extent += counts[i];
+    }
+    must_fail = me == 0;
+    res = sc_allgatherv(in, counts[me], out, counts, displs, SC_INT32, comm);
+  } else {
+    const int root = me == last ? 1 : 0;
+    extent = me == root ? (size_t)p * 3 : 0;
+    must_fail = me == 0;
+    res = sc_gather(in, me == root ? out : NULL, 3, SC_INT32, root, comm);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  const double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  printf("rank %d: calls differ (%s), %s: %s after %.2f s: %s\n", me, how,
+         checked ? "SC_CHECK_MISMATCH=1" : "no SC_CHECK_MISMATCH", sc_strerror(res), secs,
+         res != SC_SUCCESS ? sc_last_error() : "");
+  fflush(stdout);
+  mr_checks++;
+  if (checked && res != SC_ERR_MISMATCH)
+    mr_fail("calls differ (%s): %s, want SC_ERR_MISMATCH on every rank", how, sc_strerror(res));
+  else if (must_fail && res == SC_SUCCESS)
+    mr_fail("calls differ (%s): this rank's call succeeded", how);
+  for (size_t i = extent; i < extent + GUARD; i++)
+    if (out[i] != -7) {
+      mr_fail("calls differ (%s): wrote past the receive region (element %zu = %d)", how, i,
+              out[i]);
+      break;
+    }
+  first_failure_stays(how, res);
 }
 
 static int arg(int argc, char **argv, const char *name) {
@@ -999,10 +1068,11 @@ int main(int argc, char **argv) {
   const int agv_only = arg(argc, argv, "--agv-only") != 0;
   const int mm = arg(argc, argv, "--mismatch");
   const char *how = mm && mm + 1 < argc ? argv[mm + 1] : NULL;
-  if (mm && (!how || (strcmp(how, "more") && strcmp(how, "fewer")))) {
+  if (mm && (!how || (strcmp(how, "more") && strcmp(how, "fewer") && strcmp(how, "a2a") &&
+                      strcmp(how, "agv") && strcmp(how, "root")))) {
     fprintf(stderr,
             "usage: %s [--quick] [--device] [--a2a-only] [--gather-only] [--agv-only] | "
-            "--mismatch more|fewer\n",
+            "--mismatch more|fewer|a2a|agv|root\n",
             argv[0]);
     return 2;
   }
@@ -1027,7 +1097,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (mm) {
-    test_mismatch(how);
+    if (!strcmp(how, "more") || !strcmp(how, "fewer"))
+      test_mismatch(how);
+    else
+      test_calls_differ(how);
     sc_result_t r = sc_comm_destroy(comm);
     mr_checks++;
     if (r != SC_SUCCESS) mr_fail("sc_comm_destroy after the mismatch: %s", sc_strerror(r));
