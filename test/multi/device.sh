@@ -5,8 +5,9 @@
 # SC_TEST_DEVICE=cuda): every collective, dtype and
 # op on 1 to 8 ranks over tcp, shm and auto (three dtypes above 4 ranks);
 # the all-reduce with each algorithm forced on 3 to 8 ranks; small prime
-# staging chunks and a single slot; one device per rank; a rank killed
-# mid-job and an abort.
+# staging chunks and a single slot; one device per rank; the all-to-alls,
+# gather, scatter and the uneven all-gather in every form (mr_coll_more); a
+# rank killed mid-job and an abort.
 # A sample of the full matrix, to keep the run short on a loaded machine.
 . "$top_srcdir/test/multi/lib.sh"
 device_runtime "$(cd "$top_builddir" && pwd)/test/devfake/.libs/libsc_devfake.so" || exit 77
@@ -51,6 +52,18 @@ run "one device per rank tcp n=3 (sample)" 3 "SC_TRANSPORT=tcp SC_DEVFAKE_DEVICE
   --device-per-rank
 run "tcp n=3, 4099-byte chunks, 3 slots" 3 "SC_TRANSPORT=tcp SC_STAGE_CHUNK_BYTES=4099 SC_STAGE_SLOTS=3" --quick
 run "tcp n=5, 1000-byte chunks, 1 slot" 5 "SC_TRANSPORT=tcp SC_STAGE_CHUNK_BYTES=1000 SC_STAGE_SLOTS=1" --quick
+# The all-to-alls, gather, scatter and the uneven all-gather (mr_coll_more) in
+# every form, the stream forms included: staged over tcp, direct over shm.
+coll_more() { # coll_more NAME N "VAR=VALUE ..." ARGS...
+  name=$1 n=$2 vars=$3
+  shift 3
+  # shellcheck disable=SC2086 # the settings split into words on purpose
+  check "$name" env $vars "$SC_RUN" -n "$n" --timeout 300 --label "$MR/mr_coll_more" --device "$@"
+}
+coll_more "all-to-alls, gather, scatter, allgatherv tcp n=3" 3 "SC_TRANSPORT=tcp"
+coll_more "all-to-alls, gather, scatter, allgatherv shm n=4" 4 "SC_TRANSPORT=shm"
+coll_more "all-to-alls, gather, scatter, allgatherv tcp n=5, 4099-byte chunks (sample)" 5 \
+  "SC_TRANSPORT=tcp SC_STAGE_CHUNK_BYTES=4099" --quick
 survivors() { # survivors N TRANSPORT: every rank but the killed one reports its error
   SC_TIMEOUT_MS=60000 SC_TRANSPORT=$2 "$SC_RUN" -n "$1" --grace 90 --timeout 120 --label "$MR/mr_device" --peer-death >"$tmpdir/run" 2>&1
   cat "$tmpdir/run"

@@ -6,7 +6,9 @@
 # ranks, calls back to back on one stream and on two, sc_comm_abort
 # releasing a waiting stream, a killed peer failing the communicator and
 # releasing the survivors' streams, the gTop-k stream form against the blocking
-# form on host copies (mr_stream.c says what each mode checks).
+# form on host copies (mr_stream.c says what each mode checks); the
+# all-to-alls', gather's, scatter's and uneven all-gather's stream forms
+# behind a slow stream (mr_coll_more --device).
 . "$top_srcdir/test/multi/lib.sh"
 device_runtime "$top_builddir/test/devfake/.libs/libsc_devfake.so" || exit 77
 survivors() { # survivors N: every rank but the killed one reports its release
@@ -27,6 +29,10 @@ for tp in tcp shm; do
   done
   check "$tp: gTop-k stream form vs blocking host, n=3" "$SC_RUN" -n 3 --timeout 120 \
     "$MR/mr_stream" gtopk
+  # The all-to-alls', gather's, scatter's and allgatherv's stream forms, many
+  # in flight behind a slow stream (mr_coll_more --device runs every form).
+  check "$tp: all-to-alls, gather, scatter, allgatherv behind a slow stream, n=3" \
+    env SC_DEVFAKE_DELAY_US=200 "$SC_RUN" -n 3 --timeout 120 "$MR/mr_coll_more" --device --quick
   check "$tp: abort releases the stream, n=2" "$SC_RUN" -n 2 --timeout 60 "$MR/mr_stream" abort
   check "$tp: peer killed, n=2" survivors 2
   check "$tp: peer killed, n=3" survivors 3

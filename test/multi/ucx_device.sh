@@ -55,6 +55,8 @@ check "device sparse ucx n=3" "$SC_RUN" -n 3 --timeout 300 --label "$MR/mr_dev_s
 check "device fusion ucx n=2" env SC_TIMEOUT_MS=60000 "$SC_RUN" -n 2 --timeout 300 --label \
   "$MR/mr_dev_fusion" --quick
 check "stream forms ucx n=3" "$SC_RUN" -n 3 --timeout 120 "$MR/mr_stream" order
+check "all-to-alls, gather, scatter, allgatherv in every form ucx n=3" "$SC_RUN" -n 3 \
+  --timeout 300 --label "$MR/mr_coll_more" --device
 survivors() { # survivors N: every rank but the killed one reports its error
   SC_TIMEOUT_MS=60000 "$SC_RUN" -n "$1" --grace 90 --timeout 120 --label "$MR/mr_device" \
     --peer-death >"$tmpdir/run" 2>&1

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Every form of a collective refuses the same bad arguments alike: each
  * dense collective's blocking, non-blocking (sc_i*) and stream
- * (sc_*_on_stream) form, and gTop-k's blocking and stream form, are driven
+ * (sc_*_on_stream) form (the all-to-alls, gather, scatter and the uneven
+ * all-gather among them), and gTop-k's blocking and stream form, are driven
  * with the same bad arguments and must return the code include/sparsecoll.h
  * documents (SC_ERR_INVALID_ARG for what the caller passed wrong,
  * SC_ERR_UNSUPPORTED for a stream form without a device) and the same
@@ -28,7 +29,7 @@
 #include "lib/base/error.h"
 #include "sparsecoll.h"
 
-enum { AR, RS, AG, BC, RD, NCOLL };
+enum { AR, RS, AG, BC, RD, A2A, A2AV, GA, SC, AGV, NCOLL };
 enum { BLOCKING, NONBLOCKING, STREAM, NFORM };
 
 static const char *const fn_name[NCOLL][NFORM] = {
@@ -37,6 +38,11 @@ static const char *const fn_name[NCOLL][NFORM] = {
     {"sc_allgather", "sc_iallgather", "sc_allgather_on_stream"},
     {"sc_broadcast", "sc_ibroadcast", "sc_broadcast_on_stream"},
     {"sc_reduce", "sc_ireduce", "sc_reduce_on_stream"},
+    {"sc_alltoall", "sc_ialltoall", "sc_alltoall_on_stream"},
+    {"sc_alltoallv", "sc_ialltoallv", "sc_alltoallv_on_stream"},
+    {"sc_gather", "sc_igather", "sc_gather_on_stream"},
+    {"sc_scatter", "sc_iscatter", "sc_scatter_on_stream"},
+    {"sc_allgatherv", "sc_iallgatherv", "sc_allgatherv_on_stream"},
 };
 
 static void expect_detail(const char *want) {
@@ -48,12 +54,22 @@ static int has_op(int c) {
 }
 
 static int has_root(int c) {
-  return c == BC || c == RD;
+  return c == BC || c == RD || c == GA || c == SC;
+}
+
+/* Off the root these buffers are not used, and the details say so. */
+static const char *send_name(int c) {
+  return c == BC || c == SC ? "sendbuf (on the root)" : "sendbuf";
+}
+static const char *recv_name(int c) {
+  return c == RD || c == GA ? "recvbuf (on the root)" : "recvbuf";
 }
 
 static sc_comm_t *comm;
 static const sc_devrt_t *rt; /* the stand-in, or NULL when it is not built */
 static void *stream;         /* a stream of rt */
+
+enum { SCOUNTS, SDISPLS, RCOUNTS, RDISPLS };
 
 typedef struct call {
   const void *sendbuf;
@@ -63,11 +79,20 @@ typedef struct call {
   sc_redop_t op;
   int root;
   sc_comm_t *comm;
+  /* The v collectives' arrays of one rank (the all-gather's: RCOUNTS and
+   * RDISPLS); bit i of vnull passes array i as NULL. */
+  size_t v[4];
+  unsigned vnull;
 } call_t;
 
 static call_t valid(const void *sendbuf, void *recvbuf) {
-  call_t a = {sendbuf, recvbuf, 4, SC_FLOAT32, SC_SUM, 0, comm};
+  call_t a = {sendbuf, recvbuf, 4, SC_FLOAT32, SC_SUM, 0, comm, {4, 0, 4, 0}, 0};
   return a;
+}
+
+/* A count of n elements, for the v collectives too. */
+static void set_count(call_t *a, size_t n) {
+  a->count = a->v[SCOUNTS] = a->v[RCOUNTS] = n;
 }
 
 /* Waits for everything enqueued on the test's stream. */
@@ -86,6 +111,8 @@ static sc_result_t run(int c, int form, const call_t *a) {
   sc_result_t r = SC_ERR_INTERNAL;
   const void *s = a->sendbuf;
   void *d = a->recvbuf;
+  const size_t *v[4];
+  for (int i = 0; i < 4; i++) v[i] = a->vnull >> i & 1 ? NULL : &a->v[i];
   switch (c) {
   case AR:
     r = form == BLOCKING ? sc_allreduce(s, d, a->count, a->dtype, a->op, a->comm)
@@ -115,6 +142,35 @@ static sc_result_t run(int c, int form, const call_t *a) {
         : form == NONBLOCKING
             ? sc_ireduce(s, d, a->count, a->dtype, a->op, a->root, a->comm, &req)
             : sc_reduce_on_stream(s, d, a->count, a->dtype, a->op, a->root, a->comm, stream);
+    break;
+  case A2A:
+    r = form == BLOCKING      ? sc_alltoall(s, d, a->count, a->dtype, a->comm)
+        : form == NONBLOCKING ? sc_ialltoall(s, d, a->count, a->dtype, a->comm, &req)
+                              : sc_alltoall_on_stream(s, d, a->count, a->dtype, a->comm, stream);
+    break;
+  case A2AV:
+    r = form == BLOCKING ? sc_alltoallv(s, v[0], v[1], d, v[2], v[3], a->dtype, a->comm)
+        : form == NONBLOCKING
+            ? sc_ialltoallv(s, v[0], v[1], d, v[2], v[3], a->dtype, a->comm, &req)
+            : sc_alltoallv_on_stream(s, v[0], v[1], d, v[2], v[3], a->dtype, a->comm, stream);
+    break;
+  case GA:
+    r = form == BLOCKING ? sc_gather(s, d, a->count, a->dtype, a->root, a->comm)
+        : form == NONBLOCKING
+            ? sc_igather(s, d, a->count, a->dtype, a->root, a->comm, &req)
+            : sc_gather_on_stream(s, d, a->count, a->dtype, a->root, a->comm, stream);
+    break;
+  case SC:
+    r = form == BLOCKING ? sc_scatter(s, d, a->count, a->dtype, a->root, a->comm)
+        : form == NONBLOCKING
+            ? sc_iscatter(s, d, a->count, a->dtype, a->root, a->comm, &req)
+            : sc_scatter_on_stream(s, d, a->count, a->dtype, a->root, a->comm, stream);
+    break;
+  case AGV:
+    r = form == BLOCKING ? sc_allgatherv(s, a->count, d, v[2], v[3], a->dtype, a->comm)
+        : form == NONBLOCKING
+            ? sc_iallgatherv(s, a->count, d, v[2], v[3], a->dtype, a->comm, &req)
+            : sc_allgatherv_on_stream(s, a->count, d, v[2], v[3], a->dtype, a->comm, stream);
     break;
   }
   if (r != SC_SUCCESS && req) fail_msg("%s failed but handed out a request", fn_name[c][form]);
@@ -178,14 +234,13 @@ static void test_bad_arguments_alike_in_every_form(void **state) {
     a.comm = NULL;
     expect_all(c, &a, SC_ERR_INVALID_ARG, "comm is NULL");
 
+    char want[160];
     a = valid(NULL, y);
-    expect_all(c, &a, SC_ERR_INVALID_ARG,
-               c == BC ? "sendbuf (on the root) is NULL with a non-zero count"
-                       : "sendbuf is NULL with a non-zero count");
+    snprintf(want, sizeof want, "%s is NULL with a non-zero count", send_name(c));
+    expect_all(c, &a, SC_ERR_INVALID_ARG, want);
     a = valid(x, NULL);
-    expect_all(c, &a, SC_ERR_INVALID_ARG,
-               c == RD ? "recvbuf (on the root) is NULL with a non-zero count"
-                       : "recvbuf is NULL with a non-zero count");
+    snprintf(want, sizeof want, "%s is NULL with a non-zero count", recv_name(c));
+    expect_all(c, &a, SC_ERR_INVALID_ARG, want);
 
     a = valid(x, y);
     a.dtype = (sc_dtype_t)99;
@@ -207,12 +262,82 @@ static void test_bad_arguments_alike_in_every_form(void **state) {
     }
 
     /* Checked before the buffers are looked at: no element is touched. */
+    if (c == A2AV) continue; /* no count of its own: test_v_arrays_alike_in_every_form */
     a = valid(x, y);
-    a.count = SIZE_MAX / 2;
+    set_count(&a, SIZE_MAX / 2);
     expect_all(c, &a, SC_ERR_INVALID_ARG, "overflows the address space");
-    a.count = SIZE_MAX / 4 + 1; /* 4-byte elements: one past the address space */
+    set_count(&a, SIZE_MAX / 4 + 1); /* 4-byte elements: one past the address space */
     expect_all(c, &a, SC_ERR_INVALID_ARG, "x 1 overflows the address space");
   }
+}
+
+/* The uneven collectives' arrays: each one NULL, a block past the address
+ * space by its count or its displacement, the all-gather's own block of
+ * another length than its sendcount, the all-to-all in place. */
+static void test_v_arrays_alike_in_every_form(void **state) {
+  (void)state;
+  float x[64], y[64];
+  static const char *const a2av_names[4] = {"sendcounts", "sdispls", "recvcounts", "rdispls"};
+  static const char *const agv_names[4] = {"", "", "recvcounts", "displs"};
+  const int vcolls[2] = {A2AV, AGV};
+  for (int k = 0; k < 2; k++) {
+    const int c = vcolls[k];
+    char want[160];
+    for (int i = c == AGV ? RCOUNTS : SCOUNTS; i < 4; i++) {
+      call_t a = valid(x, y);
+      a.vnull = 1u << i;
+      snprintf(want, sizeof want, "%s is NULL", c == AGV ? agv_names[i] : a2av_names[i]);
+      expect_all(c, &a, SC_ERR_INVALID_ARG, want);
+    }
+    /* Checked before the buffers are looked at. */
+    for (int i = c == AGV ? RCOUNTS : SCOUNTS; i < 4; i += 2) {
+      const char *side = i == SCOUNTS ? "send" : "receive";
+      call_t a = valid(x, y);
+      a.v[i] = SIZE_MAX / 4 + 1; /* 4-byte elements: one past the address space */
+      snprintf(want, sizeof want, "%s block 0 (%zu elements at 0) overflows", side, a.v[i]);
+      expect_all(c, &a, SC_ERR_INVALID_ARG, want);
+      a = valid(x, y);
+      a.v[i + 1] = SIZE_MAX / 4 - 3; /* 4 elements from there: one past the address space */
+      snprintf(want, sizeof want, "%s block 0 (4 elements at %zu) overflows", side, a.v[i + 1]);
+      expect_all(c, &a, SC_ERR_INVALID_ARG, want);
+    }
+  }
+  call_t a = valid(x, y);
+  a.count = 3;
+  expect_all(AGV, &a, SC_ERR_INVALID_ARG, "sendcount 3 differs from recvcounts[0] = 4");
+  a = valid(x, x);
+  expect_all(A2AV, &a, SC_ERR_INVALID_ARG,
+             "sendbuf == recvbuf: the uneven all-to-all has no in-place form");
+  /* With nothing to send and nothing to receive no buffer is looked at. */
+  a = valid(x, x);
+  set_count(&a, 0);
+  expect_forms(A2AV, &a, SC_SUCCESS, NULL, rt ? SC_SUCCESS : SC_ERR_UNSUPPORTED, NULL);
+}
+
+/* include/sparsecoll.h: the uneven all-to-all's sendbuf and recvbuf must not
+ * overlap (SC_ERR_INVALID_ARG), not only not be equal. */
+static void test_alltoallv_overlap_refused(void **state) {
+  (void)state;
+  float x[64];
+  for (int i = 0; i < 64; i++) x[i] = (float)i;
+  call_t a = valid(x, x + 2); /* send x[0, 4), receive x[2, 6) */
+  expect_all(A2AV, &a, SC_ERR_INVALID_ARG, NULL);
+  a = valid(x + 2, x); /* send x[2, 6), receive x[0, 4) */
+  expect_all(A2AV, &a, SC_ERR_INVALID_ARG, NULL);
+}
+
+static void test_alltoall_algo_arguments(void **state) {
+  (void)state;
+  const char *name = "unchanged";
+  assert_int_equal(sc_alltoall_algo(NULL, 4, SC_FLOAT32, &name), SC_ERR_INVALID_ARG);
+  expect_detail("sc_alltoall_algo: NULL argument");
+  assert_int_equal(sc_alltoall_algo(comm, 4, SC_FLOAT32, NULL), SC_ERR_INVALID_ARG);
+  expect_detail("sc_alltoall_algo: NULL argument");
+  assert_int_equal(sc_alltoall_algo(comm, 4, (sc_dtype_t)99, &name), SC_ERR_INVALID_ARG);
+  expect_detail("sc_alltoall_algo: invalid dtype 99");
+  assert_int_equal(sc_alltoall_algo(comm, 4, SC_FLOAT32, &name), SC_SUCCESS);
+  if (strcmp(name, "pairwise") && strcmp(name, "bruck") && strcmp(name, "hier"))
+    fail_msg("sc_alltoall_algo names \"%s\", none of the all-to-all's algorithms", name);
 }
 
 /* Valid arguments, host buffers: the blocking forms run, the stream forms
@@ -230,12 +355,12 @@ static void test_host_buffers(void **state) {
     call_t a = valid(x, y);
     memset(y, 0, sizeof y);
     expect_forms(c, &a, SC_SUCCESS, NULL, rt ? SC_ERR_INVALID_ARG : SC_ERR_UNSUPPORTED,
-                 c == BC && rt ? "sendbuf (on the root) is host memory" : why);
+                 (c == BC || c == SC) && rt ? "sendbuf (on the root) is host memory" : why);
     /* One rank: every collective hands its input back. */
     assert_memory_equal(x, y, sizeof y);
     /* A zero count looks at no buffer, in any form but for the runtime. */
     a = valid(NULL, NULL);
-    a.count = 0;
+    set_count(&a, 0);
     expect_forms(c, &a, SC_SUCCESS, NULL, rt ? SC_SUCCESS : SC_ERR_UNSUPPORTED, rt ? NULL : why);
   }
 }
@@ -253,6 +378,17 @@ static void test_nonblocking_without_req(void **state) {
   expect_detail("sc_ibroadcast: req is NULL");
   assert_int_equal(sc_ireduce(x, y, 4, SC_FLOAT32, SC_SUM, 0, comm, NULL), SC_ERR_INVALID_ARG);
   expect_detail("sc_ireduce: req is NULL");
+  assert_int_equal(sc_ialltoall(x, y, 4, SC_FLOAT32, comm, NULL), SC_ERR_INVALID_ARG);
+  expect_detail("sc_ialltoall: req is NULL");
+  const size_t n4[1] = {4}, z[1] = {0};
+  assert_int_equal(sc_ialltoallv(x, n4, z, y, n4, z, SC_FLOAT32, comm, NULL), SC_ERR_INVALID_ARG);
+  expect_detail("sc_ialltoallv: req is NULL");
+  assert_int_equal(sc_igather(x, y, 4, SC_FLOAT32, 0, comm, NULL), SC_ERR_INVALID_ARG);
+  expect_detail("sc_igather: req is NULL");
+  assert_int_equal(sc_iscatter(x, y, 4, SC_FLOAT32, 0, comm, NULL), SC_ERR_INVALID_ARG);
+  expect_detail("sc_iscatter: req is NULL");
+  assert_int_equal(sc_iallgatherv(x, 4, y, n4, z, SC_FLOAT32, comm, NULL), SC_ERR_INVALID_ARG);
+  expect_detail("sc_iallgatherv: req is NULL");
   assert_int_equal(sc_ibarrier(comm, NULL), SC_ERR_INVALID_ARG);
   expect_detail("sc_ibarrier: req is NULL");
   assert_int_equal(sc_barrier(NULL), SC_ERR_INVALID_ARG);
@@ -276,8 +412,8 @@ static void test_mixed_and_foreign_device_buffers(void **state) {
   assert_int_equal(rt->malloc_device(&d1, 256), SC_SUCCESS);
   assert_int_equal(rt->set_device(0), SC_SUCCESS);
   for (int c = 0; c < NCOLL; c++) {
-    const char *send = c == BC ? "sendbuf (on the root)" : "sendbuf";
-    const char *recv = c == RD ? "recvbuf (on the root)" : "recvbuf";
+    const char *send = send_name(c);
+    const char *recv = recv_name(c);
     char mixed[256], host_recv[256], host_send[256], foreign[256];
     snprintf(mixed, sizeof mixed,
              "%s is CUDA device memory but %s is host memory: one call's buffers must all be "
@@ -301,17 +437,17 @@ static void test_mixed_and_foreign_device_buffers(void **state) {
   assert_int_equal(rt->free_device(d1), SC_SUCCESS);
 }
 
-/* In place by either convention of include/sparsecoll.h (one rank: both
- * are sendbuf == recvbuf), on host buffers and on the stand-in's device
- * buffers, in every form that takes them. */
+/* In place by the conventions of include/sparsecoll.h (one rank: all of
+ * them are sendbuf == recvbuf), on host buffers and on the stand-in's device
+ * buffers, in every form that takes them. The uneven all-to-all has none. */
 static void test_in_place_in_every_form(void **state) {
   (void)state;
   const float in[4] = {1.5f, -2, 0.25f, 7};
   float h[4];
   void *d = NULL;
   if (rt) assert_int_equal(rt->malloc_device(&d, sizeof h), SC_SUCCESS);
-  const int colls[2] = {RS, AG};
-  for (int i = 0; i < 2; i++) {
+  const int colls[] = {RS, AG, A2A, GA, SC, AGV};
+  for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++) {
     for (int f = 0; f < NFORM; f++) {
       if (f != STREAM) {
         memcpy(h, in, sizeof h);
@@ -473,6 +609,9 @@ int main(void) {
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_arguments_alike_in_every_form),
+      cmocka_unit_test(test_v_arrays_alike_in_every_form),
+      cmocka_unit_test(test_alltoallv_overlap_refused),
+      cmocka_unit_test(test_alltoall_algo_arguments),
       cmocka_unit_test(test_host_buffers),
       cmocka_unit_test(test_nonblocking_without_req),
       cmocka_unit_test(test_mixed_and_foreign_device_buffers),
