@@ -457,13 +457,19 @@ class Comm:
         return (ctypes.c_size_t * self.size)(*vals), vals
 
     @staticmethod
-    def _fits(counts, displs, n, what):
+    def _fits(counts, displs, n, what, disjoint=False):
         """Every non-empty block inside the n elements of its array (the
-        library does not know the arrays' lengths)."""
+        library does not know the arrays' lengths); with disjoint, no two
+        overlapping (receive blocks: the library's rule)."""
         for i, (c, d) in enumerate(zip(counts, displs)):
             if c and d + c > n:
                 raise ArgumentError("%s: block %d (%d elements at %d) ends past the array's %d elements"
                                     % (what, i, c, d, n))
+        if disjoint:
+            blocks = sorted((d, c, i) for i, (c, d) in enumerate(zip(counts, displs)) if c)
+            for (d0, c0, i0), (d1, _, i1) in zip(blocks, blocks[1:]):
+                if d0 + c0 > d1:
+                    raise ArgumentError("%s: blocks %d (at %d) and %d (at %d) overlap" % (what, i0, d0, i1, d1))
 
     def alltoall(self, send, recv=None, async_op=False):
         """send holds size blocks of m elements (flattened), block j for rank
@@ -503,7 +509,7 @@ class Comm:
             sp, ns, dt = buf(hs, "alltoallv input")
             rp, nr, _ = buf(hr, "alltoallv output", writable=True)
             self._fits(scl, sdl, ns, "alltoallv send")
-            self._fits(rcl, rdl, nr, "alltoallv recv")
+            self._fits(rcl, rdl, nr, "alltoallv recv", disjoint=True)
             es = lib.sc_dtype_size(dt)
             if sp and rp and ns and nr and sp < rp + nr * es and rp < sp + ns * es:
                 raise ArgumentError("alltoallv: send and recv overlap (the uneven all-to-all has no in-place form)")
@@ -567,7 +573,7 @@ class Comm:
             same_kind(hs, hr, "allgatherv recv")
             sp, ns, dt = buf(hs, "allgatherv input")
             rp, nr, _ = buf(hr, "allgatherv output", writable=True)
-            self._fits(rcl, rdl, nr, "allgatherv recv")
+            self._fits(rcl, rdl, nr, "allgatherv recv", disjoint=True)
         return self._run(lib.sc_allgatherv, lib.sc_iallgatherv, (sp, ns, rp, rc, rd, dt, self.handle),
                          recv, (hs, hr, rc, rd), async_op, st)
 

@@ -162,13 +162,11 @@ for n in (1, 1000, 1 << 20):
     ok(all(bytes(everyone[24 * r:24 * r + 24]).strip() == got.encode() for r in range(P)),
        "alltoall_algo(%d) the same on every rank" % n)
 
-# torch tensors: directly, and through the staging path (CUDA tensors' path
-# without a device runtime) forced onto CPU tensors.
-try:
+# With --torch: torch tensors, directly and through the staging path (CUDA
+# tensors' path without a device runtime) forced onto CPU tensors.
+if "--torch" in sys.argv[1:]:
     import torch
-except ImportError:
-    torch = None
-if torch is not None:
+
     from sparsecoll import _staging
 
     for staged in (False, True):
@@ -214,8 +212,14 @@ raises("SC_ERR_INVALID_ARG", lambda: comm.alltoallv(z, [-1] + [1] * (P - 1), np.
 e = raises("SC_ERR_INVALID_ARG", lambda: comm.alltoallv(z, [5] * P, np.zeros(5 * P, np.float32), [5] * P),
            "alltoallv send block past the end")
 ok("past" in e.message, "alltoallv past the end says so: %s" % e.message)
-raises("SC_ERR_INVALID_ARG", lambda: comm.alltoallv(z, [1] * P, np.zeros(P, np.float32), [1] * P, rdispls=[1] * P),
+raises("SC_ERR_INVALID_ARG", lambda: comm.alltoallv(z, [1] * P, np.zeros(P, np.float32), [1] * P, rdispls=[P] * P),
        "alltoallv recv block past the end")
+if P > 1:
+    e = raises("SC_ERR_INVALID_ARG", lambda: comm.alltoallv(z, [1] * P, np.zeros(P, np.float32), [1] * P,
+                                                            rdispls=[0] * P), "alltoallv receive blocks overlap")
+    ok("overlap" in e.message, "alltoallv overlap says so: %s" % e.message)
+    raises("SC_ERR_INVALID_ARG", lambda: comm.allgatherv(np.zeros(2, np.float32), np.zeros(4 * P, np.float32),
+                                                         [2] * P, displs=[0] * P), "allgatherv blocks overlap")
 raises("SC_ERR_INVALID_ARG", lambda: comm.alltoallv(z, [1] * P, z, [1] * P), "alltoallv in place")
 raises("SC_ERR_INVALID_ARG", lambda: comm.alltoallv(z, [1] * P, z[P:], [1] * P), "alltoallv overlapping")
 raises("SC_ERR_INVALID_ARG", lambda: comm.alltoallv(z, "abc", z[:P].copy(), [1] * P), "alltoallv counts not numbers")
@@ -239,6 +243,18 @@ raises("SC_ERR_INVALID_ARG", lambda: comm.alltoall_algo(10, "complex64"), "allto
 x = np.full(P, float(R), np.float32)
 comm.alltoall(x, x)
 ok(np.array_equal(x, np.arange(P, dtype=np.float32)), "alltoall after the errors")
+
+# Last (the communicator fails for good): counts two ranks disagree on. Rank
+# 0 sends rank 1 two elements where rank 1 expects one: the receiving rank
+# fails with SC_ERR_MISMATCH naming both (the others may learn of it too).
 comm.barrier()
+if P > 1:
+    sc = [2 if (R, j) == (0, 1) else 1 for j in range(P)]
+    try:
+        comm.alltoallv(np.zeros(sum(sc), np.float32), sc, np.zeros(P, np.float32), [1] * P)
+        ok(R != 1, "alltoallv with counts that disagree: no error on the receiving rank")
+    except sparsecoll.Error as e:
+        ok(e.code == "SC_ERR_MISMATCH" and "rank 0" in e.message and "rank 1" in e.message,
+           "alltoallv counts that disagree: %s: %s" % (e.code, e.message))
 comm.close()
 print("rank %d: %d checks passed" % (R, checks))
