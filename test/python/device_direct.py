@@ -167,6 +167,35 @@ def dense_calls():
         if R == root:
             ok(np.array_equal(x.get(), np.sum(ins, axis=0)), "reduce root %d" % root)
 
+    # All-to-all (out of place and in place), uneven all-to-all, gather,
+    # scatter and uneven all-gather on device memory.
+    ins = every(m * P, salt=30)
+    want = np.concatenate([a[R * m:(R + 1) * m] for a in ins])
+    x, out = dev(ins[R]), DevArray(m * P)
+    comm.alltoall(x, out)
+    ok(np.array_equal(out.get(), want), "alltoall")
+    comm.ialltoall(x, x).wait()
+    ok(np.array_equal(x.get(), want), "alltoall in place")
+    sc = [(R + j) % 3 + 1 for j in range(P)]  # rank i sends rank j (i + j) % 3 + 1 elements
+    rc = [(i + R) % 3 + 1 for i in range(P)]
+    send = dev(np.concatenate([data(100 * R + j, sc[j], salt=31) for j in range(P)]))
+    recv = DevArray(sum(rc))
+    comm.alltoallv(send, sc, recv, rc)
+    ok(np.array_equal(recv.get(), np.concatenate([data(100 * i + R, rc[i], salt=31) for i in range(P)])),
+       "alltoallv")
+    for root in range(P):
+        full = DevArray(m * P) if R == root else None
+        comm.gather(dev(data(R, m, salt=32)), full, root=root)
+        if R == root:
+            ok(np.array_equal(full.get(), np.concatenate(every(m, salt=32))), "gather root %d" % root)
+        blk = DevArray(m)
+        comm.iscatter(dev(data(root, m * P, salt=33)) if R == root else None, blk, root=root).wait()
+        ok(np.array_equal(blk.get(), data(root, m * P, salt=33)[R * m:(R + 1) * m]), "scatter root %d" % root)
+    counts = [i + 1 for i in range(P)]
+    full = DevArray(sum(counts))
+    comm.allgatherv(dev(np.full(R + 1, R, np.float32)), full, counts)
+    ok(np.array_equal(full.get(), np.concatenate([np.full(i + 1, i, np.float32) for i in range(P)])), "allgatherv")
+
     reqs, xs = [], []
     for i in range(4):
         ins = every(5000, salt=20 + i)

@@ -197,7 +197,16 @@ class ProcessGroupSparsecoll(ProcessGroup):
         return self._launch(list(tensors), _Many(reqs))
 
     def allreduce_coalesced(self, tensors, opts=None):
-        return self.allreduce(tensors, opts)
+        """all_reduce_coalesced: the tensors concatenated, one all-reduce, the
+        results copied back."""
+        op = _redop(opts.reduceOp) if opts is not None else "sum"
+        if len(tensors) == 0:
+            raise ArgumentError("all_reduce_coalesced: no tensors (it takes a non-empty list)")
+        self._check(tensors)
+        _same_dtype_device(tensors, "all_reduce_coalesced")
+        flat = torch.cat([t.reshape(-1) for t in tensors])
+        req = self._comm.iallreduce(flat, op)
+        return self._launch(list(tensors), req, _unpack(flat, tensors))
 
     def broadcast(self, tensors, opts=None):
         root = opts.rootRank if opts is not None else 0
@@ -213,25 +222,55 @@ class ProcessGroupSparsecoll(ProcessGroup):
         return self._launch([t], self._comm.ireduce(t, op, root))
 
     def allgather(self, output_tensors, input_tensors, opts=None):
-        """output_tensors[0]: one tensor per rank; input_tensors[0]: this rank's."""
+        """output_tensors[0]: one tensor per rank; input_tensors[0]: this
+        rank's. The output tensors may differ in size (rank i's input has
+        output i's element count, the same on every rank): the uneven
+        all-gather then runs."""
         inp = self._one(input_tensors, "allgather")
         outs = self._one(output_tensors, "allgather")
         if len(outs) != self.size():
             raise ArgumentError("allgather: %d output tensors for %d ranks" % (len(outs), self.size()))
         self._check([inp] + list(outs))
-        for o in outs:
-            if o.numel() != inp.numel() or o.dtype != inp.dtype:
-                raise ArgumentError("allgather: every output tensor must match the input's size and dtype")
-        flat = torch.empty(inp.numel() * self.size(), dtype=inp.dtype, device=inp.device)
-        req = self._comm.iallgather(inp, flat)
+        for i, o in enumerate(outs):
+            if o.dtype != inp.dtype:
+                raise ArgumentError("allgather: output tensor %d is %s, the input %s" % (i, o.dtype, inp.dtype))
+        counts = [o.numel() for o in outs]
+        if counts[self.rank()] != inp.numel():
+            raise ArgumentError("allgather: output tensor %d (this rank's) has %d elements, the input %d"
+                                % (self.rank(), counts[self.rank()], inp.numel()))
+        flat = torch.empty(sum(counts), dtype=inp.dtype, device=inp.device)
+        if all(c == inp.numel() for c in counts):
+            req = self._comm.iallgather(inp, flat)
+        else:
+            req = self._comm.iallgatherv(inp, flat, counts)
+        return self._launch(output_tensors, req, _unpack(flat, outs))
 
-        def scatter_out():
-            for o, part in zip(outs, flat.split(inp.numel())):
-                o.copy_(part.view_as(o))
-            if flat.is_cuda:  # done before the Work completes, as the staged copies are
-                torch.cuda.current_stream(flat.device).synchronize()
-
-        return self._launch(output_tensors, req, scatter_out)
+    def allgather_coalesced(self, output_lists, input_list, opts=None):
+        """all_gather_coalesced: output_lists[r] receives rank r's
+        input_list (the same shapes on every rank); one all-gather of the
+        inputs concatenated."""
+        size = self.size()
+        if len(input_list) == 0:
+            raise ArgumentError("all_gather_coalesced: no input tensors (it takes a non-empty list)")
+        if len(output_lists) != size:
+            raise ArgumentError("all_gather_coalesced: %d output lists for %d ranks" % (len(output_lists), size))
+        _same_dtype_device(input_list, "all_gather_coalesced")
+        for r, outs in enumerate(output_lists):
+            if len(outs) != len(input_list):
+                raise ArgumentError("all_gather_coalesced: output list %d has %d tensors, the input list %d"
+                                    % (r, len(outs), len(input_list)))
+            for i, (o, t) in enumerate(zip(outs, input_list)):
+                if o.shape != t.shape or o.dtype != t.dtype:
+                    raise ArgumentError("all_gather_coalesced: output %d of list %d is %s %s, input %d is %s %s"
+                                        % (i, r, o.dtype, tuple(o.shape), i, t.dtype, tuple(t.shape)))
+            self._check(outs)
+        self._check(input_list)
+        flat_in = torch.cat([t.reshape(-1) for t in input_list])
+        n = flat_in.numel()
+        flat = torch.empty(n * size, dtype=flat_in.dtype, device=flat_in.device)
+        req = self._comm.iallgather(flat_in, flat)
+        everything = [o for outs in output_lists for o in outs]
+        return self._launch(output_lists, req, _unpack(flat, everything))
 
     def _allgather_base(self, output, input, opts=None):
         """all_gather_into_tensor: output is size times input, ranks in order."""
@@ -239,7 +278,6 @@ class ProcessGroupSparsecoll(ProcessGroup):
         if output.numel() != input.numel() * self.size():
             raise ArgumentError("all_gather_into_tensor: output must have world_size times the input's elements")
         return self._launch([output], self._comm.iallgather(input, output))
-
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         """output_tensors[0]: this rank's block; input_tensors[0]: one per rank."""
@@ -260,13 +298,118 @@ class ProcessGroupSparsecoll(ProcessGroup):
             raise ArgumentError("reduce_scatter_tensor: input must have world_size times the output's elements")
         return self._launch([output], self._comm.ireduce_scatter(input, op, output))
 
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        """all_to_all_single: input's rows (dim 0) split into one block per
+        rank, by input_split_sizes or evenly; block j goes to rank j. output's
+        rows, split by output_split_sizes or evenly, receive block i from
+        rank i. output may be input (in place) when neither has split sizes."""
+        self._check([output, input])
+        if output.dtype != input.dtype:
+            raise ArgumentError("all_to_all_single: input is %s, output %s" % (input.dtype, output.dtype))
+        if not output_split_sizes and not input_split_sizes:
+            _rows(input, "input")  # a dimension to split
+            if output.numel() != input.numel():
+                raise ArgumentError("all_to_all_single: input has %d elements, output %d: without split sizes "
+                                    "they must be equal" % (input.numel(), output.numel()))
+            for t, what in ((input, "input"), (output, "output")):
+                if t.size(0) % self.size():
+                    raise ArgumentError("all_to_all_single: dim 0 of the %s (%d) does not split evenly over %d "
+                                        "ranks; pass split sizes" % (what, t.size(0), self.size()))
+            return self._launch([output], self._comm.ialltoall(input, output))
+        send = self._splits(input, input_split_sizes, "input")
+        recv = self._splits(output, output_split_sizes, "output")
+        return self._launch([output], self._comm.ialltoallv(input, send, output, recv))
+
+    def _splits(self, t, sizes, what):
+        """Element counts per rank of t's rows split by sizes (or evenly)."""
+        rows = _rows(t, what)
+        per_row = t.numel() // rows if rows else 0
+        size = self.size()
+        if not sizes:
+            if rows % size:
+                raise ArgumentError("all_to_all_single: dim 0 of the %s (%d) does not split evenly over %d ranks"
+                                    % (what, rows, size))
+            return [rows // size * per_row] * size
+        sizes = [int(s) for s in sizes]
+        if len(sizes) != size:
+            raise ArgumentError("all_to_all_single: %d %s split sizes for %d ranks" % (len(sizes), what, size))
+        if any(s < 0 for s in sizes) or sum(sizes) != rows:
+            raise ArgumentError("all_to_all_single: %s split sizes %s do not add up to dim 0 of the %s (%d)"
+                                % (what, sizes, what, rows))
+        return [s * per_row for s in sizes]
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        """all_to_all: input_tensors[j] goes to rank j, output_tensors[i]
+        receives rank i's (sizes may differ per pair; input_tensors[j] here
+        has the elements of output_tensors[rank] on rank j)."""
+        size = self.size()
+        if len(input_tensors) != size or len(output_tensors) != size:
+            raise ArgumentError("all_to_all: %d input and %d output tensors for %d ranks (one each per rank)"
+                                % (len(input_tensors), len(output_tensors), size))
+        self._check(list(input_tensors) + list(output_tensors))
+        _same_dtype_device(list(input_tensors) + list(output_tensors), "all_to_all")
+        send = torch.cat([t.reshape(-1) for t in input_tensors])
+        counts = [t.numel() for t in output_tensors]
+        flat = torch.empty(sum(counts), dtype=send.dtype, device=send.device)
+        req = self._comm.ialltoallv(send, [t.numel() for t in input_tensors], flat, counts)
+        return self._launch(list(output_tensors), req, _unpack(flat, output_tensors))
+
+    def gather(self, output_tensors, input_tensors, opts=None):
+        """output_tensors: [gather_list] on the root (one tensor per rank, of
+        the input's size), [] elsewhere; input_tensors: [this rank's]."""
+        root = opts.rootRank if opts is not None else 0
+        inp = self._one(input_tensors, "gather")
+        self._check([inp])
+        if self.rank() != root:
+            if len(output_tensors) and any(len(o) for o in output_tensors):
+                raise ArgumentError("gather: rank %d is not the root (%d): it passes no output tensors "
+                                    "(gather_list)" % (self.rank(), root))
+            return self._launch([], self._comm.igather(inp, None, root))
+        outs = self._one(output_tensors, "gather")
+        if len(outs) != self.size():
+            raise ArgumentError("gather: %d output tensors (gather_list) for %d ranks" % (len(outs), self.size()))
+        self._check(outs)
+        for i, o in enumerate(outs):
+            if o.numel() != inp.numel() or o.dtype != inp.dtype:
+                raise ArgumentError("gather: output tensor %d is %s %s, the input %s %s: every one must match it"
+                                    % (i, o.dtype, tuple(o.shape), inp.dtype, tuple(inp.shape)))
+        flat = torch.empty(inp.numel() * self.size(), dtype=inp.dtype, device=inp.device)
+        return self._launch(output_tensors, self._comm.igather(inp, flat, root), _unpack(flat, outs))
+
+    def scatter(self, output_tensors, input_tensors, opts=None):
+        """output_tensors: [this rank's]; input_tensors: [scatter_list] on the
+        root (one tensor per rank, of the output's size), [] elsewhere."""
+        root = opts.rootRank if opts is not None else 0
+        out = self._one(output_tensors, "scatter")
+        self._check([out])
+        if self.rank() != root:
+            if len(input_tensors) and any(len(i) for i in input_tensors):
+                raise ArgumentError("scatter: rank %d is not the root (%d): it passes no input tensors "
+                                    "(scatter_list)" % (self.rank(), root))
+            return self._launch([out], self._comm.iscatter(None, out, root))
+        ins = self._one(input_tensors, "scatter")
+        if len(ins) != self.size():
+            raise ArgumentError("scatter: %d input tensors (scatter_list) for %d ranks" % (len(ins), self.size()))
+        self._check(ins)
+        for i, t in enumerate(ins):
+            if t.numel() != out.numel() or t.dtype != out.dtype:
+                raise ArgumentError("scatter: input tensor %d is %s %s, the output %s %s: every one must match it"
+                                    % (i, t.dtype, tuple(t.shape), out.dtype, tuple(out.shape)))
+        flat = torch.cat([t.reshape(-1) for t in ins])  # the library takes the blocks in one buffer
+        return self._launch([out], self._comm.iscatter(flat, out, root))
+
     def barrier(self, opts=None):
         return self._launch([], self._comm.ibarrier())
 
     def _unsupported(self, *args, **kwargs):
         raise UnsupportedError("sparsecoll backend: this collective is not offered (use gloo for it)")
 
-    send = recv = recvAnysource = gather = scatter = alltoall = alltoall_base = _unsupported
+    def _no_point_to_point(self, *args, **kwargs):
+        raise UnsupportedError("sparsecoll backend: point-to-point (send, recv, isend, irecv, batch_isend_irecv) "
+                               "is not offered; use gloo for it")
+
+    # torch 1.13 coalesces only batch_isend_irecv's sends and receives.
+    send = recv = recv_anysource = recvAnysource = _start_coalescing = _no_point_to_point
 
     def shutdown(self):
         if getattr(self, "_waiter", None) is not None:
@@ -292,6 +435,35 @@ class _Many:
                 err = err or e
         if err is not None:
             raise err
+
+
+def _rows(t, what):
+    """Dim 0 of t, for an all-to-all that splits it."""
+    if t.dim() == 0:
+        raise ArgumentError("all_to_all_single: the %s is a scalar (0-dim): it has no dim 0 to split" % what)
+    return t.size(0)
+
+
+def _same_dtype_device(tensors, what):
+    for t in tensors:
+        if t.dtype != tensors[0].dtype or t.device != tensors[0].device:
+            raise ArgumentError("%s: the tensors must share one dtype and device (%s on %s and %s on %s)"
+                                % (what, tensors[0].dtype, tensors[0].device, t.dtype, t.device))
+
+
+def _unpack(flat, outs):
+    """A callable that copies flat's consecutive parts into outs (their
+    element counts), run on the waiter thread once the operation finished."""
+    def copy_out():
+        at = 0
+        for o in outs:
+            n = o.numel()
+            o.copy_(flat[at:at + n].view_as(o))
+            at += n
+        if flat.is_cuda:  # done before the Work completes, as the staged copies are
+            torch.cuda.current_stream(flat.device).synchronize()
+
+    return copy_out
 
 
 def _create(store, rank, size, timeout):
