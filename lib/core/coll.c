@@ -9,6 +9,7 @@
  * the operation goes (run now, returned as a request, or queued behind the
  * caller's stream, lib/core/stream.c). */
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "lib/core/comm.h"
 #include "lib/core/device.h"
@@ -67,9 +68,61 @@ static sc_result_t coll_v_extent(const char *fn, const char *what, const size_t 
   return SC_SUCCESS;
 }
 
-/* A v collective's arrays: none NULL, no block past the address space, the
- * uneven all-gather's own block as long as its sendcount; *count becomes
- * the op's count (elements received, or sent when more: 0 means no data). */
+typedef struct coll_block {
+  size_t displ, count;
+  int rank;
+} coll_block_t;
+
+static int coll_by_displ(const void *a, const void *b) {
+  size_t x = ((const coll_block_t *)a)->displ, y = ((const coll_block_t *)b)->displ;
+  return x < y ? -1 : x > y;
+}
+
+/* The receive blocks (nonzero counts) of a v collective, none overlapping
+ * another: ranks would otherwise write one place in an order that differs
+ * between transports and runs. Blocks in rank order are checked in one
+ * pass; any other order is sorted first (the only allocation, off the
+ * common path). */
+static sc_result_t coll_v_disjoint(const char *fn, const size_t *counts, const size_t *displs,
+                                   int n) {
+  int prev = -1, sorted = 1;
+  for (int i = 0; i < n && sorted; i++) {
+    if (!counts[i]) continue;
+    if (prev >= 0 && displs[i] < displs[prev] + counts[prev])
+      sorted = 0;
+    else
+      prev = i;
+  }
+  if (sorted) return SC_SUCCESS;
+  coll_block_t *b = malloc((size_t)n * sizeof(*b));
+  if (!b) return SC_ERR(SC_ERR_NOMEM, "%s: the order of %d receive blocks", fn, n);
+  int m = 0;
+  for (int i = 0; i < n; i++)
+    if (counts[i]) b[m++] = (coll_block_t){displs[i], counts[i], i};
+  qsort(b, (size_t)m, sizeof(*b), coll_by_displ);
+  sc_result_t r = SC_SUCCESS;
+  for (int k = 1; k < m && r == SC_SUCCESS; k++)
+    if (b[k].displ < b[k - 1].displ + b[k - 1].count)
+      r = SC_ERR(SC_ERR_INVALID_ARG,
+                 "%s: the receive blocks of ranks %d (%zu elements at %zu) and %d (%zu at %zu) "
+                 "overlap",
+                 fn, b[k - 1].rank, b[k - 1].count, b[k - 1].displ, b[k].rank, b[k].count,
+                 b[k].displ);
+  free(b);
+  return r;
+}
+
+/* Whether [a, a + alen) and [b, b + blen) share a byte. */
+static int coll_overlap(const void *a, size_t alen, const void *b, size_t blen) {
+  const uint8_t *x = a, *y = b;
+  return alen && blen && x < y + blen && y < x + alen;
+}
+
+/* A v collective's arrays: none NULL, no block past the address space,
+ * receive blocks apart, the uneven all-gather's own block as long as its
+ * sendcount, the buffers apart (but the all-gather's in-place form);
+ * *count becomes the op's count (elements received, or sent when more: 0
+ * means no data). */
 static sc_result_t coll_check_v(const sc_coll_info_t *in, size_t es, size_t *count, int *sends,
                                 int *recvs) {
   const char *fn = in->fn;
@@ -82,17 +135,23 @@ static sc_result_t coll_check_v(const sc_coll_info_t *in, size_t es, size_t *cou
   size_t send_end = 0, sent = 0, recv_end = 0, received = 0;
   if (!agv) SC_CHECK(coll_v_extent(fn, "send", in->vc[0], in->vc[1], n, es, &send_end, &sent));
   SC_CHECK(coll_v_extent(fn, "receive", in->vc[2], in->vc[3], n, es, &recv_end, &received));
+  SC_CHECK(coll_v_disjoint(fn, in->vc[2], in->vc[3], n));
+  const uint8_t *own = NULL;
   if (agv) {
     if (in->count != in->vc[2][comm->rank])
       return SC_ERR(SC_ERR_INVALID_ARG, "%s: sendcount %zu differs from recvcounts[%d] = %zu", fn,
                     in->count, comm->rank, in->vc[2][comm->rank]);
     sent = in->count;
-  } else if (in->sendbuf && in->sendbuf == in->recvbuf && sent && received) {
-    return SC_ERR(SC_ERR_INVALID_ARG,
-                  "%s: sendbuf == recvbuf: the uneven all-to-all has no "
-                  "in-place form",
-                  fn);
+    send_end = in->count;
+    own = in->recvbuf ? (const uint8_t *)in->recvbuf + in->vc[3][comm->rank] * es : NULL;
   }
+  if (in->sendbuf != own && coll_overlap(in->sendbuf, send_end * es, in->recvbuf, recv_end * es))
+    return SC_ERR(SC_ERR_INVALID_ARG,
+                  agv ? "%s: sendbuf overlaps recvbuf but is not its own block (recvbuf + "
+                        "displs[rank]), the in-place form"
+                      : "%s: sendbuf and recvbuf overlap: the uneven all-to-all has no in-place "
+                        "form",
+                  fn);
   *sends = sent != 0;
   *recvs = received != 0;
   *count = received > sent ? received : sent;

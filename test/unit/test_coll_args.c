@@ -307,7 +307,7 @@ static void test_v_arrays_alike_in_every_form(void **state) {
   expect_all(AGV, &a, SC_ERR_INVALID_ARG, "sendcount 3 differs from recvcounts[0] = 4");
   a = valid(x, x);
   expect_all(A2AV, &a, SC_ERR_INVALID_ARG,
-             "sendbuf == recvbuf: the uneven all-to-all has no in-place form");
+             "sendbuf and recvbuf overlap: the uneven all-to-all has no in-place form");
   /* With nothing to send and nothing to receive no buffer is looked at. */
   a = valid(x, x);
   set_count(&a, 0);
