@@ -389,7 +389,8 @@ sc_result_t sc_alltoall(const void *sendbuf, void *recvbuf, size_t count, sc_dty
 /* All-to-all with a count per pair: sendcounts[j] elements at sendbuf +
  * sdispls[j] go to rank j; recvcounts[i] elements from rank i land at recvbuf +
  * rdispls[i]. Each array holds nranks entries (in elements); zero counts are
- * allowed, blocks may be in any order but the receive blocks must not overlap.
+ * allowed, blocks may be in any order; receive blocks that overlap are
+ * SC_ERR_INVALID_ARG.
  * sendcounts[j] on rank i must equal recvcounts[i] on rank j: otherwise the
  * receiving rank fails with SC_ERR_MISMATCH naming the pair and both counts
  * (with SC_CHECK_MISMATCH=1, checked before any data moves). No in place:
@@ -413,7 +414,7 @@ sc_result_t sc_scatter(const void *sendbuf, void *recvbuf, size_t count, sc_dtyp
  * elements land at recvbuf + displs[i] on every rank. recvcounts and displs
  * hold nranks entries, the same on every rank (SC_ERR_MISMATCH otherwise);
  * sendcount must equal recvcounts[rank] (SC_ERR_INVALID_ARG); blocks must not
- * overlap. In place: sendbuf == recvbuf + displs[rank]. The arrays are copied
+ * overlap (SC_ERR_INVALID_ARG). In place: sendbuf == recvbuf + displs[rank]. The arrays are copied
  * by the sc_i and stream forms. */
 sc_result_t sc_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
                           const size_t *recvcounts, const size_t *displs, sc_dtype_t dtype,

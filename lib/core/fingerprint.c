@@ -391,8 +391,8 @@ sc_result_t sc_fp_check_pairs(sc_comm_t *comm, const sc_op_t *op) {
     if (sends != recvcounts[i] || expects != sendcounts[i])
       r = SC_ERR(SC_ERR_MISMATCH,
                  "rank %d: alltoallv #%llu: the counts of the pair (rank %d, rank %d) disagree: "
-                 "rank %d sends %zu elements to rank %d, which expects %llu; rank %d sends %llu "
-                 "elements to rank %d, which expects %zu",
+                 "rank %d sends %zu element(s) to rank %d, which expects %llu; rank %d sends %llu "
+                 "element(s) to rank %d, which expects %zu",
                  comm->rank, (unsigned long long)op->seq, comm->rank, i, comm->rank, sendcounts[i],
                  i, (unsigned long long)expects, i, (unsigned long long)sends, comm->rank,
                  recvcounts[i]);
