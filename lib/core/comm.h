@@ -206,6 +206,11 @@ typedef struct sc_exec_state {
    * which a peer's print is read when they differ. */
   uint8_t fp[SC_TP_FP_LEN];
   uint64_t fp_seq;
+  /* > 0: the running call is a v collective whose pairs' counts differ from
+   * pair to pair: each message's print carries its own count (its bytes over
+   * this element size), so that counts two ranks disagree on fail the
+   * receive with SC_ERR_MISMATCH naming both. */
+  size_t fp_count_es;
 } sc_exec_state_t;
 
 /* The call this rank is executing, as its liveness watch reports it in

@@ -200,7 +200,7 @@ sc_result_t sc_exec_req_failed(const sc_comm_t *comm, const sc_tp_req_t *req, in
     const char *host = comm->peers && req->peer >= 0 && req->peer < comm->nranks
                            ? comm->peers[req->peer].hostname
                            : "?";
-    sc_fp_msg_mismatch_text(msg, sizeof(msg), comm->rank, me, comm->ex.fp, req->peer, host,
+    sc_fp_msg_mismatch_text(msg, sizeof(msg), comm->rank, me, req->fp, req->peer, host,
                             req->peer_fp, comm->ex.fp_seq);
   } else {
     /* The transport named no request of this schedule: its own words. */
@@ -219,14 +219,21 @@ static sc_result_t sc_exec_posted(const sc_comm_t *comm, sc_result_t r, int peer
   return r == SC_ERR_MISMATCH ? sc_exec_req_failed(comm, NULL, peer) : r;
 }
 
+/* The print a message of len bytes carries: the call's, with the message's
+ * own count for a v collective. */
+static void sc_exec_req_print(const sc_exec_state_t *ex, size_t len, sc_tp_req_t *req) {
+  memcpy(req->fp, ex->fp, SC_TP_FP_LEN);
+  if (ex->fp_count_es) sc_fp_msg_set_count(req->fp, len / ex->fp_count_es);
+}
+
 sc_result_t sc_exec_isend(sc_comm_t *comm, int peer, const void *buf, size_t len,
                           sc_tp_req_t *req) {
-  memcpy(req->fp, comm->ex.fp, SC_TP_FP_LEN);
+  sc_exec_req_print(&comm->ex, len, req);
   return sc_exec_posted(comm, comm->tpops->isend(comm->tp, peer, buf, len, req), peer);
 }
 
 sc_result_t sc_exec_irecv(sc_comm_t *comm, int peer, void *buf, size_t len, sc_tp_req_t *req) {
-  memcpy(req->fp, comm->ex.fp, SC_TP_FP_LEN);
+  sc_exec_req_print(&comm->ex, len, req);
   return sc_exec_posted(comm, comm->tpops->irecv(comm->tp, peer, buf, len, req), peer);
 }
 
@@ -461,6 +468,7 @@ static void sc_exec_set_print(sc_exec_state_t *ex, const sc_exec_args_t *a) {
   else
     memset(ex->fp, 0, SC_TP_FP_LEN);
   ex->fp_seq = a->op->seq;
+  ex->fp_count_es = a->fp && a->op->v[2] ? a->elem_size : 0;
 }
 
 sc_result_t sc_sched_execute(sc_comm_t *comm, const sc_exec_args_t *a) {

@@ -101,7 +101,11 @@ void sc_fp_msg_encode(const sc_fingerprint_t *fp, uint8_t out[SC_FP_MSG_BYTES]) 
   out[6] = (uint8_t)(root >> 16);
   out[7] = (uint8_t)(root >> 8);
   out[8] = (uint8_t)root;
-  for (int i = 0; i < 7; i++) out[9 + i] = (uint8_t)(fp->count >> (8 * (6 - i)));
+  sc_fp_msg_set_count(out, fp->count);
+}
+
+void sc_fp_msg_set_count(uint8_t out[SC_FP_MSG_BYTES], uint64_t count) {
+  for (int i = 0; i < 7; i++) out[9 + i] = (uint8_t)(count >> (8 * (6 - i)));
 }
 
 sc_result_t sc_fp_msg_decode(const uint8_t in[SC_FP_MSG_BYTES], uint64_t near_seq, int peer,

@@ -93,6 +93,8 @@ void sc_fp_mismatch_message(char *out, size_t len, const sc_fingerprint_t *all, 
  * the length check). */
 #define SC_FP_MSG_BYTES SC_TP_FP_LEN
 void sc_fp_msg_encode(const sc_fingerprint_t *fp, uint8_t out[SC_FP_MSG_BYTES]);
+/* Sets a message print's count (the low 56 bits of count). */
+void sc_fp_msg_set_count(uint8_t out[SC_FP_MSG_BYTES], uint64_t count);
 /* The fields a print holds; seq becomes the number nearest near_seq whose
  * low 16 bits are the print's (the receiver's own call's number), count the
  * low 56 bits, dense_len 0. SC_ERR_REMOTE naming peer when the bytes are not
