@@ -153,7 +153,9 @@ static const perf_opt_t opts[] = {
      "  -v, --uneven          sc_alltoallv with a count per pair, as MoE dispatch: each\n"
      "                        rank sends size bytes, split over the ranks by Zipf-law\n"
      "                        popularity (--skew) jittered per rank (perf/a2a_matrix.h);\n"
-     "                        every rank derives the same matrix; no in-place form\n"},
+     "                        every rank derives the same matrix (printed without a\n"
+     "                        communicator by: sc_alltoall_perf --counts P [--seed N]\n"
+     "                        [--skew S] ELEMS...); no in-place form\n"},
     {"seed", 0, 1, "      --seed N          -v: the matrix's seed (default 1)\n"},
     {"skew", 0, 1,
      "      --skew 0|1|2      -v: Zipf exponent of the ranks' popularity; 0 leaves\n"

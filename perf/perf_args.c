@@ -30,8 +30,9 @@ static void usage(const perf_coll_t *coll, FILE *f) {
     fprintf(f, "  -o, --op OP           sum prod min max avg, or all (default sum)\n");
   if (coll->has_root) fprintf(f, "  -r, --root R          root rank (default 0)\n");
   if (coll->algo_env)
-    fprintf(f, "  -a, --algo ALGO       set %s=ALGO before init (e.g. ring; see sc-info --env)\n",
-            coll->algo_env);
+    fprintf(f, "  -a, --algo ALGO       set %s=ALGO before init (e.g. %s; see sc-info --env)\n",
+            coll->algo_env,
+            coll->compare_algos && coll->compare_algos[0] ? coll->compare_algos[0] : "ring");
   if (coll->compare_algos) {
     fprintf(f,
             "  -a, --algo compare    side by side: out-of-place %s on one extra\n"
