@@ -116,17 +116,22 @@ sc_result_t sc_binomial_reduce_schedule(const sc_coll_args_t *a, sc_sched_t *s);
 sc_result_t sc_dissemination_barrier_schedule(const sc_coll_args_t *a, sc_sched_t *s);
 
 /* All-to-all (alltoall.c): pairwise exchange, P-1 steps, in step s send block (r+s) mod P
- * to rank (r+s) mod P and receive block (r-s) mod P from rank (r-s) mod P. */
+ * to rank (r+s) mod P and receive block (r-s) mod P from rank (r-s) mod P. In place, steps
+ * s and P-s run together, through one block of SCRATCH. */
 sc_result_t sc_pairwise_alltoall_schedule(const sc_coll_args_t *a, sc_sched_t *s);
 /* Bruck (alltoall_bruck.c): ceil(log2 P) steps, each sending the blocks whose
- * rotated index has bit k set to rank r + 2^k; for small blocks. */
+ * rotated index has bit k set to rank r + 2^k; for small blocks. SCRATCH: about 2P
+ * blocks. */
 sc_result_t sc_bruck_alltoall_schedule(const sc_coll_args_t *a, sc_sched_t *s);
 /* Hierarchical (alltoall_hier.c, DeepSpeed-MoE's and Tutel's two-dimensional
  * exchange): blocks regrouped inside each host so that each rank then sends one
- * aggregated message per other host to the rank of equal local rank there. Any host
- * map gives a correct schedule; worth it when sc_hier_useful. */
+ * aggregated message per other host to the rank of equal local rank there (uneven hosts:
+ * see the file), which delivers or forwards them inside its host. Any host map gives a
+ * correct schedule (one host: the pairwise one); worth it when sc_hier_useful. */
 sc_result_t sc_hier_alltoall_schedule(const sc_coll_args_t *a, sc_sched_t *s);
-/* All-to-all with a count per pair (alltoallv.c): pairwise exchange of the v blocks. */
+/* All-to-all with a count per pair (alltoallv.c): pairwise exchange of the v blocks, one
+ * message per pair even when empty, so that counts the two ends disagree on fail the
+ * receive. */
 sc_result_t sc_pairwise_alltoallv_schedule(const sc_coll_args_t *a, sc_sched_t *s);
 /* Gather and scatter (gather_scatter.c): binomial tree (log P steps, subtrees'
  * blocks forwarded together) or linear (the root exchanges with every rank). */

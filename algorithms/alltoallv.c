@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Pairwise all-to-all with a count per pair: step k (1 <= k < P) sends
+ * sendcounts[r+k] elements at sdispls[r+k] to rank r+k and receives
+ * recvcounts[r-k] elements at rdispls[r-k] from rank r-k (mod P).
+ *
+ * Each block is one message, even an empty one, never cut into chunks: the
+ * sender knows only its sendcounts and the receiver only its recvcounts, so
+ * a user whose counts disagree must meet a receive whose length differs from
+ * the message (which the executor reports as SC_ERR_MISMATCH), not pieces
+ * that happen to match and a remainder nobody receives. Always out of place
+ * (the API refuses overlapping buffers). */
+#include "algorithms/algorithms.h"
+#include "lib/base/error.h"
+
+/* An empty block's displacement may point anywhere (past the buffer, into a
+ * NULL one): its message names offset 0 instead. */
+static size_t at(const size_t *displs, const size_t *counts, int i) {
+  return counts[i] ? displs[i] : 0;
+}
+
+sc_result_t sc_pairwise_alltoallv_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
+  SC_CHECK(sc_coll_args_check(a));
+  const int p = a->nranks, r = a->rank;
+  const size_t *sc = a->sendcounts, *rc = a->recvcounts;
+  if (sc[r] != rc[r])
+    return SC_ERR(SC_ERR_MISMATCH,
+                  "alltoallv: rank %d sends itself %zu elements but expects %zu from itself", r,
+                  sc[r], rc[r]);
+  for (int k = 1; k < p; k++) {
+    const int to = (r + k) % p, from = (r - k + p) % p;
+    sc_sched_send(s, to, SC_BUF_SEND, at(a->sdispls, sc, to), sc[to]);
+    /* After the first send, so that the wire starts before the local copy. */
+    if (k == 1 && rc[r])
+      sc_sched_copy(s, SC_BUF_RECV, a->rdispls[r], SC_BUF_SEND, a->sdispls[r], rc[r]);
+    sc_sched_recv(s, from, SC_BUF_RECV, at(a->rdispls, rc, from), rc[from]);
+  }
+  if (p == 1 && rc[r])
+    sc_sched_copy(s, SC_BUF_RECV, a->rdispls[r], SC_BUF_SEND, a->sdispls[r], rc[r]);
+  return s->status;
+}
