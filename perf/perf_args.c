@@ -30,8 +30,9 @@ static void usage(const perf_coll_t *coll, FILE *f) {
     fprintf(f, "  -o, --op OP           sum prod min max avg, or all (default sum)\n");
   if (coll->has_root) fprintf(f, "  -r, --root R          root rank (default 0)\n");
   if (coll->algo_env)
-    fprintf(f, "  -a, --algo ALGO       set %s=ALGO before init (e.g. ring; see sc-info --env)\n",
-            coll->algo_env);
+    fprintf(f, "  -a, --algo ALGO       set %s=ALGO before init (e.g. %s; see sc-info --env)\n",
+            coll->algo_env,
+            coll->compare_algos && coll->compare_algos[0] ? coll->compare_algos[0] : "ring");
   if (coll->compare_algos) {
     fprintf(f,
             "  -a, --algo compare    side by side: out-of-place %s on one extra\n"
@@ -47,6 +48,7 @@ static void usage(const perf_coll_t *coll, FILE *f) {
                "                        n/a: the algorithm failed there, a # line says why.\n"
                "                        One -d and one -o; no in-place columns.\n");
   }
+  for (int i = 0; coll->opts && coll->opts[i].name; i++) fputs(coll->opts[i].help, f);
   fprintf(f, "      --mem host|device where the buffers live (default host); device: the\n"
              "                        device of this rank (local rank modulo the devices),\n"
              "                        inputs copied there and results back, outside the\n"
@@ -54,9 +56,12 @@ static void usage(const perf_coll_t *coll, FILE *f) {
              "  -J, --json FILE       also write every row and the run's settings as JSON\n"
              "  -t, -g 1              accepted for nccl-tests compatibility (1 thread, 1 device)\n"
              "  -h, --help            this text\n"
-             "\n"
-             "The size column is the whole array: for reduce-scatter and all-gather,\n"
-             "nranks x count elements. time is the slowest rank's average per operation;\n"
+             "\n");
+  fputs(coll->size_help ? coll->size_help
+                        : "The size column is the whole array: for reduce-scatter and all-gather,\n"
+                          "nranks x count elements.\n",
+        f);
+  fprintf(f, "time is the slowest rank's average per operation;\n"
              "algbw = size / time (GB = 1e9 B); busbw = algbw x ");
   switch (coll->busbw) {
   case PERF_BUSBW_ALLREDUCE:
@@ -139,7 +144,7 @@ void perf_parse_args(const perf_coll_t *coll, int argc, char **argv, perf_args_t
                      .ndtypes = 1,
                      .ops = {0},
                      .nops = 1};
-  static const struct option longopts[] = {
+  static const struct option harness_opts[] = {
       {"minbytes", required_argument, NULL, 'b'},
       {"maxbytes", required_argument, NULL, 'e'},
       {"stepfactor", required_argument, NULL, 'f'},
@@ -156,11 +161,43 @@ void perf_parse_args(const perf_coll_t *coll, int argc, char **argv, perf_args_t
       {"ngpus", required_argument, NULL, 'g'},
       {"help", no_argument, NULL, 'h'},
       {"mem", required_argument, NULL, 'M'},
-      {NULL, 0, NULL, 0},
   };
+  /* The benchmark's own options after the harness's; one without a short
+   * form is known to getopt by EXTRA_CODE + its index. */
+  enum { N_HARNESS = sizeof(harness_opts) / sizeof(harness_opts[0]), MAX_EXTRA = 16 };
+  const int EXTRA_CODE = 0x1000;
+  struct option longopts[N_HARNESS + MAX_EXTRA + 1];
+  char shortopts[64 + 2 * MAX_EXTRA] = "b:e:f:i:n:w:c:d:o:r:J:a:t:g:h";
+  memcpy(longopts, harness_opts, sizeof(harness_opts));
+  int nextra = 0;
+  for (; coll->opts && coll->opts[nextra].name; nextra++) {
+    const perf_opt_t *o = &coll->opts[nextra];
+    if (nextra == MAX_EXTRA) {
+      fprintf(stderr, "%s: more than %d options of its own\n", coll->binary, MAX_EXTRA);
+      exit(2);
+    }
+    longopts[N_HARNESS + nextra] =
+        (struct option){o->name, o->has_arg ? required_argument : no_argument, NULL,
+                        o->letter ? o->letter : EXTRA_CODE + nextra};
+    if (o->letter) {
+      size_t len = strlen(shortopts);
+      shortopts[len++] = (char)o->letter;
+      if (o->has_arg) shortopts[len++] = ':';
+      shortopts[len] = '\0';
+    }
+  }
+  longopts[N_HARNESS + nextra] = (struct option){NULL, 0, NULL, 0};
   int factor_given = 0, stepbytes_given = 0, opt;
   long v;
-  while ((opt = getopt_long(argc, argv, "b:e:f:i:n:w:c:d:o:r:J:a:t:g:h", longopts, NULL)) != -1) {
+  while ((opt = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+    int extra = -1;
+    for (int i = 0; i < nextra; i++)
+      if (opt == (coll->opts[i].letter ? coll->opts[i].letter : EXTRA_CODE + i)) extra = i;
+    if (extra >= 0) {
+      const char *why = coll->parse_opt(extra, coll->opts[extra].has_arg ? optarg : NULL);
+      if (why) usage_error(coll, "--%s: %s", coll->opts[extra].name, why);
+      continue;
+    }
     switch (opt) {
     case 'b':
       if (parse_bytes(optarg, &a->minbytes)) usage_error(coll, "-b: bad size '%s'", optarg);
@@ -242,4 +279,6 @@ void perf_parse_args(const perf_coll_t *coll, int argc, char **argv, perf_args_t
   if (!coll->has_op) a->nops = 1;
   if (a->compare && (a->ndtypes > 1 || a->nops > 1))
     usage_error(coll, "-a compare takes one datatype and one op, not all");
+  const char *why = coll->check_args ? coll->check_args(a->compare) : NULL;
+  if (why) usage_error(coll, "%s", why);
 }

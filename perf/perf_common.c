@@ -107,7 +107,7 @@ static void *to_device(const perf_world_t *w, void *p) {
   char *b = p;
   if (b >= (char *)w->send_alloc && b <= (char *)w->send_alloc + max)
     return (char *)w->dev_send + (b - (char *)w->send_alloc);
-  if (b >= (char *)w->recv_alloc && b <= (char *)w->recv_alloc + max)
+  if (b >= (char *)w->recv_alloc && b <= (char *)w->recv_alloc + w->recv_max)
     return (char *)w->dev_recv + (b - (char *)w->recv_alloc);
   /* Every placement points into the two allocations; anything else is a bug
    * of a benchmark, and must not reach the library as a host pointer. */
@@ -125,21 +125,22 @@ void perf_call_case(const perf_world_t *w, const perf_case_t *c, perf_case_t *ca
 }
 
 /* The whole array is the most any collective reads or writes of either
- * allocation (in place included). */
-static size_t case_bytes(const perf_case_t *c) {
-  return c->total * c->elem_size;
+ * allocation (in place included), except where a case says it receives more. */
+static size_t case_bytes(const perf_case_t *c, int recv) {
+  size_t whole = c->total * c->elem_size;
+  return recv && c->recv_bytes > whole ? c->recv_bytes : whole;
 }
 
 void perf_upload_case(const perf_world_t *w, const perf_case_t *c) {
   if (w->a->mem != PERF_MEM_DEVICE) return;
-  perf_dev_upload(w->dev_send, w->send_alloc, case_bytes(c));
-  perf_dev_upload(w->dev_recv, w->recv_alloc, case_bytes(c));
+  perf_dev_upload(w->dev_send, w->send_alloc, case_bytes(c, 0));
+  perf_dev_upload(w->dev_recv, w->recv_alloc, case_bytes(c, 1));
 }
 
 void perf_download_case(const perf_world_t *w, const perf_case_t *c) {
   if (w->a->mem != PERF_MEM_DEVICE) return;
-  perf_dev_download(w->send_alloc, w->dev_send, case_bytes(c));
-  perf_dev_download(w->recv_alloc, w->dev_recv, case_bytes(c));
+  perf_dev_download(w->send_alloc, w->dev_send, case_bytes(c, 0));
+  perf_dev_download(w->recv_alloc, w->dev_recv, case_bytes(c, 1));
 }
 
 static void run_placement(const perf_world_t *w, perf_case_t *c, int in_place, perf_result_t *res) {
@@ -147,8 +148,13 @@ static void run_placement(const perf_world_t *w, perf_case_t *c, int in_place, p
   const perf_args_t *a = w->a;
   perf_case_t call;
   c->in_place = in_place;
+  c->skip = 0;
   coll->place(c);
   res->wrong = -1;
+  if (c->skip) { /* the same on every rank: no collective call is left unmatched */
+    res->time_us = res->algbw = res->busbw = -1;
+    return;
+  }
   if (a->check) {
     c->timing = 0;
     coll->fill(c);
@@ -191,6 +197,11 @@ static void *alloc_pages(size_t bytes) {
 }
 
 void perf_set_count(const perf_coll_t *coll, perf_case_t *c, size_t size) {
+  c->recv_bytes = 0;
+  if (coll->set_count) {
+    coll->set_count(c, size);
+    return;
+  }
   /* Rounded down like nccl-tests: whole elements, whole blocks per rank. */
   size_t elems = size / c->elem_size;
   if (coll->blocks_per_rank) {
@@ -250,6 +261,7 @@ static int sweep(const perf_world_t *w) {
         run_placement(w, &c, 0, &row.res[0]);
         run_placement(w, &c, 1, &row.res[1]);
         for (int p = 0; p < 2; p++) {
+          if (row.res[p].time_us < 0) continue; /* no such form */
           if (row.res[p].wrong > 0) total_wrong += row.res[p].wrong;
           busbw_sum += row.res[p].busbw;
           busbw_n++;
@@ -289,6 +301,26 @@ static int sweep(const perf_world_t *w) {
   return status;
 }
 
+/* The receive allocation: the whole array of the largest size, or more where
+ * a case of the sweep says it receives more. */
+static size_t recv_alloc_bytes(const perf_coll_t *coll, const perf_args_t *a, int rank,
+                               int nranks) {
+  size_t most = a->maxbytes;
+  if (!coll->set_count) return most;
+  for (int di = 0; di < a->ndtypes; di++) {
+    perf_case_t c = {.rank = rank,
+                     .nranks = nranks,
+                     .dtype = perf_dtype_infos[a->dtypes[di]].dtype,
+                     .elem_size = sc_dtype_size(perf_dtype_infos[a->dtypes[di]].dtype)};
+    size_t size = a->minbytes;
+    do {
+      perf_set_count(coll, &c, size);
+      if (c.recv_bytes > most) most = c.recv_bytes;
+    } while (perf_next_size(a, &size));
+  }
+  return most;
+}
+
 int perf_main(const perf_coll_t *coll, int argc, char **argv) {
   perf_args_t a;
   current_coll = coll;
@@ -309,6 +341,7 @@ int perf_main(const perf_coll_t *coll, int argc, char **argv) {
     return 2;
   }
 
+  size_t recv_max = recv_alloc_bytes(coll, &a, rank, nranks);
   perf_rank_desc_t me;
   memset(&me, 0, sizeof(me));
   me.pid = (int32_t)getpid();
@@ -320,14 +353,15 @@ int perf_main(const perf_coll_t *coll, int argc, char **argv) {
                   "sc_comm_local");
     me.device = perf_mem_pick_device(local_rank);
     dev_send = perf_dev_alloc(a.maxbytes);
-    dev_recv = perf_dev_alloc(a.maxbytes);
+    dev_recv = perf_dev_alloc(recv_max);
   }
   gethostname(me.host, sizeof(me.host) - 1);
   perf_rank_desc_t *ranks = calloc((size_t)nranks, sizeof(*ranks));
   void *send_alloc = alloc_pages(a.maxbytes);
-  void *recv_alloc = alloc_pages(a.maxbytes);
+  void *recv_alloc = alloc_pages(recv_max);
   if (!ranks || !send_alloc || !recv_alloc) {
-    fprintf(stderr, "%s: rank %d: cannot allocate 2 x %zu bytes\n", coll->binary, rank, a.maxbytes);
+    fprintf(stderr, "%s: rank %d: cannot allocate %zu + %zu bytes\n", coll->binary, rank,
+            a.maxbytes, recv_max);
     return 3;
   }
   perf_check_sc(sc_allgather(&me, ranks, sizeof(me), SC_UINT8, comm), "sc_allgather(rank info)");
@@ -341,6 +375,7 @@ int perf_main(const perf_coll_t *coll, int argc, char **argv) {
       .ranks = ranks,
       .send_alloc = send_alloc,
       .recv_alloc = recv_alloc,
+      .recv_max = recv_max,
       .dev_send = dev_send,
       .dev_recv = dev_recv,
   };

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "sparsecoll.h"
 
@@ -25,6 +26,13 @@ typedef struct perf_case {
   void *recvbuf;
   void *send_alloc; /* the two max-size buffers the placements are carved from */
   void *recv_alloc;
+  /* Bytes of recv_alloc the case uses when they exceed the whole array (an
+   * uneven all-to-all's most loaded receiver); 0: total * elem_size. The
+   * harness sizes recv_alloc by the largest over the sweep. */
+  size_t recv_bytes;
+  /* Set by place: the collective has no form for this placement (the
+   * uneven all-to-all in place); the row shows n/a there. */
+  int skip;
   /* Set by the harness for perf_store_input and the checks: */
   int reduces;        /* the collective applies op */
   int timing;         /* inputs for the timed loop, not for a check */
@@ -37,6 +45,14 @@ typedef enum perf_busbw {
   PERF_BUSBW_GATHER,    /* (P-1)/P, bytes = the whole P x count array */
   PERF_BUSBW_ONE        /* broadcast, reduce */
 } perf_busbw_t;
+
+/* An option of one benchmark beyond the harness's flags. */
+typedef struct perf_opt {
+  const char *name; /* long name, without the dashes */
+  int letter;       /* short form; 0: none */
+  int has_arg;
+  const char *help; /* its --help lines, each starting with two spaces */
+} perf_opt_t;
 
 typedef struct perf_coll {
   const char *binary;   /* "sc_allreduce_perf" */
@@ -58,6 +74,24 @@ typedef struct perf_coll {
   void (*fill)(const perf_case_t *c);
   /* Wrong elements of this rank's result. */
   int64_t (*check)(const perf_case_t *c);
+
+  /* Optional; NULL or 0 where the harness's default serves. */
+  /* Sets c->count and c->total (and c->recv_bytes) for the sweep size `size`
+   * in bytes; the default rounds by blocks_per_rank. */
+  void (*set_count)(perf_case_t *c, size_t size);
+  const perf_opt_t *opts; /* its own flags, up to a NULL name */
+  /* opts[index] was given (arg: its value, or NULL): NULL, or why the value
+   * is wrong (a usage error). */
+  const char *(*parse_opt)(int index, const char *arg);
+  /* After every flag was read: NULL, or why the combination is refused. */
+  const char *(*check_args)(int compare);
+  /* What the size column means, for --help; NULL: the reduce-scatter's and
+   * all-gather's sentence. */
+  const char *size_help;
+  /* Settings of the run beyond the harness's, after init: json 0 writes
+   * '#' lines for the table's header, json 1 JSON members, each preceded
+   * by ",\n  ". */
+  void (*describe)(FILE *f, int json, int nranks);
 } perf_coll_t;
 
 int perf_main(const perf_coll_t *coll, int argc, char **argv);

@@ -78,8 +78,9 @@ typedef struct perf_world {
   sc_comm_t *comm; /* from sc_comm_init_env */
   int rank, nranks;
   const perf_rank_desc_t *ranks;
-  void *send_alloc, *recv_alloc; /* a->maxbytes each, pages touched */
-  void *dev_send, *dev_recv;     /* --mem device: a->maxbytes each; else NULL */
+  void *send_alloc, *recv_alloc; /* a->maxbytes and recv_max, pages touched */
+  size_t recv_max;               /* a->maxbytes, or more (perf_case_t.recv_bytes) */
+  void *dev_send, *dev_recv;     /* --mem device: as large as those; else NULL */
 } perf_world_t;
 
 /* --mem device. The benchmarks' place, fill and check work on the host

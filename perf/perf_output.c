@@ -23,6 +23,10 @@ static void json_string(FILE *f, const char *s) {
 }
 
 static void json_result(FILE *f, const perf_result_t *r) {
+  if (r->time_us < 0) { /* the collective has no such form */
+    fprintf(f, "null");
+    return;
+  }
   fprintf(f,
           "{\"time_us\": %.6g, \"algbw_GBps\": %.6g, \"busbw_GBps\": %.6g, \"wrong\": ", r->time_us,
           r->algbw, r->busbw);
@@ -94,6 +98,7 @@ int perf_write_json(const perf_coll_t *coll, const perf_args_t *a, int nranks,
     fprintf(f, "null");
   }
   json_settings_and_ranks(f, a, nranks, ranks);
+  if (coll->describe) coll->describe(f, 1, nranks);
   fprintf(f, ",\n  \"rows\": [");
   for (size_t i = 0; i < nrows; i++) {
     const perf_row_t *row = &rows[i];
@@ -145,6 +150,7 @@ void perf_print_header(const perf_coll_t *coll, const perf_args_t *a, int nranks
     printf("  %s=%s", coll->algo_env, val && *val ? val : "auto");
   }
   printf("\n");
+  if (coll->describe) coll->describe(stdout, 0, nranks);
   print_devices(nranks, ranks);
   printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place      "
          "    \n",
@@ -172,7 +178,9 @@ void perf_print_row(const perf_row_t *row) {
     const perf_result_t *r = &row->res[p];
     char time_str[32];
     format_time(time_str, sizeof(time_str), r->time_us);
-    if (r->wrong >= 0)
+    if (r->time_us < 0)
+      printf("  %7s  %6s  %6s  %5s", "n/a", "n/a", "n/a", "N/A");
+    else if (r->wrong >= 0)
       printf("  %7s  %6.2f  %6.2f  %5lld", time_str, r->algbw, r->busbw, (long long)r->wrong);
     else
       printf("  %7s  %6.2f  %6.2f  %5s", time_str, r->algbw, r->busbw, "N/A");
@@ -194,6 +202,7 @@ void perf_print_compare_header(const perf_world_t *w, const perf_compare_run_t *
   printf("  %s=compare (", w->coll->algo_env);
   for (int i = 0; i < run->nalgos; i++) printf("%s%s", i ? " " : "", run->names[i]);
   printf(")  type %s  redop %s\n", run->type, run->redop);
+  if (w->coll->describe) w->coll->describe(stdout, 0, w->nranks);
   print_devices(w->nranks, w->ranks);
   fflush(stdout);
 }
@@ -278,6 +287,7 @@ int perf_write_compare_json(const perf_world_t *w, const perf_compare_run_t *run
   }
   fprintf(f, "]");
   json_settings_and_ranks(f, a, w->nranks, w->ranks);
+  if (coll->describe) coll->describe(f, 1, w->nranks);
   fprintf(f, ",\n  \"notes\": [");
   for (size_t k = 0; k < run->nnotes; k++) {
     const perf_compare_note_t *n = &run->notes[k];

@@ -14,7 +14,7 @@ if [ ! -f "$STANDIN" ]; then
   exit 77
 fi
 B=$top_builddir
-COLLS="allreduce reduce_scatter allgather broadcast reduce"
+COLLS="allreduce reduce_scatter allgather broadcast reduce alltoall gather scatter"
 
 # refuses NAME CMD...: exit 2 and the message, with no device runtime at all.
 refuses() {
@@ -74,6 +74,10 @@ done
 check "sc_allgather_perf --mem device, 3 ranks, slow stand-in streams" swept env \
   SC_DEVFAKE_DELAY_US=300 "$SC_RUN" -n 3 --timeout 120 "$B/sc_allgather_perf" --mem device \
   -b 8 -e 64K -f 32 -n 2 -w 1 -c 1
+# The uneven all-to-all's most loaded rank receives more than the size: its
+# device buffer and copies are sized by the count matrix.
+check "sc_alltoall_perf -v --mem device, 3 ranks" swept "$SC_RUN" -n 3 --timeout 120 \
+  "$B/sc_alltoall_perf" -v --skew 2 --mem device -b 8 -e 256K -f 8 -n 2 -w 1 -c 1
 check "sc_allreduce_perf --mem device -d all -o all, 2 ranks" swept "$SC_RUN" -n 2 --timeout 200 \
   "$B/sc_allreduce_perf" --mem device -b 8 -e 4K -f 16 -n 1 -w 0 -d all -o all
 check "sc_reduce_scatter_perf --mem device -d all -o all, 3 ranks" swept "$SC_RUN" -n 3 \

@@ -1,0 +1,319 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# libsparsecoll's all-to-all against Open MPI and Gloo on this host, in one
+# run, libraries alternating, same sizes, iteration counts and elements (see
+# docs/BENCHMARKING.md):
+#   ours-shm  sc-run + sc_alltoall_perf, SC_TRANSPORT=shm (the cost model's
+#             algorithm unless -a)
+#   mpi-shm   Open MPI MPI_Alltoall, --mca btl vader,self
+#   ours-tcp  sc-run + sc_alltoall_perf, SC_TRANSPORT=tcp
+#   mpi-tcp   Open MPI MPI_Alltoall, --mca btl tcp,self over lo
+#   gloo      torch.distributed all_to_all_single, backend gloo over lo
+# With -v every library runs the uneven all-to-all of mixture-of-experts
+# dispatch instead (sc_alltoallv, MPI_Alltoallv, all_to_all_single with
+# splits) on the same P x P count matrix (perf/a2a_matrix.h, from --seed and
+# --skew; sc_alltoall_perf --help).
+# uint8 elements, so that every size down to P bytes splits into P blocks; a
+# size is the bytes of one rank's send buffer. time = slowest rank's average
+# per operation (us), busbw = size / time x (P-1)/P (GB/s, 1e9 B), as
+# nccl-tests' alltoall_perf. Iterations per size: BUDGET / size clamped to
+# MIN..2000 (-I BUDGET, -i MIN; default 256 MiB and 10), warm-up a tenth
+# (>= 2). Every library checks one operation per size; a library or size
+# that fails shows n/a and a '#' line says why.
+#
+# Usage (from a build directory, or with SC_BUILD=dir):
+#   alltoall_compare.sh [-n "2 4 8"] [-b 8] [-e 64M] [-f 4] [-r ROUNDS] [-I BYTES]
+#                       [-i MIN] [-a ALGO] [-v [--seed N] [--skew S]] [-J FILE]
+#                       [--skip LIB,...]
+# -r ROUNDS repeats the whole alternation and keeps each cell's best time. -a
+# forces our algorithm (pairwise, bruck, hier). --skip takes the names above.
+# The last table gives, per size and P, ours' time over the fastest of the
+# other libraries (< 1: ours faster). Needs: mpicc/mpirun (apt-get install
+# openmpi-bin libopenmpi-dev) and python3-torch for the peers; a missing peer
+# is reported as n/a.
+set -u
+ranks=""
+minb=""
+maxb=""
+factor=""
+rounds=1
+budget=""
+miniters=""
+json=""
+skip=""
+algo=""
+uneven=0
+seed=1
+skew=1
+usage() { sed -n '2,33p' "$0"; }
+die() { echo "alltoall_compare.sh: $*" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+  -n) ranks="$2"; shift 2 ;;
+  -b) minb="$2"; shift 2 ;;
+  -e) maxb="$2"; shift 2 ;;
+  -f) factor="$2"; shift 2 ;;
+  -r) rounds="$2"; shift 2 ;;
+  -I) budget="$2"; shift 2 ;;
+  -i) miniters="$2"; shift 2 ;;
+  -a) algo="$2"; shift 2 ;;
+  -v) uneven=1; shift ;;
+  --seed) seed="$2"; shift 2 ;;
+  --skew) skew="$2"; shift 2 ;;
+  -J) json="$2"; shift 2 ;;
+  --skip) skip=",$2,"; shift 2 ;;
+  -h | --help) usage; exit 0 ;;
+  *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+
+bytes() { # 8, 4K, 64M, 1G -> bytes
+  local v=$1 m=1
+  case "$v" in
+  *[kK]) m=1024; v=${v%?} ;;
+  *[mM]) m=$((1 << 20)); v=${v%?} ;;
+  *[gG]) m=$((1 << 30)); v=${v%?} ;;
+  esac
+  case "$v" in '' | *[!0-9]*) echo "alltoall_compare.sh: bad size '$1'" >&2; exit 2 ;; esac
+  echo $((v * m))
+}
+
+build="${SC_BUILD:-.}"
+here="$(cd "$(dirname "$0")" && pwd)"
+build="$(cd "$build" 2>/dev/null && pwd)" || die "SC_BUILD '$SC_BUILD' is not a directory"
+
+ranks=${ranks:-2 4 8} minb=${minb:-8} maxb=${maxb:-64M} factor=${factor:-4}
+budget=${budget:-256M} miniters=${miniters:-10}
+minb=$(bytes "$minb") || exit 2
+maxb=$(bytes "$maxb") || exit 2
+budget=$(bytes "$budget") || exit 2
+[ "$factor" -ge 2 ] 2>/dev/null || die "-f must be >= 2"
+[ "$miniters" -ge 1 ] 2>/dev/null || die "-i must be >= 1"
+[ "$rounds" -ge 1 ] 2>/dev/null || die "-r must be >= 1"
+case "$seed" in '' | *[!0-9]*) die "--seed must be a non-negative integer" ;; esac
+case "$skew" in 0 | 1 | 2) ;; *) die "--skew must be 0, 1 or 2" ;; esac
+for p in $ranks; do [ "$p" -ge 2 ] 2>/dev/null || die "-n: '$p' is not a rank count >= 2"; done
+[ "$minb" -ge 1 ] || minb=1
+
+sizes=()
+for ((s = minb; s <= maxb; s *= factor)); do sizes+=("$s"); done
+[ "${sizes[-1]}" -lt "$maxb" ] && sizes+=("$maxb")
+cases=()
+for s in "${sizes[@]}"; do
+  it=$((budget / s))
+  [ "$it" -lt "$miniters" ] && it=$miniters
+  [ "$it" -gt 2000 ] && it=2000
+  w=$((it / 10))
+  [ "$w" -lt 2 ] && w=2
+  cases+=("$s:$it:$w")
+done
+vargs=()
+[ "$uneven" = 1 ] && vargs=(-v --seed "$seed" --skew "$skew")
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+note() { echo "# $*"; }
+
+have_ours=1
+for b in sc-run sc_alltoall_perf; do
+  [ -x "$build/$b" ] || { note "ours: $build/$b not found (run from a build directory or set SC_BUILD)"; have_ours=0; }
+done
+have_mpi=0
+if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
+  if mpicc -O2 -I "$here/../.." -o "$tmp/mpi_alltoall" "$here/mpi_alltoall.c" 2>"$tmp/mpicc.err"; then
+    have_mpi=1
+  else
+    note "mpi: mpicc failed: $(head -c 300 "$tmp/mpicc.err")"
+  fi
+else
+  note "mpi: mpicc/mpirun not found (apt-get install -y openmpi-bin libopenmpi-dev)"
+fi
+py=""
+for cand in ${PYTHON:-} /usr/bin/python3 python3; do
+  if "$cand" -c "import torch.distributed" >/dev/null 2>&1; then py=$(command -v "$cand"); break; fi
+done
+[ -n "$py" ] || note "gloo: no python3 with torch (apt-get install -y python3-torch)"
+
+libs="ours-shm mpi-shm ours-tcp mpi-tcp gloo"
+others="mpi-shm mpi-tcp gloo"
+skipped() { case "$skip" in *",$1,"*) return 0 ;; esac; return 1; }
+
+# run_lib LIB P: appends "SIZE TIME_US" (or "SIZE fail WHY") lines to $tmp/P.LIB.raw
+run_lib() {
+  local lib=$1 p=$2 out="$tmp/$2.$1.raw" log="$tmp/$2.$1.log"
+  case "$lib" in
+  ours-*)
+    [ "$have_ours" = 1 ] || { echo "${sizes[0]} fail not built" >>"$out"; return; }
+    local tr=${lib#ours-} c s it w line a=()
+    [ -n "$algo" ] && a=(-a "$algo")
+    for c in "${cases[@]}"; do
+      IFS=: read -r s it w <<<"$c"
+      # The row's out-of-place time, and its #wrong: a result that failed
+      # its check is no time.
+      line=$(timeout 600 "$build/sc-run" -n "$p" --timeout 500 -x SC_TRANSPORT="$tr" \
+        "$build/sc_alltoall_perf" -b "$s" -e "$s" -n "$it" -w "$w" -d uint8 "${vargs[@]}" \
+        "${a[@]}" 2>>"$log" | awk '!/^#/ && NF >= 9 {print $6, $9; exit}')
+      set -- $line
+      if [ $# -eq 2 ] && [ "$2" = 0 ]; then
+        echo "$s $1" >>"$out"
+      elif [ $# -eq 2 ]; then
+        echo "$s fail $2 wrong elements" >>"$out"
+      else
+        echo "$s fail exit status, see below" >>"$out"
+      fi
+    done
+    ;;
+  mpi-*)
+    [ "$have_mpi" = 1 ] || { echo "${sizes[0]} fail no MPI" >>"$out"; return; }
+    local btl=(--mca pml ob1 --mca btl vader,self)
+    [ "$lib" = mpi-tcp ] && btl=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
+    # pml ob1 so that the btl choice is what carries the data; no binding, like sc-run.
+    timeout 1200 mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$p" \
+      "${btl[@]}" "$tmp/mpi_alltoall" "${vargs[@]}" "${cases[@]}" >>"$out" 2>>"$log" </dev/null ||
+      echo "${sizes[0]} fail exit status, see below" >>"$out"
+    ;;
+  gloo)
+    [ -n "$py" ] || { echo "${sizes[0]} fail no torch" >>"$out"; return; }
+    timeout 1200 "$py" "$here/gloo_alltoall.py" -n "$p" "${vargs[@]}" "${cases[@]}" >>"$out" \
+      2>>"$log" </dev/null || echo "${sizes[0]} fail exit status, see below" >>"$out"
+    ;;
+  esac
+}
+
+loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+load_start=$(loadavg)
+for r in $(seq "$rounds"); do
+  for p in $ranks; do
+    for lib in $libs; do
+      skipped "$lib" && continue
+      echo "# round $r/$rounds P=$p $lib (load $(loadavg))" >&2
+      run_lib "$lib" "$p"
+    done
+  done
+done
+load_end=$(loadavg)
+
+# best time per size over the rounds: $tmp/P.LIB -> "SIZE TIME"
+for p in $ranks; do
+  for lib in $libs; do
+    raw="$tmp/$p.$lib.raw"
+    [ -f "$raw" ] || : >"$raw"
+    awk '$2 != "fail" { if (!($1 in b) || $2 + 0 < b[$1]) b[$1] = $2 + 0 }
+         END { for (s in b) print s, b[s] }' "$raw" >"$tmp/$p.$lib"
+    if grep -q " fail" "$raw"; then
+      note "P=$p $lib: $(grep ' fail' "$raw" | head -3 | tr '\n' ';')"
+      lg="$tmp/$p.$lib.log"
+      [ -s "$lg" ] && note "  $(grep -v '^$' "$lg" | grep -v '^#' | tail -3 | tr '\n' ' ' | head -c 400)"
+    fi
+  done
+done
+
+what="all-to-all (MPI_Alltoall, all_to_all_single)"
+[ "$uneven" = 1 ] && what="uneven all-to-all (alltoallv; seed $seed, skew $skew)"
+echo "# $what, uint8, on $(hostname), $(nproc) CPUs, $(date -u +%FT%TZ); rounds=$rounds;" \
+  "load average $load_start at the start, $load_end at the end${algo:+; ours forced to $algo}"
+echo "# size: bytes of one rank's send buffer; time: slowest rank's average (us);" \
+  "busbw GB/s = size/time x (P-1)/P"
+echo "# ratios are ours' time / the peer's time (< 1: ours faster); best: the fastest of" \
+  "$others; n/a: failed or not available"
+for p in $ranks; do
+  echo
+  echo "## P=$p"
+  awk -v p="$p" -v libs="$libs" -v others="$others" -v dir="$tmp" -v sizes="${sizes[*]}" '
+    function fmt_t(t) { return t == "" ? "n/a" : (t < 1000 ? sprintf("%.1f", t) : sprintf("%.0f", t)) }
+    function fmt_bw(s, t) { return t == "" ? "n/a" : sprintf("%.3f", s / (t * 1e3) * (p - 1) / p) }
+    function ratio(a, b) { return (a == "" || b == "") ? "n/a" : sprintf("%.2f", a / b) }
+    BEGIN {
+      nl = split(libs, L, " "); no = split(others, O, " "); ns = split(sizes, S, " ")
+      for (i = 1; i <= nl; i++) {
+        f = dir "/" p "." L[i]
+        while ((getline line < f) > 0) { split(line, a, " "); T[L[i], a[1]] = a[2] }
+        close(f)
+      }
+      printf "%10s", "size"
+      for (i = 1; i <= nl; i++) printf " %11s %8s", L[i] "_us", "GB/s"
+      printf " %8s %8s %8s %8s %8s %8s\n", "shm/mpi", "tcp/mpi", "tcp/gloo", "best", "shm/best", "tcp/best"
+      for (j = 1; j <= ns; j++) {
+        s = S[j]; printf "%10d", s
+        for (i = 1; i <= nl; i++) { t = T[L[i], s]; printf " %11s %8s", fmt_t(t), fmt_bw(s, t) }
+        best = ""; bn = "n/a"
+        for (i = 1; i <= no; i++) {
+          t = T[O[i], s]
+          if (t != "" && (best == "" || t + 0 < best + 0)) { best = t; bn = O[i] }
+        }
+        printf " %8s %8s %8s %8s %8s %8s\n", ratio(T["ours-shm", s], T["mpi-shm", s]),
+          ratio(T["ours-tcp", s], T["mpi-tcp", s]), ratio(T["ours-tcp", s], T["gloo", s]), bn,
+          ratio(T["ours-shm", s], best), ratio(T["ours-tcp", s], best)
+      }
+    }'
+done
+
+# One table of the ratios: per size, ours over the fastest other library, every P.
+echo
+echo "## ours / fastest of $others (shm, tcp: our transport)"
+awk -v ranks="$ranks" -v others="$others" -v dir="$tmp" -v sizes="${sizes[*]}" '
+  function ratio(a, b) { return (a == "" || b == "") ? "n/a" : sprintf("%.2f", a / b) }
+  BEGIN {
+    np = split(ranks, P, " "); no = split(others, O, " "); ns = split(sizes, S, " ")
+    split("ours-shm ours-tcp " others, L, " ")
+    for (k = 1; k <= np; k++)
+      for (i = 1; i <= 2 + no; i++) {
+        f = dir "/" P[k] "." L[i]
+        while ((getline line < f) > 0) { split(line, a, " "); T[P[k], L[i], a[1]] = a[2] }
+        close(f)
+      }
+    printf "%10s", "size"
+    for (k = 1; k <= np; k++) printf " %9s %9s", "P" P[k] "-shm", "P" P[k] "-tcp"
+    printf "\n"
+    for (j = 1; j <= ns; j++) {
+      s = S[j]; printf "%10d", s
+      for (k = 1; k <= np; k++) {
+        best = ""
+        for (i = 1; i <= no; i++) {
+          t = T[P[k], O[i], s]
+          if (t != "" && (best == "" || t + 0 < best + 0)) best = t
+        }
+        printf " %9s %9s", ratio(T[P[k], "ours-shm", s], best), ratio(T[P[k], "ours-tcp", s], best)
+      }
+      printf "\n"
+    }
+  }'
+
+if [ -n "$json" ]; then
+  {
+    printf '{\n  "benchmark": "alltoall_compare", "dtype": "uint8", "uneven": %s,' \
+      "$([ "$uneven" = 1 ] && echo true || echo false)"
+    [ "$uneven" = 1 ] && printf ' "seed": %s, "skew": %s,' "$seed" "$skew"
+    printf '\n  "ours_algo": "%s",\n' "${algo:-auto}"
+    printf '  "host": "%s", "cpus": %d, "date": "%s", "rounds": %d,\n' "$(hostname)" "$(nproc)" \
+      "$(date -u +%FT%TZ)" "$rounds"
+    printf '  "loadavg_start": "%s", "loadavg_end": "%s",\n' "$load_start" "$load_end"
+    printf '  "iterations": ['
+    sep=""
+    for c in "${cases[@]}"; do
+      IFS=: read -r s it w <<<"$c"
+      printf '%s{"bytes": %d, "iters": %d, "warmup": %d}' "$sep" "$s" "$it" "$w"
+      sep=", "
+    done
+    printf '],\n  "results": ['
+    sep=""
+    for p in $ranks; do
+      for lib in $libs; do
+        for s in "${sizes[@]}"; do
+          t=$(awk -v s="$s" '$1 == s {print $2}' "$tmp/$p.$lib")
+          if [ -n "$t" ]; then
+            bw=$(awk -v s="$s" -v t="$t" -v p="$p" 'BEGIN {printf "%.6f", s / (t * 1e3) * (p - 1) / p}')
+            printf '%s\n    {"nranks": %d, "library": "%s", "bytes": %d, "time_us": %s, "busbw_gbs": %s}' \
+              "$sep" "$p" "$lib" "$s" "$t" "$bw"
+          else
+            printf '%s\n    {"nranks": %d, "library": "%s", "bytes": %d, "time_us": null, "busbw_gbs": null}' \
+              "$sep" "$p" "$lib" "$s"
+          fi
+          sep=","
+        done
+      done
+    done
+    printf '\n  ]\n}\n'
+  } >"$json"
+  note "JSON written to $json"
+fi
