@@ -55,8 +55,17 @@ static void sc_log_init(void) {
   sc_log_host[sizeof(sc_log_host) - 1] = '\0';
 }
 
+/* > 0 while this thread does something a second time (lib/core/p2p.c's
+ * lane repeats the transport's setup): its INFO lines are shown at TRACE. */
+static _Thread_local int sc_log_repeat;
+
+void sc_log_repeating(int on) {
+  sc_log_repeat += on ? 1 : -1;
+}
+
 int sc_log_enabled(sc_log_level_t level, sc_log_subsys_t subsys) {
   pthread_once(&sc_log_once, sc_log_init);
+  if (level == SC_LOG_INFO && sc_log_repeat > 0) level = SC_LOG_TRACE;
   return level <= sc_log_level && (sc_log_mask & (unsigned)subsys);
 }
 

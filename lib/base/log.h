@@ -25,6 +25,10 @@ typedef enum sc_log_subsys {
 void sc_log(sc_log_level_t level, sc_log_subsys_t subsys, const char *file, int line,
             const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 int sc_log_enabled(sc_log_level_t level, sc_log_subsys_t subsys);
+/* on = 1 ... on = 0 (nested): this thread's INFO lines in between show only at
+ * TRACE, for work that repeats what INFO already said (a second transport's
+ * setup). */
+void sc_log_repeating(int on);
 /* Rank shown in this thread's log prefix (-1 = unknown). */
 void sc_log_set_rank(int rank);
 

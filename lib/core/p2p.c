@@ -811,8 +811,11 @@ sc_result_t sc_p2p_create(sc_comm_t *comm, const sc_tp_config_t *tpc) {
   if (!all) return SC_ERR(SC_ERR_NOMEM, "point-to-point addresses of %d ranks", n);
   uint8_t *mine = all + (size_t)n * w;
   size_t len = w;
+  /* The lane's setup logs what the collectives' transport logged already. */
+  sc_log_repeating(1);
   sc_result_t r = p->ops->create(tpc, &p->tp, mine, &len);
   if (r != SC_SUCCESS) {
+    sc_log_repeating(0);
     p->tp = NULL;
     free(all);
     return r;
@@ -851,6 +854,7 @@ sc_result_t sc_p2p_create(sc_comm_t *comm, const sc_tp_config_t *tpc) {
   }
   sc_sched_free(&s);
   if (r == SC_SUCCESS) r = p->ops->connect_all(p->tp, all, w);
+  sc_log_repeating(0);
   free(all);
   if (r != SC_SUCCESS) {
     char d[SC_ERRMSG_MAX];
