@@ -59,14 +59,15 @@ for step in $steps; do
     if [ "$tests" = multi ]; then
       # Every multi-rank script (collectives, peer death, failures, soak) as
       # the Makefile lists them, so that new ones join without an edit here;
-      # the forced-algorithm sweep over shm only: its schedules and executor
-      # are the same code over every transport, and each transport's own code
-      # runs here under its collectives, sparse, fusion, peer-death and
-      # failure scripts (the tcp and ucx sweeps took 262 s of this stage).
+      # the forced-algorithm sweep, the all-to-alls' and point-to-point's
+      # over shm only: their schedules, executor and matching are the same
+      # code over every transport, and each transport's own code runs here
+      # under its collectives, sparse, fusion, peer-death and failure scripts
+      # (the tcp and ucx sweeps took 262 s of this stage).
       tests=$(printf 'sc-print-tests:\n\t@echo $(TESTS)\n' |
         make -s -C $abd -f Makefile -f - sc-print-tests 2>/dev/null | tr ' ' '\n' |
         grep -E '^test/(multi|failure|soak)/.*\.sh$' |
-        grep -v -E '^test/multi/(tcp|ucx)-allreduce_algos\.sh$' | tr '\n' ' ')
+        grep -v -E '^test/multi/(tcp|ucx)-(allreduce_algos|coll_more|p2p)\.sh$' | tr '\n' ' ')
       [ -n "$tests" ] || { note "asan: no multi-rank tests found"; status=1; continue; }
     fi
     start=$(date +%s)
