@@ -225,7 +225,9 @@ static void peer_fail(sc_p2p_t *p, int peer, sc_result_t res, const char *why) {
     sc_p2p_list_remove(&pp->unexp, e);
     sc_p2p_unexp_t *u = e->owner;
     if (u->self_send) op_fail(p, u->self_send, res, why);
-    if (u->arrived)
+    /* Only an eager payload still being received has a request (on the
+     * pending list) that must settle first; a rendezvous request has none. */
+    if (u->arrived || u->kind != SC_P2P_EAGER || !u->data)
       unexp_free(u);
     else
       u->drop = 1; /* freed when its request settles */
