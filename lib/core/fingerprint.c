@@ -255,9 +255,13 @@ void sc_fp_mismatch_message(char *out, size_t len, const sc_fingerprint_t *all, 
 }
 
 sc_result_t sc_fp_schedule(int nranks, int rank, sc_sched_t *s) {
-  if (nranks < 1 || rank < 0 || rank >= nranks)
-    return SC_ERR(SC_ERR_INVALID_ARG, "fingerprint schedule: rank %d of %d", rank, nranks);
-  const size_t w = SC_FP_WIRE_BYTES;
+  return sc_small_allgather_schedule(nranks, rank, SC_FP_WIRE_BYTES, s);
+}
+
+sc_result_t sc_small_allgather_schedule(int nranks, int rank, size_t w, sc_sched_t *s) {
+  if (nranks < 1 || rank < 0 || rank >= nranks || w == 0)
+    return SC_ERR(SC_ERR_INVALID_ARG, "small all-gather schedule: rank %d of %d, %zu bytes", rank,
+                  nranks, w);
   if (nranks > SC_FP_DIRECT_MAX) {
     sc_coll_args_t a = {.coll = SC_COLL_ALLGATHER,
                         .nranks = nranks,
@@ -268,7 +272,7 @@ sc_result_t sc_fp_schedule(int nranks, int rank, sc_sched_t *s) {
     return sc_rd_allgather_schedule(&a, s);
   }
   /* Every send is posted before the first receive, so the order of the
-   * receives cannot deadlock; each peer's print lands in its own slot. */
+   * receives cannot deadlock; each peer's record lands in its own slot. */
   sc_sched_copy(s, SC_BUF_RECV, (size_t)rank * w, SC_BUF_SEND, 0, w);
   for (int d = 1; d < nranks; d++) sc_sched_send(s, (rank + d) % nranks, SC_BUF_SEND, 0, w);
   for (int d = 1; d < nranks; d++) {

@@ -120,6 +120,9 @@ void sc_fp_msg_mismatch_text(char *out, size_t len, int rank, const char *host,
 /* The exchange's schedule for one rank: a pure function of (nranks, rank).
  * SEND holds the own print, RECV nranks prints in rank order. */
 sc_result_t sc_fp_schedule(int nranks, int rank, sc_sched_t *s);
+/* The same for records of w bytes (the p2p lane's addresses too): direct up to
+ * SC_FP_DIRECT_MAX ranks, recursive doubling beyond. */
+sc_result_t sc_small_allgather_schedule(int nranks, int rank, size_t w, sc_sched_t *s);
 
 /* Exchange op's print with every rank and compare (the communicator owns the
  * transport, as in sc_op_run). SC_ERR_MISMATCH on every rank when any print

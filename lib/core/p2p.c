@@ -822,28 +822,10 @@ sc_result_t sc_p2p_create(sc_comm_t *comm, const sc_tp_config_t *tpc) {
     free(all);
     return r;
   }
-  /* Few ranks: every send is posted before the first receive, so no order
-   * of the receives can deadlock; many: recursive doubling, log2(n) steps
-   * instead of n. No print: the exchange is no call of the user's. */
+  /* No print: the exchange is no call of the user's. */
   sc_sched_t s;
   sc_sched_init(&s);
-  if (n > SC_FP_DIRECT_MAX) {
-    sc_coll_args_t xa = {.coll = SC_COLL_ALLGATHER,
-                         .nranks = n,
-                         .rank = comm->rank,
-                         .count = w,
-                         .elem_size = 1,
-                         .chunk_elems = w};
-    r = sc_rd_allgather_schedule(&xa, &s);
-  } else {
-    sc_sched_copy(&s, SC_BUF_RECV, (size_t)comm->rank * w, SC_BUF_SEND, 0, w);
-    for (int d = 1; d < n; d++) sc_sched_send(&s, (comm->rank + d) % n, SC_BUF_SEND, 0, w);
-    for (int d = 1; d < n; d++) {
-      int from = (comm->rank - d + n) % n;
-      sc_sched_recv(&s, from, SC_BUF_RECV, (size_t)from * w, w);
-    }
-    r = s.status;
-  }
+  r = sc_small_allgather_schedule(n, comm->rank, w, &s);
   if (r == SC_SUCCESS) {
     sc_op_t xop = {.coll = SC_COLL_ALLGATHER,
                    .sendbuf = mine,
