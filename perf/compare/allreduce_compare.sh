@@ -83,28 +83,11 @@ build="${SC_BUILD:-.}"
 here="$(cd "$(dirname "$0")" && pwd)"
 build="$(cd "$build" 2>/dev/null && pwd)" || die "SC_BUILD '$SC_BUILD' is not a directory"
 
-# The bed's layout, from the state file sc-netbed up wrote (parsed, not sourced).
 link_bps=0
 minwarm=2
 if [ -n "$bed" ]; then
-  case "$bed" in scnb-*) ;; *) bed="scnb-$bed" ;; esac
-  case "$bed" in scnb-*[!A-Za-z0-9_-]* | scnb-) die "--netbed=$bed: not a bed name (scnb-ID)" ;; esac
-  state="${SC_NETBED_STATE_DIR:-/run/sc-netbed}/$bed.env"
-  [ -r "$state" ] || die "--netbed: no $state (bring the bed up: sc-netbed --id ${bed#scnb-} up N RATE)"
-  key() { sed -n "s/^$1=//p" "$state" | head -1; }
-  nb_hosts=$(key NETBED_HOSTS)
-  nb_m=$(key NETBED_RANKS_PER_HOST)
-  nb_rate=$(key NETBED_RATE)
-  link_bps=$(key NETBED_RATE_BPS)
-  nb_if=$(key NETBED_IFNAME)
-  case "$nb_hosts$nb_m$link_bps" in '' | *[!0-9]*) die "$state: NETBED_HOSTS, NETBED_RANKS_PER_HOST or NETBED_RATE_BPS missing" ;; esac
-  nb_addr=()
-  for ((h = 0; h < nb_hosts; h++)); do
-    a=$(key "NETBED_ADDR_$h")
-    [ -n "$a" ] || die "$state: no NETBED_ADDR_$h"
-    nb_addr+=("$a")
-  done
-  [ -x "$build/sc-netbed" ] || die "$build/sc-netbed not found (run from a build directory)"
+  . "$here/bed_lib.sh"
+  bed_load
   ranks=${ranks:-$((nb_hosts * nb_m))}
   for p in $ranks; do
     [ "$p" -ge 2 ] 2>/dev/null && [ "$p" -le $((nb_hosts * nb_m)) ] ||
@@ -196,21 +179,11 @@ run_ours_bed() {
   done
 }
 
-# Open MPI on the bed: mpirun inside host 0 (PMIx reaches each rank's local
-# daemon over loopback, so every host needs its own orted).
+# Open MPI on the bed (bed_lib.sh's bed_mpirun).
 run_mpi_bed() { # run_mpi_bed P [han]: han = Open MPI's hierarchical collectives forced
-  local p=$1 out="$tmp/$1.mpi${2:+-$2}.raw" log="$tmp/$1.mpi${2:+-$2}.log" nh hosts="" h btl=tcp,self
-  local coll=()
+  local p=$1 out="$tmp/$1.mpi${2:+-$2}.raw" log="$tmp/$1.mpi${2:+-$2}.log" coll=()
   [ "${2:-}" = han ] && coll=(--mca coll_han_priority 100)
-  nh=$(((p + nb_m - 1) / nb_m))
-  for ((h = 0; h < nh; h++)); do hosts="$hosts${hosts:+,}${nb_addr[$h]}:$nb_m"; done
-  [ "$nb_m" -gt 1 ] && btl=tcp,vader,self
-  timeout 1200 "$build/sc-netbed" --id "${bed#scnb-}" exec 0 mpirun --allow-run-as-root \
-    --bind-to none --map-by slot -np "$p" --host "$hosts" \
-    --mca plm_rsh_agent "$build/sc-netbed --id ${bed#scnb-} rsh" \
-    --mca pml ob1 --mca btl "$btl" --mca btl_tcp_if_include "$nb_if" \
-    --mca oob_tcp_if_include "$nb_if" --mca mpi_yield_when_idle 1 "${coll[@]}" \
-    "$tmp/mpi_allreduce" "${cases[@]}" >>"$out" 2>>"$log" </dev/null ||
+  bed_mpirun "$p" "${coll[@]}" -- "$tmp/mpi_allreduce" "${cases[@]}" >>"$out" 2>>"$log" ||
     echo "${sizes[0]} fail exit status, see below" >>"$out"
 }
 

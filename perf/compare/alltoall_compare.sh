@@ -9,6 +9,17 @@
 #   ours-tcp  sc-run + sc_alltoall_perf, SC_TRANSPORT=tcp
 #   mpi-tcp   Open MPI MPI_Alltoall, --mca btl tcp,self over lo
 #   gloo      torch.distributed all_to_all_single, backend gloo over lo
+# On an sc-netbed emulated cluster (--netbed[=scnb-ID], root; ranks placed as
+# sc-run --netbed places them: consecutive ranks share a host):
+#   ours-ALGO sc-run --netbed + sc_alltoall_perf -a compare: pairwise, bruck,
+#             hier forced and auto, in one launch per size (-v: ours-auto only,
+#             the uneven form has one algorithm)
+#   mpi       mpirun inside host 0 (perf/compare/bed_lib.sh), btl tcp between
+#             hosts, vader inside one
+#   gloo      gloo_alltoall.py --sc-run under sc-run --netbed
+#   and each cell also gives the time's fraction of what the link allows: a
+#   host of m ranks sends and receives m x size x (P-m)/P bytes through its
+#   link (uniform all-to-all only).
 # With -v every library runs the uneven all-to-all of mixture-of-experts
 # dispatch instead (sc_alltoallv, MPI_Alltoallv, all_to_all_single with
 # splits) on the same P x P count matrix (perf/a2a_matrix.h, from --seed and
@@ -24,9 +35,11 @@
 # Usage (from a build directory, or with SC_BUILD=dir):
 #   alltoall_compare.sh [-n "2 4 8"] [-b 8] [-e 64M] [-f 4] [-r ROUNDS] [-I BYTES]
 #                       [-i MIN] [-a ALGO] [-v [--seed N] [--skew S]] [-J FILE]
-#                       [--skip LIB,...]
-# -r ROUNDS repeats the whole alternation and keeps each cell's best time. -a
-# forces our algorithm (pairwise, bruck, hier). --skip takes the names above.
+#                       [--skip LIB,...] [--netbed[=scnb-ID]]
+# On a bed -n defaults to all its ranks, -I/-i to 128M/3, the warm-up to a
+# tenth (>= 1). -r ROUNDS repeats the whole alternation and keeps each cell's best time. -a
+# forces our algorithm (pairwise, bruck, hier; not on a bed, where every one
+# runs). --skip takes the names above (on a bed: ours, mpi, gloo).
 # The last table gives, per size and P, ours' time over the fastest of the
 # other libraries (< 1: ours faster). Needs: mpicc/mpirun (apt-get install
 # openmpi-bin libopenmpi-dev) and python3-torch for the peers; a missing peer
@@ -45,7 +58,8 @@ algo=""
 uneven=0
 seed=1
 skew=1
-usage() { sed -n '2,33p' "$0"; }
+bed=""
+usage() { sed -n '2,48p' "$0"; }
 die() { echo "alltoall_compare.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -62,6 +76,8 @@ while [ $# -gt 0 ]; do
   --skew) skew="$2"; shift 2 ;;
   -J) json="$2"; shift 2 ;;
   --skip) skip=",$2,"; shift 2 ;;
+  --netbed) bed="${SC_NETBED:-scnb-0}"; shift ;;
+  --netbed=*) bed="${1#--netbed=}"; shift ;;
   -h | --help) usage; exit 0 ;;
   *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -82,6 +98,20 @@ build="${SC_BUILD:-.}"
 here="$(cd "$(dirname "$0")" && pwd)"
 build="$(cd "$build" 2>/dev/null && pwd)" || die "SC_BUILD '$SC_BUILD' is not a directory"
 
+link_bps=0
+minwarm=2
+if [ -n "$bed" ]; then
+  . "$here/bed_lib.sh"
+  bed_load
+  ranks=${ranks:-$((nb_hosts * nb_m))}
+  for p in $ranks; do
+    [ "$p" -ge 2 ] 2>/dev/null && [ "$p" -le $((nb_hosts * nb_m)) ] ||
+      die "-n $p: the bed $bed has $nb_hosts hosts x $nb_m ranks"
+  done
+  budget=${budget:-128M} miniters=${miniters:-3}
+  minwarm=1
+  [ -z "$algo" ] || die "-a: on a bed every algorithm runs (sc_alltoall_perf -a compare)"
+fi
 ranks=${ranks:-2 4 8} minb=${minb:-8} maxb=${maxb:-64M} factor=${factor:-4}
 budget=${budget:-256M} miniters=${miniters:-10}
 minb=$(bytes "$minb") || exit 2
@@ -104,7 +134,7 @@ for s in "${sizes[@]}"; do
   [ "$it" -lt "$miniters" ] && it=$miniters
   [ "$it" -gt 2000 ] && it=2000
   w=$((it / 10))
-  [ "$w" -lt 2 ] && w=2
+  [ "$w" -lt "$minwarm" ] && w=$minwarm
   cases+=("$s:$it:$w")
 done
 vargs=()
@@ -134,14 +164,68 @@ for cand in ${PYTHON:-} /usr/bin/python3 python3; do
 done
 [ -n "$py" ] || note "gloo: no python3 with torch (apt-get install -y python3-torch)"
 
-libs="ours-shm mpi-shm ours-tcp mpi-tcp gloo"
-others="mpi-shm mpi-tcp gloo"
+if [ -n "$bed" ]; then
+  ours_algos="pairwise bruck hier auto"
+  [ "$uneven" = 1 ] && ours_algos=auto
+  libs="$(for a in $ours_algos; do printf 'ours-%s ' "$a"; done)mpi gloo"
+  launchers="ours mpi gloo"
+  others="mpi gloo"
+else
+  libs="ours-shm mpi-shm ours-tcp mpi-tcp gloo"
+  launchers=$libs
+  others="mpi-shm mpi-tcp gloo"
+fi
 skipped() { case "$skip" in *",$1,"*) return 0 ;; esac; return 1; }
+
+# ours on the bed: one launch per size; every algorithm alternating inside it
+# (sc_alltoall_perf -a compare; its row: size count pairwise bruck hier auto
+# best auto-pick auto/best), or with -v the one uneven algorithm (a plain row,
+# time and #wrong of the out-of-place columns).
+run_ours_bed() {
+  local p=$1 log="$tmp/$1.ours.log" c s it w line a i t
+  for c in "${cases[@]}"; do
+    IFS=: read -r s it w <<<"$c"
+    if [ "$uneven" = 1 ]; then
+      line=$(timeout 900 "$build/sc-run" --netbed="$bed" -n "$p" --timeout 800 \
+        "$build/sc_alltoall_perf" -b "$s" -e "$s" -n "$it" -w "$w" -d uint8 "${vargs[@]}" \
+        2>>"$log" | tee -a "$log" | awk '!/^#/ && NF >= 9 {print $6, $9; exit}')
+      set -- $line
+      if [ $# -eq 2 ] && [ "$2" = 0 ]; then
+        echo "$s $1" >>"$tmp/$p.ours-auto.raw"
+      else
+        echo "$s fail wrong elements or exit status, see below" >>"$tmp/$p.ours-auto.raw"
+      fi
+      continue
+    fi
+    line=$(timeout 900 "$build/sc-run" --netbed="$bed" -n "$p" --timeout 800 \
+      "$build/sc_alltoall_perf" -a compare -b "$s" -e "$s" -n "$it" -w "$w" -d uint8 \
+      2>>"$log" | tee -a "$log" | awk '!/^#/ && NF >= 9 {print; exit}')
+    i=3
+    for a in $ours_algos; do
+      t=$(echo "$line" | awk -v i="$i" '{print $i}')
+      case "$t" in
+      '' | n/a | *[!0-9.]*) echo "$s fail exit status or n/a, see below" >>"$tmp/$p.ours-$a.raw" ;;
+      *) echo "$s $t" >>"$tmp/$p.ours-$a.raw" ;;
+      esac
+      i=$((i + 1))
+    done
+    [ -n "$line" ] && echo "$s $(echo "$line" | awk '{print $8}')" >>"$tmp/$p.autopick"
+  done
+}
 
 # run_lib LIB P: appends "SIZE TIME_US" (or "SIZE fail WHY") lines to $tmp/P.LIB.raw
 run_lib() {
   local lib=$1 p=$2 out="$tmp/$2.$1.raw" log="$tmp/$2.$1.log"
   case "$lib" in
+  ours)
+    [ "$have_ours" = 1 ] || { for a in $ours_algos; do echo "${sizes[0]} fail not built" >>"$tmp/$p.ours-$a.raw"; done; return; }
+    run_ours_bed "$p"
+    ;;
+  mpi)
+    [ "$have_mpi" = 1 ] || { echo "${sizes[0]} fail no MPI" >>"$out"; return; }
+    bed_mpirun "$p" -- "$tmp/mpi_alltoall" "${vargs[@]}" "${cases[@]}" >>"$out" 2>>"$log" ||
+      echo "${sizes[0]} fail exit status, see below" >>"$out"
+    ;;
   ours-*)
     [ "$have_ours" = 1 ] || { echo "${sizes[0]} fail not built" >>"$out"; return; }
     local tr=${lib#ours-} c s it w line a=()
@@ -174,8 +258,14 @@ run_lib() {
     ;;
   gloo)
     [ -n "$py" ] || { echo "${sizes[0]} fail no torch" >>"$out"; return; }
-    timeout 1200 "$py" "$here/gloo_alltoall.py" -n "$p" "${vargs[@]}" "${cases[@]}" >>"$out" \
-      2>>"$log" </dev/null || echo "${sizes[0]} fail exit status, see below" >>"$out"
+    if [ -n "$bed" ]; then
+      timeout 1200 "$build/sc-run" --netbed="$bed" -n "$p" --timeout 1100 \
+        "$py" "$here/gloo_alltoall.py" --sc-run "${vargs[@]}" "${cases[@]}" >>"$out" 2>>"$log" ||
+        echo "${sizes[0]} fail exit status, see below" >>"$out"
+    else
+      timeout 1200 "$py" "$here/gloo_alltoall.py" -n "$p" "${vargs[@]}" "${cases[@]}" >>"$out" \
+        2>>"$log" </dev/null || echo "${sizes[0]} fail exit status, see below" >>"$out"
+    fi
     ;;
   esac
 }
@@ -184,7 +274,7 @@ loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 load_start=$(loadavg)
 for r in $(seq "$rounds"); do
   for p in $ranks; do
-    for lib in $libs; do
+    for lib in $launchers; do
       skipped "$lib" && continue
       echo "# round $r/$rounds P=$p $lib (load $(loadavg))" >&2
       run_lib "$lib" "$p"
@@ -203,6 +293,7 @@ for p in $ranks; do
     if grep -q " fail" "$raw"; then
       note "P=$p $lib: $(grep ' fail' "$raw" | head -3 | tr '\n' ';')"
       lg="$tmp/$p.$lib.log"
+      case "$lib" in ours-*) [ -n "$bed" ] && lg="$tmp/$p.ours.log" ;; esac
       [ -s "$lg" ] && note "  $(grep -v '^$' "$lg" | grep -v '^#' | tail -3 | tr '\n' ' ' | head -c 400)"
     fi
   done
@@ -214,70 +305,116 @@ echo "# $what, uint8, on $(hostname), $(nproc) CPUs, $(date -u +%FT%TZ); rounds=
   "load average $load_start at the start, $load_end at the end${algo:+; ours forced to $algo}"
 echo "# size: bytes of one rank's send buffer; time: slowest rank's average (us);" \
   "busbw GB/s = size/time x (P-1)/P"
-echo "# ratios are ours' time / the peer's time (< 1: ours faster); best: the fastest of" \
-  "$others; n/a: failed or not available"
-for p in $ranks; do
+if [ -n "$bed" ]; then
+  echo "# bed $bed: $nb_hosts hosts x $nb_m rank(s) at $nb_rate; ranks placed consecutively"
+  echo "# cells: time (us) and, uniform only, its fraction of what the link allows (a host of m ranks"
+  echo "# moves m x size x (P-m)/P bytes each way through its $(awk -v b="$link_bps" 'BEGIN {printf "%.4g", b / 8e9}') GB/s link)"
+  echo "# best: ours' fastest algorithm; auto/mpi, auto/gloo: the cost model's pick's time / the peer's"
+  echo "# (< 1: ours faster); auto picks: what the cost model chose"
+  echo "# iterations per size (size:iters:warmup): ${cases[*]}"
+  for p in $ranks; do
+    echo
+    echo "## P=$p"
+    awk -v p="$p" -v m="$nb_m" -v libs="$libs" -v dir="$tmp" -v sizes="${sizes[*]}" \
+      -v link="$link_bps" -v uneven="$uneven" '
+      function frac(s, t) { mm = m < p ? m : p; return mm * s * (p - mm) / p * 8 / link / (t * 1e-6) }
+      function cell(s, t) {
+        if (t == "") return "n/a"
+        return uneven ? sprintf("%.1f", t) : sprintf("%.1f (%.2f)", t, frac(s, t))
+      }
+      function ratio(a, b) { return (a == "" || b == "") ? "n/a" : sprintf("%.2f", a / b) }
+      BEGIN {
+        nl = split(libs, L, " "); ns = split(sizes, S, " ")
+        for (i = 1; i <= nl; i++) {
+          f = dir "/" p "." L[i]
+          while ((getline line < f) > 0) { split(line, a, " "); T[L[i], a[1]] = a[2] }
+          close(f)
+        }
+        f = dir "/" p ".autopick"
+        while ((getline line < f) > 0) { split(line, a, " "); AP[a[1]] = a[2] }
+        printf "%10s", "size"
+        for (i = 1; i <= nl; i++) { n = L[i]; sub(/^ours-/, "", n); printf " %17s", n }
+        printf " %9s %9s %9s %10s\n", "best", "auto/mpi", "auto/gloo", "auto picks"
+        for (j = 1; j <= ns; j++) {
+          s = S[j]; printf "%10d", s
+          best = ""; bn = "n/a"
+          for (i = 1; i <= nl; i++) {
+            t = T[L[i], s]; printf " %17s", cell(s, t)
+            if (L[i] ~ /^ours-/ && t != "" && (best == "" || t + 0 < best + 0)) { best = t; bn = L[i] }
+          }
+          sub(/^ours-/, "", bn)
+          printf " %9s %9s %9s %10s\n", bn, ratio(T["ours-auto", s], T["mpi", s]),
+            ratio(T["ours-auto", s], T["gloo", s]),
+            (s in AP) ? AP[s] : "n/a"
+        }
+      }'
+  done
+else
+  echo "# ratios are ours' time / the peer's time (< 1: ours faster); best: the fastest of" \
+    "$others; n/a: failed or not available"
+  for p in $ranks; do
+    echo
+    echo "## P=$p"
+    awk -v p="$p" -v libs="$libs" -v others="$others" -v dir="$tmp" -v sizes="${sizes[*]}" '
+      function fmt_t(t) { return t == "" ? "n/a" : (t < 1000 ? sprintf("%.1f", t) : sprintf("%.0f", t)) }
+      function fmt_bw(s, t) { return t == "" ? "n/a" : sprintf("%.3f", s / (t * 1e3) * (p - 1) / p) }
+      function ratio(a, b) { return (a == "" || b == "") ? "n/a" : sprintf("%.2f", a / b) }
+      BEGIN {
+        nl = split(libs, L, " "); no = split(others, O, " "); ns = split(sizes, S, " ")
+        for (i = 1; i <= nl; i++) {
+          f = dir "/" p "." L[i]
+          while ((getline line < f) > 0) { split(line, a, " "); T[L[i], a[1]] = a[2] }
+          close(f)
+        }
+        printf "%10s", "size"
+        for (i = 1; i <= nl; i++) printf " %11s %8s", L[i] "_us", "GB/s"
+        printf " %8s %8s %8s %8s %8s %8s\n", "shm/mpi", "tcp/mpi", "tcp/gloo", "best", "shm/best", "tcp/best"
+        for (j = 1; j <= ns; j++) {
+          s = S[j]; printf "%10d", s
+          for (i = 1; i <= nl; i++) { t = T[L[i], s]; printf " %11s %8s", fmt_t(t), fmt_bw(s, t) }
+          best = ""; bn = "n/a"
+          for (i = 1; i <= no; i++) {
+            t = T[O[i], s]
+            if (t != "" && (best == "" || t + 0 < best + 0)) { best = t; bn = O[i] }
+          }
+          printf " %8s %8s %8s %8s %8s %8s\n", ratio(T["ours-shm", s], T["mpi-shm", s]),
+            ratio(T["ours-tcp", s], T["mpi-tcp", s]), ratio(T["ours-tcp", s], T["gloo", s]), bn,
+            ratio(T["ours-shm", s], best), ratio(T["ours-tcp", s], best)
+        }
+      }'
+  done
+
+  # One table of the ratios: per size, ours over the fastest other library, every P.
   echo
-  echo "## P=$p"
-  awk -v p="$p" -v libs="$libs" -v others="$others" -v dir="$tmp" -v sizes="${sizes[*]}" '
-    function fmt_t(t) { return t == "" ? "n/a" : (t < 1000 ? sprintf("%.1f", t) : sprintf("%.0f", t)) }
-    function fmt_bw(s, t) { return t == "" ? "n/a" : sprintf("%.3f", s / (t * 1e3) * (p - 1) / p) }
+  echo "## ours / fastest of $others (shm, tcp: our transport)"
+  awk -v ranks="$ranks" -v others="$others" -v dir="$tmp" -v sizes="${sizes[*]}" '
     function ratio(a, b) { return (a == "" || b == "") ? "n/a" : sprintf("%.2f", a / b) }
     BEGIN {
-      nl = split(libs, L, " "); no = split(others, O, " "); ns = split(sizes, S, " ")
-      for (i = 1; i <= nl; i++) {
-        f = dir "/" p "." L[i]
-        while ((getline line < f) > 0) { split(line, a, " "); T[L[i], a[1]] = a[2] }
-        close(f)
-      }
+      np = split(ranks, P, " "); no = split(others, O, " "); ns = split(sizes, S, " ")
+      split("ours-shm ours-tcp " others, L, " ")
+      for (k = 1; k <= np; k++)
+        for (i = 1; i <= 2 + no; i++) {
+          f = dir "/" P[k] "." L[i]
+          while ((getline line < f) > 0) { split(line, a, " "); T[P[k], L[i], a[1]] = a[2] }
+          close(f)
+        }
       printf "%10s", "size"
-      for (i = 1; i <= nl; i++) printf " %11s %8s", L[i] "_us", "GB/s"
-      printf " %8s %8s %8s %8s %8s %8s\n", "shm/mpi", "tcp/mpi", "tcp/gloo", "best", "shm/best", "tcp/best"
+      for (k = 1; k <= np; k++) printf " %9s %9s", "P" P[k] "-shm", "P" P[k] "-tcp"
+      printf "\n"
       for (j = 1; j <= ns; j++) {
         s = S[j]; printf "%10d", s
-        for (i = 1; i <= nl; i++) { t = T[L[i], s]; printf " %11s %8s", fmt_t(t), fmt_bw(s, t) }
-        best = ""; bn = "n/a"
-        for (i = 1; i <= no; i++) {
-          t = T[O[i], s]
-          if (t != "" && (best == "" || t + 0 < best + 0)) { best = t; bn = O[i] }
+        for (k = 1; k <= np; k++) {
+          best = ""
+          for (i = 1; i <= no; i++) {
+            t = T[P[k], O[i], s]
+            if (t != "" && (best == "" || t + 0 < best + 0)) best = t
+          }
+          printf " %9s %9s", ratio(T[P[k], "ours-shm", s], best), ratio(T[P[k], "ours-tcp", s], best)
         }
-        printf " %8s %8s %8s %8s %8s %8s\n", ratio(T["ours-shm", s], T["mpi-shm", s]),
-          ratio(T["ours-tcp", s], T["mpi-tcp", s]), ratio(T["ours-tcp", s], T["gloo", s]), bn,
-          ratio(T["ours-shm", s], best), ratio(T["ours-tcp", s], best)
+        printf "\n"
       }
     }'
-done
-
-# One table of the ratios: per size, ours over the fastest other library, every P.
-echo
-echo "## ours / fastest of $others (shm, tcp: our transport)"
-awk -v ranks="$ranks" -v others="$others" -v dir="$tmp" -v sizes="${sizes[*]}" '
-  function ratio(a, b) { return (a == "" || b == "") ? "n/a" : sprintf("%.2f", a / b) }
-  BEGIN {
-    np = split(ranks, P, " "); no = split(others, O, " "); ns = split(sizes, S, " ")
-    split("ours-shm ours-tcp " others, L, " ")
-    for (k = 1; k <= np; k++)
-      for (i = 1; i <= 2 + no; i++) {
-        f = dir "/" P[k] "." L[i]
-        while ((getline line < f) > 0) { split(line, a, " "); T[P[k], L[i], a[1]] = a[2] }
-        close(f)
-      }
-    printf "%10s", "size"
-    for (k = 1; k <= np; k++) printf " %9s %9s", "P" P[k] "-shm", "P" P[k] "-tcp"
-    printf "\n"
-    for (j = 1; j <= ns; j++) {
-      s = S[j]; printf "%10d", s
-      for (k = 1; k <= np; k++) {
-        best = ""
-        for (i = 1; i <= no; i++) {
-          t = T[P[k], O[i], s]
-          if (t != "" && (best == "" || t + 0 < best + 0)) best = t
-        }
-        printf " %9s %9s", ratio(T[P[k], "ours-shm", s], best), ratio(T[P[k], "ours-tcp", s], best)
-      }
-      printf "\n"
-    }
-  }'
+fi
 
 if [ -n "$json" ]; then
   {
@@ -288,6 +425,10 @@ if [ -n "$json" ]; then
     printf '  "host": "%s", "cpus": %d, "date": "%s", "rounds": %d,\n' "$(hostname)" "$(nproc)" \
       "$(date -u +%FT%TZ)" "$rounds"
     printf '  "loadavg_start": "%s", "loadavg_end": "%s",\n' "$load_start" "$load_end"
+    if [ -n "$bed" ]; then
+      printf '  "netbed": {"name": "%s", "hosts": %d, "ranks_per_host": %d, "rate": "%s", "rate_bps": %s},\n' \
+        "$bed" "$nb_hosts" "$nb_m" "$nb_rate" "$link_bps"
+    fi
     printf '  "iterations": ['
     sep=""
     for c in "${cases[@]}"; do

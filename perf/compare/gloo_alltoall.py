@@ -14,6 +14,12 @@ arithmetic from --seed and --skew.
       starts P processes on this host; rendezvous at HOST:PORT (default
       127.0.0.1 and a free port), Gloo on interface lo unless
       GLOO_SOCKET_IFNAME is set.
+  sc-run [--netbed] -n P gloo_alltoall.py --sc-run [-v ...] SIZE:ITERS:WARMUP ...
+      one worker per rank placed by sc-run (e.g. on the hosts of an
+      sc-netbed bed): rank, world size and the rendezvous HOST:PORT from
+      SC_RANK, SC_WORLD_SIZE and SC_ROOT_ADDR (our bootstrap's address, unused
+      by anything else here), the interface from SC_SOCKET_IFNAME unless
+      GLOO_SOCKET_IFNAME is set.
   gloo_alltoall.py --counts P [--seed N] [--skew S] ELEMS ...
       prints the -v matrix for P ranks as sc_alltoall_perf --counts does
       (the tests compare the two).
@@ -172,6 +178,7 @@ def worker(rank, world, addr, port, cases, uneven, seed, skew):
 def main():
     argv = sys.argv[1:]
     world, port, addr, uneven, seed, skew, rest, counts_p = 0, 0, "127.0.0.1", False, 1, 1, [], 0
+    sc_run = False
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -196,6 +203,9 @@ def main():
         elif a == "-v":
             uneven = True
             i += 1
+        elif a == "--sc-run":
+            sc_run = True
+            i += 1
         elif a in ("-h", "--help"):
             print(__doc__)
             return 0
@@ -208,6 +218,19 @@ def main():
             m = counts(share, int(e))
             print("%d: %s" % (int(e), " ".join(str(c) for row in m for c in row)))
         return 0
+    if sc_run:
+        try:
+            rank = int(os.environ["SC_RANK"])
+            world = int(os.environ["SC_WORLD_SIZE"])
+            addr, port = os.environ["SC_ROOT_ADDR"].rsplit(":", 1)
+        except (KeyError, ValueError) as e:
+            print("gloo_alltoall.py --sc-run: SC_RANK, SC_WORLD_SIZE and SC_ROOT_ADDR=HOST:PORT "
+                  "must be set (run it under sc-run): %s" % e, file=sys.stderr)
+            return 2
+        if os.environ.get("SC_SOCKET_IFNAME") and not os.environ.get("GLOO_SOCKET_IFNAME"):
+            os.environ["GLOO_SOCKET_IFNAME"] = os.environ["SC_SOCKET_IFNAME"]
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+        return worker(rank, world, addr, int(port), parse_cases(rest), uneven, seed, skew)
     if "GLOO_ALLTOALL_RANK" in os.environ:
         return worker(int(os.environ["GLOO_ALLTOALL_RANK"]), world, addr, port,
                       parse_cases(rest), uneven, seed, skew)
