@@ -51,7 +51,14 @@ size_t sc_board_payload(const sc_op_t *op, int rank, int nranks, int forced, siz
   case SC_COLL_BROADCAST:
     return rank == op->root ? bytes : 0;
   case SC_COLL_REDUCE_SCATTER:
+  case SC_COLL_ALLTOALL:
     return bytes <= max / (size_t)nranks ? bytes * (size_t)nranks : none;
+  case SC_COLL_GATHER:
+    return bytes;
+  case SC_COLL_SCATTER:
+    /* Decided on the root's size, so that every rank decides alike. */
+    if (bytes > max / (size_t)nranks) return none;
+    return rank == op->root ? bytes * (size_t)nranks : 0;
   case SC_COLL_BARRIER:
     return 0;
   default:
@@ -90,6 +97,11 @@ static int forced_for(const sc_comm_t *comm, sc_coll_t coll) {
     return comm->cfg.rs_algo >= 0;
   case SC_COLL_ALLGATHER:
     return comm->cfg.ag_algo >= 0;
+  case SC_COLL_ALLTOALL:
+    return comm->cfg.a2a_algo >= 0;
+  case SC_COLL_GATHER:
+  case SC_COLL_SCATTER:
+    return comm->cfg.gather_algo >= 0;
   default:
     return 0;
   }
@@ -193,6 +205,22 @@ sc_result_t sc_board_run(sc_comm_t *comm, const sc_op_t *op, size_t len) {
   case SC_COLL_ALLGATHER:
     for (int r = 0; r < P && n; r++)
       memcpy((uint8_t *)op->recvbuf + (size_t)r * n * es, ex->board_parts[r], n * es);
+    break;
+  case SC_COLL_GATHER:
+    /* In place the root's own block is copied over itself from its post. */
+    for (int r = 0; r < P && n && me == op->root; r++)
+      memcpy((uint8_t *)op->recvbuf + (size_t)r * n * es, ex->board_parts[r], n * es);
+    break;
+  case SC_COLL_ALLTOALL:
+    /* The parts are the posts' copies, so in place reads no overwritten block. */
+    for (int r = 0; r < P && n; r++)
+      memcpy((uint8_t *)op->recvbuf + (size_t)r * n * es,
+             (const uint8_t *)ex->board_parts[r] + (size_t)me * n * es, n * es);
+    break;
+  case SC_COLL_SCATTER:
+    if (n)
+      memcpy(op->recvbuf, (const uint8_t *)ex->board_parts[op->root] + (size_t)me * n * es,
+             n * es);
     break;
   default:
     break;

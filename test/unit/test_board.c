@@ -61,6 +61,28 @@ static void test_payload_sizes(void **state) {
   rs.count = 33;
   assert_int_equal(sc_board_payload(&rs, 0, 8, 0, max), NONE);
   assert_int_equal(sc_board_payload(&rs, 0, 7, 0, max), 7 * 33 * 4);
+  /* The all-to-all posts all nranks blocks, as the reduce-scatter. */
+  sc_op_t a2a = op_of(SC_COLL_ALLTOALL, 16, SC_FLOAT64, 0);
+  assert_int_equal(sc_board_payload(&a2a, 3, 8, 0, max), 1024);
+  a2a.count = 17;
+  assert_int_equal(sc_board_payload(&a2a, 3, 8, 0, max), NONE);
+  assert_int_equal(sc_board_payload(&a2a, 3, 7, 0, max), 7 * 17 * 8);
+  /* Gather: every rank posts its block; scatter: the root all nranks blocks,
+   * the others nothing, and all refuse alike when the root's would not fit. */
+  sc_op_t g = op_of(SC_COLL_GATHER, 5, SC_FLOAT16, 1);
+  assert_int_equal(sc_board_payload(&g, 0, 4, 0, max), 10);
+  assert_int_equal(sc_board_payload(&g, 1, 4, 0, max), 10);
+  sc_op_t sct = op_of(SC_COLL_SCATTER, 32, SC_INT32, 1);
+  assert_int_equal(sc_board_payload(&sct, 1, 8, 0, max), 1024);
+  assert_int_equal(sc_board_payload(&sct, 0, 8, 0, max), 0);
+  sct.count = 33;
+  assert_int_equal(sc_board_payload(&sct, 1, 8, 0, max), NONE);
+  assert_int_equal(sc_board_payload(&sct, 0, 8, 0, max), NONE);
+  /* The uneven forms keep their schedules. */
+  sc_op_t v = op_of(SC_COLL_ALLTOALLV, 1, SC_UINT8, 0);
+  assert_int_equal(sc_board_payload(&v, 0, 2, 0, max), NONE);
+  sc_op_t agv = op_of(SC_COLL_ALLGATHERV, 1, SC_UINT8, 0);
+  assert_int_equal(sc_board_payload(&agv, 0, 2, 0, max), NONE);
   /* A barrier posts nothing but takes the board. */
   sc_op_t bar = op_of(SC_COLL_BARRIER, 0, SC_UINT8, 0);
   assert_int_equal(sc_board_payload(&bar, 0, 5, 0, max), 0);
