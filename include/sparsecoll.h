@@ -457,15 +457,17 @@ sc_result_t sc_iallgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
  * peer may be the calling rank (a local copy once both sides are posted).
  * Failures here do not fail the communicator: a receive that saw a mismatch
  * leaves the pair usable; a peer found dead (SC_ERR_REMOTE naming it) fails
- * only the operations with that peer. A wait is bounded by SC_TIMEOUT_MS
- * (SC_ERR_TIMEOUT) and ended by sc_comm_abort (SC_ERR_ABORTED).
+ * only the operations with that peer, as does SC_ERR_NOMEM when the messages
+ * from it that no receive has taken would pass SC_P2P_UNEXPECTED_BYTES. A
+ * wait is bounded by SC_TIMEOUT_MS (SC_ERR_TIMEOUT) and ended by
+ * sc_comm_abort (SC_ERR_ABORTED).
  *
  * Sends count elements of dtype from buf to rank peer with tag and returns
  * when buf may be reused. count may be 0 (buf may then be NULL).
  * comm not NULL; buf not NULL when count > 0; dtype valid; the count's bytes
  * within the address space; peer in [0, nranks); tag >= 0: else
  * SC_ERR_INVALID_ARG. Errors also: SC_ERR_UNSUPPORTED (SC_P2P=0),
- * SC_ERR_REMOTE (the peer failed), SC_ERR_TIMEOUT, SC_ERR_ABORTED, comm's
+ * SC_ERR_REMOTE (the peer failed), SC_ERR_NOMEM (see above), SC_ERR_TIMEOUT, SC_ERR_ABORTED, comm's
  * first failure's code. Inside sc_group_start/sc_group_end it only checks its
  * arguments and queues: the send starts at sc_group_end, and buf is in flight
  * until then. Any thread. */

@@ -59,13 +59,20 @@ static const sc_config_var_t sc_config_vars[] = {
      "liveness watch heartbeat in ms (0: min(1000, SC_TIMEOUT_MS/8); -1: no watch, a dead peer "
      "is noticed only by the ranks exchanging data with it)"},
     {"SC_BOARD_BYTES", "1024",
-     "collectives whose part per rank is at most this many bytes run through shared memory "
-     "every rank reads, without messages, where all ranks are on one host and no algorithm is "
+     "collectives whose post per rank (its input; the reduce-scatter's and the all-to-all's "
+     "whole send buffer, the scatter root's nranks blocks) is at most this many bytes run "
+     "through shared memory every rank reads, without messages, where all ranks are on one host "
+     "and no algorithm is "
      "forced for the collective (0: never; at most 1024; the same on every rank)"},
     {"SC_SOCKBUF_BYTES", "4194304", "SO_SNDBUF/SO_RCVBUF of data sockets (0 = kernel default)"},
     {"SC_P2P", "1",
      "1: every communicator opens a second connection of its transport for sc_send/sc_recv "
      "and their kin; 0: none, point-to-point calls fail with SC_ERR_UNSUPPORTED"},
+    {"SC_P2P_UNEXPECTED_BYTES", "268435456",
+     "point-to-point messages that arrived before their receive, buffered per communicator, at "
+     "most this many bytes (payloads and 128 bytes per message): the message that would pass "
+     "it fails every send and receive with its sender with SC_ERR_NOMEM, saying so (at least "
+     "131072)"},
     {"SC_CHECK_MISMATCH", "0",
      "1: every rank also sends every other a fingerprint of each call (kind, sequence number, "
      "count, dtype, op, root) before its data moves, so every call is compared; any difference "

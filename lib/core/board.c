@@ -219,8 +219,7 @@ sc_result_t sc_board_run(sc_comm_t *comm, const sc_op_t *op, size_t len) {
     break;
   case SC_COLL_SCATTER:
     if (n)
-      memcpy(op->recvbuf, (const uint8_t *)ex->board_parts[op->root] + (size_t)me * n * es,
-             n * es);
+      memcpy(op->recvbuf, (const uint8_t *)ex->board_parts[op->root] + (size_t)me * n * es, n * es);
     break;
   default:
     break;

@@ -119,7 +119,8 @@ typedef struct sc_comm_config {
   int heartbeat_ms;   /* SC_HEARTBEAT_MS: liveness watch period, 0 auto, -1 off */
   /* SC_CHECK_MISMATCH: fingerprint every operation (lib/core/fingerprint.c) */
   int check_mismatch;
-  int p2p; /* SC_P2P: open the point-to-point lane (lib/core/p2p.c) */
+  int p2p;                /* SC_P2P: open the point-to-point lane (lib/core/p2p.c) */
+  size_t p2p_unexp_bytes; /* SC_P2P_UNEXPECTED_BYTES: unmatched arrivals buffered at most */
   char ifname[64];
 } sc_comm_config_t;
 

@@ -69,6 +69,8 @@ typedef struct sc_p2p_unexp {
   sc_p2p_op_t *recv;      /* matched while its payload was still arriving */
   sc_p2p_op_t *self_send; /* a send to this rank: its buffer, not a copy */
   sc_tp_req_t req;
+  struct sc_p2p *lane;
+  uint64_t charge; /* its share of the lane's unexp_bytes */
 } sc_p2p_unexp_t;
 
 typedef struct sc_p2p_ctl {
@@ -105,8 +107,13 @@ struct sc_p2p {
   sc_p2p_unexp_t *pending;
   sc_p2p_ctl_t *ctls;
   int comm_failed;
+  uint64_t unexp_bytes;           /* held by messages from peers no receive has taken yet */
   char tp_msg[SC_ERRMSG_MAX / 2]; /* the transport's last failure */
 };
+
+/* What an unmatched arrival costs against SC_P2P_UNEXPECTED_BYTES besides
+ * its payload: its record and the allocator's share. */
+#define SC_P2P_UNEXP_OVERHEAD 128
 
 /* ---- operations ---- */
 
@@ -202,6 +209,7 @@ static void send_ctl(sc_p2p_t *p, int peer, sc_p2p_kind_t kind, uint64_t id) {
 }
 
 static void unexp_free(sc_p2p_unexp_t *u) {
+  u->lane->unexp_bytes -= u->charge;
   free(u->data);
   free(u);
 }
@@ -321,9 +329,33 @@ static void match_unexp(sc_p2p_t *p, sc_p2p_op_t *op, sc_p2p_unexp_t *u) {
   }
 }
 
+/* A record of h from peer, or NULL: no memory, or (peer failed, saying so)
+ * the bytes from peers no receive has taken yet would pass
+ * SC_P2P_UNEXPECTED_BYTES. A sender the receiver never answers could
+ * otherwise fill this rank's memory; a send to this rank holds no copy. */
 static sc_p2p_unexp_t *unexp_new(sc_p2p_t *p, int peer, const sc_p2p_hdr_t *h) {
+  uint64_t charge = 0;
+  if (peer != p->comm->rank) {
+    int payload = h->kind == SC_P2P_EAGER || h->kind == SC_P2P_DATA;
+    charge = SC_P2P_UNEXP_OVERHEAD + (payload ? h->bytes : 0);
+    const uint64_t limit = p->comm->cfg.p2p_unexp_bytes;
+    if (charge > limit || p->unexp_bytes > limit - charge) {
+      char why[SC_ERRMSG_MAX / 2];
+      snprintf(why, sizeof(why),
+               "messages from rank %d no receive has taken yet would hold over "
+               "SC_P2P_UNEXPECTED_BYTES=%" PRIu64 " bytes on rank %d (%" PRIu64 " held, %" PRIu64
+               " more arriving): post the receives sooner or raise it",
+               peer, limit, p->comm->rank, p->unexp_bytes, charge);
+      SC_ERR(SC_ERR_NOMEM, "%s", why);
+      peer_fail(p, peer, SC_ERR_NOMEM, why);
+      return NULL;
+    }
+  }
   sc_p2p_unexp_t *u = calloc(1, sizeof(*u));
   if (!u) return NULL;
+  u->lane = p;
+  u->charge = charge;
+  p->unexp_bytes += charge;
   u->ent.tag = h->tag;
   u->ent.dtype = h->dtype;
   u->ent.count = h->count;
@@ -332,7 +364,6 @@ static sc_p2p_unexp_t *unexp_new(sc_p2p_t *p, int peer, const sc_p2p_hdr_t *h) {
   u->bytes = h->bytes;
   u->id = h->id;
   u->peer = peer;
-  (void)p;
   return u;
 }
 

@@ -11,7 +11,8 @@
  * others exchange with it; they must fail with SC_ERR_REMOTE or
  * SC_ERR_TIMEOUT within seconds. abort: rank 0's pending receive is ended by
  * sc_comm_abort from another thread. off: run with SC_P2P=0. timeout: run
- * with a short SC_TIMEOUT_MS. */
+ * with a short SC_TIMEOUT_MS. flood: run with SC_P2P_UNEXPECTED_BYTES=1048576;
+ * rank 0 sends rank 1 more than that in messages it does not receive. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -435,6 +436,47 @@ static int run_timeout(sc_comm_t *comm) {
   return failures ? 1 : 0;
 }
 
+/* Rank 0 sends rank 1 twenty eager messages of 60 KiB (1.2 MiB) that rank 1
+ * receives none of. Rank 1 must fail every operation with rank 0 with
+ * SC_ERR_NOMEM naming SC_P2P_UNEXPECTED_BYTES once they pass its 1 MiB, and
+ * keep running: its collectives still work. It watches for that with empty
+ * sends to rank 0, which succeed while rank 0 is still its peer. */
+static int run_flood(sc_comm_t *comm) {
+  enum { NMSG = 20, BYTES = 60 << 10 };
+  if (nranks >= 2 && rank == 0) {
+    uint8_t *buf = calloc(BYTES, 1);
+    sc_request_t *q[NMSG];
+    for (int i = 0; i < NMSG; i++) OK(sc_isend(buf, BYTES, SC_UINT8, 1, 900, comm, &q[i]));
+    /* The last ones may stay unread in the transport once rank 1 stops
+     * reading from this rank: they end with an error by the timeout. */
+    for (int i = 0; i < NMSG; i++)
+      if (q[i]) (void)sc_wait(&q[i]);
+    free(buf);
+  } else if (rank == 1) {
+    double t0 = now_s();
+    sc_result_t r = SC_SUCCESS;
+    while (r == SC_SUCCESS && now_s() - t0 < 30) {
+      r = sc_send(NULL, 0, SC_UINT8, 0, 901, comm);
+      if (r == SC_SUCCESS) usleep(10000);
+    }
+    checks++;
+    if (r != SC_ERR_NOMEM || !strstr(sc_last_error(), "SC_P2P_UNEXPECTED_BYTES=1048576"))
+      FAIL("flooded: send to rank 0 gave %s: %s", sc_strerror(r), sc_last_error());
+    uint8_t one[BYTES];
+    r = sc_recv(one, BYTES, SC_UINT8, 0, 900, comm);
+    checks++;
+    if (r != SC_ERR_NOMEM) FAIL("flooded: receive from rank 0 gave %s", sc_strerror(r));
+    printf("rank 1: flooded after %.2f s: %s\n", now_s() - t0, sc_last_error());
+  }
+  OK(sc_barrier(comm));
+  int x = rank + 1, sum = 0;
+  OK(sc_allreduce(&x, &sum, 1, SC_INT32, SC_SUM, comm));
+  checks++;
+  if (sum != nranks * (nranks + 1) / 2) FAIL("all-reduce after the flood: %d", sum);
+  sc_comm_destroy(comm);
+  return failures ? 1 : 0;
+}
+
 /* SC_P2P=0: every call refused with SC_ERR_UNSUPPORTED saying why; the
  * collectives unaffected. */
 static int run_off(sc_comm_t *comm) {
@@ -465,6 +507,7 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "abort")) return run_abort(comm);
   if (!strcmp(mode, "off")) return run_off(comm);
   if (!strcmp(mode, "timeout")) return run_timeout(comm);
+  if (!strcmp(mode, "flood")) return run_flood(comm);
   int rc = run_all(comm);
   sc_comm_destroy(comm);
   return rc;
