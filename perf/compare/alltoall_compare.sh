@@ -12,7 +12,10 @@
 # With -v every library runs the uneven all-to-all of mixture-of-experts
 # dispatch instead (sc_alltoallv, MPI_Alltoallv, all_to_all_single with
 # splits) on the same P x P count matrix (perf/a2a_matrix.h, from --seed and
-# --skew; sc_alltoall_perf --help).
+# --skew; sc_alltoall_perf --help). With --op sendrecv every library runs
+# nccl-tests' sendrecv instead: each rank sends size bytes to rank + 1 and
+# receives rank - 1's (sc_sendrecv_perf, MPI_Sendrecv, isend/irecv), busbw =
+# size / time.
 # uint8 elements, so that every size down to P bytes splits into P blocks; a
 # size is the bytes of one rank's send buffer. time = slowest rank's average
 # per operation (us), busbw = size / time x (P-1)/P (GB/s, 1e9 B), as
@@ -24,9 +27,10 @@
 # Usage (from a build directory, or with SC_BUILD=dir):
 #   alltoall_compare.sh [-n "2 4 8"] [-b 8] [-e 64M] [-f 4] [-r ROUNDS] [-I BYTES]
 #                       [-i MIN] [-a ALGO] [-v [--seed N] [--skew S]] [-J FILE]
-#                       [--skip LIB,...]
+#                       [--skip LIB,...] [--op alltoall|sendrecv]
 # -r ROUNDS repeats the whole alternation and keeps each cell's best time. -a
-# forces our algorithm (pairwise, bruck, hier). --skip takes the names above.
+# forces our algorithm (pairwise, bruck, hier; sendrecv: group, isend).
+# --skip takes the names above.
 # The last table gives, per size and P, ours' time over the fastest of the
 # other libraries (< 1: ours faster). Needs: mpicc/mpirun (apt-get install
 # openmpi-bin libopenmpi-dev) and python3-torch for the peers; a missing peer
@@ -45,7 +49,8 @@ algo=""
 uneven=0
 seed=1
 skew=1
-usage() { sed -n '2,33p' "$0"; }
+op=alltoall
+usage() { sed -n '2,37p' "$0"; }
 die() { echo "alltoall_compare.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -62,6 +67,7 @@ while [ $# -gt 0 ]; do
   --skew) skew="$2"; shift 2 ;;
   -J) json="$2"; shift 2 ;;
   --skip) skip=",$2,"; shift 2 ;;
+  --op) op="$2"; shift 2 ;;
   -h | --help) usage; exit 0 ;;
   *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -109,13 +115,23 @@ for s in "${sizes[@]}"; do
 done
 vargs=()
 [ "$uneven" = 1 ] && vargs=(-v --seed "$seed" --skew "$skew")
+# --op: our program, the peers' arguments, and busbw's factor (sr: 1, else (P-1)/P).
+perf=sc_alltoall_perf pargs=("${vargs[@]}") sr=0
+case "$op" in
+alltoall) ;;
+sendrecv)
+  [ "$uneven" = 1 ] && die "--op sendrecv has no -v"
+  perf=sc_sendrecv_perf pargs=(--sendrecv) sr=1
+  ;;
+*) die "--op must be alltoall or sendrecv" ;;
+esac
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 note() { echo "# $*"; }
 
 have_ours=1
-for b in sc-run sc_alltoall_perf; do
+for b in sc-run "$perf"; do
   [ -x "$build/$b" ] || { note "ours: $build/$b not found (run from a build directory or set SC_BUILD)"; have_ours=0; }
 done
 have_mpi=0
@@ -151,7 +167,7 @@ run_lib() {
       # The row's out-of-place time, and its #wrong: a result that failed
       # its check is no time.
       line=$(timeout 600 "$build/sc-run" -n "$p" --timeout 500 -x SC_TRANSPORT="$tr" \
-        "$build/sc_alltoall_perf" -b "$s" -e "$s" -n "$it" -w "$w" -d uint8 "${vargs[@]}" \
+        "$build/$perf" -b "$s" -e "$s" -n "$it" -w "$w" -d uint8 "${vargs[@]}" \
         "${a[@]}" 2>>"$log" | awk '!/^#/ && NF >= 9 {print $6, $9; exit}')
       set -- $line
       if [ $# -eq 2 ] && [ "$2" = 0 ]; then
@@ -169,12 +185,12 @@ run_lib() {
     [ "$lib" = mpi-tcp ] && btl=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
     # pml ob1 so that the btl choice is what carries the data; no binding, like sc-run.
     timeout 1200 mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$p" \
-      "${btl[@]}" "$tmp/mpi_alltoall" "${vargs[@]}" "${cases[@]}" >>"$out" 2>>"$log" </dev/null ||
+      "${btl[@]}" "$tmp/mpi_alltoall" "${pargs[@]}" "${cases[@]}" >>"$out" 2>>"$log" </dev/null ||
       echo "${sizes[0]} fail exit status, see below" >>"$out"
     ;;
   gloo)
     [ -n "$py" ] || { echo "${sizes[0]} fail no torch" >>"$out"; return; }
-    timeout 1200 "$py" "$here/gloo_alltoall.py" -n "$p" "${vargs[@]}" "${cases[@]}" >>"$out" \
+    timeout 1200 "$py" "$here/gloo_alltoall.py" -n "$p" "${pargs[@]}" "${cases[@]}" >>"$out" \
       2>>"$log" </dev/null || echo "${sizes[0]} fail exit status, see below" >>"$out"
     ;;
   esac
@@ -210,18 +226,20 @@ done
 
 what="all-to-all (MPI_Alltoall, all_to_all_single)"
 [ "$uneven" = 1 ] && what="uneven all-to-all (alltoallv; seed $seed, skew $skew)"
+bwf=" x (P-1)/P"
+[ "$sr" = 1 ] && what="sendrecv to rank + 1 (MPI_Sendrecv, isend/irecv)" bwf=""
 echo "# $what, uint8, on $(hostname), $(nproc) CPUs, $(date -u +%FT%TZ); rounds=$rounds;" \
   "load average $load_start at the start, $load_end at the end${algo:+; ours forced to $algo}"
 echo "# size: bytes of one rank's send buffer; time: slowest rank's average (us);" \
-  "busbw GB/s = size/time x (P-1)/P"
+  "busbw GB/s = size/time$bwf"
 echo "# ratios are ours' time / the peer's time (< 1: ours faster); best: the fastest of" \
   "$others; n/a: failed or not available"
 for p in $ranks; do
   echo
   echo "## P=$p"
-  awk -v p="$p" -v libs="$libs" -v others="$others" -v dir="$tmp" -v sizes="${sizes[*]}" '
+  awk -v p="$p" -v libs="$libs" -v others="$others" -v dir="$tmp" -v sizes="${sizes[*]}" -v sr="$sr" '
     function fmt_t(t) { return t == "" ? "n/a" : (t < 1000 ? sprintf("%.1f", t) : sprintf("%.0f", t)) }
-    function fmt_bw(s, t) { return t == "" ? "n/a" : sprintf("%.3f", s / (t * 1e3) * (p - 1) / p) }
+    function fmt_bw(s, t) { return t == "" ? "n/a" : sprintf("%.3f", s / (t * 1e3) * (sr ? 1 : (p - 1) / p)) }
     function ratio(a, b) { return (a == "" || b == "") ? "n/a" : sprintf("%.2f", a / b) }
     BEGIN {
       nl = split(libs, L, " "); no = split(others, O, " "); ns = split(sizes, S, " ")
@@ -281,8 +299,8 @@ awk -v ranks="$ranks" -v others="$others" -v dir="$tmp" -v sizes="${sizes[*]}" '
 
 if [ -n "$json" ]; then
   {
-    printf '{\n  "benchmark": "alltoall_compare", "dtype": "uint8", "uneven": %s,' \
-      "$([ "$uneven" = 1 ] && echo true || echo false)"
+    printf '{\n  "benchmark": "alltoall_compare", "op": "%s", "dtype": "uint8", "uneven": %s,' \
+      "$op" "$([ "$uneven" = 1 ] && echo true || echo false)"
     [ "$uneven" = 1 ] && printf ' "seed": %s, "skew": %s,' "$seed" "$skew"
     printf '\n  "ours_algo": "%s",\n' "${algo:-auto}"
     printf '  "host": "%s", "cpus": %d, "date": "%s", "rounds": %d,\n' "$(hostname)" "$(nproc)" \
@@ -302,7 +320,7 @@ if [ -n "$json" ]; then
         for s in "${sizes[@]}"; do
           t=$(awk -v s="$s" '$1 == s {print $2}' "$tmp/$p.$lib")
           if [ -n "$t" ]; then
-            bw=$(awk -v s="$s" -v t="$t" -v p="$p" 'BEGIN {printf "%.6f", s / (t * 1e3) * (p - 1) / p}')
+            bw=$(awk -v s="$s" -v t="$t" -v p="$p" -v sr="$sr" 'BEGIN {printf "%.6f", s / (t * 1e3) * (sr ? 1 : (p - 1) / p)}')
             printf '%s\n    {"nranks": %d, "library": "%s", "bytes": %d, "time_us": %s, "busbw_gbs": %s}' \
               "$sep" "$p" "$lib" "$s" "$t" "$bw"
           else
