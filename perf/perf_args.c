@@ -13,7 +13,7 @@
 static void usage(const perf_coll_t *coll, FILE *f) {
   fprintf(f,
           "Usage: sc-run -n NRANKS %s [options]\n"
-          "nccl-tests-style benchmark of sc_%s; every rank calls sc_comm_init_env.\n"
+          "nccl-tests-style benchmark of %s%s; every rank calls sc_comm_init_env.\n"
           "\n"
           "  -b, --minbytes SIZE   smallest size (K/M/G suffixes; default 8)\n"
           "  -e, --maxbytes SIZE   largest size (default 32M)\n"
@@ -25,11 +25,13 @@ static void usage(const perf_coll_t *coll, FILE *f) {
           "  -c, --check 0|1       check the result of one operation per size (default 1)\n"
           "  -d, --datatype T      int8 uint8 int32 uint32 int64 uint64 half bfloat16\n"
           "                        float double, or all (default float)\n",
-          coll->binary, coll->name);
+          coll->binary, coll->timed ? "" : "sc_", coll->timed ? coll->timed : coll->name);
   if (coll->has_op)
     fprintf(f, "  -o, --op OP           sum prod min max avg, or all (default sum)\n");
   if (coll->has_root) fprintf(f, "  -r, --root R          root rank (default 0)\n");
-  if (coll->algo_env)
+  if (coll->algo_help)
+    fputs(coll->algo_help, f);
+  else if (coll->algo_env)
     fprintf(f, "  -a, --algo ALGO       set %s=ALGO before init (e.g. %s; see sc-info --env)\n",
             coll->algo_env,
             coll->compare_algos && coll->compare_algos[0] ? coll->compare_algos[0] : "ring");
@@ -277,6 +279,8 @@ void perf_parse_args(const perf_coll_t *coll, int argc, char **argv, perf_args_t
   /* As nccl-tests: -i alone means additive steps. */
   if (!factor_given && stepbytes_given) a->stepfactor = 1;
   if (!coll->has_op) a->nops = 1;
+  if (coll->host_only && a->mem == PERF_MEM_DEVICE)
+    usage_error(coll, "--mem device: %s takes host buffers only", coll->name);
   if (a->compare && (a->ndtypes > 1 || a->nops > 1))
     usage_error(coll, "-a compare takes one datatype and one op, not all");
   const char *why = coll->check_args ? coll->check_args(a->compare) : NULL;

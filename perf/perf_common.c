@@ -243,6 +243,7 @@ static int sweep(const perf_world_t *w) {
           .elem_size = sc_dtype_size(dt->dtype),
           .op = coll->has_op ? perf_op_values[a->ops[oi]] : SC_SUM,
           .root = coll->has_root ? a->root : 0,
+          .algo = coll->algo_env ? getenv(coll->algo_env) : NULL,
           .send_alloc = w->send_alloc,
           .recv_alloc = w->recv_alloc,
           .reduces = coll->has_op,

@@ -24,6 +24,10 @@ typedef struct perf_case {
   int in_place;
   void *sendbuf; /* as passed to the call (in place: derived from recvbuf) */
   void *recvbuf;
+  /* The value of the collective's algo_env that comm was created under (-a,
+   * or in -a compare the column's name, "auto" included); NULL: unset. For
+   * a benchmark whose run() makes the choice itself (coll->algo_help). */
+  const char *algo;
   void *send_alloc; /* the two max-size buffers the placements are carved from */
   void *recv_alloc;
   /* Bytes of recv_alloc the case uses when they exceed the whole array (an
@@ -61,6 +65,11 @@ typedef struct perf_coll {
   int has_root;         /* root column and -r; else -1 */
   int blocks_per_rank;  /* 1: count = total / P (RS, AG); 0: count = total */
   const char *algo_env; /* variable -a sets before init; NULL: -a unsupported */
+  /* --help's line for -a ALGO where algo_env is the benchmark's own choice
+   * (run() reads c->algo) rather than a library variable; NULL: the library's. */
+  const char *algo_help;
+  int host_only;     /* the calls take host buffers only: --mem device is a usage error */
+  const char *timed; /* --help's name of what is timed; NULL: sc_<name> */
   /* -a compare: the algorithms algo_env can force (NULL-terminated; NULL: no
    * compare mode), and what algo_env=auto picks for c on c->comm (a
    * communicator created with algo_env=auto; the name is a static string). */

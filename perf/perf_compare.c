@@ -219,6 +219,7 @@ static void measure(cmp_t *x, perf_case_t *c, perf_compare_row_t *row) {
       algo_t *al = &x->algos[i];
       if (!al->ok) continue;
       c->comm = al->comm;
+      c->algo = al->name;
       c->timing = 0;
       coll->fill(c);
       perf_upload_case(w, c);
@@ -248,6 +249,7 @@ static void measure(cmp_t *x, perf_case_t *c, perf_compare_row_t *row) {
     algo_t *al = &x->algos[i];
     if (!al->ok) continue;
     c->comm = al->comm;
+    c->algo = al->name;
     settle(x, i, at, run_ops(w, c, a->warmup, msg), msg);
   }
   int rounds = a->iters / MIN_ROUND_ITERS;
@@ -259,6 +261,7 @@ static void measure(cmp_t *x, perf_case_t *c, perf_compare_row_t *row) {
       algo_t *al = &x->algos[i];
       if (!al->ok) continue;
       c->comm = al->comm;
+      c->algo = al->name;
       perf_check_sc(sc_barrier(w->comm), "sc_barrier");
       double t0 = perf_now_s();
       sc_result_t r = run_ops(w, c, iters, msg);
@@ -287,6 +290,7 @@ static void measure(cmp_t *x, perf_case_t *c, perf_compare_row_t *row) {
   const char *pick = NULL;
   if (au->comm) {
     c->comm = au->comm;
+    c->algo = au->name;
     if (coll->auto_pick(c, &pick) == SC_SUCCESS) row->auto_pick = pick;
   }
   /* auto against the best round by round: the two ran back to back in each
@@ -303,6 +307,7 @@ static void measure(cmp_t *x, perf_case_t *c, perf_compare_row_t *row) {
     if ((long long)(row->auto_ratio * 100 + 0.5) <= 110) x->run.within++;
   }
   c->comm = w->comm;
+  c->algo = NULL;
 }
 
 int perf_compare(const perf_world_t *w) {

@@ -23,7 +23,10 @@
 # With -v every library runs the uneven all-to-all of mixture-of-experts
 # dispatch instead (sc_alltoallv, MPI_Alltoallv, all_to_all_single with
 # splits) on the same P x P count matrix (perf/a2a_matrix.h, from --seed and
-# --skew; sc_alltoall_perf --help).
+# --skew; sc_alltoall_perf --help). With --op sendrecv every library runs
+# nccl-tests' sendrecv instead: each rank sends size bytes to rank + 1 and
+# receives rank - 1's (sc_sendrecv_perf, MPI_Sendrecv, isend/irecv), busbw =
+# size / time.
 # uint8 elements, so that every size down to P bytes splits into P blocks; a
 # size is the bytes of one rank's send buffer. time = slowest rank's average
 # per operation (us), busbw = size / time x (P-1)/P (GB/s, 1e9 B), as
@@ -35,11 +38,12 @@
 # Usage (from a build directory, or with SC_BUILD=dir):
 #   alltoall_compare.sh [-n "2 4 8"] [-b 8] [-e 64M] [-f 4] [-r ROUNDS] [-I BYTES]
 #                       [-i MIN] [-a ALGO] [-v [--seed N] [--skew S]] [-J FILE]
-#                       [--skip LIB,...] [--netbed[=scnb-ID]]
+#                       [--skip LIB,...] [--op alltoall|sendrecv] [--netbed[=scnb-ID]]
 # On a bed -n defaults to all its ranks, -I/-i to 128M/3, the warm-up to a
-# tenth (>= 1). -r ROUNDS repeats the whole alternation and keeps each cell's best time. -a
-# forces our algorithm (pairwise, bruck, hier; not on a bed, where every one
-# runs). --skip takes the names above (on a bed: ours, mpi, gloo).
+# tenth (>= 1). -r ROUNDS repeats the whole alternation and keeps each cell's
+# best time. -a forces our algorithm (pairwise, bruck, hier; sendrecv: group,
+# isend; not on a bed, where every all-to-all one runs). --skip takes the
+# names above (on a bed: ours, mpi, gloo).
 # The last table gives, per size and P, ours' time over the fastest of the
 # other libraries (< 1: ours faster). Needs: mpicc/mpirun (apt-get install
 # openmpi-bin libopenmpi-dev) and python3-torch for the peers; a missing peer
@@ -59,7 +63,8 @@ uneven=0
 seed=1
 skew=1
 bed=""
-usage() { sed -n '2,48p' "$0"; }
+op=alltoall
+usage() { sed -n '2,50p' "$0"; }
 die() { echo "alltoall_compare.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -76,6 +81,7 @@ while [ $# -gt 0 ]; do
   --skew) skew="$2"; shift 2 ;;
   -J) json="$2"; shift 2 ;;
   --skip) skip=",$2,"; shift 2 ;;
+  --op) op="$2"; shift 2 ;;
   --netbed) bed="${SC_NETBED:-scnb-0}"; shift ;;
   --netbed=*) bed="${1#--netbed=}"; shift ;;
   -h | --help) usage; exit 0 ;;
@@ -139,13 +145,23 @@ for s in "${sizes[@]}"; do
 done
 vargs=()
 [ "$uneven" = 1 ] && vargs=(-v --seed "$seed" --skew "$skew")
+# --op: our program, the peers' arguments, and busbw's factor (sr: 1, else (P-1)/P).
+perf=sc_alltoall_perf pargs=("${vargs[@]}") sr=0
+case "$op" in
+alltoall) ;;
+sendrecv)
+  [ "$uneven" = 1 ] && die "--op sendrecv has no -v"
+  perf=sc_sendrecv_perf pargs=(--sendrecv) sr=1
+  ;;
+*) die "--op must be alltoall or sendrecv" ;;
+esac
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 note() { echo "# $*"; }
 
 have_ours=1
-for b in sc-run sc_alltoall_perf; do
+for b in sc-run "$perf"; do
   [ -x "$build/$b" ] || { note "ours: $build/$b not found (run from a build directory or set SC_BUILD)"; have_ours=0; }
 done
 have_mpi=0
@@ -166,7 +182,7 @@ done
 
 if [ -n "$bed" ]; then
   ours_algos="pairwise bruck hier auto"
-  [ "$uneven" = 1 ] && ours_algos=auto
+  [ "$uneven" = 1 ] || [ "$sr" = 1 ] && ours_algos=auto
   libs="$(for a in $ours_algos; do printf 'ours-%s ' "$a"; done)mpi gloo"
   launchers="ours mpi gloo"
   others="mpi gloo"
@@ -179,15 +195,15 @@ skipped() { case "$skip" in *",$1,"*) return 0 ;; esac; return 1; }
 
 # ours on the bed: one launch per size; every algorithm alternating inside it
 # (sc_alltoall_perf -a compare; its row: size count pairwise bruck hier auto
-# best auto-pick auto/best), or with -v the one uneven algorithm (a plain row,
-# time and #wrong of the out-of-place columns).
+# best auto-pick auto/best), or with -v or --op sendrecv the one way (a plain
+# row, time and #wrong of the out-of-place columns).
 run_ours_bed() {
   local p=$1 log="$tmp/$1.ours.log" c s it w line a i t
   for c in "${cases[@]}"; do
     IFS=: read -r s it w <<<"$c"
-    if [ "$uneven" = 1 ]; then
+    if [ "$ours_algos" = auto ]; then
       line=$(timeout 900 "$build/sc-run" --netbed="$bed" -n "$p" --timeout 800 \
-        "$build/sc_alltoall_perf" -b "$s" -e "$s" -n "$it" -w "$w" -d uint8 "${vargs[@]}" \
+        "$build/$perf" -b "$s" -e "$s" -n "$it" -w "$w" -d uint8 "${vargs[@]}" \
         2>>"$log" | tee -a "$log" | awk '!/^#/ && NF >= 9 {print $6, $9; exit}')
       set -- $line
       if [ $# -eq 2 ] && [ "$2" = 0 ]; then
@@ -223,7 +239,7 @@ run_lib() {
     ;;
   mpi)
     [ "$have_mpi" = 1 ] || { echo "${sizes[0]} fail no MPI" >>"$out"; return; }
-    bed_mpirun "$p" -- "$tmp/mpi_alltoall" "${vargs[@]}" "${cases[@]}" >>"$out" 2>>"$log" ||
+    bed_mpirun "$p" -- "$tmp/mpi_alltoall" "${pargs[@]}" "${cases[@]}" >>"$out" 2>>"$log" ||
       echo "${sizes[0]} fail exit status, see below" >>"$out"
     ;;
   ours-*)
@@ -235,7 +251,7 @@ run_lib() {
       # The row's out-of-place time, and its #wrong: a result that failed
       # its check is no time.
       line=$(timeout 600 "$build/sc-run" -n "$p" --timeout 500 -x SC_TRANSPORT="$tr" \
-        "$build/sc_alltoall_perf" -b "$s" -e "$s" -n "$it" -w "$w" -d uint8 "${vargs[@]}" \
+        "$build/$perf" -b "$s" -e "$s" -n "$it" -w "$w" -d uint8 "${vargs[@]}" \
         "${a[@]}" 2>>"$log" | awk '!/^#/ && NF >= 9 {print $6, $9; exit}')
       set -- $line
       if [ $# -eq 2 ] && [ "$2" = 0 ]; then
@@ -253,17 +269,17 @@ run_lib() {
     [ "$lib" = mpi-tcp ] && btl=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
     # pml ob1 so that the btl choice is what carries the data; no binding, like sc-run.
     timeout 1200 mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$p" \
-      "${btl[@]}" "$tmp/mpi_alltoall" "${vargs[@]}" "${cases[@]}" >>"$out" 2>>"$log" </dev/null ||
+      "${btl[@]}" "$tmp/mpi_alltoall" "${pargs[@]}" "${cases[@]}" >>"$out" 2>>"$log" </dev/null ||
       echo "${sizes[0]} fail exit status, see below" >>"$out"
     ;;
   gloo)
     [ -n "$py" ] || { echo "${sizes[0]} fail no torch" >>"$out"; return; }
     if [ -n "$bed" ]; then
       timeout 1200 "$build/sc-run" --netbed="$bed" -n "$p" --timeout 1100 \
-        "$py" "$here/gloo_alltoall.py" --sc-run "${vargs[@]}" "${cases[@]}" >>"$out" 2>>"$log" ||
+        "$py" "$here/gloo_alltoall.py" --sc-run "${pargs[@]}" "${cases[@]}" >>"$out" 2>>"$log" ||
         echo "${sizes[0]} fail exit status, see below" >>"$out"
     else
-      timeout 1200 "$py" "$here/gloo_alltoall.py" -n "$p" "${vargs[@]}" "${cases[@]}" >>"$out" \
+      timeout 1200 "$py" "$here/gloo_alltoall.py" -n "$p" "${pargs[@]}" "${cases[@]}" >>"$out" \
         2>>"$log" </dev/null || echo "${sizes[0]} fail exit status, see below" >>"$out"
     fi
     ;;
@@ -301,13 +317,15 @@ done
 
 what="all-to-all (MPI_Alltoall, all_to_all_single)"
 [ "$uneven" = 1 ] && what="uneven all-to-all (alltoallv; seed $seed, skew $skew)"
+bwf=" x (P-1)/P"
+[ "$sr" = 1 ] && what="sendrecv to rank + 1 (MPI_Sendrecv, isend/irecv)" bwf=""
 echo "# $what, uint8, on $(hostname), $(nproc) CPUs, $(date -u +%FT%TZ); rounds=$rounds;" \
   "load average $load_start at the start, $load_end at the end${algo:+; ours forced to $algo}"
 echo "# size: bytes of one rank's send buffer; time: slowest rank's average (us);" \
-  "busbw GB/s = size/time x (P-1)/P"
+  "busbw GB/s = size/time$bwf"
 if [ -n "$bed" ]; then
   echo "# bed $bed: $nb_hosts hosts x $nb_m rank(s) at $nb_rate; ranks placed consecutively"
-  echo "# cells: time (us) and, uniform only, its fraction of what the link allows (a host of m ranks"
+  echo "# cells: time (us) and, uniform all-to-all only, its fraction of what the link allows (a host of m ranks"
   echo "# moves m x size x (P-m)/P bytes each way through its $(awk -v b="$link_bps" 'BEGIN {printf "%.4g", b / 8e9}') GB/s link)"
   echo "# best: ours' fastest algorithm; auto/mpi, auto/gloo: the cost model's pick's time / the peer's"
   echo "# (< 1: ours faster); auto picks: what the cost model chose"
@@ -316,7 +334,7 @@ if [ -n "$bed" ]; then
     echo
     echo "## P=$p"
     awk -v p="$p" -v m="$nb_m" -v libs="$libs" -v dir="$tmp" -v sizes="${sizes[*]}" \
-      -v link="$link_bps" -v uneven="$uneven" '
+      -v link="$link_bps" -v uneven="$([ "$uneven" = 1 ] || [ "$sr" = 1 ] && echo 1 || echo 0)" '
       function frac(s, t) { mm = m < p ? m : p; return mm * s * (p - mm) / p * 8 / link / (t * 1e-6) }
       function cell(s, t) {
         if (t == "") return "n/a"
@@ -355,9 +373,9 @@ else
   for p in $ranks; do
     echo
     echo "## P=$p"
-    awk -v p="$p" -v libs="$libs" -v others="$others" -v dir="$tmp" -v sizes="${sizes[*]}" '
+    awk -v p="$p" -v libs="$libs" -v others="$others" -v dir="$tmp" -v sizes="${sizes[*]}" -v sr="$sr" '
       function fmt_t(t) { return t == "" ? "n/a" : (t < 1000 ? sprintf("%.1f", t) : sprintf("%.0f", t)) }
-      function fmt_bw(s, t) { return t == "" ? "n/a" : sprintf("%.3f", s / (t * 1e3) * (p - 1) / p) }
+      function fmt_bw(s, t) { return t == "" ? "n/a" : sprintf("%.3f", s / (t * 1e3) * (sr ? 1 : (p - 1) / p)) }
       function ratio(a, b) { return (a == "" || b == "") ? "n/a" : sprintf("%.2f", a / b) }
       BEGIN {
         nl = split(libs, L, " "); no = split(others, O, " "); ns = split(sizes, S, " ")
@@ -418,8 +436,8 @@ fi
 
 if [ -n "$json" ]; then
   {
-    printf '{\n  "benchmark": "alltoall_compare", "dtype": "uint8", "uneven": %s,' \
-      "$([ "$uneven" = 1 ] && echo true || echo false)"
+    printf '{\n  "benchmark": "alltoall_compare", "op": "%s", "dtype": "uint8", "uneven": %s,' \
+      "$op" "$([ "$uneven" = 1 ] && echo true || echo false)"
     [ "$uneven" = 1 ] && printf ' "seed": %s, "skew": %s,' "$seed" "$skew"
     printf '\n  "ours_algo": "%s",\n' "${algo:-auto}"
     printf '  "host": "%s", "cpus": %d, "date": "%s", "rounds": %d,\n' "$(hostname)" "$(nproc)" \
@@ -443,7 +461,7 @@ if [ -n "$json" ]; then
         for s in "${sizes[@]}"; do
           t=$(awk -v s="$s" '$1 == s {print $2}' "$tmp/$p.$lib")
           if [ -n "$t" ]; then
-            bw=$(awk -v s="$s" -v t="$t" -v p="$p" 'BEGIN {printf "%.6f", s / (t * 1e3) * (p - 1) / p}')
+            bw=$(awk -v s="$s" -v t="$t" -v p="$p" -v sr="$sr" 'BEGIN {printf "%.6f", s / (t * 1e3) * (sr ? 1 : (p - 1) / p)}')
             printf '%s\n    {"nranks": %d, "library": "%s", "bytes": %d, "time_us": %s, "busbw_gbs": %s}' \
               "$sep" "$p" "$lib" "$s" "$t" "$bw"
           else

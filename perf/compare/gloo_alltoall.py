@@ -7,10 +7,12 @@ rank's send buffer, out of place, one checked operation per size, then
 warm-up, a barrier and the timed iterations; the figure is the slowest rank's
 average. With -v the splits are unequal: the count matrix of
 sc_alltoall_perf -v (perf/a2a_matrix.h), computed here by the same integer
-arithmetic from --seed and --skew.
+arithmetic from --seed and --skew. With --sendrecv each rank sends its whole
+buffer to rank + 1 and receives rank - 1's instead, as sc_sendrecv_perf
+(torch.distributed isend and irecv, then wait on both).
 
-  gloo_alltoall.py -n P [-v [--seed N] [--skew S]] [--addr HOST] [--port PORT]
-                   SIZE:ITERS:WARMUP ...
+  gloo_alltoall.py -n P [-v [--seed N] [--skew S] | --sendrecv] [--addr HOST]
+                   [--port PORT] SIZE:ITERS:WARMUP ...
       starts P processes on this host; rendezvous at HOST:PORT (default
       127.0.0.1 and a free port), Gloo on interface lo unless
       GLOO_SOCKET_IFNAME is set.
@@ -117,7 +119,7 @@ def parse_cases(args):
     return cases
 
 
-def worker(rank, world, addr, port, cases, uneven, seed, skew):
+def worker(rank, world, addr, port, cases, uneven, seed, skew, sendrecv):
     import torch
     import torch.distributed as dist
 
@@ -126,12 +128,16 @@ def worker(rank, world, addr, port, cases, uneven, seed, skew):
                             rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=300))
     share = shares(world, seed, skew) if uneven else None
+    nxt, prev = (rank + 1) % world, (rank - 1) % world
     status = 0
     for size, iters, warmup in cases:
         if uneven:
             m = counts(share, size)
             in_splits = m[rank]
             out_splits = [m[i][rank] for i in range(world)]
+            sent = size
+        elif sendrecv:
+            in_splits = out_splits = None
             sent = size
         else:
             block = size // world
@@ -145,12 +151,21 @@ def worker(rank, world, addr, port, cases, uneven, seed, skew):
             dist.all_to_all_single(out, inp, output_split_sizes=out_splits,
                                    input_split_sizes=in_splits)
 
+        def shift():
+            reqs = [dist.irecv(out, src=prev), dist.isend(inp, dst=nxt)]
+            for r in reqs:
+                r.wait()
+
+        if sendrecv:
+            call = shift
         call()
         want = []
-        for i in range(world):
+        for i in ([prev] if sendrecv else range(world)):
             if uneven:
                 first = sum(m[i][:rank])
                 n = out_splits[i]
+            elif sendrecv:
+                first, n = 0, size
             else:
                 first, n = rank * block, block
             want.append(values(i, first, n))
@@ -179,6 +194,7 @@ def main():
     argv = sys.argv[1:]
     world, port, addr, uneven, seed, skew, rest, counts_p = 0, 0, "127.0.0.1", False, 1, 1, [], 0
     sc_run = False
+    sendrecv = False
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -206,6 +222,9 @@ def main():
         elif a == "--sc-run":
             sc_run = True
             i += 1
+        elif a == "--sendrecv":
+            sendrecv = True
+            i += 1
         elif a in ("-h", "--help"):
             print(__doc__)
             return 0
@@ -230,12 +249,15 @@ def main():
         if os.environ.get("SC_SOCKET_IFNAME") and not os.environ.get("GLOO_SOCKET_IFNAME"):
             os.environ["GLOO_SOCKET_IFNAME"] = os.environ["SC_SOCKET_IFNAME"]
         os.environ.setdefault("OMP_NUM_THREADS", "1")
-        return worker(rank, world, addr, int(port), parse_cases(rest), uneven, seed, skew)
+        return worker(rank, world, addr, int(port), parse_cases(rest), uneven, seed, skew, sendrecv)
     if "GLOO_ALLTOALL_RANK" in os.environ:
         return worker(int(os.environ["GLOO_ALLTOALL_RANK"]), world, addr, port,
-                      parse_cases(rest), uneven, seed, skew)
+                      parse_cases(rest), uneven, seed, skew, sendrecv)
     if world < 1 or not rest:
         print(__doc__, file=sys.stderr)
+        return 2
+    if uneven and sendrecv:
+        print("gloo_alltoall.py: -v and --sendrecv exclude each other", file=sys.stderr)
         return 2
     parse_cases(rest)
     shares(world, seed, skew)  # the range check, before any process starts
@@ -246,7 +268,8 @@ def main():
                    GLOO_SOCKET_IFNAME=os.environ.get("GLOO_SOCKET_IFNAME") or "lo",
                    OMP_NUM_THREADS="1")
         args = ["-n", str(world), "--port", str(port), "--addr", addr, "--seed", str(seed),
-                "--skew", str(skew)] + (["-v"] if uneven else []) + rest
+                "--skew", str(skew)] + (["-v"] if uneven else []) + \
+            (["--sendrecv"] if sendrecv else []) + rest
         procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__)] + args,
                                       env=env, stdin=subprocess.DEVNULL))
     # One rank failing leaves the others blocked in a collective: stop them.

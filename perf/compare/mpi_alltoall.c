@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Open MPI's MPI_Alltoall (with -v MPI_Alltoallv and the count matrix of
- * sc_alltoall_perf -v, from the same header) timed the way
+ * sc_alltoall_perf -v, from the same header; with --sendrecv MPI_Sendrecv to
+ * rank + 1 from rank - 1, as sc_sendrecv_perf) timed the way
  * perf/compare/alltoall_compare.sh times every library: uint8 elements, so
  * that every size splits into P blocks down to P bytes; SIZE is the bytes of
- * one rank's send buffer; out of place; one checked operation per size, then
- * warm-up, a barrier and the timed iterations; the figure is the slowest
- * rank's average. Built and run by that script (not by the normal build,
- * which must not depend on MPI):
+ * one rank's send buffer (--sendrecv: the whole message); out of place; one
+ * checked operation per size, then warm-up, a barrier and the timed
+ * iterations; the figure is the slowest rank's average. Built and run by
+ * that script (not by the normal build, which must not depend on MPI):
  *   mpicc -O2 -I TOP -o mpi_alltoall mpi_alltoall.c     (TOP: the source tree)
- *   mpirun -np P ./mpi_alltoall [-v [--seed N] [--skew S]] SIZE:ITERS:WARMUP ...
+ *   mpirun -np P ./mpi_alltoall [-v [--seed N] [--skew S] | --sendrecv] SIZE:ITERS:WARMUP ...
  * Rank 0 prints one line per size: "SIZE TIME_US", or "SIZE fail WHY". */
 #include <limits.h>
 #include <mpi.h>
@@ -30,11 +31,13 @@ int main(int argc, char **argv) {
   int rank, nranks;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  int uneven = 0, skew = 1, a = 1;
+  int uneven = 0, sendrecv = 0, skew = 1, a = 1;
   uint64_t seed = A2A_SEED_DEFAULT;
   for (; a < argc && argv[a][0] == '-'; a++) {
     if (strcmp(argv[a], "-v") == 0) {
       uneven = 1;
+    } else if (strcmp(argv[a], "--sendrecv") == 0) {
+      sendrecv = 1;
     } else if (strcmp(argv[a], "--seed") == 0 && a + 1 < argc) {
       seed = strtoull(argv[++a], NULL, 0);
     } else if (strcmp(argv[a], "--skew") == 0 && a + 1 < argc) {
@@ -44,6 +47,11 @@ int main(int argc, char **argv) {
       MPI_Abort(MPI_COMM_WORLD, 2);
     }
   }
+  if (uneven && sendrecv) {
+    if (rank == 0) fprintf(stderr, "mpi_alltoall: -v and --sendrecv exclude each other\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  const int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
   size_t n = (size_t)nranks, maxbytes = 0;
   for (int k = a; k < argc; k++) {
     size_t s = strtoull(argv[k], NULL, 10);
@@ -80,7 +88,7 @@ int main(int argc, char **argv) {
       if (rank == 0) fprintf(stderr, "mpi_alltoall: bad SIZE:ITERS:WARMUP '%s'\n", argv[a]);
       MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    size_t block = size / n, sent = uneven ? size : block * n, recvd = sent;
+    size_t block = size / n, sent = uneven || sendrecv ? size : block * n, recvd = sent;
     if (uneven) {
       a2a_counts(nranks, share, size, count);
       size_t so = 0, ro = 0;
@@ -97,13 +105,16 @@ int main(int argc, char **argv) {
     for (size_t g = 0; g < sent; g++) in[g] = value(rank, g);
     memset(out, 0, recvd);
 #define A2A_CALL()                                                                                 \
-  (uneven ? MPI_Alltoallv(in, sc, sd, MPI_UNSIGNED_CHAR, out, rc, rd, MPI_UNSIGNED_CHAR,           \
-                          MPI_COMM_WORLD)                                                          \
-          : MPI_Alltoall(in, (int)block, MPI_UNSIGNED_CHAR, out, (int)block, MPI_UNSIGNED_CHAR,    \
-                         MPI_COMM_WORLD))
+  (sendrecv ? MPI_Sendrecv(in, (int)size, MPI_UNSIGNED_CHAR, next, 0, out, (int)size,              \
+                           MPI_UNSIGNED_CHAR, prev, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE)          \
+   : uneven ? MPI_Alltoallv(in, sc, sd, MPI_UNSIGNED_CHAR, out, rc, rd, MPI_UNSIGNED_CHAR,         \
+                            MPI_COMM_WORLD)                                                        \
+            : MPI_Alltoall(in, (int)block, MPI_UNSIGNED_CHAR, out, (int)block, MPI_UNSIGNED_CHAR,  \
+                           MPI_COMM_WORLD))
     A2A_CALL();
     long wrong = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t k = 0; sendrecv && k < size; k++) wrong += out[k] != value(prev, k);
+    for (size_t i = 0; !sendrecv && i < n; i++) {
       size_t from_off = 0, len = block, at = i * block;
       if (uneven) {
         for (size_t j = 0; j < (size_t)rank; j++) from_off += count[i * n + j];
