@@ -150,8 +150,9 @@ class PointToPoint:
         size, rank = self.size(), self.rank()
         peer = _int(peer, "%s: peer" % what, 0, size - 1)
         if peer == rank:
-            raise ArgumentError("sparsecoll backend: %s: peer %d is this rank; send to and receive from other "
-                                "ranks (a blocking send to itself would wait for ever)" % (what, peer))
+            raise ArgumentError("sparsecoll backend: %s: peer %d is this rank; the backend sends to and receives "
+                                "from other ranks only (a blocking send or receive with itself could not complete)"
+                                % (what, peer))
         tag = _int(tag, "%s: tag" % what, 0, _INT_MAX)
         # A dtype the library does not name moves as its bytes.
         wire = t if t.dtype in _DTYPES else t.reshape(-1).view(torch.uint8)
