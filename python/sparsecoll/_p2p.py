@@ -147,7 +147,7 @@ class PointToPoint:
 
     def irecv(self, buf, peer, tag=0):
         """Non-blocking receive, posted at once (also inside a group): its
-        place among this thread's receives from peer with tag is fixed now."""
+        place among this thread's receives from peer with tag is fixed by this call."""
         return self.recv(buf, peer, tag, async_op=True)
 
     @staticmethod
