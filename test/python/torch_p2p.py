@@ -238,6 +238,18 @@ def suite():
         rw.wait()
         ok(same(out, data(prv, R, 8, tag=12)), "Work API round: data")
 
+    # _end_coalescing's Work covers the batch (what torch 2.x waits on for
+    # CUDA tensors): sparsecoll only, called as torch's coalescing manager does.
+    out = torch.empty(5, dtype=torch.float64)
+    pg(OURS)._start_coalescing()
+    try:
+        dist.irecv(out, prv, group=OURS, tag=14)
+        dist.isend(data(R, nxt, 5, torch.float64, 14), nxt, group=OURS, tag=14)
+    finally:
+        bw = pg(OURS)._end_coalescing([])
+    ok(bw.wait() and bw.is_completed() and len(bw.result()) == 2, "_end_coalescing's Work")
+    ok(same(out, data(prv, R, 5, torch.float64, 14)), "_end_coalescing's Work: data")
+
     # ---- bad arguments: raise on both, on every rank, before anything is sent.
     T = torch.ones
     both_raise(lambda g: dist.send(T(2), P, group=g), "send: peer past the group")

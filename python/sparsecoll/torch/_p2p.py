@@ -126,6 +126,42 @@ class _P2PWork(Work):
             return self._fut
 
 
+class _BatchWork(Work):
+    """The Works of one batch as one (what torch 2.x's coalescing manager
+    takes from _end_coalescing for CUDA tensors; 1.13 waits on each)."""
+
+    def __init__(self, works):
+        super().__init__()
+        self._works = works
+
+    def wait(self, timeout=None):
+        err = None
+        for w in self._works:
+            try:
+                w.wait()
+            except BaseException as e:
+                err = err or e
+        if err is not None:
+            raise err
+        return True
+
+    def is_completed(self):
+        return all(w.is_completed() for w in self._works)
+
+    def is_success(self):
+        return all(w.is_success() for w in self._works)
+
+    def exception(self):
+        return next((w.exception() for w in self._works if w.exception() is not None), None)
+
+    def result(self):
+        self.wait()
+        return [t for w in self._works for t in w.result()]
+
+    def synchronize(self):
+        pass
+
+
 def _int(v, what, lo, hi):
     if not isinstance(v, int) or isinstance(v, bool):
         raise ArgumentError("sparsecoll backend: %s must be an int, got %r" % (what, v))
@@ -158,13 +194,18 @@ class PointToPoint:
         wire = t if t.dtype in _DTYPES else t.reshape(-1).view(torch.uint8)
         return t, wire, peer, tag
 
+    def _posted(self, work):
+        if self._coalescing == threading.get_ident():
+            self._batch.append(work)
+        return work
+
     def send(self, tensors, dstRank, tag=0):
         t, wire, peer, tag = self._p2p_tensor(tensors, dstRank, tag, "send")
-        return _P2PWork(self._comm.isend(wire, peer, tag), t, peer)
+        return self._posted(_P2PWork(self._comm.isend(wire, peer, tag), t, peer))
 
     def recv(self, tensors, srcRank, tag=0):
         t, wire, peer, tag = self._p2p_tensor(tensors, srcRank, tag, "recv")
-        return _P2PWork(self._comm.irecv(wire, peer, tag), t, peer)
+        return self._posted(_P2PWork(self._comm.irecv(wire, peer, tag), t, peer))
 
     def recv_anysource(self, *args, **kwargs):
         raise UnsupportedError("sparsecoll backend: receive from any source (recv/irecv without src) is not "
@@ -177,11 +218,13 @@ class PointToPoint:
             raise ArgumentError("sparsecoll backend: batch_isend_irecv inside another batch on this group")
         group_start()
         self._coalescing = threading.get_ident()
+        self._batch = []
 
-    def _end_coalescing(self, reqs=None, *args):
-        # The sends and receives of the batch started when they were posted;
-        # their Works are in reqs already.
+    def _end_coalescing(self, *args):
+        """Ends the batch's group: its sends and receives started when they
+        were posted (1.13 has their Works already); returns them as one Work."""
         if self._coalescing is None:
             raise ArgumentError("sparsecoll backend: _end_coalescing without _start_coalescing")
-        self._coalescing = None
+        self._coalescing, batch, self._batch = None, self._batch, []
         group_end()
+        return _BatchWork(batch)
