@@ -14,6 +14,7 @@ from ._buf import cuda_available
 from ._comm import Comm, ErrorFeedback, Request, get_unique_id
 from ._fusion import Fusion
 from ._lib import ArgumentError, Error, UnsupportedError, last_error, lib
+from ._p2p import group, group_end, group_start
 
 version = lib.sc_get_version()
 __version__ = "%d.%d.%d" % (version // 10000, version // 100 % 100, version % 100)
@@ -27,6 +28,9 @@ __all__ = [
     "Request",
     "Fusion",
     "get_unique_id",
+    "group",
+    "group_start",
+    "group_end",
     "cuda_available",
     "consts",
     "last_error",

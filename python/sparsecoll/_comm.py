@@ -4,7 +4,7 @@ torch tensors (see docs/PYTHON.md for the conventions)."""
 import contextlib
 import ctypes
 
-from . import _consts, _staging
+from . import _consts, _p2p, _staging
 from ._buf import address, buf, dtype_of, empty_index, empty_like, index_buf, same_kind
 from ._lib import ArgumentError, Error, UniqueId, check, enum_names, lib
 
@@ -233,7 +233,7 @@ def _stage_in_out(x, out):
         raise
 
 
-class Comm:
+class Comm(_p2p.PointToPoint):
     """A communicator. Comm(nranks, unique_id, rank) with the bytes of
     get_unique_id() from one process, or Comm.from_env() under sc-run,
     torchrun, Slurm or mpirun. Use as a context manager or call close()."""
@@ -345,6 +345,8 @@ class Comm:
             if st is not None:
                 st.abort()
             raise
+        if ifn is not None and _p2p.defer(keep, st):
+            return result  # queued by an open group: in flight until the group ends
         if st is not None:
             st.finish()
         return result

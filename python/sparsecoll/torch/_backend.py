@@ -20,6 +20,7 @@ import torch.distributed as dist
 
 from .._comm import Comm, get_unique_id
 from .._lib import ArgumentError, UnsupportedError
+from ._p2p import PointToPoint
 
 try:
     from torch._C._distributed_c10d import ProcessGroup, Work
@@ -133,7 +134,10 @@ class _Waiter:
         self._t.join()
 
 
-class ProcessGroupSparsecoll(ProcessGroup):
+class ProcessGroupSparsecoll(PointToPoint, ProcessGroup):
+    """Collectives here; send, recv, isend, irecv and batch_isend_irecv in
+    ._p2p.PointToPoint."""
+
     def __init__(self, store, rank, size, timeout=None):
         super().__init__(rank, size)
         # Which group this is, from the store itself: every member takes a
@@ -403,13 +407,6 @@ class ProcessGroupSparsecoll(ProcessGroup):
 
     def _unsupported(self, *args, **kwargs):
         raise UnsupportedError("sparsecoll backend: this collective is not offered (use gloo for it)")
-
-    def _no_point_to_point(self, *args, **kwargs):
-        raise UnsupportedError("sparsecoll backend: point-to-point (send, recv, isend, irecv, batch_isend_irecv) "
-                               "is not offered; use gloo for it")
-
-    # torch 1.13 coalesces only batch_isend_irecv's sends and receives.
-    send = recv = recv_anysource = recvAnysource = _start_coalescing = _no_point_to_point
 
     def shutdown(self):
         if getattr(self, "_waiter", None) is not None:
