@@ -1,0 +1,243 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The point-to-point API: argument checks, requests, the hand-off to the
+ * lane thread, and the per-thread groups of sc_group_start / sc_group_end. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/base/dtype.h"
+#include "lib/base/log.h"
+#include "lib/core/p2p_internal.h"
+
+/* ---- the API ---- */
+
+static sc_result_t p2p_check(const char *fn, const void *buf, size_t count, sc_dtype_t dtype,
+                             int peer, int tag, sc_comm_t *comm) {
+  if (!comm) return SC_ERR(SC_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+  const size_t es = sc_dtype_size(dtype);
+  if (es == 0) return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid dtype %d", fn, (int)dtype);
+  if (count > SIZE_MAX / es)
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s: count %zu of %s overflows the address space", fn, count,
+                  sc_dtype_name(dtype));
+  if (count && !buf) return SC_ERR(SC_ERR_INVALID_ARG, "%s: buf is NULL with count %zu", fn, count);
+  if (tag < 0) return SC_ERR(SC_ERR_INVALID_ARG, "%s: tag %d is negative", fn, tag);
+  if (peer < 0 || peer >= comm->nranks)
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s: peer %d outside [0, %d)", fn, peer, comm->nranks);
+  SC_CHECK(sc_comm_check_usable(comm));
+  if (!comm->p2p)
+    return SC_ERR(SC_ERR_UNSUPPORTED,
+                  "%s: point-to-point is off on this communicator (SC_P2P=0 when it was created)",
+                  fn);
+  return SC_SUCCESS;
+}
+
+static sc_result_t p2p_new(const char *fn, int is_send, const void *buf, size_t count,
+                           sc_dtype_t dtype, int peer, int tag, sc_comm_t *comm,
+                           sc_p2p_op_t **out) {
+  *out = NULL;
+  SC_CHECK(p2p_check(fn, buf, count, dtype, peer, tag, comm));
+  sc_p2p_op_t *op = calloc(1, sizeof(*op));
+  if (!op) return SC_ERR(SC_ERR_NOMEM, "%s: request", fn);
+  op->fn = fn;
+  op->is_send = is_send;
+  op->peer = peer;
+  op->tag = tag;
+  op->dtype = dtype;
+  op->count = count;
+  op->bytes = (uint64_t)count * sc_dtype_size(dtype);
+  op->buf = (uint8_t *)buf;
+  op->ent.tag = tag;
+  op->ent.dtype = dtype;
+  op->ent.count = count;
+  op->ent.owner = op;
+  *out = op;
+  return SC_SUCCESS;
+}
+
+/* Hands ops (a qnext chain) to the lane thread, starting it the first time. */
+static sc_result_t p2p_submit(sc_comm_t *comm, sc_p2p_op_t *head, sc_p2p_op_t *tail) {
+  sc_p2p_t *p = comm->p2p;
+  pthread_mutex_lock(&p->lock);
+  if (p->closed) {
+    pthread_mutex_unlock(&p->lock);
+    return SC_ERR(SC_ERR_ABORTED, "rank %d: %s: the communicator was aborted or is being destroyed",
+                  comm->rank, head->fn);
+  }
+  if (!p->started) {
+    int e = pthread_create(&p->thread, NULL, sc_p2p_main, p);
+    if (e) {
+      pthread_mutex_unlock(&p->lock);
+      return SC_ERR(SC_ERR_SYSTEM, "pthread_create of the point-to-point thread: %s", strerror(e));
+    }
+    p->started = 1;
+  }
+  tail->qnext = NULL;
+  if (p->qtail)
+    p->qtail->qnext = head;
+  else
+    p->qhead = head;
+  p->qtail = tail;
+  pthread_cond_signal(&p->cv);
+  /* Under the lock: once it is released, an abort may close and free the lane. */
+  if (p->tp) p->ops->wake(p->tp);
+  pthread_mutex_unlock(&p->lock);
+  return SC_SUCCESS;
+}
+
+/* ---- groups ---- */
+
+typedef struct sc_group_item {
+  struct sc_group_item *next;
+  sc_comm_t *comm;
+  sc_p2p_op_t *deferred; /* a blocking send or receive, not yet started */
+  sc_request_t *req;     /* what sc_group_end waits for */
+  int idx;               /* 1-based position in the group, for the error's text */
+  char what[160];
+} sc_group_item_t;
+
+static _Thread_local struct {
+  int depth;
+  sc_group_item_t *head, *tail;
+  int n;
+} sc_group;
+
+static sc_result_t group_add(sc_comm_t *comm, sc_p2p_op_t *deferred, sc_request_t *req,
+                             const char *what) {
+  sc_group_item_t *it = calloc(1, sizeof(*it));
+  if (!it) return SC_ERR(SC_ERR_NOMEM, "group entry");
+  it->comm = comm;
+  it->deferred = deferred;
+  it->req = req;
+  it->idx = sc_group.n + 1;
+  snprintf(it->what, sizeof(it->what), "%s", what);
+  if (sc_group.tail)
+    sc_group.tail->next = it;
+  else
+    sc_group.head = it;
+  sc_group.tail = it;
+  sc_group.n++;
+  return SC_SUCCESS;
+}
+
+int sc_group_take_coll(const char *fn, sc_comm_t *comm, const sc_op_t *op, sc_result_t *out) {
+  if (sc_group.depth == 0) return 0;
+  sc_request_t *req = NULL;
+  *out = sc_op_submit(comm, op, &req);
+  if (*out != SC_SUCCESS) return 1;
+  char what[160];
+  snprintf(what, sizeof(what), "%s (count %zu of %s)", fn, op->count, sc_dtype_name(op->dtype));
+  *out = group_add(comm, NULL, req, what);
+  if (*out != SC_SUCCESS) sc_wait(&req);
+  return 1;
+}
+
+sc_result_t sc_group_start(void) {
+  if (sc_group.depth == INT32_MAX)
+    return SC_ERR(SC_ERR_INVALID_ARG, "sc_group_start: nested too deep");
+  sc_group.depth++;
+  return SC_SUCCESS;
+}
+
+sc_result_t sc_group_end(void) {
+  if (sc_group.depth == 0)
+    return SC_ERR(SC_ERR_INVALID_ARG, "sc_group_end without sc_group_start on this thread");
+  if (--sc_group.depth > 0) return SC_SUCCESS;
+  sc_group_item_t *items = sc_group.head;
+  const int n = sc_group.n;
+  sc_group.head = sc_group.tail = NULL;
+  sc_group.n = 0;
+  sc_result_t first = SC_SUCCESS;
+  char msg[SC_ERRMSG_MAX];
+  /* Everything is started before anything is waited for: that is what makes
+   * any call order deadlock-free. Consecutive calls on one communicator go
+   * to its lane thread in one hand-off. */
+  for (sc_group_item_t *it = items; it;) {
+    if (!it->deferred) {
+      it = it->next;
+      continue;
+    }
+    sc_group_item_t *last = it;
+    while (last->next && last->next->deferred && last->next->comm == it->comm) {
+      last->deferred->qnext = last->next->deferred;
+      last = last->next;
+    }
+    sc_result_t r = p2p_submit(it->comm, it->deferred, last->deferred);
+    for (sc_group_item_t *x = it;; x = x->next) {
+      if (r == SC_SUCCESS)
+        x->req = &x->deferred->req;
+      else
+        free(x->deferred);
+      x->deferred = NULL;
+      if (r != SC_SUCCESS && first == SC_SUCCESS) {
+        first = r;
+        snprintf(msg, sizeof(msg), "sc_group_end: call %d of %d, %s: %s", x->idx, n, x->what,
+                 sc_last_error());
+      }
+      if (x == last) break;
+    }
+    it = last->next;
+  }
+  for (sc_group_item_t *it = items, *next; it; it = next) {
+    next = it->next;
+    if (it->req) {
+      sc_result_t r = sc_wait(&it->req);
+      if (r != SC_SUCCESS && first == SC_SUCCESS) {
+        first = r;
+        snprintf(msg, sizeof(msg), "sc_group_end: call %d of %d, %s: %s", it->idx, n, it->what,
+                 sc_last_error());
+      }
+    }
+    free(it);
+  }
+  if (first != SC_SUCCESS) sc_error_set_detail(msg);
+  return first;
+}
+
+static sc_result_t p2p_post(const char *fn, int is_send, const void *buf, size_t count,
+                            sc_dtype_t dtype, int peer, int tag, sc_comm_t *comm,
+                            sc_request_t **req) {
+  sc_p2p_op_t *op;
+  SC_CHECK(p2p_new(fn, is_send, buf, count, dtype, peer, tag, comm, &op));
+  if (!req && sc_group.depth > 0) {
+    char what[160];
+    sc_p2p_op_describe(op, what, sizeof(what));
+    sc_result_t r = group_add(comm, op, NULL, what);
+    if (r != SC_SUCCESS) free(op);
+    return r;
+  }
+  sc_result_t r = p2p_submit(comm, op, op);
+  if (r != SC_SUCCESS) {
+    free(op);
+    return r;
+  }
+  sc_request_t *mine = &op->req;
+  if (req) {
+    *req = mine;
+    return SC_SUCCESS;
+  }
+  return sc_wait(&mine);
+}
+
+sc_result_t sc_send(const void *buf, size_t count, sc_dtype_t dtype, int peer, int tag,
+                    sc_comm_t *comm) {
+  return p2p_post("sc_send", 1, buf, count, dtype, peer, tag, comm, NULL);
+}
+
+sc_result_t sc_recv(void *buf, size_t count, sc_dtype_t dtype, int peer, int tag, sc_comm_t *comm) {
+  return p2p_post("sc_recv", 0, buf, count, dtype, peer, tag, comm, NULL);
+}
+
+sc_result_t sc_isend(const void *buf, size_t count, sc_dtype_t dtype, int peer, int tag,
+                     sc_comm_t *comm, sc_request_t **req) {
+  if (!req) return SC_ERR(SC_ERR_INVALID_ARG, "sc_isend: req is NULL");
+  *req = NULL;
+  return p2p_post("sc_isend", 1, buf, count, dtype, peer, tag, comm, req);
+}
+
+sc_result_t sc_irecv(void *buf, size_t count, sc_dtype_t dtype, int peer, int tag, sc_comm_t *comm,
+                     sc_request_t **req) {
+  if (!req) return SC_ERR(SC_ERR_INVALID_ARG, "sc_irecv: req is NULL");
+  *req = NULL;
+  return p2p_post("sc_irecv", 0, buf, count, dtype, peer, tag, comm, req);
+}

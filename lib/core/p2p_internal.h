@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The point-to-point lane's state, shared by its three parts: the protocol
+ * (lib/core/p2p.c: operations, peers, matching, the frames), the lane
+ * thread and life cycle (p2p_lane.c) and the API with its groups
+ * (p2p_api.c). Only the lane thread touches the lane, the matching lists
+ * and the operations in flight; user threads reach it through the locked
+ * queue. */
+#ifndef SC_P2P_INTERNAL_H
+#define SC_P2P_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "lib/core/p2p.h"
+#include "lib/core/p2p_match.h"
+
+/* How long the lane thread waits in the transport before it looks at its
+ * queue and deadlines again without being woken. */
+#define SC_P2P_POLL_MS 20
+
+enum { SC_TR_MAX = 3 };
+
+typedef struct sc_p2p_op {
+  sc_request_t req;        /* first: sc_test, sc_wait and their free work unchanged */
+  struct sc_p2p_op *qnext; /* submission queue */
+  struct sc_p2p_op *anext; /* the lane's list of operations with requests in flight */
+  struct sc_p2p_op *wnext; /* the peer's list of sends waiting for CTS / receives for DATA */
+  sc_p2p_entry_t ent;      /* the peer's posted receives */
+  const char *fn;
+  int is_send, peer, tag;
+  sc_dtype_t dtype;
+  uint64_t count, bytes, id;
+  uint8_t *buf;
+  int64_t deadline_ms;
+  int in_active, final, waiting;
+  sc_result_t fail; /* decided while requests were still in flight */
+  int ntr;
+  sc_tp_req_t tr[SC_TR_MAX];
+  uint8_t hdr[SC_P2P_HDR_BYTES], hdr2[SC_P2P_HDR_BYTES];
+} sc_p2p_op_t;
+
+/* A message that arrived before a receive wanted it (or one being dropped). */
+typedef struct sc_p2p_unexp {
+  sc_p2p_entry_t ent;
+  struct sc_p2p_unexp *pnext; /* the lane's list of payloads in flight */
+  sc_p2p_kind_t kind;
+  uint64_t bytes, id;
+  int peer, arrived, drop;
+  uint8_t *data;
+  sc_p2p_op_t *recv;      /* matched while its payload was still arriving */
+  sc_p2p_op_t *self_send; /* a send to this rank: its buffer, not a copy */
+  sc_tp_req_t req;
+  struct sc_p2p *lane;
+  uint64_t charge; /* its share of the lane's unexp_bytes */
+} sc_p2p_unexp_t;
+
+typedef struct sc_p2p_ctl {
+  struct sc_p2p_ctl *next;
+  int peer;
+  sc_tp_req_t req;
+  uint8_t hdr[SC_P2P_HDR_BYTES];
+} sc_p2p_ctl_t;
+
+typedef struct sc_p2p_peer {
+  int dead, quiet; /* quiet: its end was said elsewhere (BYE, the communicator's failure) */
+  sc_result_t dead_res;
+  char dead_msg[SC_ERRMSG_MAX / 2];
+  sc_p2p_list_t posted, unexp;
+  sc_p2p_op_t *wait_cts, *wait_data;
+  uint64_t next_id;
+  int hposted;
+  sc_tp_req_t hreq;
+  uint8_t hbuf[SC_P2P_HDR_BYTES];
+} sc_p2p_peer_t;
+
+struct sc_p2p {
+  sc_comm_t *comm;
+  const sc_transport_ops_t *ops;
+  sc_transport_t *tp; /* NULL for one rank: only self-sends */
+  pthread_mutex_t lock;
+  pthread_cond_t cv;
+  sc_p2p_op_t *qhead, *qtail;
+  int started, closed;
+  pthread_t thread;
+  /* the lane thread's */
+  sc_p2p_peer_t *peers;
+  sc_p2p_op_t *active;
+  sc_p2p_unexp_t *pending;
+  sc_p2p_ctl_t *ctls;
+  int comm_failed;
+  uint64_t unexp_bytes;           /* held by messages from peers no receive has taken yet */
+  char tp_msg[SC_ERRMSG_MAX / 2]; /* the transport's last failure */
+};
+
+/* What an unmatched arrival costs against SC_P2P_UNEXPECTED_BYTES besides
+ * its payload: its record and the allocator's share. */
+#define SC_P2P_UNEXP_OVERHEAD 128
+
+/* lib/core/p2p.c: the protocol, on the lane thread. */
+void sc_p2p_op_describe(const sc_p2p_op_t *op, char *out, size_t len);
+/* The last thing done to op: it may be freed at once by its waiter. */
+void sc_p2p_op_complete(sc_p2p_op_t *op, sc_result_t res);
+/* Records res with op's description and the reason, then completes op. */
+void sc_p2p_op_fail(sc_p2p_t *p, sc_p2p_op_t *op, sc_result_t res, const char *why);
+int sc_p2p_op_tr_pending(const sc_p2p_op_t *op);
+void sc_p2p_wait_remove(sc_p2p_op_t **list, sc_p2p_op_t *op);
+sc_result_t sc_p2p_tp_post(sc_p2p_t *p, int is_send, int peer, void *buf, size_t len,
+                           sc_tp_req_t *req);
+void sc_p2p_tp_failed(sc_p2p_t *p, int peer, sc_result_t st);
+/* Every operation with peer fails, now or once its requests settle; the peer
+ * refuses operations from now on. */
+void sc_p2p_peer_fail(sc_p2p_t *p, int peer, sc_result_t res, const char *why);
+void sc_p2p_peer_post_header(sc_p2p_t *p, int peer);
+void sc_p2p_unexp_free(sc_p2p_unexp_t *u);
+/* A header arrived from peer: act on it, post its payload's receive, then
+ * the next header's. */
+void sc_p2p_on_header(sc_p2p_t *p, int peer);
+void sc_p2p_start_op(sc_p2p_t *p, sc_p2p_op_t *op);
+
+/* p2p_lane.c: the lane thread's body (started by the first submission). */
+void *sc_p2p_main(void *arg);
+
+#endif
