@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Pairwise all-to-all with a count per pair: step k (1 <= k < P) sends
  * sendcounts[r+k] elements at sdispls[r+k] to rank r+k and receives
- * recvcounts[r-k] elements at rdispls[r-k] from rank r-k (mod P).
+ * recvcounts[r-k] elements at rdispls[r-k] from rank r-k (mod P). Every
+ * send is posted before the first receive, as in the uniform pairwise
+ * exchange (alltoall.c): no step's sends wait for the previous step's
+ * receive, and the whole exchange costs one latency, not P - 1.
  *
  * Each block is one message, even an empty one, never cut into chunks: the
  * sender knows only its sendcounts and the receiver only its recvcounts, so
@@ -27,14 +30,14 @@ sc_result_t sc_pairwise_alltoallv_schedule(const sc_coll_args_t *a, sc_sched_t *
                   "alltoallv: rank %d sends itself %zu elements but expects %zu from itself", r,
                   sc[r], rc[r]);
   for (int k = 1; k < p; k++) {
-    const int to = (r + k) % p, from = (r - k + p) % p;
+    const int to = (r + k) % p;
     sc_sched_send(s, to, SC_BUF_SEND, at(a->sdispls, sc, to), sc[to]);
-    /* After the first send, so that the wire starts before the local copy. */
-    if (k == 1 && rc[r])
-      sc_sched_copy(s, SC_BUF_RECV, a->rdispls[r], SC_BUF_SEND, a->sdispls[r], rc[r]);
+  }
+  /* After the sends, so that the wire starts before the local copy. */
+  if (rc[r]) sc_sched_copy(s, SC_BUF_RECV, a->rdispls[r], SC_BUF_SEND, a->sdispls[r], rc[r]);
+  for (int k = 1; k < p; k++) {
+    const int from = (r - k + p) % p;
     sc_sched_recv(s, from, SC_BUF_RECV, at(a->rdispls, rc, from), rc[from]);
   }
-  if (p == 1 && rc[r])
-    sc_sched_copy(s, SC_BUF_RECV, a->rdispls[r], SC_BUF_SEND, a->sdispls[r], rc[r]);
   return s->status;
 }
