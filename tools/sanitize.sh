@@ -63,11 +63,15 @@ for step in $steps; do
       # over shm only: their schedules, executor and matching are the same
       # code over every transport, and each transport's own code runs here
       # under its collectives, sparse, fusion, peer-death and failure scripts
-      # (the tcp and ucx sweeps took 262 s of this stage).
+      # (the tcp and ucx sweeps took 262 s of this stage). Over UCX, fusion,
+      # sparse and device buffers run the tcp/shm scripts' code above UCX's
+      # own, which ucx-collectives, ucx-peer_death, ucx_rndv and the UCX
+      # failure scripts reach.
       tests=$(printf 'sc-print-tests:\n\t@echo $(TESTS)\n' |
         make -s -C $abd -f Makefile -f - sc-print-tests 2>/dev/null | tr ' ' '\n' |
         grep -E '^test/(multi|failure|soak)/.*\.sh$' |
-        grep -v -E '^test/multi/(tcp|ucx)-(allreduce_algos|coll_more|p2p)\.sh$' | tr '\n' ' ')
+        grep -v -E '^test/multi/(tcp|ucx)-(allreduce_algos|coll_more|p2p)\.sh$' |
+        grep -v -E '^test/multi/(ucx-(fusion|sparse)|ucx_device)\.sh$' | tr '\n' ' ')
       [ -n "$tests" ] || { note "asan: no multi-rank tests found"; status=1; continue; }
     fi
     start=$(date +%s)
