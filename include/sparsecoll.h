@@ -468,9 +468,13 @@ sc_result_t sc_iallgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
  * within the address space; peer in [0, nranks); tag >= 0: else
  * SC_ERR_INVALID_ARG. Errors also: SC_ERR_UNSUPPORTED (SC_P2P=0),
  * SC_ERR_REMOTE (the peer failed), SC_ERR_NOMEM (see above), SC_ERR_TIMEOUT, SC_ERR_ABORTED, comm's
- * first failure's code. Inside sc_group_start/sc_group_end it only checks its
- * arguments and queues: the send starts at sc_group_end, and buf is in flight
- * until then. Any thread. */
+ * first failure's code. buf may be device memory (CUDA, of the calling
+ * thread's current device), as for the collectives: it is staged through
+ * host memory the call allocates (a send copies buf at the call, a receive
+ * copies into buf before it completes); without CUDA a device pointer is
+ * taken for host memory as the collectives take it. Inside sc_group_start/sc_group_end it only
+ * checks its arguments and queues: the send starts at sc_group_end, and buf is in flight until
+ * then. Any thread. */
 sc_result_t sc_send(const void *buf, size_t count, sc_dtype_t dtype, int peer, int tag,
                     sc_comm_t *comm);
 /* Receives count elements of dtype from rank peer with tag into buf, the
@@ -920,6 +924,35 @@ sc_result_t sc_allgatherv_on_stream(const void *sendbuf, size_t sendcount, void 
 sc_result_t sc_gtopk_allreduce_on_stream(void *grad, size_t n, sc_dtype_t dtype, size_t k,
                                          sc_select_t method, sc_ef_t *ef, sc_comm_t *comm,
                                          sc_stream_t stream);
+/* sc_send ordered on stream: buf (device memory of the calling thread's
+ * current device) is sent once the stream's earlier work is done, and the
+ * stream's later work waits until the send has completed as the blocking
+ * sc_send would (below 64 KiB: handed to the transport; above: the peer's
+ * receive posted). Not collective: only the two ranks of the message call,
+ * and the operation takes no collective sequence number, but it keeps its
+ * place in comm's one queue, so a collective queued after it on this rank
+ * starts after it (a receive whose message never comes delays the queue by
+ * up to SC_TIMEOUT_MS). To the calling rank itself, its receive must be
+ * posted another way first (sc_irecv): a send to itself waits for its
+ * receive. Errors at the call, nothing enqueued: as sc_send's
+ * argument checks (SC_ERR_INVALID_ARG; SC_ERR_UNSUPPORTED with SC_P2P=0),
+ * then as sc_allreduce_on_stream's (SC_ERR_UNSUPPORTED built without CUDA or
+ * with no device visible, for a count of 0 too; SC_ERR_INVALID_ARG for host
+ * memory or another device's; comm's first failure's code; SC_ERR_NOMEM;
+ * SC_ERR_TIMEOUT; the device runtime's errors); SC_ERR_UNSUPPORTED inside
+ * sc_group_start/sc_group_end (stream forms are not taken into groups yet).
+ * A failure while it runs (SC_ERR_REMOTE, SC_ERR_MISMATCH, SC_ERR_TIMEOUT
+ * ...) fails the communicator, reported by sc_comm_get_async_error; the
+ * stream is released anyway. buf is the library's until the stream has
+ * passed the operation. Any thread. */
+sc_result_t sc_send_on_stream(const void *buf, size_t count, sc_dtype_t dtype, int peer, int tag,
+                              sc_comm_t *comm, sc_stream_t stream);
+/* sc_recv ordered on stream: the receive is posted once the stream's earlier
+ * work is done, and the stream's later work sees the message in buf (device
+ * memory of the calling thread's current device). Not collective; rules,
+ * errors and ownership as sc_send_on_stream's. Any thread. */
+sc_result_t sc_recv_on_stream(void *buf, size_t count, sc_dtype_t dtype, int peer, int tag,
+                              sc_comm_t *comm, sc_stream_t stream);
 
 #ifdef __cplusplus
 }

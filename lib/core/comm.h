@@ -65,6 +65,10 @@ typedef struct sc_op {
    * them alike whatever else was queued meanwhile. */
   sc_result_t (*job)(struct sc_comm *comm, const struct sc_op *op);
   uint64_t job_args[6];
+  /* A job that is no collective (a point-to-point stream form, lib/core/
+   * p2p_api.c): one rank queues it alone, so it takes no sequence numbers
+   * and must make no collective calls. */
+  int local;
 } sc_op_t;
 
 #define SC_JOB_SEQ_SPAN 1024

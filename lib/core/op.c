@@ -94,8 +94,12 @@ sc_result_t sc_op_enqueue(sc_comm_t *comm, sc_request_t *req) {
     pthread_mutex_unlock(&comm->lock);
     return r;
   }
-  req->op.seq = comm->next_seq++;
-  if (req->op.job) comm->next_seq += SC_JOB_SEQ_SPAN; /* the job's own calls */
+  if (req->op.local) {
+    req->op.seq = comm->next_seq; /* only named in messages: the next collective's */
+  } else {
+    req->op.seq = comm->next_seq++;
+    if (req->op.job) comm->next_seq += SC_JOB_SEQ_SPAN; /* the job's own calls */
+  }
   /* Tickets follow queue order, so releasing them in order releases each
    * stream exactly when its own operations are done. */
   if (req->stream) req->ticket = ++comm->stream_tickets;

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/devrt.h"
 #include "lib/base/clock.h"
 #include "lib/base/log.h"
 
@@ -37,9 +38,46 @@ void sc_p2p_op_describe(const sc_p2p_op_t *op, char *out, size_t len) {
            op->is_send ? "to" : "from", op->peer, op->tag, op->count, sc_dtype_name(op->dtype));
 }
 
+sc_result_t sc_p2p_dev_copy(sc_p2p_t *p, int device, void *dst, const void *src, size_t bytes) {
+  const sc_devrt_t *rt = sc_devrt();
+  if (!rt) return SC_ERR(SC_ERR_INTERNAL, "point-to-point staging copy without a device runtime");
+  if (rt->current_device() != device) SC_CHECK(rt->set_device(device));
+  pthread_mutex_lock(&p->lock);
+  sc_result_t r = SC_SUCCESS;
+  if (!p->dstream) {
+    r = rt->stream_create(&p->dstream);
+    if (r == SC_SUCCESS) p->dstream_device = device;
+  }
+  void *stream = p->dstream;
+  pthread_mutex_unlock(&p->lock);
+  SC_CHECK(r);
+  if (p->dstream_device != device)
+    return SC_ERR(SC_ERR_INVALID_ARG,
+                  "point-to-point: device buffers of CUDA device %d on a communicator whose "
+                  "staging copies run on device %d",
+                  device, p->dstream_device);
+  void *ev = NULL;
+  r = rt->event_create(&ev);
+  if (r == SC_SUCCESS) r = rt->memcpy_async(dst, src, bytes, stream);
+  if (r == SC_SUCCESS) r = rt->event_record(ev, stream);
+  if (r == SC_SUCCESS)
+    r = sc_dev_event_wait(rt, ev, p->comm->cfg.timeout_ms, "a point-to-point staging copy");
+  if (ev) rt->event_destroy(ev);
+  return r;
+}
+
 /* The last thing done to op: it may be freed at once by its waiter. The
- * error detail (res != SC_SUCCESS) was recorded on this thread just before. */
+ * error detail (res != SC_SUCCESS) was recorded on this thread just before.
+ * A receive into device memory is copied there first. */
 void sc_p2p_op_complete(sc_p2p_op_t *op, sc_result_t res) {
+  if (res == SC_SUCCESS && op->dev && op->bytes &&
+      (res = sc_p2p_dev_copy(op->lane, op->device, op->dev, op->buf, op->bytes)) != SC_SUCCESS) {
+    char why[SC_ERRMSG_MAX / 2], what[160];
+    sc_error_get_detail(why, sizeof(why));
+    sc_p2p_op_describe(op, what, sizeof(what));
+    SC_ERR(res, "rank %d: %s: copying the message to device memory: %s", op->lane->comm->rank, what,
+           why);
+  }
   sc_request_complete(&op->req, res);
 }
 

@@ -8,12 +8,18 @@
 
 #include "lib/base/dtype.h"
 #include "lib/base/log.h"
+#include "lib/core/device.h"
 #include "lib/core/p2p_internal.h"
+#include "lib/core/stream.h"
 
 /* ---- the API ---- */
 
-static sc_result_t p2p_check(const char *fn, const void *buf, size_t count, sc_dtype_t dtype,
-                             int peer, int tag, sc_comm_t *comm) {
+/* The arguments of one call, every form alike (path: the memory it takes,
+ * lib/core/device.h); on success *kind is buf's memory. */
+static sc_result_t p2p_check(const char *fn, sc_buf_path_t path, const void *buf, size_t count,
+                             sc_dtype_t dtype, int peer, int tag, sc_comm_t *comm,
+                             sc_mem_kind_t *kind) {
+  *kind = SC_MEM_HOST;
   if (!comm) return SC_ERR(SC_ERR_INVALID_ARG, "%s: comm is NULL", fn);
   const size_t es = sc_dtype_size(dtype);
   if (es == 0) return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid dtype %d", fn, (int)dtype);
@@ -29,16 +35,43 @@ static sc_result_t p2p_check(const char *fn, const void *buf, size_t count, sc_d
     return SC_ERR(SC_ERR_UNSUPPORTED,
                   "%s: point-to-point is off on this communicator (SC_P2P=0 when it was created)",
                   fn);
-  return SC_SUCCESS;
+  const char *name = count ? "buf" : NULL;
+  return sc_buffers_classify(fn, path, 1, &buf, &name, kind);
 }
 
+/* A device buffer is staged through host bytes allocated after the op (freed
+ * with its request): a send's are copied from the device here, a receive's
+ * are copied to the device when it completes (sc_p2p_op_complete). */
 static sc_result_t p2p_new(const char *fn, int is_send, const void *buf, size_t count,
                            sc_dtype_t dtype, int peer, int tag, sc_comm_t *comm,
                            sc_p2p_op_t **out) {
   *out = NULL;
-  SC_CHECK(p2p_check(fn, buf, count, dtype, peer, tag, comm));
-  sc_p2p_op_t *op = calloc(1, sizeof(*op));
-  if (!op) return SC_ERR(SC_ERR_NOMEM, "%s: request", fn);
+  sc_mem_kind_t kind;
+  SC_CHECK(p2p_check(fn, SC_PATH_ANY, buf, count, dtype, peer, tag, comm, &kind));
+  const size_t bytes = count * sc_dtype_size(dtype);
+  const size_t stage = kind == SC_MEM_DEVICE ? bytes : 0;
+  if (stage > SIZE_MAX - sizeof(sc_p2p_op_t))
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s: count %zu of %s is too large to stage", fn, count,
+                  sc_dtype_name(dtype));
+  sc_p2p_op_t *op = malloc(sizeof(*op) + stage);
+  if (!op) return SC_ERR(SC_ERR_NOMEM, "%s: request (%zu bytes of host staging)", fn, stage);
+  memset(op, 0, sizeof(*op));
+  if (kind == SC_MEM_DEVICE) {
+    op->lane = comm->p2p;
+    op->device = sc_buffers_device(1, &buf);
+    uint8_t *host = (uint8_t *)(op + 1);
+    if (is_send && stage) {
+      sc_result_t r = sc_p2p_dev_copy(comm->p2p, op->device, host, buf, stage);
+      if (r != SC_SUCCESS) {
+        char why[SC_ERRMSG_MAX / 2];
+        sc_error_get_detail(why, sizeof(why));
+        free(op);
+        return SC_ERR(r, "%s: copying buf from device memory: %s", fn, why);
+      }
+    }
+    if (!is_send) op->dev = (uint8_t *)buf;
+    buf = host;
+  }
   op->fn = fn;
   op->is_send = is_send;
   op->peer = peer;
@@ -240,4 +273,55 @@ sc_result_t sc_irecv(void *buf, size_t count, sc_dtype_t dtype, int peer, int ta
   if (!req) return SC_ERR(SC_ERR_INVALID_ARG, "sc_irecv: req is NULL");
   *req = NULL;
   return p2p_post("sc_irecv", 0, buf, count, dtype, peer, tag, comm, req);
+}
+
+/* ---- stream-ordered forms ---- */
+
+/* job_args: buf, count, peer, tag, is_send. On the progress thread, once the
+ * stream's earlier work is done: the blocking call, staged as any device
+ * buffer is; the stream waits until it returns. */
+static sc_result_t p2p_stream_job(sc_comm_t *comm, const sc_op_t *op) {
+  void *buf = (void *)(uintptr_t)op->job_args[0];
+  const size_t count = (size_t)op->job_args[1];
+  const int peer = (int)op->job_args[2], tag = (int)op->job_args[3];
+  const int is_send = op->job_args[4] != 0;
+  return p2p_post(is_send ? "sc_send_on_stream" : "sc_recv_on_stream", is_send, buf, count,
+                  op->dtype, peer, tag, comm, NULL);
+}
+
+static sc_result_t p2p_on_stream(const char *fn, int is_send, const void *buf, size_t count,
+                                 sc_dtype_t dtype, int peer, int tag, sc_comm_t *comm,
+                                 sc_stream_t stream) {
+  sc_mem_kind_t kind;
+  SC_CHECK(p2p_check(fn, SC_PATH_STREAM, buf, count, dtype, peer, tag, comm, &kind));
+  if (sc_group.depth > 0)
+    return SC_ERR(SC_ERR_UNSUPPORTED,
+                  "%s: stream forms of point-to-point calls inside sc_group_start/sc_group_end "
+                  "are not implemented yet: call it outside the group",
+                  fn);
+  sc_op_t o = {.coll = SC_COLL_BROADCAST,
+               .sendbuf = is_send ? buf : NULL,
+               .recvbuf = is_send ? NULL : (void *)buf,
+               .count = count,
+               .dtype = dtype,
+               .root = is_send ? comm->rank : peer,
+               .device = 1,
+               .job = p2p_stream_job,
+               .local = 1};
+  o.job_args[0] = (uint64_t)(uintptr_t)buf;
+  o.job_args[1] = count;
+  o.job_args[2] = (uint64_t)peer;
+  o.job_args[3] = (uint64_t)tag;
+  o.job_args[4] = (uint64_t)is_send;
+  return sc_stream_submit(fn, comm, &o, stream);
+}
+
+sc_result_t sc_send_on_stream(const void *buf, size_t count, sc_dtype_t dtype, int peer, int tag,
+                              sc_comm_t *comm, sc_stream_t stream) {
+  return p2p_on_stream("sc_send_on_stream", 1, buf, count, dtype, peer, tag, comm, stream);
+}
+
+sc_result_t sc_recv_on_stream(void *buf, size_t count, sc_dtype_t dtype, int peer, int tag,
+                              sc_comm_t *comm, sc_stream_t stream) {
+  return p2p_on_stream("sc_recv_on_stream", 0, buf, count, dtype, peer, tag, comm, stream);
 }

@@ -30,7 +30,12 @@ typedef struct sc_p2p_op {
   int is_send, peer, tag;
   sc_dtype_t dtype;
   uint64_t count, bytes, id;
-  uint8_t *buf;
+  uint8_t *buf; /* the caller's, or for device memory the staging bytes after the op */
+  /* A receive into device memory: its payload lands in buf (host staging)
+   * and is copied to dev on device before the request completes. */
+  uint8_t *dev;
+  struct sc_p2p *lane; /* with dev: whose staging stream copies */
+  int device;
   int64_t deadline_ms;
   int in_active, final, waiting;
   sc_result_t fail; /* decided while requests were still in flight */
@@ -90,6 +95,8 @@ struct sc_p2p {
   int comm_failed;
   uint64_t unexp_bytes;           /* held by messages from peers no receive has taken yet */
   char tp_msg[SC_ERRMSG_MAX / 2]; /* the transport's last failure */
+  void *dstream;                  /* staging copies' device stream, made by the first (lock) */
+  int dstream_device;
 };
 
 /* What an unmatched arrival costs against SC_P2P_UNEXPECTED_BYTES besides
@@ -102,6 +109,9 @@ void sc_p2p_op_describe(const sc_p2p_op_t *op, char *out, size_t len);
 void sc_p2p_op_complete(sc_p2p_op_t *op, sc_result_t res);
 /* Records res with op's description and the reason, then completes op. */
 void sc_p2p_op_fail(sc_p2p_t *p, sc_p2p_op_t *op, sc_result_t res, const char *why);
+/* Copies bytes between host and device memory of device, through the lane's
+ * staging stream, and waits for it (bounded by SC_TIMEOUT_MS). */
+sc_result_t sc_p2p_dev_copy(sc_p2p_t *p, int device, void *dst, const void *src, size_t bytes);
 int sc_p2p_op_tr_pending(const sc_p2p_op_t *op);
 void sc_p2p_wait_remove(sc_p2p_op_t **list, sc_p2p_op_t *op);
 sc_result_t sc_p2p_tp_post(sc_p2p_t *p, int is_send, int peer, void *buf, size_t len,

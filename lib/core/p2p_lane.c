@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "algorithms/algorithms.h"
+#include "kernels/devrt.h"
 #include "lib/base/clock.h"
 #include "lib/base/log.h"
 #include "lib/core/fingerprint.h"
@@ -352,6 +353,7 @@ void sc_p2p_free(sc_comm_t *comm) {
   sc_p2p_t *p = comm->p2p;
   if (!p) return;
   sc_p2p_stop(comm);
+  if (p->dstream) sc_devrt()->stream_destroy(p->dstream);
   pthread_mutex_destroy(&p->lock);
   pthread_cond_destroy(&p->cv);
   free(p->peers);

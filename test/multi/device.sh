@@ -6,8 +6,9 @@
 # op on 1 to 8 ranks over tcp, shm and auto (three dtypes above 4 ranks);
 # the all-reduce with each algorithm forced on 3 to 8 ranks; small prime
 # staging chunks and a single slot; one device per rank; the all-to-alls,
-# gather, scatter and the uneven all-gather in every form (mr_coll_more); a
-# rank killed mid-job and an abort.
+# gather, scatter and the uneven all-gather in every form (mr_coll_more);
+# point-to-point calls in every form (mr_p2p_device); a rank killed mid-job
+# and an abort.
 # A sample of the full matrix, to keep the run short on a loaded machine.
 . "$top_srcdir/test/multi/lib.sh"
 device_runtime "$(cd "$top_builddir" && pwd)/test/devfake/.libs/libsc_devfake.so" || exit 77
@@ -64,6 +65,14 @@ coll_more "all-to-alls, gather, scatter, allgatherv tcp n=3" 3 "SC_TRANSPORT=tcp
 coll_more "all-to-alls, gather, scatter, allgatherv shm n=4" 4 "SC_TRANSPORT=shm"
 coll_more "all-to-alls, gather, scatter, allgatherv tcp n=5, 4099-byte chunks (sample)" 5 \
   "SC_TRANSPORT=tcp SC_STAGE_CHUNK_BYTES=4099" --quick
+# Point-to-point calls on device buffers: blocking in a group, non-blocking,
+# a self-send, the stream forms; eager and rendezvous sizes, two dtypes.
+for tp in tcp shm; do
+  for n in 2 3; do
+    check "point-to-point on device buffers $tp n=$n" env SC_TRANSPORT=$tp "$SC_RUN" -n "$n" \
+      --timeout 300 --label "$MR/mr_p2p_device"
+  done
+done
 survivors() { # survivors N TRANSPORT: every rank but the killed one reports its error
   SC_TIMEOUT_MS=60000 SC_TRANSPORT=$2 "$SC_RUN" -n "$1" --grace 90 --timeout 120 --label "$MR/mr_device" --peer-death >"$tmpdir/run" 2>&1
   cat "$tmpdir/run"
