@@ -66,20 +66,24 @@ for step in $steps; do
       # (the tcp and ucx sweeps took 262 s of this stage). Over UCX, fusion,
       # sparse and device buffers run the tcp/shm scripts' code above UCX's
       # own, which ucx-collectives, ucx-peer_death, ucx_rndv and the UCX
-      # failure scripts reach.
+      # failure scripts reach. Device buffers run here under device.sh,
+      # device_ipc.sh and stream.sh; dev_sparse, verbs_gdr_fake and
+      # perf_device stage through the same code (304 s of this stage).
       tests=$(printf 'sc-print-tests:\n\t@echo $(TESTS)\n' |
         make -s -C $abd -f Makefile -f - sc-print-tests 2>/dev/null | tr ' ' '\n' |
         grep -E '^test/(multi|failure|soak)/.*\.sh$' |
         grep -v -E '^test/multi/(tcp|ucx)-(allreduce_algos|coll_more|p2p)\.sh$' |
-        grep -v -E '^test/multi/(ucx-(fusion|sparse)|ucx_device)\.sh$' | tr '\n' ' ')
+        grep -v -E '^test/multi/(ucx-(fusion|sparse)|ucx_device)\.sh$' |
+        grep -v -E '^test/multi/(dev_sparse|verbs_gdr_fake|perf_device)\.sh$' | tr '\n' ' ')
       [ -n "$tests" ] || { note "asan: no multi-rank tests found"; status=1; continue; }
     fi
     start=$(date +%s)
     # verbs over its stand-in provider: the suites that reach different
     # transport paths, not the whole list again (test/multi/verbs_fake.sh;
     # sparse sends through the same verbs code as collectives). SC_TEST_SAMPLE:
-    # the scripts that sweep dtypes run a sample of them on every rank count
-    # but one (memory errors follow the code path, not the dtype).
+    # the sweeps run a sample (coll_more: every dtype on 3 ranks only;
+    # allreduce_algos: 2, 5 and 8 ranks): memory errors follow the code path,
+    # not the dtype or every rank count.
     (cd $abd && make -j2 >make.out 2>&1 &&
       VERBS_FAKE_SUITES=${VERBS_FAKE_SUITES-collectives peer_death} SC_TEST_SAMPLE=1 \
         make -j2 check ${tests:+TESTS="$tests"} TEST_TIMEOUT=1800 >check.out 2>&1)
