@@ -68,13 +68,15 @@ for step in $steps; do
       # own, which ucx-collectives, ucx-peer_death, ucx_rndv and the UCX
       # failure scripts reach. Device buffers run here under device.sh,
       # device_ipc.sh and stream.sh; dev_sparse, verbs_gdr_fake and
-      # perf_device stage through the same code (304 s of this stage).
+      # perf_device stage through the same code (304 s of this stage);
+      # ucx_netbed is ucx-collectives' transport code between namespaces.
       tests=$(printf 'sc-print-tests:\n\t@echo $(TESTS)\n' |
         make -s -C $abd -f Makefile -f - sc-print-tests 2>/dev/null | tr ' ' '\n' |
         grep -E '^test/(multi|failure|soak)/.*\.sh$' |
         grep -v -E '^test/multi/(tcp|ucx)-(allreduce_algos|coll_more|p2p)\.sh$' |
         grep -v -E '^test/multi/(ucx-(fusion|sparse)|ucx_device)\.sh$' |
-        grep -v -E '^test/multi/(dev_sparse|verbs_gdr_fake|perf_device)\.sh$' | tr '\n' ' ')
+        grep -v -E '^test/multi/(dev_sparse|verbs_gdr_fake|perf_device|ucx_netbed)\.sh$' |
+        tr '\n' ' ')
       [ -n "$tests" ] || { note "asan: no multi-rank tests found"; status=1; continue; }
     fi
     start=$(date +%s)
