@@ -26,6 +26,8 @@ import subprocess
 import sys
 import time
 
+import gloo_sc_run
+
 
 def free_port(addr):
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -89,18 +91,10 @@ def main():
         addr = os.environ.get("GLOO_ALLREDUCE_ADDR", "127.0.0.1")
         return worker(rank, world, addr, port, parse_cases(argv))
     if argv and argv[0] == "--sc-run":
-        try:
-            rank = int(os.environ["SC_RANK"])
-            world = int(os.environ["SC_WORLD_SIZE"])
-            addr, port = os.environ["SC_ROOT_ADDR"].rsplit(":", 1)
-        except (KeyError, ValueError) as e:
-            print("gloo_allreduce.py --sc-run: SC_RANK, SC_WORLD_SIZE and SC_ROOT_ADDR=HOST:PORT "
-                  "must be set (run it under sc-run): %s" % e, file=sys.stderr)
+        where = gloo_sc_run.placement("gloo_allreduce.py")
+        if where is None:
             return 2
-        if os.environ.get("SC_SOCKET_IFNAME") and not os.environ.get("GLOO_SOCKET_IFNAME"):
-            os.environ["GLOO_SOCKET_IFNAME"] = os.environ["SC_SOCKET_IFNAME"]
-        os.environ.setdefault("OMP_NUM_THREADS", "1")
-        return worker(rank, world, addr, int(port), parse_cases(argv[1:]))
+        return worker(*where, parse_cases(argv[1:]))
     world, port, addr, rest = 0, 0, "127.0.0.1", []
     i = 0
     while i < len(argv):

@@ -35,6 +35,8 @@ import subprocess
 import sys
 import time
 
+import gloo_sc_run
+
 MASK = (1 << 64) - 1
 SHARE_ONE = 1 << 20
 MAX_RANKS = 32768
@@ -238,18 +240,10 @@ def main():
             print("%d: %s" % (int(e), " ".join(str(c) for row in m for c in row)))
         return 0
     if sc_run:
-        try:
-            rank = int(os.environ["SC_RANK"])
-            world = int(os.environ["SC_WORLD_SIZE"])
-            addr, port = os.environ["SC_ROOT_ADDR"].rsplit(":", 1)
-        except (KeyError, ValueError) as e:
-            print("gloo_alltoall.py --sc-run: SC_RANK, SC_WORLD_SIZE and SC_ROOT_ADDR=HOST:PORT "
-                  "must be set (run it under sc-run): %s" % e, file=sys.stderr)
+        where = gloo_sc_run.placement("gloo_alltoall.py")
+        if where is None:
             return 2
-        if os.environ.get("SC_SOCKET_IFNAME") and not os.environ.get("GLOO_SOCKET_IFNAME"):
-            os.environ["GLOO_SOCKET_IFNAME"] = os.environ["SC_SOCKET_IFNAME"]
-        os.environ.setdefault("OMP_NUM_THREADS", "1")
-        return worker(rank, world, addr, int(port), parse_cases(rest), uneven, seed, skew, sendrecv)
+        return worker(*where, parse_cases(rest), uneven, seed, skew, sendrecv)
     if "GLOO_ALLTOALL_RANK" in os.environ:
         return worker(int(os.environ["GLOO_ALLTOALL_RANK"]), world, addr, port,
                       parse_cases(rest), uneven, seed, skew, sendrecv)
