@@ -88,42 +88,46 @@ static sc_result_t copy(bufs_t *b, void *dst, const void *src, size_t bytes) {
   return stream_drain(b->stream);
 }
 
+/* Round c's input into h_in and d_in, zeros into h_out and d_out. */
+static void stage_round(bufs_t *b, size_t bytes, int c) {
+  fill(b->h_in, bytes, rank, c);
+  memset(b->h_out, 0, bytes);
+  CHECK_OK(copy(b, b->d_in, b->h_in, bytes));
+  CHECK_OK(copy(b, b->d_out, b->h_out, bytes));
+}
+
+/* d_out back to the host, checked against rank src's round c input. */
+static void check_round(bufs_t *b, const char *how, size_t bytes, int src, int c) {
+  char what[96];
+  CHECK_OK(copy(b, b->h_out, b->d_out, bytes));
+  snprintf(what, sizeof(what), "%s %zu B", how, bytes);
+  expect(what, b->h_out, bytes, src, c);
+}
+
 /* One round: count elements of dtype to the next rank, from the previous. */
 static void round_blocking(bufs_t *b, size_t count, sc_dtype_t dt, size_t es, sc_comm_t *comm,
                            int c) {
   const size_t bytes = count * es;
   const int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
-  char what[96];
-  fill(b->h_in, bytes, rank, c);
-  memset(b->h_out, 0, bytes);
-  CHECK_OK(copy(b, b->d_in, b->h_in, bytes));
-  CHECK_OK(copy(b, b->d_out, b->h_out, bytes));
+  stage_round(b, bytes, c);
   CHECK_OK(sc_group_start());
   CHECK_OK(sc_send(b->d_in, count, dt, next, 5, comm));
   CHECK_OK(sc_recv(b->d_out, count, dt, prev, 5, comm));
   CHECK_OK(sc_group_end());
-  CHECK_OK(copy(b, b->h_out, b->d_out, bytes));
-  snprintf(what, sizeof(what), "group send/recv %zu B", bytes);
-  expect(what, b->h_out, bytes, prev, c);
+  check_round(b, "group send/recv", bytes, prev, c);
 }
 
 static void round_nonblocking(bufs_t *b, size_t count, sc_dtype_t dt, size_t es, sc_comm_t *comm,
                               int c) {
   const size_t bytes = count * es;
   const int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
-  char what[96];
-  fill(b->h_in, bytes, rank, c);
-  memset(b->h_out, 0, bytes);
-  CHECK_OK(copy(b, b->d_in, b->h_in, bytes));
-  CHECK_OK(copy(b, b->d_out, b->h_out, bytes));
+  stage_round(b, bytes, c);
   sc_request_t *rq = NULL, *sq = NULL;
   CHECK_OK(sc_irecv(b->d_out, count, dt, prev, 6, comm, &rq));
   CHECK_OK(sc_isend(b->d_in, count, dt, next, 6, comm, &sq));
   CHECK_OK(sc_wait(&sq));
   CHECK_OK(sc_wait(&rq));
-  CHECK_OK(copy(b, b->h_out, b->d_out, bytes));
-  snprintf(what, sizeof(what), "isend/irecv %zu B", bytes);
-  expect(what, b->h_out, bytes, prev, c);
+  check_round(b, "isend/irecv", bytes, prev, c);
   /* to this rank itself: the receive posted after the send */
   memset(b->h_out, 0, bytes);
   CHECK_OK(copy(b, b->d_out, b->h_out, bytes));
@@ -131,9 +135,7 @@ static void round_nonblocking(bufs_t *b, size_t count, sc_dtype_t dt, size_t es,
   CHECK_OK(sc_irecv(b->d_out, count, dt, rank, 7, comm, &rq));
   CHECK_OK(sc_wait(&rq));
   CHECK_OK(sc_wait(&sq));
-  CHECK_OK(copy(b, b->h_out, b->d_out, bytes));
-  snprintf(what, sizeof(what), "self isend/irecv %zu B", bytes);
-  expect(what, b->h_out, bytes, rank, c);
+  check_round(b, "self isend/irecv", bytes, rank, c);
 }
 
 typedef struct {
