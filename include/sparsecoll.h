@@ -460,7 +460,10 @@ sc_result_t sc_iallgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
  * only the operations with that peer, as does SC_ERR_NOMEM when the messages
  * from it that no receive has taken would pass SC_P2P_UNEXPECTED_BYTES. A
  * wait is bounded by SC_TIMEOUT_MS (SC_ERR_TIMEOUT) and ended by
- * sc_comm_abort (SC_ERR_ABORTED).
+ * sc_comm_abort (SC_ERR_ABORTED). A sender may destroy its communicator
+ * once its sends completed: the messages it sent are still received after
+ * that; a receive nothing was sent for then fails with SC_ERR_REMOTE saying
+ * the peer closed its lane.
  *
  * Sends count elements of dtype from buf to rank peer with tag and returns
  * when buf may be reused. count may be 0 (buf may then be NULL).

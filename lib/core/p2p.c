@@ -180,9 +180,13 @@ void sc_p2p_peer_fail(sc_p2p_t *p, int peer, sc_result_t res, const char *why) {
     sc_p2p_list_remove(&pp->posted, e);
     sc_p2p_op_fail(p, e->owner, res, why);
   }
-  while ((e = pp->unexp.head)) {
-    sc_p2p_list_remove(&pp->unexp, e);
-    sc_p2p_unexp_t *u = e->owner;
+  for (sc_p2p_entry_t *next, *f = pp->unexp.head; f; f = next) {
+    next = f->next;
+    sc_p2p_unexp_t *u = f->owner;
+    /* An eager message sent before a goodbye stays for a later receive; a
+     * rendezvous one cannot finish without its sender. */
+    if (pp->bye && u->kind == SC_P2P_EAGER) continue;
+    sc_p2p_list_remove(&pp->unexp, f);
     if (u->self_send) sc_p2p_op_fail(p, u->self_send, res, why);
     /* Only an eager payload still being received has a request (on the
      * pending list) that must settle first; a rendezvous request has none. */
@@ -205,10 +209,13 @@ void sc_p2p_peer_fail(sc_p2p_t *p, int peer, sc_result_t res, const char *why) {
       }
     }
   }
+  /* After a goodbye, a payload being received was sent in full before it
+   * (over tcp it may still be on another socket): it completes, or fails
+   * with its transport request. */
   for (sc_p2p_op_t *op = p->active; op; op = op->anext)
-    if (op->peer == peer) op->fail = res;
+    if (op->peer == peer && !(pp->bye && op->final)) op->fail = res;
   for (sc_p2p_unexp_t *u = p->pending; u; u = u->pnext)
-    if (u->peer == peer && u->recv) {
+    if (u->peer == peer && u->recv && !pp->bye) {
       sc_p2p_op_fail(p, u->recv, res, why);
       u->recv = NULL;
       u->drop = 1;
@@ -409,6 +416,7 @@ void sc_p2p_on_header(sc_p2p_t *p, int peer) {
              "rank %d closed its point-to-point lane (its communicator was destroyed)", peer);
     SC_ERR(SC_ERR_REMOTE, "%s", why);
     pp->quiet = 1;
+    pp->bye = 1;
     sc_p2p_peer_fail(p, peer, SC_ERR_REMOTE, why);
     return; /* nothing follows: no header receive left pending for its close */
   }
@@ -487,7 +495,11 @@ void sc_p2p_start_op(sc_p2p_t *p, sc_p2p_op_t *op) {
   sc_p2p_peer_t *pp = &p->peers[op->peer];
   op->deadline_ms = sc_now_ms() + p->comm->cfg.timeout_ms;
   if (pp->dead) {
-    sc_p2p_op_fail(p, op, pp->dead_res, pp->dead_msg);
+    sc_p2p_entry_t *e = pp->bye && !op->is_send ? sc_p2p_list_take(&pp->unexp, op->tag) : NULL;
+    if (e)
+      match_unexp(p, op, e->owner);
+    else
+      sc_p2p_op_fail(p, op, pp->dead_res, pp->dead_msg);
     return;
   }
   if (op->peer == p->comm->rank) {

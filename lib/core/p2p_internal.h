@@ -68,6 +68,7 @@ typedef struct sc_p2p_ctl {
 
 typedef struct sc_p2p_peer {
   int dead, quiet; /* quiet: its end was said elsewhere (BYE, the communicator's failure) */
+  int bye;         /* it said goodbye: what it sent before is on the wire, in full */
   sc_result_t dead_res;
   char dead_msg[SC_ERRMSG_MAX / 2];
   sc_p2p_list_t posted, unexp;

@@ -202,6 +202,7 @@ static void fail_all(sc_p2p_t *p, sc_p2p_op_t *queued) {
   }
   for (int i = 0; i < p->comm->nranks; i++) {
     p->peers[i].dead = 0;
+    p->peers[i].bye = 0; /* nothing is kept for a later receive now */
     sc_p2p_peer_fail(p, i, SC_ERR_ABORTED, why);
   }
   /* cancel_all settled every request: what peer_fail deferred ends now */

@@ -12,7 +12,9 @@
  * SC_ERR_TIMEOUT within seconds. abort: rank 0's pending receive is ended by
  * sc_comm_abort from another thread. off: run with SC_P2P=0. timeout: run
  * with a short SC_TIMEOUT_MS. flood: run with SC_P2P_UNEXPECTED_BYTES=1048576;
- * rank 0 sends rank 1 more than that in messages it does not receive. */
+ * rank 0 sends rank 1 more than that in messages it does not receive.
+ * leave: rank 0 sends rank 1 three messages and destroys its communicator at
+ * once; rank 1 receives them all after the goodbye. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -477,6 +479,41 @@ static int run_flood(sc_comm_t *comm) {
   return failures ? 1 : 0;
 }
 
+/* A sender's destroy says goodbye after its messages: what it sent before is
+ * still received, in any order, eager ones taken from the unexpected list
+ * after the goodbye; a receive nothing was sent for fails naming the reason. */
+static int run_leave(sc_comm_t *comm) {
+  enum { SMALL = 100, MID = 1000, BIG = 4 << 20 };
+  uint8_t *big = malloc(BIG), small[SMALL], mid[MID], x;
+  if (!big) return 1;
+  if (nranks >= 2 && rank == 0) {
+    fill(small, SMALL, 0, 1, 0);
+    fill(big, BIG, 0, 2, 0);
+    fill(mid, MID, 0, 3, 0);
+    OK(sc_send(small, SMALL, SC_UINT8, 1, 1, comm));
+    OK(sc_send(big, BIG, SC_UINT8, 1, 2, comm));
+    OK(sc_send(mid, MID, SC_UINT8, 1, 3, comm));
+  } else if (rank == 1) {
+    OK(sc_recv(big, BIG, SC_UINT8, 0, 2, comm));
+    expect(big, BIG, 0, 2, 0, "rendezvous message received as its sender left");
+    /* Blocks until the goodbye: nothing was sent with tag 99. */
+    sc_result_t r = sc_recv(&x, 1, SC_UINT8, 0, 99, comm);
+    checks++;
+    if (r != SC_ERR_REMOTE || !strstr(sc_last_error(), "closed its point-to-point lane"))
+      FAIL("receive after rank 0 left: %s: %s", sc_strerror(r), sc_last_error());
+    OK(sc_recv(mid, MID, SC_UINT8, 0, 3, comm));
+    expect(mid, MID, 0, 3, 0, "eager message received after its sender left");
+    OK(sc_recv(small, SMALL, SC_UINT8, 0, 1, comm));
+    expect(small, SMALL, 0, 1, 0, "eager message received after its sender left");
+    r = sc_recv(small, SMALL, SC_UINT8, 0, 1, comm);
+    checks++;
+    if (r != SC_ERR_REMOTE) FAIL("second receive of tag 1 after rank 0 left: %s", sc_strerror(r));
+  }
+  free(big);
+  sc_comm_destroy(comm);
+  return failures ? 1 : 0;
+}
+
 /* SC_P2P=0: every call refused with SC_ERR_UNSUPPORTED saying why; the
  * collectives unaffected. */
 static int run_off(sc_comm_t *comm) {
@@ -508,6 +545,7 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "off")) return run_off(comm);
   if (!strcmp(mode, "timeout")) return run_timeout(comm);
   if (!strcmp(mode, "flood")) return run_flood(comm);
+  if (!strcmp(mode, "leave")) return run_leave(comm);
   int rc = run_all(comm);
   sc_comm_destroy(comm);
   return rc;

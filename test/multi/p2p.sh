@@ -3,7 +3,7 @@
 # Point-to-point messaging (test/multi/mr_p2p.c) over the transport
 # SC_TRANSPORT names: 1 to 8 ranks, odd counts and non-powers of two; a rank
 # killed mid-exchange; sc_comm_abort with a receive pending;
-# SC_TIMEOUT_MS; SC_P2P_UNEXPECTED_BYTES; SC_P2P=0.
+# SC_TIMEOUT_MS; SC_P2P_UNEXPECTED_BYTES; a sender that leaves at once; SC_P2P=0.
 . "$top_srcdir/test/multi/lib.sh"
 # UCX's worker setup costs seconds per rank on two shared cores: one size there.
 sizes="1 2 3 5 8"
@@ -28,5 +28,7 @@ check "p2p, unmatched calls time out, n=2" env SC_TIMEOUT_MS=1500 "$SC_RUN" -n 2
 check "p2p, unreceived messages past SC_P2P_UNEXPECTED_BYTES fail their sender's ops, n=2" \
   env SC_P2P_UNEXPECTED_BYTES=1048576 SC_TIMEOUT_MS=5000 "$SC_RUN" -n 2 --timeout 60 --label \
   "$MR/mr_p2p" flood
+check "p2p, messages sent before the sender's destroy are received after it, n=3" \
+  "$SC_RUN" -n 3 --timeout 60 --label "$MR/mr_p2p" leave
 check "p2p off (SC_P2P=0), n=2" env SC_P2P=0 "$SC_RUN" -n 2 --timeout 60 --label "$MR/mr_p2p" off
 finish
