@@ -17,6 +17,9 @@
 #   mpi       mpirun inside host 0 (perf/compare/bed_lib.sh), btl tcp between
 #             hosts, vader inside one
 #   gloo      gloo_alltoall.py --sc-run under sc-run --netbed
+#   sockets   tcp_alltoall.c under sc-run --netbed: plain TCP sockets, a
+#             thread per flow, no library in the data path (not with -v):
+#             what the bed's hosts reach at all, the ceiling for everyone
 #   and each cell also gives the time's fraction of what the link allows: a
 #   host of m ranks sends and receives m x size x (P-m)/P bytes through its
 #   link (uniform all-to-all only).
@@ -43,7 +46,7 @@
 # tenth (>= 1). -r ROUNDS repeats the whole alternation and keeps each cell's
 # best time. -a forces our algorithm (pairwise, bruck, hier; sendrecv: group,
 # isend; not on a bed, where every all-to-all one runs). --skip takes the
-# names above (on a bed: ours, mpi, gloo).
+# names above (on a bed: ours, mpi, gloo, sockets).
 # The last table gives, per size and P, ours' time over the fastest of the
 # other libraries (< 1: ours faster). Needs: mpicc/mpirun (apt-get install
 # openmpi-bin libopenmpi-dev) and python3-torch for the peers; a missing peer
@@ -179,6 +182,16 @@ for cand in ${PYTHON:-} /usr/bin/python3 python3; do
   if "$cand" -c "import torch.distributed" >/dev/null 2>&1; then py=$(command -v "$cand"); break; fi
 done
 [ -n "$py" ] || note "gloo: no python3 with torch (apt-get install -y python3-torch)"
+have_sockets=0
+if [ -n "$bed" ] && [ "$uneven" = 0 ]; then
+  if ${CC:-cc} -O2 -I "$here/../../include" -I "$build/include" -o "$tmp/tcp_alltoall" \
+    "$here/tcp_alltoall.c" -L"$build/.libs" -lsparsecoll -lpthread -Wl,-rpath,"$build/.libs" \
+    2>"$tmp/cc.err"; then
+    have_sockets=1
+  else
+    note "sockets: cc failed: $(head -c 300 "$tmp/cc.err")"
+  fi
+fi
 
 if [ -n "$bed" ]; then
   ours_algos="pairwise bruck hier auto"
@@ -186,6 +199,7 @@ if [ -n "$bed" ]; then
   libs="$(for a in $ours_algos; do printf 'ours-%s ' "$a"; done)mpi gloo"
   launchers="ours mpi gloo"
   others="mpi gloo"
+  [ "$uneven" = 0 ] && libs="$libs sockets" launchers="$launchers sockets"
 else
   libs="ours-shm mpi-shm ours-tcp mpi-tcp gloo"
   launchers=$libs
@@ -272,6 +286,14 @@ run_lib() {
       "${btl[@]}" "$tmp/mpi_alltoall" "${pargs[@]}" "${cases[@]}" >>"$out" 2>>"$log" </dev/null ||
       echo "${sizes[0]} fail exit status, see below" >>"$out"
     ;;
+  sockets)
+    [ "$have_sockets" = 1 ] || { echo "${sizes[0]} fail not built" >>"$out"; return; }
+    local sra=()
+    [ "$sr" = 1 ] && sra=(--sendrecv)
+    timeout 900 "$build/sc-run" --netbed="$bed" -n "$p" --timeout 800 "$tmp/tcp_alltoall" \
+      "${sra[@]}" "${cases[@]}" >>"$out" 2>>"$log" ||
+      echo "${sizes[0]} fail exit status, see below" >>"$out"
+    ;;
   gloo)
     [ -n "$py" ] || { echo "${sizes[0]} fail no torch" >>"$out"; return; }
     if [ -n "$bed" ]; then
@@ -327,8 +349,8 @@ if [ -n "$bed" ]; then
   echo "# bed $bed: $nb_hosts hosts x $nb_m rank(s) at $nb_rate; ranks placed consecutively"
   echo "# cells: time (us) and, uniform all-to-all only, its fraction of what the link allows (a host of m ranks"
   echo "# moves m x size x (P-m)/P bytes each way through its $(awk -v b="$link_bps" 'BEGIN {printf "%.4g", b / 8e9}') GB/s link)"
-  echo "# best: ours' fastest algorithm; auto/mpi, auto/gloo: the cost model's pick's time / the peer's"
-  echo "# (< 1: ours faster); auto picks: what the cost model chose"
+  echo "# best: ours' fastest algorithm; auto/mpi, auto/gloo, auto/sock: the cost model's pick's time / the"
+  echo "# peer's (< 1: ours faster; sockets: plain TCP, no library); auto picks: what the cost model chose"
   echo "# iterations per size (size:iters:warmup): ${cases[*]}"
   for p in $ranks; do
     echo
@@ -352,7 +374,7 @@ if [ -n "$bed" ]; then
         while ((getline line < f) > 0) { split(line, a, " "); AP[a[1]] = a[2] }
         printf "%10s", "size"
         for (i = 1; i <= nl; i++) { n = L[i]; sub(/^ours-/, "", n); printf " %17s", n }
-        printf " %9s %9s %9s %10s\n", "best", "auto/mpi", "auto/gloo", "auto picks"
+        printf " %9s %9s %9s %9s %10s\n", "best", "auto/mpi", "auto/gloo", "auto/sock", "auto picks"
         for (j = 1; j <= ns; j++) {
           s = S[j]; printf "%10d", s
           best = ""; bn = "n/a"
@@ -361,8 +383,8 @@ if [ -n "$bed" ]; then
             if (L[i] ~ /^ours-/ && t != "" && (best == "" || t + 0 < best + 0)) { best = t; bn = L[i] }
           }
           sub(/^ours-/, "", bn)
-          printf " %9s %9s %9s %10s\n", bn, ratio(T["ours-auto", s], T["mpi", s]),
-            ratio(T["ours-auto", s], T["gloo", s]),
+          printf " %9s %9s %9s %9s %10s\n", bn, ratio(T["ours-auto", s], T["mpi", s]),
+            ratio(T["ours-auto", s], T["gloo", s]), ratio(T["ours-auto", s], T["sockets", s]),
             (s in AP) ? AP[s] : "n/a"
         }
       }'
