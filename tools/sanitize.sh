@@ -113,15 +113,16 @@ for step in $steps; do
     # TSan is 5-15x slower and the machine may be shared: by default a
     # representative subset (every collective on 1-8 ranks over each transport,
     # peer death, a 500-op soak over every algorithm, fusion's worker thread
-    # against the caller's); TSAN_TESTS=all runs every multi-rank script over
+    # against the caller's, point-to-point over tcp, where a caller drives the
+    # lane's engine in turn with its thread); TSAN_TESTS=all runs every multi-rank script over
     # both transports.
     tests=${TSAN_TESTS:-"test/multi/tcp-collectives.sh test/multi/shm-collectives.sh \
-test/multi/tcp-peer_death.sh test/soak/soak.sh test/multi/fusion.sh"}
+test/multi/tcp-peer_death.sh test/soak/soak.sh test/multi/fusion.sh test/multi/tcp-p2p.sh"}
     [ "$tests" = all ] && tests="test/multi/tcp-collectives.sh test/multi/shm-collectives.sh \
 test/multi/tcp-allreduce_algos.sh test/multi/shm-allreduce_algos.sh \
 test/multi/tcp-peer_death.sh test/multi/shm-peer_death.sh \
 test/multi/tcp-env_launchers.sh test/multi/shm-env_launchers.sh test/soak/soak.sh \
-test/multi/fusion.sh"
+test/multi/fusion.sh test/multi/tcp-p2p.sh"
     start=$(date +%s)
     (cd $tbd && make -j2 >make.out 2>&1 &&
       SOAK_OPS=500 make -j2 check TESTS="$tests" TEST_TIMEOUT=1800 >check.out 2>&1)

@@ -190,8 +190,15 @@ struct sc_transport_ops {
   /* Memory registration hooks; tcp and shm implement them as no-ops. */
   sc_result_t (*reg)(sc_transport_t *tp, void *buf, size_t len, void **handle);
   sc_result_t (*dereg)(sc_transport_t *tp, void *handle);
-  /* Any thread: make a progress() blocked in poll return now. */
+  /* Any thread: make a progress() (or wait()) blocked in poll return now. */
   void (*wake)(sc_transport_t *tp);
+  /* Optional (NULL: not offered). Blocks until a peer may have sent
+   * something, wake() was called, or timeout_ms passed, without moving a byte
+   * or touching a request, so that it may run while another thread is inside
+   * progress(); may return early. One thread at a time calls it. The
+   * point-to-point lane waits here with its engine free for a caller to
+   * drive (lib/core/p2p_lane.c). */
+  void (*wait)(sc_transport_t *tp, int timeout_ms);
   /* Closes everything; does not touch requests (call cancel_all first). */
   void (*destroy)(sc_transport_t *tp);
   /* The link between ranks a and b (a != b), once connect_all succeeded.

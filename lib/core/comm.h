@@ -84,6 +84,9 @@ struct sc_request {
    * out under comm->lock in queue order. */
   struct sc_stream_slot *stream;
   uint32_t ticket;
+  /* A blocking point-to-point call's communicator: sc_wait drives its lane
+   * meanwhile (lib/core/p2p_lane.c); NULL for the others. */
+  struct sc_comm *p2p_comm;
 };
 
 /* Settings read once at creation. */

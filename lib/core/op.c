@@ -16,6 +16,7 @@
 #include "lib/base/log.h"
 #include "lib/base/yield.h"
 #include "lib/core/comm.h"
+#include "lib/core/p2p.h"
 
 /* How long a waiter spins before it sleeps: long enough to catch a small
  * collective finishing, short enough not to steal the core from the progress
@@ -208,6 +209,8 @@ sc_result_t sc_wait(sc_request_t **req) {
     if (atomic_load_explicit(&r->done, memory_order_acquire)) return sc_request_finish(req);
     sc_cpu_relax();
   }
+  if (r->p2p_comm && !atomic_load_explicit(&r->done, memory_order_acquire))
+    sc_p2p_drive(r->p2p_comm, req, 1);
   while (!atomic_load_explicit(&r->done, memory_order_acquire)) sc_futex_wait(&r->done, 0, 100);
   return sc_request_finish(req);
 }

@@ -23,6 +23,12 @@ sc_result_t sc_p2p_create(sc_comm_t *comm, const sc_tp_config_t *tpc);
 /* Stops the lane's thread, failing what is pending with SC_ERR_ABORTED, and
  * closes the lane; later calls are refused. Idempotent. */
 void sc_p2p_stop(sc_comm_t *comm);
+/* Runs the lane's engine from the calling thread until the n requests
+ * (point-to-point calls on comm; NULL entries skipped) are done, where the
+ * transport lets the lane thread wait without it (its wait op) and the lane
+ * thread gave it up; else, or once the lane closes, returns at once and the
+ * caller waits for the lane thread as for any request. */
+void sc_p2p_drive(sc_comm_t *comm, sc_request_t *const *reqs, int n);
 /* Frees what sc_p2p_stop left (the struct itself). */
 void sc_p2p_free(sc_comm_t *comm);
 

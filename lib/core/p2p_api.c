@@ -88,8 +88,10 @@ static sc_result_t p2p_new(const char *fn, int is_send, const void *buf, size_t 
   return SC_SUCCESS;
 }
 
-/* Hands ops (a qnext chain) to the lane thread, starting it the first time. */
-static sc_result_t p2p_submit(sc_comm_t *comm, sc_p2p_op_t *head, sc_p2p_op_t *tail) {
+/* Hands ops (a qnext chain) to the lane, starting its thread the first
+ * time. wake: rouse the lane thread; a caller that will wait through
+ * sc_p2p_wait_driving leaves that to it (it may drive the ops itself). */
+static sc_result_t p2p_submit(sc_comm_t *comm, sc_p2p_op_t *head, sc_p2p_op_t *tail, int wake) {
   sc_p2p_t *p = comm->p2p;
   pthread_mutex_lock(&p->lock);
   if (p->closed) {
@@ -111,9 +113,11 @@ static sc_result_t p2p_submit(sc_comm_t *comm, sc_p2p_op_t *head, sc_p2p_op_t *t
   else
     p->qhead = head;
   p->qtail = tail;
-  pthread_cond_signal(&p->cv);
-  /* Under the lock: once it is released, an abort may close and free the lane. */
-  if (p->tp) p->ops->wake(p->tp);
+  if (wake || !p->tp || !p->ops->wait) {
+    pthread_cond_signal(&p->cv);
+    /* Under the lock: once it is released, an abort may close and free the lane. */
+    if (p->tp) p->ops->wake(p->tp);
+  }
   pthread_mutex_unlock(&p->lock);
   return SC_SUCCESS;
 }
@@ -182,6 +186,11 @@ sc_result_t sc_group_end(void) {
   sc_group.n = 0;
   sc_result_t first = SC_SUCCESS;
   char msg[SC_ERRMSG_MAX];
+  /* One communicator's point-to-point calls only: the wait below drives its
+   * lane, so its thread is not roused. Else every lane is, at once. */
+  int one_lane = items != NULL;
+  for (sc_group_item_t *it = items; it; it = it->next)
+    if (!it->deferred || it->comm != items->comm) one_lane = 0;
   /* Everything is started before anything is waited for: that is what makes
    * any call order deadlock-free. Consecutive calls on one communicator go
    * to its lane thread in one hand-off. */
@@ -195,7 +204,7 @@ sc_result_t sc_group_end(void) {
       last->deferred->qnext = last->next->deferred;
       last = last->next;
     }
-    sc_result_t r = p2p_submit(it->comm, it->deferred, last->deferred);
+    sc_result_t r = p2p_submit(it->comm, it->deferred, last->deferred, !one_lane);
     for (sc_group_item_t *x = it;; x = x->next) {
       if (r == SC_SUCCESS)
         x->req = &x->deferred->req;
@@ -210,6 +219,13 @@ sc_result_t sc_group_end(void) {
       if (x == last) break;
     }
     it = last->next;
+  }
+  if (one_lane && n <= 64) {
+    /* One drive for the whole group: its calls finish in any order. */
+    sc_request_t *reqs[64];
+    int k = 0;
+    for (sc_group_item_t *it = items; it; it = it->next) reqs[k++] = it->req;
+    sc_p2p_drive(items->comm, reqs, k);
   }
   for (sc_group_item_t *it = items, *next; it; it = next) {
     next = it->next;
@@ -232,6 +248,10 @@ static sc_result_t p2p_post(const char *fn, int is_send, const void *buf, size_t
                             sc_request_t **req) {
   sc_p2p_op_t *op;
   SC_CHECK(p2p_new(fn, is_send, buf, count, dtype, peer, tag, comm, &op));
+  /* A blocking call's wait drives the lane itself. A non-blocking one's is
+   * left to the lane thread, which starts it at once: a caller's sc_wait
+   * driving as well would only contend with it for the engine. */
+  if (!req) op->req.p2p_comm = comm;
   if (!req && sc_group.depth > 0) {
     char what[160];
     sc_p2p_op_describe(op, what, sizeof(what));
@@ -239,7 +259,7 @@ static sc_result_t p2p_post(const char *fn, int is_send, const void *buf, size_t
     if (r != SC_SUCCESS) free(op);
     return r;
   }
-  sc_result_t r = p2p_submit(comm, op, op);
+  sc_result_t r = p2p_submit(comm, op, op, req != NULL);
   if (r != SC_SUCCESS) {
     free(op);
     return r;

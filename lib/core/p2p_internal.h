@@ -2,13 +2,16 @@
 /* The point-to-point lane's state, shared by its three parts: the protocol
  * (lib/core/p2p.c: operations, peers, matching, the frames), the lane
  * thread and life cycle (p2p_lane.c) and the API with its groups
- * (p2p_api.c). Only the lane thread touches the lane, the matching lists
- * and the operations in flight; user threads reach it through the locked
- * queue. */
+ * (p2p_api.c). The lane, the matching lists and the operations in flight
+ * belong to whoever holds `drive`: the lane thread, or a user thread in a
+ * blocking call that drives the engine itself while the lane thread waits
+ * for the peers (sc_p2p_wait_driving); operations reach it through the
+ * locked queue. */
 #ifndef SC_P2P_INTERNAL_H
 #define SC_P2P_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "lib/core/p2p.h"
@@ -88,7 +91,15 @@ struct sc_p2p {
   sc_p2p_op_t *qhead, *qtail;
   int started, closed;
   pthread_t thread;
-  /* the lane thread's */
+  /* The engine: whoever holds drive owns everything below it. drivers: user
+   * threads driving now (the lane thread then waits on cv, not the sockets). */
+  pthread_mutex_t drive;
+  _Atomic int drivers;
+  int ready;  /* the lane thread posted the header receives */
+  int parked; /* (lock) the lane thread waits on cv, not in the transport */
+  int kicked; /* (lock) a caller left operations waiting for peers: do not park */
+  int busy;   /* a header was handled: the next round must not block */
+  int64_t next_check;
   sc_p2p_peer_t *peers;
   sc_p2p_op_t *active;
   sc_p2p_unexp_t *pending;
@@ -130,5 +141,4 @@ void sc_p2p_start_op(sc_p2p_t *p, sc_p2p_op_t *op);
 
 /* p2p_lane.c: the lane thread's body (started by the first submission). */
 void *sc_p2p_main(void *arg);
-
 #endif

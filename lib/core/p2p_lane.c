@@ -4,6 +4,7 @@
  * SC_TIMEOUT_MS and the communicator's failure, and at the close says
  * goodbye and fails what is left; creation connects the lane (an all-gather
  * of its addresses over the collectives' transport). */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,11 +156,16 @@ static void check_comm_failed(sc_p2p_t *p) {
   }
 }
 
-static sc_p2p_op_t *take_queue(sc_p2p_t *p, int *closed) {
+/* The submitted operations, or NULL; *closed: the lane is closing. A
+ * driving caller leaves the queue of a closing lane to the lane's fail_all. */
+static sc_p2p_op_t *take_queue(sc_p2p_t *p, int lane, int *closed) {
   pthread_mutex_lock(&p->lock);
-  sc_p2p_op_t *q = p->qhead;
-  p->qhead = p->qtail = NULL;
   *closed = p->closed;
+  sc_p2p_op_t *q = NULL;
+  if (lane || !p->closed) {
+    q = p->qhead;
+    p->qhead = p->qtail = NULL;
+  }
   pthread_mutex_unlock(&p->lock);
   return q;
 }
@@ -211,63 +217,180 @@ static void fail_all(sc_p2p_t *p, sc_p2p_op_t *queued) {
   scan_ctls(p);
 }
 
+/* One round of the lane's engine, by whoever holds p->drive: start q,
+ * move bytes (waiting in the transport at most block_ms), act on arrived
+ * headers, settle what finished, and every SC_P2P_POLL_MS the deadlines and
+ * the communicator's failure. */
+static void lane_round(sc_p2p_t *p, sc_p2p_op_t *q, int block_ms) {
+  for (sc_p2p_op_t *op = q, *next; op; op = next) {
+    next = op->qnext;
+    sc_p2p_start_op(p, op);
+  }
+  if (p->tp) {
+    int progressed = 0;
+    sc_result_t r = p->ops->progress(p->tp, q || p->busy ? 0 : block_ms, &progressed);
+    /* A header handled now posts the next header's receive, and a transport
+     * may fill that at once from what it has read already (TCP): then the
+     * next round must not wait in the transport for more. */
+    p->busy = 0;
+    if (r != SC_SUCCESS) sc_error_get_detail(p->tp_msg, sizeof(p->tp_msg));
+    for (int i = 0; i < p->comm->nranks; i++) {
+      sc_p2p_peer_t *pp = &p->peers[i];
+      if (!pp->hposted || pp->hreq.state == SC_TP_REQ_PENDING) continue;
+      if (pp->hreq.state == SC_TP_REQ_ERROR) {
+        pp->hposted = 0;
+        sc_p2p_tp_failed(p, i, pp->hreq.status);
+      } else {
+        sc_p2p_on_header(p, i);
+        p->busy = 1;
+      }
+    }
+    scan_active(p);
+    scan_pending(p);
+    scan_ctls(p);
+  } else if (!q && block_ms > 0) {
+    pthread_mutex_lock(&p->lock);
+    if (!p->qhead && !p->closed) {
+      struct timespec ts;
+      sc_clock_deadline_ts(block_ms, &ts);
+      pthread_cond_timedwait(&p->cv, &p->lock, &ts);
+    }
+    pthread_mutex_unlock(&p->lock);
+  }
+  int64_t now = sc_now_ms();
+  if (now >= p->next_check) {
+    check_comm_failed(p);
+    check_deadlines(p, now);
+    p->next_check = now + SC_P2P_POLL_MS;
+  }
+}
+
+/* Bytes of this lane still to be written: the transport's wait() does not
+ * watch for room to write, so the engine must keep moving them itself. */
+static int lane_sending(const sc_p2p_t *p) {
+  if (p->ctls) return 1;
+  for (const sc_p2p_op_t *op = p->active; op; op = op->anext)
+    if (op->is_send && sc_p2p_op_tr_pending(op)) return 1;
+  return 0;
+}
+
+/* Whether the lane thread may give the engine up while it waits: with a
+ * transport that can wait without it, and nothing for the engine to do but
+ * wait for the peers. */
+static int lane_may_idle(sc_p2p_t *p) {
+  if (!p->tp || !p->ops->wait || p->busy || lane_sending(p)) return 0;
+  pthread_mutex_lock(&p->lock);
+  int idle = !p->qhead && !p->closed;
+  pthread_mutex_unlock(&p->lock);
+  return idle;
+}
+
+/* Whether an operation of the lane waits for a peer: then a peer's message
+ * needs an answer or completes it, and must be taken when it comes. */
+static int lane_pending(const sc_p2p_t *p) {
+  if (p->active || p->pending || p->ctls) return 1;
+  for (int i = 0; i < p->comm->nranks; i++) {
+    const sc_p2p_peer_t *pp = &p->peers[i];
+    if (pp->posted.head || pp->wait_cts || pp->wait_data) return 1;
+  }
+  return 0;
+}
+
+/* The lane thread's wait with the engine free. With operations waiting for
+ * peers and no caller driving, in the transport until a peer may have sent
+ * something; otherwise parked on cv for SC_P2P_POLL_MS at most, so that the
+ * messages a driving caller takes itself do not wake this thread too (a
+ * message nothing waits for is taken within that time, or by the receive
+ * that wants it). Submissions, the close and a caller leaving operations
+ * waiting behind it wake it. */
+static void lane_idle(sc_p2p_t *p, int watch) {
+  if (watch && atomic_load(&p->drivers) == 0) {
+    p->ops->wait(p->tp, SC_P2P_POLL_MS);
+    if (atomic_load(&p->drivers) == 0) return; /* else the message is the driver's */
+  }
+  pthread_mutex_lock(&p->lock);
+  if (!p->qhead && !p->closed && !p->kicked) {
+    p->parked = 1;
+    struct timespec ts;
+    sc_clock_deadline_ts(SC_P2P_POLL_MS, &ts);
+    pthread_cond_timedwait(&p->cv, &p->lock, &ts);
+    p->parked = 0;
+  }
+  p->kicked = 0;
+  pthread_mutex_unlock(&p->lock);
+}
+
 void *sc_p2p_main(void *arg) {
   sc_p2p_t *p = arg;
   sc_log_set_rank(p->comm->rank);
+  pthread_mutex_lock(&p->drive);
   for (int i = 0; i < p->comm->nranks; i++)
     if (i != p->comm->rank && p->tp) sc_p2p_peer_post_header(p, i);
-  int64_t next_check = sc_now_ms() + SC_P2P_POLL_MS;
-  /* A header handled last round posted the next header's receive, and a
-   * transport may fill that at once from what it has read already (TCP):
-   * then the next round must not wait in the transport for more. */
-  int busy = 0;
+  p->next_check = sc_now_ms() + SC_P2P_POLL_MS;
+  p->ready = 1;
   for (;;) {
+    int block = SC_P2P_POLL_MS;
+    if (lane_may_idle(p)) {
+      const int watch = lane_pending(p);
+      pthread_mutex_unlock(&p->drive);
+      lane_idle(p, watch);
+      pthread_mutex_lock(&p->drive);
+      block = 0;
+    }
     int closed;
-    sc_p2p_op_t *q = take_queue(p, &closed);
+    sc_p2p_op_t *q = take_queue(p, 1, &closed);
     if (closed) {
       fail_all(p, q);
       break;
     }
-    for (sc_p2p_op_t *op = q, *next; op; op = next) {
-      next = op->qnext;
-      sc_p2p_start_op(p, op);
-    }
-    if (p->tp) {
-      int progressed = 0;
-      sc_result_t r = p->ops->progress(p->tp, q || busy ? 0 : SC_P2P_POLL_MS, &progressed);
-      busy = 0;
-      if (r != SC_SUCCESS) sc_error_get_detail(p->tp_msg, sizeof(p->tp_msg));
-      for (int i = 0; i < p->comm->nranks; i++) {
-        sc_p2p_peer_t *pp = &p->peers[i];
-        if (!pp->hposted || pp->hreq.state == SC_TP_REQ_PENDING) continue;
-        if (pp->hreq.state == SC_TP_REQ_ERROR) {
-          pp->hposted = 0;
-          sc_p2p_tp_failed(p, i, pp->hreq.status);
-        } else {
-          sc_p2p_on_header(p, i);
-          busy = 1;
-        }
-      }
-      scan_active(p);
-      scan_pending(p);
-      scan_ctls(p);
-    } else if (!q) {
-      pthread_mutex_lock(&p->lock);
-      if (!p->qhead && !p->closed) {
-        struct timespec ts;
-        sc_clock_deadline_ts(SC_P2P_POLL_MS, &ts);
-        pthread_cond_timedwait(&p->cv, &p->lock, &ts);
-      }
-      pthread_mutex_unlock(&p->lock);
-    }
-    int64_t now = sc_now_ms();
-    if (now >= next_check) {
-      check_comm_failed(p);
-      check_deadlines(p, now);
-      next_check = now + SC_P2P_POLL_MS;
-    }
+    lane_round(p, q, block);
   }
+  pthread_mutex_unlock(&p->drive);
   return NULL;
+}
+
+static int all_done(sc_request_t *const *reqs, int n) {
+  for (int i = 0; i < n; i++)
+    if (reqs[i] && !atomic_load(&reqs[i]->done)) return 0;
+  return 1;
+}
+
+void sc_p2p_drive(sc_comm_t *comm, sc_request_t *const *reqs, int n) {
+  sc_p2p_t *p = comm->p2p;
+  if (!p || !p->tp || !p->ops->wait || all_done(reqs, n)) return;
+  int drove = 0;
+  atomic_fetch_add(&p->drivers, 1);
+  if (pthread_mutex_trylock(&p->drive) == 0) {
+    /* ready: the lane thread posted its header receives (it runs first). */
+    if (p->ready) {
+      drove = 1;
+      int closed = 0;
+      while (!all_done(reqs, n) && !closed) {
+        sc_p2p_op_t *q = take_queue(p, 0, &closed);
+        if (!closed) lane_round(p, q, SC_P2P_POLL_MS);
+      }
+    }
+    const int sending = drove && lane_sending(p), left = !drove || lane_pending(p);
+    atomic_fetch_sub(&p->drivers, 1);
+    pthread_mutex_unlock(&p->drive);
+    /* The lane thread takes over what waits for a peer, or bytes still to
+     * write. A closing lane was woken by its closer. */
+    pthread_mutex_lock(&p->lock);
+    if (left) {
+      p->kicked = 1; /* also for a lane thread about to park */
+      if (p->parked) pthread_cond_signal(&p->cv);
+    }
+    if ((sending || !drove) && !p->closed) p->ops->wake(p->tp);
+    pthread_mutex_unlock(&p->lock);
+  } else {
+    /* Whoever holds the engine starts what is queued at its next round; a
+     * lane thread waiting in the transport must be roused for it. */
+    atomic_fetch_sub(&p->drivers, 1);
+    pthread_mutex_lock(&p->lock);
+    if (p->qhead && p->parked) pthread_cond_signal(&p->cv);
+    if (p->qhead && !p->closed) p->ops->wake(p->tp);
+    pthread_mutex_unlock(&p->lock);
+  }
 }
 
 /* ---- life cycle ---- */
@@ -279,6 +402,7 @@ sc_result_t sc_p2p_create(sc_comm_t *comm, const sc_tp_config_t *tpc) {
   p->comm = comm;
   p->ops = comm->tpops;
   pthread_mutex_init(&p->lock, NULL);
+  pthread_mutex_init(&p->drive, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -356,6 +480,7 @@ void sc_p2p_free(sc_comm_t *comm) {
   sc_p2p_stop(comm);
   if (p->dstream) sc_devrt()->stream_destroy(p->dstream);
   pthread_mutex_destroy(&p->lock);
+  pthread_mutex_destroy(&p->drive);
   pthread_cond_destroy(&p->cv);
   free(p->peers);
   free(p);

@@ -330,6 +330,13 @@ static void test_args(sc_comm_t *comm) {
   /* the detail of the last one */
   checks++;
   if (q) FAIL("irecv left a request after refusing");
+  /* An empty group, and one nested in another, are no-ops. */
+  OK(sc_group_start());
+  OK(sc_group_end());
+  OK(sc_group_start());
+  OK(sc_group_start());
+  OK(sc_group_end());
+  OK(sc_group_end());
 }
 
 static int run_all(sc_comm_t *comm) {

@@ -246,6 +246,22 @@ static sc_result_t tcp_dereg(sc_transport_t *tp, void *handle) {
   return SC_SUCCESS;
 }
 
+static void tcp_wait(sc_transport_t *base, int timeout_ms) {
+  sc_tcp_transport_t *tp = sc_tcp_of(base);
+  if (!tp || !tp->wpfds) return;
+  int rc = poll(tp->wpfds, (nfds_t)tp->nwpfds, timeout_ms);
+  if (rc <= 0) return;
+  if (tp->wpfds[0].revents & POLLIN) {
+    uint64_t v;
+    while (read(tp->wake_fd, &v, sizeof(v)) < 0 && errno == EINTR) {
+    }
+  }
+  /* A closed or failed socket stays ready: reported once, then left to
+   * progress(), or every later wait would return at once. */
+  for (size_t i = 1; i < tp->nwpfds; i++)
+    if (tp->wpfds[i].revents & (POLLHUP | POLLERR | POLLNVAL)) tp->wpfds[i].fd = -1;
+}
+
 static void tcp_wake(sc_transport_t *base) {
   if (!base) return;
   sc_tcp_transport_t *tp = sc_tcp_of(base);
@@ -284,6 +300,7 @@ const sc_transport_ops_t sc_tcp_transport = {
     .reg = tcp_reg,
     .dereg = tcp_dereg,
     .wake = tcp_wake,
+    .wait = tcp_wait,
     .destroy = sc_tcp_destroy,
     .props = sc_tcp_props,
 };

@@ -126,6 +126,15 @@ sc_result_t sc_tcp_alloc_pollset(sc_tcp_transport_t *tp) {
   if (!tp->pfds || !tp->pfd_peer || !tp->pfd_sock)
     return SC_ERR(SC_ERR_NOMEM, "tcp: out of memory for a poll set of %zu sockets", n);
   tp->npfds = n;
+  tp->wpfds = calloc(n, sizeof(*tp->wpfds));
+  if (!tp->wpfds)
+    return SC_ERR(SC_ERR_NOMEM, "tcp: out of memory for a poll set of %zu sockets", n);
+  tp->wpfds[0] = (struct pollfd){.fd = tp->wake_fd, .events = POLLIN};
+  tp->nwpfds = 1;
+  for (int i = 0; i < tp->base.nranks; i++)
+    for (int k = 0; k < tp->peers[i].nsocks; k++)
+      if (tp->peers[i].socks[k].fd >= 0)
+        tp->wpfds[tp->nwpfds++] = (struct pollfd){.fd = tp->peers[i].socks[k].fd, .events = POLLIN};
   return SC_SUCCESS;
 }
 
@@ -155,6 +164,7 @@ void sc_tcp_destroy(sc_transport_t *base) {
   memset(tp->secret, 0, sizeof(tp->secret));
   free(tp->peers);
   free(tp->pfds);
+  free(tp->wpfds);
   free(tp->pfd_peer);
   free(tp->pfd_sock);
   free(tp);

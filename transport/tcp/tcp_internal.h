@@ -120,6 +120,10 @@ typedef struct sc_tcp_transport {
   struct pollfd *pfds; /* wake_fd + every data socket, reused by progress */
   int *pfd_peer, *pfd_sock;
   size_t npfds;
+  /* wait()'s own: wake_fd + every data socket as connect_all left them, each
+   * dropped once it reports a hang-up or error (progress() handles that). */
+  struct pollfd *wpfds;
+  size_t nwpfds;
 } sc_tcp_transport_t;
 
 static inline sc_tcp_transport_t *sc_tcp_of(sc_transport_t *tp) {
