@@ -89,8 +89,8 @@ static sc_result_t p2p_new(const char *fn, int is_send, const void *buf, size_t 
 }
 
 /* Hands ops (a qnext chain) to the lane, starting its thread the first
- * time. wake: rouse the lane thread; a caller that will wait through
- * sc_p2p_wait_driving leaves that to it (it may drive the ops itself). */
+ * time. wake: rouse the lane thread; a blocking caller leaves that to its
+ * sc_wait, which may drive the ops itself (sc_p2p_drive). */
 static sc_result_t p2p_submit(sc_comm_t *comm, sc_p2p_op_t *head, sc_p2p_op_t *tail, int wake) {
   sc_p2p_t *p = comm->p2p;
   pthread_mutex_lock(&p->lock);
@@ -221,7 +221,10 @@ sc_result_t sc_group_end(void) {
     it = last->next;
   }
   if (one_lane && n <= 64) {
-    /* One drive for the whole group: its calls finish in any order. */
+    /* One drive for the whole group: its calls finish in any order, and
+     * driving them one sc_wait at a time hands the engine back and forth
+     * with the lane thread in between (8 B group at P = 2: 25 us, 43 us
+     * one by one). A larger group is driven by its waits below. */
     sc_request_t *reqs[64];
     int k = 0;
     for (sc_group_item_t *it = items; it; it = it->next) reqs[k++] = it->req;

@@ -5,7 +5,7 @@
  * (p2p_api.c). The lane, the matching lists and the operations in flight
  * belong to whoever holds `drive`: the lane thread, or a user thread in a
  * blocking call that drives the engine itself while the lane thread waits
- * for the peers (sc_p2p_wait_driving); operations reach it through the
+ * for the peers (sc_p2p_drive); operations reach it through the
  * locked queue. */
 #ifndef SC_P2P_INTERNAL_H
 #define SC_P2P_INTERNAL_H

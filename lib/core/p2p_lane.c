@@ -359,11 +359,11 @@ void sc_p2p_drive(sc_comm_t *comm, sc_request_t *const *reqs, int n) {
   sc_p2p_t *p = comm->p2p;
   if (!p || !p->tp || !p->ops->wait || all_done(reqs, n)) return;
   int drove = 0;
-  atomic_fetch_add(&p->drivers, 1);
   if (pthread_mutex_trylock(&p->drive) == 0) {
     /* ready: the lane thread posted its header receives (it runs first). */
     if (p->ready) {
       drove = 1;
+      atomic_fetch_add(&p->drivers, 1);
       int closed = 0;
       while (!all_done(reqs, n) && !closed) {
         sc_p2p_op_t *q = take_queue(p, 0, &closed);
@@ -371,7 +371,7 @@ void sc_p2p_drive(sc_comm_t *comm, sc_request_t *const *reqs, int n) {
       }
     }
     const int sending = drove && lane_sending(p), left = !drove || lane_pending(p);
-    atomic_fetch_sub(&p->drivers, 1);
+    if (drove) atomic_fetch_sub(&p->drivers, 1);
     pthread_mutex_unlock(&p->drive);
     /* The lane thread takes over what waits for a peer, or bytes still to
      * write. A closing lane was woken by its closer. */
@@ -385,7 +385,6 @@ void sc_p2p_drive(sc_comm_t *comm, sc_request_t *const *reqs, int n) {
   } else {
     /* Whoever holds the engine starts what is queued at its next round; a
      * lane thread waiting in the transport must be roused for it. */
-    atomic_fetch_sub(&p->drivers, 1);
     pthread_mutex_lock(&p->lock);
     if (p->qhead && p->parked) pthread_cond_signal(&p->cv);
     if (p->qhead && !p->closed) p->ops->wake(p->tp);

@@ -203,6 +203,13 @@ static int wait_ready(sc_tcp_transport_t *tp, int n, int timeout_ms) {
   return poll(tp->pfds, (nfds_t)n, timeout_ms);
 }
 
+/* Consumes the wake-ups wake() counted (an eventfd reads them all at once). */
+static void drain_wake(sc_tcp_transport_t *tp) {
+  uint64_t v;
+  while (read(tp->wake_fd, &v, sizeof(v)) < 0 && errno == EINTR) {
+  }
+}
+
 static sc_result_t tcp_progress(sc_transport_t *base, int timeout_ms, int *progressed) {
   if (progressed) *progressed = 0;
   sc_tcp_transport_t *tp = sc_tcp_of(base);
@@ -217,11 +224,7 @@ static sc_result_t tcp_progress(sc_transport_t *base, int timeout_ms, int *progr
     if (rc < 0 && errno != EINTR)
       return SC_ERR(SC_ERR_SYSTEM, "tcp progress: poll: %s", strerror(errno));
     if (rc > 0) {
-      if (tp->pfds[0].revents) {
-        uint64_t v;
-        while (read(tp->wake_fd, &v, sizeof(v)) < 0 && errno == EINTR) {
-        }
-      }
+      if (tp->pfds[0].revents) drain_wake(tp);
       if (rc > (tp->pfds[0].revents ? 1 : 0))
         res = progress_ready(tp, n, &moved, first_err, sizeof(first_err));
     }
@@ -251,11 +254,7 @@ static void tcp_wait(sc_transport_t *base, int timeout_ms) {
   if (!tp || !tp->wpfds) return;
   int rc = poll(tp->wpfds, (nfds_t)tp->nwpfds, timeout_ms);
   if (rc <= 0) return;
-  if (tp->wpfds[0].revents & POLLIN) {
-    uint64_t v;
-    while (read(tp->wake_fd, &v, sizeof(v)) < 0 && errno == EINTR) {
-    }
-  }
+  if (tp->wpfds[0].revents & POLLIN) drain_wake(tp);
   /* A closed or failed socket stays ready: reported once, then left to
    * progress(), or every later wait would return at once. */
   for (size_t i = 1; i < tp->nwpfds; i++)
