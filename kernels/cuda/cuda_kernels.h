@@ -64,8 +64,10 @@ sc_result_t sc_cuda_avg_finalize(void *buf, size_t count, sc_dtype_t dtype, int 
 size_t sc_cuda_topk_workspace_size(size_t n, sc_dtype_t dtype);
 
 /* Exact top-k: radix select on the magnitude keys (11-bit digits, one
- * fused filter-and-histogram pass per digit, candidates compacted into a
- * list once they fit), then one index-ordered compaction. Writes, sorted by
+ * fused filter-and-histogram pass per digit; once the superset of the
+ * selection fits a list, the next pass writes it and later passes read
+ * only it), then one index-ordered compaction (of the list through two
+ * bitmaps, else of the vector). Writes, sorted by
  * index, the indices (device, room for min(k, n)) and, when values is not
  * NULL, the values bit for bit (device); *nnz (host) = min(k, non-NaN
  * entries). The same indices as the CPU exact selector. Waits for stream. */

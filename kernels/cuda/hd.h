@@ -18,6 +18,10 @@
 #include "kernels/half_bits.h"
 #include "sparsecoll.h"
 
+#ifdef __CUDACC__
+#include <cuda_fp16.h>
+#endif
+
 #define SC_HDI static inline SC_HD
 
 /* The canonical quiet NaN the CPU MIN/MAX return (__builtin_nan("")). */
@@ -83,9 +87,31 @@ SC_HDI double sc_hd_red_f64(int op, double x, double y) {
   }
 }
 
+/* fp16 conversions: on the device the conversion instructions, which round
+ * as the cores do (to nearest even, subnormals kept) and are several times
+ * cheaper than their integer emulation; NaN alone goes through the cores,
+ * whose payload rule (quiet bit set, payload kept) the instructions do not
+ * follow. bfloat16's cores are a shift and an add already. */
+SC_HDI float sc_hd_half_to_float(uint16_t h) {
+#ifdef __CUDA_ARCH__
+  if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0) return sc_half_to_float_core(h);
+  return __half2float(__ushort_as_half(h));
+#else
+  return sc_half_to_float_core(h);
+#endif
+}
+
+SC_HDI uint16_t sc_hd_float_to_half(float f) {
+#ifdef __CUDA_ARCH__
+  if (f != f) return sc_float_to_half_core(f);
+  return __half_as_ushort(__float2half_rn(f));
+#else
+  return sc_float_to_half_core(f);
+#endif
+}
+
 SC_HDI uint16_t sc_hd_red_f16(int op, uint16_t x, uint16_t y) {
-  return sc_float_to_half_core(
-      sc_hd_red_f32(op, sc_half_to_float_core(x), sc_half_to_float_core(y)));
+  return sc_hd_float_to_half(sc_hd_red_f32(op, sc_hd_half_to_float(x), sc_hd_half_to_float(y)));
 }
 
 SC_HDI uint16_t sc_hd_red_bf16(int op, uint16_t x, uint16_t y) {
@@ -120,7 +146,7 @@ SC_HDI double sc_hd_avg_f64(double x, int d) {
   return x / (double)d;
 }
 SC_HDI uint16_t sc_hd_avg_f16(uint16_t x, int d) {
-  return sc_float_to_half_core(sc_half_to_float_core(x) / (float)d);
+  return sc_hd_float_to_half(sc_hd_half_to_float(x) / (float)d);
 }
 SC_HDI uint16_t sc_hd_avg_bf16(uint16_t x, int d) {
   return sc_float_to_bfloat16_core(sc_bfloat16_to_float_core(x) / (float)d);

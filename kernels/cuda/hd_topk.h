@@ -128,22 +128,34 @@ SC_HDI int sc_hd_radix_pick(const uint32_t *hist, unsigned width, uint64_t r, ui
   return -1;
 }
 
-/* Where a pass reads its elements from and where it writes the ones that
- * pass its filter: the full vector, or one of two index lists that take
- * turns (a pass never writes the list it reads). */
-enum { SC_RADIX_SRC_VECTOR = 0, SC_RADIX_LIST_A = 1, SC_RADIX_LIST_B = 2 };
+/* Whether `key` belongs to the superset of the selection that a pass may
+ * write to the candidate list: every key whose bits above the pass are at
+ * least the prefix (the keys above it are all taken, the equal ones are
+ * the candidates). */
+SC_HDI int sc_hd_radix_keep(uint64_t key, unsigned shift, unsigned width, uint64_t prefix) {
+  return (key >> (shift + width)) >= prefix;
+}
+
+/* Where a pass reads its elements from: the full vector, or the candidate
+ * list that an earlier pass wrote. */
+enum { SC_RADIX_SRC_VECTOR = 0, SC_RADIX_SRC_LIST = 1 };
 
 /* The selection's state between passes; lives in device memory so that the
- * passes run back to back without the host. */
+ * passes run back to back without the host. Once the superset of the
+ * selection (every key whose bits chosen so far are at least the prefix)
+ * fits the list, the next pass over the vector writes it there; every later
+ * pass reads it, and the final compaction marks the selected entries of it
+ * in two bitmaps instead of reading the vector again. */
 typedef struct sc_radix_state {
   uint64_t prefix; /* key bits chosen by the passes so far */
   uint64_t r;      /* entries still to take among keys with that prefix */
   uint64_t above;  /* entries whose key is above every key with that prefix */
-  uint64_t cand;   /* entries whose key has that prefix (the next pass's filter output) */
-  uint64_t cap;    /* capacity of each candidate list */
-  uint32_t len[3]; /* entries written to list A / B in the current pass ([0] unused) */
+  uint64_t cand;   /* entries whose key has that prefix */
+  uint64_t cap;    /* capacity of the candidate list */
+  uint32_t len;    /* entries in the candidate list */
   int32_t src;     /* what the next pass reads */
-  int32_t dst;     /* what the next pass writes its filtered entries to (0: nothing) */
+  int32_t write;   /* 1: the next pass writes the superset to the list */
+  uint32_t done;   /* blocks of the current pass that finished (the last one chooses) */
 } sc_radix_state_t;
 
 SC_HDI void sc_hd_radix_init(sc_radix_state_t *st, uint64_t n, uint64_t k, uint64_t cap) {
@@ -152,31 +164,29 @@ SC_HDI void sc_hd_radix_init(sc_radix_state_t *st, uint64_t n, uint64_t k, uint6
   st->above = 0;
   st->cand = n;
   st->cap = cap;
-  st->len[0] = st->len[1] = st->len[2] = 0;
+  st->len = 0;
   st->src = SC_RADIX_SRC_VECTOR;
-  st->dst = 0;
+  st->write = n <= cap;
+  st->done = 0;
 }
 
 /* Number of entries the next pass reads. */
 SC_HDI uint64_t sc_hd_radix_src_len(const sc_radix_state_t *st, uint64_t n) {
-  return st->src == SC_RADIX_SRC_VECTOR ? n : st->len[st->src];
+  return st->src == SC_RADIX_SRC_VECTOR ? n : st->len;
 }
 
 /* After a pass of `width` bits chose bucket b (count entries, cum_above
- * above it): narrow the prefix, and plan the next pass. The list this pass
- * wrote (its filter output: the entries of the old prefix) becomes the next
- * source; the next pass writes a list when its filter output, the entries of
- * the new prefix, fits one. */
+ * above it): narrow the prefix, and plan the next pass. A pass that wrote
+ * the list makes it the source of every later pass; a pass over the vector
+ * writes it once the new superset (above + count entries) fits. */
 SC_HDI void sc_hd_radix_advance(sc_radix_state_t *st, unsigned width, uint64_t b,
                                 uint64_t cum_above, uint64_t count) {
   st->r -= cum_above;
   st->above += cum_above;
   st->prefix = (st->prefix << width) | b;
   st->cand = count;
-  if (st->dst != 0) st->src = st->dst;
-  st->dst = 0;
-  if (count <= st->cap) st->dst = st->src == SC_RADIX_LIST_A ? SC_RADIX_LIST_B : SC_RADIX_LIST_A;
-  if (st->dst != 0) st->len[st->dst] = 0;
+  if (st->write) st->src = SC_RADIX_SRC_LIST;
+  st->write = st->src == SC_RADIX_SRC_VECTOR && st->above + count <= st->cap;
 }
 
 /* ---- the final, index-ordered compaction ---- */
@@ -199,6 +209,29 @@ SC_HDI int sc_hd_select_take(unsigned flags, uint64_t gt_before, uint64_t eq_bef
 /* Entries the selection returns: every greater one and up to r ties. */
 SC_HDI uint64_t sc_hd_select_total(uint64_t gt, uint64_t eq, uint64_t r) {
   return gt + (eq < r ? eq : r);
+}
+
+/* The compaction of a kept candidate list: its selected entries are marked
+ * in two bitmaps over the vector's indices (bit i of word i / 32: key > t,
+ * and a tie), then compacted in index order by tiles of words as the vector
+ * is by tiles of elements. */
+#define SC_CUDA_MAP_THREADS 256
+#define SC_CUDA_MAP_ITEMS   4 /* words per thread: one 16-byte load */
+#define SC_CUDA_MAP_TILE    (SC_CUDA_MAP_THREADS * SC_CUDA_MAP_ITEMS)
+
+/* Words of one bitmap, padded to whole 16-byte loads. */
+SC_HDI uint64_t sc_hd_map_words(uint64_t n) {
+  uint64_t w = (n + 31) / 32;
+  return (w + SC_CUDA_MAP_ITEMS - 1) / SC_CUDA_MAP_ITEMS * SC_CUDA_MAP_ITEMS;
+}
+
+SC_HDI uint64_t sc_hd_map_tiles(uint64_t n) {
+  return (sc_hd_map_words(n) + SC_CUDA_MAP_TILE - 1) / SC_CUDA_MAP_TILE;
+}
+
+/* The flags of bit b of a word pair (sc_hd_select_flags' encoding). */
+SC_HDI unsigned sc_hd_map_flags(uint32_t gt_word, uint32_t eq_word, unsigned b) {
+  return ((gt_word >> b) & 1u) | (((eq_word >> b) & 1u) << 1);
 }
 
 /* ---- Gaussian-k: the sample and the threshold key ---- */
@@ -236,22 +269,24 @@ SC_HDI uint64_t sc_hd_threshold_key(sc_dtype_t dtype, double t) {
 
 /* Byte offsets into the caller's workspace, each 256-byte aligned. */
 typedef struct sc_hd_topk_layout {
-  uint64_t state;  /* sc_radix_state_t, then the compaction's totals (2 x uint64) */
-  uint64_t hist;   /* one 2^SC_CUDA_RADIX_BITS-bin histogram per pass */
-  uint64_t tiles;  /* per-tile packed counts (gt << 32 | eq), scanned in place */
-  uint64_t sample; /* SC_CUDA_TOPK_SAMPLE doubles */
-  uint64_t list_a, list_b;
-  uint64_t cap;   /* entries each candidate list holds */
-  uint64_t bytes; /* total */
+  uint64_t state;          /* sc_radix_state_t, then the compaction's totals (2 x uint64) */
+  uint64_t hist;           /* one 2^SC_CUDA_RADIX_BITS-bin histogram per pass */
+  uint64_t tiles;          /* per-tile packed counts (gt << 32 | eq), scanned in place */
+  uint64_t sample;         /* SC_CUDA_TOPK_SAMPLE doubles */
+  uint64_t list;           /* the candidate list */
+  uint64_t gt_map, eq_map; /* the kept list's bitmaps, sc_hd_map_words(n) words each */
+  uint64_t cap;            /* entries the list holds */
+  uint64_t bytes;          /* total */
 } sc_hd_topk_layout_t;
 
 SC_HDI uint64_t sc_hd_align256(uint64_t x) {
   return (x + 255) & ~(uint64_t)255;
 }
 
-/* Candidates are compacted once they fit an eighth of the vector (plus a
- * floor for short ones): a list that long costs less to read back than the
- * vector, and the two lists stay a quarter of its indices. */
+/* The list is kept once the superset fits an eighth of the vector (plus a
+ * floor for short ones): the final compaction then reads the list and two
+ * bitmaps of n / 32 words instead of the vector twice. ntiles counts the
+ * vector's compaction tiles, which outnumber the bitmaps'. */
 SC_HDI sc_hd_topk_layout_t sc_hd_topk_layout(uint64_t n, uint64_t ntiles) {
   sc_hd_topk_layout_t l;
   uint64_t cap = n / 8 + 2048;
@@ -262,9 +297,10 @@ SC_HDI sc_hd_topk_layout_t sc_hd_topk_layout(uint64_t n, uint64_t ntiles) {
   l.tiles = l.hist + sc_hd_align256((uint64_t)SC_CUDA_RADIX_MAX_PASSES * sizeof(uint32_t)
                                     << SC_CUDA_RADIX_BITS);
   l.sample = l.tiles + sc_hd_align256((ntiles + 1) * sizeof(uint64_t));
-  l.list_a = l.sample + sc_hd_align256((uint64_t)SC_CUDA_TOPK_SAMPLE * sizeof(double));
-  l.list_b = l.list_a + sc_hd_align256(cap * sizeof(uint32_t));
-  l.bytes = l.list_b + sc_hd_align256(cap * sizeof(uint32_t));
+  l.list = l.sample + sc_hd_align256((uint64_t)SC_CUDA_TOPK_SAMPLE * sizeof(double));
+  l.gt_map = l.list + sc_hd_align256(cap * sizeof(uint32_t));
+  l.eq_map = l.gt_map + sc_hd_align256(sc_hd_map_words(n) * sizeof(uint32_t));
+  l.bytes = l.eq_map + sc_hd_align256(sc_hd_map_words(n) * sizeof(uint32_t));
   return l;
 }
 

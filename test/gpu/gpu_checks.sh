@@ -10,13 +10,13 @@
 #   BUILD_DIR  a configured and built tree (--with-cuda), after
 #              `make check TESTS=` so that the test programs exist
 #   LOG_DIR    one log per step, and summary.txt
-#   STEPS      any of "unit perf multi" (default: all three; multi includes
-#              the Python binding with CUDA tensors)
+#   STEPS      any of "unit kernels perf multi" (default: all four; multi
+#              includes the Python binding with CUDA tensors)
 # SC_GPU_UNIT_S and SC_GPU_MULTI_S bound each unit and multi step (seconds).
 # Run from the source tree's root. Prints one line per step.
 B=$(cd "$1" && pwd) || exit 2
 L=$2
-steps=${3:-unit perf multi}
+steps=${3:-unit kernels perf multi}
 mkdir -p "$L" || exit 2
 top_builddir=$B
 top_srcdir=$(pwd)
@@ -106,6 +106,16 @@ for s in $steps; do
     done
     wait
     ;;
+  kernels)
+    # The kernels alone in one process, nothing else on the GPU: every
+    # reduction (dtype and op) against a device-to-device copy of the same
+    # bytes, each result checked against the CPU kernels; top-k selection on
+    # the GPU against the host, and against torch.topk.
+    step "kernels-reduce" 180 "$B/sc_kernel_perf" --mem device -b 16M -e 256M -f 16
+    step "kernels-select-device" 60 "$B/sc_gtopk_perf" --select --mem device
+    step "kernels-select-host" 60 "$B/sc_gtopk_perf" --select
+    step "kernels-torch-topk" 90 python3 perf/compare/torch_gpu_topk.py --build "$B"
+    ;;
   perf)
     # Alone on the machine, one after another. Device buffers against host
     # buffers in one sitting: over shm (CUDA IPC, reductions on the GPU) and
@@ -118,12 +128,8 @@ for s in $steps; do
     P="$B/sc_allreduce_perf -b 1M -e 64M -f 4 -n 5 -w 2"
     step "perf-allreduce-tcp-device-n2" 60 "$B/sc-run" -n 2 -x SC_TRANSPORT=tcp $P --mem device
     step "perf-allreduce-tcp-host-n2" 60 "$B/sc-run" -n 2 -x SC_TRANSPORT=tcp $P
-    # Top-k selection on the GPU against the host, and against torch.topk;
     # gTop-k on device buffers.
-    step "perf-select-device" 60 "$B/sc_gtopk_perf" --select --mem device
-    step "perf-select-host" 60 "$B/sc_gtopk_perf" --select
     step "perf-gtopk-device-n4" 60 "$B/sc-run" -n 4 "$B/sc_gtopk_perf" --mem device
-    step "perf-torch-topk" 90 python3 perf/compare/torch_gpu_topk.py --build "$B"
     step "perf-torch-allreduce-n4" 120 python3 perf/compare/torch_gpu_allreduce.py -n 4 \
       --size 64M --rounds 3 --build "$B"
     # Ranks sharing the GPU take turns on it without MPS (docs/CUDA.md): the

@@ -36,6 +36,7 @@ for c in $COLLS; do
 done
 refuses "sc_gtopk_perf --mem device" "$B/sc_gtopk_perf" --mem device -n 1000 -k 10
 refuses "sc_gtopk_perf --select --mem device" "$B/sc_gtopk_perf" --select --mem device -n 1000
+refuses "sc_kernel_perf --mem device" "$B/sc_kernel_perf" --mem device -b 1K -e 1K
 check "--mem nonsense is a usage error" sh -c '"$1" --mem gpu; test $? -eq 2' sh "$B/sc_allreduce_perf"
 
 # The torch comparisons need a GPU: where torch sees none they must say so
@@ -117,4 +118,21 @@ check "sc_gtopk_perf --select --mem device, float" select_ok "$B/sc_gtopk_perf" 
   --mem device -n 200000 --iters 2
 check "sc_gtopk_perf --select --mem device, half" select_ok "$B/sc_gtopk_perf" --select \
   --mem device -n 100000 --iters 1 --dtype half
+
+# sc_kernel_perf: a row per size, dtype (10) and op (5), each result equal to
+# the CPU kernels' (on the stand-in its emulated kernels, on a GPU the CUDA
+# ones; test/gpu/gpu_checks.sh runs it there). Odd sizes leave a scalar
+# tail after the 16-byte vectors.
+kernels_ok() {
+  "$@" >"$tmpdir/k" 2>&1 || { cat "$tmpdir/k"; return 1; }
+  cat "$tmpdir/k"
+  awk -v want="$KROWS" '!/^#/ { rows++; if ($NF != "ok") bad++ }
+       END { exit !(rows == want && bad == 0) }' "$tmpdir/k"
+}
+KROWS=100 check "sc_kernel_perf --mem device, 2 sizes x 10 dtypes x 5 ops" kernels_ok \
+  "$B/sc_kernel_perf" --mem device -b 1000 -e 64008 -f 64 -n 2 -w 1
+KROWS=5 check "sc_kernel_perf --mem host -d bfloat16" kernels_ok env -u SC_DEVRT_STANDIN \
+  "$B/sc_kernel_perf" -b 4K -e 4K -n 2 -w 1 -d bfloat16
+check "sc_kernel_perf -d nonsense is a usage error" sh -c \
+  '"$1" -d nonsense 2>/dev/null; test $? -eq 2' sh "$B/sc_kernel_perf"
 finish

@@ -184,11 +184,20 @@ static void test_chunks_and_layout(void **state) {
     assert_true(sizeof(sc_radix_state_t) + 2 * 8 <= l.hist);
     assert_true(l.hist + ((uint64_t)SC_CUDA_RADIX_MAX_PASSES * 4 << SC_CUDA_RADIX_BITS) <= l.tiles);
     assert_true(l.tiles + (sc_hd_tiles(ns[a]) + 1) * 8 <= l.sample);
-    assert_true(l.sample + SC_CUDA_TOPK_SAMPLE * 8 <= l.list_a);
-    assert_true(l.list_a + l.cap * 4 <= l.list_b);
-    assert_true(l.list_b + l.cap * 4 <= l.bytes);
-    assert_int_equal(
-        l.hist % 256 + l.tiles % 256 + l.sample % 256 + l.list_a % 256 + l.list_b % 256, 0);
+    assert_true(l.sample + SC_CUDA_TOPK_SAMPLE * 8 <= l.list);
+    assert_true(l.list + l.cap * 4 <= l.gt_map);
+    /* Two bitmaps of whole 16-byte words, adjacent: the first pass clears
+     * both from gt_map to the end. */
+    uint64_t words = sc_hd_map_words(ns[a]);
+    assert_true(words * 32 >= ns[a] && words % SC_CUDA_MAP_ITEMS == 0);
+    assert_true(sc_hd_map_tiles(ns[a]) * SC_CUDA_MAP_TILE >= words);
+    assert_true(sc_hd_map_tiles(ns[a]) <= sc_hd_tiles(ns[a]) || ns[a] == 0);
+    assert_true(l.gt_map + words * 4 <= l.eq_map);
+    assert_true(l.eq_map + words * 4 <= l.bytes);
+    assert_int_equal((l.bytes - l.gt_map) % 16, 0);
+    assert_int_equal(l.hist % 256 + l.tiles % 256 + l.sample % 256 + l.list % 256 + l.gt_map % 256 +
+                         l.eq_map % 256,
+                     0);
   }
 }
 

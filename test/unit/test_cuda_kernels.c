@@ -235,6 +235,23 @@ static void test_topk_against_cpu(void **state) {
           to_host(gval, d.val, gnnz * es);
           if (gnnz && (memcmp(cpu, got, gnnz * 4) || memcmp(cval, gval, gnnz * es)))
             fail_msg("exact: dtype %d kind %d n %zu k %zu differs", (int)dt, kind, n, k);
+          /* From an address that is not 16-byte aligned: the passes load
+           * element by element instead of by vectors. */
+          if (n > 1 && q == 1) {
+            assert_int_equal(
+                sc_topk_kernel((char *)x + es, n - 1, dt, k, SC_SELECT_EXACT, cpu, cval, &cnnz),
+                SC_SUCCESS);
+            assert_int_equal(sc_cuda_topk_exact((char *)d.x + es, n - 1, dt, k, d.idx, d.val, &gnnz,
+                                                d.ws, d.ws_bytes, NULL),
+                             SC_SUCCESS);
+            sync_ok();
+            assert_int_equal(gnnz, cnnz);
+            to_host(got, d.idx, gnnz * 4);
+            to_host(gval, d.val, gnnz * es);
+            if (gnnz && (memcmp(cpu, got, gnnz * 4) || memcmp(cval, gval, gnnz * es)))
+              fail_msg("exact, unaligned: dtype %d kind %d n %zu k %zu differs", (int)dt, kind,
+                       n - 1, k);
+          }
           /* Gaussian: the same selection as the CPU's */
           assert_int_equal(sc_topk_gaussian_indices(x, n, dt, k, cpu, &cnnz), SC_SUCCESS);
           gnnz = gaussian_on_device(&d, n, dt, k);

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The CUDA top-k decisions (kernels/cuda/hd_topk.h), run on the CPU: keys
- * against magnitudes decoded by the CPU selector (sc_topk_magnitude); radix digits per pass and
- * dtype; the bucket choice of the parallel chooser against a serial walk; a replay of the whole
- * multi-pass radix select (candidate lists appended in a shuffled order, as the device's atomics
- * do) and of the Gaussian-k primitives, compared index for index with sc_topk_exact_indices /
+ * against magnitudes decoded by the CPU selector (sc_topk_magnitude); radix
+ * digits per pass and dtype; the bucket choice of the parallel chooser
+ * against a serial walk; a replay of the whole multi-pass radix select (the
+ * superset of the selection appended to the candidate list in a shuffled
+ * order, as the device's atomics do; its compaction through the bitmaps, or
+ * the vector's when the list is not kept) and of the Gaussian-k primitives,
+ * compared index for index with sc_topk_exact_indices /
  * sc_topk_gaussian_indices on random, tied, NaN and +-0 inputs in every float
  * dtype; the threshold key. Needs no GPU, and runs in builds without CUDA. */
 #include <math.h>
@@ -183,39 +186,99 @@ static void shuffle(uint32_t *v, size_t m) {
   }
 }
 
+/* The compaction of a kept list as the kernels do it: the selected entries
+ * marked in two bitmaps (in the list's shuffled order), per-tile packed bit
+ * counts over 16-byte groups of words, an exclusive scan, then per group the
+ * bits in index order. */
+static uint64_t replay_compact_list(const void *x, size_t n, const sc_hd_keyfmt_t *f,
+                                    const sc_radix_state_t *st, const uint32_t *list, uint64_t cap,
+                                    uint32_t *out) {
+  uint64_t words = sc_hd_map_words(n), ntiles = sc_hd_map_tiles(n);
+  uint32_t *gt = calloc(words, 4), *eq = calloc(words, 4);
+  uint64_t *tiles = calloc(ntiles + 1, sizeof *tiles);
+  assert_true(gt && eq && tiles);
+  for (uint64_t j = 0; j < st->len; j++) {
+    uint32_t i = list[j];
+    unsigned fl = sc_hd_select_flags(sc_hd_load_bits(x, f->size, i), f, st->prefix);
+    if (fl & 1u) gt[i >> 5] |= 1u << (i & 31u);
+    if (fl & 2u) eq[i >> 5] |= 1u << (i & 31u);
+  }
+  const uint64_t ngroups = words / SC_CUDA_MAP_ITEMS;
+  for (uint64_t v = 0; v < ngroups; v++)
+    for (unsigned q = 0; q < SC_CUDA_MAP_ITEMS; q++) {
+      uint64_t w = v * SC_CUDA_MAP_ITEMS + q;
+      tiles[v / SC_CUDA_MAP_THREADS] +=
+          ((uint64_t)__builtin_popcount(gt[w]) << 32) | (uint64_t)__builtin_popcount(eq[w]);
+    }
+  uint64_t sum = 0;
+  for (uint64_t b = 0; b < ntiles; b++) {
+    uint64_t v = tiles[b];
+    tiles[b] = sum;
+    sum += v;
+  }
+  uint64_t total = sc_hd_select_total(sum >> 32, sum & 0xffffffffu, st->r);
+  if (total <= cap) {
+    uint8_t *seen = calloc(total + 1, 1);
+    for (uint64_t b = 0; b < ntiles; b++) {
+      uint64_t g = tiles[b] >> 32, e = tiles[b] & 0xffffffffu;
+      for (uint64_t w = b * SC_CUDA_MAP_TILE; w < words && w < (b + 1) * SC_CUDA_MAP_TILE; w++)
+        for (unsigned bit = 0; bit < 32; bit++) {
+          unsigned fl = sc_hd_map_flags(gt[w], eq[w], bit);
+          if (!fl) continue;
+          uint64_t pos;
+          if (sc_hd_select_take(fl, g, e, st->r, &pos)) {
+            assert_true(pos < total);
+            assert_false(seen[pos]);
+            seen[pos] = 1;
+            out[pos] = (uint32_t)(w * 32 + bit);
+          }
+          g += fl & 1u;
+          e += (fl >> 1) & 1u;
+        }
+    }
+    free(seen);
+  }
+  free(gt);
+  free(eq);
+  free(tiles);
+  return total;
+}
+
 /* The exact selection pass by pass: the fused filter and histogram over the
- * vector or a candidate list (appended in a shuffled order, as atomics do),
- * the chooser (every bucket tests sc_hd_radix_hit; exactly one advances the
- * state), then the compaction. */
+ * vector or the candidate list, the superset appended to the list (in a
+ * shuffled order, as atomics do) when the state asks, the chooser (every
+ * bucket tests sc_hd_radix_hit; exactly one advances the state), then the
+ * compaction of the list (paths[1]) or of the vector (paths[0]). */
 static size_t replay_exact(const void *x, size_t n, sc_dtype_t dt, size_t k, uint32_t *out,
-                           int *used_lists) {
+                           int paths[2]) {
   sc_hd_keyfmt_t f = sc_hd_keyfmt(dt);
   if (k == 0 || n == 0) return 0;
   sc_hd_topk_layout_t l = sc_hd_topk_layout(n, sc_hd_tiles(n));
   sc_radix_state_t st;
   sc_hd_radix_init(&st, n, k < n ? k : n, l.cap);
-  uint32_t *lists[3] = {NULL, malloc((l.cap + 1) * 4), malloc((l.cap + 1) * 4)};
+  uint32_t *list = malloc((l.cap + 1) * 4);
   static uint32_t hist[1 << SC_CUDA_RADIX_BITS];
   if (k < n) {
     for (unsigned p = 0; p < sc_hd_radix_passes(f.key_bits); p++) {
       unsigned s, w;
       sc_hd_radix_pass(f.key_bits, p, &s, &w);
       memset(hist, 0, sizeof hist);
-      uint64_t len = sc_hd_radix_src_len(&st, n);
-      if (st.src != SC_RADIX_SRC_VECTOR) *used_lists = 1;
+      uint64_t len = sc_hd_radix_src_len(&st, n), superset = st.above + st.cand;
+      int write = st.write;
+      if (write) assert_int_equal(st.src, SC_RADIX_SRC_VECTOR);
       for (uint64_t j = 0; j < len; j++) {
-        uint32_t i = st.src == SC_RADIX_SRC_VECTOR ? (uint32_t)j : lists[st.src][j];
-        int d = sc_hd_radix_digit(sc_hd_key(sc_hd_load_bits(x, f.size, i), &f), s, w, st.prefix);
-        if (d < 0) continue;
-        hist[d]++;
-        if (st.dst) {
-          assert_true(st.len[st.dst] < l.cap);
-          lists[st.dst][st.len[st.dst]++] = i;
+        uint32_t i = st.src == SC_RADIX_SRC_VECTOR ? (uint32_t)j : list[j];
+        uint64_t key = sc_hd_key(sc_hd_load_bits(x, f.size, i), &f);
+        int d = sc_hd_radix_digit(key, s, w, st.prefix);
+        if (d >= 0) hist[d]++;
+        if (write && sc_hd_radix_keep(key, s, w, st.prefix)) {
+          assert_true(st.len < l.cap);
+          list[st.len++] = i;
         }
       }
-      if (st.dst) {
-        assert_int_equal(st.len[st.dst], st.cand);
-        shuffle(lists[st.dst], st.len[st.dst]);
+      if (write) {
+        assert_int_equal(st.len, superset);
+        shuffle(list, st.len);
       }
       int hits = 0;
       uint64_t cum = 0, r = st.r;
@@ -227,18 +290,25 @@ static size_t replay_exact(const void *x, size_t n, sc_dtype_t dt, size_t k, uin
         cum += hist[b];
       }
       assert_int_equal(hits, 1);
+      if (write) assert_int_equal(st.src, SC_RADIX_SRC_LIST);
     }
   }
-  uint64_t total = replay_compact(x, n, &f, st.prefix, st.r, k, out);
-  free(lists[1]);
-  free(lists[2]);
+  uint64_t total;
+  if (st.src == SC_RADIX_SRC_LIST) {
+    paths[1] = 1;
+    total = replay_compact_list(x, n, &f, &st, list, k, out);
+  } else {
+    paths[0] = 1;
+    total = replay_compact(x, n, &f, st.prefix, st.r, k, out);
+  }
+  free(list);
   return (size_t)total;
 }
 
 static void test_exact_replay_equals_cpu(void **state) {
   (void)state;
   const size_t ns[] = {0, 1, 2, 3, 7, 31, 97, 1009, 2048, 2049, 5003, 70001};
-  int used_lists = 0;
+  int paths[2] = {0, 0};
   rng_seed(6);
   for (unsigned t = 0; t < 4; t++) {
     sc_dtype_t dt = float_dtypes[t];
@@ -254,7 +324,7 @@ static void test_exact_replay_equals_cpu(void **state) {
           uint32_t *cpu = malloc(2 * m * 4 + 4), *dev = malloc(m * 4 + 4);
           size_t cpu_nnz = 0;
           assert_int_equal(sc_topk_exact_indices(x, n, dt, k, cpu, &cpu_nnz), SC_SUCCESS);
-          size_t dev_nnz = replay_exact(x, n, dt, k, dev, &used_lists);
+          size_t dev_nnz = replay_exact(x, n, dt, k, dev, paths);
           if (dev_nnz != cpu_nnz)
             fail_msg("dtype %d kind %d n %zu k %zu: %zu entries, CPU %zu", (int)dt, kind, n, k,
                      dev_nnz, cpu_nnz);
@@ -267,7 +337,8 @@ static void test_exact_replay_equals_cpu(void **state) {
       free(x);
     }
   }
-  assert_true(used_lists); /* the candidate-list path was exercised */
+  /* Both compactions were exercised: the kept list's and the vector's. */
+  assert_true(paths[0] && paths[1]);
 }
 
 /* The Gaussian selector assembled from the device primitives (the sample
@@ -280,9 +351,9 @@ static int cmp_desc(const void *a, const void *b) {
 
 static size_t replay_gaussian(const void *x, size_t n, sc_dtype_t dt, size_t k, uint32_t *out) {
   sc_hd_keyfmt_t f = sc_hd_keyfmt(dt);
-  int lists = 0;
+  int paths[2] = {0, 0};
   if (k == 0 || n == 0) return 0;
-  if (k >= n) return replay_exact(x, n, dt, k, out, &lists);
+  if (k >= n) return replay_exact(x, n, dt, k, out, paths);
   uint64_t cnt, stride, first;
   sc_hd_sample_plan(n, k, &cnt, &stride, &first);
   double *v = malloc(cnt * sizeof *v);
@@ -305,7 +376,7 @@ static size_t replay_gaussian(const void *x, size_t n, sc_dtype_t dt, size_t k, 
     if (sc_topk_search_record(&s, key, sc_hd_key_value(key, dt), count)) return count;
     t = sc_topk_search_next(&s);
   }
-  return replay_exact(x, n, dt, k, out, &lists);
+  return replay_exact(x, n, dt, k, out, paths);
 }
 
 static void test_gaussian_replay_equals_cpu(void **state) {
