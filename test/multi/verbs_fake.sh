@@ -56,8 +56,11 @@ check "collectives n=4, SC_IB_REG_CACHE_BYTES=0" \
 # call before any byte moves, and both ranks fail with SC_ERR_MISMATCH naming
 # both calls (a rank may learn of it from the liveness watch's relay).
 count_mismatch() {
-  SC_TIMEOUT_MS=3000 SC_DEBUG=NONE "$SC_RUN" -n 2 --grace 30 --timeout 60 \
-    "$top_builddir/test/failure/fail_mismatch" count report >"$tmpdir/mm" 2>&1
+  # Each rank stays until both have reported (MR_REPORT_DIR), at most
+  # SC_TIMEOUT_MS + 1 s, so that neither reports the other's exit.
+  mkdir "$tmpdir/mm_reported"
+  SC_TIMEOUT_MS=3000 SC_DEBUG=NONE MR_REPORT_DIR="$tmpdir/mm_reported" "$SC_RUN" -n 2 --grace 30 \
+    --timeout 60 "$top_builddir/test/failure/fail_mismatch" count report >"$tmpdir/mm" 2>&1
   cat "$tmpdir/mm"
   [ "$(grep -c '^rank [01]: ranks called mismatched collectives in' "$tmpdir/mm")" -eq 2 ] &&
     [ "$(grep '^rank [01]: ranks called mismatched collectives in' "$tmpdir/mm" |
