@@ -500,8 +500,9 @@ sc_result_t compact(const char *fn, const B *x, uint64_t n, sc_hd_keyfmt_t f, co
 }
 
 /* Blocks of a pass: as many as the GPU holds at once (each strides over
- * the source), so that no partial last wave and no per-block overhead is
- * paid more than once per multiprocessor slot. */
+ * the source), so that the last blocks never run on a half-empty GPU and
+ * each block's setup (its histogram zeroed and merged) is paid once per
+ * resident slot. */
 template <typename B> unsigned pass_blocks(uint64_t n) {
   int dev = 0, sms = 0, per_sm = 0;
   if (cudaGetDevice(&dev) != cudaSuccess ||
