@@ -4,9 +4,9 @@
  * Exact: a most-significant-digit radix select in the manner of RAFT's AIR
  * top-k. Each pass is one kernel that filters the elements by the key prefix
  * the earlier passes chose and histograms the next 11-bit digit of the ones
- * that pass, then one block picks the bucket holding the k-th largest key and
- * updates the selection state in device memory: the passes run back to back
- * with no host round trip. Once the superset of the selection (every key
+ * that pass; its last block to finish picks the bucket holding the k-th
+ * largest key and updates the selection state in device memory: the passes
+ * run back to back with no host round trip. Once the superset of the selection (every key
  * whose chosen bits are at least the prefix) fits the candidate list, the
  * next pass over the vector appends it there and later passes read only the
  * list. The answer is the CPU exact selector's: every key above the
@@ -45,9 +45,9 @@ __global__ void k_radix_init(sc_radix_state_t *st, uint64_t n, uint64_t k, uint6
 
 /* A warp's staging of list appends in shared memory: appends gather there
  * and go to the list in one reservation per SC_WARP_STAGE entries, so that
- * the list's one counter sees a few atomics per warp and pass instead of
- * one per warp and sweep (which serialized the pass that writes the list on
- * that one address). count is warp-uniform. */
+ * the list's one counter (a single address every block updates) sees a few
+ * atomics per warp and pass instead of one per warp and sweep. count is
+ * warp-uniform. */
 #define SC_WARP_STAGE 256
 struct WarpStage {
   uint32_t *buf; /* SC_WARP_STAGE entries of the block's shared memory */
