@@ -234,50 +234,32 @@ static double time_runs(const bufs_t *b, const args_t *a, sc_dtype_t dt, int op,
   return (double)(sc_now_us() - t0) * 1e-6 / a->iters;
 }
 
-static int download(const bufs_t *b, void *host, const void *src, size_t bytes) {
-  if (!b->rt) {
-    memcpy(host, src, bytes);
-    return 0;
-  }
-  sc_result_t r = b->rt->memcpy_async(host, src, bytes, b->stream);
-  if (r != SC_SUCCESS) return fail(r, "the copy back");
-  return wait_done(b);
+/* Host or device buffers, and the copies between them and the host: on the
+ * device perf_mem.c's (zeroed allocations, copies that finish before they
+ * return, exit status 3 on a runtime failure). */
+static void *buf_alloc(const bufs_t *b, size_t bytes) {
+  return b->rt ? perf_dev_alloc(bytes) : calloc(1, bytes);
 }
 
-static int upload(const bufs_t *b, void *dst, const void *host, size_t bytes) {
-  if (!b->rt) {
+static void buf_free(const bufs_t *b, void *p) {
+  if (b->rt)
+    perf_dev_free(p);
+  else
+    free(p);
+}
+
+static void to_bufs(const bufs_t *b, void *dst, const void *host, size_t bytes) {
+  if (b->rt)
+    perf_dev_upload(dst, host, bytes);
+  else
     memcpy(dst, host, bytes);
-    return 0;
-  }
-  sc_result_t r = b->rt->memcpy_async(dst, host, bytes, b->stream);
-  if (r != SC_SUCCESS) return fail(r, "the upload");
-  return wait_done(b);
 }
 
-static int alloc_bufs(bufs_t *b, size_t bytes) {
-  void **p[3] = {&b->a, &b->b, &b->dst};
-  for (int i = 0; i < 3; i++) {
-    if (!b->rt) {
-      *p[i] = malloc(bytes);
-      if (!*p[i]) return fail(SC_ERR_NOMEM, "malloc");
-    } else {
-      sc_result_t r = b->rt->malloc_device(p[i], bytes);
-      if (r != SC_SUCCESS) return fail(r, "malloc_device");
-    }
-  }
-  return 0;
-}
-
-static void free_bufs(bufs_t *b) {
-  void *p[3] = {b->a, b->b, b->dst};
-  for (int i = 0; i < 3; i++) {
-    if (!p[i]) continue;
-    if (b->rt)
-      b->rt->free_device(p[i]);
-    else
-      free(p[i]);
-  }
-  b->a = b->b = b->dst = NULL;
+static void from_bufs(const bufs_t *b, void *host, const void *src, size_t bytes) {
+  if (b->rt)
+    perf_dev_download(host, src, bytes);
+  else
+    memcpy(host, src, bytes);
 }
 
 /* One size: every selected dtype and op. Returns the number of results
@@ -292,7 +274,8 @@ static int run_size(bufs_t *b, const args_t *a, size_t bytes, void *ha, void *hb
     if (count == 0) continue;
     fill(ha, count, dt);
     fill(hb, count, dt);
-    if (upload(b, b->a, ha, nb) || upload(b, b->b, hb, nb)) return -1;
+    to_bufs(b, b->a, ha, nb);
+    to_bufs(b, b->b, hb, nb);
     double copy_s = time_runs(b, a, dt, -1, count, nb);
     if (copy_s < 0) return -1;
     double copy_bw = 2.0 * (double)nb / copy_s * 1e-9;
@@ -304,7 +287,7 @@ static int run_size(bufs_t *b, const args_t *a, size_t bytes, void *ha, void *hb
       double bw = moved / s * 1e-9;
       sc_reduce_kernel(dt, op == SC_AVG ? SC_SUM : (sc_redop_t)op, want, ha, hb, count);
       if (op == SC_AVG) sc_avg_finalize(dt, want, count, AVG_RANKS);
-      if (download(b, got, b->dst, nb)) return -1;
+      from_bufs(b, got, b->dst, nb);
       const char *check = "ok";
       if (memcmp(want, got, nb) != 0) {
         size_t i = 0;
@@ -339,9 +322,12 @@ int main(int argc, char **argv) {
   }
   void *ha = malloc(a.max_bytes), *hb = malloc(a.max_bytes), *want = malloc(a.max_bytes),
        *got = malloc(a.max_bytes);
+  b.a = buf_alloc(&b, a.max_bytes);
+  b.b = buf_alloc(&b, a.max_bytes);
+  b.dst = buf_alloc(&b, a.max_bytes);
   int rc = 0;
-  if (!ha || !hb || !want || !got || alloc_bufs(&b, a.max_bytes)) {
-    if (!ha || !hb || !want || !got) fail(SC_ERR_NOMEM, "malloc");
+  if (!ha || !hb || !want || !got || !b.a || !b.b || !b.dst) {
+    fail(SC_ERR_NOMEM, "malloc");
     rc = 3;
   }
   if (!rc) {
@@ -367,10 +353,13 @@ int main(int argc, char **argv) {
       rc = 1;
     }
   }
-  free_bufs(&b);
+  buf_free(&b, b.a);
+  buf_free(&b, b.b);
+  buf_free(&b, b.dst);
   if (b.rt) {
     if (b.event) b.rt->event_destroy(b.event);
     if (b.stream) b.rt->stream_destroy(b.stream);
+    perf_mem_finish();
   }
   free(ha);
   free(hb);

@@ -119,9 +119,13 @@ check "sc_gtopk_perf --select --mem device, float" select_ok "$B/sc_gtopk_perf" 
 check "sc_gtopk_perf --select --mem device, half" select_ok "$B/sc_gtopk_perf" --select \
   --mem device -n 100000 --iters 1 --dtype half
 
-# sc_kernel_perf: a row per size, dtype (10) and op (5), each result equal to
-# the CPU kernels' (on the stand-in its emulated kernels, on a GPU the CUDA
-# ones; test/gpu/gpu_checks.sh runs it there). Odd sizes leave a scalar
+# sc_kernel_perf: a row per size, dtype (10) and op (5), each "ok". Here the
+# reference and the kernels under test are the same CPU code (the stand-in
+# emulates its kernels with them), so these rows check the tool itself: its
+# rows, its exit status, and, with every stand-in stream op delayed, that it
+# reads a result back only after the kernel ran (a result read early would
+# differ from the CPU's). The kernels themselves are checked on a GPU
+# (test/gpu/gpu_checks.sh, and test_cuda_kernels). Odd sizes leave a scalar
 # tail after the 16-byte vectors.
 kernels_ok() {
   "$@" >"$tmpdir/k" 2>&1 || { cat "$tmpdir/k"; return 1; }
@@ -129,8 +133,9 @@ kernels_ok() {
   awk -v want="$KROWS" '!/^#/ { rows++; if ($NF != "ok") bad++ }
        END { exit !(rows == want && bad == 0) }' "$tmpdir/k"
 }
-KROWS=100 check "sc_kernel_perf --mem device, 2 sizes x 10 dtypes x 5 ops" kernels_ok \
-  "$B/sc_kernel_perf" --mem device -b 1000 -e 64008 -f 64 -n 2 -w 1
+KROWS=100 check "sc_kernel_perf --mem device, 2 sizes x 10 dtypes x 5 ops, slow streams" \
+  kernels_ok env SC_DEVFAKE_DELAY_US=300 "$B/sc_kernel_perf" --mem device -b 1000 -e 64008 -f 64 \
+  -n 2 -w 1
 KROWS=5 check "sc_kernel_perf --mem host -d bfloat16" kernels_ok env -u SC_DEVRT_STANDIN \
   "$B/sc_kernel_perf" -b 4K -e 4K -n 2 -w 1 -d bfloat16
 check "sc_kernel_perf -d nonsense is a usage error" sh -c \

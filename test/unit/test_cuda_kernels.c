@@ -203,6 +203,28 @@ static size_t gaussian_on_device(const dev_topk_t *d, size_t n, sc_dtype_t dt, s
   return nnz;
 }
 
+/* sc_cuda_topk_exact on the n elements from element `skip` of the device
+ * copy equals the CPU exact selector on the same elements of x: the count,
+ * the indices and the values, bit for bit. The buffers hold 2 min(k, n). */
+static void exact_matches_cpu(const dev_topk_t *d, const void *x, size_t skip, size_t n,
+                              sc_dtype_t dt, size_t k, int kind, uint32_t *cpu, uint32_t *got,
+                              void *cval, void *gval) {
+  size_t es = sc_dtype_size(dt), cnnz, gnnz;
+  assert_int_equal(
+      sc_topk_kernel((const char *)x + skip * es, n, dt, k, SC_SELECT_EXACT, cpu, cval, &cnnz),
+      SC_SUCCESS);
+  assert_int_equal(sc_cuda_topk_exact((char *)d->x + skip * es, n, dt, k, d->idx, d->val, &gnnz,
+                                      d->ws, d->ws_bytes, NULL),
+                   SC_SUCCESS);
+  sync_ok();
+  assert_int_equal(gnnz, cnnz);
+  to_host(got, d->idx, gnnz * 4);
+  to_host(gval, d->val, gnnz * es);
+  if (gnnz && (memcmp(cpu, got, gnnz * 4) || memcmp(cval, gval, gnnz * es)))
+    fail_msg("exact: dtype %d kind %d n %zu (from element %zu) k %zu differs", (int)dt, kind, n,
+             skip, k);
+}
+
 static void test_topk_against_cpu(void **state) {
   (void)state;
   const size_t ns[] = {1, 2, 1009, 100003, (size_t)25 << 18};
@@ -223,35 +245,12 @@ static void test_topk_against_cpu(void **state) {
           void *cval = malloc(2 * m * es + es), *gval = malloc(2 * m * es + es);
           dev_topk_t d = dev_topk_new(x, n, dt, k);
           size_t cnnz, gnnz;
-          /* exact: indices and values */
-          assert_int_equal(sc_topk_kernel(x, n, dt, k, SC_SELECT_EXACT, cpu, cval, &cnnz),
-                           SC_SUCCESS);
-          assert_int_equal(
-              sc_cuda_topk_exact(d.x, n, dt, k, d.idx, d.val, &gnnz, d.ws, d.ws_bytes, NULL),
-              SC_SUCCESS);
-          sync_ok();
-          assert_int_equal(gnnz, cnnz);
-          to_host(got, d.idx, gnnz * 4);
-          to_host(gval, d.val, gnnz * es);
-          if (gnnz && (memcmp(cpu, got, gnnz * 4) || memcmp(cval, gval, gnnz * es)))
-            fail_msg("exact: dtype %d kind %d n %zu k %zu differs", (int)dt, kind, n, k);
-          /* From an address that is not 16-byte aligned: the passes load
-           * element by element instead of by vectors. */
-          if (n > 1 && q == 1) {
-            assert_int_equal(
-                sc_topk_kernel((char *)x + es, n - 1, dt, k, SC_SELECT_EXACT, cpu, cval, &cnnz),
-                SC_SUCCESS);
-            assert_int_equal(sc_cuda_topk_exact((char *)d.x + es, n - 1, dt, k, d.idx, d.val, &gnnz,
-                                                d.ws, d.ws_bytes, NULL),
-                             SC_SUCCESS);
-            sync_ok();
-            assert_int_equal(gnnz, cnnz);
-            to_host(got, d.idx, gnnz * 4);
-            to_host(gval, d.val, gnnz * es);
-            if (gnnz && (memcmp(cpu, got, gnnz * 4) || memcmp(cval, gval, gnnz * es)))
-              fail_msg("exact, unaligned: dtype %d kind %d n %zu k %zu differs", (int)dt, kind,
-                       n - 1, k);
-          }
+          /* exact: indices and values; then from an address that is not
+           * 16-byte aligned, where the passes load element by element
+           * instead of by vectors */
+          exact_matches_cpu(&d, x, 0, n, dt, k, kind, cpu, got, cval, gval);
+          if (n > 1 && q == 1)
+            exact_matches_cpu(&d, x, 1, n - 1, dt, k, kind, cpu, got, cval, gval);
           /* Gaussian: the same selection as the CPU's */
           assert_int_equal(sc_topk_gaussian_indices(x, n, dt, k, cpu, &cnnz), SC_SUCCESS);
           gnnz = gaussian_on_device(&d, n, dt, k);
