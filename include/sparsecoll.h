@@ -687,6 +687,57 @@ sc_result_t sc_ef_destroy(sc_ef_t *ef);
 sc_result_t sc_gtopk_allreduce(void *grad, size_t n, sc_dtype_t dtype, size_t k, sc_select_t method,
                                sc_ef_t *ef, sc_comm_t *comm);
 
+/* ---- Symmetric matrices and factor placement (distributed K-FAC) ----
+ *
+ * K-FAC all-reduces each layer's two symmetric Kronecker factors every step
+ * and broadcasts their inverses from an owner. These calls move only the
+ * upper triangle of a d x d row-major matrix, d(d+1)/2 elements instead of
+ * d^2: the entries (i, j) with j >= i of sendbuf are packed, the dense
+ * collective of the same name runs on the packed entries (its algorithm and
+ * errors), and recvbuf receives the full symmetric matrix (both halves). The
+ * lower triangle of sendbuf is not read. Any dtype; any op; host or device
+ * buffers (one kind per call; on device buffers the packing and unpacking
+ * run as kernels and the input must be complete before the call, as for
+ * every blocking call). In place: sendbuf == recvbuf.
+ *
+ * Errors at the call: SC_ERR_INVALID_ARG (NULL comm, invalid dtype or op,
+ * root outside [0, nranks), a NULL buffer with d > 0 where the call uses it,
+ * d x d elements that overflow, host and device buffers mixed);
+ * SC_ERR_NOMEM; then those of sc_allreduce, sc_reduce or sc_broadcast.
+ * Collective over comm with the same d, dtype, op and root on every rank;
+ * blocking; any thread. Each call holds the communicator's packing scratch
+ * (d(d+1)/2 elements of host or device memory, kept and grown until
+ * sc_comm_destroy), so symmetric calls on one communicator run one at a time. */
+
+/* recvbuf = the element-wise op over every rank's symmetric sendbuf. */
+sc_result_t sc_allreduce_sym(const void *sendbuf, void *recvbuf, size_t d, sc_dtype_t dtype,
+                             sc_redop_t op, sc_comm_t *comm);
+/* As sc_allreduce_sym, the result on rank root only (recvbuf NULL allowed
+ * elsewhere). */
+sc_result_t sc_reduce_sym(const void *sendbuf, void *recvbuf, size_t d, sc_dtype_t dtype,
+                          sc_redop_t op, int root, sc_comm_t *comm);
+/* recvbuf on every rank = root's symmetric sendbuf (sendbuf NULL allowed
+ * off the root). */
+sc_result_t sc_broadcast_sym(const void *sendbuf, void *recvbuf, size_t d, sc_dtype_t dtype,
+                             int root, sc_comm_t *comm);
+
+/* How sc_place_factors places factors. */
+typedef enum sc_place { SC_PLACE_LPT, SC_PLACE_BLOCK } sc_place_t;
+
+/* Which rank does the per-factor work (an inversion, cost d^3) of each of n
+ * factors of dims[i] x dims[i]: owner[i] in [0, nranks), or -1 for a factor
+ * with dims[i] < local_below, which every rank computes itself (nothing
+ * travels). SC_PLACE_LPT: largest first onto the least loaded rank (equal
+ * costs in index order, equal loads to the lowest rank), within 4/3 of the
+ * best assignment. SC_PLACE_BLOCK: each rank a contiguous run of factors in
+ * index order (rank 0 the first run), the runs minimising the largest load.
+ * Not collective: a pure function, the same owners on every rank for the same
+ * arguments; any thread.
+ * Errors: SC_ERR_INVALID_ARG (n < 0, nranks < 1, an unknown how, dims or
+ * owner NULL with n > 0), SC_ERR_NOMEM. */
+sc_result_t sc_place_factors(const size_t *dims, int n, int nranks, sc_place_t how,
+                             size_t local_below, int *owner);
+
 /* ---- Bucket fusion for frameworks ----
  *
  * A fusion object all-reduces a model's gradients during backward: the

@@ -124,6 +124,30 @@ sc_result_t sc_dev_reduce(const sc_devrt_t *rt, void *dst, const void *a, const 
   CUDA_OR_NONE(sc_cuda_reduce(dst, a, b, count, dtype, op, stream));
 }
 
+sc_result_t sc_dev_sym_pack(const sc_devrt_t *rt, void *packed, const void *full, size_t d,
+                            size_t es, void *stream) {
+  if (IS_STANDIN(rt)) return sc_emu_sym(rt, 0, packed, full, d, es, stream);
+  CUDA_OR_NONE(sc_cuda_sym_pack(packed, full, d, es, stream));
+}
+
+sc_result_t sc_dev_sym_unpack(const sc_devrt_t *rt, void *full, const void *packed, size_t d,
+                              size_t es, void *stream) {
+  if (IS_STANDIN(rt)) return sc_emu_sym(rt, 1, full, packed, d, es, stream);
+  CUDA_OR_NONE(sc_cuda_sym_unpack(full, packed, d, es, stream));
+}
+
+sc_result_t sc_dev_ipc_allreduce(const sc_devrt_t *rt, const struct sc_ipcar_args *a,
+                                 void *stream) {
+  if (IS_STANDIN(rt)) return sc_emu_ipc_allreduce(rt, a, stream);
+  CUDA_OR_NONE(sc_cuda_ipc_allreduce(a, stream));
+}
+
+sc_result_t sc_dev_ipcar_geometry(const sc_devrt_t *rt, int *sms, int *blocks_per_sm) {
+  *sms = *blocks_per_sm = 0;
+  if (IS_STANDIN(rt)) return SC_SUCCESS;
+  CUDA_OR_NONE(sc_cuda_ipcar_geometry(sms, blocks_per_sm));
+}
+
 sc_result_t sc_dev_avg_finalize(const sc_devrt_t *rt, void *buf, size_t count, sc_dtype_t dtype,
                                 int nranks, void *stream) {
   if (IS_STANDIN(rt)) return sc_emu_avg_finalize(rt, buf, count, dtype, nranks, stream);

@@ -105,6 +105,13 @@ typedef struct sc_devrt {
    * our flags: the progress thread would then never raise it. Called on the
    * caller's thread before a stream form's first wait (docs/CUDA.md). */
   sc_result_t (*preload_kernels)(void);
+
+  /* ---- both (NULL: unknown, taken as no) ---- */
+  /* 1 when contexts on the device are clients of an MPS server, so that
+   * kernels of several processes on it run at once (CUDA's
+   * cudaDevAttrMpsEnabled; the stand-in: SC_DEVFAKE_MPS, default 1). Ranks
+   * that share a device take the kernel-driven all-reduce only then. */
+  int (*mps_enabled)(int device);
 } sc_devrt_t;
 
 /* The runtime in use: the stand-in when SC_DEVRT_STANDIN names one (loaded
@@ -160,6 +167,23 @@ sc_result_t sc_dev_ef_clear(const sc_devrt_t *rt, void *residual, const uint32_t
 sc_result_t sc_dev_ef_restore(const sc_devrt_t *rt, void *residual, const uint32_t *indices,
                               const void *values, const uint8_t *survived, size_t nnz,
                               sc_dtype_t dtype, void *stream);
+
+/* Symmetric d x d matrices of es-byte elements to their packed upper
+ * triangle and back (kernels/sym_pack.h), device memory, in stream order. */
+sc_result_t sc_dev_sym_pack(const sc_devrt_t *rt, void *packed, const void *full, size_t d,
+                            size_t es, void *stream);
+sc_result_t sc_dev_sym_unpack(const sc_devrt_t *rt, void *full, const void *packed, size_t d,
+                              size_t es, void *stream);
+
+/* The kernel-driven all-reduce's launch (kernels/ipc_allreduce_plan.h) on
+ * the stream: a->region[] and a->out are device pointers of this process
+ * (IPC mappings for the peers). CUDA runs kernels/cuda/ipc_allreduce.cu; the
+ * stand-in runs the same protocol on its host views, one block. */
+struct sc_ipcar_args;
+sc_result_t sc_dev_ipc_allreduce(const sc_devrt_t *rt, const struct sc_ipcar_args *a, void *stream);
+/* The launch geometry the current device gives the kernel: its SMs and the
+ * kernel's resident blocks per SM (the stand-in: 0 and 0, one block). */
+sc_result_t sc_dev_ipcar_geometry(const sc_devrt_t *rt, int *sms, int *blocks_per_sm);
 
 /* Wait until event has run, polling event_query; SC_ERR_TIMEOUT after
  * timeout_ms (what names the wait in the message). */

@@ -13,6 +13,7 @@
 #include "kernels/cpu/topk.h"
 #include "kernels/cpu/topk_keys.h"
 #include "kernels/devrt_emu.h"
+#include "kernels/sym_pack.h"
 #include "lib/base/clock.h"
 #include "lib/base/config.h"
 #include "lib/base/error.h"
@@ -109,6 +110,38 @@ sc_result_t sc_emu_avg_finalize(const sc_devrt_t *rt, void *buf, size_t count, s
   reduce_args_t r = {.count = count, .dtype = (int)dtype, .nranks = nranks};
   SC_CHECK(view(rt, buf, count * es, fn, "buf", &r.dst));
   return rt->launch_host(stream, run_avg, &r, sizeof r);
+}
+
+/* ---- symmetric packing ---- */
+
+typedef struct sym_args {
+  void *dst;
+  const void *src;
+  size_t d, es;
+  int unpack;
+} sym_args_t;
+
+static void run_sym(void *p) {
+  const sym_args_t *a = p;
+  if (a->unpack)
+    sc_sym_unpack(a->dst, a->src, a->d, a->es);
+  else
+    sc_sym_pack(a->dst, a->src, a->d, a->es);
+}
+
+sc_result_t sc_emu_sym(const sc_devrt_t *rt, int unpack, void *dst, const void *src, size_t d,
+                       size_t es, void *stream) {
+  const char *fn = unpack ? "sc_dev_sym_unpack" : "sc_dev_sym_pack";
+  if (d == 0) return SC_SUCCESS;
+  if (es != 1 && es != 2 && es != 4 && es != 8)
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s: element size %zu", fn, es);
+  size_t full = d * d * es, packed = (size_t)sc_sym_packed_count(d) * es;
+  sym_args_t a = {.d = d, .es = es, .unpack = unpack};
+  void *vs;
+  SC_CHECK(view(rt, dst, unpack ? full : packed, fn, "dst", &a.dst));
+  SC_CHECK(view(rt, src, unpack ? packed : full, fn, "src", &vs));
+  a.src = vs;
+  return rt->launch_host(stream, run_sym, &a, sizeof a);
 }
 
 /* ---- top-k ---- */

@@ -33,4 +33,11 @@ sc_result_t sc_emu_ef_restore(const sc_devrt_t *rt, void *residual, const uint32
                               const void *values, const uint8_t *survived, size_t nnz,
                               sc_dtype_t dtype, void *stream);
 
+/* Symmetric packing (unpack 0: dst packed from the full src; 1: dst full
+ * from the packed src). */
+sc_result_t sc_emu_sym(const sc_devrt_t *rt, int unpack, void *dst, const void *src, size_t d,
+                       size_t es, void *stream);
+/* kernels/devrt_emu_ipcar.c: the kernel-driven all-reduce's launch. */
+sc_result_t sc_emu_ipc_allreduce(const sc_devrt_t *rt, const struct sc_ipcar_args *a, void *stream);
+
 #endif

@@ -218,6 +218,16 @@ static void print_devices(void) {
       if (rt->pci_bus_id(d, id, sizeof id) == SC_SUCCESS) printf(" %s", id);
     }
     printf("\n");
+    const char *mode = sc_config_get("SC_DEVICE_ALLREDUCE");
+    if (mode && strcmp(mode, "host") == 0)
+      printf("device all-reduce (SC_DEVICE_ALLREDUCE=host): the schedule through the transport");
+    else
+      printf(
+          "device all-reduce (SC_DEVICE_ALLREDUCE=auto): kernels over IPC where all ranks are on "
+          "one host, each with its own GPU or sharing one under MPS; else the schedule");
+    if (n > 0 && rt->mps_enabled)
+      printf("; device 0 %s MPS", rt->mps_enabled(0) ? "runs under" : "does not run under");
+    printf("\n");
   }
 #ifdef SC_HAVE_CUDA
   const char *dir = getenv("CUDA_MPS_PIPE_DIRECTORY");

@@ -36,6 +36,8 @@ extern "C" {
 const void *sc_cuda_reduce_module_kernel(void);
 const void *sc_cuda_topk_module_kernel(void);
 const void *sc_cuda_sparse_module_kernel(void);
+const void *sc_cuda_ipcar_module_kernel(void);
+const void *sc_cuda_sym_module_kernel(void);
 
 /* ---- element-wise reduction ---- */
 
@@ -129,6 +131,23 @@ sc_result_t sc_cuda_ef_clear(void *residual, const uint32_t *indices, size_t nnz
  * exchange: nothing was sent). */
 sc_result_t sc_cuda_ef_restore(void *residual, const uint32_t *indices, const void *values,
                                const uint8_t *survived, size_t nnz, sc_dtype_t dtype, void *stream);
+
+/* ---- symmetric matrices (kernels/sym_pack.h's layout) ---- */
+
+/* device packed = the upper triangle of the d x d device matrix full, and
+ * back (unpack writes both halves); es is 1, 2, 4 or 8. */
+sc_result_t sc_cuda_sym_pack(void *packed, const void *full, size_t d, size_t es, void *stream);
+sc_result_t sc_cuda_sym_unpack(void *full, const void *packed, size_t d, size_t es, void *stream);
+
+/* ---- the kernel-driven all-reduce between the ranks of one host ---- */
+
+/* One launch of kernels/ipc_allreduce_plan.h's protocol on the stream: a
+ * grid of a->nblocks blocks of SC_IPCAR_THREADS threads. The caller has
+ * copied this launch's input into its own half on the same stream. */
+struct sc_ipcar_args;
+sc_result_t sc_cuda_ipc_allreduce(const struct sc_ipcar_args *a, void *stream);
+/* The current device's SMs and the kernel's resident blocks per SM. */
+sc_result_t sc_cuda_ipcar_geometry(int *sms, int *blocks_per_sm);
 
 #ifdef __cplusplus
 }

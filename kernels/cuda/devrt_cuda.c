@@ -320,6 +320,18 @@ static sc_result_t c_stream_wait_value(void *stream, volatile uint32_t *flag, ui
   return c_launch_host(stream, poll_flag, &a, sizeof a);
 }
 
+/* ---- MPS ---- */
+
+static int c_mps_enabled(int device) {
+  int v = 0;
+  /* An older driver does not know the attribute: taken as no MPS. */
+  if (cudaDeviceGetAttribute(&v, cudaDevAttrMpsEnabled, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return v != 0;
+}
+
 /* ---- IPC ---- */
 
 _Static_assert(sizeof(cudaIpcMemHandle_t) <= SC_DEV_IPC_HANDLE_BYTES, "handle fits");
@@ -374,6 +386,7 @@ static const sc_devrt_t g_cuda = {
     .pci_bus_id = c_pci_bus_id,
     .host_view = NULL,
     .preload_kernels = sc_cuda_preload_kernels,
+    .mps_enabled = c_mps_enabled,
 };
 
 static const sc_devrt_t *g_table;

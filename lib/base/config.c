@@ -64,6 +64,18 @@ static const sc_config_var_t sc_config_vars[] = {
      "through shared memory every rank reads, without messages, where all ranks are on one host "
      "and no algorithm is "
      "forced for the collective (0: never; at most 1024; the same on every rank)"},
+    {"SC_DEVICE_ALLREDUCE", "auto",
+     "auto: an all-reduce on device buffers whose ranks are all on one host (the shm "
+     "transport) runs as kernels that read the peers' buffers through CUDA IPC and meet at flags "
+     "in device memory, where every rank has its own GPU or MPS serves the shared one; host: "
+     "always the schedule through the transport (the same on every rank)"},
+    {"SC_DEVICE_ALLREDUCE_HALF_BYTES", "16777216",
+     "the kernel path's staging per rank: two halves of this many bytes of device memory; a "
+     "larger all-reduce runs in rounds of one half (the same on every rank)"},
+    {"SC_DEVICE_ALLREDUCE_ONESHOT_BYTES", "262144",
+     "the kernel path reduces an all-reduce of at most this many bytes in one step (every rank "
+     "reads every input), a larger one as a reduce-scatter and an all-gather (the same on every "
+     "rank)"},
     {"SC_SOCKBUF_BYTES", "4194304", "SO_SNDBUF/SO_RCVBUF of data sockets (0 = kernel default)"},
     {"SC_P2P", "1",
      "1: every communicator opens a second connection of its transport for sc_send/sc_recv "

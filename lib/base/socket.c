@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "lib/base/error.h"
+#include "lib/base/fdlimit.h"
 #include "lib/base/log.h"
 #include "lib/base/socket.h"
 #include "lib/base/wire.h"
@@ -33,6 +34,21 @@ int sc_secret_equal(const uint8_t *a, const uint8_t *b, size_t n) {
   volatile uint8_t diff = 0;
   for (size_t i = 0; i < n; i++) diff |= (uint8_t)(a[i] ^ b[i]);
   return diff == 0;
+}
+
+/* A call that makes a descriptor failed with errno e; out of descriptors,
+ * the error says why and what to do. */
+static sc_result_t fd_call_failed(const char *call, int e) {
+  if (e == EMFILE || e == ENFILE) {
+    char why[640];
+    return SC_ERR(SC_ERR_SYSTEM, "%s: %s: %s", call, strerror(e),
+                  sc_fdlimit_explain(e, why, sizeof why));
+  }
+  return SC_ERR(SC_ERR_SYSTEM, "%s: %s", call, strerror(e));
+}
+
+static sc_result_t socket_failed(int e) {
+  return fd_call_failed("socket()", e);
 }
 
 sc_result_t sc_random_bytes(void *buf, size_t n) {
@@ -195,7 +211,7 @@ sc_result_t sc_socket_pick_addr(const char *ifname, const sc_sockaddr_t *route_h
     SC_INFO(SC_SUBSYS_NET, "%s; choosing an interface without the route hint", sc_last_error());
   }
   struct ifaddrs *list = NULL;
-  if (getifaddrs(&list) != 0) return SC_ERR(SC_ERR_SYSTEM, "getifaddrs: %s", strerror(errno));
+  if (getifaddrs(&list) != 0) return fd_call_failed("getifaddrs", errno);
   const struct ifaddrs *best = NULL;
   int best_score = INT_MAX;
   for (const struct ifaddrs *ifa = list; ifa; ifa = ifa->ifa_next) {
@@ -312,7 +328,7 @@ sc_result_t sc_socket_listen(sc_sockaddr_t *addr, int backlog, int *fd) {
   *fd = -1;
   char a[64];
   int s = socket(addr->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (s < 0) return SC_ERR(SC_ERR_SYSTEM, "socket(): %s", strerror(errno));
+  if (s < 0) return socket_failed(errno);
   int one = 1;
   /* Restarting a job on the same port must not wait for TIME_WAIT to expire. */
   setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -372,6 +388,9 @@ sc_result_t sc_socket_accept(int listen_fd, int *fd, sc_sockaddr_t *peer) {
     case ENETUNREACH:
     case EOPNOTSUPP:
       continue;
+    case EMFILE:
+    case ENFILE:
+      return fd_call_failed("accept", errno);
     default:
       return SC_ERR(SC_ERR_SYSTEM, "accept: %s", strerror(errno));
     }
@@ -406,7 +425,7 @@ sc_result_t sc_socket_connect(const sc_sockaddr_t *addr, int64_t deadline_ms, in
   for (;;) {
     attempts++;
     int s = socket(addr->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (s < 0) return SC_ERR(SC_ERR_SYSTEM, "socket(): %s", strerror(errno));
+    if (s < 0) return socket_failed(errno);
     int err = 0;
     if (connect(s, (const struct sockaddr *)&addr->sa, addr->len) != 0) err = errno;
     if (err == EINPROGRESS || err == EINTR) {

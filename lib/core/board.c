@@ -66,19 +66,33 @@ size_t sc_board_payload(const sc_op_t *op, int rank, int nranks, int forced, siz
   }
 }
 
-sc_result_t sc_board_init(sc_comm_t *comm) {
+/* The parts' table and the waits' pacing, made once. */
+static sc_result_t board_prepare(sc_comm_t *comm) {
   sc_exec_state_t *ex = &comm->ex;
-  ex->board_max = 0;
-  const size_t want = comm->cfg.board_bytes;
-  if (!comm->tpops->board_max || comm->nranks < 2 || want == 0) return SC_SUCCESS;
-  size_t have = comm->tpops->board_max(comm->tp);
-  if (have == 0) return SC_SUCCESS;
+  if (ex->board_parts) return SC_SUCCESS;
   ex->board_parts = calloc((size_t)comm->nranks, sizeof(*ex->board_parts));
   if (!ex->board_parts) return SC_ERR(SC_ERR_NOMEM, "board parts of %d ranks", comm->nranks);
-  ex->board_max = want < have ? want : have;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   ex->board_shared_cores = cpus > 0 && comm->nranks > cpus;
   sc_yield_init(&ex->board_yield, comm->nranks, cpus > 0 ? (int)cpus : 0);
+  return SC_SUCCESS;
+}
+
+size_t sc_board_room(const sc_comm_t *comm) {
+  return comm->ex.board_room;
+}
+
+sc_result_t sc_board_init(sc_comm_t *comm) {
+  sc_exec_state_t *ex = &comm->ex;
+  ex->board_max = 0;
+  ex->board_room = 0;
+  if (comm->tpops->board_max && comm->nranks >= 2)
+    ex->board_room = comm->tpops->board_max(comm->tp);
+  const size_t want = comm->cfg.board_bytes;
+  size_t have = ex->board_room;
+  if (have == 0 || want == 0) return SC_SUCCESS;
+  SC_CHECK(board_prepare(comm));
+  ex->board_max = want < have ? want : have;
   SC_INFO(SC_SUBSYS_COLL,
           "board: collectives of up to %zu bytes per rank through shared memory (all %d ranks on "
           "this host; SC_BOARD_BYTES=%zu, the transport's limit %zu)",
@@ -157,6 +171,31 @@ static sc_result_t board_wait(sc_comm_t *comm, int peer, uint64_t seq, const voi
                     comm->cfg.timeout_ms, peer, host, (unsigned long long)seq);
     }
   }
+}
+
+sc_result_t sc_board_exchange(sc_comm_t *comm, const void *mine, size_t len, void *all) {
+  if (len > sc_board_room(comm))
+    return SC_ERR(SC_ERR_INTERNAL, "board exchange of %zu bytes: the board holds %zu", len,
+                  sc_board_room(comm));
+  SC_CHECK(board_prepare(comm));
+  sc_exec_state_t *ex = &comm->ex;
+  uint64_t seq = ++ex->board_seq;
+  uint64_t fp = sc_board_fp((int)SC_COLL_ALLGATHER, (int)SC_UINT8, 0, 0, len);
+  comm->tpops->board_post(comm->tp, seq, fp, mine, len);
+  for (int r = 0; r < comm->nranks; r++) {
+    uint64_t theirs = 0;
+    SC_CHECK(board_wait(comm, r, seq, &ex->board_parts[r], &theirs));
+    if (theirs != fp) {
+      char a[96];
+      return SC_ERR(SC_ERR_MISMATCH,
+                    "rank %d called %s where rank %d exchanged %zu bytes of setup (board call "
+                    "#%llu)",
+                    r, sc_board_describe(theirs, a, sizeof(a)), comm->rank, len,
+                    (unsigned long long)seq);
+    }
+    memcpy((uint8_t *)all + (size_t)r * len, ex->board_parts[r], len);
+  }
+  return SC_SUCCESS;
 }
 
 /* Fold the parts' element range [off, off + n) in rank order into dst. */

@@ -33,4 +33,13 @@ sc_result_t sc_board_init(sc_comm_t *comm);
 size_t sc_board_takes(const sc_comm_t *comm, const sc_op_t *op);
 sc_result_t sc_board_run(sc_comm_t *comm, const sc_op_t *op, size_t len);
 
+/* The bytes the transport's board holds per post, whatever SC_BOARD_BYTES
+ * says (0: no board: a rank elsewhere, or a transport without one), as
+ * sc_board_init found it (read without the transport: safe from any thread). */
+size_t sc_board_room(const sc_comm_t *comm);
+/* A setup all-gather through the board: every rank's len bytes (at most
+ * sc_board_room) into all[rank * len]. Collective: every rank calls it at
+ * the same point of its sequence of calls (it takes a board call number). */
+sc_result_t sc_board_exchange(sc_comm_t *comm, const void *mine, size_t len, void *all);
+
 #endif

@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "lib/base/config.h"
+#include "lib/base/fdlimit.h"
 #include "lib/base/log.h"
 #include "lib/base/socket.h"
 #include "lib/control/bootstrap.h"
@@ -174,10 +175,26 @@ static void sc_comm_free(sc_comm_t *comm) {
   sc_stream_state_free(comm);
   sc_comm_release_resources(comm);
   sc_p2p_free(comm);
+  sc_sym_free(comm->sym);
   if (comm->tune_ready) sc_tune_fini(comm);
   pthread_mutex_destroy(&comm->lock);
   pthread_cond_destroy(&comm->queue_cv);
   free(comm);
+}
+
+/* What an out-of-descriptors error names: a tcp-connected communicator
+ * holds its sockets per peer for the collectives, as many again for the
+ * point-to-point lane (SC_P2P), and one liveness connection; other
+ * transports a few per peer at most. */
+static void sc_comm_note_fd_need(const sc_comm_t *comm) {
+  const long peers = comm->nranks - 1;
+  const int lanes = comm->cfg.p2p ? 2 : 1;
+  const int per = comm->cfg.transport == SC_TP_TCP ? comm->cfg.nsocks : 1;
+  char what[160];
+  snprintf(what, sizeof what, "%s, %ld peers x %d socket%s%s, and the liveness watch",
+           sc_tp_by_id(comm->cfg.transport)->name, peers, per, per == 1 ? "" : "s",
+           lanes == 2 ? ", twice (collectives and point-to-point)" : "");
+  sc_fdlimit_note_need(peers * per * lanes + peers + 16, what);
 }
 
 sc_result_t sc_comm_create(sc_comm_t **out, int nranks, int rank, const sc_unique_id_t *id) {
@@ -202,6 +219,8 @@ sc_result_t sc_comm_create_child(sc_comm_t **out, int nranks, int rank, const sc
   size_t addr_off = 0;        /* of the chosen transport's blob in each record's tp_addr */
   SC_CHECK_GOTO(sc_comm_read_config(&comm->cfg), r, fail);
   comm->tpops = sc_tp_by_id(comm->cfg.transport)->ops;
+  sc_fdlimit_raise();
+  sc_comm_note_fd_need(comm);
 
   sc_tp_config_t tpc;
   memset(&tpc, 0, sizeof(tpc));

@@ -200,12 +200,14 @@ typedef struct sc_exec_state {
   uint64_t early_posts;      /* receives the lookahead posted since creation (tests read it) */
   sc_sparse_state_t *sparse; /* allocated by the first sparse operation */
   uint64_t bytes_sent;       /* posted by this rank since creation (sc_gtopk_perf reports it) */
+  struct sc_devar *devar;    /* the device all-reduce's kernel path (lib/core/dev_allreduce.c) */
   struct sc_exec_dev *dev;   /* device buffers' stream, staging and pools (lib/core/exec_device.c);
                                 NULL until the first operation on device memory */
   /* The board (lib/core/board.c): the bytes a post may hold (0: no board), the
    * last call's number, each rank's part of the current call, and how a
    * waiter gives its core up. */
   size_t board_max;
+  size_t board_room; /* the transport's post size, whatever SC_BOARD_BYTES says (0: no board) */
   uint64_t board_seq;
   const void **board_parts;
   int board_shared_cores; /* more ranks than this host's CPUs */
@@ -294,6 +296,7 @@ struct sc_comm {
   /* The stream forms' pinned flag and pools (lib/core/stream.c), created by the
    * first stream call under lock; stream_tickets: the last ticket handed out. */
   struct sc_stream_state *stream;
+  struct sc_sym *sym; /* the symmetric collectives' scratch (lib/core/sym.c) */
   uint32_t stream_tickets;
 
   /* Point-to-point (lib/core/p2p.c): its own lane and thread; NULL with SC_P2P=0. */
@@ -347,6 +350,9 @@ typedef struct sc_exec_args {
   const uint8_t *fp;
 } sc_exec_args_t;
 sc_result_t sc_sched_execute(sc_comm_t *comm, const sc_exec_args_t *a);
+/* lib/core/sym.c: frees the symmetric collectives' scratch. */
+struct sc_sym;
+void sc_sym_free(struct sc_sym *s);
 void sc_exec_state_free(sc_exec_state_t *ex);
 
 /* lib/core/select.c: choose the algorithm and build the schedule for op. */

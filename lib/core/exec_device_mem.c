@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "lib/base/log.h"
+#include "lib/core/dev_allreduce.h"
 #include "lib/core/device.h"
 #include "lib/core/exec_device.h"
 
@@ -166,6 +167,7 @@ static int covered(struct sc_exec_dev *d, int pinned, size_t have, size_t need, 
 }
 
 sc_result_t sc_exec_device_reserve(sc_comm_t *comm, const sc_op_t *op) {
+  SC_CHECK(sc_devar_reserve(comm, op));
   const sc_devrt_t *rt = sc_devrt();
   if (!rt || !op->device || op->gen || op->sparse || op->job || op->count == 0) return SC_SUCCESS;
   const void *bufs[2] = {op->recvbuf, op->sendbuf};

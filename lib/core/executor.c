@@ -14,6 +14,7 @@
 #include "lib/base/clock.h"
 #include "lib/base/log.h"
 #include "lib/core/comm.h"
+#include "lib/core/dev_allreduce.h"
 #include "lib/core/exec_device.h"
 #include "lib/core/fingerprint.h"
 #include "lib/schedule/step.h"
@@ -77,6 +78,7 @@ void sc_exec_state_free(sc_exec_state_t *ex) {
   if (ex->sparse) sc_sparse_state_free(ex->sparse);
   free(ex->sparse);
   sc_exec_dev_free(ex->dev);
+  sc_devar_free(ex->devar);
   free(ex->board_parts);
   memset(ex, 0, sizeof(*ex));
 }

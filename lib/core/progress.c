@@ -8,6 +8,7 @@
 #include "lib/control/watch.h"
 #include "lib/core/board.h"
 #include "lib/core/comm.h"
+#include "lib/core/dev_allreduce.h"
 #include "lib/core/fingerprint.h"
 #include "lib/core/stream.h"
 
@@ -81,6 +82,13 @@ static sc_result_t sc_op_execute(sc_comm_t *comm, const sc_op_t *op, const uint8
     if (r != SC_SUCCESS && r != SC_ERR_ABORTED && r != SC_ERR_MISMATCH)
       sc_op_prefix_error(comm, op, ", count exchange (SC_CHECK_MISMATCH)");
     if (r != SC_SUCCESS) return r;
+  }
+  if (sc_devar_takes(comm, op)) {
+    int ran = 0;
+    sc_result_t r = sc_devar_run(comm, op, &ran);
+    if (r != SC_SUCCESS && r != SC_ERR_ABORTED && r != SC_ERR_MISMATCH)
+      sc_op_prefix_error(comm, op, "");
+    if (ran || r != SC_SUCCESS) return r;
   }
   size_t board_len = sc_board_takes(comm, op);
   if (board_len != (size_t)-1) {

@@ -7,13 +7,16 @@ with the device-host copies done by the caller (pinned memory, as a program
 must do with a library that takes host memory only).
 
 Usage: torch_gpu_allreduce.py [-n P] [--size BYTES] [--rounds R] [--iters I]
-                              [--warmup W] [--build DIR]
+                              [--warmup W] [--nccl] [--build DIR]
   -n P         ranks, all on the current GPU (default 4)
   --size BYTES float32 sum of this many bytes (default 64 MiB; K/M/G suffixes)
   --rounds R   rounds (default 5); each round runs every variant's I timed
                iterations, starting with a different variant each round
   --iters I    timed iterations per variant and round (default 5)
   --warmup W   untimed iterations per variant before the first round (default 2)
+  --nccl       also torch's NCCL backend on the same tensors; NCCL may refuse
+               ranks that share a GPU, and the table then says so with its
+               reason
   --build DIR  a configured, built tree: its python/ package and
                .libs/libsparsecoll.so are used (default $SC_BUILD, else .)
 
@@ -98,6 +101,26 @@ def worker(rank, a, port, dev_index):
         torch.cuda.current_stream(dev).synchronize()
 
     ops = [gloo_op, ours_device, ours_host]
+    names = list(VARIANTS)
+    refused = None
+    if a.nccl:
+        def nccl_op():
+            dist.all_reduce(x, group=ng)
+
+        try:
+            ng = dist.new_group(backend="nccl")
+            nccl_op()
+            torch.cuda.synchronize(dev)
+            err = ""
+        except Exception as e:  # NCCL refuses ranks that share a device, among others
+            err = str(e).strip().splitlines()[-1][:200] if str(e).strip() else type(e).__name__
+        flag = torch.tensor([1 if err else 0], dtype=torch.int32)
+        dist.all_reduce(flag)
+        if flag.item() == 0:
+            ops.append(nccl_op)
+            names.append("nccl, CUDA tensors")
+        else:
+            refused = err or "refused on another rank"
 
     # One checked operation each: rank r contributes r + 1 + (i mod 7).
     i = torch.arange(count, device=dev, dtype=torch.float32)
@@ -131,14 +154,15 @@ def worker(rank, a, port, dev_index):
     okt = torch.tensor([0 if o else 1 for o in ok], dtype=torch.int32)
     dist.all_reduce(okt)
     if rank == 0:
-        report(a, torch.cuda.get_device_name(dev), t.tolist(), okt.tolist(), _staging.device_path())
+        report(a, torch.cuda.get_device_name(dev), t.tolist(), okt.tolist(), _staging.device_path(), names,
+               refused)
     comm.close()
     dist.destroy_process_group()
     if any(okt.tolist()):
         sys.exit(1)
 
 
-def report(a, gpu, times, wrong, direct):
+def report(a, gpu, times, wrong, direct, names, refused):
     P = a.n
     factor = 2.0 * (P - 1) / P
     print("# all-reduce of %d B float32 sum, %d ranks on one GPU (%s); time: median over %d rounds of "
@@ -149,11 +173,13 @@ def report(a, gpu, times, wrong, direct):
         else "staged by sparsecoll (the library reports no device runtime)"))
     print("# %-28s %10s %11s %11s %7s %6s" % ("variant", "time_ms", "algbw_GB/s", "busbw_GB/s", "/gloo", "check"))
     base = statistics.median(times[0])
-    for v, name in enumerate(VARIANTS):
+    for v, name in enumerate(names):
         med = statistics.median(times[v])
         algbw = a.size / med / 1e9
         print("  %-28s %10.3f %11.3f %11.3f %7.2f %6s" % (name, med * 1e3, algbw, algbw * factor, med / base,
                                                          "ok" if wrong[v] == 0 else "WRONG"))
+    if refused is not None:
+        print("  %-28s refused: %s" % ("nccl, CUDA tensors", refused))
     sys.stdout.flush()
 
 
@@ -164,6 +190,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--nccl", action="store_true")
     ap.add_argument("--build", default=os.environ.get("SC_BUILD", "."))
     a = ap.parse_args()
     if a.n < 2 or a.size < 4 or a.rounds < 1 or a.iters < 1 or a.warmup < 0:

@@ -11,7 +11,7 @@ See docs/PYTHON.md.
 """
 from . import _consts as consts
 from ._buf import cuda_available
-from ._comm import Comm, ErrorFeedback, Request, get_unique_id
+from ._comm import Comm, ErrorFeedback, Request, get_unique_id, place_factors
 from ._fusion import Fusion
 from ._lib import ArgumentError, Error, UnsupportedError, last_error, lib
 from ._p2p import group, group_end, group_start
@@ -28,6 +28,7 @@ __all__ = [
     "Request",
     "Fusion",
     "get_unique_id",
+    "place_factors",
     "group",
     "group_start",
     "group_end",

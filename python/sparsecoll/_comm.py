@@ -35,6 +35,20 @@ def _enum(table, value, what):
         raise ArgumentError("unknown %s %r (one of: %s)" % (what, value, ", ".join(table))) from None
 
 
+PLACEMENTS = {"lpt": 0, "block": 1}
+
+
+def place_factors(dims, nranks, how="lpt", local_below=0):
+    """sc_place_factors: the owner rank of each factor of dims[i] x dims[i]
+    (-1: below local_below, computed by every rank), as a list."""
+    how_ = _enum(PLACEMENTS, how, "how")
+    n = len(dims)
+    arr = (ctypes.c_size_t * max(n, 1))(*[int(d) for d in dims])
+    owner = (ctypes.c_int * max(n, 1))()
+    check(lib.sc_place_factors(arr, n, int(nranks), how_, int(local_below), owner))
+    return [owner[i] for i in range(n)]
+
+
 def get_unique_id():
     """sc_get_unique_id as bytes (SC_UNIQUE_ID_BYTES of them): starts the
     bootstrap root service in this process; ship the bytes to every rank."""
@@ -378,6 +392,32 @@ class Comm(_p2p.PointToPoint, _coll_more.RootedAndUneven):
             op_ = self._out(hx, hout, n, "reduce")
         return self._run(lib.sc_reduce, lib.sc_ireduce,
                          (xp, op_ or xp, n, dt, op, int(root), self.handle), res, (hx, hout), async_op, st)
+
+    # ---- symmetric matrices (K-FAC's factors) ----
+    # x: a d x d matrix; only its upper triangle travels (sc_allreduce_sym and
+    # kin), and the result is the full symmetric matrix, in x or out.
+
+    def _sym(self, fn, x, out, what, extra):
+        shape = tuple(x.shape)
+        if len(shape) != 2 or shape[0] != shape[1]:
+            raise ArgumentError("%s: a square matrix is needed, not shape %s" % (what, shape))
+        res = x if out is None else out
+        st, hx, hout = _stage_pair(x, out)
+        with _aborting(st):
+            xp, n, dt = buf(hx, what + " input", writable=out is None)
+            op_ = self._out(hx, hout, n, what)
+        args = (xp, op_ or xp, shape[0], dt) + extra + (self.handle,)
+        return self._run(fn, None, args, res, (hx, hout), False, st)
+
+    def allreduce_sym(self, x, op="sum", out=None):
+        return self._sym(lib.sc_allreduce_sym, x, out, "allreduce_sym", (_enum(OPS, op, "op"),))
+
+    def reduce_sym(self, x, op="sum", root=0, out=None):
+        """The result on root only (sc_reduce_sym); elsewhere x (or out) is left as it was."""
+        return self._sym(lib.sc_reduce_sym, x, out, "reduce_sym", (_enum(OPS, op, "op"), int(root)))
+
+    def broadcast_sym(self, x, root=0, out=None):
+        return self._sym(lib.sc_broadcast_sym, x, out, "broadcast_sym", (int(root),))
 
     def barrier(self, async_op=False):
         if async_op:

@@ -72,6 +72,7 @@ static void read_settings(void) {
   g_set.poison = (int)env_long("SC_DEVFAKE_POISON", 1, 0, 1);
   g_set.drain_ms = env_long("SC_DEVFAKE_DRAIN_MS", 10000, 1, 3600000);
   g_set.alloc_sync = (int)env_long("SC_DEVFAKE_ALLOC_SYNC", 1, 0, 1);
+  g_set.mps = (int)env_long("SC_DEVFAKE_MPS", 1, 0, 1);
   pthread_atfork(NULL, NULL, forked_child);
   /* Each device allocation holds a descriptor (its memfd, for IPC). */
   struct rlimit rl;
@@ -465,6 +466,14 @@ static sc_result_t df_dmabuf_fd(const void *p, size_t len, int *fd, uint64_t *of
   return SC_SUCCESS;
 }
 
+/* Every stream has its own thread, so the work of processes sharing an
+ * emulated device runs at once, as under MPS; SC_DEVFAKE_MPS=0 says it does
+ * not, to test what the library does without MPS. */
+static int df_mps_enabled(int device) {
+  (void)device;
+  return df_settings()->mps;
+}
+
 __attribute__((destructor)) static void df_unload(void) {
   df_streams_shutdown();
 }
@@ -497,4 +506,5 @@ const sc_devrt_t sc_devrt_standin = {
     .dmabuf_fd = df_dmabuf_fd,
     .pci_bus_id = NULL, /* no PCI device behind it */
     .host_view = df_host_view,
+    .mps_enabled = df_mps_enabled,
 };

@@ -29,6 +29,7 @@ typedef struct df_settings {
   int poison;     /* SC_DEVFAKE_POISON: fill new device memory with 0xff, default 1 */
   long drain_ms;  /* SC_DEVFAKE_DRAIN_MS: bound of the implicit synchronizations */
   int alloc_sync; /* SC_DEVFAKE_ALLOC_SYNC: allocations wait for every stream too, default 1 */
+  int mps;        /* SC_DEVFAKE_MPS: mps_enabled's answer, default 1 */
 } df_settings_t;
 const df_settings_t *df_settings(void);
 

@@ -10,13 +10,14 @@
 #   BUILD_DIR  a configured and built tree (--with-cuda), after
 #              `make check TESTS=` so that the test programs exist
 #   LOG_DIR    one log per step, and summary.txt
-#   STEPS      any of "unit kernels perf multi" (default: all four; multi
-#              includes the Python binding with CUDA tensors)
+#   STEPS      any of "unit kernels perf mps multi" (default: all five;
+#              mps needs nvidia-cuda-mps-control; multi includes the Python
+#              binding with CUDA tensors)
 # SC_GPU_UNIT_S and SC_GPU_MULTI_S bound each unit and multi step (seconds).
 # Run from the source tree's root. Prints one line per step.
 B=$(cd "$1" && pwd) || exit 2
 L=$2
-steps=${3:-unit kernels perf multi}
+steps=${3:-unit kernels perf mps multi}
 mkdir -p "$L" || exit 2
 top_builddir=$B
 top_srcdir=$(pwd)
@@ -132,22 +133,54 @@ for s in $steps; do
     step "perf-gtopk-device-n4" 60 "$B/sc-run" -n 4 "$B/sc_gtopk_perf" --mem device
     step "perf-torch-allreduce-n4" 120 python3 perf/compare/torch_gpu_allreduce.py -n 4 \
       --size 64M --rounds 3 --build "$B"
-    # Ranks sharing the GPU take turns on it without MPS (docs/CUDA.md): the
-    # shm device rows again under the MPS daemon, where the image has it.
-    if command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
-      CUDA_MPS_PIPE_DIRECTORY=$L/mps CUDA_MPS_LOG_DIRECTORY=$L/mps
-      export CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-      mkdir -p "$L/mps"
-      if nvidia-cuda-mps-control -d; then
-        P="$B/sc_allreduce_perf -b 64K -e 256M -f 4 -n 10 -w 3"
-        for n in 2 4; do
-          step "perf-allreduce-shm-device-mps-n$n" 60 "$B/sc-run" -n "$n" -x SC_TRANSPORT=shm $P \
-            --mem device
-        done
-        echo quit | nvidia-cuda-mps-control
-      fi
-      unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    ;;
+  mps)
+    # Ranks sharing the GPU run at once only under MPS (docs/CUDA.md), and
+    # only then take the all-reduce's kernel path. Under the daemon: every
+    # dtype, op, count and in-place form through the kernel path (mr_device
+    # checks each result; the log must show every rank chose it), each mode
+    # alone over many rounds; then the kernel path against the host path, and
+    # torch's gloo and NCCL on CUDA tensors.
+    if ! command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
+      say "mps: skipped (no nvidia-cuda-mps-control)"
+      continue
     fi
+    CUDA_MPS_PIPE_DIRECTORY=$L/mps CUDA_MPS_LOG_DIRECTORY=$L/mps
+    export CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    mkdir -p "$L/mps"
+    if ! nvidia-cuda-mps-control -d; then
+      say "mps: skipped (the daemon did not start)"
+      continue
+    fi
+    kernel_path() { # kernel_path N ARGS...: mr_device through the kernel path on every rank
+      n=$1
+      shift
+      SC_DEBUG=INFO SC_TRANSPORT=shm "$B/sc-run" -n "$n" --timeout 240 "$B/test/multi/mr_device" \
+        --allreduce-only "$@" >"$L/kp.out" 2>&1
+      st=$?
+      grep -v " INFO " "$L/kp.out" | tail -n "$n"
+      grep -m 1 "device all-reduce:" "$L/kp.out"
+      [ "$st" -eq 0 ] && [ "$(grep -c 'device all-reduce: the kernel path' "$L/kp.out")" -eq "$n" ]
+    }
+    for n in 2 3 4 8; do
+      step "mps-kernel-path-n$n" 240 kernel_path "$n"
+    done
+    SC_DEVICE_ALLREDUCE_HALF_BYTES=65536 SC_DEVICE_ALLREDUCE_ONESHOT_BYTES=0
+    export SC_DEVICE_ALLREDUCE_HALF_BYTES SC_DEVICE_ALLREDUCE_ONESHOT_BYTES
+    step "mps-kernel-path-twoshot-n5" 240 kernel_path 5
+    SC_DEVICE_ALLREDUCE_ONESHOT_BYTES=1073741824
+    step "mps-kernel-path-oneshot-n3" 240 kernel_path 3
+    unset SC_DEVICE_ALLREDUCE_HALF_BYTES SC_DEVICE_ALLREDUCE_ONESHOT_BYTES
+    P="$B/sc_allreduce_perf -b 8 -e 256M -f 4 -n 10 -w 3 --mem device"
+    for n in 2 4; do
+      step "perf-allreduce-mps-kernel-n$n" 90 "$B/sc-run" -n "$n" -x SC_TRANSPORT=shm $P
+      step "perf-allreduce-mps-host-n$n" 90 "$B/sc-run" -n "$n" -x SC_TRANSPORT=shm \
+        -x SC_DEVICE_ALLREDUCE=host $P
+    done
+    step "perf-torch-allreduce-mps-n4" 150 python3 perf/compare/torch_gpu_allreduce.py -n 4 \
+      --size 64M --rounds 3 --nccl --build "$B"
+    echo quit | nvidia-cuda-mps-control
+    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
     ;;
   multi)
     # The device scripts on CUDA; several at once (they share the GPU).

@@ -13,7 +13,11 @@
  * is killed after a warm-up and every other rank's device all-reduce must
  * fail with SC_ERR_REMOTE within the timeout; --abort: on 2 ranks, rank 1
  * stays away and an abort from another thread must wake rank 0's blocked
- * device all-reduce. Run under sc-run. */
+ * device all-reduce; --late: rank 1 joins an all-reduce on the kernel path
+ * only after SC_TIMEOUT_MS (the script sets it short and turns the liveness
+ * watch off): every other rank's call must fail with SC_ERR_TIMEOUT from the
+ * kernel's bounded wait, naming rank 1, and rank 1's with SC_ERR_REMOTE,
+ * naming a rank that gave up. Run under sc-run. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -396,13 +400,45 @@ static int test_abort(void) {
   return 0;
 }
 
+/* The kernel's wait for a rank that comes too late ends at SC_TIMEOUT_MS. */
+static int test_late(void) {
+  size_t n = 1000;
+  MR_OK(sc_allreduce(ds, dr, n, SC_FLOAT32, SC_SUM, comm)); /* sets the path up */
+  const char *t = getenv("SC_TIMEOUT_MS");
+  double timeout = t ? atof(t) / 1000.0 : 300.0;
+  if (mr_rank == 1) usleep((useconds_t)((timeout + 1.0) * 1e6));
+  double t0 = now_s();
+  sc_result_t r = sc_allreduce(ds, dr, n, SC_FLOAT32, SC_SUM, comm);
+  double dt = now_s() - t0;
+  mr_checks++;
+  if (mr_rank == 1) {
+    if (r != SC_ERR_REMOTE || !strstr(sc_last_error(), "all-reduce kernel gave up") || dt > 5)
+      mr_fail("the late rank: %s after %.2f s: %s (expected SC_ERR_REMOTE at once, naming a rank "
+              "that gave up)",
+              sc_strerror(r), dt, sc_last_error());
+    else
+      printf("rank 1: device allreduce failed in %.2f s: %s\n", dt, sc_last_error());
+    return 0;
+  }
+  if (r != SC_ERR_TIMEOUT || !strstr(sc_last_error(), "all-reduce kernel") ||
+      !strstr(sc_last_error(), "rank 1"))
+    mr_fail("a late peer: %s after %.2f s: %s (expected a timeout naming rank 1)", sc_strerror(r),
+            dt, sc_last_error());
+  else if (dt < timeout * 0.9 || dt > timeout * 3 + 2)
+    mr_fail("the kernel's wait ended after %.2f s, SC_TIMEOUT_MS is %.2f s", dt, timeout);
+  else
+    printf("rank %d: device allreduce failed in %.2f s: %s\n", mr_rank, dt, sc_last_error());
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  int allreduce_only = 0, quick = 0, death = 0, abort_mode = 0, per_rank = 0;
+  int allreduce_only = 0, quick = 0, death = 0, abort_mode = 0, per_rank = 0, late = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--allreduce-only")) allreduce_only = 1;
     if (!strcmp(argv[i], "--quick")) quick = 1;
     if (!strcmp(argv[i], "--peer-death")) death = 1;
     if (!strcmp(argv[i], "--abort")) abort_mode = 1;
+    if (!strcmp(argv[i], "--late")) late = 1;
     /* one device per rank (rank mod the devices), as on a node of GPUs */
     if (!strcmp(argv[i], "--device-per-rank")) per_rank = 1;
   }
@@ -434,9 +470,11 @@ int main(int argc, char **argv) {
   }
   ds = a;
   dr = b;
-  if (death || abort_mode) {
+  if (death || abort_mode || late) {
     if (death)
       test_peer_death();
+    else if (late)
+      test_late();
     else
       test_abort();
     MR_OK(sc_comm_destroy(comm));

@@ -12,6 +12,7 @@ from ._backend import BACKEND_NAME, ProcessGroupSparsecoll, register
 register()
 
 from . import hooks  # noqa: E402  (sparsecoll.torch.hooks.gtopk_hook)
+from . import kfac  # noqa: E402  (sparsecoll.torch.kfac.KFACCommunicator)
 from .optimizer import DistributedOptimizer  # noqa: E402
 
-__all__ = ["ProcessGroupSparsecoll", "BACKEND_NAME", "register", "hooks", "DistributedOptimizer"]
+__all__ = ["ProcessGroupSparsecoll", "BACKEND_NAME", "register", "hooks", "kfac", "DistributedOptimizer"]

@@ -1,0 +1,37 @@
+#!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
+# Descriptors (lib/base/fdlimit.c): 12 ranks over tcp hold about 70
+# descriptors each. A soft RLIMIT_NOFILE of 40 under a higher hard limit is
+# raised at init and the job runs; a hard limit of 40 cannot be raised, and
+# the ranks that run out fail with an error naming RLIMIT_NOFILE, what a
+# communicator needs and the fix, every rank exiting within the timeout.
+. "$top_srcdir/test/multi/lib.sh"
+hard=$(ulimit -Hn)
+if [ "$hard" != unlimited ] && [ "$hard" -lt 200 ]; then
+  echo "skipped: the hard descriptor limit here is $hard"
+  exit 77
+fi
+limited() { # limited SOFT HARD [TIMEOUT_MS]: mr_env on 12 ranks over tcp under those limits
+  SC_DEBUG=INFO SC_TRANSPORT=tcp SC_TIMEOUT_MS=${3:-20000} "$SC_RUN" -n 12 --timeout 90 \
+    sh -c "ulimit -Sn $1 && ulimit -Hn $2 && exec \"\$0\"" "$MR/mr_env" >"$tmpdir/out" 2>&1
+}
+raised() {
+  limited 40 "$1"
+  st=$?
+  grep -m 1 "soft limit raised" "$tmpdir/out"
+  tail -n 3 "$tmpdir/out"
+  [ "$st" -eq 0 ] && [ "$(grep -c "soft limit raised from 40 to $1" "$tmpdir/out")" -eq 12 ]
+}
+refused() {
+  limited 40 40 5000 # the ranks that did not run out wait for the ones that did
+  st=$?
+  grep -m 1 "RLIMIT_NOFILE" "$tmpdir/out"
+  tail -n 3 "$tmpdir/out"
+  [ "$st" -ne 0 ] && grep -q "RLIMIT_NOFILE is 40 (hard limit 40" "$tmpdir/out" &&
+    grep -q "a communicator here needs about" "$tmpdir/out"
+}
+cap=$hard
+if [ "$cap" = unlimited ] || [ "$cap" -gt 4096 ]; then cap=4096; fi
+check "soft limit 40, hard $cap: raised at init, 12 ranks over tcp" raised "$cap"
+check "hard limit 40: the ranks that run out name RLIMIT_NOFILE, the need and the fix" refused
+finish
