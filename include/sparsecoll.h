@@ -300,8 +300,9 @@ sc_result_t sc_comm_local(const sc_comm_t *comm, int *local_rank, int *local_siz
  * every rank. The algorithm is the cost model's choice for the size, unless
  * SC_ALGO (all-reduce), SC_RS_ALGO, SC_AG_ALGO or SC_BCAST_ALGO (broadcast
  * and reduce) forces one; collectives of at most SC_BOARD_BYTES per rank on
- * one host go through shared memory, unless an algorithm is forced. Any
- * dtype; any op.
+ * one host go through shared memory, unless an algorithm is forced; an
+ * all-reduce on device buffers whose ranks are all on one host runs as
+ * kernels over IPC (SC_DEVICE_ALLREDUCE, docs/CUDA.md). Any dtype; any op.
  *
  * Blocking forms return when this rank's part is done and its output holds
  * the result; they run on the calling thread when nothing else is queued on
