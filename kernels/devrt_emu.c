@@ -19,9 +19,7 @@
 #include "lib/base/error.h"
 #include "lib/base/log.h"
 
-/* The host view of [p, p + bytes): device memory of the stand-in (checked
- * against its allocation) or pinned memory; bytes == 0 needs nothing. */
-static sc_result_t view(const sc_devrt_t *rt, const void *p, size_t bytes, const char *fn,
+sc_result_t sc_emu_view(const sc_devrt_t *rt, const void *p, size_t bytes, const char *fn,
                         const char *name, void **out) {
   *out = NULL;
   if (bytes == 0) return SC_SUCCESS;
@@ -93,9 +91,9 @@ sc_result_t sc_emu_reduce(const sc_devrt_t *rt, void *dst, const void *a, const 
   if (count == 0) return SC_SUCCESS;
   reduce_args_t r = {.count = count, .dtype = (int)dtype, .op = (int)op};
   void *va, *vb;
-  SC_CHECK(view(rt, dst, count * es, fn, "dst", &r.dst));
-  SC_CHECK(view(rt, a, count * es, fn, "a", &va));
-  SC_CHECK(view(rt, b, count * es, fn, "b", &vb));
+  SC_CHECK(sc_emu_view(rt, dst, count * es, fn, "dst", &r.dst));
+  SC_CHECK(sc_emu_view(rt, a, count * es, fn, "a", &va));
+  SC_CHECK(sc_emu_view(rt, b, count * es, fn, "b", &vb));
   r.a = va;
   r.b = vb;
   return rt->launch_host(stream, run_reduce, &r, sizeof r);
@@ -108,7 +106,7 @@ sc_result_t sc_emu_avg_finalize(const sc_devrt_t *rt, void *buf, size_t count, s
   if (es == 0) return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid dtype %d", fn, (int)dtype);
   if (count == 0 || nranks <= 1) return SC_SUCCESS;
   reduce_args_t r = {.count = count, .dtype = (int)dtype, .nranks = nranks};
-  SC_CHECK(view(rt, buf, count * es, fn, "buf", &r.dst));
+  SC_CHECK(sc_emu_view(rt, buf, count * es, fn, "buf", &r.dst));
   return rt->launch_host(stream, run_avg, &r, sizeof r);
 }
 
@@ -138,8 +136,8 @@ sc_result_t sc_emu_sym(const sc_devrt_t *rt, int unpack, void *dst, const void *
   size_t full = d * d * es, packed = (size_t)sc_sym_packed_count(d) * es;
   sym_args_t a = {.d = d, .es = es, .unpack = unpack};
   void *vs;
-  SC_CHECK(view(rt, dst, unpack ? full : packed, fn, "dst", &a.dst));
-  SC_CHECK(view(rt, src, unpack ? packed : full, fn, "src", &vs));
+  SC_CHECK(sc_emu_view(rt, dst, unpack ? full : packed, fn, "dst", &a.dst));
+  SC_CHECK(sc_emu_view(rt, src, unpack ? packed : full, fn, "src", &vs));
   a.src = vs;
   return rt->launch_host(stream, run_sym, &a, sizeof a);
 }
@@ -202,12 +200,13 @@ sc_result_t sc_emu_topk(const sc_devrt_t *rt, const void *x, size_t n, sc_dtype_
     return SC_ERR(SC_ERR_INVALID_ARG,
                   "%s: workspace %p of %zu bytes: sc_dev_topk_workspace_size gives %d, 8-aligned",
                   fn, workspace, workspace_bytes, SC_EMU_TOPK_WORKSPACE);
-  SC_CHECK(view(rt, x, n * es, fn, "x", &vx));
+  SC_CHECK(sc_emu_view(rt, x, n * es, fn, "x", &vx));
   /* As sc_topk: the selection uses 2 min(k, n) entries as workspace. */
-  SC_CHECK(view(rt, indices, 2 * m * sizeof(uint32_t), fn, "indices (2 min(k, n) entries)",
-                (void **)&t.idx));
-  if (values) SC_CHECK(view(rt, values, 2 * m * es, fn, "values (2 min(k, n) entries)", &t.val));
-  SC_CHECK(view(rt, workspace, SC_EMU_TOPK_WORKSPACE, fn, "workspace", &vbox));
+  SC_CHECK(sc_emu_view(rt, indices, 2 * m * sizeof(uint32_t), fn, "indices (2 min(k, n) entries)",
+                       (void **)&t.idx));
+  if (values)
+    SC_CHECK(sc_emu_view(rt, values, 2 * m * es, fn, "values (2 min(k, n) entries)", &t.val));
+  SC_CHECK(sc_emu_view(rt, workspace, SC_EMU_TOPK_WORKSPACE, fn, "workspace", &vbox));
   t.x = vx;
   t.box = vbox;
   t.token = atomic_fetch_add(&tokens, 1) + 1;
@@ -322,9 +321,9 @@ sc_result_t sc_emu_sparse_gather(const sc_devrt_t *rt, void *values, const void 
   if (nnz == 0) return SC_SUCCESS;
   sparse_args_t s = {.nnz = nnz, .dtype = (int)dtype};
   void *vx, *vi;
-  SC_CHECK(view(rt, values, nnz * es, fn, "values", &s.dst));
-  SC_CHECK(view(rt, indices, nnz * sizeof(uint32_t), fn, "indices", &vi));
-  SC_CHECK(view(rt, x, es, fn, "x", &vx));
+  SC_CHECK(sc_emu_view(rt, values, nnz * es, fn, "values", &s.dst));
+  SC_CHECK(sc_emu_view(rt, indices, nnz * sizeof(uint32_t), fn, "indices", &vi));
+  SC_CHECK(sc_emu_view(rt, x, es, fn, "x", &vx));
   s.src = vx;
   s.idx = vi;
   s.n = room(rt, x, es);
@@ -337,9 +336,9 @@ static sc_result_t sparse_views(const sc_devrt_t *rt, const char *fn, void *dst,
                                 const uint32_t *indices, const void *values, size_t nnz, size_t es,
                                 sparse_args_t *s) {
   void *vi, *vv;
-  SC_CHECK(view(rt, dst, n * es, fn, "dst", &s->dst));
-  SC_CHECK(view(rt, indices, nnz * sizeof(uint32_t), fn, "indices", &vi));
-  SC_CHECK(view(rt, values, values ? nnz * es : 0, fn, "values", &vv));
+  SC_CHECK(sc_emu_view(rt, dst, n * es, fn, "dst", &s->dst));
+  SC_CHECK(sc_emu_view(rt, indices, nnz * sizeof(uint32_t), fn, "indices", &vi));
+  SC_CHECK(sc_emu_view(rt, values, values ? nnz * es : 0, fn, "values", &vv));
   s->idx = vi;
   s->src = vv;
   s->n = n;
@@ -370,8 +369,8 @@ sc_result_t sc_emu_ef_accumulate(const sc_devrt_t *rt, void *residual, const voi
   if (n == 0) return SC_SUCCESS;
   reduce_args_t r = {.count = n, .dtype = (int)dtype, .op = SC_SUM};
   void *vg;
-  SC_CHECK(view(rt, residual, n * es, fn, "residual", &r.dst));
-  SC_CHECK(view(rt, grad, n * es, fn, "grad", &vg));
+  SC_CHECK(sc_emu_view(rt, residual, n * es, fn, "residual", &r.dst));
+  SC_CHECK(sc_emu_view(rt, grad, n * es, fn, "grad", &vg));
   r.a = r.dst;
   r.b = vg;
   return rt->launch_host(stream, run_reduce, &r, sizeof r);
@@ -385,7 +384,7 @@ sc_result_t sc_emu_ef_clear(const sc_devrt_t *rt, void *residual, const uint32_t
   if (nnz == 0) return SC_SUCCESS;
   sparse_args_t s = {.dtype = (int)dtype};
   SC_CHECK(sparse_views(rt, fn, residual, 0, indices, NULL, nnz, es, &s));
-  SC_CHECK(view(rt, residual, es, fn, "residual", &s.dst));
+  SC_CHECK(sc_emu_view(rt, residual, es, fn, "residual", &s.dst));
   s.n = room(rt, residual, es);
   return rt->launch_host(stream, run_clear, &s, sizeof s);
 }
@@ -401,8 +400,8 @@ sc_result_t sc_emu_ef_restore(const sc_devrt_t *rt, void *residual, const uint32
   sparse_args_t s = {.dtype = (int)dtype, .divisor = 1, .restore = 1};
   SC_CHECK(sparse_views(rt, fn, residual, 0, indices, values, nnz, es, &s));
   void *vs;
-  SC_CHECK(view(rt, survived, survived ? nnz : 0, fn, "survived", &vs));
-  SC_CHECK(view(rt, residual, es, fn, "residual", &s.dst));
+  SC_CHECK(sc_emu_view(rt, survived, survived ? nnz : 0, fn, "survived", &vs));
+  SC_CHECK(sc_emu_view(rt, residual, es, fn, "residual", &s.dst));
   s.survived = vs;
   s.n = room(rt, residual, es);
   return rt->launch_host(stream, run_scatter, &s, sizeof s);

@@ -9,6 +9,11 @@
 
 #include "kernels/devrt.h"
 
+/* The host view of [p, p + bytes): device memory of the stand-in (checked
+ * against its allocation) or pinned memory; bytes == 0 needs nothing. */
+sc_result_t sc_emu_view(const sc_devrt_t *rt, const void *p, size_t bytes, const char *fn,
+                        const char *name, void **out);
+
 /* The stand-in's top-k workspace: the count and a completion token. */
 #define SC_EMU_TOPK_WORKSPACE 64
 

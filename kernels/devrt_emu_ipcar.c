@@ -113,30 +113,20 @@ sc_result_t sc_emu_ipc_allreduce(const sc_devrt_t *rt, const struct sc_ipcar_arg
   sc_ipcar_args_t *a = malloc(sizeof(*a));
   if (!a) return SC_ERR(SC_ERR_NOMEM, "%s: arguments", fn);
   *a = *in;
-  const sc_ipcar_layout_t lay = sc_ipcar_layout(0);
-  for (int j = 0; j < in->nranks; j++) {
-    a->region[j] = rt->host_view(in->region[j]);
-    void *base;
-    size_t size;
-    sc_result_t r = a->region[j] ? rt->mem_range(in->region[j], &base, &size) : SC_ERR_INVALID_ARG;
-    uint64_t need = in->half_off + sc_ipcar_vecs(in->count, (uint32_t)es) * SC_IPCAR_VEC;
-    if (r != SC_SUCCESS || base != in->region[j] || size < need || size < lay.half_off[0]) {
-      free(a);
-      return SC_ERR(SC_ERR_INVALID_ARG,
-                    "%s: rank %d's region %p is not a device allocation of at least %llu bytes", fn,
-                    j, (void *)in->region[j], (unsigned long long)need);
-    }
+  /* Every region from its flags to the end of this launch's vectors. */
+  const size_t need = in->half_off + sc_ipcar_vecs(in->count, (uint32_t)es) * SC_IPCAR_VEC;
+  sc_result_t r = SC_SUCCESS;
+  for (int j = 0; j < in->nranks && r == SC_SUCCESS; j++) {
+    void *h = NULL;
+    r = sc_emu_view(rt, in->region[j], need, fn, "a rank's region", &h);
+    a->region[j] = h;
   }
-  a->out = rt->host_view(in->out);
-  void *obase;
-  size_t osize;
-  if (!a->out || rt->mem_range(in->out, &obase, &osize) != SC_SUCCESS ||
-      (size_t)((uint8_t *)in->out - (uint8_t *)obase) + in->count * es > osize) {
+  if (r == SC_SUCCESS) r = sc_emu_view(rt, in->out, in->count * es, fn, "out", &a->out);
+  if (r != SC_SUCCESS) {
     free(a);
-    return SC_ERR(SC_ERR_INVALID_ARG, "%s: out %p does not hold %llu elements of device memory", fn,
-                  in->out, (unsigned long long)in->count);
+    return r;
   }
-  sc_result_t r = rt->launch_host(stream, run_ipcar, &a, sizeof a);
+  r = rt->launch_host(stream, run_ipcar, &a, sizeof a);
   if (r != SC_SUCCESS) free(a);
   return r;
 }

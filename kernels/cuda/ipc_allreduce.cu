@@ -9,29 +9,14 @@
  * the peers' with an acquire load. Every wait is bounded: by the host's
  * abort word and by a deadline on the global timer, and a block that gives up
  * writes why into its rank's status word for the host to read. */
+#include "kernels/cuda/cuda_tags.cuh"
 #include "kernels/cuda/cuda_util.cuh"
-#include "kernels/cuda/hd.h"
 #include "kernels/ipc_allreduce_plan.h"
 
 namespace {
 
-#define SC_TAG(DTYPE, TYPE, SFX)                                                                   \
-  struct Tag_##SFX {                                                                               \
-    typedef TYPE T;                                                                                \
-    static __device__ __forceinline__ T red(int op, T x, T y) {                                    \
-      return sc_hd_red_##SFX(op, x, y);                                                            \
-    }                                                                                              \
-    static __device__ __forceinline__ T avg(T x, int d) {                                          \
-      return sc_hd_avg_##SFX(x, d);                                                                \
-    }                                                                                              \
-  };
-SC_HD_FOR_EACH_DTYPE(SC_TAG)
-#undef SC_TAG
-
-template <class Tag> union Vec {
-  uint4 u;
-  typename Tag::T e[SC_IPCAR_VEC / sizeof(typename Tag::T)];
-};
+using namespace sc_cuda;
+static_assert(SC_IPCAR_VEC == SC_CUDA_VEC_BYTES, "the plan's vector is a Vec");
 
 __device__ __forceinline__ void st_release(volatile uint32_t *p, uint32_t v) {
   asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");

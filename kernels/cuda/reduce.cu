@@ -5,29 +5,12 @@
  * to a boundary), a scalar kernel does the head and the tail, or everything
  * when the offsets differ. The element arithmetic is kernels/cuda/hd.h's,
  * which the CPU tests check against kernels/cpu/reduce.c. */
+#include "kernels/cuda/cuda_tags.cuh"
 #include "kernels/cuda/cuda_util.cuh"
-#include "kernels/cuda/hd.h"
 
 namespace {
 
-/* Tag_<suffix>: a dtype's element type and arithmetic, one per dtype. */
-#define SC_TAG(DTYPE, TYPE, SFX)                                                                   \
-  struct Tag_##SFX {                                                                               \
-    typedef TYPE T;                                                                                \
-    static __device__ __forceinline__ T red(int op, T x, T y) {                                    \
-      return sc_hd_red_##SFX(op, x, y);                                                            \
-    }                                                                                              \
-    static __device__ __forceinline__ T avg(T x, int d) {                                          \
-      return sc_hd_avg_##SFX(x, d);                                                                \
-    }                                                                                              \
-  };
-SC_HD_FOR_EACH_DTYPE(SC_TAG)
-#undef SC_TAG
-
-template <class Tag> union Vec {
-  uint4 u;
-  typename Tag::T e[SC_CUDA_VEC_BYTES / sizeof(typename Tag::T)];
-};
+using namespace sc_cuda;
 
 /* Both inputs are loaded before dst is stored, so exact aliasing is safe. */
 template <class Tag, int OP>

@@ -178,24 +178,15 @@ sc_result_t sc_board_exchange(sc_comm_t *comm, const void *mine, size_t len, voi
     return SC_ERR(SC_ERR_INTERNAL, "board exchange of %zu bytes: the board holds %zu", len,
                   sc_board_room(comm));
   SC_CHECK(board_prepare(comm));
-  sc_exec_state_t *ex = &comm->ex;
-  uint64_t seq = ++ex->board_seq;
-  uint64_t fp = sc_board_fp((int)SC_COLL_ALLGATHER, (int)SC_UINT8, 0, 0, len);
-  comm->tpops->board_post(comm->tp, seq, fp, mine, len);
-  for (int r = 0; r < comm->nranks; r++) {
-    uint64_t theirs = 0;
-    SC_CHECK(board_wait(comm, r, seq, &ex->board_parts[r], &theirs));
-    if (theirs != fp) {
-      char a[96];
-      return SC_ERR(SC_ERR_MISMATCH,
-                    "rank %d called %s where rank %d exchanged %zu bytes of setup (board call "
-                    "#%llu)",
-                    r, sc_board_describe(theirs, a, sizeof(a)), comm->rank, len,
-                    (unsigned long long)seq);
-    }
-    memcpy((uint8_t *)all + (size_t)r * len, ex->board_parts[r], len);
-  }
-  return SC_SUCCESS;
+  /* An all-gather of bytes on the board, whatever SC_BOARD_BYTES says. */
+  sc_op_t op;
+  memset(&op, 0, sizeof(op));
+  op.coll = SC_COLL_ALLGATHER;
+  op.dtype = SC_UINT8;
+  op.count = len;
+  op.sendbuf = mine;
+  op.recvbuf = all;
+  return sc_board_run(comm, &op, len);
 }
 
 /* Fold the parts' element range [off, off + n) in rank order into dst. */

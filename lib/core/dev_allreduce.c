@@ -129,13 +129,6 @@ int sc_devar_takes(sc_comm_t *comm, const sc_op_t *op) {
   return 1;
 }
 
-const char *sc_devar_state_name(const sc_comm_t *comm) {
-  const sc_devar_t *v = __atomic_load_n(&comm->ex.devar, __ATOMIC_ACQUIRE);
-  if (!v) return "untried";
-  int st = atomic_load(&v->state);
-  return st == DEVAR_ON ? "kernel" : (st == DEVAR_OFF ? "host" : "untried");
-}
-
 /* The region and the pinned words, flags zeroed. Caller holds v->lock. */
 static sc_result_t devar_alloc(sc_devar_t *v, const sc_devrt_t *rt, int device) {
   if (v->region) return SC_SUCCESS;
@@ -370,18 +363,10 @@ sc_result_t sc_devar_run(sc_comm_t *comm, const sc_op_t *op, int *ran) {
   *ran = 0;
   sc_devar_t *v;
   SC_CHECK(devar_get(comm, &v));
-  const sc_devrt_t *rt = sc_devrt();
-  const void *bufs[2] = {op->recvbuf, op->sendbuf};
-  const int device = sc_buffers_device(2, bufs);
-  if (!rt || device < 0)
-    return SC_ERR(SC_ERR_INTERNAL, "all-reduce on device buffers, but no device runtime owns them");
-  if (rt->current_device() != device) SC_CHECK(rt->set_device(device));
   struct sc_exec_dev *d = NULL;
-  SC_CHECK(sc_exec_dev_get(comm, rt, device, &d));
-  if (d->device != device)
-    return SC_ERR(SC_ERR_INVALID_ARG,
-                  "allreduce: buffers on device %d, but this communicator works on device %d",
-                  device, d->device);
+  SC_CHECK(sc_exec_dev_of_op(comm, op, &d));
+  const sc_devrt_t *rt = d->rt;
+  const int device = d->device;
   if (v->state == DEVAR_UNTRIED) SC_CHECK(devar_setup(comm, v, rt, device));
   if (v->state != DEVAR_ON) return SC_SUCCESS;
   if (v->device != device)

@@ -37,7 +37,4 @@ sc_result_t sc_devar_reserve(sc_comm_t *comm, const sc_op_t *op);
 /* Closes the peers' mappings and frees the region (comm teardown). */
 void sc_devar_free(struct sc_devar *v);
 
-/* "kernel", "host" (found unavailable or turned off) or "untried". */
-const char *sc_devar_state_name(const sc_comm_t *comm);
-
 #endif

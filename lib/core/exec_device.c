@@ -455,18 +455,24 @@ static sc_result_t dev_of_op(const sc_op_t *op, int *device) {
                 sc_coll_name(op->coll));
 }
 
-static sc_result_t dev_prepare(sc_comm_t *comm, const sc_exec_args_t *a, struct sc_exec_dev **out) {
+sc_result_t sc_exec_dev_of_op(sc_comm_t *comm, const sc_op_t *op, struct sc_exec_dev **out) {
   const sc_devrt_t *rt = sc_devrt();
   if (!rt) return SC_ERR(SC_ERR_INTERNAL, "device buffers but no device runtime");
   int device = -1;
-  SC_CHECK(dev_of_op(a->op, &device));
+  SC_CHECK(dev_of_op(op, &device));
   if (rt->current_device() != device) SC_CHECK(rt->set_device(device));
-  struct sc_exec_dev *d = NULL;
-  SC_CHECK(sc_exec_dev_get(comm, rt, device, &d));
-  if (d->device != device)
+  SC_CHECK(sc_exec_dev_get(comm, rt, device, out));
+  if ((*out)->device != device)
     return SC_ERR(SC_ERR_INVALID_ARG,
                   "%s: buffers on device %d, but this communicator works on device %d",
-                  sc_coll_name(a->op->coll), device, d->device);
+                  sc_coll_name(op->coll), device, (*out)->device);
+  return SC_SUCCESS;
+}
+
+static sc_result_t dev_prepare(sc_comm_t *comm, const sc_exec_args_t *a, struct sc_exec_dev **out) {
+  struct sc_exec_dev *d = NULL;
+  SC_CHECK(sc_exec_dev_of_op(comm, a->op, &d));
+  const sc_devrt_t *rt = d->rt;
   if (d->failed) {
     /* The previous operation stopped midway; the transport's requests were
      * cancelled since, the stream's copies must end before the slots and

@@ -186,6 +186,11 @@ void sc_exec_sched_needs(const sc_sched_t *s, size_t es, const uint8_t *direct,
 sc_result_t sc_exec_dev_get(sc_comm_t *comm, const sc_devrt_t *rt, int device,
                             struct sc_exec_dev **out);
 
+/* The device op's buffers are on (made current on this thread) and the
+ * communicator's executor state for it; SC_ERR_INVALID_ARG when the
+ * communicator already works on another device. */
+sc_result_t sc_exec_dev_of_op(sc_comm_t *comm, const sc_op_t *op, struct sc_exec_dev **out);
+
 /* lib/core/exec_device_mem.c: buffers that grow (a spare first, else an
  * allocation), outgrown ones kept until sc_exec_dev_free, the rings'
  * memory, and the parked spares. */

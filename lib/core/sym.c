@@ -94,32 +94,22 @@ static sc_result_t sym_scratch(struct sc_sym *s, sc_mem_kind_t kind, int device,
   return SC_SUCCESS;
 }
 
-/* The device work enqueued on the scratch's stream has run. */
-static sc_result_t sym_sync(const sc_comm_t *comm, struct sc_sym *s) {
+/* Packs (unpack 0: dst packed from the full src) or unpacks (1), on the host
+ * or on the scratch's stream, waited for. */
+static sc_result_t sym_move(const sc_comm_t *comm, struct sc_sym *s, sc_mem_kind_t kind, int unpack,
+                            void *dst, const void *src, size_t d, size_t es) {
+  if (d == 0) return SC_SUCCESS;
+  if (kind == SC_MEM_HOST) {
+    if (unpack)
+      sc_sym_unpack(dst, src, d, es);
+    else
+      sc_sym_pack(dst, src, d, es);
+    return SC_SUCCESS;
+  }
+  SC_CHECK(unpack ? sc_dev_sym_unpack(s->rt, dst, src, d, es, s->stream)
+                  : sc_dev_sym_pack(s->rt, dst, src, d, es, s->stream));
   SC_CHECK(s->rt->event_record(s->event, s->stream));
   return sc_dev_event_wait(s->rt, s->event, comm->cfg.timeout_ms, "symmetric packing");
-}
-
-static sc_result_t sym_pack(const sc_comm_t *comm, struct sc_sym *s, sc_mem_kind_t kind,
-                            void *packed, const void *full, size_t d, size_t es) {
-  if (d == 0) return SC_SUCCESS;
-  if (kind == SC_MEM_HOST) {
-    sc_sym_pack(packed, full, d, es);
-    return SC_SUCCESS;
-  }
-  SC_CHECK(sc_dev_sym_pack(s->rt, packed, full, d, es, s->stream));
-  return sym_sync(comm, s);
-}
-
-static sc_result_t sym_unpack(const sc_comm_t *comm, struct sc_sym *s, sc_mem_kind_t kind,
-                              void *full, const void *packed, size_t d, size_t es) {
-  if (d == 0) return SC_SUCCESS;
-  if (kind == SC_MEM_HOST) {
-    sc_sym_unpack(full, packed, d, es);
-    return SC_SUCCESS;
-  }
-  SC_CHECK(sc_dev_sym_unpack(s->rt, full, packed, d, es, s->stream));
-  return sym_sync(comm, s);
 }
 
 typedef enum { SYM_ALLREDUCE, SYM_REDUCE, SYM_BROADCAST } sym_coll_t;
@@ -168,7 +158,7 @@ static sc_result_t sym_run(const char *fn, sym_coll_t c, const void *sendbuf, vo
   const int me_root = c == SYM_ALLREDUCE || comm->rank == root;
   /* Every rank's input but the broadcast's off the root. */
   if (r == SC_SUCCESS && (c != SYM_BROADCAST || me_root))
-    r = sym_pack(comm, s, kind, packed, sendbuf, d, es);
+    r = sym_move(comm, s, kind, 0, packed, sendbuf, d, es);
   if (r == SC_SUCCESS) {
     switch (c) {
     case SYM_ALLREDUCE:
@@ -183,7 +173,7 @@ static sc_result_t sym_run(const char *fn, sym_coll_t c, const void *sendbuf, vo
     }
   }
   if (r == SC_SUCCESS && (c != SYM_REDUCE || me_root))
-    r = sym_unpack(comm, s, kind, recvbuf, packed, d, es);
+    r = sym_move(comm, s, kind, 1, recvbuf, packed, d, es);
   pthread_mutex_unlock(&s->lock);
   return r;
 }

@@ -48,8 +48,9 @@ static void place_lpt(factor_t *f, int m, int nranks, uint64_t *load, int *owner
   }
 }
 
-/* Ranks that contiguous runs of at most `limit` each need. */
-static int runs_needed(const factor_t *f, int m, uint64_t limit) {
+/* Fills ranks in index order with runs of at most `limit` each (a factor
+ * over it alone in its run); owner[] set when not NULL. Returns the runs. */
+static int fill_runs(const factor_t *f, int m, uint64_t limit, int *owner) {
   int runs = m ? 1 : 0;
   uint64_t cur = 0;
   for (int i = 0; i < m; i++) {
@@ -58,6 +59,7 @@ static int runs_needed(const factor_t *f, int m, uint64_t limit) {
       cur = 0;
     }
     cur = sat_add(cur, f[i].cost);
+    if (owner) owner[f[i].index] = runs - 1;
   }
   return runs;
 }
@@ -70,21 +72,12 @@ static void place_block(const factor_t *f, int m, int nranks, int *owner) {
   }
   while (lo < hi) {
     uint64_t mid = lo + (hi - lo) / 2;
-    if (runs_needed(f, m, mid) <= nranks)
+    if (fill_runs(f, m, mid, NULL) <= nranks)
       hi = mid;
     else
       lo = mid + 1;
   }
-  int r = 0;
-  uint64_t cur = 0;
-  for (int i = 0; i < m; i++) {
-    if (cur && sat_add(cur, f[i].cost) > lo) {
-      r++;
-      cur = 0;
-    }
-    cur = sat_add(cur, f[i].cost);
-    owner[f[i].index] = r;
-  }
+  fill_runs(f, m, lo, owner);
 }
 
 sc_result_t sc_place_factors(const size_t *dims, int n, int nranks, sc_place_t how,

@@ -62,23 +62,19 @@ run "one device per rank tcp n=3 (sample)" 3 "SC_TRANSPORT=tcp SC_DEVFAKE_DEVICE
 run "tcp n=3, 4099-byte chunks, 3 slots" 3 "SC_TRANSPORT=tcp SC_STAGE_CHUNK_BYTES=4099 SC_STAGE_SLOTS=3" --quick
 run "tcp n=5, 1000-byte chunks, 1 slot" 5 "SC_TRANSPORT=tcp SC_STAGE_CHUNK_BYTES=1000 SC_STAGE_SLOTS=1" --quick
 # The all-reduce's kernel path (SC_DEVICE_ALLREDUCE=auto: every shm row above
-# takes it, the forced algorithms and tcp do not): many rounds of small
-# halves in each mode alone, the schedule when turned off, and the setup's
-# verdict on every rank: a shared device takes it only under MPS (the
-# stand-in's SC_DEVFAKE_MPS), a device per rank always.
-run "kernel path shm n=3, 4 KiB halves, two-shot only" 3 \
-  "SC_TRANSPORT=shm SC_DEVICE_ALLREDUCE_HALF_BYTES=4096 SC_DEVICE_ALLREDUCE_ONESHOT_BYTES=0" --allreduce-only
-run "kernel path shm n=6, 1 KiB halves, one-shot only (sample)" 6 \
-  "SC_TRANSPORT=shm SC_DEVICE_ALLREDUCE_HALF_BYTES=1000 SC_DEVICE_ALLREDUCE_ONESHOT_BYTES=1073741824" \
-  --allreduce-only --quick
+# takes it, the forced algorithms and tcp do not): the schedule when turned
+# off; on the stand-in, many rounds of small halves in each mode alone and the
+# setup's verdict, each row requiring every rank to log the path it expects:
+# a shared device takes it only under MPS (the stand-in's SC_DEVFAKE_MPS), a
+# device per rank always.
 run "kernel path off: SC_DEVICE_ALLREDUCE=host shm n=3 (sample)" 3 \
   "SC_TRANSPORT=shm SC_DEVICE_ALLREDUCE=host" --allreduce-only --quick
 path_is() { # path_is WANT N "VAR=VALUE ..." ARGS...: every rank's setup chose WANT
   want=$1 n=$2 vars=$3
   shift 3
   # shellcheck disable=SC2086 # the settings split into words on purpose
-  env SC_DEBUG=INFO $vars "$SC_RUN" -n "$n" --timeout 120 "$MR/mr_device" --allreduce-only --quick \
-    "$@" >"$tmpdir/path" 2>&1
+  env SC_DEBUG=INFO $vars "$SC_RUN" -n "$n" --timeout 300 "$MR/mr_device" --allreduce-only "$@" \
+    >"$tmpdir/path" 2>&1
   st=$?
   got=$(grep -c "device all-reduce: the $want path" "$tmpdir/path")
   grep "device all-reduce:" "$tmpdir/path" | head -n 2
@@ -86,11 +82,17 @@ path_is() { # path_is WANT N "VAR=VALUE ..." ARGS...: every rank's setup chose W
   [ "$st" -eq 0 ] && [ "$got" -eq "$n" ]
 }
 if [ "${SC_TEST_DEVICE:-}" != cuda ]; then
-  check "one shared device under MPS: the kernel path, n=3" path_is kernel 3 "SC_TRANSPORT=shm"
-  check "one shared device without MPS: the host path, n=3" path_is host 3 \
-    "SC_TRANSPORT=shm SC_DEVFAKE_MPS=0"
-  check "a device per rank without MPS: the kernel path, n=4" path_is kernel 4 \
-    "SC_TRANSPORT=shm SC_DEVFAKE_MPS=0 SC_DEVFAKE_DEVICES=4" --device-per-rank
+  check "kernel path shm n=3, 4 KiB halves, two-shot only" path_is kernel 3 \
+    "SC_TRANSPORT=shm SC_DEVICE_ALLREDUCE_HALF_BYTES=4096 SC_DEVICE_ALLREDUCE_ONESHOT_BYTES=0"
+  check "kernel path shm n=6, 1 KiB halves, one-shot only (sample)" path_is kernel 6 \
+    "SC_TRANSPORT=shm SC_DEVICE_ALLREDUCE_HALF_BYTES=1000 SC_DEVICE_ALLREDUCE_ONESHOT_BYTES=1073741824" \
+    --quick
+  check "one shared device under MPS: the kernel path, n=3 (sample)" path_is kernel 3 \
+    "SC_TRANSPORT=shm" --quick
+  check "one shared device without MPS: the host path, n=3 (sample)" path_is host 3 \
+    "SC_TRANSPORT=shm SC_DEVFAKE_MPS=0" --quick
+  check "a device per rank without MPS: the kernel path, n=4 (sample)" path_is kernel 4 \
+    "SC_TRANSPORT=shm SC_DEVFAKE_MPS=0 SC_DEVFAKE_DEVICES=4" --quick --device-per-rank
   run "kernel path: a rank later than SC_TIMEOUT_MS, n=3" 3 \
     "SC_TRANSPORT=shm SC_TIMEOUT_MS=2000 SC_HEARTBEAT_MS=-1" --late
 fi

@@ -160,7 +160,6 @@ typedef struct rank {
   int launch;      /* index into the launches */
   int copying;     /* 1: the copy of the launch's input, 0: the kernel */
   uint64_t copied; /* vectors copied */
-  int phase;       /* 0: first (reduce or reduce-scatter), 1: all-gather */
   block_t blocks[SIM_MAX_G];
   uint32_t out[SIM_MAX_CALLS][SIM_MAX_COUNT];
 } rank_t;
@@ -191,15 +190,15 @@ static uint32_t *half_of(sim_t *s, int r, unsigned h) {
   return (uint32_t *)(s->ranks[r].region + s->lay.half_off[h]);
 }
 
-/* The block's items of the rank's current phase, in a random order (its
+/* The block's items of its first phase (the reduction) or of the all-gather
+ * (gather), in a random order (its
  * threads run concurrently). */
-static void block_items(sim_t *s, int r, int b) {
+static void block_items(sim_t *s, int r, int b, int gather) {
   rank_t *k = &s->ranks[r];
   const launch_t *L = &s->launches[k->launch];
   block_t *B = &k->blocks[b];
   B->nitems = B->next = B->reads = 0;
   uint64_t nvec = sc_ipcar_vecs(L->n, 4);
-  int gather = L->mode == SC_IPCAR_TWOSHOT && k->phase == 1;
   for (int j = 0; j < s->P; j++) {
     uint64_t cb = 0, ce = nvec;
     if (L->mode == SC_IPCAR_TWOSHOT)
@@ -223,10 +222,9 @@ static void block_items(sim_t *s, int r, int b) {
 
 static void kernel_start(sim_t *s, int r) {
   rank_t *k = &s->ranks[r];
-  k->phase = 0;
   for (int b = 0; b < s->G; b++) {
     k->blocks[b] = (block_t){.stage = B_SIG};
-    block_items(s, r, b);
+    block_items(s, r, b, 0);
   }
 }
 
@@ -310,13 +308,9 @@ static void block_step(sim_t *s, int r, int b) {
     return;
   }
   /* The phase's items are done. */
-  if (L->mode == SC_IPCAR_TWOSHOT && k->phase == 0 && B->barrier == 0) {
-    /* This block's second barrier, then its all-gather items. The phase is
-     * per block: the rank's phase field only picks the item kind. */
-    int saved = k->phase;
-    k->phase = 1;
-    block_items(s, r, b);
-    k->phase = saved;
+  if (L->mode == SC_IPCAR_TWOSHOT && B->barrier == 0) {
+    /* This block's second barrier, then its all-gather items. */
+    block_items(s, r, b, 1);
     B->barrier = 1;
     B->signalled = 0;
     B->stage = s->broken == BROKEN_NO_MID_BARRIER ? B_WORK : B_SIG;

@@ -26,8 +26,16 @@ import torch
 __all__ = ["KFACCommunicator", "prefer_preconditioned"]
 
 
+_TRIU = {}
+
+
 def _triu(d, device):
-    return torch.triu_indices(d, d, device=device)
+    """The upper triangle's (rows, cols) of a d x d matrix, made once per size
+    and device: every step packs and unpacks the same shapes."""
+    key = (d, str(device))
+    if key not in _TRIU:
+        _TRIU[key] = torch.triu_indices(d, d, device=device)
+    return _TRIU[key]
 
 
 def prefer_preconditioned(d_in, d_out):
