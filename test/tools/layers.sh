@@ -14,7 +14,7 @@ set -u
 top=${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
 cd "$top" || exit 1
 # Lowest first. perf/ and tools/ sit above the library, side by side.
-LAYERS="include lib/base kernels lib/schedule algorithms lib/tune transport lib/control lib/core lib/sparse lib/fusion perf tools"
+LAYERS="include lib/base kernels lib/schedule algorithms lib/tune transport lib/control lib/core lib/sparse lib/compress lib/fusion perf tools"
 mode=${1:-check}
 
 files=$(for d in $LAYERS; do [ -d "$d" ] && find "$d" -name '*.[ch]' -o -name '*.cu' -o -name '*.cuh'; done | sort)
