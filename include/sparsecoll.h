@@ -498,14 +498,15 @@ sc_result_t sc_isend(const void *buf, size_t count, sc_dtype_t dtype, int peer, 
 sc_result_t sc_irecv(void *buf, size_t count, sc_dtype_t dtype, int peer, int tag, sc_comm_t *comm,
                      sc_request_t **req);
 /* Opens a group on the calling thread (NCCL's ncclGroupStart): until the
- * matching sc_group_end, the blocking sc_send and sc_recv and the blocking
- * dense collectives only check their arguments and queue (a collective is
- * queued on its communicator in call order). Groups nest: only the
+ * matching sc_group_end, the blocking sc_send and sc_recv, their stream
+ * forms and the blocking dense collectives only check their arguments and
+ * queue (a collective is queued on its communicator in call order). Groups nest: only the
  * outermost sc_group_end starts anything. Never fails (SC_ERR_INVALID_ARG past
  * INT32_MAX levels). Local; per thread. */
 sc_result_t sc_group_start(void);
 /* Closes the calling thread's innermost group; the outermost one starts
- * every queued call together and returns when all have completed, so that a
+ * every queued call together and returns when all have completed (stream
+ * forms: when they are enqueued on their stream), so that a
  * ring exchange or an all-to-all written as sends and receives cannot
  * deadlock whatever order the calls were made in. Returns the first failure
  * (by call order) with sc_last_error naming the call ("call K of N, sc_recv
@@ -994,8 +995,13 @@ sc_result_t sc_gtopk_allreduce_on_stream(void *grad, size_t n, sc_dtype_t dtype,
  * then as sc_allreduce_on_stream's (SC_ERR_UNSUPPORTED built without CUDA or
  * with no device visible, for a count of 0 too; SC_ERR_INVALID_ARG for host
  * memory or another device's; comm's first failure's code; SC_ERR_NOMEM;
- * SC_ERR_TIMEOUT; the device runtime's errors); SC_ERR_UNSUPPORTED inside
- * sc_group_start/sc_group_end (stream forms are not taken into groups yet).
+ * SC_ERR_TIMEOUT; the device runtime's errors). Inside
+ * sc_group_start/sc_group_end the call only checks and queues; the outermost
+ * sc_group_end enqueues the group's stream-form calls of one communicator on
+ * their stream as one step that runs them together (any order of sends and
+ * receives, as the blocking forms in a group), and returns without waiting
+ * for them; those calls must all use one stream (SC_ERR_INVALID_ARG at the
+ * call that names another), and sc_group_end reports an enqueueing failure.
  * A failure while it runs (SC_ERR_REMOTE, SC_ERR_MISMATCH, SC_ERR_TIMEOUT
  * ...) fails the communicator, reported by sc_comm_get_async_error; the
  * stream is released anyway. buf is the library's until the stream has

@@ -124,12 +124,33 @@ static sc_result_t p2p_submit(sc_comm_t *comm, sc_p2p_op_t *head, sc_p2p_op_t *t
 
 /* ---- groups ---- */
 
+/* A stream form's call, queued in a group: its arguments, checked. */
+typedef struct sc_p2p_scall {
+  void *buf;
+  size_t count;
+  sc_dtype_t dtype;
+  int peer, tag, is_send;
+} sc_p2p_scall_t;
+
+/* The stream-form calls of one communicator in one group: enqueued on their
+ * stream as one job that runs them as a group, so that their order among
+ * themselves cannot deadlock either. Owned by the lane's list from
+ * sc_group_end until the job has run (or the lane is freed). */
+typedef struct sc_p2p_batch {
+  struct sc_p2p_batch *next;
+  int n;
+  sc_p2p_scall_t call[];
+} sc_p2p_batch_t;
+
 typedef struct sc_group_item {
   struct sc_group_item *next;
   sc_comm_t *comm;
   sc_p2p_op_t *deferred; /* a blocking send or receive, not yet started */
   sc_request_t *req;     /* what sc_group_end waits for */
   int idx;               /* 1-based position in the group, for the error's text */
+  int on_stream;         /* a stream form: scall on stream, enqueued at the end */
+  sc_stream_t stream;
+  sc_p2p_scall_t scall;
   char what[160];
 } sc_group_item_t;
 
@@ -140,7 +161,7 @@ static _Thread_local struct {
 } sc_group;
 
 static sc_result_t group_add(sc_comm_t *comm, sc_p2p_op_t *deferred, sc_request_t *req,
-                             const char *what) {
+                             const char *what, sc_group_item_t **out) {
   sc_group_item_t *it = calloc(1, sizeof(*it));
   if (!it) return SC_ERR(SC_ERR_NOMEM, "group entry");
   it->comm = comm;
@@ -154,7 +175,91 @@ static sc_result_t group_add(sc_comm_t *comm, sc_p2p_op_t *deferred, sc_request_
     sc_group.head = it;
   sc_group.tail = it;
   sc_group.n++;
+  if (out) *out = it;
   return SC_SUCCESS;
+}
+
+void sc_p2p_batches_free(sc_p2p_t *p) {
+  pthread_mutex_lock(&p->lock);
+  sc_p2p_batch_t *b = p->batches;
+  p->batches = NULL;
+  pthread_mutex_unlock(&p->lock);
+  while (b) {
+    sc_p2p_batch_t *next = b->next;
+    free(b);
+    b = next;
+  }
+}
+
+/* Unlinks b from its lane's list and frees it. */
+static void batch_drop(sc_p2p_t *p, sc_p2p_batch_t *b) {
+  pthread_mutex_lock(&p->lock);
+  for (sc_p2p_batch_t **q = &p->batches; *q; q = &(*q)->next)
+    if (*q == b) {
+      *q = b->next;
+      break;
+    }
+  pthread_mutex_unlock(&p->lock);
+  free(b);
+}
+
+static sc_result_t p2p_post(const char *fn, int is_send, const void *buf, size_t count,
+                            sc_dtype_t dtype, int peer, int tag, sc_comm_t *comm,
+                            sc_request_t **req);
+
+/* job_args[0]: the batch. On the progress thread, once the stream's earlier
+ * work is done: the calls as the blocking forms inside a group of this
+ * thread's own; the stream waits until it ends. */
+static sc_result_t p2p_batch_job(sc_comm_t *comm, const sc_op_t *op) {
+  sc_p2p_batch_t *b = (sc_p2p_batch_t *)(uintptr_t)op->job_args[0];
+  sc_result_t r = sc_group_start();
+  for (int i = 0; i < b->n && r == SC_SUCCESS; i++) {
+    const sc_p2p_scall_t *c = &b->call[i];
+    r = p2p_post(c->is_send ? "sc_send_on_stream" : "sc_recv_on_stream", c->is_send, c->buf,
+                 c->count, c->dtype, c->peer, c->tag, comm, NULL);
+  }
+  sc_result_t re = sc_group_end();
+  batch_drop(comm->p2p, b);
+  return r != SC_SUCCESS ? r : re;
+}
+
+static void stream_job_op(sc_op_t *o, const sc_comm_t *comm, const sc_p2p_scall_t *c) {
+  *o = (sc_op_t){.coll = SC_COLL_BROADCAST,
+                 .sendbuf = c->is_send ? c->buf : NULL,
+                 .recvbuf = c->is_send ? NULL : c->buf,
+                 .count = c->count,
+                 .dtype = c->dtype,
+                 .root = c->is_send ? comm->rank : c->peer,
+                 .device = 1,
+                 .local = 1};
+}
+
+/* Enqueues the group's stream-form calls of it->comm (it and the later ones
+ * on the same communicator) as one batch; marks them done. */
+static sc_result_t group_enqueue_stream(sc_group_item_t *it) {
+  int n = 0;
+  for (sc_group_item_t *x = it; x; x = x->next) n += x->on_stream && x->comm == it->comm;
+  sc_p2p_batch_t *b = malloc(sizeof(*b) + (size_t)n * sizeof(sc_p2p_scall_t));
+  if (!b) return SC_ERR(SC_ERR_NOMEM, "sc_group_end: a batch of %d stream-form calls", n);
+  b->n = 0;
+  for (sc_group_item_t *x = it; x; x = x->next)
+    if (x->on_stream && x->comm == it->comm) {
+      b->call[b->n++] = x->scall;
+      if (x != it) x->on_stream = 0;
+    }
+  sc_p2p_t *p = it->comm->p2p;
+  pthread_mutex_lock(&p->lock);
+  b->next = p->batches;
+  p->batches = b;
+  pthread_mutex_unlock(&p->lock);
+  sc_op_t o;
+  stream_job_op(&o, it->comm, &it->scall);
+  o.job = p2p_batch_job;
+  o.job_args[0] = (uint64_t)(uintptr_t)b;
+  it->on_stream = 0;
+  sc_result_t r = sc_stream_submit("sc_group_end", it->comm, &o, it->stream);
+  if (r != SC_SUCCESS) batch_drop(p, b);
+  return r;
 }
 
 int sc_group_take_coll(const char *fn, sc_comm_t *comm, const sc_op_t *op, sc_result_t *out) {
@@ -164,7 +269,7 @@ int sc_group_take_coll(const char *fn, sc_comm_t *comm, const sc_op_t *op, sc_re
   if (*out != SC_SUCCESS) return 1;
   char what[160];
   snprintf(what, sizeof(what), "%s (count %zu of %s)", fn, op->count, sc_dtype_name(op->dtype));
-  *out = group_add(comm, NULL, req, what);
+  *out = group_add(comm, NULL, req, what, NULL);
   if (*out != SC_SUCCESS) sc_wait(&req);
   return 1;
 }
@@ -191,6 +296,19 @@ sc_result_t sc_group_end(void) {
   int one_lane = items != NULL;
   for (sc_group_item_t *it = items; it; it = it->next)
     if (!it->deferred || it->comm != items->comm) one_lane = 0;
+  /* The stream forms first: they are enqueued, not waited for. */
+  for (sc_group_item_t *it = items; it; it = it->next) {
+    if (!it->on_stream) continue;
+    const int idx = it->idx;
+    char what[sizeof(it->what)];
+    snprintf(what, sizeof(what), "%s", it->what);
+    sc_result_t r = group_enqueue_stream(it);
+    if (r != SC_SUCCESS && first == SC_SUCCESS) {
+      first = r;
+      snprintf(msg, sizeof(msg), "sc_group_end: call %d of %d, %s: %s", idx, n, what,
+               sc_last_error());
+    }
+  }
   /* Everything is started before anything is waited for: that is what makes
    * any call order deadlock-free. Consecutive calls on one communicator go
    * to its lane thread in one hand-off. */
@@ -258,7 +376,7 @@ static sc_result_t p2p_post(const char *fn, int is_send, const void *buf, size_t
   if (!req && sc_group.depth > 0) {
     char what[160];
     sc_p2p_op_describe(op, what, sizeof(what));
-    sc_result_t r = group_add(comm, op, NULL, what);
+    sc_result_t r = group_add(comm, op, NULL, what, NULL);
     if (r != SC_SUCCESS) free(op);
     return r;
   }
@@ -317,20 +435,27 @@ static sc_result_t p2p_on_stream(const char *fn, int is_send, const void *buf, s
                                  sc_stream_t stream) {
   sc_mem_kind_t kind;
   SC_CHECK(p2p_check(fn, SC_PATH_STREAM, buf, count, dtype, peer, tag, comm, &kind));
-  if (sc_group.depth > 0)
-    return SC_ERR(SC_ERR_UNSUPPORTED,
-                  "%s: stream forms of point-to-point calls inside sc_group_start/sc_group_end "
-                  "are not implemented yet: call it outside the group",
-                  fn);
-  sc_op_t o = {.coll = SC_COLL_BROADCAST,
-               .sendbuf = is_send ? buf : NULL,
-               .recvbuf = is_send ? NULL : (void *)buf,
-               .count = count,
-               .dtype = dtype,
-               .root = is_send ? comm->rank : peer,
-               .device = 1,
-               .job = p2p_stream_job,
-               .local = 1};
+  const sc_p2p_scall_t call = {(void *)buf, count, dtype, peer, tag, is_send};
+  if (sc_group.depth > 0) {
+    for (const sc_group_item_t *x = sc_group.head; x; x = x->next)
+      if (x->on_stream && x->comm == comm && x->stream != stream)
+        return SC_ERR(SC_ERR_INVALID_ARG,
+                      "%s: inside a group, every stream-form call on one communicator must use "
+                      "one stream (call %d of this group used stream %p, this one %p)",
+                      fn, x->idx, x->stream, stream);
+    char what[160];
+    snprintf(what, sizeof(what), "%s %s rank %d (tag %d, count %zu of %s)", fn,
+             is_send ? "to" : "from", peer, tag, count, sc_dtype_name(dtype));
+    sc_group_item_t *it;
+    SC_CHECK(group_add(comm, NULL, NULL, what, &it));
+    it->on_stream = 1;
+    it->stream = stream;
+    it->scall = call;
+    return SC_SUCCESS;
+  }
+  sc_op_t o;
+  stream_job_op(&o, comm, &call);
+  o.job = p2p_stream_job;
   o.job_args[0] = (uint64_t)(uintptr_t)buf;
   o.job_args[1] = count;
   o.job_args[2] = (uint64_t)peer;

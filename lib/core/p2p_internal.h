@@ -109,6 +109,7 @@ struct sc_p2p {
   char tp_msg[SC_ERRMSG_MAX / 2]; /* the transport's last failure */
   void *dstream;                  /* staging copies' device stream, made by the first (lock) */
   int dstream_device;
+  struct sc_p2p_batch *batches; /* (lock) groups' stream-form calls queued, not yet run */
 };
 
 /* What an unmatched arrival costs against SC_P2P_UNEXPECTED_BYTES besides
@@ -138,6 +139,10 @@ void sc_p2p_unexp_free(sc_p2p_unexp_t *u);
  * the next header's. */
 void sc_p2p_on_header(sc_p2p_t *p, int peer);
 void sc_p2p_start_op(sc_p2p_t *p, sc_p2p_op_t *op);
+
+/* p2p_api.c: frees the stream-form batches that never ran (the
+ * communicator failed or was destroyed before their turn). */
+void sc_p2p_batches_free(sc_p2p_t *p);
 
 /* p2p_lane.c: the lane thread's body (started by the first submission). */
 void *sc_p2p_main(void *arg);

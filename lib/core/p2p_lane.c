@@ -477,6 +477,7 @@ void sc_p2p_free(sc_comm_t *comm) {
   sc_p2p_t *p = comm->p2p;
   if (!p) return;
   sc_p2p_stop(comm);
+  sc_p2p_batches_free(p);
   if (p->dstream) sc_devrt()->stream_destroy(p->dstream);
   pthread_mutex_destroy(&p->lock);
   pthread_mutex_destroy(&p->drive);

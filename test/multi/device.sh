@@ -10,10 +10,12 @@
 # point-to-point calls in every form (mr_p2p_device); a rank killed mid-job
 # and an abort.
 # A sample of the full matrix, to keep the run short on a loaded machine.
-# SC_TEST_SAMPLE=1 (the sanitizer runs): tcp on 1, 2, 3, 5 and 8 ranks and the
-# forced algorithms on 3 and 8: staging and device copies are the same code
-# whatever the rank count, and each algorithm's schedule keeps its odd and
-# its power-of-two shape.
+# SC_TEST_SAMPLE=1 (the sanitizer runs): tcp on 1, 2, 3, 5 and 8 ranks, shm on
+# 3 and 8, the forced algorithms on 3 and 8, point-to-point on 3 ranks, the
+# kernel path's modes and its per-rank-device verdict (not the shared-device
+# verdicts, a decision of a few lines read from the same setup): staging and
+# device copies are the same code whatever the rank count, and each
+# algorithm's schedule keeps its odd and its power-of-two shape.
 . "$top_srcdir/test/multi/lib.sh"
 device_runtime "$(cd "$top_builddir" && pwd)/test/devfake/.libs/libsc_devfake.so" || exit 77
 unset SC_ALGO SC_BCAST_ALGO SC_STAGE_CHUNK_BYTES SC_STAGE_SLOTS
@@ -27,22 +29,23 @@ run() { # run NAME N "VAR=VALUE ..." ARGS...
 }
 # tcp stages every message through pinned memory; shm (and auto, on one
 # host) moves device memory itself where the transport says device_mem.
-tcp_ranks="1 2 3 4 5 6 7 8" algo_ranks="3 4 5 7 8"
-if [ "${SC_TEST_SAMPLE:-0}" = 1 ]; then
-  tcp_ranks="1 2 3 5 8" algo_ranks="3 8"
+tcp_ranks="1 2 3 4 5 6 7 8" algo_ranks="3 4 5 7 8" shm_ranks="2 3 5 8" p2p_ranks="2 3"
+sample=${SC_TEST_SAMPLE:-0}
+if [ "$sample" = 1 ]; then
+  tcp_ranks="1 2 3 5 8" algo_ranks="3 8" shm_ranks="3 8" p2p_ranks=3
 fi
 for n in $tcp_ranks; do
   q=--quick
   [ "$n" -le 4 ] && q=
   run "all collectives tcp n=$n${q:+ (sample)}" "$n" "SC_TRANSPORT=tcp" $q
 done
-for n in 2 3 5 8; do
+for n in $shm_ranks; do
   q=--quick
   [ "$n" -le 3 ] && q=
   run "all collectives shm n=$n${q:+ (sample)}" "$n" "SC_TRANSPORT=shm" $q
 done
 run "all collectives auto n=3" 3 "SC_TRANSPORT=auto"
-run "all collectives auto n=7 (sample)" 7 "SC_TRANSPORT=auto" --quick
+[ "$sample" = 1 ] || run "all collectives auto n=7 (sample)" 7 "SC_TRANSPORT=auto" --quick
 for algo in ring tree rd rabenseifner hier; do
   for n in $algo_ranks; do
     tp=tcp
@@ -87,10 +90,12 @@ if [ "${SC_TEST_DEVICE:-}" != cuda ]; then
   check "kernel path shm n=6, 1 KiB halves, one-shot only (sample)" path_is kernel 6 \
     "SC_TRANSPORT=shm SC_DEVICE_ALLREDUCE_HALF_BYTES=1000 SC_DEVICE_ALLREDUCE_ONESHOT_BYTES=1073741824" \
     --quick
-  check "one shared device under MPS: the kernel path, n=3 (sample)" path_is kernel 3 \
-    "SC_TRANSPORT=shm" --quick
-  check "one shared device without MPS: the host path, n=3 (sample)" path_is host 3 \
-    "SC_TRANSPORT=shm SC_DEVFAKE_MPS=0" --quick
+  if [ "$sample" != 1 ]; then
+    check "one shared device under MPS: the kernel path, n=3 (sample)" path_is kernel 3 \
+      "SC_TRANSPORT=shm" --quick
+    check "one shared device without MPS: the host path, n=3 (sample)" path_is host 3 \
+      "SC_TRANSPORT=shm SC_DEVFAKE_MPS=0" --quick
+  fi
   check "a device per rank without MPS: the kernel path, n=4 (sample)" path_is kernel 4 \
     "SC_TRANSPORT=shm SC_DEVFAKE_MPS=0 SC_DEVFAKE_DEVICES=4" --quick --device-per-rank
   run "kernel path: a rank later than SC_TIMEOUT_MS, n=3" 3 \
@@ -106,12 +111,12 @@ coll_more() { # coll_more NAME N "VAR=VALUE ..." ARGS...
 }
 coll_more "all-to-alls, gather, scatter, allgatherv tcp n=3" 3 "SC_TRANSPORT=tcp"
 coll_more "all-to-alls, gather, scatter, allgatherv shm n=4" 4 "SC_TRANSPORT=shm"
-coll_more "all-to-alls, gather, scatter, allgatherv tcp n=5, 4099-byte chunks (sample)" 5 \
+[ "$sample" = 1 ] || coll_more "all-to-alls, gather, scatter, allgatherv tcp n=5, 4099-byte chunks (sample)" 5 \
   "SC_TRANSPORT=tcp SC_STAGE_CHUNK_BYTES=4099" --quick
 # Point-to-point calls on device buffers: blocking in a group, non-blocking,
 # a self-send, the stream forms; eager and rendezvous sizes, two dtypes.
 for tp in tcp shm; do
-  for n in 2 3; do
+  for n in $p2p_ranks; do
     check "point-to-point on device buffers $tp n=$n" env SC_TRANSPORT=$tp "$SC_RUN" -n "$n" \
       --timeout 300 --label "$MR/mr_p2p_device"
   done

@@ -8,9 +8,11 @@
  *   - sc_send_on_stream and sc_recv_on_stream, the input written and the
  *     output read back on the same stream with no host synchronization
  *     between (a slow host function first, so that the calls return before
- *     their input exists);
+ *     their input exists), alone and inside a group (there every rank sends
+ *     first: the group is what keeps the rendezvous size from deadlocking);
  * the payloads checked against the sender's pattern after copying back; the
- * stream forms' refusals (host memory, inside a group) checked too.
+ * stream forms' refusals (host memory; two streams on one communicator in
+ * one group, after which the group's first call still runs) checked too.
  *
  * Usage: mr_p2p_device (under sc_run, any number of ranks) */
 #include <stdatomic.h>
@@ -152,8 +154,8 @@ static void sleeper(void *arg) {
 /* The stream forms: a slow host function, the input's copy, the send and
  * the receive (even ranks send first, odd ones receive first: one call at a
  * time runs per rank), the output's copy; one drain at the end. */
-static void round_stream(bufs_t *b, size_t count, sc_dtype_t dt, size_t es, sc_comm_t *comm,
-                         int c) {
+static void round_stream(bufs_t *b, size_t count, sc_dtype_t dt, size_t es, sc_comm_t *comm, int c,
+                         int grouped) {
   const size_t bytes = count * es;
   const int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
   char what[96];
@@ -164,7 +166,12 @@ static void round_stream(bufs_t *b, size_t count, sc_dtype_t dt, size_t es, sc_c
   sleeper_t sl = {50, &done};
   CHECK_OK(rt->launch_host(b->stream, sleeper, &sl, sizeof(sl)));
   CHECK_OK(rt->memcpy_async(b->d_in, b->h_in, bytes, b->stream));
-  if (rank % 2 == 0) {
+  if (grouped) {
+    CHECK_OK(sc_group_start());
+    CHECK_OK(sc_send_on_stream(b->d_in, count, dt, next, 8, comm, b->stream));
+    CHECK_OK(sc_recv_on_stream(b->d_out, count, dt, prev, 8, comm, b->stream));
+    CHECK_OK(sc_group_end());
+  } else if (rank % 2 == 0) {
     CHECK_OK(sc_send_on_stream(b->d_in, count, dt, next, 8, comm, b->stream));
     CHECK_OK(sc_recv_on_stream(b->d_out, count, dt, prev, 8, comm, b->stream));
   } else {
@@ -181,7 +188,7 @@ static void round_stream(bufs_t *b, size_t count, sc_dtype_t dt, size_t es, sc_c
   sc_result_t ae = SC_SUCCESS;
   CHECK_OK(sc_comm_get_async_error(comm, &ae));
   if (ae != SC_SUCCESS) FAILF("stream forms: async error %s: %s", sc_strerror(ae), sc_last_error());
-  snprintf(what, sizeof(what), "send/recv_on_stream %zu B", bytes);
+  snprintf(what, sizeof(what), "send/recv_on_stream %zu B%s", bytes, grouped ? " in a group" : "");
   expect(what, b->h_out, bytes, prev, c);
 }
 
@@ -192,11 +199,24 @@ static void refusals(bufs_t *b, sc_comm_t *comm) {
   r = sc_recv_on_stream(b->h_out, 4, SC_UINT8, 0, 1, comm, b->stream);
   if (r != SC_ERR_INVALID_ARG)
     FAILF("sc_recv_on_stream of host memory: %s, not SC_ERR_INVALID_ARG", sc_strerror(r));
+  /* Two streams in one group: the second call is refused, the first runs. */
+  const int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  sc_stream_t other = NULL;
+  CHECK_OK(rt->stream_create(&other));
+  fill(b->h_in, 4, rank, 99);
+  CHECK_OK(copy(b, b->d_in, b->h_in, 4));
   CHECK_OK(sc_group_start());
-  r = sc_send_on_stream(b->d_in, 4, SC_UINT8, 0, 1, comm, b->stream);
+  CHECK_OK(sc_send_on_stream(b->d_in, 4, SC_UINT8, next, 9, comm, b->stream));
+  r = sc_recv_on_stream(b->d_out, 4, SC_UINT8, prev, 9, comm, other);
   CHECK_OK(sc_group_end());
-  if (r != SC_ERR_UNSUPPORTED)
-    FAILF("sc_send_on_stream inside a group: %s, not SC_ERR_UNSUPPORTED", sc_strerror(r));
+  if (r != SC_ERR_INVALID_ARG)
+    FAILF("a second stream in one group: %s, not SC_ERR_INVALID_ARG", sc_strerror(r));
+  CHECK_OK(sc_recv(b->d_out, 4, SC_UINT8, prev, 9, comm));
+  CHECK_OK(stream_drain(b->stream));
+  CHECK_OK(rt->memcpy_async(b->h_out, b->d_out, 4, b->stream));
+  CHECK_OK(stream_drain(b->stream));
+  expect("the group's first stream-form call", b->h_out, 4, prev, 99);
+  rt->stream_destroy(other);
 }
 
 int main(void) {
@@ -234,7 +254,8 @@ int main(void) {
       const size_t count = sizes[s] / dts[d].es;
       round_blocking(&b, count, dts[d].dt, dts[d].es, comm, c++);
       round_nonblocking(&b, count, dts[d].dt, dts[d].es, comm, c++);
-      round_stream(&b, count, dts[d].dt, dts[d].es, comm, c++);
+      round_stream(&b, count, dts[d].dt, dts[d].es, comm, c++, 0);
+      round_stream(&b, count, dts[d].dt, dts[d].es, comm, c++, 1);
     }
   refusals(&b, comm);
   if (sc_comm_destroy(comm) != SC_SUCCESS) FAILF("destroy: %s", sc_last_error());
