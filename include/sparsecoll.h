@@ -774,6 +774,34 @@ typedef enum sc_fusion_policy {
  * sparse cost model), SINGLE = single-model gTop-k, SIZE = size buckets;
  * DEAR and P3 refuse density > 0. */
 
+/* What a bucket's gradients travel as (sc_fusion_config_t.compress). Every
+ * compressed bucket runs on the fusion's worker thread as one blocking call
+ * of the compressed collective, in plan order; the policies plan over the
+ * compressed bytes (a bucket holds up to bucket_bytes of what travels).
+ *   NONE      dense average (default; with density > 0: TOPK)
+ *   TOPK      gTop-k with error feedback at `density` (sc_gtopk_allreduce)
+ *   POWERSGD, ACPSGD
+ *             each tensor registered with sc_fusion_add_matrix with both sides
+ *             > 1 goes through sc_lowrank_allreduce of rank `lowrank` (its own
+ *             state, factors from `seed`, error feedback on); the bucket's
+ *             other tensors are averaged densely in one all-reduce
+ *   FP16, BF16
+ *             float32 buckets through sc_allreduce_compressed (half-precision
+ *             messages, float32 sums), averaged; other dtypes densely
+ *   ONEBIT    float32 buckets through sc_onebit_allreduce (scaled signs, worker
+ *             and server residuals per bucket); other dtypes densely
+ *   AUTO      not offered: sc_fusion_create refuses it (SC_ERR_UNSUPPORTED) */
+typedef enum sc_compress {
+  SC_COMPRESS_NONE,
+  SC_COMPRESS_TOPK,
+  SC_COMPRESS_POWERSGD,
+  SC_COMPRESS_ACPSGD,
+  SC_COMPRESS_FP16,
+  SC_COMPRESS_BF16,
+  SC_COMPRESS_ONEBIT,
+  SC_COMPRESS_AUTO
+} sc_compress_t;
+
 /* Every field must be the same on every rank (sc_fusion_plan checks). */
 typedef struct sc_fusion_config {
   sc_fusion_policy_t policy;
@@ -783,6 +811,9 @@ typedef struct sc_fusion_config {
   double density;          /* 0 = dense; (0,1) = gTop-k with error feedback */
   sc_select_t select;      /* sparse buckets: SC_SELECT_EXACT (default) or SC_SELECT_GAUSSIAN */
   size_t slice_bytes;      /* SC_FUSE_P3: slice size; 0 = from the cost model */
+  sc_compress_t compress;  /* what buckets travel as (above); default SC_COMPRESS_NONE */
+  int lowrank;             /* POWERSGD, ACPSGD: the rank r, 1..64; default 4 */
+  uint64_t seed;           /* POWERSGD, ACPSGD: the first factors' seed; default 0 */
 } sc_fusion_config_t;
 
 /* Defaults for every field (SC_FUSE_SIZE, library-default bucket size, a
@@ -826,6 +857,15 @@ sc_result_t sc_fusion_create(sc_comm_t *comm, const sc_fusion_config_t *cfg, sc_
  * Local; not concurrently with other calls on f. */
 sc_result_t sc_fusion_add_tensor(sc_fusion_t *f, void *buf, size_t count, sc_dtype_t dtype,
                                  double backward_us, int *tensor_id);
+/* sc_fusion_add_tensor of a rows x cols matrix (row major; a convolution's
+ * weight as out_channels x the rest): under SC_COMPRESS_POWERSGD and
+ * SC_COMPRESS_ACPSGD it is reduced in low rank when both sides exceed 1
+ * (tensors added with sc_fusion_add_tensor travel uncompressed); under the
+ * other modes it is the tensor of rows * cols elements. Arguments, errors
+ * (also SC_ERR_INVALID_ARG for rows or cols 0, or rows * cols overflowing)
+ * and locality as sc_fusion_add_tensor. */
+sc_result_t sc_fusion_add_matrix(sc_fusion_t *f, void *buf, size_t rows, size_t cols,
+                                 sc_dtype_t dtype, double backward_us, int *tensor_id);
 /* Checks that every rank registered the same tensors (count and dtype) with
  * the same configuration, agrees on the backward times (their mean), measures
  * alpha and beta if both are 0 (rank 0's fit; with density > 0 the gTop-k
@@ -846,6 +886,13 @@ sc_result_t sc_fusion_num_buckets(const sc_fusion_t *f, int *n);
  * NULL; planned; tensor_id registered (else SC_ERR_INVALID_ARG).
  * Local; any thread. */
 sc_result_t sc_fusion_bucket_of(const sc_fusion_t *f, int tensor_id, int *bucket);
+/* Stores what bucket travels as: the configured mode (SC_COMPRESS_TOPK for
+ * density > 0 with SC_COMPRESS_NONE), or SC_COMPRESS_NONE for a low-rank
+ * bucket without a matrix of both sides > 1 and for a half-precision or 1-bit
+ * bucket that is not float32 (those go dense). f, what: not NULL; planned;
+ * bucket in [0, number of buckets) (else SC_ERR_INVALID_ARG).
+ * Local; any thread. */
+sc_result_t sc_fusion_bucket_compress(const sc_fusion_t *f, int bucket, sc_compress_t *what);
 /* The tensor's gradient for this round is in its buffer; from now until the
  * wait that delivers the round the buffer is the library's. Copies it into
  * the bucket's fused buffer unless the bucket is zero copy (its tensors one

@@ -30,6 +30,9 @@ void sc_fusion_config_init(sc_fusion_config_t *cfg) {
   cfg->density = 0.0;
   cfg->select = SC_SELECT_EXACT;
   cfg->slice_bytes = 0;
+  cfg->compress = SC_COMPRESS_NONE;
+  cfg->lowrank = 4;
+  cfg->seed = 0;
 }
 
 sc_result_t sc_fusion_create(sc_comm_t *comm, const sc_fusion_config_t *cfg, sc_fusion_t **out) {
@@ -46,7 +49,8 @@ sc_result_t sc_fusion_create(sc_comm_t *comm, const sc_fusion_config_t *cfg, sc_
                   cfg->alpha_us, cfg->beta_us_per_byte);
   if ((unsigned)cfg->select > SC_SELECT_GAUSSIAN)
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: unknown select %d", fn, (int)cfg->select);
-  if (row->dense_only && cfg->density > 0.0) {
+  SC_CHECK(sc_fusion_compress_check(cfg, fn));
+  if (row->dense_only && sc_fusion_mode(cfg) != SC_COMPRESS_NONE) {
     char alt[128] = "";
     size_t used = 0;
     int n;
@@ -56,8 +60,9 @@ sc_result_t sc_fusion_create(sc_comm_t *comm, const sc_fusion_config_t *cfg, sc_
         used +=
             (size_t)snprintf(alt + used, sizeof(alt) - used, "%s%s", used ? ", " : "", c[i].name);
     return SC_ERR(SC_ERR_UNSUPPORTED,
-                  "%s: policy %s takes no density (%g): %s; with density use %s", fn, row->name,
-                  cfg->density, row->dense_only, alt);
+                  "%s: policy %s takes no density or compression (density %g, compress %d): %s; "
+                  "with them use %s",
+                  fn, row->name, cfg->density, (int)cfg->compress, row->dense_only, alt);
   }
   SC_CHECK(sc_comm_check_usable(comm));
   sc_fusion_t *f = calloc(1, sizeof(*f));
@@ -68,6 +73,7 @@ sc_result_t sc_fusion_create(sc_comm_t *comm, const sc_fusion_config_t *cfg, sc_
   f->rank = comm->rank;
   f->nranks = comm->nranks;
   f->timeout_ms = comm->cfg.timeout_ms;
+  f->worker_mode = sc_fusion_mode(cfg) != SC_COMPRESS_NONE;
   pthread_mutex_init(&f->lock, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
@@ -80,9 +86,8 @@ sc_result_t sc_fusion_create(sc_comm_t *comm, const sc_fusion_config_t *cfg, sc_
   return SC_SUCCESS;
 }
 
-sc_result_t sc_fusion_add_tensor(sc_fusion_t *f, void *buf, size_t count, sc_dtype_t dtype,
-                                 double backward_us, int *tensor_id) {
-  const char *fn = "sc_fusion_add_tensor";
+static sc_result_t fusion_add(const char *fn, sc_fusion_t *f, void *buf, size_t count, size_t rows,
+                              size_t cols, sc_dtype_t dtype, double backward_us, int *tensor_id) {
   if (!f || !tensor_id) return SC_ERR(SC_ERR_INVALID_ARG, "%s: NULL argument", fn);
   *tensor_id = -1;
   if (f->planned) return SC_ERR(SC_ERR_INVALID_ARG, "%s: the plan is already made", fn);
@@ -97,8 +102,8 @@ sc_result_t sc_fusion_add_tensor(sc_fusion_t *f, void *buf, size_t count, sc_dty
   if (!(backward_us >= 0.0) || isinf(backward_us))
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: tensor %zu: backward_us %g", fn, f->nt, backward_us);
   if (f->nt >= (size_t)INT32_MAX) return SC_ERR(SC_ERR_INVALID_ARG, "%s: too many tensors", fn);
-  if (f->cfg.density > 0.0 && dtype != SC_FLOAT32 && dtype != SC_FLOAT64 && dtype != SC_FLOAT16 &&
-      dtype != SC_BFLOAT16)
+  if (sc_fusion_mode(&f->cfg) == SC_COMPRESS_TOPK && dtype != SC_FLOAT32 && dtype != SC_FLOAT64 &&
+      dtype != SC_FLOAT16 && dtype != SC_BFLOAT16)
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: tensor %zu: gTop-k (density %g) needs a float dtype", fn,
                   f->nt, f->cfg.density);
   if (f->nt == f->cap) {
@@ -116,8 +121,24 @@ sc_result_t sc_fusion_add_tensor(sc_fusion_t *f, void *buf, size_t count, sc_dty
   t->dtype = dtype;
   t->bw_us = backward_us;
   t->bucket = -1;
+  t->rows = rows;
+  t->cols = cols;
   *tensor_id = (int)f->nt++;
   return SC_SUCCESS;
+}
+
+sc_result_t sc_fusion_add_tensor(sc_fusion_t *f, void *buf, size_t count, sc_dtype_t dtype,
+                                 double backward_us, int *tensor_id) {
+  return fusion_add("sc_fusion_add_tensor", f, buf, count, 0, 0, dtype, backward_us, tensor_id);
+}
+
+sc_result_t sc_fusion_add_matrix(sc_fusion_t *f, void *buf, size_t rows, size_t cols,
+                                 sc_dtype_t dtype, double backward_us, int *tensor_id) {
+  const char *fn = "sc_fusion_add_matrix";
+  if (tensor_id) *tensor_id = -1;
+  if (rows == 0 || cols == 0 || rows > SIZE_MAX / cols)
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s: a %zu x %zu matrix", fn, rows, cols);
+  return fusion_add(fn, f, buf, rows * cols, rows, cols, dtype, backward_us, tensor_id);
 }
 
 /* The tensors of b form one run in memory (either direction: frameworks
@@ -171,13 +192,7 @@ static sc_result_t sc_fusion_make_buckets(sc_fusion_t *f, const size_t *first, s
       else
         t->offset = l == b->first ? 0 : f->t[l - 1].offset + f->t[l - 1].bytes;
     }
-    if (f->cfg.density > 0.0) {
-      double k = floor(f->cfg.density * (double)b->count);
-      b->k = k < 1.0 ? 1 : (size_t)k;
-      SC_CHECK(sc_ef_create(b->count, b->dtype, &b->ef));
-      b->errmsg = calloc(1, SC_ERRMSG_MAX);
-      if (!b->errmsg) return SC_ERR(SC_ERR_NOMEM, "sc_fusion_plan: bucket %zu", i);
-    }
+    SC_CHECK(sc_fusion_compress_setup(f, b, i));
   }
   return SC_SUCCESS;
 }
@@ -194,8 +209,8 @@ static void sc_fusion_log_plan(sc_fusion_t *f, double bw_end) {
           "fusion plan: policy %s%s, %zu tensors, %zu buckets, %.2f MB (%.2f MB in fused "
           "buffers), model alpha %.1f us beta %.3g us/B; predicted: backward ends %.0f us, "
           "last %s ends %.0f us",
-          sc_fusion_policy_get(f->cfg.policy)->name, f->cfg.density > 0 ? " + gTop-k" : "", f->nt,
-          f->nb, total / 1e6, copied / 1e6, f->alpha_us, f->beta_us_per_byte, bw_end,
+          sc_fusion_policy_get(f->cfg.policy)->name, sc_fusion_mode_suffix(sc_fusion_mode(&f->cfg)),
+          f->nt, f->nb, total / 1e6, copied / 1e6, f->alpha_us, f->beta_us_per_byte, bw_end,
           f->cfg.policy == SC_FUSE_DEAR ? "reduce-scatter" : "collective",
           f->nb ? f->b[f->nb - 1].pred_end : 0.0);
   for (size_t i = 0; i < f->nb; i++) {
@@ -219,7 +234,7 @@ sc_result_t sc_fusion_plan(sc_fusion_t *f) {
   if (f->nt == 0) return SC_ERR(SC_ERR_INVALID_ARG, "%s: no tensors registered (on any rank)", fn);
   SC_CHECK(sc_fusion_agree_times(f));
   double alpha = f->cfg.alpha_us, beta = f->cfg.beta_us_per_byte;
-  if (f->cfg.density > 0.0)
+  if (sc_fusion_mode(&f->cfg) == SC_COMPRESS_TOPK)
     SC_CHECK(sc_fusion_sparse_model(f, alpha, beta, &alpha, &beta));
   else if (alpha == 0.0 && beta == 0.0)
     SC_CHECK(sc_fusion_calibrate(f, &alpha, &beta));
@@ -237,7 +252,7 @@ sc_result_t sc_fusion_plan(sc_fusion_t *f) {
     goto out;
   }
   for (size_t l = 0; l < n; l++) {
-    bytes[l] = f->t[l].bytes;
+    bytes[l] = sc_fusion_wire_bytes(f, &f->t[l]);
     group[l] = (int)f->t[l].dtype;
     bw[l] = f->t[l].bw_us;
   }
@@ -260,7 +275,7 @@ sc_result_t sc_fusion_plan(sc_fusion_t *f) {
     f->b[i].pred_start = ps[i];
     f->b[i].pred_end = pe[i];
   }
-  if (f->cfg.density > 0.0) SC_CHECK_GOTO(sc_fusion_worker_start(f), r, out);
+  if (f->worker_mode) SC_CHECK_GOTO(sc_fusion_worker_start(f), r, out);
   if (f->cfg.policy == SC_FUSE_P3) {
     SC_CHECK_GOTO(sc_fusion_p3_start(f, f->cfg.slice_bytes, alpha, beta), r, out);
   }
@@ -315,8 +330,7 @@ sc_result_t sc_fusion_destroy(sc_fusion_t *f) {
       sc_fusion_dev_free(f, b->buf);
     else if (!b->zero_copy)
       free(b->buf);
-    if (b->ef) sc_ef_destroy(b->ef);
-    free(b->errmsg);
+    sc_fusion_compress_free(f, b);
   }
   sc_fusion_dev_stop(f);
   free(f->b);

@@ -41,20 +41,21 @@ sc_result_t sc_fusion_check_same(sc_fusion_t *f) {
       sc_bits(c->density));
   cfg = sc_mix(cfg, (uint64_t)c->select);
   cfg = sc_mix(cfg, (uint64_t)c->slice_bytes);
+  cfg = sc_mix(sc_mix(sc_mix(cfg, (uint64_t)c->compress), (uint64_t)c->lowrank), c->seed);
   uint64_t hdr[4] = {f->nt, cfg};
   SC_CHECK(sc_minmax(f->comm, hdr, 2));
   if (hdr[1] != hdr[3])
     return SC_ERR(
         SC_ERR_MISMATCH,
         "%s: rank %d: the fusion config (policy, bucket_bytes, alpha, beta, density, select, "
-        "slice_bytes) "
-        "differs between ranks",
+        "slice_bytes, compress, lowrank, seed) differs between ranks",
         fn, f->rank);
   size_t nmin = (size_t)hdr[0];
   uint64_t *fp = malloc((2 * nmin + 1) * sizeof(*fp));
   if (!fp) return SC_ERR(SC_ERR_NOMEM, "%s: fingerprints of %zu tensors", fn, nmin);
   for (size_t l = 0; l < nmin; l++)
-    fp[l] = sc_mix(sc_mix(0x5c, (uint64_t)f->t[l].count), (uint64_t)f->t[l].dtype);
+    fp[l] = sc_mix(sc_mix(sc_mix(0x5c, (uint64_t)f->t[l].count), (uint64_t)f->t[l].dtype),
+                   (uint64_t)f->t[l].rows);
   sc_result_t r = sc_minmax(f->comm, fp, nmin);
   if (r == SC_SUCCESS) {
     for (size_t l = 0; l < nmin; l++) {

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The fusion engine's state, shared by its files: api.c (registration and
  * the collective plan step), check.c (cross-rank agreement and calibration),
- * runtime.c (ready / wait / launch), worker.c (sparse buckets), p3.c (P3). */
+ * runtime.c (ready / wait / launch), worker.c (buckets run off the caller's
+ * thread), compress.c (what those buckets travel as), p3.c (P3). */
 #ifndef SC_FUSION_H
 #define SC_FUSION_H
 
@@ -25,8 +26,9 @@ typedef struct sc_ftensor {
   sc_dtype_t dtype;
   double bw_us;
   int bucket;
-  size_t offset; /* bytes from the start of the bucket's buffer */
-  int ready;     /* readied or skipped, round not delivered yet */
+  size_t offset;     /* bytes from the start of the bucket's buffer */
+  int ready;         /* readied or skipped, round not delivered yet */
+  size_t rows, cols; /* sc_fusion_add_matrix's shape; 0 for a vector */
 } sc_ftensor_t;
 
 typedef struct sc_fbucket {
@@ -41,9 +43,14 @@ typedef struct sc_fbucket {
   sc_request_t *req;  /* all-reduce, or DeAR's reduce-scatter */
   sc_request_t *req2; /* DeAR's all-gather (queued after the last reduce-scatter) */
   int waiting;        /* a thread is blocked on this bucket's requests */
-  /* Sparse buckets (worker.c). */
+  /* Buckets run by the worker (worker.c): gTop-k and the compressed modes. */
+  sc_compress_t comp; /* what the bucket travels as (compress.c) */
   sc_ef_t *ef;
   size_t k;
+  sc_onebit_t *ob;    /* SC_COMPRESS_ONEBIT */
+  sc_lowrank_t **lr;  /* low rank: per tensor of the bucket, NULL for a vector */
+  char *dense;        /* low rank: the bucket's vectors gathered into one run */
+  size_t dense_count; /* elements of dense */
   int sparse_done;
   sc_result_t sparse_res;
   char *errmsg;
@@ -62,6 +69,7 @@ struct sc_fusion {
   sc_fbucket_t *b;
   size_t nb;
   int planned;
+  int worker_mode;                   /* gTop-k or compression: buckets run on the worker thread */
   double alpha_us, beta_us_per_byte; /* the model the plan used (sparse: the sparse cost) */
   size_t next_launch;                /* plan order; wraps to 0 for the next round */
   pthread_mutex_t lock;
@@ -104,6 +112,21 @@ sc_result_t sc_fusion_sparse_model(sc_fusion_t *f, double alpha_us, double beta_
 /* runtime.c; lock held */
 sc_result_t sc_fusion_launch_ready(sc_fusion_t *f);
 sc_result_t sc_fusion_fail(sc_fusion_t *f, sc_result_t r);
+
+/* compress.c. The mode cfg asks for (density > 0 with NONE: TOPK). */
+sc_compress_t sc_fusion_mode(const sc_fusion_config_t *cfg);
+/* " + PowerSGD" and so on, for the plan's log line ("" for dense). */
+const char *sc_fusion_mode_suffix(sc_compress_t m);
+/* Checks the compression fields of a config (sc_fusion_create). */
+sc_result_t sc_fusion_compress_check(const sc_fusion_config_t *cfg, const char *fn);
+/* The bytes tensor t puts on the wire under the fusion's mode: what the
+ * policies plan over. */
+size_t sc_fusion_wire_bytes(const sc_fusion_t *f, const sc_ftensor_t *t);
+/* Plan time: bucket b's mode and its compression state. */
+sc_result_t sc_fusion_compress_setup(sc_fusion_t *f, sc_fbucket_t *b, size_t i);
+void sc_fusion_compress_free(sc_fusion_t *f, sc_fbucket_t *b);
+/* The worker: one round of bucket b, blocking. */
+sc_result_t sc_fusion_bucket_reduce(sc_fusion_t *f, sc_fbucket_t *b);
 
 /* worker.c */
 sc_result_t sc_fusion_worker_start(sc_fusion_t *f);

@@ -24,7 +24,7 @@ static size_t plan_size(const sc_fplan_in_t *in, const sc_fusion_config_t *cfg, 
  * the selection's, so merges save both). */
 static size_t plan_mgwfbp(const sc_fplan_in_t *in, const sc_fusion_config_t *cfg, double alpha,
                           double beta, size_t *first) {
-  if (cfg->density > 0.0)
+  if (sc_fusion_mode(cfg) == SC_COMPRESS_TOPK)
     return sc_fplan_omgs(in, alpha, beta,
                          cfg->bucket_bytes < SC_FUSION_OMGS_MAX_BYTES ? cfg->bucket_bytes
                                                                       : SC_FUSION_OMGS_MAX_BYTES,

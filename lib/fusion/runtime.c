@@ -29,7 +29,7 @@ static sc_result_t sc_fusion_failed(sc_fusion_t *f, const char *fn) {
 static sc_result_t sc_launch_one(sc_fusion_t *f, size_t i) {
   sc_fbucket_t *b = &f->b[i];
   sc_result_t r = SC_SUCCESS;
-  if (f->cfg.density > 0.0) {
+  if (f->worker_mode) {
     b->sparse_done = 0;
     sc_fusion_worker_push(f, i);
   } else if (f->cfg.policy == SC_FUSE_DEAR) {
@@ -68,7 +68,7 @@ sc_result_t sc_fusion_launch_ready(sc_fusion_t *f) {
 /* Can a thread finish bucket b's round now (its requests all exist)? */
 static int sc_completable(const sc_fusion_t *f, const sc_fbucket_t *b) {
   if (b->state != SC_FB_INFLIGHT || b->waiting) return 0;
-  if (f->cfg.density > 0.0) return b->sparse_done;
+  if (f->worker_mode) return b->sparse_done;
   if (f->cfg.policy == SC_FUSE_DEAR) return b->req2 != NULL;
   return 1;
 }
@@ -90,8 +90,7 @@ static long sc_self_blocker(const sc_fusion_t *f, size_t i, int *prev) {
   *prev = 0;
   if (b->state == SC_FB_IDLE || b->waiting) return -1;
   if (b->state == SC_FB_FILLING) return (long)sc_first_unready(f, b);
-  if (b->state == SC_FB_INFLIGHT &&
-      (f->cfg.density > 0.0 || f->cfg.policy != SC_FUSE_DEAR || b->req2))
+  if (b->state == SC_FB_INFLIGHT && (f->worker_mode || f->cfg.policy != SC_FUSE_DEAR || b->req2))
     return -1;
   /* READY behind an earlier bucket, or DeAR's all-gathers, which are queued
    * only after the round's last reduce-scatter. */
@@ -149,7 +148,7 @@ static sc_result_t sc_fusion_complete(sc_fusion_t *f, size_t i, const char *fn, 
     }
   }
   sc_result_t r = SC_SUCCESS;
-  if (f->cfg.density > 0.0) {
+  if (f->worker_mode) {
     r = b->sparse_res;
     if (r != SC_SUCCESS) sc_error_set_detail(b->errmsg);
   } else {

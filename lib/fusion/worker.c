@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Sparse buckets: sc_gtopk_allreduce blocks, so a worker thread per fusion
- * runs the launched buckets one after another, in launch order (the order
- * every rank shares). */
+/* gTop-k and compressed buckets: their calls block, so a worker thread per
+ * fusion runs the launched buckets one after another, in launch order (the
+ * order every rank shares). */
 #include <errno.h>
 #include <stdlib.h>
 #include <time.h>
@@ -27,10 +27,10 @@ static void *sc_fusion_worker_main(void *arg) {
     sc_fbucket_t *b = &f->b[i];
     sc_result_t r;
     if (f->failed != SC_SUCCESS) {
-      r = SC_ERR(f->failed, "sparse bucket %zu not run: an earlier one failed", i);
+      r = SC_ERR(f->failed, "bucket %zu not run: an earlier one failed", i);
     } else {
       pthread_mutex_unlock(&f->lock);
-      r = sc_gtopk_allreduce(b->buf, b->count, b->dtype, b->k, f->cfg.select, b->ef, f->comm);
+      r = sc_fusion_bucket_reduce(f, b);
       pthread_mutex_lock(&f->lock);
     }
     if (r != SC_SUCCESS) sc_error_get_detail(b->errmsg, SC_ERRMSG_MAX);

@@ -38,12 +38,16 @@ def _struct(name, layout):
 FusionConfig = _struct("FusionConfig", _consts.LAYOUT_SC_FUSION_CONFIG)
 # "wfbp", "size", "mgwfbp", "dear", "single", "p3": the names sc_fusion_policy_name gives.
 POLICIES = enum_names(lib.sc_fusion_policy_name, _consts.SC_FUSION_POLICY_T)
+# "none", "topk", "powersgd", "acpsgd", "fp16", "bf16", "onebit", "auto".
+COMPRESS = {k[len("SC_COMPRESS_"):].lower(): v for k, v in _consts.SC_COMPRESS_T.items()}
 
 _P, _I, _PI = ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int)
 for _name, _res, _args in [
     ("sc_fusion_config_init", None, [ctypes.POINTER(FusionConfig)]),
     ("sc_fusion_create", _I, [_P, ctypes.POINTER(FusionConfig), ctypes.POINTER(_P)]),
     ("sc_fusion_add_tensor", _I, [_P, _P, ctypes.c_size_t, _I, ctypes.c_double, _PI]),
+    ("sc_fusion_add_matrix", _I, [_P, _P, ctypes.c_size_t, ctypes.c_size_t, _I, ctypes.c_double, _PI]),
+    ("sc_fusion_bucket_compress", _I, [_P, _I, _PI]),
     ("sc_fusion_plan", _I, [_P]),
     ("sc_fusion_num_buckets", _I, [_P, _PI]),
     ("sc_fusion_bucket_of", _I, [_P, _I, _PI]),
@@ -62,8 +66,10 @@ class Fusion:
     """Gradients of many tensors reduced (averaged) in buckets.
 
     Fusion(comm, policy="size", bucket_bytes=None, density=0.0, select="exact",
-    alpha_us=None, beta_us_per_byte=None, slice_bytes=None); then add() each
-    tensor in the order its gradient becomes ready, plan() (collective), and
+    alpha_us=None, beta_us_per_byte=None, slice_bytes=None, compress="none",
+    lowrank=4, seed=0); then add() each tensor (add(x, shape=(rows, cols)) for a
+    matrix that "powersgd" and "acpsgd" reduce in low rank) in the order its
+    gradient becomes ready, plan() (collective), and
     each round ready()/skip() every tensor and wait()/wait_all(). The tensors
     stay registered by pointer: keep them alive and do not reallocate them."""
 
@@ -76,6 +82,8 @@ class Fusion:
                 continue
             if k == "select":
                 v = _enum(SELECT, v, "select")
+            if k == "compress":
+                v = _enum(COMPRESS, v, "compress")
             if k.startswith("_") or k not in dict(FusionConfig._fields_):
                 raise ArgumentError("Fusion: unknown config field %r" % k)
             setattr(cfg, k, v)
@@ -86,10 +94,16 @@ class Fusion:
         self._cuda = {}  # tensor id -> device of CUDA tensors
         check(lib.sc_fusion_create(comm.handle, ctypes.byref(cfg), ctypes.byref(self._f)))
 
-    def add(self, x, backward_us=0.0):
+    def add(self, x, backward_us=0.0, shape=None):
         p, n, dt = buf(x, "fusion tensor", writable=True)
         tid = ctypes.c_int()
-        check(lib.sc_fusion_add_tensor(self._f, p, n, dt, float(backward_us), ctypes.byref(tid)))
+        if shape is None:
+            check(lib.sc_fusion_add_tensor(self._f, p, n, dt, float(backward_us), ctypes.byref(tid)))
+        else:
+            rows, cols = (int(v) for v in shape)
+            if rows * cols != n:
+                raise ArgumentError("Fusion.add: shape %r is not %d elements" % (shape, n))
+            check(lib.sc_fusion_add_matrix(self._f, p, rows, cols, dt, float(backward_us), ctypes.byref(tid)))
         self._tensors.append(x)
         dev = getattr(x, "device", None)
         if dev is not None and dev.type == "cuda":
@@ -109,6 +123,12 @@ class Fusion:
         b = ctypes.c_int()
         check(lib.sc_fusion_bucket_of(self._f, int(tid), ctypes.byref(b)))
         return b.value
+
+    def bucket_compress(self, bucket):
+        """What the plan has bucket travel as ("none", "topk", "powersgd", ...)."""
+        w = ctypes.c_int()
+        check(lib.sc_fusion_bucket_compress(self._f, int(bucket), ctypes.byref(w)))
+        return {v: k for k, v in COMPRESS.items()}[w.value]
 
     def ready(self, tid):
         dev = self._cuda.get(int(tid))

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Bucket fusion (every policy, dense; sparse when gTop-k is built) on 1, 2, 3
 # and 4 ranks, over shared memory and (3 ranks) TCP, the round and ownership rules
-# (mr_fusion_rules) and P3 (mr_fusion_p3) on 1..4, and a tiny replay of each
+# (mr_fusion_rules), P3 (mr_fusion_p3) and compression (mr_fusion_compress) on 1..4, and a tiny replay of each
 # trace (every policy, P3 included; LAGS / OMGS / single gTop-k on BERT).
 # Under a wrapper's transport (ucx-fusion.sh, verbs-fusion.sh, verbs_fake.sh
 # with VERBS_FAKE_SUITES=all) the rows are what reaches that transport: the
@@ -24,6 +24,13 @@ done
 for n in $sizes; do
   check "fusion p3 n=$n" env SC_TIMEOUT_MS=60000 "$SC_RUN" -n "$n" --timeout 300 --label \
     "$MR/mr_fusion_p3"
+done
+# Compression (mr_fusion_compress: fp16, bf16, 1-bit, PowerSGD, ACP-SGD against
+# the public calls bucket by bucket): the worker's routing, the same above
+# every transport.
+for n in $sizes; do
+  check "fusion compress n=$n" env SC_TIMEOUT_MS=60000 "$SC_RUN" -n "$n" --timeout 300 --label \
+    "$MR/mr_fusion_compress"
 done
 # The rows above run over the default transport (shm here: one host) or the one
 # a wrapper names (ucx-fusion.sh, verbs_fake.sh); the plain run adds the rest.

@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* What a fusion bucket travels as (sc_fusion_config_t.compress): the bytes
+ * the policies plan over, each bucket's state (gTop-k's residual, the 1-bit
+ * residuals, a low-rank state per matrix), and the one blocking call the
+ * worker thread makes per bucket and round. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/base/dtype.h"
+#include "lib/base/log.h"
+#include "lib/fusion/fusion.h"
+
+#define SC_FUSION_LOWRANK_MAX 64
+
+sc_compress_t sc_fusion_mode(const sc_fusion_config_t *cfg) {
+  if (cfg->compress == SC_COMPRESS_NONE && cfg->density > 0.0) return SC_COMPRESS_TOPK;
+  return cfg->compress;
+}
+
+sc_result_t sc_fusion_compress_check(const sc_fusion_config_t *cfg, const char *fn) {
+  if ((unsigned)cfg->compress > SC_COMPRESS_AUTO)
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s: unknown compress %d", fn, (int)cfg->compress);
+  if (cfg->compress == SC_COMPRESS_AUTO)
+    return SC_ERR(SC_ERR_UNSUPPORTED,
+                  "%s: SC_COMPRESS_AUTO is not offered; name the mode (NONE, TOPK, POWERSGD, "
+                  "ACPSGD, FP16, BF16 or ONEBIT)",
+                  fn);
+  if (cfg->compress == SC_COMPRESS_TOPK && !(cfg->density > 0.0))
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s: SC_COMPRESS_TOPK needs a density in (0, 1)", fn);
+  if (cfg->compress != SC_COMPRESS_NONE && cfg->compress != SC_COMPRESS_TOPK && cfg->density > 0.0)
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s: density %g is gTop-k's; compress %d takes none", fn,
+                  cfg->density, (int)cfg->compress);
+  if ((cfg->compress == SC_COMPRESS_POWERSGD || cfg->compress == SC_COMPRESS_ACPSGD) &&
+      (cfg->lowrank < 1 || cfg->lowrank > SC_FUSION_LOWRANK_MAX))
+    return SC_ERR(SC_ERR_INVALID_ARG, "%s: lowrank %d outside [1, %d]", fn, cfg->lowrank,
+                  SC_FUSION_LOWRANK_MAX);
+  return SC_SUCCESS;
+}
+
+const char *sc_fusion_mode_suffix(sc_compress_t m) {
+  static const char *const names[] = {
+      "", " + gTop-k", " + PowerSGD", " + ACP-SGD", " + fp16 wire", " + bf16 wire", " + 1-bit"};
+  return (unsigned)m < sizeof(names) / sizeof(names[0]) ? names[m] : "";
+}
+
+static int is_lowrank(sc_compress_t m) {
+  return m == SC_COMPRESS_POWERSGD || m == SC_COMPRESS_ACPSGD;
+}
+
+/* A matrix that low rank reduces: both sides above 1. */
+static int is_matrix(const sc_ftensor_t *t) {
+  return t->rows > 1 && t->cols > 1;
+}
+
+size_t sc_fusion_wire_bytes(const sc_fusion_t *f, const sc_ftensor_t *t) {
+  const sc_compress_t m = sc_fusion_mode(&f->cfg);
+  const size_t es = sc_dtype_size(t->dtype);
+  if (is_lowrank(m) && is_matrix(t)) {
+    size_t r = (size_t)f->cfg.lowrank;
+    if (r > t->rows) r = t->rows;
+    if (r > t->cols) r = t->cols;
+    /* PowerSGD sends both factors every step; ACP-SGD one, alternating. */
+    size_t w = (t->rows + t->cols) * r * es;
+    if (m == SC_COMPRESS_ACPSGD) w = (w + 1) / 2;
+    return w < t->bytes ? w : t->bytes;
+  }
+  if (t->dtype == SC_FLOAT32 && (m == SC_COMPRESS_FP16 || m == SC_COMPRESS_BF16))
+    return t->bytes / 2;
+  if (t->dtype == SC_FLOAT32 && m == SC_COMPRESS_ONEBIT) return t->count / 8 + 1;
+  return t->bytes;
+}
+
+sc_result_t sc_fusion_compress_setup(sc_fusion_t *f, sc_fbucket_t *b, size_t i) {
+  const sc_compress_t m = sc_fusion_mode(&f->cfg);
+  b->comp = m;
+  if (m == SC_COMPRESS_NONE) return SC_SUCCESS;
+  if (m != SC_COMPRESS_TOPK && f->device)
+    return SC_ERR(SC_ERR_UNSUPPORTED,
+                  "sc_fusion_plan: compress %d on device tensors is not offered (host tensors, "
+                  "or SC_COMPRESS_NONE / SC_COMPRESS_TOPK)",
+                  (int)m);
+  b->errmsg = calloc(1, SC_ERRMSG_MAX);
+  if (!b->errmsg) return SC_ERR(SC_ERR_NOMEM, "sc_fusion_plan: bucket %zu", i);
+  switch (m) {
+  case SC_COMPRESS_TOPK: {
+    double k = f->cfg.density * (double)b->count;
+    b->k = k < 1.0 ? 1 : (size_t)k;
+    return sc_ef_create(b->count, b->dtype, &b->ef);
+  }
+  case SC_COMPRESS_FP16:
+  case SC_COMPRESS_BF16:
+    if (b->dtype != SC_FLOAT32) b->comp = SC_COMPRESS_NONE;
+    return SC_SUCCESS;
+  case SC_COMPRESS_ONEBIT:
+    if (b->dtype != SC_FLOAT32) {
+      b->comp = SC_COMPRESS_NONE;
+      return SC_SUCCESS;
+    }
+    return sc_onebit_create(b->count, b->dtype, SC_ONEBIT_SCALED, f->comm, &b->ob);
+  default:
+    break;
+  }
+  /* Low rank: a state per matrix, the vectors gathered into one run. */
+  const size_t nt = b->last - b->first, es = sc_dtype_size(b->dtype);
+  b->lr = calloc(nt, sizeof(*b->lr));
+  if (!b->lr) return SC_ERR(SC_ERR_NOMEM, "sc_fusion_plan: bucket %zu", i);
+  int any = 0;
+  for (size_t l = b->first; l < b->last; l++) {
+    const sc_ftensor_t *t = &f->t[l];
+    if (!is_matrix(t)) {
+      b->dense_count += t->count;
+      continue;
+    }
+    any = 1;
+    SC_CHECK(sc_lowrank_create(t->rows, t->cols, t->dtype, f->cfg.lowrank,
+                               m == SC_COMPRESS_POWERSGD ? SC_LOWRANK_POWERSGD : SC_LOWRANK_ACPSGD,
+                               1, f->cfg.seed, &b->lr[l - b->first]));
+  }
+  if (!any) {
+    b->comp = SC_COMPRESS_NONE;
+    return SC_SUCCESS;
+  }
+  if (b->dense_count) {
+    b->dense = malloc(b->dense_count * es);
+    if (!b->dense) return SC_ERR(SC_ERR_NOMEM, "sc_fusion_plan: bucket %zu's vectors", i);
+  }
+  return SC_SUCCESS;
+}
+
+void sc_fusion_compress_free(sc_fusion_t *f, sc_fbucket_t *b) {
+  if (b->ef) sc_ef_destroy(b->ef);
+  if (b->ob) sc_onebit_destroy(b->ob);
+  if (b->lr)
+    for (size_t l = 0; l < b->last - b->first; l++)
+      if (b->lr[l]) sc_lowrank_destroy(b->lr[l]);
+  free(b->lr);
+  free(b->dense);
+  free(b->errmsg);
+  b->ef = NULL;
+  b->ob = NULL;
+  b->lr = NULL;
+  b->dense = b->errmsg = NULL;
+  (void)f;
+}
+
+/* Low rank: every matrix in its own call, the vectors averaged in one. */
+static sc_result_t reduce_lowrank(sc_fusion_t *f, sc_fbucket_t *b) {
+  size_t at = 0;
+  for (size_t l = b->first; l < b->last; l++) {
+    const sc_ftensor_t *t = &f->t[l];
+    if (b->lr[l - b->first])
+      SC_CHECK(sc_lowrank_allreduce(b->buf + t->offset, b->lr[l - b->first], f->comm));
+    else {
+      memcpy(b->dense + at, b->buf + t->offset, t->bytes);
+      at += t->bytes;
+    }
+  }
+  if (!b->dense_count) return SC_SUCCESS;
+  SC_CHECK(sc_allreduce(b->dense, b->dense, b->dense_count, b->dtype, SC_AVG, f->comm));
+  at = 0;
+  for (size_t l = b->first; l < b->last; l++) {
+    const sc_ftensor_t *t = &f->t[l];
+    if (b->lr[l - b->first]) continue;
+    memcpy(b->buf + t->offset, b->dense + at, t->bytes);
+    at += t->bytes;
+  }
+  return SC_SUCCESS;
+}
+
+sc_result_t sc_fusion_bucket_reduce(sc_fusion_t *f, sc_fbucket_t *b) {
+  switch (b->comp) {
+  case SC_COMPRESS_TOPK:
+    return sc_gtopk_allreduce(b->buf, b->count, b->dtype, b->k, f->cfg.select, b->ef, f->comm);
+  case SC_COMPRESS_FP16:
+  case SC_COMPRESS_BF16:
+    return sc_allreduce_compressed(b->buf, b->buf, b->count, b->dtype, SC_AVG,
+                                   b->comp == SC_COMPRESS_FP16 ? SC_FLOAT16 : SC_BFLOAT16, f->comm);
+  case SC_COMPRESS_ONEBIT:
+    return sc_onebit_allreduce(b->buf, b->ob, f->comm);
+  case SC_COMPRESS_POWERSGD:
+  case SC_COMPRESS_ACPSGD:
+    return reduce_lowrank(f, b);
+  default:
+    return sc_allreduce(b->buf, b->buf, b->count, b->dtype, SC_AVG, f->comm);
+  }
+}
+
+sc_result_t sc_fusion_bucket_compress(const sc_fusion_t *f, int bucket, sc_compress_t *what) {
+  if (!f || !what) return SC_ERR(SC_ERR_INVALID_ARG, "sc_fusion_bucket_compress: NULL argument");
+  if (!f->planned)
+    return SC_ERR(SC_ERR_INVALID_ARG, "sc_fusion_bucket_compress: call sc_fusion_plan first");
+  if (bucket < 0 || (size_t)bucket >= f->nb)
+    return SC_ERR(SC_ERR_INVALID_ARG, "sc_fusion_bucket_compress: bucket %d outside [0, %zu)",
+                  bucket, f->nb);
+  *what = f->b[bucket].comp;
+  return SC_SUCCESS;
+}

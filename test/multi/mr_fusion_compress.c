@@ -1,0 +1,273 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Bucket fusion with compression (sc_fusion_config_t.compress): for FP16,
+ * BF16, ONEBIT, POWERSGD and ACPSGD under SC_FUSE_SIZE and SC_FUSE_NONE, a
+ * model of matrices (sc_fusion_add_matrix: square, tall, wide, a 1 x n row),
+ * vectors and a float64 vector, three rounds with ready calls in reverse
+ * order. Every round's result must equal, bit for bit, what the public calls
+ * give on their own: each bucket's tensors concatenated in registration order
+ * through sc_allreduce_compressed (AVG) or sc_onebit_allreduce with a state
+ * of its own; each matrix through sc_lowrank_allreduce with its own state
+ * (same seed, error feedback) and the bucket's other tensors through one
+ * sc_allreduce (AVG); a bucket that is not float32 (and a low-rank bucket
+ * without a matrix) densely. Also: the fp16 and bf16 results within their
+ * rounding of the exact average; sc_fusion_bucket_compress; the refusals
+ * (AUTO, a dense-only policy, TOPK without density, lowrank 0, density with
+ * another mode). Run under sc-run. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test/multi/mr_common.h"
+
+#define NT     7
+#define ROUNDS 3
+
+static sc_comm_t *comm;
+
+/* rows x cols (cols 0: a vector of rows elements), dtype. */
+static const struct {
+  size_t rows, cols;
+  sc_dtype_t dt;
+} shape[NT] = {{16, 16, SC_FLOAT32}, {37, 0, SC_FLOAT32}, {64, 5, SC_FLOAT32}, {3, 29, SC_FLOAT32},
+               {1, 40, SC_FLOAT32},  {11, 0, SC_FLOAT64}, {8, 8, SC_FLOAT32}};
+
+static size_t count_of(int l) {
+  return shape[l].cols ? shape[l].rows * shape[l].cols : shape[l].rows;
+}
+
+static double input(int rank, int round, int l, size_t i) {
+  /* Varied magnitudes and signs, a different matrix per rank and round. */
+  double x = sin(0.37 * (double)(i + 1) * (double)(l + 2) + 1.3 * rank + 0.71 * round);
+  return x * (1.0 + 0.25 * (double)((i * 7 + (size_t)l) % 5));
+}
+
+static void fill(void *buf, int l, int rank, int round) {
+  for (size_t i = 0; i < count_of(l); i++) {
+    if (shape[l].dt == SC_FLOAT64)
+      ((double *)buf)[i] = input(rank, round, l, i);
+    else
+      ((float *)buf)[i] = (float)input(rank, round, l, i);
+  }
+}
+
+static size_t bytes_of(int l) {
+  return count_of(l) * sc_dtype_size(shape[l].dt);
+}
+
+/* The reference of one bucket (tensors [a, b)), from the inputs in ref[]. */
+typedef struct {
+  sc_onebit_t *ob[NT];  /* per bucket, by its first tensor */
+  sc_lowrank_t *lr[NT]; /* per matrix */
+} refstate_t;
+
+static void reference(sc_compress_t mode, const int *bucket, void **ref, refstate_t *rs,
+                      int lowrank) {
+  for (int a = 0; a < NT;) {
+    int b = a;
+    while (b < NT && bucket[b] == bucket[a]) b++;
+    const sc_dtype_t dt = shape[a].dt;
+    size_t n = 0;
+    for (int l = a; l < b; l++) n += count_of(l);
+    const size_t es = sc_dtype_size(dt);
+    int lowr = mode == SC_COMPRESS_POWERSGD || mode == SC_COMPRESS_ACPSGD;
+    char *cat = malloc(n * es);
+    size_t at = 0;
+    for (int l = a; l < b; l++) {
+      if (lowr && shape[l].cols && shape[l].rows > 1 && shape[l].cols > 1) {
+        if (!rs->lr[l])
+          MR_OK(sc_lowrank_create(shape[l].rows, shape[l].cols, dt, lowrank,
+                                  mode == SC_COMPRESS_POWERSGD ? SC_LOWRANK_POWERSGD
+                                                               : SC_LOWRANK_ACPSGD,
+                                  1, 12345, &rs->lr[l]));
+        MR_OK(sc_lowrank_allreduce(ref[l], rs->lr[l], comm));
+        continue;
+      }
+      memcpy(cat + at, ref[l], bytes_of(l));
+      at += bytes_of(l);
+    }
+    const size_t m = at / es;
+    if (dt != SC_FLOAT32 || lowr || mode == SC_COMPRESS_NONE) {
+      MR_OK(sc_allreduce(cat, cat, m, dt, SC_AVG, comm));
+    } else if (mode == SC_COMPRESS_ONEBIT) {
+      if (!rs->ob[a]) MR_OK(sc_onebit_create(m, dt, SC_ONEBIT_SCALED, comm, &rs->ob[a]));
+      MR_OK(sc_onebit_allreduce(cat, rs->ob[a], comm));
+    } else {
+      MR_OK(sc_allreduce_compressed(cat, cat, m, dt, SC_AVG,
+                                    mode == SC_COMPRESS_FP16 ? SC_FLOAT16 : SC_BFLOAT16, comm));
+    }
+    at = 0;
+    for (int l = a; l < b; l++) {
+      if (lowr && shape[l].cols && shape[l].rows > 1 && shape[l].cols > 1) continue;
+      memcpy(ref[l], cat + at, bytes_of(l));
+      at += bytes_of(l);
+    }
+    free(cat);
+    a = b;
+  }
+}
+
+static void run_mode(sc_compress_t mode, sc_fusion_policy_t policy, const char *name) {
+  sc_fusion_config_t cfg;
+  sc_fusion_config_init(&cfg);
+  cfg.policy = policy;
+  cfg.compress = mode;
+  cfg.lowrank = 2;
+  cfg.seed = 12345;
+  cfg.bucket_bytes = 1500; /* several buckets, several tensors in some */
+  cfg.alpha_us = 50;
+  cfg.beta_us_per_byte = 0.001;
+  sc_fusion_t *f = NULL;
+  MR_OK(sc_fusion_create(comm, &cfg, &f));
+  if (!f) return;
+  void *t[NT], *ref[NT];
+  int id[NT], bucket[NT];
+  for (int l = 0; l < NT; l++) {
+    t[l] = malloc(bytes_of(l));
+    ref[l] = malloc(bytes_of(l));
+    if (shape[l].cols)
+      MR_OK(sc_fusion_add_matrix(f, t[l], shape[l].rows, shape[l].cols, shape[l].dt, 10.0, &id[l]));
+    else
+      MR_OK(sc_fusion_add_tensor(f, t[l], shape[l].rows, shape[l].dt, 10.0, &id[l]));
+  }
+  MR_OK(sc_fusion_plan(f));
+  int nb = 0;
+  MR_OK(sc_fusion_num_buckets(f, &nb));
+  for (int l = 0; l < NT; l++) MR_OK(sc_fusion_bucket_of(f, id[l], &bucket[l]));
+  /* What each bucket travels as. */
+  const int lowr = mode == SC_COMPRESS_POWERSGD || mode == SC_COMPRESS_ACPSGD;
+  for (int a = 0; a < NT;) {
+    int b = a, has_matrix = 0;
+    while (b < NT && bucket[b] == bucket[a]) {
+      has_matrix |= shape[b].cols && shape[b].rows > 1 && shape[b].cols > 1;
+      b++;
+    }
+    sc_compress_t want = mode, got = SC_COMPRESS_AUTO;
+    if (shape[a].dt != SC_FLOAT32 && !lowr) want = SC_COMPRESS_NONE;
+    if (lowr && !has_matrix) want = SC_COMPRESS_NONE;
+    MR_OK(sc_fusion_bucket_compress(f, bucket[a], &got));
+    if (got != want)
+      mr_fail("%s: bucket %d (tensors %d-%d): sc_fusion_bucket_compress %d, want %d", name,
+              bucket[a], a, b - 1, (int)got, (int)want);
+    a = b;
+  }
+  refstate_t rs;
+  memset(&rs, 0, sizeof(rs));
+  for (int round = 0; round < ROUNDS; round++) {
+    for (int l = 0; l < NT; l++) {
+      fill(t[l], l, mr_rank, round);
+      memcpy(ref[l], t[l], bytes_of(l));
+    }
+    for (int l = NT - 1; l >= 0; l--) MR_OK(sc_fusion_ready(f, id[l]));
+    MR_OK(sc_fusion_wait_all(f));
+    reference(mode, bucket, ref, &rs, cfg.lowrank);
+    for (int l = 0; l < NT; l++) {
+      mr_checks++;
+      if (memcmp(t[l], ref[l], bytes_of(l)) != 0) {
+        size_t i = 0;
+        while (i < count_of(l) && mr_get(t[l], i, shape[l].dt) == mr_get(ref[l], i, shape[l].dt))
+          i++;
+        mr_fail("%s round %d: tensor %d (bucket %d) differs from the public calls at %zu: %g vs "
+                "%g",
+                name, round, l, bucket[l], i, mr_get(t[l], i, shape[l].dt),
+                mr_get(ref[l], i, shape[l].dt));
+      }
+      /* The half-precision wire: within its rounding of the exact average. */
+      if (mode == SC_COMPRESS_FP16 || mode == SC_COMPRESS_BF16) {
+        const double ulp = mode == SC_COMPRESS_FP16 ? 1.0 / 1024 : 1.0 / 128;
+        for (size_t i = 0; i < count_of(l); i++) {
+          double exact = 0, mag = 0;
+          for (int r = 0; r < mr_nranks; r++) {
+            exact += input(r, round, l, i);
+            mag += fabs(input(r, round, l, i));
+          }
+          exact /= mr_nranks;
+          /* A rounding per step of the exchange and one of the input, each
+           * at most half an ulp of the partial's magnitude. */
+          const double tol = (mr_nranks + 2) * ulp * (mag + 1e-30) + 1e-6;
+          const double got = mr_get(t[l], i, shape[l].dt);
+          if (fabs(got - exact) > tol) {
+            mr_fail("%s round %d: tensor %d element %zu = %.9g, exact average %.9g (tol %.3g)",
+                    name, round, l, i, got, exact, tol);
+            break;
+          }
+        }
+      }
+    }
+  }
+  MR_OK(sc_fusion_destroy(f));
+  for (int l = 0; l < NT; l++) {
+    free(t[l]);
+    free(ref[l]);
+    if (rs.ob[l]) sc_onebit_destroy(rs.ob[l]);
+    if (rs.lr[l]) sc_lowrank_destroy(rs.lr[l]);
+  }
+  if (mr_rank == 0) printf("%s: %d buckets, %d rounds checked\n", name, nb, ROUNDS);
+}
+
+static void refusal(const char *what, sc_result_t want, void (*set)(sc_fusion_config_t *)) {
+  sc_fusion_config_t cfg;
+  sc_fusion_config_init(&cfg);
+  set(&cfg);
+  sc_fusion_t *f = NULL;
+  sc_result_t r = sc_fusion_create(comm, &cfg, &f);
+  mr_checks++;
+  if (r != want) mr_fail("%s: %s, want %s", what, sc_strerror(r), sc_strerror(want));
+  if (f) sc_fusion_destroy(f);
+}
+
+static void set_auto(sc_fusion_config_t *c) {
+  c->compress = SC_COMPRESS_AUTO;
+}
+static void set_dear(sc_fusion_config_t *c) {
+  c->policy = SC_FUSE_DEAR;
+  c->compress = SC_COMPRESS_FP16;
+}
+static void set_topk0(sc_fusion_config_t *c) {
+  c->compress = SC_COMPRESS_TOPK;
+}
+static void set_rank0(sc_fusion_config_t *c) {
+  c->compress = SC_COMPRESS_ACPSGD;
+  c->lowrank = 0;
+}
+static void set_both(sc_fusion_config_t *c) {
+  c->compress = SC_COMPRESS_FP16;
+  c->density = 0.1;
+}
+static void set_unknown(sc_fusion_config_t *c) {
+  c->compress = (sc_compress_t)99;
+}
+
+int main(void) {
+  if (sc_comm_init_env(&comm) != SC_SUCCESS) {
+    fprintf(stderr, "sc_comm_init_env failed: %s\n", sc_last_error());
+    return 1;
+  }
+  sc_comm_rank(comm, &mr_rank);
+  sc_comm_size(comm, &mr_nranks);
+  static const struct {
+    sc_compress_t mode;
+    const char *name;
+  } modes[] = {{SC_COMPRESS_FP16, "fp16"},
+               {SC_COMPRESS_BF16, "bf16"},
+               {SC_COMPRESS_ONEBIT, "onebit"},
+               {SC_COMPRESS_POWERSGD, "powersgd"},
+               {SC_COMPRESS_ACPSGD, "acpsgd"}};
+  for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+    char name[64];
+    snprintf(name, sizeof(name), "%s size", modes[m].name);
+    run_mode(modes[m].mode, SC_FUSE_SIZE, name);
+    snprintf(name, sizeof(name), "%s wfbp", modes[m].name);
+    run_mode(modes[m].mode, SC_FUSE_NONE, name);
+  }
+  refusal("SC_COMPRESS_AUTO", SC_ERR_UNSUPPORTED, set_auto);
+  refusal("SC_FUSE_DEAR with fp16", SC_ERR_UNSUPPORTED, set_dear);
+  refusal("SC_COMPRESS_TOPK without density", SC_ERR_INVALID_ARG, set_topk0);
+  refusal("lowrank 0", SC_ERR_INVALID_ARG, set_rank0);
+  refusal("density with fp16", SC_ERR_INVALID_ARG, set_both);
+  refusal("compress 99", SC_ERR_INVALID_ARG, set_unknown);
+  sc_comm_destroy(comm);
+  printf("rank %d of %d: fusion with compression: %ld checks, %ld failures\n", mr_rank, mr_nranks,
+         mr_checks, mr_failures);
+  return mr_failures ? 1 : 0;
+}
