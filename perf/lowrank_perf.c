@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* sc_lowrank_perf: low-rank compression's kernels (kernels/cpu/lowrank.h) on
  * one core against memcpy of the gradient's bytes: the projection P = M Q
- * (the compressor's pass over the gradient), Q = M^T P, the rebuild
+ * (the compressor's pass over the gradient; also its portable SSE2 build
+ * where the AVX2 one runs), Q = M^T P, the rebuild
  * M - P Q^T (error feedback's pass) and the orthonormalization of P. Each
  * figure is the best of ITERS runs after one warm-up; "x copy" is the
  * kernel's time over memcpy's (both read the gradient once; memcpy also
@@ -56,9 +57,9 @@ int main(int argc, char **argv) {
   sc_lr_normal_f32(qt, r * cols, 2);
   sc_lr_normal_f32(pt, r * rows, 3);
   memcpy(copy, m, bytes);
-  const char *names[] = {"memcpy", "P = M Q", "Q = M^T P", "M -= P Q^T", "orth(P)"};
-  double best[5];
-  for (int k = 0; k < 5; k++) {
+  const char *names[] = {"memcpy", "P = M Q", "(portable)", "Q = M^T P", "M -= P Q^T", "orth(P)"};
+  double best[6];
+  for (int k = 0; k < 6; k++) {
     best[k] = 1e30;
     for (size_t it = 0; it <= iters; it++) {
       const int64_t t0 = sc_now_us();
@@ -70,9 +71,12 @@ int main(int argc, char **argv) {
         sc_lr_project_f32(pt, m, rows, cols, qt, r);
         break;
       case 2:
-        sc_lr_project_t_f32(qt, m, rows, cols, pt, r);
+        sc_lr_project_portable_f32(pt, m, rows, cols, qt, r);
         break;
       case 3:
+        sc_lr_project_t_f32(qt, m, rows, cols, pt, r);
+        break;
+      case 4:
         sc_lr_expand_f32(copy, rows, cols, pt, rows, qt, r, -1.0f, 1.0f);
         break;
       default:
@@ -85,7 +89,7 @@ int main(int argc, char **argv) {
   printf("# float32 %zu x %zu (%.1f MiB), rank %zu, one core, best of %zu\n", rows, cols,
          (double)bytes / (1 << 20), r, iters);
   printf("# %-12s %10s %10s %8s\n", "kernel", "ms", "GB/s", "x copy");
-  for (int k = 0; k < 5; k++)
+  for (int k = 0; k < 6; k++)
     printf("  %-12s %10.3f %10.2f %8.2f\n", names[k], best[k] / 1e3,
            (double)bytes / (best[k] > 0 ? best[k] : 1) / 1e3, best[k] / best[0]);
   free(m);

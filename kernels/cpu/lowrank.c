@@ -7,6 +7,19 @@
 
 #include "kernels/cpu/lowrank.h"
 
+/* The projection P = M Q (the pass over the gradient that compression
+ * adds) has an AVX2 build, taken where the CPU has it: the portable
+ * version's operations in the same order (no FMA), so the same bits, on
+ * twice the lanes per instruction. */
+#if defined(__GNUC__) && defined(__x86_64__)
+#define LR_AVX2 1
+static int lr_has_avx2(void) {
+  return __builtin_cpu_supports("avx2");
+}
+#else
+#define LR_AVX2 0
+#endif
+
 /* Elements per constant-length chunk of an axpy. */
 #define LR_CHUNK 64
 

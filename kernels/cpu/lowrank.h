@@ -19,6 +19,12 @@ void sc_lr_project_f32(float *pt, const float *m, size_t rows, size_t cols, cons
                        size_t r);
 void sc_lr_project_f64(double *pt, const double *m, size_t rows, size_t cols, const double *qt,
                        size_t r);
+/* The same without the AVX2 build sc_lr_project takes where the CPU has it
+ * (SSE2 only): the same bits, exported so that tests compare the two. */
+void sc_lr_project_portable_f32(float *pt, const float *m, size_t rows, size_t cols,
+                                const float *qt, size_t r);
+void sc_lr_project_portable_f64(double *pt, const double *m, size_t rows, size_t cols,
+                                const double *qt, size_t r);
 
 /* qt[k * cols + j] = sum_i m[i * cols + j] * pt[k * rows + i] (Q = M^T P):
  * M read once, in column strips whose r partial rows of Q stay in cache. */

@@ -50,8 +50,8 @@ static void LR_FN(lr_axpy)(LR_T *restrict y, LR_T a, const LR_T *restrict x, siz
   for (; j < n; j++) y[j] += a * x[j];
 }
 
-void LR_FN(sc_lr_project)(LR_T *pt, const LR_T *m, size_t rows, size_t cols, const LR_T *qt,
-                          size_t r) {
+void LR_FN(sc_lr_project_portable)(LR_T *pt, const LR_T *m, size_t rows, size_t cols,
+                                   const LR_T *qt, size_t r) {
   for (size_t i = 0; i < rows; i++) {
     const LR_T *restrict mi = m + i * cols;
     size_t k = 0;
@@ -88,6 +88,82 @@ void LR_FN(sc_lr_project)(LR_T *pt, const LR_T *m, size_t rows, size_t cols, con
     }
     for (; k < r; k++) pt[k * rows + i] = LR_FN(lr_dot)(mi, qt + k * cols, cols);
   }
+}
+
+#if LR_AVX2
+/* 32-byte vectors for the projection's accumulators: lane l of one covers
+ * the same columns as lane l of the portable version's two 16-byte halves,
+ * and the fold adds the halves first, so both give the same bits. Loads go
+ * through memcpy and no 32-byte vector crosses a function boundary. */
+typedef LR_T LR_FN(lr_wide) __attribute__((vector_size(32)));
+#define LR_W             LR_FN(lr_wide)
+#define LR_WL            (32 / sizeof(LR_T))
+#define LR_WLOAD(dst, p) memcpy(&(dst), (p), sizeof(dst))
+#define LR_WFOLD(w, out)                                                                           \
+  do {                                                                                             \
+    LR_V lo_, hi_;                                                                                 \
+    memcpy(&lo_, &(w), sizeof lo_);                                                                \
+    memcpy(&hi_, (const char *)&(w) + sizeof lo_, sizeof hi_);                                     \
+    (out) = LR_FN(lr_fold)(lo_, hi_);                                                              \
+  } while (0)
+
+__attribute__((target("avx2"))) static void LR_FN(lr_project_avx2)(LR_T *pt, const LR_T *m,
+                                                                   size_t rows, size_t cols,
+                                                                   const LR_T *qt, size_t r) {
+  for (size_t i = 0; i < rows; i++) {
+    const LR_T *restrict mi = m + i * cols;
+    size_t k = 0;
+    for (; k + 4 <= r; k += 4) {
+      const LR_T *restrict q0 = qt + k * cols, *restrict q1 = q0 + cols, *restrict q2 = q1 + cols,
+                           *restrict q3 = q2 + cols;
+      LR_W a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, x, q;
+      size_t j = 0;
+      for (; j + LR_WL <= cols; j += LR_WL) {
+        LR_WLOAD(x, mi + j);
+        LR_WLOAD(q, q0 + j);
+        a0 += x * q;
+        LR_WLOAD(q, q1 + j);
+        a1 += x * q;
+        LR_WLOAD(q, q2 + j);
+        a2 += x * q;
+        LR_WLOAD(q, q3 + j);
+        a3 += x * q;
+      }
+      LR_T t0 = 0, t1 = 0, t2 = 0, t3 = 0, f0, f1, f2, f3;
+      for (; j < cols; j++) {
+        const LR_T y = mi[j];
+        t0 += y * q0[j];
+        t1 += y * q1[j];
+        t2 += y * q2[j];
+        t3 += y * q3[j];
+      }
+      LR_WFOLD(a0, f0);
+      LR_WFOLD(a1, f1);
+      LR_WFOLD(a2, f2);
+      LR_WFOLD(a3, f3);
+      pt[k * rows + i] = f0 + t0;
+      pt[(k + 1) * rows + i] = f1 + t1;
+      pt[(k + 2) * rows + i] = f2 + t2;
+      pt[(k + 3) * rows + i] = f3 + t3;
+    }
+    for (; k < r; k++) pt[k * rows + i] = LR_FN(lr_dot)(mi, qt + k * cols, cols);
+  }
+}
+#undef LR_W
+#undef LR_WL
+#undef LR_WLOAD
+#undef LR_WFOLD
+#endif
+
+void LR_FN(sc_lr_project)(LR_T *pt, const LR_T *m, size_t rows, size_t cols, const LR_T *qt,
+                          size_t r) {
+#if LR_AVX2
+  if (lr_has_avx2()) {
+    LR_FN(lr_project_avx2)(pt, m, rows, cols, qt, r);
+    return;
+  }
+#endif
+  LR_FN(sc_lr_project_portable)(pt, m, rows, cols, qt, r);
 }
 
 void LR_FN(sc_lr_project_t)(LR_T *qt, const LR_T *m, size_t rows, size_t cols, const LR_T *pt,

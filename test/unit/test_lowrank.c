@@ -2,7 +2,8 @@
 /* Low-rank compression's kernels (kernels/cpu/lowrank.h) against plain
  * reference loops in double, float and double, shapes 1 x 1 up to a sampled
  * 4096 x 1024, r up to 64, zero and rank-deficient matrices: each kernel
- * result within the rounding bound of its summation order; the
+ * result within the rounding bound of its summation order, the projection's
+ * AVX2 build bit for bit the portable one's; the
  * orthonormalization's output orthonormal within float32 (float64) rounding
  * and spanning what its input spans, zero and dependent vectors zero (never
  * NaN); the seeded normal deviates reproducible and of unit variance. Then
@@ -96,6 +97,15 @@ static void check_kernels(size_t rows, size_t cols, size_t r, int kind, int f64)
     sc_lr_project_f64(pt2, mt, rows, cols, qt, r);
   else
     sc_lr_project_f32(pt2, mt, rows, cols, qt, r);
+  /* The portable build gives the same bits as the one the CPU runs. */
+  void *pt3 = malloc(r * rows * es);
+  assert_non_null(pt3);
+  if (f64)
+    sc_lr_project_portable_f64(pt3, mt, rows, cols, qt, r);
+  else
+    sc_lr_project_portable_f32(pt3, mt, rows, cols, qt, r);
+  assert_memory_equal(pt3, pt2, r * rows * es);
+  free(pt3);
   for (size_t si = 0; si < nsample(rows); si++) {
     const size_t i = sample(rows, si);
     for (size_t k = 0; k < r; k++) {
