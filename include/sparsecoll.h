@@ -740,6 +740,63 @@ typedef enum sc_place { SC_PLACE_LPT, SC_PLACE_BLOCK } sc_place_t;
 sc_result_t sc_place_factors(const size_t *dims, int n, int nranks, sc_place_t how,
                              size_t local_below, int *owner);
 
+/* ---- Low-rank compression (PowerSGD, ACP-SGD) ----
+ *
+ * A state compresses the all-reduce of one gradient matrix of rows x cols
+ * elements (row-major; a conv weight viewed as out_channels x the rest) to
+ * rank r = min(rank, rows, cols) factors: (rows + cols) r elements travel
+ * per call instead of rows x cols. The first factor Q (cols x r) is drawn
+ * from seed alone (splitmix64 -> Box-Muller), the same on every rank: create
+ * every rank's state with the same arguments. float32 and float64 gradients
+ * compute in their own type, float16 and bfloat16 in float32 (the residual
+ * too); the factors travel as float32 (float64 for float64).
+ *
+ * With M = grad (+ the residual under error feedback) and N the
+ * communicator's rank count, sc_lowrank_allreduce sets grad to a rank-r
+ * estimate of the average over ranks of M:
+ *   SC_LOWRANK_POWERSGD (Vogels et al., warm start): P = M Q; all-reduce P
+ *     (sum); orthonormalize P; Q = M^T P; all-reduce Q; grad = P Q^T / N; Q
+ *     is kept for the next call. Two dependent all-reduces per call. Without
+ *     error feedback the first result is U U^T Mbar, U an orthonormal basis
+ *     of the column space of Mbar Q (Mbar the average of the M's).
+ *   SC_LOWRANK_ACPSGD: one all-reduce per call, alternating. Odd calls (the
+ *     first, third, ...): P = M orth(Q), grad = (sum P) orth(Q)^T / N; even
+ *     calls: Q = M^T orth(P), grad = orth(P) (sum Q)^T / N, where orth() of
+ *     the previous call's reduced factor (the seed's Q on the first call) is
+ *     the same on every rank.
+ *   error_feedback != 0: after the call the residual holds M minus this
+ *     rank's own contribution (its factor times the shared orthonormal one)
+ *     and is added to the next call's grad.
+ * orth() is modified Gram-Schmidt with re-orthogonalization; a column that
+ * is zero or dependent on the earlier ones becomes zero (never NaN).
+ * Every rank gets the same bits. */
+typedef enum sc_lowrank_mode { SC_LOWRANK_POWERSGD, SC_LOWRANK_ACPSGD } sc_lowrank_mode_t;
+typedef struct sc_lowrank sc_lowrank_t;
+
+/* A state for rows x cols gradients of dtype (FLOAT16, BFLOAT16, FLOAT32,
+ * FLOAT64) at rank `rank` (>= 1, capped at min(rows, cols); rows or cols 0
+ * make every call a no-op). It owns r (rows + cols) factor elements, and
+ * rows x cols elements of residual under error feedback or for a half type.
+ * Errors: SC_ERR_INVALID_ARG (NULL lr, another dtype, rank < 1, an unknown
+ * mode, a matrix that overflows the address space); SC_ERR_NOMEM.
+ * Local; any thread. */
+sc_result_t sc_lowrank_create(size_t rows, size_t cols, sc_dtype_t dtype, int rank,
+                              sc_lowrank_mode_t mode, int error_feedback, uint64_t seed,
+                              sc_lowrank_t **lr);
+/* Frees the state (NULL: nothing). Never fails. Local. */
+sc_result_t sc_lowrank_destroy(sc_lowrank_t *lr);
+/* grad (rows x cols of the state's dtype, in place) := the rank-r estimate
+ * above. grad is host or device memory; a device gradient is staged through
+ * host memory (copied to the host, computed there, copied back; blocking).
+ * On failure grad is unchanged; the state's factors, residual and ACP-SGD
+ * parity are then unspecified (the communicator has failed: destroy both).
+ * Errors: SC_ERR_INVALID_ARG (NULL lr or comm, NULL grad with rows x cols
+ * > 0, device memory of another device); SC_ERR_NOMEM; those of sc_allreduce.
+ * Collective over comm, every rank with a state of the same arguments and
+ * the same number of earlier calls; blocking; any thread, one call at a
+ * time per state. */
+sc_result_t sc_lowrank_allreduce(void *grad, sc_lowrank_t *lr, sc_comm_t *comm);
+
 /* ---- Bucket fusion for frameworks ----
  *
  * A fusion object all-reduces a model's gradients during backward: the

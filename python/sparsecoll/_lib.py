@@ -152,6 +152,9 @@ _PROTOS = {
     "sc_ef_create": (_R, [_S, _R, _PP]),
     "sc_ef_destroy": (_R, [_P]),
     "sc_gtopk_allreduce": (_R, [_P, _S, _R, _S, _R, _P, _P]),
+    "sc_lowrank_create": (_R, [_S, _S, _R, _I, _R, _I, ctypes.c_uint64, _PP]),
+    "sc_lowrank_destroy": (_R, [_P]),
+    "sc_lowrank_allreduce": (_R, [_P, _P, _P]),
     "sc_sparse_algo_name": (_R, [_R, ctypes.POINTER(ctypes.c_char_p)]),
     "sc_fusion_policy_name": (_R, [_R, ctypes.POINTER(ctypes.c_char_p)]),
     # Optional (a newer library or a CUDA build): looked up, not required.
