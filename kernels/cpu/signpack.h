@@ -27,7 +27,15 @@ void sc_sign_pack_f64(uint8_t *bits, const double *v, size_t n);
  * or negative): the "is positive" plane of a vote count. */
 void sc_sign_pack_pos_f64(uint8_t *bits, const double *v, size_t n);
 
+/* sc_sign_pack_f64, then v[i] -= a sign(v[i]) (v[i] - a where the bit is
+ * 1, v[i] + a where it is 0): what the scaled signs leave behind, in the
+ * same pass. */
+void sc_sign_pack_sub_f64(uint8_t *bits, double *v, size_t n, double a);
+
 /* out[i] = +a where bit i is 1, -a where it is 0, for i < n. */
 void sc_sign_unpack_f64(double *out, const uint8_t *bits, size_t n, double a);
+
+/* The same into float32: out[i] = (float)(+-a). */
+void sc_sign_unpack_f32(float *out, const uint8_t *bits, size_t n, double a);
 
 #endif

@@ -98,26 +98,37 @@ sc_result_t sc_onebit_create(size_t n, sc_dtype_t dtype, sc_onebit_mode_t mode, 
   return SC_SUCCESS;
 }
 
-/* w[i] = x[i] (add 0) or w[i] += x[i] (add 1), for i < n. */
-static void load(double *w, const void *x, size_t n, sc_dtype_t t, int add) {
+/* w[i] = x[i] (add 0) or w[i] += x[i] (add 1), for i < n; returns the sum
+ * of the new w[i]^2 in index order. */
+static double load(double *w, const void *x, size_t n, sc_dtype_t t, int add) {
+  double sq = 0.0;
   if (!add) memset(w, 0, n * sizeof(double));
   switch (t) {
   case SC_FLOAT32: {
     const float *f = x;
-    for (size_t i = 0; i < n; i++) w[i] += (double)f[i];
+    for (size_t i = 0; i < n; i++) {
+      w[i] += (double)f[i];
+      sq += w[i] * w[i];
+    }
     break;
   }
   case SC_FLOAT64: {
     const double *d = x;
-    for (size_t i = 0; i < n; i++) w[i] += d[i];
+    for (size_t i = 0; i < n; i++) {
+      w[i] += d[i];
+      sq += w[i] * w[i];
+    }
     break;
   }
   default: {
     const uint16_t *h = x;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
       w[i] += (double)(t == SC_FLOAT16 ? sc_half_to_float(h[i]) : sc_bfloat16_to_float(h[i]));
+      sq += w[i] * w[i];
+    }
   }
   }
+  return sq;
 }
 
 /* x[i] = v[i] in dtype t, for i < n. */
@@ -139,16 +150,9 @@ static void store(void *x, const double *v, size_t n, sc_dtype_t t) {
   }
 }
 
-/* ||v||_2 / sqrt(m) over v[0, m), summed in index order; 0 for m == 0. */
-static double rms(const double *v, size_t m) {
-  double s = 0.0;
-  for (size_t i = 0; i < m; i++) s += v[i] * v[i];
-  return m ? sqrt(s) / sqrt((double)m) : 0.0;
-}
-
-/* v[i] -= scale * sign(v[i]): what the scaled signs leave behind. */
-static void subtract_signs(double *v, size_t m, double scale) {
-  for (size_t i = 0; i < m; i++) v[i] = v[i] >= 0.0 ? v[i] - scale : v[i] + scale;
+/* ||v||_2 / sqrt(m) from the sum of squares sq; 0 for m == 0. */
+static double rms(double sq, size_t m) {
+  return m ? sqrt(sq) / sqrt((double)m) : 0.0;
 }
 
 /* Real (unpadded) elements of chunk j. */
@@ -157,12 +161,17 @@ static size_t chunk_len(const sc_onebit_t *o, int j) {
   return base >= o->n ? 0 : (o->n - base < o->chunk ? o->n - base : o->chunk);
 }
 
-/* Phase 1's blocks: chunk j's signs of w and this rank's scale. */
-static void worker_pack(sc_onebit_t *o, double scale) {
+/* Phase 1's blocks: chunk j's signs of w and this rank's scale; with
+ * `sub`, w keeps w - scale sign(w) (the worker residual). */
+static void worker_pack(sc_onebit_t *o, double scale, int sub) {
   for (int j = 0; j < o->nranks; j++) {
     uint8_t *blk = o->send1 + (size_t)j * o->blk1;
+    double *w = o->w + (size_t)j * o->chunk;
     memset(blk, 0, o->cb);
-    sc_sign_pack_f64(blk, o->w + (size_t)j * o->chunk, chunk_len(o, j));
+    if (sub)
+      sc_sign_pack_sub_f64(blk, w, chunk_len(o, j), scale);
+    else
+      sc_sign_pack_f64(blk, w, chunk_len(o, j));
     memcpy(blk + o->cb, &scale, 8);
   }
 }
@@ -187,11 +196,14 @@ static void server(sc_onebit_t *o, int me, uint8_t *out) {
     return;
   }
   const double p = (double)o->nranks;
-  for (size_t k = 0; k < m; k++) o->sres[k] = o->acc[k] / p + o->sres[k];
-  const double scale = rms(o->sres, m);
-  sc_sign_pack_f64(out, o->sres, m);
+  double sq = 0.0;
+  for (size_t k = 0; k < m; k++) {
+    o->sres[k] = o->acc[k] / p + o->sres[k];
+    sq += o->sres[k] * o->sres[k];
+  }
+  const double scale = rms(sq, m);
+  sc_sign_pack_sub_f64(out, o->sres, m, scale);
   memcpy(out + o->cb, &scale, 8);
-  subtract_signs(o->sres, m, scale);
 }
 
 /* x = the phase-2 result, chunk by chunk (acc as scratch). */
@@ -200,28 +212,31 @@ static void unpack_result(sc_onebit_t *o, void *x) {
   for (int j = 0; j < o->nranks; j++) {
     const size_t m = chunk_len(o, j);
     const uint8_t *blk = o->recv2 + (size_t)j * o->blk2;
+    void *dst = (uint8_t *)x + (size_t)j * o->chunk * es;
     if (o->mode == SC_ONEBIT_SCALED) {
       double a;
       memcpy(&a, blk + o->cb, 8);
+      if (o->dtype == SC_FLOAT32) {
+        sc_sign_unpack_f32(dst, blk, m, a);
+        continue;
+      }
       sc_sign_unpack_f64(o->acc, blk, m, a);
     } else {
       for (size_t k = 0; k < m; k++)
         o->acc[k] = (double)sc_sign_bit(blk, k) - (double)sc_sign_bit(blk + o->cb, k);
     }
-    store((uint8_t *)x + (size_t)j * o->chunk * es, o->acc, m, o->dtype);
+    store(dst, o->acc, m, o->dtype);
   }
 }
 
 static sc_result_t run(sc_onebit_t *o, void *x, sc_comm_t *comm) {
   const int me = comm->rank;
   if (o->mode == SC_ONEBIT_SCALED) {
-    load(o->w, x, o->n, o->dtype, 1);
-    const double scale = rms(o->w, o->n);
-    worker_pack(o, scale);
-    subtract_signs(o->w, o->n, scale);
+    const double scale = rms(load(o->w, x, o->n, o->dtype, 1), o->n);
+    worker_pack(o, scale, 1);
   } else {
     load(o->w, x, o->n, o->dtype, 0);
-    worker_pack(o, 1.0);
+    worker_pack(o, 1.0, 0);
   }
   SC_CHECK(sc_alltoall(o->send1, o->recv1, o->blk1, SC_UINT8, comm));
   uint8_t *mine = o->recv2 + (size_t)me * o->blk2;

@@ -2,7 +2,8 @@
 /* The sign packing of the 1-bit all-reduce (kernels/cpu/signpack.h) against
  * a bit-by-bit reference: element i is bit 7 - i % 8 of byte i / 8 (most
  * significant first), 1 for v >= 0 (-0.0 included), 0 for v < 0 and NaN;
- * the "positive" plane; unpacking to +-a; nothing written past the packed
+ * the "positive" plane; unpacking to +-a (double and float32); packing
+ * with the residual's subtraction in the same pass; nothing written past the packed
  * bytes and a partial last byte's low bits zero, for n = 0..70 and 1000. */
 #include <math.h>
 #include <setjmp.h>
@@ -82,6 +83,27 @@ static void check_n(size_t n) {
     assert_true(out[i] == (s ? 2.5 : -2.5));
   }
   assert_true(out[n] == 42.0);
+  /* unpacking into float32 */
+  float *f = malloc((n + 1) * sizeof(float));
+  assert_non_null(f);
+  f[n] = 42.0f;
+  sc_sign_unpack_f32(f, bits, n, 0.1);
+  for (size_t i = 0; i < n; i++) assert_true(f[i] == (sc_sign_bit(bits, i) ? 0.1f : -0.1f));
+  assert_true(f[n] == 42.0f);
+  free(f);
+  /* packing and subtracting in one pass: the same bits, v - a sign(v) */
+  uint8_t *bits2 = malloc(nb + 1);
+  assert_non_null(bits2);
+  bits2[nb] = 0x5a;
+  memcpy(out, v, n * sizeof(double));
+  sc_sign_pack_sub_f64(bits2, out, n, 0.75);
+  assert_int_equal(bits2[nb], 0x5a);
+  assert_memory_equal(bits2, bits, nb);
+  for (size_t i = 0; i < n; i++) {
+    const double want = sc_sign_bit(bits, i) ? v[i] - 0.75 : v[i] + 0.75;
+    assert_true(isnan(want) ? isnan(out[i]) : out[i] == want);
+  }
+  free(bits2);
   free(v);
   free(out);
   free(bits);
