@@ -5,9 +5,9 @@
  * function of (rank, element, call), so each rank replays the whole job.
  * - SCALED: several consecutive calls (both residuals carried), every float
  *   dtype, n = 0, 1, 7, 8P - 1, 8P + 1, 1000 (float32; the others a subset)
- *   and 1000003 (float32); float32
- *   and float64 bit for bit, float16/bfloat16 to their rounding; every rank's
- *   result bit-identical (a hash all-gathered);
+ *   and 1000003 (float32); float32 and float64 bit for bit, float16/bfloat16
+ *   to their rounding; every rank's result bit-identical (a hash
+ *   all-gathered);
  * - error feedback: a constant input per rank; the mean of the first t
  *   results approaches the average over ranks as 1/t (t = 25, 50, 100),
  *   while the same exchange without residuals (simulated) does not;
