@@ -797,6 +797,60 @@ sc_result_t sc_lowrank_destroy(sc_lowrank_t *lr);
  * time per state. */
 sc_result_t sc_lowrank_allreduce(void *grad, sc_lowrank_t *lr, sc_comm_t *comm);
 
+/* ---- 1-bit compressed all-reduce (1-bit Adam, signSGD with majority) ----
+ *
+ * A state holds what one gradient buffer of n elements needs across calls on
+ * a communicator of P ranks. The n elements are padded to a multiple of 8P
+ * and cut into P equal chunks; rank j serves chunk j. Signs travel packed one
+ * bit per element, most significant bit first; bit 1 is +1 (x >= 0, -0.0
+ * included), bit 0 is -1 (x < 0, and NaN). Padding is never read, never
+ * counted and never written. Arithmetic is in double whatever the dtype.
+ *
+ * SC_ONEBIT_SCALED (1-bit Adam's compressed all-reduce, error feedback on
+ * both sides), per call on buf x:
+ *   worker:  c = x + r_w; a = ||c||_2 / sqrt(n); r_w = c - a sign(c);
+ *   phase 1: an all-to-all of bytes: chunk j's packed signs of c, and a, to
+ *            rank j;
+ *   server j: s = (1/P) sum_i a_i sign_i(chunk j) + r_s; b_j = ||s||_2 /
+ *            sqrt(chunk j's real length); r_s = s - b_j sign(s);
+ *   phase 2: an all-gather of bytes: every server's packed signs of s and b_j;
+ *   x = b_j sign(s) on chunk j, bit-identical on every rank.
+ *   About n/4 bytes sent per rank whatever P (n/8 per phase), plus 8P bytes
+ *   of scales.
+ * SC_ONEBIT_MAJORITY (signSGD with majority vote): phase 1 sends sign(x)
+ *   (x >= 0 votes +1) with the same shape; server j counts the votes; phase 2
+ *   all-gathers two bit planes (positive, negative); x = sign(sum over ranks
+ *   of sign(x)) in {-1, 0, +1} (0 on a tie, which needs an even P). No
+ *   residual; about 3n/8 bytes per rank.
+ *
+ * The residuals live in the state in host memory (n + n/P doubles). Device
+ * buffers are accepted and staged through host memory of the state's (a copy
+ * in, the computation on the host, a copy out): the input must be complete
+ * before the call, as for every blocking call. */
+typedef enum sc_onebit_mode { SC_ONEBIT_SCALED, SC_ONEBIT_MAJORITY } sc_onebit_mode_t;
+typedef struct sc_onebit sc_onebit_t;
+
+/* Makes *ob, a state for n elements of dtype (SC_FLOAT32, SC_FLOAT64,
+ * SC_FLOAT16, SC_BFLOAT16) in `mode`, for comm's rank count; residuals
+ * start at zero. Nothing travels.
+ * Errors: SC_ERR_INVALID_ARG (NULL ob or comm, a non-float dtype, an unknown
+ * mode, n too large to pad), SC_ERR_NOMEM; *ob is NULL on failure.
+ * Local; any thread. */
+sc_result_t sc_onebit_create(size_t n, sc_dtype_t dtype, sc_onebit_mode_t mode, sc_comm_t *comm,
+                             sc_onebit_t **ob);
+/* buf (n elements of the state's dtype, host or device memory) := the 1-bit
+ * compressed all-reduce of every rank's buf, in place (see above); updates
+ * the residuals. n == 0 returns at once.
+ * Errors: SC_ERR_INVALID_ARG (NULL ob or comm, NULL buf with n > 0, comm
+ * with a rank count other than the state's, buffers of another device);
+ * those of sc_alltoall and sc_allgather. After a failure the residuals are
+ * unspecified: destroy the state.
+ * Collective over comm: every rank calls with a state of the same n, dtype
+ * and mode; one call at a time per state; any thread. */
+sc_result_t sc_onebit_allreduce(void *buf, sc_onebit_t *ob, sc_comm_t *comm);
+/* Frees ob (NULL: nothing). Local; not while a call uses ob. */
+sc_result_t sc_onebit_destroy(sc_onebit_t *ob);
+
 /* ---- Bucket fusion for frameworks ----
  *
  * A fusion object all-reduces a model's gradients during backward: the

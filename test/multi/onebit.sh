@@ -1,0 +1,12 @@
+#!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
+# The 1-bit compressed all-reduce (mr_onebit: SCALED against a simulation of
+# every rank's worker and server steps over consecutive calls, error
+# feedback's 1/t convergence, MAJORITY against the vote count, refused
+# arguments): over tcp on 1, 2, 3, 5 and 8 ranks and over shm on 4.
+. "$top_srcdir/test/multi/lib.sh"
+for n in 1 2 3 5 8; do
+  check "tcp n=$n" env SC_TRANSPORT=tcp "$SC_RUN" -n "$n" --timeout 300 "$MR/mr_onebit"
+done
+check "shm n=4" env SC_TRANSPORT=shm "$SC_RUN" -n 4 --timeout 300 "$MR/mr_onebit"
+finish
