@@ -14,6 +14,7 @@ from ._buf import cuda_available
 from ._comm import Comm, ErrorFeedback, Request, get_unique_id, place_factors
 from ._fusion import Fusion
 from ._lib import ArgumentError, Error, UnsupportedError, last_error, lib
+from ._onebit import OneBit
 from ._p2p import group, group_end, group_start
 
 version = lib.sc_get_version()
@@ -27,6 +28,7 @@ __all__ = [
     "ErrorFeedback",
     "Request",
     "Fusion",
+    "OneBit",
     "get_unique_id",
     "place_factors",
     "group",
