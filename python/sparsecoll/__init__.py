@@ -15,6 +15,7 @@ from ._comm import Comm, ErrorFeedback, Request, get_unique_id, place_factors
 from ._fusion import Fusion
 from ._lib import ArgumentError, Error, UnsupportedError, last_error, lib
 from ._lowrank import LowRank
+from ._onebit import OneBit
 from ._p2p import group, group_end, group_start
 
 version = lib.sc_get_version()
@@ -29,6 +30,7 @@ __all__ = [
     "Request",
     "Fusion",
     "LowRank",
+    "OneBit",
     "get_unique_id",
     "place_factors",
     "group",

@@ -13,15 +13,42 @@
  *   while the same exchange without residuals (simulated) does not;
  * - MAJORITY: sign of the integer sum of the votes (x >= 0 votes +1);
  * - refused arguments, and a state used on a communicator of another size.
- * Run under sc-run. */
+ * --device: the buffers are device memory (the stand-in's or CUDA's), which
+ * the library stages through host memory. Run under sc-run. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/devrt.h"
 #include "test/multi/mr_common.h"
 
 static sc_comm_t *comm;
+static const sc_devrt_t *rt; /* --device: the buffers are device memory */
+static void *stream, *event;
+
+static void dev_copy(void *dst, const void *src, size_t bytes) {
+  if (rt->memcpy_async(dst, src, bytes, stream) != SC_SUCCESS ||
+      rt->event_record(event, stream) != SC_SUCCESS ||
+      sc_dev_event_wait(rt, event, 60000, "test copy") != SC_SUCCESS)
+    mr_fail("a device copy failed: %s", sc_last_error());
+}
+
+/* sc_onebit_allreduce on host buf of `bytes`, through a device copy under
+ * --device. */
+static sc_result_t onebit(void *buf, size_t bytes, sc_onebit_t *ob) {
+  if (!rt || !bytes) return sc_onebit_allreduce(buf, ob, comm);
+  void *d = NULL;
+  if (rt->malloc_device(&d, bytes) != SC_SUCCESS) {
+    mr_fail("no device memory for %zu bytes", bytes);
+    return SC_ERR_NOMEM;
+  }
+  dev_copy(d, buf, bytes);
+  sc_result_t r = sc_onebit_allreduce(d, ob, comm);
+  dev_copy(buf, d, bytes);
+  rt->free_device(d);
+  return r;
+}
 
 static uint64_t mix(uint64_t x) {
   x ^= x >> 33;
@@ -131,7 +158,7 @@ static void scaled(sc_dtype_t dt, size_t n, int calls) {
       for (size_t i = 0; i < n; i++) x[(size_t)r * n + i] = input(r, i, t);
     for (size_t i = 0; i < n; i++) mr_set(buf, i, dt, x[(size_t)mr_rank * n + i]);
     sim_step(&s, x, ref);
-    MR_OK(sc_onebit_allreduce(buf, ob, comm));
+    MR_OK(onebit(buf, n * es, ob));
     long bad = 0;
     for (size_t i = 0; i < n; i++) {
       const double got = mr_get(buf, i, dt);
@@ -177,7 +204,7 @@ static void error_feedback(void) {
   int k = 0;
   for (int t = 1; t <= T; t++) {
     for (size_t i = 0; i < n; i++) buf[i] = (float)g[(size_t)mr_rank * n + i];
-    MR_OK(sc_onebit_allreduce(buf, ob, comm));
+    MR_OK(onebit(buf, n * sizeof(float), ob));
     sim_step(&none, g, out);
     for (size_t i = 0; i < n; i++) {
       sum[i] += buf[i];
@@ -223,7 +250,7 @@ static void majority(sc_dtype_t dt, size_t n) {
   for (int t = 0; t < 2; t++) {
     snprintf(what, sizeof what, "majority %s n=%zu call %d", mr_dtype_names[dt], n, t);
     for (size_t i = 0; i < n; i++) mr_set(buf, i, dt, input(mr_rank, i, t + 10));
-    MR_OK(sc_onebit_allreduce(buf, ob, comm));
+    MR_OK(onebit(buf, n * es, ob));
     long bad = 0;
     for (size_t i = 0; i < n; i++) {
       long votes = 0;
@@ -274,8 +301,15 @@ static void refused(void) {
 }
 
 int main(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
+  if (argc > 1 && !strcmp(argv[1], "--device")) {
+    rt = sc_devrt();
+    if (!rt) {
+      printf("skipped: no device runtime\n");
+      return 77;
+    }
+    if (rt->stream_create(&stream) != SC_SUCCESS || rt->event_create(&event) != SC_SUCCESS)
+      return 1;
+  }
   if (sc_comm_init_env(&comm) != SC_SUCCESS) {
     fprintf(stderr, "init failed: %s\n", sc_last_error());
     return 1;
@@ -297,6 +331,10 @@ int main(int argc, char **argv) {
   refused();
   MR_OK(sc_barrier(comm));
   MR_OK(sc_comm_destroy(comm));
+  if (rt) {
+    rt->event_destroy(event);
+    rt->stream_destroy(stream);
+  }
   printf("rank %d of %d: %ld checks, %ld failures\n", mr_rank, mr_nranks, mr_checks, mr_failures);
   return mr_failures ? 1 : 0;
 }

@@ -3,10 +3,16 @@
 # The 1-bit compressed all-reduce (mr_onebit: SCALED against a simulation of
 # every rank's worker and server steps over consecutive calls, error
 # feedback's 1/t convergence, MAJORITY against the vote count, refused
-# arguments): over tcp on 1, 2, 3, 5 and 8 ranks and over shm on 4.
+# arguments): over tcp on 1, 2, 3, 5 and 8 ranks and over shm on 4; device
+# buffers (staged through host memory) through the stand-in on 2 ranks.
 . "$top_srcdir/test/multi/lib.sh"
 for n in 1 2 3 5 8; do
   check "tcp n=$n" env SC_TRANSPORT=tcp "$SC_RUN" -n "$n" --timeout 300 "$MR/mr_onebit"
 done
 check "shm n=4" env SC_TRANSPORT=shm "$SC_RUN" -n 4 --timeout 300 "$MR/mr_onebit"
+if device_runtime "$(cd "$top_builddir" && pwd)/test/devfake/.libs/libsc_devfake.so"; then
+  check "device tcp n=2" env SC_TRANSPORT=tcp "$SC_RUN" -n 2 --timeout 300 "$MR/mr_onebit" --device
+else
+  echo "SKIP: device rows (no device stand-in)"
+fi
 finish
