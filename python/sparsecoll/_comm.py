@@ -4,7 +4,7 @@ torch tensors (see docs/PYTHON.md for the conventions)."""
 import contextlib
 import ctypes
 
-from . import _coll_more, _consts, _p2p, _staging
+from . import _coll_more, _compress, _consts, _p2p, _staging
 from ._calls import aborting as _aborting
 from ._calls import count as _count
 from ._calls import stage_in_out as _stage_in_out
@@ -202,7 +202,7 @@ def _topk_direct(x, k, method):
     return ix[: nnz.value], vals[: nnz.value]
 
 
-class Comm(_p2p.PointToPoint, _coll_more.RootedAndUneven):
+class Comm(_p2p.PointToPoint, _coll_more.RootedAndUneven, _compress.Compressed):
     """A communicator. Comm(nranks, unique_id, rank) with the bytes of
     get_unique_id() from one process, or Comm.from_env() under sc-run,
     torchrun, Slurm or mpirun. Use as a context manager or call close()."""

@@ -4,7 +4,6 @@ import ctypes
 
 from . import _consts
 from ._buf import buf
-from ._comm import _dtype_enum
 from ._lib import ArgumentError, check, lib
 
 MODES = {"scaled": _consts.SC_ONEBIT_SCALED, "majority": _consts.SC_ONEBIT_MAJORITY}
@@ -19,6 +18,8 @@ class OneBit:
     calls it on a state of the same n, dtype and mode."""
 
     def __init__(self, comm, n, mode="scaled", dtype="float32"):
+        from ._comm import _dtype_enum  # _comm imports this module
+
         if mode not in MODES:
             raise ArgumentError("OneBit: mode must be one of %s, not %r" % (sorted(MODES), mode))
         self.comm = comm

@@ -20,8 +20,9 @@ server residuals), majority_vote_hook in the majority mode (signSGD with
 majority vote: the bucket becomes the sign of the sum of signs).
 """
 from .._comm import _dtype_enum
-from .._compress import LowRank, OneBit
 from .._lib import ArgumentError
+from .._lowrank import LowRank
+from .._onebit import OneBit
 from ._worker import HookWorker, bucket_tensor, group_comm, sync_device
 
 
@@ -81,8 +82,8 @@ class PowerSGDState(HookWorker):
     def _state(self, key, rows, cols, dtype):
         lr = self._states.get(key)
         if lr is None or (lr.rows, lr.cols, lr.dtype) != (rows, cols, dtype):
-            lr = LowRank(rows, cols, dtype, self.matrix_approximation_rank, self._mode,
-                         self.use_error_feedback, self.random_seed)
+            lr = LowRank(self.comm, rows, cols, self.matrix_approximation_rank, self._mode,
+                         self.use_error_feedback, self.random_seed, dtype)
             self._states[key] = lr
         return lr
 
@@ -166,7 +167,7 @@ class OneBitState(HookWorker):
             # fresh residuals.
             if ob is not None:
                 ob.close()
-            ob = self._states[(index, mode)] = OneBit(self.comm, n, dt, mode)
+            ob = self._states[(index, mode)] = OneBit(self.comm, n, mode, dt)
         return self.comm.onebit_allreduce(t, ob)
 
     def _close_states(self):
