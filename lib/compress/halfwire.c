@@ -22,7 +22,12 @@
  * the widening of one set of wire bits, so it is identical everywhere, and a
  * fixed order of reduction makes it the same run after run.
  *
- * The wire buffers (2 x nranks x B elements of 2 bytes) are the
+ * The buffer goes through these steps in segments of 2^20 elements,
+ * pipelined (sc_ialltoall / sc_iallgather) so that the conversions overlap
+ * the neighbouring segments' transfers; the roundings are per element and
+ * do not depend on the segmenting.
+ *
+ * The wire buffers (about 2 x count elements of 2 bytes) are the
  * communicator's, kept and grown; calls on one communicator take them one at
  * a time. Device buffers are staged through a host buffer of count float32
  * (kept likewise): the input is copied to the host, the call runs there, the
@@ -42,6 +47,12 @@
 /* Elements widened and reduced per step of the owner's loop: two float
  * arrays of this size stay in L1. */
 #define HW_CHUNK 1024
+
+/* Elements per pipelined segment (4 MiB of float32, 2 MiB on the wire):
+ * large enough that a collective's fixed cost is small against its bytes. */
+#ifndef SC_HALFWIRE_SEGMENT
+#define SC_HALFWIRE_SEGMENT ((size_t)1 << 20)
+#endif
 
 struct sc_halfwire {
   pthread_mutex_t lock;
@@ -123,23 +134,84 @@ static void hw_reduce_own(const float *in, uint16_t *blocks, size_t lo, size_t h
   }
 }
 
-/* The call on host buffers (s->lock held). */
+/* One segment of the call: elements [off, off + len) of the buffers, laid
+ * out on the wire as nranks blocks of B, its wire buffers at send and recv
+ * (nranks * B elements each). */
+typedef struct hw_seg {
+  size_t off, len, B;
+  uint16_t *send, *recv;
+} hw_seg_t;
+
+static hw_seg_t hw_seg_at(uint16_t *wire, size_t count, size_t seg_elems, int p, size_t k) {
+  hw_seg_t g;
+  g.off = k * seg_elems;
+  g.len = count - g.off < seg_elems ? count - g.off : seg_elems;
+  g.B = (g.len + (size_t)p - 1) / (size_t)p;
+  /* Every earlier segment is full: seg_elems / p rounded up, times p, twice. */
+  const size_t full = (seg_elems + (size_t)p - 1) / (size_t)p * (size_t)p;
+  g.send = wire + 2 * k * full;
+  g.recv = g.send + g.B * (size_t)p;
+  return g;
+}
+
+/* Waits for *req unless it is NULL; keeps the first failure in *first. */
+static void hw_wait(sc_request_t **req, sc_result_t *first) {
+  if (!*req) return;
+  sc_result_t r = sc_wait(req);
+  if (*first == SC_SUCCESS) *first = r;
+}
+
+/* The call on host buffers (s->lock held). The buffer goes in segments of
+ * SC_HALFWIRE_SEGMENT elements, software-pipelined so that the conversions
+ * of one segment run on this thread while the progress thread moves the
+ * neighbouring segments' data: segment k+1 is rounded and its all-to-all
+ * queued before segment k is reduced, and segment k-1 is widened after
+ * segment k's all-gather is queued. The collectives are queued in the same
+ * order on every rank (it depends on count and nranks only). Each segment
+ * reads only its own elements of in and writes only its own of out, so in
+ * place is safe. */
 static sc_result_t hw_host(struct sc_halfwire *s, const float *in, float *out, size_t count,
                            sc_redop_t op, sc_dtype_t wire, sc_comm_t *comm) {
   const int p = comm->nranks, r = comm->rank;
-  const size_t B = (count + (size_t)p - 1) / (size_t)p;
-  const size_t L = B * (size_t)p;
-  SC_CHECK(hw_grow((void **)&s->wire, &s->wire_elems, 2 * L, sizeof(uint16_t), "wire buffers"));
-  uint16_t *send = s->wire, *recv = s->wire + L;
-  hw_narrow(wire, send, in, count);
-  memset(send + count, 0, (L - count) * sizeof(uint16_t));
-  SC_CHECK(sc_alltoall(send, recv, B, wire, comm));
-  const size_t lo = (size_t)r * B < count ? (size_t)r * B : count;
-  const size_t hi = lo + B < count ? lo + B : count;
-  hw_reduce_own(in, recv, lo, hi, B, wire, op, r, p);
-  SC_CHECK(sc_allgather(recv + (size_t)r * B, recv, B, wire, comm));
-  hw_widen(wire, out, recv, count);
-  return SC_SUCCESS;
+  const size_t seg = SC_HALFWIRE_SEGMENT;
+  const size_t nseg = (count + seg - 1) / seg;
+  const size_t full = (seg + (size_t)p - 1) / (size_t)p * (size_t)p;
+  const size_t need = nseg > 1 ? 2 * (nseg - 1) * full + 2 * (count - (nseg - 1) * seg + (size_t)p)
+                               : 2 * (count + (size_t)p);
+  SC_CHECK(hw_grow((void **)&s->wire, &s->wire_elems, need, sizeof(uint16_t), "wire buffers"));
+  sc_request_t *a2a[2] = {NULL, NULL}, *ag[2] = {NULL, NULL};
+  sc_result_t first = SC_SUCCESS;
+  for (size_t k = 0; k <= nseg && first == SC_SUCCESS; k++) {
+    /* Segment k: rounded and sent (the first iteration also segment 0). */
+    for (size_t j = k == 0 ? 0 : k + 1; j <= k + 1 && j < nseg && first == SC_SUCCESS; j++) {
+      hw_seg_t g = hw_seg_at(s->wire, count, seg, p, j);
+      hw_narrow(wire, g.send, in + g.off, g.len);
+      memset(g.send + g.len, 0, (g.B * (size_t)p - g.len) * sizeof(uint16_t));
+      first = sc_ialltoall(g.send, g.recv, g.B, wire, comm, &a2a[j & 1]);
+    }
+    if (first != SC_SUCCESS) break;
+    if (k < nseg) { /* segment k: reduced at its owners, gathered */
+      hw_seg_t g = hw_seg_at(s->wire, count, seg, p, k);
+      hw_wait(&a2a[k & 1], &first);
+      if (first != SC_SUCCESS) break;
+      const size_t lo = (size_t)r * g.B < g.len ? (size_t)r * g.B : g.len;
+      const size_t hi = lo + g.B < g.len ? lo + g.B : g.len;
+      hw_reduce_own(in + g.off, g.recv, lo, hi, g.B, wire, op, r, p);
+      first = sc_iallgather(g.recv + (size_t)r * g.B, g.recv, g.B, wire, comm, &ag[k & 1]);
+      if (first != SC_SUCCESS) break;
+    }
+    if (k >= 1) { /* segment k-1: widened into out */
+      hw_seg_t g = hw_seg_at(s->wire, count, seg, p, k - 1);
+      hw_wait(&ag[(k - 1) & 1], &first);
+      if (first == SC_SUCCESS) hw_widen(wire, out + g.off, g.recv, g.len);
+    }
+  }
+  /* After a failure: every request still out is completed. */
+  for (int i = 0; i < 2; i++) {
+    hw_wait(&a2a[i], &first);
+    hw_wait(&ag[i], &first);
+  }
+  return first;
 }
 
 /* Device buffers: staged through s->stage on the state's stream. */

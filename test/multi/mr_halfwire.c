@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* sc_allreduce_compressed (float32 buffers, float16 or bfloat16 on the wire)
  * on every op, both wires, counts 0, 1, primes, counts not divisible by the
- * rank count and a 4 MiB one, in place and not. Rank r's input is a
+ * rank count and multi-MiB ones, in place and not. Rank r's input is a
  * deterministic function of (r, i) with magnitudes from 2^-20 to 2^8 (fp16
  * subnormals included), so every rank computes the exact float64 reference.
  * Each result must be
@@ -255,9 +255,11 @@ int main(int argc, char **argv) {
     for (int w = 0; w < 2; w++)
       for (int op = 0; op <= SC_AVG; op++)
         one(counts[k], wires[w], (sc_redop_t)op, (int)((k + (size_t)op + (size_t)w) & 1));
-  /* A multi-MiB one (4 MiB of float32, not divisible by 2, 3, 5 or 8). */
+  /* Multi-MiB ones (4 and 8 MiB of float32, not divisible by 2, 3, 5 or 8):
+   * two and three of the call's pipelined segments of 2^20 elements, the
+   * last one of a few elements (owners with empty blocks). */
   one(((size_t)1 << 20) + 3, SC_FLOAT16, SC_SUM, 0);
-  one(((size_t)1 << 20) + 3, SC_BFLOAT16, SC_AVG, 1);
+  one(((size_t)1 << 21) + 5, SC_BFLOAT16, SC_AVG, 1);
 
   float x[4] = {1, 2, 3, 4};
   refused(sc_allreduce_compressed(x, x, 4, SC_FLOAT16, SC_SUM, SC_FLOAT16, comm), "dtype FLOAT16");
