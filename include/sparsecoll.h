@@ -765,7 +765,8 @@ sc_result_t sc_place_factors(const size_t *dims, int n, int nranks, sc_place_t h
  * buffer with count > 0, a count whose bytes overflow, host and device
  * buffers mixed); comm's first failure's code; SC_ERR_NOMEM; then those of
  * sc_alltoall and sc_allgather. Collective over comm with the same count, op
- * and wire on every rank; blocking; any thread. Each call holds the
+ * and wire on every rank; blocking (inside sc_group_start/sc_group_end too:
+ * it runs when called, not at sc_group_end); any thread. Each call holds the
  * communicator's wire buffers (2 bytes per element, plus 4 per element of
  * host staging for device buffers, kept and grown until sc_comm_destroy), so
  * these calls on one communicator run one at a time. */
