@@ -850,6 +850,40 @@ sc_result_t sc_onebit_create(size_t n, sc_dtype_t dtype, sc_onebit_mode_t mode, 
 sc_result_t sc_onebit_allreduce(void *buf, sc_onebit_t *ob, sc_comm_t *comm);
 /* Frees ob (NULL: nothing). Local; not while a call uses ob. */
 sc_result_t sc_onebit_destroy(sc_onebit_t *ob);
+/* ---- Compressed all-reduce: half-precision wire ----
+ *
+ * recvbuf (count float32) = the element-wise op over every rank's sendbuf
+ * (count float32), with every message in float16 or bfloat16 (wire), half the
+ * bytes of sc_allreduce on float32, as torch's fp16_compress_hook but with
+ * the reductions done in float32 inside the collective. It runs as a
+ * reduce-scatter and an all-gather made of sc_alltoall and sc_allgather on
+ * wire data (their algorithms and errors): each rank rounds its input to the
+ * wire, the owner of each 1/nranks block widens the blocks it receives and
+ * reduces them in float32 in rank order (its own input unrounded; SC_AVG
+ * divides the float32 sum by nranks), rounds the result once to the wire,
+ * and the all-gather gives every rank that wire result, widened to float32.
+ * Each element thus goes through two roundings to the wire (the other ranks'
+ * inputs, the result), so |result - exact| <= (nranks - 1) half-ulps of the
+ * wire at the inputs' magnitude + one half-ulp at the result's + the float32
+ * roundings. Every rank gets the same bits, run after run. float16 saturates
+ * to inf beyond 65504 (bfloat16 has float32's range). Any op (SUM, PROD, MIN,
+ * MAX, AVG); count 0 allowed; in place: sendbuf == recvbuf. Host or device
+ * buffers (one kind per call); device buffers are staged through host memory
+ * (the conversions run on the CPU).
+ *
+ * Errors at the call: SC_ERR_INVALID_ARG (NULL comm, dtype other than
+ * SC_FLOAT32, wire other than SC_FLOAT16 or SC_BFLOAT16, invalid op, a NULL
+ * buffer with count > 0, a count whose bytes overflow, host and device
+ * buffers mixed); comm's first failure's code; SC_ERR_NOMEM; then those of
+ * sc_alltoall and sc_allgather. Collective over comm with the same count, op
+ * and wire on every rank; blocking (inside sc_group_start/sc_group_end too:
+ * it runs when called, not at sc_group_end); any thread. Each call holds the
+ * communicator's wire buffers (2 bytes per element, plus 4 per element of
+ * host staging for device buffers, kept and grown until sc_comm_destroy), so
+ * these calls on one communicator run one at a time. */
+sc_result_t sc_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count,
+                                    sc_dtype_t dtype, sc_redop_t op, sc_dtype_t wire,
+                                    sc_comm_t *comm);
 
 /* ---- Bucket fusion for frameworks ----
  *

@@ -168,6 +168,19 @@ static void sc_comm_release_resources(sc_comm_t *comm) {
   comm->peers = NULL;
 }
 
+void *sc_comm_ext(sc_comm_t *comm, sc_comm_ext_id_t id, void *(*create)(void),
+                  void (*free_fn)(void *state)) {
+  pthread_mutex_lock(&comm->lock);
+  sc_comm_ext_t *e = &comm->ext[id];
+  if (!e->state) {
+    e->state = create();
+    e->free_fn = free_fn;
+  }
+  void *state = e->state;
+  pthread_mutex_unlock(&comm->lock);
+  return state;
+}
+
 static void sc_comm_free(sc_comm_t *comm) {
   /* After the progress thread (the flag's writer), before the executor's
    * device memory is freed: a free synchronizes every stream, so none may
@@ -176,6 +189,8 @@ static void sc_comm_free(sc_comm_t *comm) {
   sc_comm_release_resources(comm);
   sc_p2p_free(comm);
   sc_sym_free(comm->sym);
+  for (int i = 0; i < SC_EXT_COUNT; i++)
+    if (comm->ext[i].state) comm->ext[i].free_fn(comm->ext[i].state);
   if (comm->tune_ready) sc_tune_fini(comm);
   pthread_mutex_destroy(&comm->lock);
   pthread_cond_destroy(&comm->queue_cv);

@@ -256,6 +256,15 @@ typedef struct sc_tune_state {
   int unfitted;   /* pairs of one host the defaults were not fitted to (sc_links_t) */
 } sc_tune_state_t;
 
+/* State that a layer above lib/core (lib/compress) keeps per communicator:
+ * one slot per feature, made on first use (sc_comm_ext) and freed with the
+ * communicator by the destructor its maker gave. */
+typedef enum sc_comm_ext_id { SC_EXT_HALFWIRE, SC_EXT_COUNT } sc_comm_ext_id_t;
+typedef struct sc_comm_ext {
+  void *state;
+  void (*free_fn)(void *state);
+} sc_comm_ext_t;
+
 /* After sc_comm_abort only this struct remains (a tombstone that answers
  * SC_ERR_ABORTED) until sc_comm_destroy releases it. */
 struct sc_comm {
@@ -297,6 +306,7 @@ struct sc_comm {
    * first stream call under lock; stream_tickets: the last ticket handed out. */
   struct sc_stream_state *stream;
   struct sc_sym *sym; /* the symmetric collectives' scratch (lib/core/sym.c) */
+  sc_comm_ext_t ext[SC_EXT_COUNT];
   uint32_t stream_tickets;
 
   /* Point-to-point (lib/core/p2p.c): its own lane and thread; NULL with SC_P2P=0. */
@@ -350,6 +360,10 @@ typedef struct sc_exec_args {
   const uint8_t *fp;
 } sc_exec_args_t;
 sc_result_t sc_sched_execute(sc_comm_t *comm, const sc_exec_args_t *a);
+/* lib/core/comm.c: slot id's state, made by create (free_fn frees it with
+ * the communicator) unless it exists; NULL when create failed. Thread-safe. */
+void *sc_comm_ext(sc_comm_t *comm, sc_comm_ext_id_t id, void *(*create)(void),
+                  void (*free_fn)(void *state));
 /* lib/core/sym.c: frees the symmetric collectives' scratch. */
 struct sc_sym;
 void sc_sym_free(struct sc_sym *s);

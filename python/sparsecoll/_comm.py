@@ -36,6 +36,13 @@ def _enum(table, value, what):
 
 
 PLACEMENTS = {"lpt": 0, "block": 1}
+# allreduce_compressed's wire formats.
+WIRES = {
+    "fp16": _consts.SC_FLOAT16,
+    "float16": _consts.SC_FLOAT16,
+    "bf16": _consts.SC_BFLOAT16,
+    "bfloat16": _consts.SC_BFLOAT16,
+}
 
 
 def place_factors(dims, nranks, how="lpt", local_below=0):
@@ -392,6 +399,24 @@ class Comm(_p2p.PointToPoint, _coll_more.RootedAndUneven, _compress.Compressed):
             op_ = self._out(hx, hout, n, "reduce")
         return self._run(lib.sc_reduce, lib.sc_ireduce,
                          (xp, op_ or xp, n, dt, op, int(root), self.handle), res, (hx, hout), async_op, st)
+
+    # ---- compressed all-reduce ----
+
+    def allreduce_compressed(self, x, op="sum", wire="fp16", out=None):
+        """sc_allreduce_compressed: the all-reduce of a float32 array or tensor
+        with float16 ("fp16") or bfloat16 ("bf16") messages, every reduction
+        in float32, the same bits on every rank. In place unless out is given;
+        returns the result. Other dtypes: Error SC_ERR_INVALID_ARG (the
+        library's); an unknown wire: ArgumentError."""
+        op = _enum(OPS, op, "op")
+        w = _enum(WIRES, wire, "wire")
+        res = x if out is None else out
+        st, hx, hout = _stage_pair(x, out)
+        with _aborting(st):
+            xp, n, dt = buf(hx, "allreduce_compressed input", writable=out is None)
+            op_ = self._out(hx, hout, n, "allreduce_compressed")
+        return self._run(lib.sc_allreduce_compressed, None,
+                         (xp, op_ or xp, n, dt, op, w, self.handle), res, (hx, hout), False, st)
 
     # ---- symmetric matrices (K-FAC's factors) ----
     # x: a d x d matrix; only its upper triangle travels (sc_allreduce_sym and

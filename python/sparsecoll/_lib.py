@@ -116,6 +116,7 @@ _PROTOS = {
     "sc_reduce": (_R, [_P, _P, _S, _R, _R, _I, _P]),
     "sc_barrier": (_R, [_P]),
     "sc_allreduce_sym": (_R, [_P, _P, _S, _R, _R, _P]),
+    "sc_allreduce_compressed": (_R, [_P, _P, _S, _R, _R, _R, _P]),
     "sc_reduce_sym": (_R, [_P, _P, _S, _R, _R, _I, _P]),
     "sc_broadcast_sym": (_R, [_P, _P, _S, _R, _I, _P]),
     "sc_onebit_create": (_R, [_S, _R, _R, _P, _PP]),

@@ -11,6 +11,14 @@ largest magnitudes (k = density * bucket size), and the ranks merge these into
 the global top-k of the sum (gTop-k); the bucket becomes the dense average of
 that global selection, and what this rank did not get through stays in its
 residual for the next step (error feedback).
+
+    from sparsecoll.torch.hooks import fp16_hook, bf16_hook
+    model.register_comm_hook(group, fp16_hook)   # group: a "sparsecoll" group or None
+
+fp16_hook and bf16_hook are torch's fp16_compress_hook and bf16_compress_hook
+done inside the collective (sc_allreduce_compressed): the bucket's gradients
+travel as float16 (bfloat16), are summed in float32 at their owner and come
+back averaged over ranks, the same bits on every rank.
 """
 import atexit
 import collections
@@ -131,3 +139,40 @@ def gtopk_hook(state, bucket):
         # The worker thread reads device memory outside the stream order.
         torch.cuda.current_stream(t.device).synchronize()
     return state.submit(t, bucket.index())
+
+
+def _group_comm(process_group, what):
+    pg = process_group if process_group is not None else dist.distributed_c10d._get_default_group()
+    comm = getattr(pg, "comm", None)
+    if comm is None:
+        raise ArgumentError("%s: the process group must be a 'sparsecoll' one (got %s)" % (what, type(pg).__name__))
+    return comm
+
+
+def _half_wire_hook(wire, what, process_group, bucket):
+    comm = _group_comm(process_group, what)
+    t = _bucket_tensor(bucket)
+    if t.dtype == torch.float32:
+        comm.allreduce_compressed(t, op="avg", wire=wire)
+    else:
+        # Only float32 has a narrower wire here; other buckets go as they are.
+        comm.allreduce(t, op="avg")
+    fut = torch.futures.Future()
+    fut.set_result(t)
+    return fut
+
+
+def fp16_hook(process_group, bucket):
+    """DDP comm hook (the signature of torch's fp16_compress_hook: state is the
+    process group, a "sparsecoll" one, or None for the default group): the
+    bucket's average over ranks with float16 messages and float32 sums
+    (Comm.allreduce_compressed, wire "fp16"). Runs on the calling thread and
+    returns a completed future. Buckets that are not float32 are averaged by
+    a plain all-reduce."""
+    return _half_wire_hook("fp16", "fp16_hook", process_group, bucket)
+
+
+def bf16_hook(process_group, bucket):
+    """fp16_hook with bfloat16 messages (torch's bf16_compress_hook): float32's
+    range, 8 bits of precision."""
+    return _half_wire_hook("bf16", "bf16_hook", process_group, bucket)
