@@ -19,26 +19,30 @@ fp16_hook and bf16_hook are torch's fp16_compress_hook and bf16_compress_hook
 done inside the collective (sc_allreduce_compressed): the bucket's gradients
 travel as float16 (bfloat16), are summed in float32 at their owner and come
 back averaged over ranks, the same bits on every rank.
-"""
-import atexit
-import collections
-import threading
-import weakref
 
+PowerSGDState/powersgd_hook (torch's names and defaults), ACPSGDState/
+acpsgd_hook, OneBitState with onebit_hook and majority_vote_hook: see
+sparsecoll.torch.compress_hooks.
+"""
 import torch
-import torch.distributed as dist
 
 from .._comm import SELECT, ErrorFeedback, _dtype_enum
 from .._lib import ArgumentError
+from ._worker import HookWorker, bucket_tensor, group_comm, sync_device
+from .compress_hooks import (ACPSGDState, OneBitState, PowerSGDState, acpsgd_hook, majority_vote_hook,
+                             onebit_hook, powersgd_hook)
+
+__all__ = ["GTopkState", "gtopk_hook", "fp16_hook", "bf16_hook", "PowerSGDState", "powersgd_hook",
+           "ACPSGDState", "acpsgd_hook", "OneBitState", "onebit_hook", "majority_vote_hook"]
 
 
-class GTopkState:
+class GTopkState(HookWorker):
     """State of gtopk_hook: a communicator of its own and one error-feedback
     residual per DDP bucket.
 
     process_group: a "sparsecoll" group (None: the default group).
     density: fraction of each bucket's entries that survive, in (0, 1].
-    select: "exact" or "gaussian" top-k selection.
+    select: "exact", "gaussian" or "mstopk" top-k selection.
     error_feedback: keep the residual (the method); False only to show what
     it is worth.
 
@@ -50,10 +54,7 @@ class GTopkState:
     """
 
     def __init__(self, process_group=None, density=0.01, select="exact", error_feedback=True):
-        pg = process_group if process_group is not None else dist.distributed_c10d._get_default_group()
-        comm = getattr(pg, "comm", None)
-        if comm is None:
-            raise ArgumentError("GTopkState: the process group must be a 'sparsecoll' one (got %s)" % type(pg).__name__)
+        comm = group_comm(process_group, "GTopkState")
         if not 0.0 < float(density) <= 1.0:
             raise ArgumentError("GTopkState: density must be in (0, 1], got %r" % (density,))
         if select not in SELECT:
@@ -61,18 +62,8 @@ class GTopkState:
         self.density = float(density)
         self.select = select
         self.error_feedback = bool(error_feedback)
-        self.comm = comm.split(0, comm.rank)
         self.residuals = {}  # bucket index -> ErrorFeedback
-        self._q = collections.deque()
-        self._cv = threading.Condition()
-        self._thread = threading.Thread(target=self._run, name="sparsecoll-gtopk", daemon=True)
-        self._thread.start()
-        # A state nobody closed (the usual case: it lives as long as the
-        # model) is closed before the interpreter tears down: a worker thread
-        # still parked in the queue and an open communicator at finalization
-        # made processes abort at exit ("terminate called without an active
-        # exception") after a successful run.
-        atexit.register(_close_ref, weakref.ref(self))
+        self._start_worker(comm, "sparsecoll-gtopk")
 
     def k_of(self, n):
         return max(1, min(n, int(round(self.density * n))))
@@ -87,71 +78,23 @@ class GTopkState:
             self.residuals[index] = ef
         return ef
 
-    def _run(self):
-        while True:
-            with self._cv:
-                while not self._q:
-                    self._cv.wait()
-                item = self._q.popleft()
-            if item is None:
-                return
-            t, index, fut = item
-            try:
-                ef = self._residual(index, t) if self.error_feedback else None
-                self.comm.gtopk_allreduce(t, self.k_of(t.numel()), ef=ef, method=self.select)
-                fut.set_result(t)
-            except BaseException as e:  # reaches backward() through the future
-                fut.set_exception(e)
-
-    def submit(self, t, index):
-        fut = torch.futures.Future()
-        with self._cv:
-            self._q.append((t, index, fut))
-            self._cv.notify()
-        return fut
-
-    def close(self):
-        """Stops the worker thread and frees the communicator (idempotent)."""
-        if self._thread is None:
-            return
-        with self._cv:
-            self._q.append(None)
-            self._cv.notify()
-        self._thread.join()
-        self._thread = None
-        self.comm.close()
-
-
-def _close_ref(ref):
-    state = ref()
-    if state is not None:
-        state.close()
-
-
-def _bucket_tensor(bucket):
-    return bucket.buffer() if hasattr(bucket, "buffer") else bucket.get_tensor()
+    def _reduce(self, work):
+        t, index = work
+        ef = self._residual(index, t) if self.error_feedback else None
+        self.comm.gtopk_allreduce(t, self.k_of(t.numel()), ef=ef, method=self.select)
+        return t
 
 
 def gtopk_hook(state, bucket):
     """DDP comm hook: gTop-k with error feedback of the bucket (see GTopkState)."""
-    t = _bucket_tensor(bucket)
-    if t.device.type != "cpu":
-        # The worker thread reads device memory outside the stream order.
-        torch.cuda.current_stream(t.device).synchronize()
-    return state.submit(t, bucket.index())
-
-
-def _group_comm(process_group, what):
-    pg = process_group if process_group is not None else dist.distributed_c10d._get_default_group()
-    comm = getattr(pg, "comm", None)
-    if comm is None:
-        raise ArgumentError("%s: the process group must be a 'sparsecoll' one (got %s)" % (what, type(pg).__name__))
-    return comm
+    t = bucket_tensor(bucket)
+    sync_device(t)
+    return state.submit((t, bucket.index()))
 
 
 def _half_wire_hook(wire, what, process_group, bucket):
-    comm = _group_comm(process_group, what)
-    t = _bucket_tensor(bucket)
+    comm = group_comm(process_group, what)
+    t = bucket_tensor(bucket)
     if t.dtype == torch.float32:
         comm.allreduce_compressed(t, op="avg", wire=wire)
     else:
