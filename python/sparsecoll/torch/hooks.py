@@ -30,7 +30,7 @@ class GTopkState:
 
     process_group: a "sparsecoll" group (None: the default group).
     density: fraction of each bucket's entries that survive, in (0, 1].
-    select: "exact" or "gaussian" top-k selection.
+    select: "exact", "gaussian" or "mstopk" top-k selection.
     error_feedback: keep the residual (the method); False only to show what
     it is worth.
 
