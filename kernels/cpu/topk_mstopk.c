@@ -25,7 +25,7 @@
 /* Sampled positions, at most. */
 #define SC_MSTOPK_SAMPLE 16384
 /* The sample's threshold aims at this many times k entries above it. */
-#define SC_MSTOPK_MARGIN 3
+#define SC_MSTOPK_MARGIN 2
 /* Shorter vectors skip the sample and count the vector each round. */
 #define SC_MSTOPK_LIST_MIN_N 65536
 
@@ -102,8 +102,8 @@ sc_result_t sc_topk_mstopk_run(const void *x, size_t n, sc_dtype_t dtype, size_t
      * for a sample that saw only the largest of n / SC_MSTOPK_SAMPLE. */
     size_t want = 4 * SC_MSTOPK_MARGIN * (k < n ? k : n) + 4 * (n / SC_MSTOPK_SAMPLE) + 1024;
     cap = want < n ? want : n;
-    lidx = malloc(cap * sizeof(uint32_t));
-    lkeys = malloc(cap * ops->key_size);
+    lidx = malloc((cap + 1) * sizeof(uint32_t));
+    lkeys = malloc((cap + 1) * ops->key_size);
     if (!lidx || !lkeys) {
       free(lidx);
       free(lkeys);
@@ -111,7 +111,9 @@ sc_result_t sc_topk_mstopk_run(const void *x, size_t n, sc_dtype_t dtype, size_t
     }
   }
   sc_mstopk_stats_t st;
-  ops->scan(x, n, g, lidx, lkeys, cap, &st);
+  uint32_t scratch_idx[1];
+  uint64_t scratch_key[1];
+  ops->scan(x, n, g, g ? lidx : scratch_idx, g ? lkeys : (void *)scratch_key, cap, &st);
   uint64_t m = st.nfinite + st.ninf;
   double mean = st.nfinite ? st.sum / (double)st.nfinite : 0;
   sc_mstopk_init(&s, dtype, k, m, st.ninf, mean, sc_mstopk_key_value(dtype, st.max_key));

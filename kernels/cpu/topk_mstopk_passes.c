@@ -21,15 +21,24 @@ typedef uint32_t sc_mst_b32;
 typedef uint64_t sc_mst_b64;
 #endif
 
-/* Elements per vectorized chunk, lanes of the float sum, chunks per flush of
- * the lanes into the double sum (so that no float lane adds more than 256
+/* Elements per vectorized chunk (one float lane each for the sum and the
+ * maximum: element-wise, no horizontal step per chunk), and chunks per
+ * flush of the lanes into the double sum (no float lane adds more than 64
  * magnitudes). */
 #define SC_MST_CHUNK 32
-#define SC_MST_LANES 8
-#define SC_MST_FLUSH 8
+#define SC_MST_FLUSH 64
 /* Bytes prefetched ahead (see kernels/cpu/topk_keys.c: software prefetch
  * helps one core's streaming reads on the development VM). */
 #define SC_MST_AHEAD 1024
+
+/* The statistics pass is bound by instructions, not memory, with SSE2 alone
+ * (no 32-bit max or blend: each takes three instructions there): on x86-64
+ * it is also built for AVX2 and picked at load time where the CPU has it. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__)
+#define SC_MST_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define SC_MST_CLONES
+#endif
 
 static inline void mst_prefetch(const void *p, size_t bytes) {
   for (size_t o = 0; o < bytes; o += 64)
@@ -62,78 +71,84 @@ static inline double val_f64(int64_t m) {
     return (uint64_t)mkey_##SFX(((const B *)xv)[i]);                                               \
   }                                                                                                \
                                                                                                    \
-  static void scan_##SFX(const void *xv, size_t n, uint64_t g64, uint32_t *idx, void *keysv,       \
-                         size_t cap, sc_mstopk_stats_t *st) {                                      \
+  /* The lanes' sum by a fixed tree of element-wise adds (each a vector                            \
+   * loop), the lanes cleared. */                                                                  \
+  static inline double lane_sum_##SFX(A *lane) {                                                   \
+    for (size_t w = SC_MST_CHUNK / 2; w > 0; w /= 2)                                               \
+      for (size_t j = 0; j < w; j++) lane[j] += lane[j + w];                                       \
+    double t = (double)lane[0];                                                                    \
+    for (size_t j = 0; j < SC_MST_CHUNK; j++) lane[j] = 0;                                         \
+    return t;                                                                                      \
+  }                                                                                                \
+                                                                                                   \
+  SC_MST_CLONES static void scan_##SFX(const void *xv, size_t n, uint64_t g64, uint32_t *idx,      \
+                                       void *keysv, size_t cap, sc_mstopk_stats_t *st) {           \
     const B *x = xv;                                                                               \
     S *keys = keysv;                                                                               \
-    /* g == 0 lists nothing: a threshold above every key. */                                       \
+    /* g == 0 lists nothing: a threshold above every key. The vector loop                          \
+     * only flags chunks holding a key >= gate, which covers the listed ones                       \
+     * and every infinity and NaN; the scalar loop over a flagged chunk                            \
+     * counts those and lists. */                                                                  \
     const S g = g64 == 0 ? (S)((INF) + 1) : (S)g64;                                                \
+    const S gate = g < (S)(INF) ? g : (S)(INF);                                                    \
     double sum = 0;                                                                                \
-    uint64_t nfin = 0, ninf = 0;                                                                   \
+    uint64_t nonfin = 0, ninf = 0;                                                                 \
     S mx = 0;                                                                                      \
     size_t c = 0, i = 0;                                                                           \
-    A lane[SC_MST_LANES] = {0};                                                                    \
+    A lane[SC_MST_CHUNK] = {0};                                                                    \
+    S mxl[SC_MST_CHUNK] = {0};                                                                     \
     unsigned chunks = 0;                                                                           \
-    for (; i + SC_MST_CHUNK <= n; i += SC_MST_CHUNK) {                                             \
-      mst_prefetch(x + i, SC_MST_CHUNK * sizeof(B));                                               \
-      S hits = 0, fin = 0, inf = 0;                                                                \
-      for (size_t j = 0; j < SC_MST_CHUNK; j += SC_MST_LANES)                                      \
-        for (size_t l = 0; l < SC_MST_LANES; l++) {                                                \
-          S m = mkey_##SFX(x[i + j + l]);                                                          \
-          S f = m < (S)(INF);                                                                      \
-          lane[l] += f ? val_##SFX(m) : (A)0;                                                      \
-          S mf = f ? m : 0;                                                                        \
+    for (;;) {                                                                                     \
+      size_t len = n - i >= SC_MST_CHUNK ? SC_MST_CHUNK : n - i;                                   \
+      S hits = 0;                                                                                  \
+      if (len == SC_MST_CHUNK) {                                                                   \
+        mst_prefetch(x + i, SC_MST_CHUNK * sizeof(B));                                             \
+        for (size_t j = 0; j < SC_MST_CHUNK; j++) {                                                \
+          S m = mkey_##SFX(x[i + j]);                                                              \
+          /* An integer select, then the magnitude of 0 or m: no float select. */                  \
+          S mf = m < (S)(INF) ? m : 0;                                                             \
+          lane[j] += val_##SFX(mf);                                                                \
+          mxl[j] = mf > mxl[j] ? mf : mxl[j];                                                      \
+          hits += m >= gate;                                                                       \
+        }                                                                                          \
+        if (++chunks == SC_MST_FLUSH) {                                                            \
+          sum += lane_sum_##SFX(lane);                                                             \
+          chunks = 0;                                                                              \
+        }                                                                                          \
+      } else {                                                                                     \
+        for (size_t j = 0; j < len; j++) {                                                         \
+          S m = mkey_##SFX(x[i + j]);                                                              \
+          S mf = m < (S)(INF) ? m : 0;                                                             \
+          sum += (double)val_##SFX(mf);                                                            \
           mx = mf > mx ? mf : mx;                                                                  \
-          fin += f;                                                                                \
-          inf += m == (S)(INF);                                                                    \
-          hits += (m >= g) & (m <= (S)(INF));                                                      \
         }                                                                                          \
-      nfin += (uint64_t)fin;                                                                       \
-      ninf += (uint64_t)inf;                                                                       \
-      if (++chunks == SC_MST_FLUSH) {                                                              \
-        for (size_t l = 0; l < SC_MST_LANES; l++) {                                                \
-          sum += (double)lane[l];                                                                  \
-          lane[l] = 0;                                                                             \
-        }                                                                                          \
-        chunks = 0;                                                                                \
+        hits = len > 0;                                                                            \
       }                                                                                            \
-      if (hits == 0) continue;                                                                     \
-      for (size_t j = 0; j < SC_MST_CHUNK; j++) {                                                  \
-        S m = mkey_##SFX(x[i + j]);                                                                \
-        if (m >= g && m <= (S)(INF)) {                                                             \
-          if (c < cap) {                                                                           \
-            idx[c] = (uint32_t)(i + j);                                                            \
-            keys[c] = m;                                                                           \
-          }                                                                                        \
-          c++;                                                                                     \
+      /* Branch-free: every entry is written at slot min(c, cap) (slot cap                         \
+       * is scratch) and c advances for the listed ones. */                                        \
+      if (hits)                                                                                    \
+        for (size_t j = 0; j < len; j++) {                                                         \
+          S m = mkey_##SFX(x[i + j]);                                                              \
+          nonfin += m >= (S)(INF);                                                                 \
+          ninf += m == (S)(INF);                                                                   \
+          size_t at = c < cap ? c : cap;                                                           \
+          idx[at] = (uint32_t)(i + j);                                                             \
+          keys[at] = m;                                                                            \
+          c += (m >= g) & (m <= (S)(INF));                                                         \
         }                                                                                          \
-      }                                                                                            \
+      i += len;                                                                                    \
+      if (len < SC_MST_CHUNK) break;                                                               \
     }                                                                                              \
-    for (size_t l = 0; l < SC_MST_LANES; l++) sum += (double)lane[l];                              \
-    for (; i < n; i++) {                                                                           \
-      S m = mkey_##SFX(x[i]);                                                                      \
-      if (m < (S)(INF)) {                                                                          \
-        sum += (double)val_##SFX(m);                                                               \
-        nfin++;                                                                                    \
-        if (m > mx) mx = m;                                                                        \
-      }                                                                                            \
-      if (m == (S)(INF)) ninf++;                                                                   \
-      if (m >= g && m <= (S)(INF)) {                                                               \
-        if (c < cap) {                                                                             \
-          idx[c] = (uint32_t)i;                                                                    \
-          keys[c] = m;                                                                             \
-        }                                                                                          \
-        c++;                                                                                       \
-      }                                                                                            \
-    }                                                                                              \
+    sum += lane_sum_##SFX(lane);                                                                   \
+    for (size_t j = 0; j < SC_MST_CHUNK; j++) mx = mxl[j] > mx ? mxl[j] : mx;                      \
     st->sum = sum;                                                                                 \
-    st->nfinite = nfin;                                                                            \
+    st->nfinite = (uint64_t)n - nonfin;                                                            \
     st->ninf = ninf;                                                                               \
     st->max_key = (uint64_t)mx;                                                                    \
     st->listed = c;                                                                                \
   }                                                                                                \
                                                                                                    \
-  static size_t count_##SFX(const void *xv, size_t n, uint64_t t64) {                              \
+  SC_MST_CLONES static size_t count_##SFX(const void *xv, size_t n, uint64_t t64) {                \
     const B *x = xv;                                                                               \
     const S t = (S)t64;                                                                            \
     size_t c = 0, i = 0;                                                                           \

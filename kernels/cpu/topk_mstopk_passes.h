@@ -23,7 +23,8 @@ typedef struct sc_mstopk_stats {
 typedef struct sc_mstopk_ops {
   size_t key_size; /* bytes of one key in a list: 2, 4 or 8 */
   /* The statistics, and (g > 0) the indices and keys of every non-NaN entry
-   * with key >= g, in index order, while they fit cap. */
+   * with key >= g, in index order, while they fit cap (idx and keys hold
+   * cap + 1 entries, slot cap as scratch, also with g == 0). */
   void (*scan)(const void *x, size_t n, uint64_t g, uint32_t *idx, void *keys, size_t cap,
                sc_mstopk_stats_t *st);
   /* Non-NaN entries with key >= t, over the vector or over a list's keys
