@@ -212,6 +212,9 @@ sc_result_t sc_dev_topk(const sc_devrt_t *rt, const void *x, size_t n, sc_dtype_
     return sc_emu_topk(rt, x, n, dtype, k, method, indices, values, nnz, workspace, workspace_bytes,
                        stream);
 #ifdef SC_HAVE_CUDA
+  if (method == SC_SELECT_MSTOPK)
+    return sc_dev_topk_mstopk_cuda(x, n, dtype, k, indices, values, nnz, workspace, workspace_bytes,
+                                   stream);
   if (method == SC_SELECT_GAUSSIAN && k < n)
     return cuda_topk_gaussian(x, n, dtype, k, indices, values, nnz, workspace, workspace_bytes,
                               stream);
