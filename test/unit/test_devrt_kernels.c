@@ -354,8 +354,12 @@ static void test_topk(void **state) {
           get(idx, di, nnz * sizeof *idx);
           get(val, dv, nnz * es);
           finish();
-          assert_memory_equal(idx, ridx, nnz * sizeof *idx);
-          assert_memory_equal(val, rval, nnz * es);
+          /* A GPU sums MSTopK's mean in another order: a float64 threshold
+           * may land on a neighbouring key (docs/CUDA.md), so only the
+           * count is the host's there. */
+          int same = standin || method != SC_SELECT_MSTOPK || dt != SC_FLOAT64;
+          if (same) assert_memory_equal(idx, ridx, nnz * sizeof *idx);
+          if (same) assert_memory_equal(val, rval, nnz * es);
           if (method == SC_SELECT_GAUSSIAN) check_threshold_selection(dt, x, n, k, idx, nnz);
           if (method == SC_SELECT_MSTOPK) { /* exactly min(k, non-NaN entries) */
             size_t nonnan = 0;
@@ -369,7 +373,7 @@ static void test_topk(void **state) {
           assert_int_equal(nnz, rnnz);
           get(idx, di, nnz * sizeof *idx);
           finish();
-          assert_memory_equal(idx, ridx, nnz * sizeof *idx);
+          if (same) assert_memory_equal(idx, ridx, nnz * sizeof *idx);
         }
         if (standin) {
           /* Output room below 2 min(k, n) is refused. */
