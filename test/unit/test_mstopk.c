@@ -348,6 +348,25 @@ static void test_special_values(void **state) {
   }
 }
 
+/* Data that fools the sample (kernels/cpu/topk_mstopk.c samples every 8th
+ * position from 4 at this n): large values off the sample overflow the
+ * list; large values only on it leave the list with k or fewer entries and
+ * the band below it. Both must give the answer of counting the vector. */
+static void test_sample_misjudged(void **state) {
+  (void)state;
+  const size_t n = 131072;
+  float *buf = malloc(n * sizeof *buf);
+  assert_non_null(buf);
+  rng_state = 8;
+  for (size_t i = 0; i < n; i++) buf[i] = (float)((i % 8 == 0 ? 10 : 1) + 0.1 * rng_normal());
+  check(SC_FLOAT32, buf, n, 100, NULL, "off-sample spikes");
+  check(SC_FLOAT32, buf, n, 5000, NULL, "off-sample spikes");
+  for (size_t i = 0; i < n; i++) buf[i] = (float)((i % 8 == 4 ? 10 : 1) + 0.1 * rng_normal());
+  check(SC_FLOAT32, buf, n, 5000, NULL, "on-sample spikes");
+  check(SC_FLOAT32, buf, n, 20000, NULL, "on-sample spikes");
+  free(buf);
+}
+
 /* The decisions, on counts written here: a vector 1..100 (keys of float32). */
 static void test_decisions(void **state) {
   (void)state;
@@ -418,6 +437,7 @@ int main(void) {
       cmocka_unit_test(test_decisions),        cmocka_unit_test(test_api),
       cmocka_unit_test(test_counts_every_n_k), cmocka_unit_test(test_overlap_with_exact),
       cmocka_unit_test(test_band_and_iters),   cmocka_unit_test(test_special_values),
+      cmocka_unit_test(test_sample_misjudged),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
