@@ -121,6 +121,13 @@ sc_result_t sc_cuda_mstopk_stats(const void *x, size_t n, sc_dtype_t dtype,
                                  sc_cuda_mstopk_stats_t *out, void *workspace,
                                  size_t workspace_bytes, void *stream);
 
+/* The workspace and stream kernels/devrt_mstopk.c's primitives share. */
+typedef struct sc_cuda_mstopk_ctx {
+  void *ws;
+  size_t wsb;
+  void *stream;
+} sc_cuda_mstopk_ctx_t;
+
 /* bytes from src to dst in any direction (unified addressing), then waits
  * for stream. */
 sc_result_t sc_cuda_copy_wait(void *dst, const void *src, size_t bytes, void *stream);
