@@ -570,9 +570,9 @@ sc_result_t sc_wait(sc_request_t **req);
  * the communicator's queue like every other operation. */
 
 /* Selection methods of sc_topk, sc_gtopk_allreduce and the fusion's sparse
- * buckets: EXACT, the top-k by magnitude; GAUSSIAN, a faster approximation
- * (sc_topk states both). */
-typedef enum sc_select { SC_SELECT_EXACT, SC_SELECT_GAUSSIAN } sc_select_t;
+ * buckets: EXACT, the top-k by magnitude; GAUSSIAN, a faster approximation;
+ * MSTopK, exactly k entries by threshold bisection (sc_topk states all three). */
+typedef enum sc_select { SC_SELECT_EXACT, SC_SELECT_GAUSSIAN, SC_SELECT_MSTOPK } sc_select_t;
 
 /* Top-k by magnitude of a dense vector of float16, bfloat16, float32 or
  * float64 (other dtypes: SC_ERR_INVALID_ARG); n <= UINT32_MAX. Writes the
@@ -588,8 +588,15 @@ typedef enum sc_select { SC_SELECT_EXACT, SC_SELECT_GAUSSIAN } sc_select_t;
  * with m >= k, between ceil(k/2) and 2k entries, on any data (constant,
  * heavy ties, spikes included); with m < k, between min(m, ceil(k/2)) and m.
  * Every selected magnitude is >= every unselected non-NaN one.
+ * MSTOPK (Shi et al., MLSys 2021): exactly min(k, m) entries, no sort. A
+ * threshold is bisected SC_MSTOPK_ITERS times (default 20) between the mean
+ * and the largest finite magnitude, counting the entries with |v| >= it; hi
+ * is the lowest threshold tried whose count is <= k, lo the highest whose
+ * count is > k. Every entry with |v| >= hi is selected, then the band
+ * lo <= |v| < hi fills up to min(k, m), lowest index first. So every
+ * selected magnitude is >= every unselected one outside that band.
  * k = 0 (or n = 0): *nnz = 0, and dense/indices/values may be NULL. k >= n:
- * every non-NaN entry, with either method.
+ * every non-NaN entry, with every method.
  * indices and values must each hold 2*min(k, n) entries (GAUSSIAN may
  * return up to 2k, and the selection may use them as workspace).
  * A device vector (indices and values device memory too) is selected on the
@@ -954,7 +961,7 @@ typedef struct sc_fusion_config {
   double alpha_us;         /* all-reduce model T(m) = alpha + beta*m bytes; both 0 = */
   double beta_us_per_byte; /* measure on the communicator at plan time */
   double density;          /* 0 = dense; (0,1) = gTop-k with error feedback */
-  sc_select_t select;      /* sparse buckets: SC_SELECT_EXACT (default) or SC_SELECT_GAUSSIAN */
+  sc_select_t select;      /* sparse buckets: SC_SELECT_EXACT (default), _GAUSSIAN or _MSTOPK */
   size_t slice_bytes;      /* SC_FUSE_P3: slice size; 0 = from the cost model */
   sc_compress_t compress;  /* what buckets travel as (above); default SC_COMPRESS_NONE */
   int lowrank;             /* POWERSGD, ACPSGD: the rank r, 1..64; default 4 */

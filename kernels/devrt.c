@@ -204,7 +204,7 @@ sc_result_t sc_dev_topk(const sc_devrt_t *rt, const void *x, size_t n, sc_dtype_
   *nnz = 0;
   if (!sc_topk_ops(dtype))
     return SC_ERR(SC_ERR_INVALID_ARG, "sc_dev_topk: dtype %d is not floating point", (int)dtype);
-  if (method != SC_SELECT_EXACT && method != SC_SELECT_GAUSSIAN)
+  if (method != SC_SELECT_EXACT && method != SC_SELECT_GAUSSIAN && method != SC_SELECT_MSTOPK)
     return SC_ERR(SC_ERR_INVALID_ARG, "sc_dev_topk: invalid selection method %d", (int)method);
   if (n > UINT32_MAX) return SC_ERR(SC_ERR_INVALID_ARG, "sc_dev_topk: n %zu > UINT32_MAX", n);
   if (k == 0 || n == 0) return SC_SUCCESS;
@@ -212,6 +212,9 @@ sc_result_t sc_dev_topk(const sc_devrt_t *rt, const void *x, size_t n, sc_dtype_
     return sc_emu_topk(rt, x, n, dtype, k, method, indices, values, nnz, workspace, workspace_bytes,
                        stream);
 #ifdef SC_HAVE_CUDA
+  if (method == SC_SELECT_MSTOPK)
+    return sc_dev_topk_mstopk_cuda(x, n, dtype, k, indices, values, nnz, workspace, workspace_bytes,
+                                   stream);
   if (method == SC_SELECT_GAUSSIAN && k < n)
     return cuda_topk_gaussian(x, n, dtype, k, indices, values, nnz, workspace, workspace_bytes,
                               stream);

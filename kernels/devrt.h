@@ -147,13 +147,18 @@ sc_result_t sc_dev_avg_finalize(const sc_devrt_t *rt, void *buf, size_t count, s
                                 int nranks, void *stream);
 /* Top-k by magnitude of device x: indices (device, uint32, sorted by
  * index) and values (device, may be NULL); *nnz on the host. Waits for the
- * stream (the count comes back). method: SC_SELECT_EXACT or
- * SC_SELECT_GAUSSIAN, with sc_topk's contracts. workspace: device memory
- * of sc_dev_topk_workspace_size bytes, pooled by the caller. */
+ * stream (the count comes back). method: SC_SELECT_EXACT,
+ * SC_SELECT_GAUSSIAN or SC_SELECT_MSTOPK, with sc_topk's contracts.
+ * workspace: device memory of sc_dev_topk_workspace_size bytes, pooled by
+ * the caller. */
 size_t sc_dev_topk_workspace_size(const sc_devrt_t *rt, size_t n, sc_dtype_t dtype);
 sc_result_t sc_dev_topk(const sc_devrt_t *rt, const void *x, size_t n, sc_dtype_t dtype, size_t k,
                         sc_select_t method, uint32_t *indices, void *values, size_t *nnz,
                         void *workspace, size_t workspace_bytes, void *stream);
+/* sc_dev_topk's MSTopK on CUDA (kernels/devrt_mstopk.c); 0 < k, 0 < n. */
+sc_result_t sc_dev_topk_mstopk_cuda(const void *x, size_t n, sc_dtype_t dtype, size_t k,
+                                    uint32_t *indices, void *values, size_t *nnz, void *ws,
+                                    size_t wsb, void *stream);
 sc_result_t sc_dev_sparse_gather(const sc_devrt_t *rt, void *values, const void *x,
                                  const uint32_t *indices, size_t nnz, sc_dtype_t dtype,
                                  void *stream);

@@ -170,6 +170,8 @@ static void run_topk(void *p) {
   sc_dtype_t dtype = (sc_dtype_t)t->dtype;
   sc_result_t r = t->method == SC_SELECT_GAUSSIAN
                       ? sc_topk_gaussian_indices(t->x, t->n, dtype, t->k, t->idx, &nnz)
+                  : t->method == SC_SELECT_MSTOPK
+                      ? sc_topk_mstopk_indices(t->x, t->n, dtype, t->k, t->idx, &nnz)
                       : sc_topk_exact_indices(t->x, t->n, dtype, t->k, t->idx, &nnz);
   if (r == SC_SUCCESS && t->val) sc_topk_gather_values(t->x, dtype, t->idx, nnz, t->val);
   t->box->nnz = r == SC_SUCCESS ? nnz : 0;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* `sc_gtopk_perf --select`: times sc_topk's exact selection against its
- * Gaussian-k selection on normal (default), Laplace, Student-t(3) or skewed
- * data (--dist), and reports the count Gaussian-k returns against k. With --sort it also
+ * Gaussian-k and MSTopK selections on normal (default), Laplace, Student-t(3) or skewed
+ * data (--dist), and reports the count Gaussian-k returns against k and the
+ * fraction of MSTopK's k entries among the exact top k. With --sort it also
  * times the baseline both replace: a full qsort by magnitude. With --mem
  * device it also times both selectors on a device copy of the same vector
  * (sc_topk on device memory) and checks the device's exact selection
@@ -405,8 +406,31 @@ static void sel_json_device(FILE *f, const sel_dev_t *d) {
           d->exact_same > 0 ? "true" : "false", d->gauss_same > 0 ? "true" : "false");
 }
 
+/* MSTopK's time, count and overlap with the exact selection (host). */
+typedef struct sel_ms {
+  double ms, overlap;
+  size_t count;
+} sel_ms_t;
+
+/* |a and b| / k for two ascending index lists. */
+static double sel_overlap(const uint32_t *a, size_t na, const uint32_t *b, size_t nb, size_t k) {
+  size_t i = 0, j = 0, both = 0;
+  while (i < na && j < nb) {
+    if (a[i] == b[j]) {
+      both++;
+      i++;
+      j++;
+    } else if (a[i] < b[j]) {
+      i++;
+    } else {
+      j++;
+    }
+  }
+  return k ? (double)both / (double)k : 1.0;
+}
+
 static int sel_write_json(const sel_opts_t *o, double exact_ms, double gauss_ms, double sort_ms,
-                          size_t count, const sel_dev_t *dev) {
+                          size_t count, const sel_ms_t *ms, const sel_dev_t *dev) {
   FILE *f = fopen(o->json, "w");
   if (!f) {
     fprintf(stderr, "sc_gtopk_perf --select: cannot write %s: %s\n", o->json, strerror(errno));
@@ -418,10 +442,11 @@ static int sel_write_json(const sel_opts_t *o, double exact_ms, double gauss_ms,
           "  \"iters\": %d,\n"
           "  \"seed\": %llu,\n  \"exact_ms\": %.6g,\n  \"gaussian_ms\": %.6g,\n"
           "  \"speedup\": %.6g,\n  \"gaussian_count\": %zu,\n  \"count_over_k\": %.6g,\n"
-          "  \"sort_ms\": ",
+          "  \"mstopk_ms\": %.6g,\n  \"mstopk_speedup\": %.6g,\n  \"mstopk_count\": %zu,\n"
+          "  \"mstopk_overlap\": %.6g,\n  \"sort_ms\": ",
           o->n, o->k, (double)o->k / (double)o->n, o->dtype_name, o->dist, o->iters,
           (unsigned long long)o->seed, exact_ms, gauss_ms, exact_ms / gauss_ms, count,
-          (double)count / (double)o->k);
+          (double)count / (double)o->k, ms->ms, exact_ms / ms->ms, ms->count, ms->overlap);
   if (sort_ms >= 0)
     fprintf(f, "%.6g,\n  \"device\": ", sort_ms);
   else
@@ -450,8 +475,11 @@ int sc_gtopk_select_main(int argc, char **argv) {
   void *vals = malloc(2 * o.k * es);
   double *te = malloc((size_t)o.iters * sizeof *te);
   double *tg = malloc((size_t)o.iters * sizeof *tg);
+  double *tm = malloc((size_t)o.iters * sizeof *tm);
+  uint32_t *eidx = malloc(o.k * sizeof *eidx);
+  sel_ms_t ms = {0};
   int rc = 1;
-  if (!buf || !idx || !vals || !te || !tg) {
+  if (!buf || !idx || !vals || !te || !tg || !tm || !eidx) {
     fprintf(stderr, "sc_gtopk_perf --select: out of memory for n = %zu\n", o.n);
     goto out;
   }
@@ -466,9 +494,13 @@ int sc_gtopk_select_main(int argc, char **argv) {
     double t0 = sel_now_ms();
     sc_result_t r = sc_topk(buf, o.n, o.dtype, o.k, SC_SELECT_EXACT, idx, vals, &nnz_exact);
     double t1 = sel_now_ms();
+    if (r == SC_SUCCESS) memcpy(eidx, idx, nnz_exact * sizeof *eidx);
     if (r == SC_SUCCESS)
       r = sc_topk(buf, o.n, o.dtype, o.k, SC_SELECT_GAUSSIAN, idx, vals, &nnz_gauss);
     double t2 = sel_now_ms();
+    if (r == SC_SUCCESS)
+      r = sc_topk(buf, o.n, o.dtype, o.k, SC_SELECT_MSTOPK, idx, vals, &ms.count);
+    double t3 = sel_now_ms();
     if (r != SC_SUCCESS) {
       fprintf(stderr, "sc_gtopk_perf --select: sc_topk failed: %s (%s)\n", sc_strerror(r),
               sc_last_error());
@@ -477,9 +509,12 @@ int sc_gtopk_select_main(int argc, char **argv) {
     if (it >= 0) {
       te[it] = t1 - t0;
       tg[it] = t2 - t1;
+      tm[it] = t3 - t2;
     }
   }
   double exact_ms = sel_median(te, o.iters), gauss_ms = sel_median(tg, o.iters);
+  ms.ms = sel_median(tm, o.iters);
+  ms.overlap = sel_overlap(eidx, nnz_exact, idx, ms.count, o.k);
   double sort_ms = o.sort ? sel_sort_ms(buf, &o) : -1;
   sel_dev_t dev = {0};
   if (o.mem == PERF_MEM_DEVICE && sel_device(&o, buf, te, tg, &dev) != 0) goto out;
@@ -494,6 +529,10 @@ int sc_gtopk_select_main(int argc, char **argv) {
     printf("%12.3f\n", sort_ms);
   else
     printf("%12s\n", "-");
+  printf("# MSTopK (SC_SELECT_MSTOPK): overlap = its entries among the exact top k, / k\n");
+  printf("#  %12s %12s %9s %10s %8s\n", "exact_ms", "mstopk_ms", "speedup", "count", "overlap");
+  printf("   %12.3f %12.3f %9.2f %10zu %8.4f\n", exact_ms, ms.ms, exact_ms / ms.ms, ms.count,
+         ms.overlap);
   if (o.mem == PERF_MEM_DEVICE) {
     printf("# the same vector in device memory (%s): time ratios device / host\n",
            perf_mem_runtime_name());
@@ -514,7 +553,11 @@ int sc_gtopk_select_main(int argc, char **argv) {
                     "host's\n");
     rc = 1;
   }
-  if (o.json && sel_write_json(&o, exact_ms, gauss_ms, sort_ms, nnz_gauss,
+  if (ms.count != o.k) {
+    fprintf(stderr, "sc_gtopk_perf --select: MSTopK returned %zu, not k = %zu\n", ms.count, o.k);
+    rc = 1;
+  }
+  if (o.json && sel_write_json(&o, exact_ms, gauss_ms, sort_ms, nnz_gauss, &ms,
                                o.mem == PERF_MEM_DEVICE ? &dev : NULL) != 0)
     rc = 1;
 out:
@@ -523,5 +566,7 @@ out:
   free(vals);
   free(te);
   free(tg);
+  free(tm);
+  free(eidx);
   return rc;
 }

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/topk_mstopk.h"
 #include "sparsecoll.h"
 
 /* dtype is FLOAT16, BFLOAT16, FLOAT32 or FLOAT64; n <= UINT32_MAX;
@@ -24,6 +25,18 @@ sc_result_t sc_topk_exact_indices(const void *x, size_t n, sc_dtype_t dtype, siz
                                   uint32_t *indices, size_t *nnz);
 sc_result_t sc_topk_gaussian_indices(const void *x, size_t n, sc_dtype_t dtype, size_t k,
                                      uint32_t *indices, size_t *nnz);
+sc_result_t sc_topk_mstopk_indices(const void *x, size_t n, sc_dtype_t dtype, size_t k,
+                                   uint32_t *indices, size_t *nnz);
+/* MSTopK with its knobs: iters rounds (< 0: SC_MSTOPK_ITERS); list 1: always
+ * sample and list, 0: count the vector every round, -1: by size. Writes
+ * exactly min(k, m) indices (m: non-NaN entries), and the final bisection
+ * state to *state when not NULL (the band is lo_key <= key < hi_key; every
+ * entry with key >= hi_key is selected). The answer does not depend on
+ * `list`. */
+sc_result_t sc_topk_mstopk_run(const void *x, size_t n, sc_dtype_t dtype, size_t k, int iters,
+                               int list, uint32_t *indices, size_t *nnz, sc_mstopk_t *state);
+/* SC_MSTOPK_ITERS, validated (1..SC_MSTOPK_MAX_ITERS). */
+sc_result_t sc_mstopk_iters(int *iters);
 
 /* |x[i]| as a double, decoded from the dtype (a NaN stays NaN). */
 double sc_topk_magnitude(const void *x, sc_dtype_t dtype, size_t i);

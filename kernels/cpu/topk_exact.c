@@ -125,9 +125,10 @@ void sc_topk_gather_values(const void *x, sc_dtype_t dtype, const uint32_t *indi
 
 sc_result_t sc_topk_kernel(const void *x, size_t n, sc_dtype_t dtype, size_t k, sc_select_t method,
                            uint32_t *indices, void *values, size_t *nnz) {
-  sc_result_t res = method == SC_SELECT_GAUSSIAN
-                        ? sc_topk_gaussian_indices(x, n, dtype, k, indices, nnz)
-                        : sc_topk_exact_indices(x, n, dtype, k, indices, nnz);
+  sc_result_t res =
+      method == SC_SELECT_GAUSSIAN ? sc_topk_gaussian_indices(x, n, dtype, k, indices, nnz)
+      : method == SC_SELECT_MSTOPK ? sc_topk_mstopk_indices(x, n, dtype, k, indices, nnz)
+                                   : sc_topk_exact_indices(x, n, dtype, k, indices, nnz);
   if (res != SC_SUCCESS) {
     *nnz = 0;
     return res;

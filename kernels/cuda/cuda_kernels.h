@@ -38,6 +38,7 @@ const void *sc_cuda_topk_module_kernel(void);
 const void *sc_cuda_sparse_module_kernel(void);
 const void *sc_cuda_ipcar_module_kernel(void);
 const void *sc_cuda_sym_module_kernel(void);
+const void *sc_cuda_mstopk_module_kernel(void);
 
 /* ---- element-wise reduction ---- */
 
@@ -101,6 +102,35 @@ uint64_t sc_cuda_topk_threshold_key(sc_dtype_t dtype, double t);
 sc_result_t sc_cuda_topk_above(const void *x, size_t n, sc_dtype_t dtype, uint64_t key,
                                uint32_t *indices, size_t cap, size_t *count, void *workspace,
                                size_t workspace_bytes, void *stream);
+
+/* MSTopK primitives (kernels/cuda/mstopk.cu). The selector (the decisions
+ * of kernels/topk_mstopk.h, run on the host by kernels/devrt.c) is:
+ *   sc_cuda_mstopk_stats -> sc_mstopk_init -> rounds of sc_cuda_topk_above
+ *   (cap 0: a count) -> the band's entries listed by sc_cuda_topk_above,
+ *   filtered on the host, gathered by sc_cuda_sparse_gather. */
+typedef struct sc_cuda_mstopk_stats {
+  double sum;                 /* of the finite magnitudes */
+  unsigned long long nfinite; /* finite entries */
+  unsigned long long ninf;    /* infinite entries */
+  unsigned long long max_key; /* largest finite magnitude key */
+} sc_cuda_mstopk_stats_t;
+
+/* The statistics of x (device), through the first 32 bytes of workspace
+ * (8-aligned). Waits for stream. */
+sc_result_t sc_cuda_mstopk_stats(const void *x, size_t n, sc_dtype_t dtype,
+                                 sc_cuda_mstopk_stats_t *out, void *workspace,
+                                 size_t workspace_bytes, void *stream);
+
+/* The workspace and stream kernels/devrt_mstopk.c's primitives share. */
+typedef struct sc_cuda_mstopk_ctx {
+  void *ws;
+  size_t wsb;
+  void *stream;
+} sc_cuda_mstopk_ctx_t;
+
+/* bytes from src to dst in any direction (unified addressing), then waits
+ * for stream. */
+sc_result_t sc_cuda_copy_wait(void *dst, const void *src, size_t bytes, void *stream);
 
 /* ---- sparse (float dtypes) ---- */
 

@@ -79,11 +79,13 @@ static const void *module_kernel(int i) {
     return sc_cuda_sparse_module_kernel();
   case 3:
     return sc_cuda_ipcar_module_kernel();
-  default:
+  case 4:
     return sc_cuda_sym_module_kernel();
+  default:
+    return sc_cuda_mstopk_module_kernel();
   }
 }
-#define SC_CUDA_MODULES 5
+#define SC_CUDA_MODULES 6
 
 /* The functions of module i into fs (at most SC_CUDA_MODULE_FUNCS_MAX). */
 static sc_result_t module_functions(int i, CUfunction *fs, unsigned *n) {

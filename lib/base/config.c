@@ -33,6 +33,8 @@ static const sc_config_var_t sc_config_vars[] = {
      "(butterfly), tree, hier (a tree in each host, a butterfly among hosts), or auto (where the "
      "ranks span hosts the cost model's pick, else gtopk); every choice keeps error feedback "
      "exact"},
+    {"SC_MSTOPK_ITERS", "20",
+     "MSTopK selection (SC_SELECT_MSTOPK): threshold bisection rounds, 1..64"},
     {"SC_RS_ALGO", "auto", "force the reduce-scatter algorithm"},
     {"SC_AG_ALGO", "auto", "force the all-gather algorithm"},
     {"SC_A2A_ALGO", "auto", "force the all-to-all algorithm"},

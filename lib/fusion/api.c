@@ -47,7 +47,7 @@ sc_result_t sc_fusion_create(sc_comm_t *comm, const sc_fusion_config_t *cfg, sc_
       isinf(cfg->beta_us_per_byte))
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: alpha %g us / beta %g us/B must be finite and >= 0", fn,
                   cfg->alpha_us, cfg->beta_us_per_byte);
-  if ((unsigned)cfg->select > SC_SELECT_GAUSSIAN)
+  if ((unsigned)cfg->select > SC_SELECT_MSTOPK)
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: unknown select %d", fn, (int)cfg->select);
   SC_CHECK(sc_fusion_compress_check(cfg, fn));
   if (row->dense_only && sc_fusion_mode(cfg) != SC_COMPRESS_NONE) {

@@ -194,7 +194,7 @@ sc_result_t sc_gtopk_check(const char *fn, sc_buf_path_t path, const void *grad,
   if (!comm) return SC_ERR(SC_ERR_INVALID_ARG, "%s: comm is NULL", fn);
   if (!sc_sparse_dtype_ok(dtype))
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: dtype %d is not a float type", fn, (int)dtype);
-  if (method != SC_SELECT_EXACT && method != SC_SELECT_GAUSSIAN)
+  if (method != SC_SELECT_EXACT && method != SC_SELECT_GAUSSIAN && method != SC_SELECT_MSTOPK)
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid selection method %d", fn, (int)method);
   if (n && !grad) return SC_ERR(SC_ERR_INVALID_ARG, "%s: grad is NULL with n %zu", fn, n);
   if (n > UINT32_MAX) /* the local top-k's limit: sc_topk indexes with 32 bits */

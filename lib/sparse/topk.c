@@ -34,7 +34,7 @@ sc_result_t sc_topk(const void *dense, size_t n, sc_dtype_t dtype, size_t k, sc_
   if (dtype != SC_FLOAT16 && dtype != SC_BFLOAT16 && dtype != SC_FLOAT32 && dtype != SC_FLOAT64)
     return SC_ERR(SC_ERR_INVALID_ARG,
                   "sc_topk: dtype %d is not float16, bfloat16, float32 or float64", (int)dtype);
-  if (method != SC_SELECT_EXACT && method != SC_SELECT_GAUSSIAN)
+  if (method != SC_SELECT_EXACT && method != SC_SELECT_GAUSSIAN && method != SC_SELECT_MSTOPK)
     return SC_ERR(SC_ERR_INVALID_ARG, "sc_topk: unknown selection method %d", (int)method);
   if (n > UINT32_MAX)
     return SC_ERR(SC_ERR_INVALID_ARG,

@@ -21,7 +21,8 @@ OPS = {
     "avg": _consts.SC_AVG,
     "mean": _consts.SC_AVG,
 }
-SELECT = {"exact": _consts.SC_SELECT_EXACT, "gaussian": _consts.SC_SELECT_GAUSSIAN}
+SELECT = {"exact": _consts.SC_SELECT_EXACT, "gaussian": _consts.SC_SELECT_GAUSSIAN,
+          "mstopk": _consts.SC_SELECT_MSTOPK}
 # "gtopk", "tree", "allgather", "hier": the names sc_sparse_algo_name gives.
 SPARSE_ALGOS = enum_names(lib.sc_sparse_algo_name, _consts.SC_SPARSE_ALGO_T)
 
@@ -474,7 +475,7 @@ class Comm(_p2p.PointToPoint, _coll_more.RootedAndUneven, _compress.Compressed):
     def topk(self, x, k, method="exact"):
         """Local top-k by magnitude (sc_topk; nothing is communicated):
         (indices, values) of the k largest |x|, sorted by index; method
-        "exact" or "gaussian"."""
+        "exact", "gaussian" or "mstopk"."""
         return _topk(x, k, method)
 
     def sparse_allreduce(self, indices, values, dense_len, k, algo="gtopk"):

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Sparse all-reduce (every algorithm and float dtype) on 1, 2, 3, 4, 5 and 8
 # ranks against the test's own reference, and the error-feedback invariant
-# on 3, 4 and 5 ranks (3 and 5 fold), with the tree and hier forced too.
+# on 3, 4 and 5 ranks (3 and 5 fold; exact and MSTopK selection), with the tree and hier
+# forced too.
 . "$top_srcdir/test/multi/lib.sh"
 for n in 1 2 3 4 5 8; do
   check "sparse n=$n" "$SC_RUN" -n "$n" --timeout 300 --label "$MR/mr_sparse"

@@ -123,6 +123,9 @@ want_ix = np.sort(np.argsort(-np.abs(v), kind="stable")[:10])
 ok(np.array_equal(ix.astype(np.int64), want_ix) and np.array_equal(vals, v[want_ix]), "topk exact")
 ix, vals = comm.topk(v, 10, method="gaussian")
 ok(len(ix) <= 20 and np.array_equal(vals, v[ix]), "topk gaussian")
+ix, vals = comm.topk(v, 10, method="mstopk")
+ok(len(ix) == 10 and np.all(np.diff(ix.astype(np.int64)) > 0) and np.array_equal(vals, v[ix])
+   and np.abs(vals).min() >= np.sort(np.abs(v))[-10] * (1 - 1e-6), "topk mstopk")
 dense_len, k = 500, 16
 
 

@@ -343,7 +343,7 @@ static void test_topk(void **state) {
         uint32_t *ridx = malloc(2 * m * sizeof *ridx), *idx = malloc(2 * m * sizeof *idx);
         char *rval = malloc(2 * m * es), *val = malloc(2 * m * es);
         void *di = dev_alloc(2 * m * sizeof *idx), *dv = dev_alloc(2 * m * es);
-        for (int method = SC_SELECT_EXACT; method <= SC_SELECT_GAUSSIAN; method++) {
+        for (int method = SC_SELECT_EXACT; method <= SC_SELECT_MSTOPK; method++) {
           size_t rnnz = 0, nnz = 99;
           assert_int_equal(sc_topk(x, n, dt, k, (sc_select_t)method, ridx, rval, &rnnz),
                            SC_SUCCESS);
@@ -354,9 +354,18 @@ static void test_topk(void **state) {
           get(idx, di, nnz * sizeof *idx);
           get(val, dv, nnz * es);
           finish();
-          assert_memory_equal(idx, ridx, nnz * sizeof *idx);
-          assert_memory_equal(val, rval, nnz * es);
+          /* A GPU sums MSTopK's mean in another order: a float64 threshold
+           * may land on a neighbouring key (docs/CUDA.md), so only the
+           * count is the host's there. */
+          int same = standin || method != SC_SELECT_MSTOPK || dt != SC_FLOAT64;
+          if (same) assert_memory_equal(idx, ridx, nnz * sizeof *idx);
+          if (same) assert_memory_equal(val, rval, nnz * es);
           if (method == SC_SELECT_GAUSSIAN) check_threshold_selection(dt, x, n, k, idx, nnz);
+          if (method == SC_SELECT_MSTOPK) { /* exactly min(k, non-NaN entries) */
+            size_t nonnan = 0;
+            for (size_t i = 0; i < n; i++) nonnan += !isnan(mag(dt, x, i));
+            assert_int_equal(nnz, k < nonnan ? k : nonnan);
+          }
           /* Without values: the same indices. */
           assert_int_equal(
               sc_dev_topk(rt, dx, n, dt, k, (sc_select_t)method, di, NULL, &nnz, ws, wsb, stream),
@@ -364,7 +373,7 @@ static void test_topk(void **state) {
           assert_int_equal(nnz, rnnz);
           get(idx, di, nnz * sizeof *idx);
           finish();
-          assert_memory_equal(idx, ridx, nnz * sizeof *idx);
+          if (same) assert_memory_equal(idx, ridx, nnz * sizeof *idx);
         }
         if (standin) {
           /* Output room below 2 min(k, n) is refused. */
