@@ -28,7 +28,9 @@ done
 # Compression (mr_fusion_compress: fp16, bf16, 1-bit, PowerSGD, ACP-SGD against
 # the public calls bucket by bucket): the worker's routing, the same above
 # every transport.
-for n in $sizes; do
+compress_sizes=$sizes
+[ "${SC_TEST_SAMPLE:-0}" = 1 ] && compress_sizes=3
+for n in $compress_sizes; do
   check "fusion compress n=$n" env SC_TIMEOUT_MS=60000 "$SC_RUN" -n "$n" --timeout 300 --label \
     "$MR/mr_fusion_compress"
 done
