@@ -4,7 +4,8 @@ every rank derives every rank's input from a seed. "majority": exactly the
 sign of the vote count (x >= 0 votes +1); "scaled", first call (residuals
 zero): rank r's scale a_r = ||x_r|| / sqrt(n), server chunk j's
 s = mean over r of a_r sign(x_r), result ||s_j|| / sqrt(m_j) sign(s); the
-results equal on every rank; the errors. Exits 1 on the first mismatch."""
+results equal on every rank (through OneBit.allreduce and
+Comm.onebit_allreduce); the errors. Exits 1 on the first mismatch."""
 import sys
 
 import numpy as np
@@ -37,7 +38,11 @@ for n in (1, 7, 8 * P + 3, 1000):
         xs = inputs(n, dt, n)
         x = xs[R].copy()
         ob = sparsecoll.OneBit(comm, n, "majority", dt)
-        ok(ob.allreduce(x) is x, "allreduce returns its buffer")
+        # Comm.onebit_allreduce on even sizes, the state's own call on odd ones.
+        if n % 2 == 0:
+            ok(comm.onebit_allreduce(x, ob) is x, "Comm.onebit_allreduce returns its buffer")
+        else:
+            ok(ob.allreduce(x) is x, "OneBit.allreduce returns its buffer")
         votes = sum(sgn(v.astype(np.float64)) for v in xs)
         ok(np.array_equal(x.astype(np.float64), np.sign(votes)), "majority n=%d %s" % (n, dt.__name__))
         ob.close()
@@ -77,6 +82,15 @@ try:
     ok(False, "an unknown mode was refused")
 except sparsecoll.ArgumentError:
     ok(True, "")
+other = comm.split(0, R)
+st = sparsecoll.OneBit(other, 10)
+try:
+    comm.onebit_allreduce(np.zeros(10, np.float32), st)
+    ok(False, "a state of another communicator was refused")
+except sparsecoll.ArgumentError:
+    ok(True, "")
+st.close()
+other.close()
 ob.close()
 comm.barrier()
 print("rank %d of %d: %d checks passed" % (R, P, checks))

@@ -46,7 +46,11 @@ for dt, tol in ((np.float32, 1e-4), (np.float64, 1e-10)):
         lr = sparsecoll.LowRank(comm, rows, cols, 4, mode=mode, error_feedback=False, seed=11, dtype=dt)
         for call in range(2):
             g = lowrank_grad(R, rows, cols, k).astype(dt)
-            lr.allreduce(g)
+            # The state's own call and Comm.lowrank_allreduce, alternately.
+            if call == 0:
+                lr.allreduce(g)
+            else:
+                comm.lowrank_allreduce(g, lr)
             same_on_every_rank(g, name)
         err = np.abs(g - mbar).max() / np.abs(mbar).max()
         ok(err < tol, "%s: the average of rank %d comes back (error %.3g)" % (name, k, err))
