@@ -942,7 +942,14 @@ typedef enum sc_fusion_policy {
  *             messages, float32 sums), averaged; other dtypes densely
  *   ONEBIT    float32 buckets through sc_onebit_allreduce (scaled signs, worker
  *             and server residuals per bucket); other dtypes densely
- *   AUTO      not offered: sc_fusion_create refuses it (SC_ERR_UNSUPPORTED) */
+ *   AUTO      per bucket the cheapest of dense, FP16 (float32 buckets), TOPK
+ *             (with density > 0) and ACPSGD (buckets holding a matrix) under the
+ *             plan's all-reduce model T(m) = alpha + beta m, each mode priced as
+ *             the worker runs it (ACP-SGD: an all-reduce per matrix) plus its own
+ *             work, measured at plan time on rank 0 and broadcast, so every rank
+ *             chooses the same; buckets are planned over the dense bytes; the
+ *             choices: sc_fusion_bucket_compress and, at SC_DEBUG=INFO, a line
+ *             per bucket with the modelled times */
 typedef enum sc_compress {
   SC_COMPRESS_NONE,
   SC_COMPRESS_TOPK,
@@ -1039,7 +1046,7 @@ sc_result_t sc_fusion_num_buckets(const sc_fusion_t *f, int *n);
  * Local; any thread. */
 sc_result_t sc_fusion_bucket_of(const sc_fusion_t *f, int tensor_id, int *bucket);
 /* Stores what bucket travels as: the configured mode (SC_COMPRESS_TOPK for
- * density > 0 with SC_COMPRESS_NONE), or SC_COMPRESS_NONE for a low-rank
+ * density > 0 with SC_COMPRESS_NONE; AUTO's choice), or SC_COMPRESS_NONE for a low-rank
  * bucket without a matrix of both sides > 1 and for a half-precision or 1-bit
  * bucket that is not float32 (those go dense). f, what: not NULL; planned;
  * bucket in [0, number of buckets) (else SC_ERR_INVALID_ARG).

@@ -240,6 +240,7 @@ sc_result_t sc_fusion_plan(sc_fusion_t *f) {
     SC_CHECK(sc_fusion_calibrate(f, &alpha, &beta));
   f->alpha_us = alpha;
   f->beta_us_per_byte = beta;
+  if (sc_fusion_mode(&f->cfg) == SC_COMPRESS_AUTO) SC_CHECK(sc_fusion_auto_costs(f, alpha, beta));
 
   size_t n = f->nt;
   size_t *bytes = malloc(n * sizeof(*bytes)), *first = malloc((n + 1) * sizeof(*first));

@@ -20,17 +20,14 @@ sc_compress_t sc_fusion_mode(const sc_fusion_config_t *cfg) {
 sc_result_t sc_fusion_compress_check(const sc_fusion_config_t *cfg, const char *fn) {
   if ((unsigned)cfg->compress > SC_COMPRESS_AUTO)
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: unknown compress %d", fn, (int)cfg->compress);
-  if (cfg->compress == SC_COMPRESS_AUTO)
-    return SC_ERR(SC_ERR_UNSUPPORTED,
-                  "%s: SC_COMPRESS_AUTO is not offered; name the mode (NONE, TOPK, POWERSGD, "
-                  "ACPSGD, FP16, BF16 or ONEBIT)",
-                  fn);
   if (cfg->compress == SC_COMPRESS_TOPK && !(cfg->density > 0.0))
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: SC_COMPRESS_TOPK needs a density in (0, 1)", fn);
-  if (cfg->compress != SC_COMPRESS_NONE && cfg->compress != SC_COMPRESS_TOPK && cfg->density > 0.0)
+  if (cfg->compress != SC_COMPRESS_NONE && cfg->compress != SC_COMPRESS_TOPK &&
+      cfg->compress != SC_COMPRESS_AUTO && cfg->density > 0.0)
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: density %g is gTop-k's; compress %d takes none", fn,
                   cfg->density, (int)cfg->compress);
-  if ((cfg->compress == SC_COMPRESS_POWERSGD || cfg->compress == SC_COMPRESS_ACPSGD) &&
+  if ((cfg->compress == SC_COMPRESS_POWERSGD || cfg->compress == SC_COMPRESS_ACPSGD ||
+       cfg->compress == SC_COMPRESS_AUTO) &&
       (cfg->lowrank < 1 || cfg->lowrank > SC_FUSION_LOWRANK_MAX))
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: lowrank %d outside [1, %d]", fn, cfg->lowrank,
                   SC_FUSION_LOWRANK_MAX);
@@ -38,8 +35,9 @@ sc_result_t sc_fusion_compress_check(const sc_fusion_config_t *cfg, const char *
 }
 
 const char *sc_fusion_mode_suffix(sc_compress_t m) {
-  static const char *const names[] = {
-      "", " + gTop-k", " + PowerSGD", " + ACP-SGD", " + fp16 wire", " + bf16 wire", " + 1-bit"};
+  static const char *const names[] = {"",           " + gTop-k",    " + PowerSGD",
+                                      " + ACP-SGD", " + fp16 wire", " + bf16 wire",
+                                      " + 1-bit",   " + auto"};
   return (unsigned)m < sizeof(names) / sizeof(names[0]) ? names[m] : "";
 }
 
@@ -71,14 +69,24 @@ size_t sc_fusion_wire_bytes(const sc_fusion_t *f, const sc_ftensor_t *t) {
 }
 
 sc_result_t sc_fusion_compress_setup(sc_fusion_t *f, sc_fbucket_t *b, size_t i) {
-  const sc_compress_t m = sc_fusion_mode(&f->cfg);
-  b->comp = m;
-  if (m == SC_COMPRESS_NONE) return SC_SUCCESS;
-  if (m != SC_COMPRESS_TOPK && f->device)
+  sc_compress_t m = sc_fusion_mode(&f->cfg);
+  if (m != SC_COMPRESS_NONE && m != SC_COMPRESS_TOPK && f->device)
     return SC_ERR(SC_ERR_UNSUPPORTED,
                   "sc_fusion_plan: compress %d on device tensors is not offered (host tensors, "
                   "or SC_COMPRESS_NONE / SC_COMPRESS_TOPK)",
                   (int)m);
+  if (m == SC_COMPRESS_AUTO) {
+    double cost[4];
+    m = sc_fusion_auto_choose(f, b, cost);
+    if (f->rank == 0)
+      SC_INFO(SC_SUBSYS_COLL,
+              "fusion bucket %zu: auto chose%s (modelled: dense %.0f us, fp16 %.0f, top-k %.0f, "
+              "ACP-SGD %.0f; -1: not a candidate)",
+              i, m == SC_COMPRESS_NONE ? " dense" : sc_fusion_mode_suffix(m) + 2, cost[0], cost[1],
+              cost[2], cost[3]);
+  }
+  b->comp = m;
+  if (m == SC_COMPRESS_NONE) return SC_SUCCESS;
   b->errmsg = calloc(1, SC_ERRMSG_MAX);
   if (!b->errmsg) return SC_ERR(SC_ERR_NOMEM, "sc_fusion_plan: bucket %zu", i);
   switch (m) {

@@ -69,7 +69,11 @@ struct sc_fusion {
   sc_fbucket_t *b;
   size_t nb;
   int planned;
-  int worker_mode;                   /* gTop-k or compression: buckets run on the worker thread */
+  int worker_mode; /* gTop-k or compression: buckets run on the worker thread */
+  /* SC_COMPRESS_AUTO (auto.c): the compression's own work, measured at plan
+   * time on rank 0: us per element (fp16 wire), per element and unit of
+   * rank (ACP-SGD); gTop-k's model with density > 0. */
+  double auto_half_us, auto_lowrank_us, auto_sparse_alpha, auto_sparse_beta;
   double alpha_us, beta_us_per_byte; /* the model the plan used (sparse: the sparse cost) */
   size_t next_launch;                /* plan order; wraps to 0 for the next round */
   pthread_mutex_t lock;
@@ -125,6 +129,12 @@ size_t sc_fusion_wire_bytes(const sc_fusion_t *f, const sc_ftensor_t *t);
 /* Plan time: bucket b's mode and its compression state. */
 sc_result_t sc_fusion_compress_setup(sc_fusion_t *f, sc_fbucket_t *b, size_t i);
 void sc_fusion_compress_free(sc_fusion_t *f, sc_fbucket_t *b);
+/* auto.c: the costs SC_COMPRESS_AUTO compares (collective: rank 0
+ * measures, everyone gets its figures), then bucket b's choice, with the
+ * modelled us of dense, fp16, top-k and ACP-SGD in cost (-1: not a
+ * candidate). */
+sc_result_t sc_fusion_auto_costs(sc_fusion_t *f, double alpha_us, double beta_us_per_byte);
+sc_compress_t sc_fusion_auto_choose(const sc_fusion_t *f, const sc_fbucket_t *b, double cost[4]);
 /* The worker: one round of bucket b, blocking. */
 sc_result_t sc_fusion_bucket_reduce(sc_fusion_t *f, sc_fbucket_t *b);
 

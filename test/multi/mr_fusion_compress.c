@@ -10,9 +10,11 @@
  * (same seed, error feedback) and the bucket's other tensors through one
  * sc_allreduce (AVG); a bucket that is not float32 (and a low-rank bucket
  * without a matrix) densely. Also: the fp16 and bf16 results within their
- * rounding of the exact average; sc_fusion_bucket_compress; the refusals
- * (AUTO, a dense-only policy, TOPK without density, lowrank 0, density with
- * another mode). Run under sc-run. */
+ * rounding of the exact average; sc_fusion_bucket_compress; AUTO's choices
+ * (the same on every rank; on a slow network every float32 bucket
+ * compressed, on a fast one none) and its results as the chosen modes'; the
+ * refusals (a dense-only policy, TOPK without density, lowrank 0, density
+ * with another mode). Run under sc-run. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,11 +63,13 @@ typedef struct {
   sc_lowrank_t *lr[NT]; /* per matrix */
 } refstate_t;
 
-static void reference(sc_compress_t mode, const int *bucket, void **ref, refstate_t *rs,
+/* mode[j]: what bucket j travels as (sc_fusion_bucket_compress). */
+static void reference(const sc_compress_t *bmode, const int *bucket, void **ref, refstate_t *rs,
                       int lowrank) {
   for (int a = 0; a < NT;) {
     int b = a;
     while (b < NT && bucket[b] == bucket[a]) b++;
+    const sc_compress_t mode = bmode[bucket[a]];
     const sc_dtype_t dt = shape[a].dt;
     size_t n = 0;
     for (int l = a; l < b; l++) n += count_of(l);
@@ -107,7 +111,8 @@ static void reference(sc_compress_t mode, const int *bucket, void **ref, refstat
   }
 }
 
-static void run_mode(sc_compress_t mode, sc_fusion_policy_t policy, const char *name) {
+/* beta: the model's us per byte (AUTO prices the buckets with it). */
+static void run_mode(sc_compress_t mode, sc_fusion_policy_t policy, const char *name, double beta) {
   sc_fusion_config_t cfg;
   sc_fusion_config_init(&cfg);
   cfg.policy = policy;
@@ -116,7 +121,7 @@ static void run_mode(sc_compress_t mode, sc_fusion_policy_t policy, const char *
   cfg.seed = 12345;
   cfg.bucket_bytes = 1500; /* several buckets, several tensors in some */
   cfg.alpha_us = 50;
-  cfg.beta_us_per_byte = 0.001;
+  cfg.beta_us_per_byte = beta;
   sc_fusion_t *f = NULL;
   MR_OK(sc_fusion_create(comm, &cfg, &f));
   if (!f) return;
@@ -136,6 +141,7 @@ static void run_mode(sc_compress_t mode, sc_fusion_policy_t policy, const char *
   for (int l = 0; l < NT; l++) MR_OK(sc_fusion_bucket_of(f, id[l], &bucket[l]));
   /* What each bucket travels as. */
   const int lowr = mode == SC_COMPRESS_POWERSGD || mode == SC_COMPRESS_ACPSGD;
+  sc_compress_t bmode[NT];
   for (int a = 0; a < NT;) {
     int b = a, has_matrix = 0;
     while (b < NT && bucket[b] == bucket[a]) {
@@ -146,11 +152,31 @@ static void run_mode(sc_compress_t mode, sc_fusion_policy_t policy, const char *
     if (shape[a].dt != SC_FLOAT32 && !lowr) want = SC_COMPRESS_NONE;
     if (lowr && !has_matrix) want = SC_COMPRESS_NONE;
     MR_OK(sc_fusion_bucket_compress(f, bucket[a], &got));
-    if (got != want)
+    bmode[bucket[a]] = got;
+    if (mode == SC_COMPRESS_AUTO) {
+      /* A slow network: a float32 bucket compresses (fp16, or ACP-SGD with
+       * a matrix), a float64 vector has only dense. A fast one: dense. */
+      int ok = got == SC_COMPRESS_NONE;
+      if (beta >= 1.0 && shape[a].dt == SC_FLOAT32)
+        ok = got == SC_COMPRESS_FP16 || (has_matrix && got == SC_COMPRESS_ACPSGD);
+      if (!ok)
+        mr_fail("%s: bucket %d (tensors %d-%d, %s%s): auto chose %d", name, bucket[a], a, b - 1,
+                shape[a].dt == SC_FLOAT32 ? "float32" : "float64", has_matrix ? ", a matrix" : "",
+                (int)got);
+    } else if (got != want) {
       mr_fail("%s: bucket %d (tensors %d-%d): sc_fusion_bucket_compress %d, want %d", name,
               bucket[a], a, b - 1, (int)got, (int)want);
+    }
     a = b;
   }
+  /* Every rank's plan made the same choices. */
+  int mine[NT], all_min[NT], all_max[NT];
+  for (int j = 0; j < NT; j++) mine[j] = j < nb ? (int)bmode[j] : 0;
+  MR_OK(sc_allreduce(mine, all_min, NT, SC_INT32, SC_MIN, comm));
+  MR_OK(sc_allreduce(mine, all_max, NT, SC_INT32, SC_MAX, comm));
+  mr_checks++;
+  if (memcmp(all_min, all_max, sizeof(all_min)) != 0)
+    mr_fail("%s: the ranks' buckets travel differently", name);
   refstate_t rs;
   memset(&rs, 0, sizeof(rs));
   for (int round = 0; round < ROUNDS; round++) {
@@ -160,7 +186,7 @@ static void run_mode(sc_compress_t mode, sc_fusion_policy_t policy, const char *
     }
     for (int l = NT - 1; l >= 0; l--) MR_OK(sc_fusion_ready(f, id[l]));
     MR_OK(sc_fusion_wait_all(f));
-    reference(mode, bucket, ref, &rs, cfg.lowrank);
+    reference(bmode, bucket, ref, &rs, cfg.lowrank);
     for (int l = 0; l < NT; l++) {
       mr_checks++;
       if (memcmp(t[l], ref[l], bytes_of(l)) != 0) {
@@ -173,8 +199,9 @@ static void run_mode(sc_compress_t mode, sc_fusion_policy_t policy, const char *
                 mr_get(ref[l], i, shape[l].dt));
       }
       /* The half-precision wire: within its rounding of the exact average. */
-      if (mode == SC_COMPRESS_FP16 || mode == SC_COMPRESS_BF16) {
-        const double ulp = mode == SC_COMPRESS_FP16 ? 1.0 / 1024 : 1.0 / 128;
+      const sc_compress_t bm = bmode[bucket[l]];
+      if (bm == SC_COMPRESS_FP16 || bm == SC_COMPRESS_BF16) {
+        const double ulp = bm == SC_COMPRESS_FP16 ? 1.0 / 1024 : 1.0 / 128;
         for (size_t i = 0; i < count_of(l); i++) {
           double exact = 0, mag = 0;
           for (int r = 0; r < mr_nranks; r++) {
@@ -216,9 +243,6 @@ static void refusal(const char *what, sc_result_t want, void (*set)(sc_fusion_co
   if (f) sc_fusion_destroy(f);
 }
 
-static void set_auto(sc_fusion_config_t *c) {
-  c->compress = SC_COMPRESS_AUTO;
-}
 static void set_dear(sc_fusion_config_t *c) {
   c->policy = SC_FUSE_DEAR;
   c->compress = SC_COMPRESS_FP16;
@@ -256,11 +280,13 @@ int main(void) {
   for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
     char name[64];
     snprintf(name, sizeof(name), "%s size", modes[m].name);
-    run_mode(modes[m].mode, SC_FUSE_SIZE, name);
+    run_mode(modes[m].mode, SC_FUSE_SIZE, name, 0.001);
     snprintf(name, sizeof(name), "%s wfbp", modes[m].name);
-    run_mode(modes[m].mode, SC_FUSE_NONE, name);
+    run_mode(modes[m].mode, SC_FUSE_NONE, name, 0.001);
   }
-  refusal("SC_COMPRESS_AUTO", SC_ERR_UNSUPPORTED, set_auto);
+  run_mode(SC_COMPRESS_AUTO, SC_FUSE_SIZE, "auto size, slow network", 1.0);
+  run_mode(SC_COMPRESS_AUTO, SC_FUSE_NONE, "auto wfbp, slow network", 1.0);
+  run_mode(SC_COMPRESS_AUTO, SC_FUSE_SIZE, "auto size, fast network", 1e-9);
   refusal("SC_FUSE_DEAR with fp16", SC_ERR_UNSUPPORTED, set_dear);
   refusal("SC_COMPRESS_TOPK without density", SC_ERR_INVALID_ARG, set_topk0);
   refusal("lowrank 0", SC_ERR_INVALID_ARG, set_rank0);
