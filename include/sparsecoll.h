@@ -934,9 +934,12 @@ typedef enum sc_fusion_policy {
  *   TOPK      gTop-k with error feedback at `density` (sc_gtopk_allreduce)
  *   POWERSGD, ACPSGD
  *             each tensor registered with sc_fusion_add_matrix with both sides
- *             > 1 goes through sc_lowrank_allreduce of rank `lowrank` (its own
- *             state, factors from `seed`, error feedback on); the bucket's
- *             other tensors are averaged densely in one all-reduce
+ *             > 1 is reduced as sc_lowrank_allreduce of rank `lowrank` does (its
+ *             own state, factors from `seed`, error feedback on), the factors of
+ *             all the bucket's matrices summed in one all-reduce per round
+ *             (ACP-SGD: one per step; PowerSGD: two), so a result may differ in
+ *             its last bits from one call per matrix; the bucket's other
+ *             tensors are averaged densely in one more
  *   FP16, BF16
  *             float32 buckets through sc_allreduce_compressed (half-precision
  *             messages, float32 sums), averaged; other dtypes densely
@@ -945,7 +948,8 @@ typedef enum sc_fusion_policy {
  *   AUTO      per bucket the cheapest of dense, FP16 (float32 buckets), TOPK
  *             (with density > 0) and ACPSGD (buckets holding a matrix) under the
  *             plan's all-reduce model T(m) = alpha + beta m, each mode priced as
- *             the worker runs it (ACP-SGD: an all-reduce per matrix) plus its own
+ *             the worker runs it (ACP-SGD: one all-reduce of the factors, one of
+ *             the other tensors) plus its own
  *             work, measured at plan time on rank 0 and broadcast, so every rank
  *             chooses the same; buckets are planned over the dense bytes; the
  *             choices: sc_fusion_bucket_compress and, at SC_DEBUG=INFO, a line

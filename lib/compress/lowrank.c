@@ -32,6 +32,7 @@ struct sc_lowrank {
                   /* widened half gradient; NULL when M is the gradient */
   float *row;     /* a row of the result before narrowing to half */
   void *stage;    /* host image of a device gradient */
+  void *m;        /* this call's M, between sc_lowrank_before's rounds */
   const sc_devrt_t *rt;
   void *stream, *event;
 };
@@ -140,10 +141,6 @@ static void lr_feedback(const sc_lowrank_t *s) {
     sc_lr_expand_f32(s->mbuf, s->rows, s->cols, s->pt, s->rows, s->qt, s->r, -1.0f, 1.0f);
 }
 
-static sc_result_t lr_reduce(const sc_lowrank_t *s, void *buf, size_t count, sc_comm_t *comm) {
-  return sc_allreduce(buf, buf, count, s->f64 ? SC_FLOAT64 : SC_FLOAT32, SC_SUM, comm);
-}
-
 /* M = g (+ the residual), in the compute type; returns where M is. */
 static void *lr_gather_m(sc_lowrank_t *s, void *g) {
   const size_t n = s->rows * s->cols;
@@ -195,30 +192,53 @@ static void lr_result(const sc_lowrank_t *s, void *g, int nranks) {
   }
 }
 
+int sc_lowrank_rounds(const sc_lowrank_t *s) {
+  return s->r == 0 ? 0 : s->mode == SC_LOWRANK_POWERSGD ? 2 : 1;
+}
+
+void sc_lowrank_factor(const sc_lowrank_t *s, int k, void **factor, size_t *count,
+                       sc_dtype_t *dtype) {
+  /* P travels in PowerSGD's first round and ACP-SGD's even calls. */
+  const int p = s->mode == SC_LOWRANK_POWERSGD ? k == 0 : s->calls % 2 == 0;
+  *factor = p ? s->pt : s->qt;
+  *count = s->r * (p ? s->rows : s->cols);
+  *dtype = s->f64 ? SC_FLOAT64 : SC_FLOAT32;
+}
+
+void sc_lowrank_before(sc_lowrank_t *s, void *g, int k, void **factor, size_t *count,
+                       sc_dtype_t *dtype) {
+  if (k == 0) s->m = lr_gather_m(s, g);
+  if (s->mode == SC_LOWRANK_POWERSGD && k == 0) {
+    lr_project(s, s->m);
+  } else if (s->mode == SC_LOWRANK_POWERSGD || s->calls % 2 == 1) {
+    /* Q = M^T orth(P): PowerSGD's second round, ACP-SGD's odd calls. */
+    lr_orth(s, s->pt, s->rows);
+    lr_project_t(s, s->m);
+    lr_feedback(s);
+  } else {
+    lr_orth(s, s->qt, s->cols);
+    lr_project(s, s->m);
+    lr_feedback(s);
+  }
+  sc_lowrank_factor(s, k, factor, count, dtype);
+}
+
+void sc_lowrank_finish(sc_lowrank_t *s, void *g, int nranks) {
+  s->calls++;
+  lr_result(s, g, nranks);
+}
+
 /* The compressed all-reduce of the host gradient g (the gradient itself or
  * its staged image); g is written only after every all-reduce succeeded. */
 static sc_result_t lr_run(sc_lowrank_t *s, void *g, sc_comm_t *comm) {
-  void *m = lr_gather_m(s, g);
-  if (s->mode == SC_LOWRANK_POWERSGD) {
-    lr_project(s, m);
-    SC_CHECK(lr_reduce(s, s->pt, s->r * s->rows, comm));
-    lr_orth(s, s->pt, s->rows);
-    lr_project_t(s, m);
-    lr_feedback(s);
-    SC_CHECK(lr_reduce(s, s->qt, s->r * s->cols, comm));
-  } else if (s->calls % 2 == 0) {
-    lr_orth(s, s->qt, s->cols);
-    lr_project(s, m);
-    lr_feedback(s);
-    SC_CHECK(lr_reduce(s, s->pt, s->r * s->rows, comm));
-  } else {
-    lr_orth(s, s->pt, s->rows);
-    lr_project_t(s, m);
-    lr_feedback(s);
-    SC_CHECK(lr_reduce(s, s->qt, s->r * s->cols, comm));
+  for (int k = 0; k < sc_lowrank_rounds(s); k++) {
+    void *f;
+    size_t n;
+    sc_dtype_t dt;
+    sc_lowrank_before(s, g, k, &f, &n, &dt);
+    SC_CHECK(sc_allreduce(f, f, n, dt, SC_SUM, comm));
   }
-  s->calls++;
-  lr_result(s, g, comm->nranks);
+  sc_lowrank_finish(s, g, comm->nranks);
   return SC_SUCCESS;
 }
 

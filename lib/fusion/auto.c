@@ -5,7 +5,8 @@
  * measured at plan time. Rank 0 measures and broadcasts, so that every rank
  * prices every bucket alike and chooses the same. What each mode costs is
  * what the worker runs for it (compress.c): one call per bucket, and under
- * ACP-SGD one all-reduce per matrix plus one for the bucket's other tensors. */
+ * ACP-SGD one all-reduce of every matrix's factor plus one for the bucket's
+ * other tensors. */
 #include <stdlib.h>
 
 #include "kernels/cpu/lowrank.h"
@@ -100,7 +101,7 @@ sc_compress_t sc_fusion_auto_choose(const sc_fusion_t *f, const sc_fbucket_t *b,
                 : -1;
   cost[3] = -1;
   if (is_float) {
-    double lr = 0, rest = 0;
+    double wire = 0, work = 0, rest = 0;
     int matrices = 0;
     for (size_t l = b->first; l < b->last; l++) {
       const sc_ftensor_t *t = &f->t[l];
@@ -111,11 +112,12 @@ sc_compress_t sc_fusion_auto_choose(const sc_fusion_t *f, const sc_fbucket_t *b,
       size_t r = (size_t)f->cfg.lowrank;
       if (r > t->rows) r = t->rows;
       if (r > t->cols) r = t->cols;
-      const double wire = (double)((t->rows + t->cols) * r * es) / 2;
-      lr += a + be * wire + f->auto_lowrank_us * (double)(t->count * r);
+      wire += (double)((t->rows + t->cols) * r * es) / 2;
+      work += f->auto_lowrank_us * (double)(t->count * r);
       matrices++;
     }
-    if (matrices) cost[3] = lr + (rest > 0 ? a + be * rest : 0);
+    /* The matrices' factors in one all-reduce, the other tensors in one. */
+    if (matrices) cost[3] = a + be * wire + work + (rest > 0 ? a + be * rest : 0);
   }
   static const sc_compress_t modes[4] = {SC_COMPRESS_NONE, SC_COMPRESS_FP16, SC_COMPRESS_TOPK,
                                          SC_COMPRESS_ACPSGD};

@@ -8,6 +8,7 @@
 
 #include "lib/base/dtype.h"
 #include "lib/base/log.h"
+#include "lib/compress/compress.h"
 #include "lib/fusion/fusion.h"
 
 #define SC_FUSION_LOWRANK_MAX 64
@@ -113,6 +114,8 @@ sc_result_t sc_fusion_compress_setup(sc_fusion_t *f, sc_fbucket_t *b, size_t i) 
   b->lr = calloc(nt, sizeof(*b->lr));
   if (!b->lr) return SC_ERR(SC_ERR_NOMEM, "sc_fusion_plan: bucket %zu", i);
   int any = 0;
+  size_t fbytes = 0;
+  const size_t cs = b->dtype == SC_FLOAT64 ? sizeof(double) : sizeof(float);
   for (size_t l = b->first; l < b->last; l++) {
     const sc_ftensor_t *t = &f->t[l];
     if (!is_matrix(t)) {
@@ -120,6 +123,10 @@ sc_result_t sc_fusion_compress_setup(sc_fusion_t *f, sc_fbucket_t *b, size_t i) 
       continue;
     }
     any = 1;
+    size_t r = (size_t)f->cfg.lowrank;
+    if (r > t->rows) r = t->rows;
+    if (r > t->cols) r = t->cols;
+    fbytes += r * (t->rows > t->cols ? t->rows : t->cols) * cs;
     SC_CHECK(sc_lowrank_create(t->rows, t->cols, t->dtype, f->cfg.lowrank,
                                m == SC_COMPRESS_POWERSGD ? SC_LOWRANK_POWERSGD : SC_LOWRANK_ACPSGD,
                                1, f->cfg.seed, &b->lr[l - b->first]));
@@ -132,6 +139,8 @@ sc_result_t sc_fusion_compress_setup(sc_fusion_t *f, sc_fbucket_t *b, size_t i) 
     b->dense = malloc(b->dense_count * es);
     if (!b->dense) return SC_ERR(SC_ERR_NOMEM, "sc_fusion_plan: bucket %zu's vectors", i);
   }
+  b->fbuf = malloc(fbytes);
+  if (!b->fbuf) return SC_ERR(SC_ERR_NOMEM, "sc_fusion_plan: bucket %zu's factors", i);
   return SC_SUCCESS;
 }
 
@@ -143,25 +152,56 @@ void sc_fusion_compress_free(sc_fusion_t *f, sc_fbucket_t *b) {
       if (b->lr[l]) sc_lowrank_destroy(b->lr[l]);
   free(b->lr);
   free(b->dense);
+  free(b->fbuf);
   free(b->errmsg);
   b->ef = NULL;
   b->ob = NULL;
   b->lr = NULL;
-  b->dense = b->errmsg = NULL;
+  b->dense = b->fbuf = b->errmsg = NULL;
   (void)f;
 }
 
-/* Low rank: every matrix in its own call, the vectors averaged in one. */
+/* Low rank: each round's factors of every matrix summed in one all-reduce
+ * (ACP-SGD's fused bucket; PowerSGD's two rounds), the vectors averaged in
+ * one more. */
 static sc_result_t reduce_lowrank(sc_fusion_t *f, sc_fbucket_t *b) {
+  const size_t nt = b->last - b->first;
+  int rounds = 0;
+  for (size_t j = 0; j < nt; j++)
+    if (b->lr[j] && sc_lowrank_rounds(b->lr[j]) > rounds) rounds = sc_lowrank_rounds(b->lr[j]);
+  for (int k = 0; k < rounds; k++) {
+    size_t at = 0, es = 0;
+    sc_dtype_t dt = SC_FLOAT32;
+    for (size_t j = 0; j < nt; j++) {
+      if (!b->lr[j] || k >= sc_lowrank_rounds(b->lr[j])) continue;
+      void *fac;
+      size_t n;
+      sc_lowrank_before(b->lr[j], b->buf + f->t[b->first + j].offset, k, &fac, &n, &dt);
+      es = sc_dtype_size(dt);
+      memcpy(b->fbuf + at, fac, n * es);
+      at += n * es;
+    }
+    if (at) SC_CHECK(sc_allreduce(b->fbuf, b->fbuf, at / es, dt, SC_SUM, f->comm));
+    at = 0;
+    for (size_t j = 0; j < nt; j++) {
+      if (!b->lr[j] || k >= sc_lowrank_rounds(b->lr[j])) continue;
+      void *fac;
+      size_t n;
+      sc_lowrank_factor(b->lr[j], k, &fac, &n, &dt);
+      memcpy(fac, b->fbuf + at, n * es);
+      at += n * es;
+    }
+  }
   size_t at = 0;
   for (size_t l = b->first; l < b->last; l++) {
     const sc_ftensor_t *t = &f->t[l];
-    if (b->lr[l - b->first])
-      SC_CHECK(sc_lowrank_allreduce(b->buf + t->offset, b->lr[l - b->first], f->comm));
-    else {
-      memcpy(b->dense + at, b->buf + t->offset, t->bytes);
-      at += t->bytes;
+    if (b->lr[l - b->first]) {
+      if (sc_lowrank_rounds(b->lr[l - b->first]))
+        sc_lowrank_finish(b->lr[l - b->first], b->buf + t->offset, f->nranks);
+      continue;
     }
+    memcpy(b->dense + at, b->buf + t->offset, t->bytes);
+    at += t->bytes;
   }
   if (!b->dense_count) return SC_SUCCESS;
   SC_CHECK(sc_allreduce(b->dense, b->dense, b->dense_count, b->dtype, SC_AVG, f->comm));

@@ -50,6 +50,7 @@ typedef struct sc_fbucket {
   sc_onebit_t *ob;    /* SC_COMPRESS_ONEBIT */
   sc_lowrank_t **lr;  /* low rank: per tensor of the bucket, NULL for a vector */
   char *dense;        /* low rank: the bucket's vectors gathered into one run */
+  char *fbuf;         /* low rank: every matrix's factor of a round, summed in one all-reduce */
   size_t dense_count; /* elements of dense */
   int sparse_done;
   sc_result_t sparse_res;
