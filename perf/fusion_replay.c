@@ -21,16 +21,19 @@
 typedef struct layer {
   char name[96];
   size_t count;
+  size_t rows, cols; /* a weight's matrix (the trace's last two columns), else 0 */
   double fwd_us, bwd_us;
   float *grad;
-  float *fresh; /* --density: the gradient backward produces, every iteration */
+  float *fresh; /* --density, --compress: the gradient backward produces, every iteration */
 } layer_t;
 
 static struct {
   const char *trace, *json, *policies;
   double iter_ms, scale, density, alpha, beta, bucket_mb, slice_kb;
   int iters, warmup, busy, contiguous, repeat, interleave, gaussian;
+  int compress, lowrank; /* sc_compress_t, the low-rank modes' rank */
 } opt = {.iter_ms = 100, /* policies NULL: every one */
+         .lowrank = 4,
          .scale = 1.0,
          .iters = 3,
          .warmup = 1,
@@ -42,6 +45,16 @@ static int rank, nranks;
 static layer_t *layers;
 static size_t nl;
 static float *block; /* --contiguous */
+
+/* --compress's names, in sc_compress_t's order. */
+static const char *const compress_names[] = {"none", "topk", "powersgd", "acpsgd",
+                                             "fp16", "bf16", "onebit",   "auto"};
+
+/* A step that changes the gradient (gTop-k, every compression) needs it
+ * written afresh every iteration (produce_gradient). */
+static int rewrites(void) {
+  return opt.density > 0 || opt.compress != 0;
+}
 
 #define CHECK(call)                                                                                \
   do {                                                                                             \
@@ -126,9 +139,10 @@ static void load_trace(void) {
   while (fgets(line, sizeof(line), f)) {
     if (line[0] == '#' || line[0] == '\n') continue;
     char name[96];
-    unsigned long long n;
+    unsigned long long n, mr = 0, mc = 0;
     double a, b;
-    if (sscanf(line, "%95s %llu %lf %lf", name, &n, &a, &b) != 4 || n == 0 || a < 0 || b < 0) {
+    int got = sscanf(line, "%95s %llu %lf %lf %llu %llu", name, &n, &a, &b, &mr, &mc);
+    if ((got != 4 && got != 6) || n == 0 || a < 0 || b < 0 || (got == 6 && mr * mc != n)) {
       fprintf(stderr, "%s: bad line: %s", opt.trace, line);
       exit(2);
     }
@@ -144,6 +158,13 @@ static void load_trace(void) {
     snprintf(l->name, sizeof(l->name), "%s", name);
     double c = llround((double)n * opt.scale);
     l->count = c < 1 ? 1 : (size_t)c;
+    if (mr > 0) {
+      /* --scale shrinks both sides of a matrix alike. */
+      double sr = llround((double)mr * sqrt(opt.scale)), sc = llround((double)mc * sqrt(opt.scale));
+      l->rows = sr < 1 ? 1 : (size_t)sr;
+      l->cols = sc < 1 ? 1 : (size_t)sc;
+      l->count = l->rows * l->cols;
+    }
     fw[nl] = a;
     bw[nl] = b;
     flops += a + b;
@@ -171,7 +192,7 @@ static void load_trace(void) {
       exit(3);
     }
     for (size_t i = 0; i < layers[j].count; i++) layers[j].grad[i] = gradient_value(i, j);
-    if (opt.density > 0) {
+    if (rewrites()) {
       layers[j].fresh = malloc(layers[j].count * sizeof(float));
       if (!layers[j].fresh) {
         fprintf(stderr, "rank %d: out of memory for gradients\n", rank);
@@ -208,6 +229,11 @@ static int tid(size_t j) {
   return (int)(nl - 1 - j);
 }
 
+static sc_result_t add_layer(sc_fusion_t *f, const layer_t *l, int *id) {
+  if (l->rows) return sc_fusion_add_matrix(f, l->grad, l->rows, l->cols, SC_FLOAT32, l->bwd_us, id);
+  return sc_fusion_add_tensor(f, l->grad, l->count, SC_FLOAT32, l->bwd_us, id);
+}
+
 /* The library's policies, named as sc_fusion_policy_name names them: the
  * values 0, 1, ... of sc_fusion_policy_t up to the first it refuses. */
 enum { MAX_POLICIES = 16 };
@@ -238,7 +264,12 @@ static const char *sparse_alias(int pol) {
 
 static const char *shown_name(int pol) {
   const char *alias = opt.density > 0 ? sparse_alias(pol) : NULL;
-  return alias ? alias : pol_names[pol];
+  const char *base = alias ? alias : pol_names[pol];
+  if (opt.compress == 0 || opt.compress == 1) return base;
+  /* "size+acpsgd": the policy and what its buckets travel as. */
+  static char shown[MAX_POLICIES][48];
+  snprintf(shown[pol], sizeof(shown[pol]), "%s+%s", base, compress_names[opt.compress]);
+  return shown[pol];
 }
 
 /* DeAR and P3 finish a round during the next forward pass: wait for each
@@ -255,7 +286,7 @@ static int waits_in_forward(int pol) {
  * training iteration it counts against the layer's compute time; before a
  * communication-only iteration the caller writes them all, untimed. */
 static void produce_gradient(size_t j) {
-  if (opt.density > 0) memcpy(layers[j].grad, layers[j].fresh, layers[j].count * sizeof(float));
+  if (rewrites()) memcpy(layers[j].grad, layers[j].fresh, layers[j].count * sizeof(float));
 }
 
 static void produce_gradients(void) {
@@ -273,7 +304,7 @@ static void iteration(sc_fusion_t *f, int dear, int with_compute, int with_comm)
     if (with_compute) compute(layers[j].fwd_us);
   }
   for (size_t j = nl; j-- > 0;) {
-    if (opt.density > 0 && with_comm && with_compute) {
+    if (rewrites() && with_comm && with_compute) {
       t = now_us();
       produce_gradient(j);
       pending -= now_us() - t;
@@ -308,7 +339,10 @@ static sc_fusion_config_t replay_config(sc_fusion_policy_t pol) {
                             .beta_us_per_byte = opt.beta,
                             .density = opt.density,
                             .select = opt.gaussian ? SC_SELECT_GAUSSIAN : SC_SELECT_EXACT,
-                            .slice_bytes = (size_t)(opt.slice_kb * 1024)};
+                            .slice_bytes = (size_t)(opt.slice_kb * 1024),
+                            .compress = (sc_compress_t)opt.compress,
+                            .lowrank = opt.lowrank,
+                            .seed = 1};
   return cfg;
 }
 
@@ -321,7 +355,7 @@ static result_t run_policy(sc_fusion_policy_t pol, const char *name, double comp
   for (size_t k = 0; k < nl; k++) {
     const layer_t *l = &layers[nl - 1 - k];
     int id;
-    CHECK(sc_fusion_add_tensor(f, l->grad, l->count, SC_FLOAT32, l->bwd_us, &id));
+    CHECK(add_layer(f, l, &id));
   }
   double t0 = now_us();
   CHECK(sc_fusion_plan(f));
@@ -399,7 +433,7 @@ static void run_interleaved(const int *sel, int nsel, double compute_ms, result_
     for (size_t j = 0; j < nl; j++) {
       const layer_t *l = &layers[nl - 1 - j];
       int id;
-      CHECK(sc_fusion_add_tensor(fs[k], l->grad, l->count, SC_FLOAT32, l->bwd_us, &id));
+      CHECK(add_layer(fs[k], l, &id));
     }
     double t0 = now_us();
     CHECK(sc_fusion_plan(fs[k]));
@@ -488,6 +522,11 @@ static void usage(FILE *f) {
           "      --scale S        multiply every tensor's size by S (default 1)\n"
           "      --density D      gTop-k with error feedback per bucket (default 0: dense)\n"
           "      --select SEL     with --density: exact (default) or gaussian selection\n"
+          "      --compress MODE  what buckets travel as: none (default), topk (with\n"
+          "                       --density), powersgd, acpsgd (weights of the trace's\n"
+          "                       matrices in low rank), fp16, bf16, onebit or auto; the\n"
+          "                       compression runs for real, its time included\n"
+          "      --lowrank R      powersgd, acpsgd, auto: the rank (default 4)\n"
           "      --bucket-mb MB   SIZE / DEAR bucket size (default: the library's 25 MiB)\n"
           "      --slice-kb KB    P3 slice size (default: the library's, from the model)\n"
           "      --alpha US --beta US_PER_BYTE   the all-reduce model (default 0 0: "
@@ -520,25 +559,14 @@ static int either(const char *arg, const char *a, const char *b) {
 }
 
 static void parse(int argc, char **argv) {
-  static const struct option lo[] = {{"trace", 1, 0, 't'},
-                                     {"policies", 1, 0, 'p'},
-                                     {"iter-ms", 1, 0, 'T'},
-                                     {"iters", 1, 0, 'i'},
-                                     {"warmup", 1, 0, 'w'},
-                                     {"compute", 1, 0, 'c'},
-                                     {"scale", 1, 0, 's'},
-                                     {"density", 1, 0, 'd'},
-                                     {"bucket-mb", 1, 0, 'b'},
-                                     {"alpha", 1, 0, 'a'},
-                                     {"beta", 1, 0, 'B'},
-                                     {"contiguous", 0, 0, 'C'},
-                                     {"json", 1, 0, 'J'},
-                                     {"repeat", 1, 0, 'r'},
-                                     {"help", 0, 0, 'h'},
-                                     {"interleave", 0, 0, 'I'},
-                                     {"slice-kb", 1, 0, 'S'},
-                                     {"select", 1, 0, 'G'},
-                                     {0, 0, 0, 0}};
+  static const struct option lo[] = {
+      {"trace", 1, 0, 't'},      {"policies", 1, 0, 'p'}, {"iter-ms", 1, 0, 'T'},
+      {"iters", 1, 0, 'i'},      {"warmup", 1, 0, 'w'},   {"compute", 1, 0, 'c'},
+      {"scale", 1, 0, 's'},      {"density", 1, 0, 'd'},  {"bucket-mb", 1, 0, 'b'},
+      {"alpha", 1, 0, 'a'},      {"beta", 1, 0, 'B'},     {"contiguous", 0, 0, 'C'},
+      {"json", 1, 0, 'J'},       {"repeat", 1, 0, 'r'},   {"help", 0, 0, 'h'},
+      {"interleave", 0, 0, 'I'}, {"slice-kb", 1, 0, 'S'}, {"select", 1, 0, 'G'},
+      {"compress", 1, 0, 'Z'},   {"lowrank", 1, 0, 'R'},  {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "t:p:T:i:w:J:r:Ih", lo, NULL)) != -1) {
     switch (c) {
@@ -571,6 +599,23 @@ static void parse(int argc, char **argv) {
       break;
     case 'G':
       opt.gaussian = either(optarg, "exact", "gaussian");
+      break;
+    case 'Z': {
+      int m = -1;
+      for (int i = 0; i < (int)(sizeof(compress_names) / sizeof(compress_names[0])); i++)
+        if (strcmp(optarg, compress_names[i]) == 0) m = i;
+      if (m < 0) {
+        fprintf(stderr,
+                "--compress: %s is none of none, topk, powersgd, acpsgd, fp16, bf16, "
+                "onebit, auto\n",
+                optarg);
+        exit(2);
+      }
+      opt.compress = m;
+      break;
+    }
+    case 'R':
+      opt.lowrank = atoi(optarg);
       break;
     case 'b':
       opt.bucket_mb = atof(optarg);
@@ -619,11 +664,15 @@ int main(int argc, char **argv) {
   for (size_t j = 0; j < nl; j++) params += layers[j].count;
   double compute_ms = compute_only();
   if (rank == 0) {
+    char how[48] = "";
+    if (opt.compress > 1)
+      snprintf(how, sizeof(how), ", %s", compress_names[opt.compress]);
+    else if (opt.density > 0)
+      snprintf(how, sizeof(how), ", gTop-k");
     printf("# sc_fusion_replay %s: %zu tensors, %zu parameters (%.1f MB fp32), %d ranks, "
            "compute %s %.1f ms/iter (measured %.1f), %d iters after %d warm-up%s%s\n",
            opt.trace, nl, params, params * 4e-6, nranks, opt.busy ? "busy" : "sleep", opt.iter_ms,
-           compute_ms, opt.iters, opt.warmup, opt.density > 0 ? ", gTop-k" : "",
-           opt.contiguous ? ", contiguous" : "");
+           compute_ms, opt.iters, opt.warmup, how, opt.contiguous ? ", contiguous" : "");
     printf("# %-7s %8s %10s %11s %10s %14s %12s %7s %8s %8s %8s\n", "policy", "buckets", "iter_ms",
            "compute_ms", "comm_ms", "nonoverlap_ms", "lowbound_ms", "lb/iter", "fwd_wait",
            "bwd_blk", "end_wait");

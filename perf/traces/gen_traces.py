@@ -21,7 +21,7 @@ def resnet50():
     rows = []
 
     def conv(name, cin, cout, k, hout):
-        rows.append((name + ".weight", cin * cout * k * k, 2 * k * k * cin * cout * hout * hout))
+        rows.append((name + ".weight", cin * cout * k * k, 2 * k * k * cin * cout * hout * hout, (cout, cin * k * k)))
 
     def bn(name, c, h):
         rows.append((name + ".weight", c, 2 * c * h * h))
@@ -45,7 +45,7 @@ def resnet50():
                 conv(p + "downsample.0", cin, planes * 4, 1, ho)
                 bn(p + "downsample.1", planes * 4, ho)
             cin, h = planes * 4, ho
-    rows.append(("fc.weight", 2048 * 1000, 2 * 2048 * 1000))
+    rows.append(("fc.weight", 2048 * 1000, 2 * 2048 * 1000, (1000, 2048)))
     rows.append(("fc.bias", 1000, 1000))
     return rows
 
@@ -59,12 +59,12 @@ def vgg16():
             h //= 2
             i += 1
             continue
-        rows.append(("features.%d.weight" % i, 9 * cin * v, 2 * 9 * cin * v * h * h))
+        rows.append(("features.%d.weight" % i, 9 * cin * v, 2 * 9 * cin * v * h * h, (v, 9 * cin)))
         rows.append(("features.%d.bias" % i, v, v * h * h))
         cin = v
         i += 2  # conv, relu
     for j, (a, b) in enumerate([(512 * 7 * 7, 4096), (4096, 4096), (4096, 1000)]):
-        rows.append(("classifier.%d.weight" % (3 * j), a * b, 2 * a * b))
+        rows.append(("classifier.%d.weight" % (3 * j), a * b, 2 * a * b, (b, a)))
         rows.append(("classifier.%d.bias" % (3 * j), b, b))
     return rows
 
@@ -73,7 +73,7 @@ def bert_base(seq=128, hid=768, inter=3072, heads=12, layers=12, vocab=30522, ma
     rows = []
 
     def linear(name, a, b, tokens=seq):
-        rows.append((name + ".weight", a * b, 2 * tokens * a * b))
+        rows.append((name + ".weight", a * b, 2 * tokens * a * b, (b, a)))
         rows.append((name + ".bias", b, tokens * b))
 
     def ln(name):
@@ -81,9 +81,9 @@ def bert_base(seq=128, hid=768, inter=3072, heads=12, layers=12, vocab=30522, ma
         rows.append((name + ".bias", hid, 4 * seq * hid))
 
     e = "embeddings."
-    rows.append((e + "word_embeddings.weight", vocab * hid, seq * hid))  # a gather
-    rows.append((e + "position_embeddings.weight", maxpos * hid, seq * hid))  # gather + add
-    rows.append((e + "token_type_embeddings.weight", 2 * hid, seq * hid))
+    rows.append((e + "word_embeddings.weight", vocab * hid, seq * hid, (vocab, hid)))  # a gather
+    rows.append((e + "position_embeddings.weight", maxpos * hid, seq * hid, (maxpos, hid)))  # gather + add
+    rows.append((e + "token_type_embeddings.weight", 2 * hid, seq * hid, (2, hid)))
     ln(e + "LayerNorm")
     for l in range(layers):
         p = "encoder.layer.%d." % l
@@ -92,8 +92,8 @@ def bert_base(seq=128, hid=768, inter=3072, heads=12, layers=12, vocab=30522, ma
         linear(p + "attention.self.value", hid, hid)
         # scores QK^T and context AV (2 x 2*seq*seq*hid) plus the softmax, on
         # the last projection before them
-        name, n, fl = rows[-2]
-        rows[-2] = (name, n, fl + 4 * seq * seq * hid + 5 * heads * seq * seq)
+        name, n, fl, shape = rows[-2]
+        rows[-2] = (name, n, fl + 4 * seq * seq * hid + 5 * heads * seq * seq, shape)
         linear(p + "attention.output.dense", hid, hid)
         ln(p + "attention.output.LayerNorm")
         linear(p + "intermediate.dense", hid, inter)
@@ -120,11 +120,14 @@ def main():
         with open(os.path.join(out, key + ".trace"), "w") as f:
             f.write("# %s: gradient trace for sc_fusion_replay (perf/traces/gen_traces.py)\n" % desc)
             f.write("# %d trainable tensors, %d parameters (exact)\n" % (len(rows), total))
-            f.write("# one line per tensor in forward (parameter) order: name elements fwd_flops bwd_flops\n")
+            f.write("# one line per tensor in forward (parameter) order: name elements fwd_flops bwd_flops,\n")
+            f.write("# and for a weight its matrix: rows cols (out_features or out_channels x the rest)\n")
             f.write("# compute times are proportional to FLOPs (one sample; multiply-add = 2;\n")
             f.write("# backward = 2 x forward) and scaled by the replay to --iter-ms\n")
-            for name, n, fl in rows:
-                f.write("%s %d %d %d\n" % (name, n, fl, 2 * fl))
+            for row in rows:
+                name, n, fl = row[:3]
+                shape = " %d %d" % row[3] if len(row) > 3 else ""
+                f.write("%s %d %d %d%s\n" % (name, n, fl, 2 * fl, shape))
 
 
 if __name__ == "__main__":
