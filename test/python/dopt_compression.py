@@ -4,9 +4,9 @@ torchrun_like started: the MLP of ddp_compress.py regressing a fixed teacher,
 STEPS steps of SGD with momentum under policy "wfbp", once per mode.
 Checks: under every mode every rank's parameters are bit-identical; the
 held-out loss within 1.3x of the dense run's for "powersgd", "acpsgd" (rank
-4), "fp16" and "bf16", within 2x for "onebit" (its ratio is printed), below
-half the untrained loss for "topk" (gTop-k at density 0.1, at lr 0.01: 0.05
-diverges); the plan has a bucket of each mode; "topk" at a density is the same training,
+4), "fp16" and "bf16", within 2x for "onebit" (its ratio is printed), within 1.3x of a dense run at
+lr 0.01 for "topk" (gTop-k at density 0.1 diverges at lr 0.05, so both run
+at 0.01); the plan has a bucket of each mode; "topk" at a density is the same training,
 bit for bit, as compression=None at that density; "auto" and a compressed
 mode under "dear" are refused by the library (SC_ERR_UNSUPPORTED) in the
 constructor."""
@@ -84,11 +84,12 @@ before = held_out(net())
 runs = [("dense", dict()), ("none", dict(compression="none")),
         ("powersgd", dict(compression="powersgd", lowrank=4)), ("acpsgd", dict(compression="acpsgd", lowrank=4)),
         ("fp16", dict(compression="fp16")), ("bf16", dict(compression="bf16")), ("onebit", dict(compression="onebit")),
-        ("topk", dict(compression="topk", density=0.1, lr=0.01)), ("density", dict(density=0.1, lr=0.01))]
+        ("topk", dict(compression="topk", density=0.1, lr=0.01)), ("density", dict(density=0.1, lr=0.01)),
+        ("dense lr 0.01", dict(lr=0.01))]
 losses, finals = {}, {}
 for name, kw in runs:
     m, made = train(**kw)
-    want = {"dense": "none", "density": "topk"}.get(name, name)
+    want = {"dense": "none", "density": "topk", "dense lr 0.01": "none"}.get(name, name)
     if want not in made:
         fail("%s: the plan's buckets travel as %s" % (name, sorted(made)))
     same_everywhere(m, name)
@@ -101,8 +102,10 @@ if R == 0:
 for name, bound in (("powersgd", 1.3), ("acpsgd", 1.3), ("fp16", 1.3), ("bf16", 1.3), ("onebit", 2.0)):
     if not losses[name] <= bound * dense:
         fail("%s: loss %.4g is over %.1fx the dense %.4g" % (name, losses[name], bound, dense))
-if not losses["topk"] < 0.5 * before:
-    fail("topk: loss %.4g, not below half the untrained %.4g" % (losses["topk"], before))
+if R == 0:
+    print("topk at lr 0.01: %.3fx the dense run at lr 0.01" % (losses["topk"] / losses["dense lr 0.01"]))
+if not losses["topk"] <= 1.3 * losses["dense lr 0.01"]:
+    fail("topk: loss %.4g is over 1.3x the dense %.4g at lr 0.01" % (losses["topk"], losses["dense lr 0.01"]))
 if not torch.equal(finals["none"], finals["dense"]):
     fail('compression="none" differs from compression=None')
 if not torch.equal(finals["topk"], finals["density"]):

@@ -6,7 +6,8 @@ warm-up (freeze_step steps) the parameters equal the reference's within 1e-6;
 after STEPS steps the held-out loss is within 1.5x of the reference's and every
 rank's parameters are bit-identical; exp_avg_mask keeps the masked momentum
 entries at zero; load_state_dict restores step and moments and resets the
-1-bit states; the constructor's refusals."""
+1-bit states; weight decay and bias_correction=False against the update
+written out here; the constructor's refusals."""
 import sys
 
 import torch
@@ -142,6 +143,42 @@ if not (torch.count_nonzero(ea[:8]) == 0 and torch.count_nonzero(ea[8:]) > 0):
     fail("exp_avg_mask: masked momentum entries not zero (or the others all zero)")
 same_everywhere(m3, "OneBitAdam with exp_avg_mask")
 opt3.close()
+
+# Weight decay (added to the update) and bias_correction=False (DeepSpeed's
+# update) through a short warm-up, against the update written out here; the
+# communicator passed as a sparsecoll Comm.
+def manual(steps, wd, bc, b1=0.9, b2=0.999, eps=1e-8):
+    model = net()
+    params = list(model.parameters())
+    ms = [torch.zeros_like(p) for p in params]
+    vs = [torch.zeros_like(p) for p in params]
+    g = torch.Generator().manual_seed(10 + R)
+    for t in range(1, steps + 1):
+        x = torch.randn(32, 16, generator=g)
+        with torch.no_grad():
+            y = teacher(x)
+        for p in params:
+            p.grad = None
+        (model(x) - y).square().mean().backward()
+        dense_average(model)
+        with torch.no_grad():
+            for p, m, v in zip(params, ms, vs):
+                m.copy_(b1 * m + (1 - b1) * p.grad)
+                v.copy_(b2 * v + (1 - b2) * p.grad * p.grad)
+                mh, vh = (m / (1 - b1 ** t), v / (1 - b2 ** t)) if bc else (m, v)
+                p.copy_(p - LR * (mh / (vh.sqrt() + eps) + wd * p))
+    return flat(model)
+
+
+for wd, bc in ((0.1, True), (0.0, False), (0.05, False)):
+    m4 = net()
+    opt4 = OneBitAdam(m4.parameters(), lr=LR, weight_decay=wd, bias_correction=bc, freeze_step=FREEZE,
+                      process_group=sc.comm)
+    train(m4, opt4, 8, False)
+    opt4.close()
+    diff = (flat(m4) - manual(8, wd, bc)).abs().max().item()
+    if not diff <= 1e-6:
+        fail("weight_decay %g, bias_correction %s: %.3g from the written-out update" % (wd, bc, diff))
 
 # Refusals.
 for bad in (lambda: OneBitAdam(net().parameters(), freeze_step=0, process_group=sc),
