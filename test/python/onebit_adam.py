@@ -181,7 +181,8 @@ for wd, bc in ((0.1, True), (0.0, False), (0.05, False)):
         fail("weight_decay %g, bias_correction %s: %.3g from the written-out update" % (wd, bc, diff))
 
 # Refusals.
-for bad in (lambda: OneBitAdam(net().parameters(), freeze_step=0, process_group=sc),
+for bad in (lambda: opt4.add_param_group({"params": [nn.Parameter(torch.zeros(3))]}),
+            lambda: OneBitAdam(net().parameters(), freeze_step=0, process_group=sc),
             lambda: OneBitAdam(net().parameters(), betas=(1.0, 0.999), process_group=sc),
             lambda: OneBitAdam([{"params": [net()[0].weight], "exp_avg_mask": torch.ones(3)}], process_group=sc)):
     try:

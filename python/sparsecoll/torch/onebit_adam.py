@@ -42,7 +42,8 @@ often.
 Every rank must call step() the same number of times with the same
 parameters (the all-reduces are collective); a parameter without a gradient
 counts as a zero gradient. The initial weights of rank 0 are broadcast in the
-constructor. Parameters on the CPU (the 1-bit all-reduce takes host memory).
+constructor. Parameters on the CPU (the 1-bit all-reduce takes host memory),
+fixed at construction (add_param_group afterwards raises).
 """
 import math
 
@@ -116,6 +117,12 @@ class OneBitAdam(torch.optim.Optimizer):
         self._step = 0
         self._make_buffers()
 
+    def add_param_group(self, param_group):
+        if hasattr(self, "_groups"):
+            raise ArgumentError("OneBitAdam.add_param_group: the parameters are fixed at construction "
+                                "(the flat buffers and the 1-bit states are made for them)")
+        super().add_param_group(param_group)
+
     # ---- flat buffers: one per dtype, the moments' state tensors are views ----
 
     def _make_buffers(self):
@@ -168,6 +175,8 @@ class OneBitAdam(torch.optim.Optimizer):
                 loss = closure()
         frozen = self._step >= self.freeze_step
         self._step += 1
+        # Looked up every step: load_state_dict replaces the group dicts.
+        self._pgroup = {id(q): g for g in self.param_groups for q in g["params"]}
         for j, (dtype, ps, g, m, v) in enumerate(self._groups):
             self._gather_grads(ps, g)
             if not frozen:
@@ -195,18 +204,12 @@ class OneBitAdam(torch.optim.Optimizer):
             k = p.numel()
             grad = flat_g[off:off + k].view_as(p)
             off += k
-            group = self._group_of(p)
-            b1, b2 = group["betas"]
+            b1, b2 = self._pgroup[id(p)]["betas"]
             st = self.state[p]
             st["exp_avg"].mul_(b1).add_(grad, alpha=1 - b1)
             if update_v:
                 st["exp_avg_sq"].mul_(b2).addcmul_(grad, grad, value=1 - b2)
             st["step"] = self._step
-
-    def _group_of(self, p):
-        if not hasattr(self, "_pgroup") or len(self._pgroup) != len(self._params):
-            self._pgroup = {id(q): g for g in self.param_groups for q in g["params"]}
-        return self._pgroup[id(p)]
 
     def _update(self, p, st, group, frozen):
         b1, b2 = group["betas"]
