@@ -9,7 +9,8 @@ lr 0.01 for "topk" (gTop-k at density 0.1 diverges at lr 0.05, so both run
 at 0.01); the plan has a bucket of each mode; "topk" at a density is the same training,
 bit for bit, as compression=None at that density; "auto" and a compressed
 mode under "dear" are refused by the library (SC_ERR_UNSUPPORTED) in the
-constructor."""
+constructor, as are "topk" without density, lowrank 0 and an unknown mode
+(SC_ERR_INVALID_ARG)."""
 import sys
 
 import torch
@@ -110,7 +111,11 @@ if not torch.equal(finals["none"], finals["dense"]):
     fail('compression="none" differs from compression=None')
 if not torch.equal(finals["topk"], finals["density"]):
     fail('compression="topk" differs from compression=None at the same density')
-for kw in (dict(compression="auto"), dict(compression="powersgd", policy="dear")):
+for kw, code in ((dict(compression="auto"), "SC_ERR_UNSUPPORTED"),
+                 (dict(compression="powersgd", policy="dear"), "SC_ERR_UNSUPPORTED"),
+                 (dict(compression="topk"), "SC_ERR_INVALID_ARG"),
+                 (dict(compression="acpsgd", lowrank=0), "SC_ERR_INVALID_ARG"),
+                 (dict(compression="zip"), "SC_ERR_INVALID_ARG")):
     try:
         m = net()
         args = dict(policy="wfbp", process_group=sc)
@@ -118,7 +123,7 @@ for kw in (dict(compression="auto"), dict(compression="powersgd", policy="dear")
         DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.05), m, **args)
         fail("DistributedOptimizer(%s) was made" % kw)
     except Error as e:
-        if e.code != "SC_ERR_UNSUPPORTED":
-            fail("DistributedOptimizer(%s): %s, not SC_ERR_UNSUPPORTED" % (kw, e.code))
+        if e.code != code:
+            fail("DistributedOptimizer(%s): %s, not %s" % (kw, e.code, code))
 dist.barrier()
 dist.destroy_process_group()
