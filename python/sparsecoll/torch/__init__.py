@@ -13,6 +13,7 @@ register()
 
 from . import hooks  # noqa: E402  (sparsecoll.torch.hooks.gtopk_hook)
 from . import kfac  # noqa: E402  (sparsecoll.torch.kfac.KFACCommunicator)
+from .onebit_adam import OneBitAdam  # noqa: E402
 from .optimizer import DistributedOptimizer  # noqa: E402
 
-__all__ = ["ProcessGroupSparsecoll", "BACKEND_NAME", "register", "hooks", "kfac", "DistributedOptimizer"]
+__all__ = ["ProcessGroupSparsecoll", "BACKEND_NAME", "register", "hooks", "kfac", "DistributedOptimizer", "OneBitAdam"]

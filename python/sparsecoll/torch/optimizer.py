@@ -30,6 +30,14 @@ How it works:
   gradients until their update ran.
 - density > 0: gTop-k buckets with error feedback (LAGS with "wfbp", OMGS with
   "mgwfbp"); "dear" and "p3" refuse it (the library does).
+- compression= (None: as density says) names what the buckets travel as, the
+  fusion API's compress: "topk" (gTop-k at density), "powersgd", "acpsgd"
+  (each parameter of dim >= 2 registered as a shape[0] x rest matrix, reduced
+  in low rank `lowrank` from factors of `seed`), "fp16", "bf16", "onebit", or
+  "none". "auto" is refused by the library (SC_ERR_UNSUPPORTED), and so are
+  the compressed modes under "dear" and "p3": the constructor builds the
+  fusion configuration once (a local call) so that such refusals are raised
+  there, not after the warm-up.
 
 Limits: one backward per step (no gradient accumulation over several
 backward calls); use this object's zero_grad() (a set_to_none zero_grad would
@@ -42,7 +50,7 @@ import torch
 import torch.distributed as dist
 
 from .._comm import Comm
-from .._fusion import POLICIES, Fusion
+from .._fusion import COMPRESS, POLICIES, Fusion
 from .._lib import ArgumentError
 
 
@@ -61,9 +69,16 @@ def _comm_of(process_group):
 
 class DistributedOptimizer:
     def __init__(self, optimizer, model, policy="dear", density=0.0, bucket_bytes=None,
-                 process_group=None, select="exact", warmup=2, slice_bytes=None):
+                 process_group=None, select="exact", warmup=2, slice_bytes=None, compression=None,
+                 lowrank=None, seed=None):
         if policy not in POLICIES:
             raise ArgumentError("DistributedOptimizer: policy %r (one of: %s)" % (policy, ", ".join(sorted(POLICIES))))
+        if compression is not None and compression not in COMPRESS:
+            raise ArgumentError("DistributedOptimizer: compression %r (one of: %s)"
+                                % (compression, ", ".join(sorted(COMPRESS))))
+        self.compression = compression
+        self.lowrank = lowrank
+        self.seed = seed
         self.optimizer = optimizer
         self.model = model
         self.policy = policy
@@ -73,6 +88,14 @@ class DistributedOptimizer:
         self.slice_bytes = slice_bytes
         self.warmup = max(1, int(warmup))
         self.comm = _comm_of(process_group)
+        if compression is not None:
+            # sc_fusion_create is local: its refusals ("auto", a compressed
+            # mode under "dear" or "p3", topk without density) come now.
+            try:
+                self._new_fusion().close()
+            except Exception:
+                self.comm.close()
+                raise
         in_opt = {id(p) for g in optimizer.param_groups for p in g["params"]}
         self.params = [p for p in model.parameters() if p.requires_grad and id(p) in in_opt]
         if not self.params:
@@ -174,13 +197,20 @@ class DistributedOptimizer:
         self.comm.broadcast(plan, root=0)  # every rank plans what rank 0 saw
         order = [int(v) for v in plan[:n].tolist()]
         bw = plan[n:].tolist()
-        self.fusion = Fusion(self.comm, self.policy, bucket_bytes=self.bucket_bytes,
-                             density=self.density, select=self.select if self.density > 0 else None,
-                             slice_bytes=self.slice_bytes)
+        self.fusion = self._new_fusion()
         self._ids = [None] * n
         for i in order:
-            self._ids[i] = self.fusion.add(self.views[i], bw[i])
+            p = self.params[i]
+            shape = (p.shape[0], p.numel() // p.shape[0]) if p.dim() >= 2 and p.shape[0] > 0 else None
+            if self.compression not in ("powersgd", "acpsgd"):
+                shape = None
+            self._ids[i] = self.fusion.add(self.views[i], bw[i], shape=shape)
         self.fusion.plan()
+
+    def _new_fusion(self):
+        return Fusion(self.comm, self.policy, bucket_bytes=self.bucket_bytes, density=self.density,
+                      select=self.select if self.density > 0 else None, slice_bytes=self.slice_bytes,
+                      compress=self.compression, lowrank=self.lowrank, seed=self.seed)
 
     # ---- the optimizer's interface ----
 
