@@ -33,11 +33,12 @@ How it works:
 - compression= (None: as density says) names what the buckets travel as, the
   fusion API's compress: "topk" (gTop-k at density), "powersgd", "acpsgd"
   (each parameter of dim >= 2 registered as a shape[0] x rest matrix, reduced
-  in low rank `lowrank` from factors of `seed`), "fp16", "bf16", "onebit", or
-  "none". "auto" is refused by the library (SC_ERR_UNSUPPORTED), and so are
-  the compressed modes under "dear" and "p3": the constructor builds the
-  fusion configuration once (a local call) so that such refusals are raised
-  there, not after the warm-up.
+  in low rank `lowrank` from factors of `seed`), "fp16", "bf16", "onebit",
+  "auto" (per bucket the cheapest of dense, fp16, topk with density, acpsgd)
+  or "none". The compressed modes under "dear" and "p3" are refused by the
+  library (SC_ERR_UNSUPPORTED): the constructor builds the fusion
+  configuration once (a local call) so that such refusals are raised there,
+  not after the warm-up.
 
 Limits: one backward per step (no gradient accumulation over several
 backward calls); use this object's zero_grad() (a set_to_none zero_grad would
@@ -89,8 +90,8 @@ class DistributedOptimizer:
         self.warmup = max(1, int(warmup))
         self.comm = _comm_of(process_group)
         if compression is not None:
-            # sc_fusion_create is local: its refusals ("auto", a compressed
-            # mode under "dear" or "p3", topk without density) come now.
+            # sc_fusion_create is local: its refusals (a compressed mode
+            # under "dear" or "p3", topk without density) come now.
             try:
                 self._new_fusion().close()
             except Exception:
