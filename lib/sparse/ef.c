@@ -93,6 +93,7 @@ sc_result_t sc_ef_create(size_t n, sc_dtype_t dtype, sc_ef_t **ef) {
 sc_result_t sc_ef_destroy(sc_ef_t *ef) {
   if (!ef) return SC_SUCCESS;
   ef_work_free(&ef->work);
+  sc_hitopk_buf_free(ef->hitopk);
   /* Every step waits for its device work: nothing is queued on the residual. */
   if (ef->kind == SC_EF_DEVICE)
     ef->rt->free_device(ef->residual);

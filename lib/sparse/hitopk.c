@@ -71,7 +71,10 @@ static void put(sc_dtype_t t, void *v, size_t i, double x) {
   }
 }
 
-typedef struct hitopk_buf {
+/* A step's buffers, kept in the sc_ef_t between steps: fresh pages for a
+ * gradient-sized buffer on every call cost more than the step's arithmetic. */
+typedef struct sc_hitopk_buf {
+  size_t padded, shard, cap, rec_b, nrec; /* what the buffers hold */
   uint8_t *pad;  /* L * shard elements: acc padded, later the gathered result */
   uint8_t *mine; /* shard elements: this rank's host-sum shard, later the summed shard */
   uint32_t *idx, *w_idx, *o_idx;
@@ -81,7 +84,7 @@ typedef struct hitopk_buf {
   double *sum;         /* shard elements */
 } hitopk_buf_t;
 
-static void buf_free(hitopk_buf_t *b) {
+static void buf_release(hitopk_buf_t *b) {
   free(b->pad);
   free(b->mine);
   free(b->idx);
@@ -95,13 +98,24 @@ static void buf_free(hitopk_buf_t *b) {
   free(b->rec);
   free(b->recs);
   free(b->sum);
+  memset(b, 0, sizeof(*b));
 }
 
-static sc_result_t buf_alloc(hitopk_buf_t *b, size_t L, size_t H, const sc_hitopk_plan_t *p,
-                             size_t es, size_t rec) {
+void sc_hitopk_buf_free(struct sc_hitopk_buf *b) {
+  if (!b) return;
+  buf_release(b);
+  free(b);
+}
+
+static sc_result_t buf_reserve(hitopk_buf_t *b, size_t L, size_t H, const sc_hitopk_plan_t *p,
+                               size_t es, size_t rec) {
   const size_t c = 2 * p->kl_max + 1, s = p->shard ? p->shard : 1;
-  b->pad = calloc(L * s, es);
-  b->mine = calloc(s, es);
+  if (b->pad && b->padded >= L * s * es && b->shard >= s * 8 && b->cap >= c * 8 &&
+      b->rec_b >= rec && b->nrec >= rec * H)
+    return SC_SUCCESS;
+  buf_release(b);
+  b->pad = malloc(L * s * es);
+  b->mine = malloc(s * es);
   b->idx = malloc(c * 4);
   b->w_idx = malloc(c * 4);
   b->o_idx = malloc(c * 4);
@@ -112,17 +126,49 @@ static sc_result_t buf_alloc(hitopk_buf_t *b, size_t L, size_t H, const sc_hitop
   b->w_key = malloc(c * 8);
   b->rec = calloc(rec, 1);
   b->recs = malloc(rec * H);
-  b->sum = calloc(s, sizeof(double));
+  b->sum = malloc(s * sizeof(double));
   if (!b->pad || !b->mine || !b->idx || !b->w_idx || !b->o_idx || !b->val || !b->w_val ||
-      !b->o_val || !b->w_src || !b->w_key || !b->rec || !b->recs || !b->sum)
+      !b->o_val || !b->w_src || !b->w_key || !b->rec || !b->recs || !b->sum) {
+    buf_release(b);
     return SC_ERR(SC_ERR_NOMEM, "sc_gtopk_allreduce: hitopk buffers for a shard of %zu", s);
+  }
+  b->padded = L * s * es;
+  b->shard = s * 8; /* sum's bytes; mine's are fewer */
+  b->cap = c * 8;   /* the widest per-entry array (w_key) */
+  b->rec_b = rec;
+  b->nrec = rec * H;
   return SC_SUCCESS;
 }
 
 /* acc = grad + residual into the residual, in the dtype's arithmetic. */
 static void accumulate(sc_dtype_t t, void *res, const void *grad, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    put(t, res, i, sc_sparse_value(t, res, i) + sc_sparse_value(t, grad, i));
+  if (t == SC_FLOAT32) {
+    float *r = res;
+    const float *g = grad;
+    for (size_t i = 0; i < n; i++) r[i] += g[i];
+  } else if (t == SC_FLOAT64) {
+    double *r = res;
+    const double *g = grad;
+    for (size_t i = 0; i < n; i++) r[i] += g[i];
+  } else {
+    sc_reduce_kernel(t, SC_SUM, res, res, grad, n);
+  }
+}
+
+/* grad = sum / np over n elements (float32 arithmetic but for float64, as SC_AVG). */
+static void average(sc_dtype_t t, void *grad, const void *sum, size_t n, int np) {
+  if (t == SC_FLOAT32) {
+    float *g = grad;
+    const float *s = sum;
+    for (size_t i = 0; i < n; i++) g[i] = s[i] / (float)np;
+  } else if (t == SC_FLOAT64) {
+    double *g = grad;
+    const double *s = sum;
+    for (size_t i = 0; i < n; i++) g[i] = s[i] / (double)np;
+  } else {
+    for (size_t i = 0; i < n; i++)
+      put(t, grad, i, (double)((float)sc_sparse_value(t, sum, i) / (float)np));
+  }
 }
 
 /* Sum of the H sets, in host order, into the dense shard (float64 in
@@ -160,7 +206,10 @@ static sc_result_t step(void *grad, size_t n, sc_dtype_t t, size_t k, sc_select_
   sc_hitopk_plan_t p;
   sc_hitopk_plan(n, k, (int)L, comm->tune.local_rank, &p);
   const size_t rec = (8 + p.kl_max * (4 + es) + 7) / 8 * 8;
-  SC_CHECK(buf_alloc(b, L, H, &p, es, rec));
+  SC_CHECK(buf_reserve(b, L, H, &p, es, rec));
+  if (L * p.shard > n) memset(b->pad + n * es, 0, (L * p.shard - n) * es);
+  if (p.shard) memset(b->sum, 0, p.shard * sizeof(double));
+  memset(b->rec, 0, rec);
   const void *acc = grad;
   if (ef) {
     accumulate(t, ef->residual, grad, n);
@@ -212,11 +261,7 @@ static sc_result_t step(void *grad, size_t n, sc_dtype_t t, size_t k, sc_select_
         put(t, ef->residual, p.off + b->idx[i], sc_sparse_value(t, b->val, i));
     return r;
   }
-  const double np = comm->nranks;
-  for (size_t i = 0; i < n; i++) {
-    double v = sc_sparse_value(t, b->pad, i);
-    put(t, grad, i, t == SC_FLOAT64 ? v / np : (double)((float)v / (float)np));
-  }
+  average(t, grad, b->pad, n, comm->nranks);
   return SC_SUCCESS;
 }
 
@@ -231,9 +276,15 @@ sc_result_t sc_hitopk_step(void *grad, size_t n, sc_dtype_t dtype, size_t k, sc_
                   comm->nranks, t->nhosts, t->local_size);
   hitopk_comms_t *cm = NULL;
   if (comm->nranks > 1) SC_CHECK(get_comms(comm, &cm));
-  hitopk_buf_t b;
-  memset(&b, 0, sizeof(b));
-  sc_result_t r = step(grad, n, dtype, k, method, ef, comm, cm, (size_t)L, (size_t)t->nhosts, &b);
-  buf_free(&b);
-  return r;
+  if (!ef) {
+    hitopk_buf_t b;
+    memset(&b, 0, sizeof(b));
+    sc_result_t r =
+        step(grad, n, dtype, k, method, NULL, comm, cm, (size_t)L, (size_t)t->nhosts, &b);
+    buf_release(&b);
+    return r;
+  }
+  if (!ef->hitopk && !(ef->hitopk = calloc(1, sizeof(*ef->hitopk))))
+    return SC_ERR(SC_ERR_NOMEM, "sc_gtopk_allreduce: hitopk buffers");
+  return step(grad, n, dtype, k, method, ef, comm, cm, (size_t)L, (size_t)t->nhosts, ef->hitopk);
 }

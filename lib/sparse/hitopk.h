@@ -9,6 +9,10 @@
 #include "algorithms/hitopk_plan.h"
 #include "sparsecoll.h"
 
+/* Frees the buffers a step kept in an sc_ef_t (NULL allowed). */
+struct sc_hitopk_buf;
+void sc_hitopk_buf_free(struct sc_hitopk_buf *b);
+
 struct sc_ef;
 /* One step (ef may be NULL): grad becomes the average of the selection, the
  * residual (when ef) what this rank's shard of its host sum kept. */
