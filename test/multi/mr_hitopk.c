@@ -6,12 +6,14 @@
  * and the result must match bit for bit), residual included; the result
  * bit-identical on every rank; error feedback conserving the mass over
  * several calls for every selection method; ef NULL; and, with
- * --expect-unsupported (hosts of unequal size), SC_ERR_UNSUPPORTED. */
+ * --expect-unsupported (hosts of unequal size), SC_ERR_UNSUPPORTED; with
+ * --device, device gradients refused with SC_ERR_UNSUPPORTED. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/devrt.h"
 #include "lib/sparse/ef.h"
 #include "test/multi/mr_common.h"
 
@@ -184,9 +186,11 @@ static void conservation_case(size_t n, size_t k, sc_dtype_t dt, sc_select_t m) 
 }
 
 int main(int argc, char **argv) {
-  int unsupported = 0;
-  for (int i = 1; i < argc; i++)
+  int unsupported = 0, device = 0;
+  for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--expect-unsupported")) unsupported = 1;
+    if (!strcmp(argv[i], "--device")) device = 1;
+  }
   if (sc_comm_init_env(&comm) != SC_SUCCESS) {
     fprintf(stderr, "init failed: %s\n", sc_last_error());
     return 1;
@@ -203,7 +207,21 @@ int main(int argc, char **argv) {
   if (!unsupported && (nh != H || ls != L || lr != mr_rank % L || hi != mr_rank / L))
     mr_fail("layout: local rank %d of %d on host %d of %d, want %d of %d on %d of %d", lr, ls, hi,
             nh, mr_rank % L, L, mr_rank / L, H);
-  if (unsupported) {
+  if (device) {
+    const sc_devrt_t *rt = sc_devrt();
+    void *d = NULL;
+    if (!rt || rt->malloc_device(&d, 64) != SC_SUCCESS) {
+      printf("skipped: no device runtime\n");
+      sc_comm_destroy(comm);
+      return 77;
+    }
+    mr_checks++;
+    sc_result_t r = sc_gtopk_allreduce(d, 16, SC_FLOAT32, 2, SC_SELECT_EXACT, NULL, comm);
+    if (r != SC_ERR_UNSUPPORTED || !strstr(sc_last_error(), "host gradients"))
+      mr_fail("device gradients: %s (%s), want SC_ERR_UNSUPPORTED", sc_strerror(r),
+              sc_last_error());
+    rt->free_device(d);
+  } else if (unsupported) {
     float g[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     mr_checks++;
     sc_result_t r = sc_gtopk_allreduce(g, 8, SC_FLOAT32, 2, SC_SELECT_EXACT, NULL, comm);
