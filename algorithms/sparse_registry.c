@@ -15,6 +15,9 @@ static const sc_sparse_algo_entry_t sc_sparse_algo_table[] = {
      "TopK-SGD baseline: ring all-gather of every set, exact sum"},
     {SC_SPARSE_GTOPK_HIER, "hier", sc_sparse_hier_schedule, 6, 1, 1, "rd", 0,
      "tree inside each host, butterfly among hosts, broadcast inside each host"},
+    {SC_SPARSE_HITOPK, "hitopk", NULL, 7, 1, 1, "rd", 0,
+     "sc_gtopk_allreduce only: reduce-scatter in each host, top-k per shard, sparse all-gather "
+     "among hosts, all-gather in each host"},
 };
 _Static_assert(sizeof(sc_sparse_algo_table) / sizeof(sc_sparse_algo_table[0]) ==
                    SC_SPARSE_ALGO_COUNT,

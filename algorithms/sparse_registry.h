@@ -16,11 +16,14 @@
 
 /* Rows of the table, one per sc_sparse_algo_t value; sizes the tuner's
  * estimates (indexed by the enum value). */
-#define SC_SPARSE_ALGO_COUNT 4
+#define SC_SPARSE_ALGO_COUNT 5
 
 typedef struct sc_sparse_algo_entry {
   sc_sparse_algo_t algo;
   const char *name; /* as SC_GTOPK_ALGO, sc_gtopk_perf -a, the logs and Python take it */
+  /* NULL: no sparse all-reduce schedule (hitopk starts from dense
+   * gradients inside sc_gtopk_allreduce; the cost model prices it in closed
+   * form, lib/tune/tune_best.c). */
   sc_sched_gen_t gen;
   /* The variant byte of the mismatch fingerprint (lib/core/fingerprint.h):
    * on the wire between ranks, so a row keeps its code for good. */

@@ -616,7 +616,8 @@ typedef enum sc_sparse_algo {
   SC_SPARSE_GTOPK,      /* butterfly merge, no broadcast */
   SC_SPARSE_GTOPK_TREE, /* the papers' tree reduce + broadcast */
   SC_SPARSE_ALLGATHER,  /* TopK-SGD baseline */
-  SC_SPARSE_GTOPK_HIER  /* merge inside each host, butterfly among hosts, broadcast in the host */
+  SC_SPARSE_GTOPK_HIER, /* merge inside each host, butterfly among hosts, broadcast in the host */
+  SC_SPARSE_HITOPK      /* sc_gtopk_allreduce only: HiTopKComm (see sc_gtopk_allreduce) */
 } sc_sparse_algo_t;
 
 /* Sparse all-reduce. Each rank passes a sparse vector of nnz <= k entries
@@ -628,6 +629,8 @@ typedef enum sc_sparse_algo {
  * outputs hold k entries. GTOPK_HIER on one host runs the tree.
  * ALLGATHER: the exact sum over the union of all entries; outputs hold
  * nranks*k entries.
+ * HITOPK is an algorithm of sc_gtopk_allreduce only (it starts from dense
+ * gradients): here it is refused with SC_ERR_INVALID_ARG.
  * Every set received from a peer is checked against k and dense_len before
  * use: a peer announcing more than k entries fails the call with
  * SC_ERR_REMOTE.
@@ -648,8 +651,9 @@ sc_result_t sc_sparse_allreduce(const uint32_t *indices, const void *values, siz
 
 /* sc_sparse_algo_name: the name of a sparse all-reduce algorithm, as
  * SC_GTOPK_ALGO, sc_gtopk_perf -a, the logs and the Python package spell it:
- * "gtopk", "tree", "allgather" or "hier" for SC_SPARSE_GTOPK,
- * SC_SPARSE_GTOPK_TREE, SC_SPARSE_ALLGATHER and SC_SPARSE_GTOPK_HIER.
+ * "gtopk", "tree", "allgather", "hier" or "hitopk" for SC_SPARSE_GTOPK,
+ * SC_SPARSE_GTOPK_TREE, SC_SPARSE_ALLGATHER, SC_SPARSE_GTOPK_HIER and
+ * SC_SPARSE_HITOPK.
  * *name is set to a static string, valid for the life of the process; do
  * not free it.
  * Errors: SC_ERR_INVALID_ARG when algo is no value of sc_sparse_algo_t or
@@ -678,9 +682,27 @@ sc_result_t sc_ef_destroy(sc_ef_t *ef);
  * all-reduce of that selection; grad = the global result / nranks at its
  * indices, zero elsewhere; the residual keeps what was not sent, plus every
  * sent entry that did not survive the merges. The sparse algorithm is
- * SC_GTOPK_ALGO's (gtopk, tree, hier) when set, else the butterfly on one
- * host and the cost model's pick where the ranks span hosts (the same on
- * every rank).
+ * SC_GTOPK_ALGO's (gtopk, tree, hier, hitopk) when set, else the butterfly
+ * on one host and the cost model's pick where the ranks span hosts (the
+ * same on every rank).
+ * hitopk (HiTopKComm; H hosts of L ranks each, local rank l): acc = grad +
+ * residual; a dense reduce-scatter (SUM) of acc inside each host gives rank
+ * l shard l of its host's sum (shards of ceil(n/L) elements, the last ones
+ * shorter or empty); each rank selects the top ceil(k/L) entries (at most
+ * its shard's length) of its shard by method; the H ranks of local rank l
+ * all-gather their selections and sum them in host order (float64 in
+ * float64, float32 arithmetic otherwise); a dense all-gather inside each host
+ * assembles the n elements; grad = that sum / nranks, zero off the union of
+ * the selections. Error feedback: after the step a rank's residual is zero
+ * except on its own shard, where it holds its host-sum shard minus what it
+ * selected (the host's mass of the other shards moved to the other local
+ * ranks), so the sum over ranks of residual + nranks * grad equals the sum
+ * of every acc, up to rounding. Needs the same number of ranks on every host:
+ * forced on another layout it fails with SC_ERR_UNSUPPORTED (the cost model
+ * never picks it there). Host gradients only (device gradients:
+ * SC_ERR_UNSUPPORTED). Its first call on a communicator makes two
+ * sub-communicators (sc_comm_split: the host, and the ranks of equal local
+ * rank), kept until sc_comm_destroy.
  * k: entries to select; k > n counts as n. n, k and dtype: the same on
  * every rank; method may differ. ef: NULL (no error feedback) or a state for
  * exactly n elements of dtype, of the same memory kind as grad. grad: NULL

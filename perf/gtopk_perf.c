@@ -68,13 +68,15 @@ static void usage(FILE *f) {
              "  -k   entries per rank and kept by each merge (default density * n)\n"
              "  --density  k / n (default 0.001)\n"
              "  -a   ");
-  for (int al = 0; al < a_count; al++) fprintf(f, "%s | ", row_name(al));
+  for (int al = 0; al < a_count; al++)
+    if (al == a_dense || g_algos[al].gen) fprintf(f, "%s | ", row_name(al));
   fprintf(f, "all | auto\n"
              "       (default all: all but");
   for (int al = 0; al < a_dense; al++)
     if (g_algos[al].hier) fprintf(f, " %s", g_algos[al].name);
   fprintf(f, "; auto: what sc_gtopk_allreduce runs for this k,\n"
-             "       SC_GTOPK_ALGO, else the cost model's pick)\n"
+             "       SC_GTOPK_ALGO, else the cost model's pick; hitopk starts from dense\n"
+             "       gradients inside sc_gtopk_allreduce and is no row here)\n"
              "  -d   float | double | half | bfloat16 (default float)\n"
              "  -w, -i  warm-up and timed iterations (default 2, 10; at most 64)\n"
              "  -c   check every result against the reference (default 1)\n"
@@ -108,8 +110,8 @@ static int parse(int argc, char **argv, opts_t *o) {
       o->density = strtod(v, NULL);
     } else if (!strcmp(a, "-a")) {
       o->algo = -2;
-      for (int j = 0; j < a_count; j++)
-        if (!strcmp(v, row_name(j))) o->algo = j;
+      for (int j = 0; j < a_count; j++) /* rows without a schedule (hitopk): not here */
+        if (!strcmp(v, row_name(j)) && (j == a_dense || g_algos[j].gen)) o->algo = j;
       if (!strcmp(v, "all")) o->algo = -1;
       if (!strcmp(v, "auto")) o->algo = A_AUTO;
       if (o->algo == -2) goto bad;
@@ -320,6 +322,8 @@ static rset_t reference(sc_sparse_algo_t sa, int p, size_t n, size_t k) {
     break;
   case SC_SPARSE_GTOPK:
     butterfly_merge(s, p, k);
+    break;
+  case SC_SPARSE_HITOPK: /* never benched: no sparse all-reduce schedule */
     break;
   }
   for (int r = 1; r < p; r++) take(&s[r], (rset_t){NULL, NULL, 0});
@@ -599,10 +603,12 @@ int main(int argc, char **argv) {
   if (o.algo == A_AUTO) {
     sc_sparse_algo_t sa;
     perf_check_sc(sc_gtopk_algo(b.comm, o.k, o.dtype, &sa), "sc_gtopk_algo");
+    o.algo = a_count; /* no row: hitopk, which has no sparse all-reduce schedule */
     for (int j = 0; j < a_dense; j++)
-      if (g_algos[j].algo == sa) o.algo = j;
+      if (g_algos[j].algo == sa && g_algos[j].gen) o.algo = j;
     if (b.rank == 0)
-      printf("# -a auto: %s (what sc_gtopk_allreduce runs for this k)\n", row_name(o.algo));
+      printf("# -a auto: %s (what sc_gtopk_allreduce runs for this k)\n",
+             o.algo < a_count ? row_name(o.algo) : sc_sparse_algo_label(sa));
   }
   if (b.rank == 0) {
     printf("# sc_gtopk_perf: %d ranks, n = %zu %s, k = %zu (density %.6g), %d warm-up + %d "

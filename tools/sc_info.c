@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "algorithms/registry.h"
+#include "algorithms/sparse_registry.h"
 #include "kernels/devrt.h"
 #include "lib/base/config.h"
 #include "sparsecoll.h"
@@ -26,7 +27,7 @@ static void usage(FILE *f) {
              "Print the libsparsecoll version and build features.\n"
              "  --env        every SC_* variable with its default and meaning\n"
              "  --algorithms every collective's algorithms (the names SC_ALGO,\n"
-             "               SC_BCAST_ALGO and the perf binaries' -a take)\n"
+             "               SC_BCAST_ALGO, SC_GTOPK_ALGO and the perf binaries' -a take)\n"
              "  --markdown   with --env: as the Markdown table docs/CONFIG.md reproduces\n"
              "  --topo       this host's CPUs, cores, NUMA nodes, GPUs and NICs (hwloc)\n"
              "               and the order sc-run --bind core hands CPUs out in\n"
@@ -102,6 +103,11 @@ static void print_algorithms(void) {
     printf("%s:\n", sc_coll_name((sc_coll_t)coll));
     for (int i = 0; i < n; i++) printf("  %-20s %s\n", c[i].name, c[i].about);
   }
+  /* sc_gtopk_allreduce's (and sc_sparse_allreduce's) exchanges: SC_GTOPK_ALGO's names. */
+  int n;
+  const sc_sparse_algo_entry_t *s = sc_sparse_algos(&n);
+  printf("sparse (SC_GTOPK_ALGO, sc_sparse_allreduce):\n");
+  for (int i = 0; i < n; i++) printf("  %-20s %s\n", s[i].name, s[i].about);
 }
 
 /* Markdown cells must not contain a bare '|'. */

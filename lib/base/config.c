@@ -30,9 +30,15 @@ static const sc_config_var_t sc_config_vars[] = {
     {"SC_BCAST_ALGO", "auto", "force the broadcast/reduce algorithm"},
     {"SC_GTOPK_ALGO", "auto",
      "sparse all-reduce of sc_gtopk_allreduce and the fusion's sparse buckets: gtopk "
-     "(butterfly), tree, hier (a tree in each host, a butterfly among hosts), or auto (where the "
+     "(butterfly), tree, hier (a tree in each host, a butterfly among hosts), hitopk "
+     "(HiTopKComm: reduce-scatter in each host, top-k per shard, sparse all-gather among "
+     "hosts; equal ranks per host, host gradients), or auto (where the "
      "ranks span hosts the cost model's pick, else gtopk); every choice keeps error feedback "
      "exact"},
+    {"SC_RANKS_PER_HOST", "0",
+     "testing aid: 0 (the host map from the transports), or M: each M consecutive ranks count as "
+     "one host in the host map (the hierarchical algorithms, hitopk and the cost model; the "
+     "transports still connect as the machine is)"},
     {"SC_MSTOPK_ITERS", "20",
      "MSTopK selection (SC_SELECT_MSTOPK): threshold bisection rounds, 1..64"},
     {"SC_RS_ALGO", "auto", "force the reduce-scatter algorithm"},

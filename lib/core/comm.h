@@ -259,7 +259,7 @@ typedef struct sc_tune_state {
 /* State that a layer above lib/core (lib/compress) keeps per communicator:
  * one slot per feature, made on first use (sc_comm_ext) and freed with the
  * communicator by the destructor its maker gave. */
-typedef enum sc_comm_ext_id { SC_EXT_HALFWIRE, SC_EXT_COUNT } sc_comm_ext_id_t;
+typedef enum sc_comm_ext_id { SC_EXT_HALFWIRE, SC_EXT_HITOPK, SC_EXT_COUNT } sc_comm_ext_id_t;
 typedef struct sc_comm_ext {
   void *state;
   void (*free_fn)(void *state);
@@ -392,6 +392,11 @@ sc_result_t sc_tune_algo_name(sc_comm_t *comm, sc_coll_t coll, size_t count, sc_
  * SC_GTOPK_ALGO's, else the cost model's pick across hosts
  * (sc_tune_best_sparse, cached), else the butterfly. The same on every rank. */
 sc_result_t sc_tune_gtopk_algo(sc_comm_t *comm, size_t k, size_t es, sc_sparse_algo_t *algo);
+/* As sc_tune_gtopk_algo, for a gradient of n elements: hitopk is a candidate
+ * too (sc_tune_hitopk_seconds) where every host holds the same number of
+ * ranks, more than one (n = 0: as sc_tune_gtopk_algo). */
+sc_result_t sc_tune_gtopk_algo_n(sc_comm_t *comm, size_t n, size_t k, size_t es,
+                                 sc_sparse_algo_t *algo);
 /* The generator arguments of (coll, count elements of es bytes) on comm. */
 /* Points a's count arrays into a v collective's op->v (nothing for the others, or v NULL). */
 void sc_tune_args_v(const sc_op_t *op, sc_coll_args_t *a);

@@ -5,6 +5,10 @@
  * props answer alike on every rank, so every rank computes the same map.
  * Hosts are numbered in the order of their lowest rank. */
 #include <stdlib.h>
+#include <string.h>
+
+#include "lib/base/config.h"
+#include "lib/base/socket.h"
 
 #include "lib/base/log.h"
 #include "lib/core/comm.h"
@@ -41,6 +45,13 @@ sc_result_t sc_locality_init(sc_comm_t *comm) {
       host_of[a] = nh++;
     }
     if (r == SC_SUCCESS) size[host_of[a]]++;
+  }
+  long rph = 0;
+  if (r == SC_SUCCESS) r = sc_config_long("SC_RANKS_PER_HOST", 0, SC_RANKS_MAX, &rph);
+  if (r == SC_SUCCESS && rph > 0) { /* emulated hosts: numbered by their lowest rank too */
+    memset(size, 0, (size_t)p * sizeof(int));
+    for (int a = 0; a < p; a++) size[host_of[a] = a / (int)rph]++;
+    nh = (p + (int)rph - 1) / (int)rph;
   }
   if (r == SC_SUCCESS) {
     t->host_of = host_of;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "algorithms/hitopk_plan.h"
 #include "algorithms/sparse_registry.h"
 #include "lib/base/log.h"
 #include "lib/core/comm.h"
@@ -298,6 +299,15 @@ sc_result_t sc_alltoall_algo(sc_comm_t *comm, size_t count, sc_dtype_t dtype, co
 }
 
 sc_result_t sc_tune_gtopk_algo(sc_comm_t *comm, size_t k, size_t es, sc_sparse_algo_t *algo) {
+  return sc_tune_gtopk_algo_n(comm, 0, k, es, algo);
+}
+
+/* The cache's key for the choice with hitopk among the candidates: n travels
+ * in the element size (es < 16). */
+#define SC_TUNE_HITOPK_KEY 0xFD
+
+sc_result_t sc_tune_gtopk_algo_n(sc_comm_t *comm, size_t n, size_t k, size_t es,
+                                 sc_sparse_algo_t *algo) {
   *algo = SC_SPARSE_GTOPK;
   SC_CHECK(sc_comm_check_usable(comm));
   if (comm->cfg.gtopk_algo >= 0) {
@@ -307,9 +317,15 @@ sc_result_t sc_tune_gtopk_algo(sc_comm_t *comm, size_t k, size_t es, sc_sparse_a
   /* One host: the butterfly, whose every rank merges in parallel on its own
    * core (the host model replays no sparse steps). */
   if (comm->nranks < 2 || comm->tune.nhosts < 2) return SC_SUCCESS;
+  int L = 0;
+  const int hi = n > 0 &&
+                 sc_hitopk_layout_ok(comm->tune.host_of, comm->nranks, comm->tune.nhosts, &L) &&
+                 L > 1;
+  const int key = hi ? SC_TUNE_HITOPK_KEY : SC_TUNE_SPARSE_KEY;
+  const size_t kes = hi ? es + 16 * n : es;
   sc_tune_entry_t hit;
   sc_link_model_t model;
-  if (sc_tune_cache_get(&comm->tune, SC_TUNE_SPARSE_KEY, k, es, -1, &hit, &model)) {
+  if (sc_tune_cache_get(&comm->tune, key, k, kes, -1, &hit, &model)) {
     *algo = (sc_sparse_algo_t)hit.choice;
     return SC_SUCCESS;
   }
@@ -318,16 +334,20 @@ sc_result_t sc_tune_gtopk_algo(sc_comm_t *comm, size_t k, size_t es, sc_sparse_a
   sc_tune_fill_args(comm, SC_COLL_ALLREDUCE, k, es, 0, 0, &a);
   double est[SC_SPARSE_ALGO_COUNT];
   *algo = (sc_sparse_algo_t)sc_tune_best_sparse(&model, &a, est);
+  if (hi) {
+    est[SC_SPARSE_HITOPK] = sc_tune_hitopk_seconds(&model, comm->tune.nhosts, L, n, k, es);
+    if (est[SC_SPARSE_HITOPK] < est[*algo]) *algo = SC_SPARSE_HITOPK;
+  }
   char ests[160] = "";
   size_t used = 0;
-  int n;
-  const sc_sparse_algo_entry_t *c = sc_sparse_algos(&n);
-  for (int i = 0; i < n && used < sizeof(ests); i++)
-    if (c[i].pick)
+  int nrows;
+  const sc_sparse_algo_entry_t *c = sc_sparse_algos(&nrows);
+  for (int i = 0; i < nrows && used < sizeof(ests); i++)
+    if (c[i].pick && !isinf(est[c[i].algo]))
       used += (size_t)snprintf(ests + used, sizeof(ests) - used, "%s %.1f us, ", c[i].name,
                                est[c[i].algo] * 1e6);
-  SC_INFO(SC_SUBSYS_TUNE, "sparse all-reduce of k = %zu on %d ranks, %d hosts: %s-> %s", k,
-          comm->nranks, comm->tune.nhosts, ests, sc_sparse_algo_label(*algo));
-  sc_tune_cache_put(&comm->tune, SC_TUNE_SPARSE_KEY, k, es, (int)*algo, 0);
+  SC_INFO(SC_SUBSYS_TUNE, "sparse all-reduce of k = %zu (n = %zu) on %d ranks, %d hosts: %s-> %s",
+          k, n, comm->nranks, comm->tune.nhosts, ests, sc_sparse_algo_label(*algo));
+  sc_tune_cache_put(&comm->tune, key, k, kes, (int)*algo, 0);
   return SC_SUCCESS;
 }

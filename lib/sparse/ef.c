@@ -12,6 +12,7 @@
 #include "lib/core/comm.h"
 #include "lib/core/device.h"
 #include "lib/sparse/ef.h"
+#include "lib/sparse/hitopk.h"
 #include "lib/sparse/sparse.h"
 
 static void ef_work_free(ef_work_t *w) {
@@ -92,6 +93,7 @@ sc_result_t sc_ef_create(size_t n, sc_dtype_t dtype, sc_ef_t **ef) {
 sc_result_t sc_ef_destroy(sc_ef_t *ef) {
   if (!ef) return SC_SUCCESS;
   ef_work_free(&ef->work);
+  sc_hitopk_buf_free(ef->hitopk);
   /* Every step waits for its device work: nothing is queued on the residual. */
   if (ef->kind == SC_EF_DEVICE)
     ef->rt->free_device(ef->residual);
@@ -130,7 +132,8 @@ static sc_result_t ef_step(void *grad, size_t n, sc_dtype_t dtype, size_t k, sc_
                            sc_ef_t *ef, sc_comm_t *comm, ef_work_t *w) {
   const char *fn = "sc_gtopk_allreduce";
   sc_sparse_algo_t algo;
-  SC_CHECK(sc_tune_gtopk_algo(comm, k, sc_dtype_size(dtype), &algo));
+  SC_CHECK(sc_tune_gtopk_algo_n(comm, n, k, sc_dtype_size(dtype), &algo));
+  if (algo == SC_SPARSE_HITOPK) return sc_hitopk_step(grad, n, dtype, k, method, ef, comm);
   const void *acc = grad;
   if (ef) {
     accumulate(dtype, ef->residual, grad, n);

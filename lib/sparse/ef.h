@@ -32,9 +32,10 @@ struct sc_ef {
   sc_dtype_t dtype;
   void *residual; /* host memory until bound to a device, then device memory */
   sc_ef_kind_t kind;
-  int device;           /* SC_EF_DEVICE: the device of the residual */
-  const sc_devrt_t *rt; /* SC_EF_DEVICE: the runtime that allocated it */
-  ef_work_t work;       /* host path: kept from step to step (same k every step) */
+  int device;                   /* SC_EF_DEVICE: the device of the residual */
+  const sc_devrt_t *rt;         /* SC_EF_DEVICE: the runtime that allocated it */
+  ef_work_t work;               /* host path: kept from step to step (same k every step) */
+  struct sc_hitopk_buf *hitopk; /* hitopk's buffers (lib/sparse/hitopk.c), kept likewise */
 };
 
 /* The one check of sc_gtopk_allreduce's arguments, for it and for its stream

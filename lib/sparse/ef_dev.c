@@ -125,6 +125,9 @@ static sc_result_t step(sc_spdev_t *d, void *grad, size_t n, sc_dtype_t dtype, s
   size_t dbytes, hbytes;
   sc_sparse_algo_t algo;
   SC_CHECK(sc_tune_gtopk_algo(comm, k, es, &algo));
+  if (algo == SC_SPARSE_HITOPK)
+    return SC_ERR(SC_ERR_UNSUPPORTED,
+                  "%s: SC_GTOPK_ALGO=hitopk takes host gradients only (grad is device memory)", fn);
   SC_CHECK(reserve_step(d, fn, n, dtype, k));
   dev_layout(&b, d->dbuf, d->hbuf, c, es, &dbytes, &hbytes);
   const void *acc = grad;

@@ -41,6 +41,11 @@ sc_result_t sc_sparse_allreduce_track(const char *fn, const uint32_t *indices, c
                   fn, (int)dtype);
   const sc_sparse_algo_entry_t *row = sc_sparse_algo_get(algo);
   if (!row) return SC_ERR(SC_ERR_INVALID_ARG, "%s: invalid algorithm %d", fn, (int)algo);
+  if (!row->gen)
+    return SC_ERR(SC_ERR_INVALID_ARG,
+                  "%s: algorithm %s is one of sc_gtopk_allreduce's (it starts from dense "
+                  "gradients), not of the sparse all-reduce",
+                  fn, row->name);
   if (dense_len > (size_t)UINT32_MAX + 1)
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: dense_len %zu needs indices wider than 32 bits", fn,
                   dense_len);

@@ -108,6 +108,14 @@ int sc_tune_hier_rail(const sc_link_model_t *m, const sc_coll_args_t *a, double 
  * candidate). */
 int sc_tune_best_sparse(const sc_link_model_t *m, const sc_coll_args_t *a,
                         double est[SC_SPARSE_ALGO_COUNT]);
+/* HiTopKComm's time (sc_gtopk_allreduce's "hitopk") for a gradient of n
+ * elements of es bytes, k selected, on nhosts hosts of local_size ranks:
+ * the ring reduce-scatter and all-gather of ceil(n/L)-element shards inside
+ * each host (local links, reduction at gamma), and the ring all-gathers of
+ * the L shards' sets among the hosts sharing each host's network link.
+ * INFINITY on the one-host model (host_cores > 0). Pure. */
+double sc_tune_hitopk_seconds(const sc_link_model_t *m, int nhosts, int local_size, size_t n,
+                              size_t k, size_t es);
 /* Candidate names in the order of sc_tune_best's indices (all-reduce:
  * ring, tree, rd, rabenseifner, hier). */
 const char *sc_tune_candidate_name(sc_coll_t coll, int index);

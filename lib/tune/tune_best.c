@@ -100,7 +100,8 @@ int sc_tune_best_sparse(const sc_link_model_t *m, const sc_coll_args_t *a,
   const sc_sparse_algo_entry_t *c = sc_sparse_algos(&n);
   for (int i = 0; i < n; i++) est[c[i].algo] = INFINITY;
   for (int i = 0; i < n; i++) {
-    if (!c[i].pick || (c[i].hier && !sc_hier_useful(a))) continue;
+    /* A row without a schedule (hitopk) is priced by its caller, knowing n. */
+    if (!c[i].pick || !c[i].gen || (c[i].hier && !sc_hier_useful(a))) continue;
     sc_link_model_t mi = *m;
     mi.beta_s_per_b *= sc_tune_net_factor(m, sc_algo_find(SC_COLL_ALLREDUCE, c[i].allreduce_twin));
     double e;
@@ -110,4 +111,22 @@ int sc_tune_best_sparse(const sc_link_model_t *m, const sc_coll_args_t *a,
     if (best < 0 || e < est[best]) best = (int)c[i].algo;
   }
   return best < 0 ? (int)SC_SPARSE_GTOPK : best;
+}
+
+double sc_tune_hitopk_seconds(const sc_link_model_t *m, int nhosts, int local_size, size_t n,
+                              size_t k, size_t es) {
+  if (nhosts < 1 || local_size < 1 || m->host_cores > 0) return INFINITY;
+  const double L = local_size, H = nhosts;
+  const double shard = (double)((n + (size_t)local_size - 1) / (size_t)local_size);
+  const double kl = (double)((k + (size_t)local_size - 1) / (size_t)local_size);
+  const double la = m->local_beta_s_per_b > 0 ? m->local_alpha_s : m->alpha_s;
+  const double lb = m->local_beta_s_per_b > 0 ? m->local_beta_s_per_b : m->beta_s_per_b;
+  /* Ring reduce-scatter and all-gather inside the host, each (L-1) steps of
+   * a shard, the reduce-scatter adding what it receives. */
+  double t = 2 * (L - 1) * (la + shard * (double)es * lb) +
+             (L - 1) * shard * (double)es * m->gamma_s_per_b;
+  /* The L rails' ring all-gathers among the hosts share each host's one
+   * link: (H-1) steps of L records of 8 + kl (4 + es) bytes. */
+  t += (H - 1) * (m->alpha_s + L * (8 + kl * (4 + (double)es)) * m->beta_s_per_b);
+  return t;
 }

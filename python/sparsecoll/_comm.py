@@ -23,7 +23,8 @@ OPS = {
 }
 SELECT = {"exact": _consts.SC_SELECT_EXACT, "gaussian": _consts.SC_SELECT_GAUSSIAN,
           "mstopk": _consts.SC_SELECT_MSTOPK}
-# "gtopk", "tree", "allgather", "hier": the names sc_sparse_algo_name gives.
+# "gtopk", "tree", "allgather", "hier", "hitopk" (sc_gtopk_allreduce only): the
+# names sc_sparse_algo_name gives.
 SPARSE_ALGOS = enum_names(lib.sc_sparse_algo_name, _consts.SC_SPARSE_ALGO_T)
 
 

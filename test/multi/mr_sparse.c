@@ -280,6 +280,9 @@ static void bad_arguments(void) {
   expect_invalid(
       sc_sparse_allreduce(ok, v, 3, 10, 4, SC_FLOAT32, (sc_sparse_algo_t)7, oi, ov, &on, comm),
       "bad algorithm");
+  expect_invalid(
+      sc_sparse_allreduce(ok, v, 3, 10, 4, SC_FLOAT32, SC_SPARSE_HITOPK, oi, ov, &on, comm),
+      "hitopk (sc_gtopk_allreduce's only)");
   sc_ef_t *ef = NULL;
   expect_invalid(sc_ef_create(10, SC_INT8, &ef), "sc_ef_create int8");
   MR_OK(sc_ef_create(10, SC_FLOAT32, &ef));

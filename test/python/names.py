@@ -46,7 +46,8 @@ def library_names(fn_name, enum):
 sparse = library_names("sc_sparse_algo_name", consts.SC_SPARSE_ALGO_T)
 ok(_comm.SPARSE_ALGOS == sparse, "package sparse names %r, library %r" % (_comm.SPARSE_ALGOS, sparse))
 ok(sparse == {"gtopk": consts.SC_SPARSE_GTOPK, "tree": consts.SC_SPARSE_GTOPK_TREE,
-              "allgather": consts.SC_SPARSE_ALLGATHER, "hier": consts.SC_SPARSE_GTOPK_HIER},
+              "allgather": consts.SC_SPARSE_ALLGATHER, "hier": consts.SC_SPARSE_GTOPK_HIER,
+              "hitopk": consts.SC_SPARSE_HITOPK},
    "sparse names %r" % sparse)
 
 policies = library_names("sc_fusion_policy_name", consts.SC_FUSION_POLICY_T)

@@ -33,7 +33,8 @@ static const struct {
 } want_sparse[] = {{SC_SPARSE_GTOPK, "gtopk", 1, 2},
                    {SC_SPARSE_GTOPK_TREE, "tree", 1, 3},
                    {SC_SPARSE_ALLGATHER, "allgather", 0, 4},
-                   {SC_SPARSE_GTOPK_HIER, "hier", 1, 6}};
+                   {SC_SPARSE_GTOPK_HIER, "hier", 1, 6},
+                   {SC_SPARSE_HITOPK, "hitopk", 1, 7}};
 enum { NSPARSE = sizeof(want_sparse) / sizeof(want_sparse[0]) };
 
 static const struct {
@@ -60,14 +61,18 @@ static void test_sparse_rows(void **state) {
   }
   for (int i = 0; i < n; i++) {
     assert_non_null(c[i].name);
-    assert_non_null(c[i].gen);
+    /* Only hitopk, an algorithm of sc_gtopk_allreduce alone, has no schedule. */
+    if (c[i].algo == SC_SPARSE_HITOPK)
+      assert_null(c[i].gen);
+    else
+      assert_non_null(c[i].gen);
     assert_non_null(c[i].about);
     assert_true(c[i].fp_code >= SC_FP_SPARSE_MIN && c[i].fp_code != SC_FP_SPARSE_OTHER);
     for (int j = 0; j < i; j++) {
       assert_string_not_equal(c[i].name, c[j].name);
       assert_true(strcasecmp(c[i].name, c[j].name) != 0);
       assert_int_not_equal(c[i].fp_code, c[j].fp_code);
-      assert_ptr_not_equal(c[i].gen, c[j].gen);
+      if (c[i].gen) assert_ptr_not_equal(c[i].gen, c[j].gen);
     }
   }
 }
@@ -80,19 +85,19 @@ static void test_sparse_columns(void **state) {
     assert_string_equal(e->name, want_sparse[w].name);
     assert_int_equal(e->pick, want_sparse[w].pick);
     assert_int_equal(e->fp_code, want_sparse[w].fp_code);
-    assert_ptr_equal(sc_sparse_algo_of_gen(e->gen), e);
+    if (e->gen) assert_ptr_equal(sc_sparse_algo_of_gen(e->gen), e);
   }
   assert_ptr_equal(sc_sparse_algo_get(SC_SPARSE_GTOPK)->gen, sc_sparse_gtopk_schedule);
   assert_ptr_equal(sc_sparse_algo_get(SC_SPARSE_GTOPK_TREE)->gen, sc_sparse_tree_schedule);
   assert_ptr_equal(sc_sparse_algo_get(SC_SPARSE_ALLGATHER)->gen, sc_sparse_allgather_schedule);
   assert_ptr_equal(sc_sparse_algo_get(SC_SPARSE_GTOPK_HIER)->gen, sc_sparse_hier_schedule);
   /* Only the all-gather returns the exact sum of up to nranks * k entries;
-   * only hier needs hosts that hold several ranks; the butterflies' exchanges
+   * only hier and hitopk need hosts that hold several ranks; the butterflies' exchanges
    * take recursive doubling's network factor, the tree's none. */
   for (int w = 0; w < NSPARSE; w++) {
     const sc_sparse_algo_entry_t *e = sc_sparse_algo_get(want_sparse[w].algo);
     assert_int_equal(e->out_all, e->algo == SC_SPARSE_ALLGATHER);
-    assert_int_equal(e->hier, e->algo == SC_SPARSE_GTOPK_HIER);
+    assert_int_equal(e->hier, e->algo == SC_SPARSE_GTOPK_HIER || e->algo == SC_SPARSE_HITOPK);
     if (e->algo == SC_SPARSE_GTOPK || e->algo == SC_SPARSE_GTOPK_HIER)
       assert_string_equal(e->allreduce_twin, "rd");
     else if (e->algo == SC_SPARSE_GTOPK_TREE)
