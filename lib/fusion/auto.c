@@ -83,10 +83,6 @@ sc_result_t sc_fusion_auto_costs(sc_fusion_t *f, double alpha_us, double beta_us
   return SC_SUCCESS;
 }
 
-static int is_matrix(const sc_ftensor_t *t) {
-  return t->rows > 1 && t->cols > 1;
-}
-
 sc_compress_t sc_fusion_auto_choose(const sc_fusion_t *f, const sc_fbucket_t *b, double cost[4]) {
   const double a = f->alpha_us, be = f->beta_us_per_byte;
   const size_t es = sc_dtype_size(b->dtype), bytes = b->count * es;
@@ -105,13 +101,11 @@ sc_compress_t sc_fusion_auto_choose(const sc_fusion_t *f, const sc_fbucket_t *b,
     int matrices = 0;
     for (size_t l = b->first; l < b->last; l++) {
       const sc_ftensor_t *t = &f->t[l];
-      if (!is_matrix(t)) {
+      const size_t r = sc_fusion_matrix_rank(f, t);
+      if (!r) {
         rest += (double)t->bytes;
         continue;
       }
-      size_t r = (size_t)f->cfg.lowrank;
-      if (r > t->rows) r = t->rows;
-      if (r > t->cols) r = t->cols;
       wire += (double)((t->rows + t->cols) * r * es) / 2;
       work += f->auto_lowrank_us * (double)(t->count * r);
       matrices++;

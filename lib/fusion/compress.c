@@ -47,17 +47,18 @@ static int is_lowrank(sc_compress_t m) {
 }
 
 /* A matrix that low rank reduces: both sides above 1. */
-static int is_matrix(const sc_ftensor_t *t) {
-  return t->rows > 1 && t->cols > 1;
+size_t sc_fusion_matrix_rank(const sc_fusion_t *f, const sc_ftensor_t *t) {
+  if (t->rows < 2 || t->cols < 2) return 0;
+  size_t r = (size_t)f->cfg.lowrank;
+  if (r > t->rows) r = t->rows;
+  return r > t->cols ? t->cols : r;
 }
 
 size_t sc_fusion_wire_bytes(const sc_fusion_t *f, const sc_ftensor_t *t) {
   const sc_compress_t m = sc_fusion_mode(&f->cfg);
   const size_t es = sc_dtype_size(t->dtype);
-  if (is_lowrank(m) && is_matrix(t)) {
-    size_t r = (size_t)f->cfg.lowrank;
-    if (r > t->rows) r = t->rows;
-    if (r > t->cols) r = t->cols;
+  const size_t r = sc_fusion_matrix_rank(f, t);
+  if (is_lowrank(m) && r) {
     /* PowerSGD sends both factors every step; ACP-SGD one, alternating. */
     size_t w = (t->rows + t->cols) * r * es;
     if (m == SC_COMPRESS_ACPSGD) w = (w + 1) / 2;
@@ -118,14 +119,12 @@ sc_result_t sc_fusion_compress_setup(sc_fusion_t *f, sc_fbucket_t *b, size_t i) 
   const size_t cs = b->dtype == SC_FLOAT64 ? sizeof(double) : sizeof(float);
   for (size_t l = b->first; l < b->last; l++) {
     const sc_ftensor_t *t = &f->t[l];
-    if (!is_matrix(t)) {
+    const size_t r = sc_fusion_matrix_rank(f, t);
+    if (!r) {
       b->dense_count += t->count;
       continue;
     }
     any = 1;
-    size_t r = (size_t)f->cfg.lowrank;
-    if (r > t->rows) r = t->rows;
-    if (r > t->cols) r = t->cols;
     fbytes += r * (t->rows > t->cols ? t->rows : t->cols) * cs;
     SC_CHECK(sc_lowrank_create(t->rows, t->cols, t->dtype, f->cfg.lowrank,
                                m == SC_COMPRESS_POWERSGD ? SC_LOWRANK_POWERSGD : SC_LOWRANK_ACPSGD,

@@ -122,6 +122,9 @@ sc_result_t sc_fusion_fail(sc_fusion_t *f, sc_result_t r);
 sc_compress_t sc_fusion_mode(const sc_fusion_config_t *cfg);
 /* " + PowerSGD" and so on, for the plan's log line ("" for dense). */
 const char *sc_fusion_mode_suffix(sc_compress_t m);
+/* The rank a low-rank mode reduces tensor t at: lowrank capped at its
+ * sides, or 0 when t is no matrix with both sides above 1 (it goes dense). */
+size_t sc_fusion_matrix_rank(const sc_fusion_t *f, const sc_ftensor_t *t);
 /* Checks the compression fields of a config (sc_fusion_create). */
 sc_result_t sc_fusion_compress_check(const sc_fusion_config_t *cfg, const char *fn);
 /* The bytes tensor t puts on the wire under the fusion's mode: what the

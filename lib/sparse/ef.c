@@ -56,7 +56,7 @@ static double get(sc_dtype_t t, const void *v, size_t i) {
   return sc_sparse_value(t, v, i);
 }
 
-static void put(sc_dtype_t t, void *v, size_t i, double x) {
+void sc_ef_put(sc_dtype_t t, void *v, size_t i, double x) {
   uint8_t *p = v;
   if (t == SC_FLOAT64) {
     memcpy(p + i * 8, &x, 8);
@@ -114,7 +114,7 @@ size_t sc_ef_trim(sc_dtype_t dtype, size_t k, uint32_t *sel_idx, void *sel_val, 
 }
 
 /* acc = grad + residual into the residual (fp16/bf16 through float32). */
-static void accumulate(sc_dtype_t t, void *res, const void *grad, size_t n) {
+void sc_ef_accumulate(sc_dtype_t t, void *res, const void *grad, size_t n) {
   if (t == SC_FLOAT32) {
     float *r = res;
     const float *g = grad;
@@ -136,7 +136,7 @@ static sc_result_t ef_step(void *grad, size_t n, sc_dtype_t dtype, size_t k, sc_
   if (algo == SC_SPARSE_HITOPK) return sc_hitopk_step(grad, n, dtype, k, method, ef, comm);
   const void *acc = grad;
   if (ef) {
-    accumulate(dtype, ef->residual, grad, n);
+    sc_ef_accumulate(dtype, ef->residual, grad, n);
     acc = ef->residual;
   }
   size_t nnz = 0;
@@ -150,26 +150,26 @@ static sc_result_t ef_step(void *grad, size_t n, sc_dtype_t dtype, size_t k, sc_
     nnz = sc_ef_trim(dtype, k, w->sel_idx, w->sel_val, nnz, w->out_idx, w->out_val, &mw);
   }
   if (ef)
-    for (size_t i = 0; i < nnz; i++) put(dtype, ef->residual, w->sel_idx[i], 0.0);
+    for (size_t i = 0; i < nnz; i++) sc_ef_put(dtype, ef->residual, w->sel_idx[i], 0.0);
   size_t out_nnz = 0;
   r = sc_sparse_allreduce_track(fn, w->sel_idx, w->sel_val, nnz, n, k, dtype, algo, w->out_idx,
                                 w->out_val, &out_nnz, w->surv, comm);
   if (r != SC_SUCCESS) {
     if (ef)
       for (size_t i = 0; i < nnz; i++)
-        put(dtype, ef->residual, w->sel_idx[i], get(dtype, w->sel_val, i));
+        sc_ef_put(dtype, ef->residual, w->sel_idx[i], get(dtype, w->sel_val, i));
     return r;
   }
   if (ef)
     for (size_t i = 0; i < nnz; i++)
-      if (!w->surv[i]) put(dtype, ef->residual, w->sel_idx[i], get(dtype, w->sel_val, i));
+      if (!w->surv[i]) sc_ef_put(dtype, ef->residual, w->sel_idx[i], get(dtype, w->sel_val, i));
   if (n) memset(grad, 0, n * sc_dtype_size(dtype));
   const double p = comm->nranks;
   for (size_t i = 0; i < out_nnz; i++) {
     if (dtype == SC_FLOAT64)
-      put(dtype, grad, w->out_idx[i], get(dtype, w->out_val, i) / p);
+      sc_ef_put(dtype, grad, w->out_idx[i], get(dtype, w->out_val, i) / p);
     else /* float32 arithmetic, as SC_AVG does */
-      put(dtype, grad, w->out_idx[i], (double)((float)get(dtype, w->out_val, i) / (float)p));
+      sc_ef_put(dtype, grad, w->out_idx[i], (double)((float)get(dtype, w->out_val, i) / (float)p));
   }
   return SC_SUCCESS;
 }

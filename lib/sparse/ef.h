@@ -38,6 +38,12 @@ struct sc_ef {
   struct sc_hitopk_buf *hitopk; /* hitopk's buffers (lib/sparse/hitopk.c), kept likewise */
 };
 
+/* v[i] = x in dtype t (float16/bfloat16 rounded through float32). */
+void sc_ef_put(sc_dtype_t t, void *v, size_t i, double x);
+/* res += grad over n elements, in the dtype's arithmetic (fp16/bf16 through
+ * float32): the step's acc = grad + residual, for ef.c and hitopk.c. */
+void sc_ef_accumulate(sc_dtype_t t, void *res, const void *grad, size_t n);
+
 /* The one check of sc_gtopk_allreduce's arguments, for it and for its stream
  * form (path SC_PATH_ANY or SC_PATH_STREAM, sc_buffers_classify's): on
  * success *k is clamped to n, *kind is grad's memory, and ef (if any) is

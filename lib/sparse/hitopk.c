@@ -58,19 +58,6 @@ static sc_result_t get_comms(sc_comm_t *comm, hitopk_comms_t **out) {
   return SC_SUCCESS;
 }
 
-static void put(sc_dtype_t t, void *v, size_t i, double x) {
-  uint8_t *p = v;
-  if (t == SC_FLOAT64) {
-    memcpy(p + i * 8, &x, 8);
-  } else if (t == SC_FLOAT32) {
-    float f = (float)x;
-    memcpy(p + i * 4, &f, 4);
-  } else {
-    uint16_t h = t == SC_FLOAT16 ? sc_float_to_half((float)x) : sc_float_to_bfloat16((float)x);
-    memcpy(p + i * 2, &h, 2);
-  }
-}
-
 /* A step's buffers, kept in the sc_ef_t between steps: fresh pages for a
  * gradient-sized buffer on every call cost more than the step's arithmetic. */
 typedef struct sc_hitopk_buf {
@@ -140,21 +127,6 @@ static sc_result_t buf_reserve(hitopk_buf_t *b, size_t L, size_t H, const sc_hit
   return SC_SUCCESS;
 }
 
-/* acc = grad + residual into the residual, in the dtype's arithmetic. */
-static void accumulate(sc_dtype_t t, void *res, const void *grad, size_t n) {
-  if (t == SC_FLOAT32) {
-    float *r = res;
-    const float *g = grad;
-    for (size_t i = 0; i < n; i++) r[i] += g[i];
-  } else if (t == SC_FLOAT64) {
-    double *r = res;
-    const double *g = grad;
-    for (size_t i = 0; i < n; i++) r[i] += g[i];
-  } else {
-    sc_reduce_kernel(t, SC_SUM, res, res, grad, n);
-  }
-}
-
 /* grad = sum / np over n elements (float32 arithmetic but for float64, as SC_AVG). */
 static void average(sc_dtype_t t, void *grad, const void *sum, size_t n, int np) {
   if (t == SC_FLOAT32) {
@@ -167,7 +139,7 @@ static void average(sc_dtype_t t, void *grad, const void *sum, size_t n, int np)
     for (size_t i = 0; i < n; i++) g[i] = s[i] / (double)np;
   } else {
     for (size_t i = 0; i < n; i++)
-      put(t, grad, i, (double)((float)sc_sparse_value(t, sum, i) / (float)np));
+      sc_ef_put(t, grad, i, (double)((float)sc_sparse_value(t, sum, i) / (float)np));
   }
 }
 
@@ -212,7 +184,7 @@ static sc_result_t step(void *grad, size_t n, sc_dtype_t t, size_t k, sc_select_
   memset(b->rec, 0, rec);
   const void *acc = grad;
   if (ef) {
-    accumulate(t, ef->residual, grad, n);
+    sc_ef_accumulate(t, ef->residual, grad, n);
     acc = ef->residual;
   }
   /* 1: the host sum's shard l. */
@@ -238,7 +210,7 @@ static sc_result_t step(void *grad, size_t n, sc_dtype_t t, size_t k, sc_select_
     }
   }
   if (ef)
-    for (size_t i = 0; i < nnz; i++) put(t, ef->residual, p.off + b->idx[i], 0.0);
+    for (size_t i = 0; i < nnz; i++) sc_ef_put(t, ef->residual, p.off + b->idx[i], 0.0);
   /* 3: the sets of the H ranks holding shard l. */
   uint64_t nn = nnz;
   memcpy(b->rec, &nn, 8);
@@ -248,7 +220,7 @@ static sc_result_t step(void *grad, size_t n, sc_dtype_t t, size_t k, sc_select_
                         : (memcpy(b->recs, b->rec, rec), SC_SUCCESS);
   if (r == SC_SUCCESS) r = sum_sets(fn, t, b, H, rec, &p, b->sum);
   if (r == SC_SUCCESS) {
-    for (size_t i = 0; i < p.shard; i++) put(t, b->mine, i, b->sum[i]);
+    for (size_t i = 0; i < p.shard; i++) sc_ef_put(t, b->mine, i, b->sum[i]);
     /* 4: every shard to every rank of the host. */
     if (L > 1)
       r = sc_allgather(b->mine, b->pad, p.shard, t, cm->host);
@@ -258,7 +230,7 @@ static sc_result_t step(void *grad, size_t n, sc_dtype_t t, size_t k, sc_select_
   if (r != SC_SUCCESS) { /* the selection goes back: nothing is lost */
     if (ef)
       for (size_t i = 0; i < nnz; i++)
-        put(t, ef->residual, p.off + b->idx[i], sc_sparse_value(t, b->val, i));
+        sc_ef_put(t, ef->residual, p.off + b->idx[i], sc_sparse_value(t, b->val, i));
     return r;
   }
   average(t, grad, b->pad, n, comm->nranks);
