@@ -125,6 +125,9 @@ typedef struct sc_tp_config {
   int timeout_ms;                /* bound for connection setup */
   int nsocks;                    /* SC_NSOCKS: TCP data sockets per peer (>= 1) */
   int spin_us;                   /* SC_SPIN_US: poll this long before sleeping */
+  int connect_lazy;              /* SC_CONNECT=lazy: connect_all only records the peers'
+                                    addresses; a pair is connected when isend or irecv first
+                                    names it (a transport may still connect eagerly) */
 } sc_tp_config_t;
 
 typedef struct sc_transport_ops sc_transport_ops_t;

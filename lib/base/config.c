@@ -55,6 +55,10 @@ static const sc_config_var_t sc_config_vars[] = {
      "fusion P3: bytes one agreement step may send, in slices, 1..64 (the MIN over ranks)"},
     {"SC_SOCKET_IFNAME", "",
      "interface name or prefix TCP binds and advertises (default: the one that reaches the root)"},
+    {"SC_CONNECT", "lazy",
+     "when a transport connects to a peer: lazy (when a schedule or a point-to-point call "
+     "first uses the pair, so connections, shared-memory rings and descriptors grow with the "
+     "peers a rank talks to) or eager (every pair at communicator creation)"},
     {"SC_NSOCKS", "2",
      "TCP data sockets per peer; a message over 256 KiB is striped across them, smaller ones all "
      "travel on the first"},

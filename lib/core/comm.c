@@ -65,6 +65,9 @@ static sc_result_t sc_comm_read_config(sc_comm_config_t *cfg) {
   cfg->transport = (int)tp->id;
   SC_CHECK(sc_config_long("SC_NSOCKS", 1, 64, &v));
   cfg->nsocks = (int)v;
+  static const char *const connects[] = {"eager", "lazy"};
+  SC_CHECK(sc_parse_choice("SC_CONNECT", sc_config_get("SC_CONNECT"), connects, 2, &idx));
+  cfg->connect_lazy = idx;
   SC_CHECK(sc_config_long("SC_SPIN_US", 0, 1000000, &v));
   cfg->spin_us = (int)v;
   SC_CHECK(sc_config_long("SC_HEARTBEAT_MS", -1, 600000, &v));
@@ -247,6 +250,7 @@ sc_result_t sc_comm_create_child(sc_comm_t **out, int nranks, int rank, const sc
   tpc.sockbuf_bytes = comm->cfg.sockbuf_bytes;
   tpc.timeout_ms = comm->cfg.timeout_ms;
   tpc.nsocks = comm->cfg.nsocks;
+  tpc.connect_lazy = comm->cfg.connect_lazy;
   tpc.spin_us = comm->cfg.spin_us;
 
   sc_peer_info_t me;

@@ -122,6 +122,7 @@ typedef struct sc_comm_config {
   int tuning;         /* SC_TUNE: SC_TUNING_AUTO, _MODEL or _MEASURE */
   int transport;      /* SC_TRANSPORT: an sc_tp_id_t (transport/registry.h) */
   int nsocks;         /* SC_NSOCKS */
+  int connect_lazy;   /* SC_CONNECT=lazy */
   int spin_us;        /* SC_SPIN_US */
   int heartbeat_ms;   /* SC_HEARTBEAT_MS: liveness watch period, 0 auto, -1 off */
   /* SC_CHECK_MISMATCH: fingerprint every operation (lib/core/fingerprint.c) */
