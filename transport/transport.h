@@ -83,7 +83,8 @@ typedef struct sc_tp_req {
   size_t len;
   union {
     struct {
-      int segs_left; /* segments of the message not yet complete */
+      int segs_left;          /* segments of the message not yet complete */
+      struct sc_tp_req *next; /* posted before its peer was connected: the peer's queue */
     } tcp;
     struct {
       uint64_t done;          /* ring bytes moved, padding included */

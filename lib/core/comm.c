@@ -203,14 +203,17 @@ static void sc_comm_free(sc_comm_t *comm) {
 /* What an out-of-descriptors error names: a tcp-connected communicator
  * holds its sockets per peer for the collectives, as many again for the
  * point-to-point lane (SC_P2P), and one liveness connection; other
- * transports a few per peer at most. */
+ * transports a few per peer at most. Under SC_CONNECT=lazy that is the most
+ * it holds: only the peers its calls use are connected. */
 static void sc_comm_note_fd_need(const sc_comm_t *comm) {
   const long peers = comm->nranks - 1;
   const int lanes = comm->cfg.p2p ? 2 : 1;
   const int per = comm->cfg.transport == SC_TP_TCP ? comm->cfg.nsocks : 1;
-  char what[160];
-  snprintf(what, sizeof what, "%s, %ld peers x %d socket%s%s, and the liveness watch",
-           sc_tp_by_id(comm->cfg.transport)->name, peers, per, per == 1 ? "" : "s",
+  char what[200];
+  snprintf(what, sizeof what, "%s, %s%ld peers x %d socket%s%s, and the liveness watch",
+           sc_tp_by_id(comm->cfg.transport)->name,
+           comm->cfg.connect_lazy ? "at most (SC_CONNECT=lazy connects the peers used) " : "",
+           peers, per, per == 1 ? "" : "s",
            lanes == 2 ? ", twice (collectives and point-to-point)" : "");
   sc_fdlimit_note_need(peers * per * lanes + peers + 16, what);
 }

@@ -125,6 +125,7 @@ static sc_p2p_op_t *wait_take_id(sc_p2p_op_t **list, uint64_t id) {
 sc_result_t sc_p2p_tp_post(sc_p2p_t *p, int is_send, int peer, void *buf, size_t len,
                            sc_tp_req_t *req) {
   memset(req, 0, sizeof(*req));
+  if (is_send) p->peers[peer].used = 1;
   sc_result_t r = is_send ? p->ops->isend(p->tp, peer, buf, len, req)
                           : p->ops->irecv(p->tp, peer, buf, len, req);
   if (r != SC_SUCCESS) {

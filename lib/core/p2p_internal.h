@@ -72,6 +72,8 @@ typedef struct sc_p2p_ctl {
 typedef struct sc_p2p_peer {
   int dead, quiet; /* quiet: its end was said elsewhere (BYE, the communicator's failure) */
   int bye;         /* it said goodbye: what it sent before is on the wire, in full */
+  int used;        /* a message went either way: the transport connected the pair, and a
+                      destroy says goodbye over it (a pair never used stays unconnected) */
   sc_result_t dead_res;
   char dead_msg[SC_ERRMSG_MAX / 2];
   sc_p2p_list_t posted, unexp;

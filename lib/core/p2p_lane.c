@@ -170,9 +170,11 @@ static sc_p2p_op_t *take_queue(sc_p2p_t *p, int lane, int *closed) {
   return q;
 }
 
-/* A destroy (not an abort) says goodbye to every peer still there, so that
- * their lanes take the close that follows for what it is rather than a
- * failure; bounded by a second. Called by whoever owns the lane. */
+/* A destroy (not an abort) says goodbye to every peer still there that the
+ * lane exchanged messages with, so that their lanes take the close that
+ * follows for what it is rather than a failure; bounded by a second. A pair
+ * never used has no connection to close (SC_CONNECT=lazy). Called by
+ * whoever owns the lane. */
 static void say_bye(sc_p2p_t *p) {
   const int n = p->comm->nranks;
   if (!p->tp || atomic_load(&p->comm->aborted)) return;
@@ -181,7 +183,7 @@ static void say_bye(sc_p2p_t *p) {
   sc_p2p_hdr_t h = {.kind = SC_P2P_BYE, .dtype = SC_UINT8};
   for (int i = 0; i < n; i++) {
     bye[i].req.state = SC_TP_REQ_DONE;
-    if (i == p->comm->rank || p->peers[i].dead) continue;
+    if (i == p->comm->rank || p->peers[i].dead || !p->peers[i].used) continue;
     sc_p2p_hdr_encode(&h, bye[i].hdr);
     sc_p2p_tp_post(p, 1, i, bye[i].hdr, SC_P2P_HDR_BYTES, &bye[i].req);
   }
@@ -241,6 +243,7 @@ static void lane_round(sc_p2p_t *p, sc_p2p_op_t *q, int block_ms) {
         pp->hposted = 0;
         sc_p2p_tp_failed(p, i, pp->hreq.status);
       } else {
+        pp->used = 1;
         sc_p2p_on_header(p, i);
         p->busy = 1;
       }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Fuzz target: the TCP connection setup parsers (tcp_setup.c): the hello a
- * higher rank sends on each socket, checked by sc_tcp_hello_parse before the
+ * connecting rank sends on each socket, checked by sc_tcp_hello_parse before the
  * listener trusts any field, and the ack it gets back (sc_tcp_ack_valid). The
  * input is
  *   u8 flags | u8 nranks-1 | u8 rank | u8 why size | 60 hello bytes |
@@ -55,9 +55,9 @@ static void check_hello(const uint8_t *in, uint8_t flags) {
   if (flags & 8) put32(h + f + 4, (uint32_t)rank);
   uint32_t from = be32(h + f), to = be32(h + f + 4), nr = be32(h + f + 8);
   uint32_t sock = be32(h + f + 12), nsocks = be32(h + f + 16);
-  int valid = be32(h) == 0x53435448u && be32(h + 4) == 4 &&
+  int valid = be32(h) == 0x53435448u && be32(h + 4) == 5 &&
               memcmp(h + 8, secret, SC_SECRET_LEN) == 0 && nr == (uint32_t)nranks &&
-              to == (uint32_t)rank && from > (uint32_t)rank && from < (uint32_t)nranks &&
+              to == (uint32_t)rank && from != (uint32_t)rank && from < (uint32_t)nranks &&
               nsocks >= 1 && nsocks <= 64 && sock < nsocks;
 
   sc_tcp_hello_t m;

@@ -1,10 +1,13 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# Descriptors (lib/base/fdlimit.c): 12 ranks over tcp hold about 70
-# descriptors each. A soft RLIMIT_NOFILE of 40 under a higher hard limit is
-# raised at init and the job runs; a hard limit of 40 cannot be raised, and
-# the ranks that run out fail with an error naming RLIMIT_NOFILE, what a
-# communicator needs and the fix, every rank exiting within the timeout.
+# Descriptors (lib/base/fdlimit.c): 12 ranks over tcp connected eagerly
+# (SC_CONNECT=eager) hold about 70 descriptors each. A soft RLIMIT_NOFILE of
+# 40 under a higher hard limit is raised at init and the job runs; a hard
+# limit of 40 cannot be raised, and the ranks that run out fail with an error
+# naming RLIMIT_NOFILE, what a communicator needs and the fix, every rank
+# exiting within the timeout. Connected lazily (the default) each rank holds
+# sockets only for the peers its calls use, and the same job runs under the
+# hard limit of 40.
 . "$top_srcdir/test/multi/lib.sh"
 hard=$(ulimit -Hn)
 if [ "$hard" != unlimited ] && [ "$hard" -lt 200 ]; then
@@ -12,7 +15,8 @@ if [ "$hard" != unlimited ] && [ "$hard" -lt 200 ]; then
   exit 77
 fi
 limited() { # limited SOFT HARD [TIMEOUT_MS]: mr_env on 12 ranks over tcp under those limits
-  SC_DEBUG=INFO SC_TRANSPORT=tcp SC_TIMEOUT_MS=${3:-20000} "$SC_RUN" -n 12 --timeout 90 \
+  SC_DEBUG=INFO SC_TRANSPORT=tcp SC_CONNECT=${CONNECT:-eager} SC_TIMEOUT_MS=${3:-20000} \
+    "$SC_RUN" -n 12 --timeout 90 \
     sh -c "ulimit -Sn $1 && ulimit -Hn $2 && exec \"\$0\"" "$MR/mr_env" >"$tmpdir/out" 2>&1
 }
 raised() {
@@ -30,8 +34,15 @@ refused() {
   [ "$st" -ne 0 ] && grep -q "RLIMIT_NOFILE is 40 (hard limit 40" "$tmpdir/out" &&
     grep -q "a communicator here needs about" "$tmpdir/out"
 }
+lazy_fits() {
+  CONNECT=lazy limited 40 40
+  st=$?
+  tail -n 3 "$tmpdir/out"
+  [ "$st" -eq 0 ]
+}
 cap=$hard
 if [ "$cap" = unlimited ] || [ "$cap" -gt 4096 ]; then cap=4096; fi
 check "soft limit 40, hard $cap: raised at init, 12 ranks over tcp" raised "$cap"
 check "hard limit 40: the ranks that run out name RLIMIT_NOFILE, the need and the fix" refused
+check "hard limit 40, lazy connections: 12 ranks over tcp run" lazy_fits
 finish

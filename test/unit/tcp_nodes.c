@@ -30,6 +30,7 @@ uint8_t secret[SC_SECRET_LEN];
 /* Configuration of the nodes the next create_nodes makes (reset before each test). */
 int cfg_nsocks[MAXN];
 int cfg_spin_us;
+int cfg_lazy;
 
 void set_nsocks(int n) {
   for (int r = 0; r < MAXN; r++) cfg_nsocks[r] = n;
@@ -39,6 +40,7 @@ int reset_cfg(void **state) {
   (void)state;
   set_nsocks(0);
   cfg_spin_us = 0;
+  cfg_lazy = 0;
   return 0;
 }
 
@@ -59,6 +61,7 @@ void create_nodes_on(node_t *nodes, int n, uint8_t *addrs, int timeout_ms, const
     cfg.timeout_ms = timeout_ms;
     cfg.nsocks = cfg_nsocks[r];
     cfg.spin_us = cfg_spin_us;
+    cfg.connect_lazy = cfg_lazy;
     memset(&nodes[r], 0, sizeof(nodes[r]));
     nodes[r].rank = r;
     nodes[r].nranks = n;

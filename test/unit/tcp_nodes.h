@@ -22,6 +22,7 @@ extern uint8_t secret[SC_SECRET_LEN];
 /* Configuration of the nodes the next create_nodes makes (reset_cfg before each test). */
 extern int cfg_nsocks[MAXN];
 extern int cfg_spin_us;
+extern int cfg_lazy; /* SC_CONNECT=lazy for the nodes */
 extern const size_t sizes[5];
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 

@@ -7,7 +7,9 @@
  * burning the core its peers need. */
 #include <errno.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -87,18 +89,83 @@ static sc_result_t post(sc_tcp_transport_t *tp, int peer, const void *buf, size_
   return SC_SUCCESS;
 }
 
+/* A request for a pair not yet connected waits in the peer's queue; the
+ * pair's setup starts (tcp_setup.c says which side connects when). */
+static sc_result_t post_later(sc_tcp_transport_t *tp, int peer, const void *buf, size_t len,
+                              sc_tp_req_t *req, int sending) {
+  sc_tcp_peer_t *p = &tp->peers[peer];
+  req->status = SC_SUCCESS;
+  req->peer = peer;
+  req->is_send = sending;
+  req->buf = (uint8_t *)buf;
+  req->len = len;
+  req->u.tcp.next = NULL;
+  req->state = SC_TP_REQ_PENDING;
+  if (p->pend_tail)
+    p->pend_tail->u.tcp.next = req;
+  else
+    p->pend = req;
+  p->pend_tail = req;
+  sc_tcp_setup_waiting(tp, peer);
+  if (sending) return sc_tcp_setup_begin(tp, peer);
+  return SC_SUCCESS;
+}
+
+static sc_result_t submit(sc_tcp_transport_t *tp, int peer, const void *buf, size_t len,
+                          sc_tp_req_t *req, int sending) {
+  sc_tcp_peer_t *p = &tp->peers[peer];
+  if (p->connected || p->dead) return post(tp, peer, buf, len, req, sending);
+  return post_later(tp, peer, buf, len, req, sending);
+}
+
 static sc_result_t tcp_isend(sc_transport_t *base, int peer, const void *buf, size_t len,
                              sc_tp_req_t *req) {
   sc_tcp_transport_t *tp = sc_tcp_of(base);
   SC_CHECK(post_check(tp, peer, buf, len, req, "isend"));
-  return post(tp, peer, buf, len, req, 1);
+  return submit(tp, peer, buf, len, req, 1);
 }
 
 static sc_result_t tcp_irecv(sc_transport_t *base, int peer, void *buf, size_t len,
                              sc_tp_req_t *req) {
   sc_tcp_transport_t *tp = sc_tcp_of(base);
   SC_CHECK(post_check(tp, peer, buf, len, req, "irecv"));
-  return post(tp, peer, buf, len, req, 0);
+  return submit(tp, peer, buf, len, req, 0);
+}
+
+sc_result_t sc_tcp_peer_connected(sc_tcp_transport_t *tp, int peer) {
+  sc_tcp_peer_t *p = &tp->peers[peer];
+  tp->data_socks += (size_t)p->nsocks;
+  sc_result_t res = SC_SUCCESS;
+  if (tp->connected) res = sc_tcp_wset_rebuild(tp);
+  sc_tp_req_t *r = p->pend;
+  p->pend = p->pend_tail = NULL;
+  /* In posting order, so that sequence numbers follow it. */
+  while (r) {
+    sc_tp_req_t *next = r->u.tcp.next;
+    sc_result_t e = post(tp, peer, r->buf, r->len, r, r->is_send);
+    if (e != SC_SUCCESS) {
+      r->status = e;
+      __atomic_store_n(&r->state, (int)SC_TP_REQ_ERROR, __ATOMIC_RELEASE);
+      if (res == SC_SUCCESS) res = e;
+    }
+    r = next;
+  }
+  return res;
+}
+
+sc_result_t sc_tcp_peer_setup_failed(sc_tcp_transport_t *tp, int peer, sc_result_t code,
+                                     const char *fmt, ...) {
+  sc_tcp_peer_t *p = &tp->peers[peer];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(p->err, sizeof(p->err), fmt, ap);
+  va_end(ap);
+  p->dead = 1;
+  p->link = SC_TCP_LINK_NONE;
+  sc_tcp_peer_close(p);
+  sc_tcp_peer_cancel(tp, p, code == SC_ERR_TIMEOUT ? SC_ERR_TIMEOUT : SC_ERR_REMOTE);
+  SC_WARN(SC_SUBSYS_NET, "%s", p->err);
+  return SC_ERR(code, "%s", p->err);
 }
 
 /* Whether failure r of one peer is the one a pass reports rather than res,
@@ -133,10 +200,10 @@ static sc_result_t progress_pass(sc_tcp_transport_t *tp, size_t *moved, char *fi
 
 /* Like progress_pass, but only the sockets poll reported (pfds[1..n)): with
  * several sockets per peer, trying the idle ones would double the syscalls. */
-static sc_result_t progress_ready(sc_tcp_transport_t *tp, int n, size_t *moved, char *first_err,
-                                  size_t errlen) {
+static sc_result_t progress_ready(sc_tcp_transport_t *tp, int first, int n, size_t *moved,
+                                  char *first_err, size_t errlen) {
   sc_result_t res = SC_SUCCESS;
-  for (int i = 1; i < n; i++) {
+  for (int i = first; i < n; i++) {
     if (!tp->pfds[i].revents) continue;
     sc_tcp_peer_t *p = &tp->peers[tp->pfd_peer[i]];
     int k = tp->pfd_sock[i];
@@ -155,12 +222,17 @@ static sc_result_t progress_ready(sc_tcp_transport_t *tp, int n, size_t *moved, 
   return res;
 }
 
-/* The wake-up descriptor and every socket waiting to move bytes; returns how many. */
-static int build_pollset(sc_tcp_transport_t *tp) {
-  int n = 0;
-  tp->pfds[n] = (struct pollfd){.fd = tp->wake_fd, .events = POLLIN};
-  tp->pfd_peer[n] = tp->pfd_sock[n] = -1;
-  n++;
+/* The wake-up descriptor, the setup's (listener and connections being
+ * made: from 1 to *data) and every socket waiting to move bytes; returns how
+ * many. */
+static sc_result_t build_pollset(sc_tcp_transport_t *tp, int *count, int *data) {
+  SC_CHECK(sc_tcp_pollset_reserve(tp, 1 + sc_tcp_setup_nfds(tp) + tp->data_socks));
+  size_t m = 0;
+  tp->pfds[m++] = (struct pollfd){.fd = tp->wake_fd, .events = POLLIN};
+  sc_tcp_setup_fill(tp, tp->pfds, &m);
+  int n = (int)m;
+  *data = n;
+  for (int i = 0; i < n; i++) tp->pfd_peer[i] = tp->pfd_sock[i] = -1;
   for (int i = 0; i < tp->base.nranks; i++) {
     sc_tcp_peer_t *p = &tp->peers[i];
     if (p->dead || !p->connected) continue;
@@ -175,13 +247,15 @@ static int build_pollset(sc_tcp_transport_t *tp) {
       n++;
     }
   }
-  return n;
+  *count = n;
+  return SC_SUCCESS;
 }
 
-/* Spin, then sleep: > 0 when something is ready, 0 at the timeout. */
-static int wait_ready(sc_tcp_transport_t *tp, int n, int timeout_ms) {
+/* Spin, then sleep: > 0 when something is ready, 0 at the timeout. Only
+ * sockets with data to move make a spin worth it. */
+static int wait_ready(sc_tcp_transport_t *tp, int n, int spin_worth, int timeout_ms) {
   int rc = 0;
-  if (n > 1 && tp->spin_us > 0) {
+  if (spin_worth && tp->spin_us > 0) {
     int64_t spin = (int64_t)tp->spin_us < (int64_t)timeout_ms * 1000 ? tp->spin_us
                                                                      : (int64_t)timeout_ms * 1000;
     int64_t t0 = sc_now_us(), end = t0 + spin, now = t0;
@@ -210,6 +284,21 @@ static void drain_wake(sc_tcp_transport_t *tp) {
   }
 }
 
+/* Connections being made: due retries, deadlines, the lower rank's delayed
+ * connects; with timeout 0 also their I/O (progress() polls them otherwise). */
+static sc_result_t setup_step(sc_tcp_transport_t *tp, int io, int64_t *wake_at, size_t *moved) {
+  sc_result_t res = sc_tcp_setup_tick(tp, wake_at);
+  if (!io) return res;
+  SC_CHECK(sc_tcp_pollset_reserve(tp, sc_tcp_setup_nfds(tp)));
+  size_t n = 0;
+  sc_tcp_setup_fill(tp, tp->pfds, &n);
+  if (n == 0 || poll(tp->pfds, (nfds_t)n, 0) <= 0) return res;
+  int changed = 0;
+  sc_result_t r = sc_tcp_setup_handle(tp, tp->pfds, n, &changed);
+  if (changed) (*moved)++;
+  return res != SC_SUCCESS ? res : r;
+}
+
 static sc_result_t tcp_progress(sc_transport_t *base, int timeout_ms, int *progressed) {
   if (progressed) *progressed = 0;
   sc_tcp_transport_t *tp = sc_tcp_of(base);
@@ -218,15 +307,35 @@ static sc_result_t tcp_progress(sc_transport_t *base, int timeout_ms, int *progr
   char first_err[SC_ERRMSG_MAX];
   size_t moved = 0;
   sc_result_t res = progress_pass(tp, &moved, first_err, sizeof(first_err));
+  int64_t wake_at = INT64_MAX;
+  /* Under lazy setup a peer may connect at any time, so the listener is
+   * looked at whenever nothing else moved. */
+  if (res == SC_SUCCESS && (sc_tcp_setup_busy(tp) || (tp->lazy && moved == 0))) {
+    res = setup_step(tp, timeout_ms <= 0 && moved == 0, &wake_at, &moved);
+    if (res != SC_SUCCESS) sc_error_get_detail(first_err, sizeof(first_err));
+  }
   if (moved == 0 && res == SC_SUCCESS && timeout_ms > 0) {
-    int n = build_pollset(tp);
-    int rc = wait_ready(tp, n, timeout_ms);
+    int n = 0, data = 1;
+    res = build_pollset(tp, &n, &data);
+    if (res != SC_SUCCESS) return res;
+    if (wake_at != INT64_MAX) {
+      int until = sc_ms_until(wake_at);
+      if (until < timeout_ms) timeout_ms = until > 0 ? until : 0;
+    }
+    int rc = wait_ready(tp, n, n > data, timeout_ms);
     if (rc < 0 && errno != EINTR)
       return SC_ERR(SC_ERR_SYSTEM, "tcp progress: poll: %s", strerror(errno));
     if (rc > 0) {
       if (tp->pfds[0].revents) drain_wake(tp);
-      if (rc > (tp->pfds[0].revents ? 1 : 0))
-        res = progress_ready(tp, n, &moved, first_err, sizeof(first_err));
+      int changed = 0;
+      if (data > 1) {
+        res = sc_tcp_setup_handle(tp, tp->pfds + 1, (size_t)(data - 1), &changed);
+        if (res != SC_SUCCESS) sc_error_get_detail(first_err, sizeof(first_err));
+        if (changed) moved++;
+      }
+      /* A pair connected just now may have reused a polled descriptor's slot. */
+      if (res == SC_SUCCESS && !changed && rc > (tp->pfds[0].revents ? 1 : 0))
+        res = progress_ready(tp, data, n, &moved, first_err, sizeof(first_err));
     }
   }
   if (progressed) *progressed = moved > 0;
@@ -251,7 +360,23 @@ static sc_result_t tcp_dereg(sc_transport_t *tp, void *handle) {
 
 static void tcp_wait(sc_transport_t *base, int timeout_ms) {
   sc_tcp_transport_t *tp = sc_tcp_of(base);
-  if (!tp || !tp->wpfds) return;
+  if (!tp || !tp->connected) return;
+  pthread_mutex_lock(&tp->wlock);
+  if (tp->wpfds_gen != tp->wgen || !tp->wpfds) {
+    if (tp->nwset > tp->wpfds_cap) {
+      struct pollfd *w = realloc(tp->wpfds, tp->nwset * sizeof(*w));
+      if (!w) {
+        pthread_mutex_unlock(&tp->wlock);
+        return; /* may return early */
+      }
+      tp->wpfds = w;
+      tp->wpfds_cap = tp->nwset;
+    }
+    memcpy(tp->wpfds, tp->wset, tp->nwset * sizeof(*tp->wpfds));
+    tp->nwpfds = tp->nwset;
+    tp->wpfds_gen = tp->wgen;
+  }
+  pthread_mutex_unlock(&tp->wlock);
   int rc = poll(tp->wpfds, (nfds_t)tp->nwpfds, timeout_ms);
   if (rc <= 0) return;
   if (tp->wpfds[0].revents & POLLIN) drain_wake(tp);

@@ -1,12 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* TCP transport: endpoint creation, connection setup and teardown.
- *
- * For each pair the higher rank opens its SC_NSOCKS sockets to the lower
- * rank's listener and presents the job secret in a hello on each (with the
- * socket's index and the count); the lower rank checks it and answers with an
- * ack. All connections of one rank are set up concurrently from a single poll
- * loop, so a slow peer or a stray connection that sends nothing delays
- * nobody, and everything is bounded by cfg->timeout_ms. */
+/* TCP transport: endpoint creation, the poll sets, teardown. Connections
+ * are made in tcp_setup.c (when) and tcp_connect.c (connect_all). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +57,8 @@ sc_result_t sc_tcp_create(const sc_tp_config_t *cfg, sc_transport_t **out, void 
   tp->base.nranks = cfg->nranks;
   tp->nsocks = cfg->nsocks ? cfg->nsocks : 1; /* 0: a zeroed config means the minimum */
   tp->spin_us = cfg->spin_us;
+  tp->lazy = cfg->connect_lazy != 0;
+  pthread_mutex_init(&tp->wlock, NULL);
   memcpy(tp->secret, cfg->secret, SC_SECRET_LEN);
   tp->sockbuf = cfg->sockbuf_bytes;
   tp->timeout_ms = cfg->timeout_ms;
@@ -109,6 +105,13 @@ fail:
 
 sc_result_t sc_tcp_peer_init_socks(sc_tcp_transport_t *tp, int peer, int nsocks) {
   sc_tcp_peer_t *p = &tp->peers[peer];
+  for (int k = 0; p->socks && k < p->nsocks; k++) {
+    if (p->socks[k].fd >= 0) close(p->socks[k].fd);
+    free(p->socks[k].sq.v);
+    free(p->socks[k].rq.v);
+  }
+  free(p->socks);
+  p->nsocks = 0;
   p->socks = calloc((size_t)nsocks, sizeof(*p->socks));
   if (!p->socks)
     return SC_ERR(SC_ERR_NOMEM, "tcp: out of memory for %d sockets to %s", nsocks, p->name);
@@ -117,25 +120,49 @@ sc_result_t sc_tcp_peer_init_socks(sc_tcp_transport_t *tp, int peer, int nsocks)
   return SC_SUCCESS;
 }
 
-sc_result_t sc_tcp_alloc_pollset(sc_tcp_transport_t *tp) {
-  size_t n = 1;
-  for (int i = 0; i < tp->base.nranks; i++) n += (size_t)tp->peers[i].nsocks;
-  tp->pfds = calloc(n, sizeof(*tp->pfds));
-  tp->pfd_peer = calloc(n, sizeof(*tp->pfd_peer));
-  tp->pfd_sock = calloc(n, sizeof(*tp->pfd_sock));
-  if (!tp->pfds || !tp->pfd_peer || !tp->pfd_sock)
-    return SC_ERR(SC_ERR_NOMEM, "tcp: out of memory for a poll set of %zu sockets", n);
-  tp->npfds = n;
-  tp->wpfds = calloc(n, sizeof(*tp->wpfds));
-  if (!tp->wpfds)
-    return SC_ERR(SC_ERR_NOMEM, "tcp: out of memory for a poll set of %zu sockets", n);
-  tp->wpfds[0] = (struct pollfd){.fd = tp->wake_fd, .events = POLLIN};
-  tp->nwpfds = 1;
-  for (int i = 0; i < tp->base.nranks; i++)
-    for (int k = 0; k < tp->peers[i].nsocks; k++)
-      if (tp->peers[i].socks[k].fd >= 0)
-        tp->wpfds[tp->nwpfds++] = (struct pollfd){.fd = tp->peers[i].socks[k].fd, .events = POLLIN};
+sc_result_t sc_tcp_pollset_reserve(sc_tcp_transport_t *tp, size_t n) {
+  if (n <= tp->npfds) return SC_SUCCESS;
+  size_t cap = tp->npfds ? tp->npfds : 16;
+  while (cap < n) cap *= 2;
+  struct pollfd *pf = realloc(tp->pfds, cap * sizeof(*pf));
+  if (pf) tp->pfds = pf;
+  int *pp = realloc(tp->pfd_peer, cap * sizeof(*pp));
+  if (pp) tp->pfd_peer = pp;
+  int *ps = realloc(tp->pfd_sock, cap * sizeof(*ps));
+  if (ps) tp->pfd_sock = ps;
+  if (!pf || !pp || !ps)
+    return SC_ERR(SC_ERR_NOMEM, "tcp: out of memory for a poll set of %zu descriptors", cap);
+  tp->npfds = cap;
   return SC_SUCCESS;
+}
+
+sc_result_t sc_tcp_wset_rebuild(sc_tcp_transport_t *tp) {
+  size_t n = 2 + tp->data_socks;
+  pthread_mutex_lock(&tp->wlock);
+  sc_result_t r = SC_SUCCESS;
+  if (n > tp->wset_cap) {
+    struct pollfd *w = realloc(tp->wset, n * sizeof(*w));
+    if (!w) {
+      pthread_mutex_unlock(&tp->wlock);
+      return SC_ERR(SC_ERR_NOMEM, "tcp: out of memory for a poll set of %zu sockets", n);
+    }
+    tp->wset = w;
+    tp->wset_cap = n;
+  }
+  size_t k = 0;
+  tp->wset[k++] = (struct pollfd){.fd = tp->wake_fd, .events = POLLIN};
+  if (tp->lazy) tp->wset[k++] = (struct pollfd){.fd = tp->listen_fd, .events = POLLIN};
+  for (int i = 0; i < tp->base.nranks; i++) {
+    const sc_tcp_peer_t *p = &tp->peers[i];
+    if (!p->connected || p->dead) continue;
+    for (int s = 0; s < p->nsocks && k < tp->wset_cap; s++)
+      if (p->socks[s].fd >= 0)
+        tp->wset[k++] = (struct pollfd){.fd = p->socks[s].fd, .events = POLLIN};
+  }
+  tp->nwset = k;
+  tp->wgen++;
+  pthread_mutex_unlock(&tp->wlock);
+  return r;
 }
 
 void sc_tcp_peer_close(sc_tcp_peer_t *p) {
@@ -148,6 +175,10 @@ void sc_tcp_peer_close(sc_tcp_peer_t *p) {
 void sc_tcp_destroy(sc_transport_t *base) {
   if (!base) return;
   sc_tcp_transport_t *tp = sc_tcp_of(base);
+  if (tp->connected && tp->lazy)
+    SC_INFO(SC_SUBSYS_NET, "tcp: rank %d connected with %d of its %d peers", tp->base.rank,
+            tp->npeers_connected, tp->base.nranks - 1);
+  sc_tcp_setup_close(tp);
   /* Pending requests are the caller's memory and may be gone by now; callers
    * run cancel_all first when they still wait on something. */
   for (int i = 0; tp->peers && i < tp->base.nranks; i++) {
@@ -164,7 +195,9 @@ void sc_tcp_destroy(sc_transport_t *base) {
   memset(tp->secret, 0, sizeof(tp->secret));
   free(tp->peers);
   free(tp->pfds);
+  free(tp->wset);
   free(tp->wpfds);
+  pthread_mutex_destroy(&tp->wlock);
   free(tp->pfd_peer);
   free(tp->pfd_sock);
   free(tp);

@@ -2,8 +2,13 @@
 /* TCP transport internals shared by connection setup (tcp_conn.c), the data
  * path (tcp.c) and the unit test that forges setup messages.
  *
- * Each pair of ranks is joined by nsocks sockets (SC_NSOCKS of the higher
- * rank, which connects; the lower rank adopts its count). A message is cut
+ * Each pair of ranks is joined by nsocks sockets (SC_NSOCKS of the rank that
+ * connects; the other adopts its count). Under SC_CONNECT=eager every higher
+ * rank connects to every lower rank in connect_all. Under SC_CONNECT=lazy
+ * (the default) connect_all only records the address table and a pair is
+ * connected when a request first names it (tcp_setup.c says who connects and
+ * how a race of both sides is settled); requests posted before that wait in
+ * the peer's queue and are placed, in posting order, once it is connected. A message is cut
  * into k = stripes(len, nsocks) contiguous segments; segment j travels on
  * socket j. Both sides compute the same placement from the length they
  * posted, so each socket carries its segments in posting order and the
@@ -23,20 +28,24 @@
  *   address blob : u32 'SCTB', packed address (SC_SOCKET_ADDR_WIRE_LEN), u32 online CPUs
  *                  of its host (every rank's props of any pair need them)
  *   hello        : u32 'SCTH', u32 version, u8 secret[32], u32 from, u32 to, u32 nranks,
- *                  u32 socket index, u32 nsocks (the higher rank connects and sends it,
- *                  one hello per socket)
- *   ack          : u32 'SCTK', u32 from, u32 to, u32 socket index (the lower rank's answer)
+ *                  u32 socket index, u32 nsocks (the connecting rank sends it, one hello
+ *                  per socket)
+ *   ack          : u32 'SCTK', u32 from, u32 to, u32 socket index (the answer)
+ *   refusal      : u32 'SCTN', u32 from, u32 to, u32 socket index (the answer of a higher
+ *                  rank that connects to the sender itself: its own connection wins)
  *   segment      : u32 'SCTM', u32 message sequence number (per peer and direction,
  *                  wrapping), u64 length of the whole message, the print of the
  *                  operation it belongs to (SC_TP_FP_LEN bytes, sc_tp_req_t's fp;
  *                  every segment of a message carries it), then this segment's bytes of
  *                  the payload
- * Version 4 added the print: a peer of another version is refused at its hello
- * instead of having its headers misread. */
+ * Version 4 added the print, version 5 hellos from either rank of a pair and the
+ * refusal: a peer of another version is refused at its hello instead of having
+ * its headers misread. */
 #ifndef SC_TCP_INTERNAL_H
 #define SC_TCP_INTERNAL_H
 
 #include <poll.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,8 +57,9 @@
 #define SC_TCP_BLOB_MAGIC  0x53435442u /* 'SCTB' */
 #define SC_TCP_HELLO_MAGIC 0x53435448u /* 'SCTH' */
 #define SC_TCP_ACK_MAGIC   0x5343544bu /* 'SCTK' */
+#define SC_TCP_NACK_MAGIC  0x5343544eu /* 'SCTN' */
 #define SC_TCP_MSG_MAGIC   0x5343544du /* 'SCTM' */
-#define SC_TCP_VERSION     4
+#define SC_TCP_VERSION     5
 
 #define SC_TCP_BLOB_LEN  (4 + SC_SOCKET_ADDR_WIRE_LEN + 4)
 #define SC_TCP_HELLO_LEN (4 + 4 + SC_SECRET_LEN + 4 * 5)
@@ -89,11 +99,21 @@ typedef struct sc_tcp_sock {
   sc_tcp_ring_t sq, rq;
 } sc_tcp_sock_t;
 
+typedef enum sc_tcp_link {
+  SC_TCP_LINK_NONE = 0, /* nothing started */
+  SC_TCP_LINK_OUT,      /* this rank connects */
+  SC_TCP_LINK_IN        /* the peer connects */
+} sc_tcp_link_t;
+
 typedef struct sc_tcp_peer {
-  int nsocks;    /* 0 until the first hello or connect; then fixed */
-  int nconn;     /* sockets established during setup */
-  int connected; /* all nsocks sockets established */
-  int dead;      /* failed: requests to it fail at once with err */
+  int nsocks;                    /* 0 until the first hello or connect; then fixed */
+  int nconn;                     /* sockets established during setup */
+  int connected;                 /* all nsocks sockets established */
+  int dead;                      /* failed: requests to it fail at once with err */
+  int link;                      /* sc_tcp_link_t: who connects the pair */
+  int refused;                   /* our hellos were refused: the peer's own connection comes */
+  int64_t setup_deadline;        /* ms: the pair must be connected by then */
+  sc_tp_req_t *pend, *pend_tail; /* posted before the pair was connected (u.tcp.next) */
   sc_tcp_sock_t *socks;
   sc_sockaddr_t addr;
   char name[96];  /* "rank 3 (127.0.0.1:40123)" for error texts */
@@ -114,16 +134,29 @@ typedef struct sc_tcp_transport {
   int timeout_ms;
   int listen_fd;
   sc_sockaddr_t listen_addr;
-  int wake_fd; /* eventfd: wake() makes a progress() blocked in poll return */
-  int connected;
+  int wake_fd;   /* eventfd: wake() makes a progress() blocked in poll return */
+  int connected; /* connect_all succeeded */
+  int lazy;      /* SC_CONNECT=lazy */
+  int npeers_connected;
+  struct sc_tcp_setup *setup; /* connections being made (tcp_setup.c) */
+  size_t data_socks;          /* sockets of the connected pairs */
   sc_tcp_peer_t *peers;
-  struct pollfd *pfds; /* wake_fd + every data socket, reused by progress */
+  /* progress()'s poll set: wake_fd, then the setup's descriptors, then every
+   * data socket with work; grown when connections are added, never per call. */
+  struct pollfd *pfds;
   int *pfd_peer, *pfd_sock;
   size_t npfds;
-  /* wait()'s own: wake_fd + every data socket as connect_all left them, each
-   * dropped once it reports a hang-up or error (progress() handles that). */
+  /* wait()'s set: wake_fd, the listener (lazy) and every data socket, rebuilt
+   * under wlock by the progress thread when a pair is connected (generation
+   * wgen); wait() polls its own copy, in which a socket that reported a
+   * hang-up or error is dropped (progress() handles that). */
+  pthread_mutex_t wlock;
+  struct pollfd *wset;
+  size_t nwset, wset_cap;
+  unsigned wgen;
   struct pollfd *wpfds;
-  size_t nwpfds;
+  size_t nwpfds, wpfds_cap;
+  unsigned wpfds_gen;
 } sc_tcp_transport_t;
 
 static inline sc_tcp_transport_t *sc_tcp_of(sc_transport_t *tp) {
@@ -198,17 +231,57 @@ void sc_tcp_encode_ack(uint8_t out[SC_TCP_ACK_LEN], int from, int to, int sock);
 /* The ack of hello (peer -> rank, socket sock): 1 when it is exactly that. */
 int sc_tcp_ack_valid(const uint8_t buf[SC_TCP_ACK_LEN], int peer, int rank, int sock);
 
+void sc_tcp_encode_nack(uint8_t out[SC_TCP_ACK_LEN], int from, int to, int sock);
+/* The refusal of hello (peer -> rank, socket sock): 1 when it is exactly that. */
+int sc_tcp_nack_valid(const uint8_t buf[SC_TCP_ACK_LEN], int peer, int rank, int sock);
+
 /* tcp_conn.c */
 sc_result_t sc_tcp_create(const sc_tp_config_t *cfg, sc_transport_t **tp, void *addr,
                           size_t *addrlen);
 void sc_tcp_destroy(sc_transport_t *tp);
-/* nsocks closed sockets and empty queues for one peer. */
+/* nsocks closed sockets and empty queues for one peer (any it had are freed:
+ * only while no segment is queued). */
 sc_result_t sc_tcp_peer_init_socks(sc_tcp_transport_t *tp, int peer, int nsocks);
-/* The poll set of progress(), once every peer's socket count is known. */
-sc_result_t sc_tcp_alloc_pollset(sc_tcp_transport_t *tp);
+/* Room for n entries in progress()'s poll set. */
+sc_result_t sc_tcp_pollset_reserve(sc_tcp_transport_t *tp, size_t n);
+/* Rebuilds wait()'s set from the connected peers (progress thread). */
+sc_result_t sc_tcp_wset_rebuild(sc_tcp_transport_t *tp);
 void sc_tcp_peer_close(sc_tcp_peer_t *p);
 
-/* tcp_setup.c */
+/* tcp.c: the pair's sockets are all established; places its waiting
+ * requests. Errors fail the peer. */
+sc_result_t sc_tcp_peer_connected(sc_tcp_transport_t *tp, int peer);
+/* The pair could not be connected: the peer fails with `code` and the text. */
+sc_result_t sc_tcp_peer_setup_failed(sc_tcp_transport_t *tp, int peer, sc_result_t code,
+                                     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+typedef struct sc_tcp_setup sc_tcp_setup_t;
+
+/* tcp_setup.c: connections being made, for connect_all (eager: to every lower
+ * rank, waiting for all) and for progress() (lazy: on first use). */
+sc_result_t sc_tcp_setup_open(sc_tcp_transport_t *tp);
+void sc_tcp_setup_close(sc_tcp_transport_t *tp);
+/* Starts this rank's connection of the pair (no-op when one exists). */
+sc_result_t sc_tcp_setup_begin(sc_tcp_transport_t *tp, int peer);
+/* Retries due, deadlines passed (those peers fail); lowers *wake_at to the
+ * next moment it has work. */
+sc_result_t sc_tcp_setup_tick(sc_tcp_transport_t *tp, int64_t *wake_at);
+/* Appends the listener (when connections may come) and every connection
+ * waiting for I/O to pfds at *n (room reserved by the caller:
+ * sc_tcp_setup_nfds()). */
+size_t sc_tcp_setup_nfds(const sc_tcp_transport_t *tp);
+void sc_tcp_setup_fill(sc_tcp_transport_t *tp, struct pollfd *pfds, size_t *n);
+/* Handles what poll reported for the entries sc_tcp_setup_fill appended at
+ * pfds[0..n); *changed tells whether a pair got connected or a peer failed. */
+sc_result_t sc_tcp_setup_handle(sc_tcp_transport_t *tp, struct pollfd *pfds, size_t n,
+                                int *changed);
+/* Whether anything of the setup waits (connections in flight or due). */
+int sc_tcp_setup_busy(const sc_tcp_transport_t *tp);
+/* peer has requests waiting for the pair: its deadline and the lower rank's
+ * delayed connect apply. */
+void sc_tcp_setup_waiting(sc_tcp_transport_t *tp, int peer);
+/* connect_all's deadline passed: the error listing every peer not connected. */
+sc_result_t sc_tcp_setup_timeout_error(sc_tcp_transport_t *tp);
 sc_result_t sc_tcp_connect_all(sc_transport_t *tp, const void *addrs, size_t stride);
 sc_result_t sc_tcp_props(sc_transport_t *tp, int a, int b, sc_tp_props_t *out);
 /* The same IP address (the port aside). */

@@ -71,7 +71,20 @@ static const char *plural(int n, const char *one, const char *many) {
   return n == 1 ? one : many;
 }
 
+/* Requests that waited for the pair to be connected: none of their bytes
+ * moved and none took a sequence number. */
+static void pend_fail(sc_tcp_peer_t *p, sc_result_t why) {
+  sc_tp_req_t *r = p->pend;
+  p->pend = p->pend_tail = NULL;
+  while (r) {
+    sc_tp_req_t *next = r->u.tcp.next;
+    if (r->state == SC_TP_REQ_PENDING) req_finish(r, SC_TP_REQ_ERROR, why);
+    r = next;
+  }
+}
+
 static void peer_fail_all(sc_tcp_peer_t *p, sc_result_t why) {
+  pend_fail(p, why);
   for (int k = 0; k < p->nsocks; k++) {
     ring_fail(&p->socks[k].sq, why);
     ring_fail(&p->socks[k].rq, why);
@@ -339,8 +352,8 @@ static int cancel_dir(sc_tcp_peer_t *p, int sending, sc_result_t why) {
 }
 
 void sc_tcp_peer_cancel(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, sc_result_t why) {
-  if (!p->socks || p->dead) {
-    if (p->socks) peer_fail_all(p, why);
+  if (!p->socks || p->dead || !p->connected) {
+    peer_fail_all(p, why);
     return;
   }
   int torn = cancel_dir(p, 1, why);

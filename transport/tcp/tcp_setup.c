@@ -1,12 +1,29 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* TCP transport: connection setup (connect_all).
+/* TCP transport: making connections, for connect_all (eager) and for
+ * progress() (lazy).
  *
- * The higher rank of each pair opens nsocks sockets to the lower rank and
- * sends a hello on each; the lower rank authenticates every one of them by
- * the secret, learns the socket's index and the pair's socket count from it,
- * and acks. A peer counts as connected once all of its sockets are. */
+ * The rank that connects a pair opens its nsocks sockets to the other's
+ * listener and sends a hello on each; the other authenticates every one by
+ * the secret, learns the socket's index and the pair's count from it, and
+ * answers with an ack. A peer counts as connected once all of its sockets
+ * are.
+ *
+ * Who connects: under eager, every higher rank to every lower rank. Under
+ * lazy, a rank that sends to a peer it has no connection with, at once (a
+ * receive waits: every message has a sender, and a small send completes
+ * before its receive is posted, as over an eager connection). When both
+ * connect at once the higher rank's connection wins: the higher rank refuses a hello while it
+ * connects itself, and the lower rank, at the first hello of the higher one, abandons its own
+ * sockets. Neither side moves data before its acks, so nothing sent is lost;
+ * a higher rank that acked a hello of the lower one never connects itself,
+ * so the two rules cannot both keep a connection.
+ *
+ * Every connection of one rank is driven from one poll loop, so a slow peer
+ * or a stray connection that sends nothing delays nobody; every pair has a
+ * deadline (cfg->timeout_ms from its start). */
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,22 +35,22 @@
 #include "transport/tcp/tcp_internal.h"
 
 typedef enum sc_setup_state {
+  SC_SETUP_FREE = 0,   /* slot unused */
   SC_SETUP_RETRY_WAIT, /* outgoing: connect again at retry_at */
   SC_SETUP_CONNECTING, /* outgoing: non-blocking connect in flight */
   SC_SETUP_SEND_HELLO,
   SC_SETUP_READ_ACK,
   SC_SETUP_READ_HELLO, /* incoming: not yet authenticated */
-  SC_SETUP_SEND_ACK,
-  SC_SETUP_DONE,
-  SC_SETUP_CLOSED
+  SC_SETUP_SEND_ACK    /* incoming: the ack, or the refusal (refusing) */
 } sc_setup_state_t;
 
 typedef struct sc_setup_conn {
   int fd;
   sc_setup_state_t state;
   int is_out;
-  int peer; /* outgoing: target; incoming: the sender of a valid hello, else -1 */
-  int sock; /* socket index within the pair */
+  int refusing; /* incoming: the answer is a refusal; close after it */
+  int peer;     /* outgoing: target; incoming: the sender of a valid hello, else -1 */
+  int sock;     /* socket index within the pair */
   uint8_t buf[SC_TCP_HELLO_LEN];
   size_t len, done;
   int64_t retry_at, since;
@@ -41,17 +58,14 @@ typedef struct sc_setup_conn {
   sc_sockaddr_t from; /* incoming: the remote address */
 } sc_setup_conn_t;
 
-typedef struct sc_setup {
-  sc_tcp_transport_t *tp;
-  sc_setup_conn_t *out; /* rank * nsocks: lower rank i's socket k at i * nsocks + k */
-  size_t nout;
-  sc_setup_conn_t *in;
-  size_t nin, incap;
-  int need_in, have_in, need_out, have_out; /* peers, not sockets */
-  struct pollfd *pfds;
-  sc_setup_conn_t **pconn;
+struct sc_tcp_setup {
+  sc_setup_conn_t *c;
+  size_t n, cap;
+  size_t *pidx; /* what sc_tcp_setup_fill appended: a slot, or SIZE_MAX for the listener */
   size_t pcap;
-} sc_setup_t;
+  int *waiting; /* peers with a pair being made or requests waiting for one */
+  size_t nwaiting;
+};
 
 static int sc_setup_retryable(int e) {
   return e == ECONNREFUSED || e == ETIMEDOUT || e == ENETUNREACH || e == EHOSTUNREACH ||
@@ -61,13 +75,20 @@ static int sc_setup_retryable(int e) {
 static void setup_close(sc_setup_conn_t *c) {
   if (c->fd >= 0) close(c->fd);
   c->fd = -1;
-  c->state = SC_SETUP_CLOSED;
+  c->state = SC_SETUP_FREE;
 }
 
-static void setup_drop_in(sc_setup_t *s, sc_setup_conn_t *c, const char *why) {
+/* A connection dropped before it carried anything. Under lazy setup a rank
+ * that abandons its sockets for the peer's leaves such connections behind:
+ * not worth a warning. */
+static void setup_drop_in(sc_tcp_transport_t *tp, sc_setup_conn_t *c, const char *why, int benign) {
   char a[64];
-  SC_WARN(SC_SUBSYS_NET, "tcp: rank %d drops a connection from %s during setup: %s",
-          s->tp->base.rank, sc_socket_addr_str(&c->from, a, sizeof(a)), why);
+  if (benign && tp->lazy)
+    SC_INFO(SC_SUBSYS_NET, "tcp: rank %d drops a connection from %s during setup: %s",
+            tp->base.rank, sc_socket_addr_str(&c->from, a, sizeof(a)), why);
+  else
+    SC_WARN(SC_SUBSYS_NET, "tcp: rank %d drops a connection from %s during setup: %s",
+            tp->base.rank, sc_socket_addr_str(&c->from, a, sizeof(a)), why);
   setup_close(c);
 }
 
@@ -81,27 +102,83 @@ static void setup_retry(sc_setup_conn_t *c, int err) {
   c->state = SC_SETUP_RETRY_WAIT;
 }
 
-static void setup_established(sc_setup_t *s, sc_setup_conn_t *c) {
-  sc_tcp_peer_t *p = &s->tp->peers[c->peer];
-  p->socks[c->sock].fd = c->fd;
-  c->fd = -1;
-  c->state = SC_SETUP_DONE;
-  if (++p->nconn < p->nsocks) return;
-  p->connected = 1;
-  if (c->peer < s->tp->base.rank)
-    s->have_out++;
-  else
-    s->have_in++;
-  SC_TRACE(SC_SUBSYS_NET, "tcp: rank %d connected with %s over %d sockets", s->tp->base.rank,
-           p->name, p->nsocks);
+/* A cleared slot (fd -1, state FREE): a reused one keeps nothing of its
+ * last connection. */
+static sc_result_t conn_alloc(sc_tcp_setup_t *st, size_t *slot) {
+  for (size_t i = 0; i < st->n; i++)
+    if (st->c[i].state == SC_SETUP_FREE) {
+      *slot = i;
+      memset(&st->c[i], 0, sizeof(st->c[i]));
+      st->c[i].fd = -1;
+      return SC_SUCCESS;
+    }
+  if (st->n == st->cap) {
+    size_t ncap = st->cap ? 2 * st->cap : 16;
+    sc_setup_conn_t *nc = realloc(st->c, ncap * sizeof(*nc));
+    if (!nc) return SC_ERR(SC_ERR_NOMEM, "tcp: out of memory during connection setup");
+    st->c = nc;
+    st->cap = ncap;
+  }
+  *slot = st->n++;
+  memset(&st->c[*slot], 0, sizeof(st->c[*slot]));
+  st->c[*slot].fd = -1;
+  return SC_SUCCESS;
 }
 
-static sc_result_t setup_start_connect(sc_setup_t *s, sc_setup_conn_t *c) {
-  sc_tcp_peer_t *p = &s->tp->peers[c->peer];
+static void waiting_add(sc_tcp_transport_t *tp, int peer) {
+  sc_tcp_setup_t *st = tp->setup;
+  for (size_t i = 0; i < st->nwaiting; i++)
+    if (st->waiting[i] == peer) return;
+  /* Room for every peer was reserved at open. */
+  st->waiting[st->nwaiting++] = peer;
+}
+
+static void waiting_remove(sc_tcp_setup_t *st, int peer) {
+  for (size_t i = 0; i < st->nwaiting; i++)
+    if (st->waiting[i] == peer) {
+      st->waiting[i] = st->waiting[--st->nwaiting];
+      return;
+    }
+}
+
+/* Closes every connection in setup with peer (all, or only ours). */
+static void close_peer_conns(sc_tcp_setup_t *st, int peer, int only_out) {
+  for (size_t i = 0; i < st->n; i++) {
+    sc_setup_conn_t *c = &st->c[i];
+    if (c->state != SC_SETUP_FREE && c->peer == peer && (!only_out || c->is_out)) setup_close(c);
+  }
+}
+
+/* The pair cannot be made: the peer fails, its setup stops. */
+static sc_result_t peer_fails(sc_tcp_transport_t *tp, int peer, sc_result_t code,
+                              const char *text) {
+  close_peer_conns(tp->setup, peer, 0);
+  waiting_remove(tp->setup, peer);
+  return sc_tcp_peer_setup_failed(tp, peer, code, "%s", text);
+}
+
+static sc_result_t setup_established(sc_tcp_transport_t *tp, sc_setup_conn_t *c, int *changed) {
+  sc_tcp_peer_t *p = &tp->peers[c->peer];
+  int peer = c->peer;
+  p->socks[c->sock].fd = c->fd;
+  c->fd = -1;
+  c->state = SC_SETUP_FREE;
+  if (++p->nconn < p->nsocks) return SC_SUCCESS;
+  p->connected = 1;
+  tp->npeers_connected++;
+  waiting_remove(tp->setup, peer);
+  *changed = 1;
+  SC_TRACE(SC_SUBSYS_NET, "tcp: rank %d connected with %s over %d sockets (%s)", tp->base.rank,
+           p->name, p->nsocks, p->link == SC_TCP_LINK_OUT ? "it connected" : "the peer connected");
+  return sc_tcp_peer_connected(tp, peer);
+}
+
+static sc_result_t setup_start_connect(sc_tcp_transport_t *tp, sc_setup_conn_t *c) {
+  sc_tcp_peer_t *p = &tp->peers[c->peer];
   c->attempts++;
   int fd = socket(p->addr.sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return SC_ERR(SC_ERR_SYSTEM, "tcp: socket(): %s", strerror(errno));
-  sc_result_t r = sc_socket_set_bufsize(fd, s->tp->sockbuf);
+  sc_result_t r = sc_socket_set_bufsize(fd, tp->sockbuf);
   if (r == SC_SUCCESS) r = sc_socket_set_nodelay(fd);
   if (r != SC_SUCCESS) {
     close(fd);
@@ -117,7 +194,7 @@ static sc_result_t setup_start_connect(sc_setup_t *s, sc_setup_conn_t *c) {
     setup_retry(c, err);
   } else {
     setup_close(c);
-    return SC_ERR(SC_ERR_SYSTEM, "tcp: rank %d connecting to %s: %s", s->tp->base.rank, p->name,
+    return SC_ERR(SC_ERR_SYSTEM, "tcp: rank %d connecting to %s: %s", tp->base.rank, p->name,
                   strerror(err));
   }
   return SC_SUCCESS;
@@ -142,18 +219,19 @@ static int setup_io(sc_setup_conn_t *c, int sending, int *err) {
   return 1;
 }
 
-static sc_result_t setup_fail_out(sc_setup_t *s, sc_setup_conn_t *c, int err, const char *when) {
-  sc_tcp_peer_t *p = &s->tp->peers[c->peer];
-  setup_close(c);
-  return SC_ERR(SC_ERR_REMOTE,
-                "tcp: %s %s while rank %d %s on socket %d of %d (does it use the same secret and "
-                "nranks=%d?)",
-                p->name, err ? strerror(err) : "closed the connection", s->tp->base.rank, when,
-                c->sock, p->nsocks, s->tp->base.nranks);
+static sc_result_t setup_fail_out(sc_tcp_transport_t *tp, sc_setup_conn_t *c, int err,
+                                  const char *when) {
+  sc_tcp_peer_t *p = &tp->peers[c->peer];
+  char text[300];
+  snprintf(text, sizeof(text),
+           "tcp: %s %s while rank %d %s on socket %d of %d (does it use the same secret and "
+           "nranks=%d?)",
+           p->name, err ? strerror(err) : "closed the connection", tp->base.rank, when, c->sock,
+           p->nsocks, tp->base.nranks);
+  return peer_fails(tp, c->peer, SC_ERR_REMOTE, text);
 }
 
-static sc_result_t setup_on_out(sc_setup_t *s, sc_setup_conn_t *c) {
-  sc_tcp_transport_t *tp = s->tp;
+static sc_result_t setup_on_out(sc_tcp_transport_t *tp, sc_setup_conn_t *c, int *changed) {
   int err = 0;
   if (c->state == SC_SETUP_CONNECTING) {
     socklen_t el = sizeof(err);
@@ -164,21 +242,21 @@ static sc_result_t setup_on_out(sc_setup_t *s, sc_setup_conn_t *c) {
       setup_retry(c, err);
       return SC_SUCCESS;
     } else {
-      sc_tcp_peer_t *p = &tp->peers[c->peer];
-      setup_close(c);
-      return SC_ERR(SC_ERR_SYSTEM, "tcp: rank %d connecting to %s: %s", tp->base.rank, p->name,
-                    strerror(err));
+      char text[200];
+      snprintf(text, sizeof(text), "tcp: rank %d connecting to %s: %s", tp->base.rank,
+               tp->peers[c->peer].name, strerror(err));
+      return peer_fails(tp, c->peer, SC_ERR_SYSTEM, text);
     }
   }
   if (c->state == SC_SETUP_SEND_HELLO) {
     if (c->len == 0) {
       sc_tcp_encode_hello(c->buf, tp->secret, tp->base.rank, c->peer, tp->base.nranks, c->sock,
-                          tp->nsocks);
+                          tp->peers[c->peer].nsocks);
       c->len = SC_TCP_HELLO_LEN;
       c->done = 0;
     }
     int st = setup_io(c, 1, &err);
-    if (st < 0) return setup_fail_out(s, c, err, "sent its hello");
+    if (st < 0) return setup_fail_out(tp, c, err, "sent its hello");
     if (st == 0) return SC_SUCCESS;
     memset(c->buf, 0, sizeof(c->buf));
     c->state = SC_SETUP_READ_ACK;
@@ -187,19 +265,25 @@ static sc_result_t setup_on_out(sc_setup_t *s, sc_setup_conn_t *c) {
   }
   if (c->state == SC_SETUP_READ_ACK) {
     int st = setup_io(c, 0, &err);
-    if (st < 0) return setup_fail_out(s, c, err, "waited for its ack");
+    if (st < 0) return setup_fail_out(tp, c, err, "waited for its ack");
     if (st == 0) return SC_SUCCESS;
+    if (sc_tcp_nack_valid(c->buf, c->peer, tp->base.rank, c->sock) && c->peer > tp->base.rank) {
+      /* The peer connects to us itself: its hellos are on their way. */
+      tp->peers[c->peer].refused = 1;
+      setup_close(c);
+      return SC_SUCCESS;
+    }
     if (!sc_tcp_ack_valid(c->buf, c->peer, tp->base.rank, c->sock)) {
       uint32_t magic = sc_wire_get_u32(c->buf), from = sc_wire_get_u32(c->buf + 4),
                to = sc_wire_get_u32(c->buf + 8), sock = sc_wire_get_u32(c->buf + 12);
-      sc_tcp_peer_t *p = &tp->peers[c->peer];
-      setup_close(c);
-      return SC_ERR(SC_ERR_REMOTE,
-                    "tcp: %s answered rank %d's hello on socket %d with a malformed ack (magic "
-                    "0x%08x, from %u, to %u, socket %u)",
-                    p->name, tp->base.rank, c->sock, magic, from, to, sock);
+      char text[300];
+      snprintf(text, sizeof(text),
+               "tcp: %s answered rank %d's hello on socket %d with a malformed ack (magic "
+               "0x%08x, from %u, to %u, socket %u)",
+               tp->peers[c->peer].name, tp->base.rank, c->sock, magic, from, to, sock);
+      return peer_fails(tp, c->peer, SC_ERR_REMOTE, text);
     }
-    setup_established(s, c);
+    return setup_established(tp, c, changed);
   }
   return SC_SUCCESS;
 }
@@ -224,7 +308,7 @@ const char *sc_tcp_hello_parse(const uint8_t buf[SC_TCP_HELLO_LEN],
     return why;
   }
   if (!sc_secret_equal(h + 8, secret, SC_SECRET_LEN)) return "wrong secret";
-  if (m.nranks != (uint32_t)nranks || m.to != (uint32_t)rank || m.from <= (uint32_t)rank ||
+  if (m.nranks != (uint32_t)nranks || m.to != (uint32_t)rank || m.from == (uint32_t)rank ||
       m.from >= (uint32_t)nranks) {
     snprintf(why, whylen, "hello from rank %u to rank %u with nranks=%u does not fit rank %d of %d",
              m.from, m.to, m.nranks, rank, nranks);
@@ -238,71 +322,117 @@ const char *sc_tcp_hello_parse(const uint8_t buf[SC_TCP_HELLO_LEN],
   return NULL;
 }
 
-void sc_tcp_encode_ack(uint8_t out[SC_TCP_ACK_LEN], int from, int to, int sock) {
-  sc_wire_put_u32(out, SC_TCP_ACK_MAGIC);
+static void encode_answer(uint8_t out[SC_TCP_ACK_LEN], uint32_t magic, int from, int to, int sock) {
+  sc_wire_put_u32(out, magic);
   sc_wire_put_u32(out + 4, (uint32_t)from);
   sc_wire_put_u32(out + 8, (uint32_t)to);
   sc_wire_put_u32(out + 12, (uint32_t)sock);
 }
 
-int sc_tcp_ack_valid(const uint8_t buf[SC_TCP_ACK_LEN], int peer, int rank, int sock) {
-  return sc_wire_get_u32(buf) == SC_TCP_ACK_MAGIC && sc_wire_get_u32(buf + 4) == (uint32_t)peer &&
+static int answer_is(const uint8_t buf[SC_TCP_ACK_LEN], uint32_t magic, int peer, int rank,
+                     int sock) {
+  return sc_wire_get_u32(buf) == magic && sc_wire_get_u32(buf + 4) == (uint32_t)peer &&
          sc_wire_get_u32(buf + 8) == (uint32_t)rank && sc_wire_get_u32(buf + 12) == (uint32_t)sock;
 }
 
-/* A complete hello on an incoming connection: NULL when it may be acked, else
- * why it is dropped (in why). */
-static const char *hello_check(sc_setup_t *s, sc_setup_conn_t *c, char *why, size_t whylen) {
-  sc_tcp_transport_t *tp = s->tp;
+void sc_tcp_encode_ack(uint8_t out[SC_TCP_ACK_LEN], int from, int to, int sock) {
+  encode_answer(out, SC_TCP_ACK_MAGIC, from, to, sock);
+}
+
+int sc_tcp_ack_valid(const uint8_t buf[SC_TCP_ACK_LEN], int peer, int rank, int sock) {
+  return answer_is(buf, SC_TCP_ACK_MAGIC, peer, rank, sock);
+}
+
+void sc_tcp_encode_nack(uint8_t out[SC_TCP_ACK_LEN], int from, int to, int sock) {
+  encode_answer(out, SC_TCP_NACK_MAGIC, from, to, sock);
+}
+
+int sc_tcp_nack_valid(const uint8_t buf[SC_TCP_ACK_LEN], int peer, int rank, int sock) {
+  return answer_is(buf, SC_TCP_NACK_MAGIC, peer, rank, sock);
+}
+
+/* A complete hello on an incoming connection: NULL when it may be answered
+ * (c->refusing tells whether with a refusal), else why it is dropped. */
+static const char *hello_check(sc_tcp_transport_t *tp, sc_setup_conn_t *c, char *why,
+                               size_t whylen) {
+  sc_tcp_setup_t *st = tp->setup;
   sc_tcp_hello_t m;
   const char *bad =
       sc_tcp_hello_parse(c->buf, tp->secret, tp->base.rank, tp->base.nranks, &m, why, whylen);
   if (bad) return bad;
-  uint32_t from = m.from, sock = m.sock, nsocks = m.nsocks;
-  const sc_tcp_peer_t *p = &tp->peers[from];
+  int from = (int)m.from, sock = (int)m.sock, nsocks = (int)m.nsocks;
+  sc_tcp_peer_t *p = &tp->peers[from];
+  if (p->dead) {
+    snprintf(why, whylen, "rank %d failed before (%s)", from, p->err);
+    return why;
+  }
+  if (p->link == SC_TCP_LINK_OUT) {
+    if (tp->base.rank > from) {
+      c->peer = from;
+      c->sock = sock;
+      c->refusing = 1;
+      return NULL;
+    }
+    /* The higher rank connects: ours is abandoned. None of our sockets was
+     * acked (a higher rank that acks ours never connects itself). */
+    if (p->nconn > 0) {
+      snprintf(why, whylen, "rank %d connects while %d of our sockets to it are established", from,
+               p->nconn);
+      return why;
+    }
+    close_peer_conns(st, from, 1);
+    p->link = SC_TCP_LINK_NONE;
+  }
+  if (p->link == SC_TCP_LINK_NONE) {
+    if (sc_tcp_peer_init_socks(tp, from, nsocks) != SC_SUCCESS) return "out of memory";
+    p->link = SC_TCP_LINK_IN;
+    p->nconn = 0;
+    p->setup_deadline = sc_now_ms() + tp->timeout_ms;
+    waiting_add(tp, from);
+  }
   /* sock < nsocks == p->nsocks: p->socks[sock] exists. */
-  if (p->nsocks && nsocks != (uint32_t)p->nsocks) {
+  if (nsocks != p->nsocks) {
     snprintf(why, whylen,
-             "hello from rank %u for socket %u of %u does not fit (it announced %d before)", from,
+             "hello from rank %d for socket %d of %d does not fit (it announced %d before)", from,
              sock, nsocks, p->nsocks);
     return why;
   }
-  if (p->nsocks && p->socks[sock].fd >= 0) {
-    snprintf(why, whylen, "socket %u of rank %u is already connected", sock, from);
+  if (p->socks[sock].fd >= 0) {
+    snprintf(why, whylen, "socket %d of rank %d is already connected", sock, from);
     return why;
   }
-  for (size_t i = 0; i < s->nin; i++)
-    if (&s->in[i] != c && s->in[i].state == SC_SETUP_SEND_ACK && s->in[i].peer == (int)from &&
-        s->in[i].sock == (int)sock) {
-      snprintf(why, whylen, "socket %u of rank %u is already connecting", sock, from);
+  for (size_t i = 0; i < st->n; i++)
+    if (&st->c[i] != c && st->c[i].state == SC_SETUP_SEND_ACK && !st->c[i].refusing &&
+        st->c[i].peer == from && st->c[i].sock == sock) {
+      snprintf(why, whylen, "socket %d of rank %d is already connecting", sock, from);
       return why;
     }
-  c->peer = (int)from;
-  c->sock = (int)sock;
-  if (!p->nsocks && sc_tcp_peer_init_socks(tp, (int)from, (int)nsocks) != SC_SUCCESS)
-    return "out of memory";
+  c->peer = from;
+  c->sock = sock;
   return NULL;
 }
 
-static void setup_on_in(sc_setup_t *s, sc_setup_conn_t *c) {
-  sc_tcp_transport_t *tp = s->tp;
+static sc_result_t setup_on_in(sc_tcp_transport_t *tp, sc_setup_conn_t *c, int *changed) {
   int err = 0;
   if (c->state == SC_SETUP_READ_HELLO) {
     int st = setup_io(c, 0, &err);
     if (st < 0) {
-      setup_drop_in(s, c, err ? strerror(err) : "closed before its hello was complete");
-      return;
+      setup_drop_in(tp, c, err ? strerror(err) : "closed before its hello was complete", 1);
+      return SC_SUCCESS;
     }
-    if (st == 0) return;
+    if (st == 0) return SC_SUCCESS;
     char buf[200];
-    const char *why = hello_check(s, c, buf, sizeof(buf));
+    const char *why = hello_check(tp, c, buf, sizeof(buf));
     if (why) {
       c->peer = -1;
-      setup_drop_in(s, c, why);
-      return;
+      setup_drop_in(tp, c, why, 0);
+      return SC_SUCCESS;
     }
     memset(c->buf, 0, sizeof(c->buf));
-    sc_tcp_encode_ack(c->buf, tp->base.rank, c->peer, c->sock);
+    if (c->refusing)
+      sc_tcp_encode_nack(c->buf, tp->base.rank, c->peer, c->sock);
+    else
+      sc_tcp_encode_ack(c->buf, tp->base.rank, c->peer, c->sock);
     c->len = SC_TCP_ACK_LEN;
     c->done = 0;
     c->state = SC_SETUP_SEND_ACK;
@@ -310,15 +440,17 @@ static void setup_on_in(sc_setup_t *s, sc_setup_conn_t *c) {
   if (c->state == SC_SETUP_SEND_ACK) {
     int st = setup_io(c, 1, &err);
     if (st < 0) {
-      setup_drop_in(s, c, err ? strerror(err) : "closed before the ack");
-      return;
+      setup_drop_in(tp, c, err ? strerror(err) : "closed before the ack", 1);
+      return SC_SUCCESS;
     }
-    if (st == 1) setup_established(s, c);
+    if (st == 1 && c->refusing) setup_close(c);
+    if (st == 1 && c->state == SC_SETUP_SEND_ACK) return setup_established(tp, c, changed);
   }
+  return SC_SUCCESS;
 }
 
-static sc_result_t setup_accept(sc_setup_t *s) {
-  sc_tcp_transport_t *tp = s->tp;
+static sc_result_t setup_accept(sc_tcp_transport_t *tp) {
+  sc_tcp_setup_t *st = tp->setup;
   /* Bounded so that a flood of idle connections cannot exhaust descriptors:
    * beyond it the oldest unauthenticated one is dropped. */
   size_t unauth_max = (size_t)tp->base.nranks * SC_TCP_MAX_SOCKS + 64;
@@ -327,33 +459,21 @@ static sc_result_t setup_accept(sc_setup_t *s) {
     sc_sockaddr_t from;
     SC_CHECK(sc_socket_accept(tp->listen_fd, &fd, &from));
     if (fd < 0) return SC_SUCCESS;
-    size_t unauth = 0, oldest = SIZE_MAX, slot = SIZE_MAX;
-    for (size_t i = 0; i < s->nin; i++) {
-      if (s->in[i].state == SC_SETUP_READ_HELLO) {
-        unauth++;
-        if (oldest == SIZE_MAX || s->in[i].since < s->in[oldest].since) oldest = i;
-      } else if (s->in[i].state == SC_SETUP_CLOSED || s->in[i].state == SC_SETUP_DONE) {
-        slot = i;
-      }
+    size_t unauth = 0, oldest = SIZE_MAX;
+    for (size_t i = 0; i < st->n; i++) {
+      if (st->c[i].state != SC_SETUP_READ_HELLO) continue;
+      unauth++;
+      if (oldest == SIZE_MAX || st->c[i].since < st->c[oldest].since) oldest = i;
     }
-    if (unauth >= unauth_max) {
-      setup_drop_in(s, &s->in[oldest], "too many connections without a hello");
-      slot = oldest;
+    if (unauth >= unauth_max)
+      setup_drop_in(tp, &st->c[oldest], "too many connections without a hello", 0);
+    size_t slot;
+    sc_result_t r = conn_alloc(st, &slot);
+    if (r != SC_SUCCESS) {
+      close(fd);
+      return r;
     }
-    if (slot == SIZE_MAX) {
-      if (s->nin == s->incap) {
-        size_t ncap = s->incap ? 2 * s->incap : 16;
-        sc_setup_conn_t *n = realloc(s->in, ncap * sizeof(*n));
-        if (!n) {
-          close(fd);
-          return SC_ERR(SC_ERR_NOMEM, "tcp: out of memory during connection setup");
-        }
-        s->in = n;
-        s->incap = ncap;
-      }
-      slot = s->nin++;
-    }
-    sc_setup_conn_t *c = &s->in[slot];
+    sc_setup_conn_t *c = &st->c[slot];
     memset(c, 0, sizeof(*c));
     c->fd = fd;
     c->peer = -1;
@@ -365,8 +485,93 @@ static sc_result_t setup_accept(sc_setup_t *s) {
   return SC_SUCCESS;
 }
 
-static sc_result_t setup_timeout_error(sc_setup_t *s) {
-  sc_tcp_transport_t *tp = s->tp;
+sc_result_t sc_tcp_setup_open(sc_tcp_transport_t *tp) {
+  sc_tcp_setup_t *st = calloc(1, sizeof(*st));
+  if (st) st->waiting = calloc((size_t)tp->base.nranks, sizeof(*st->waiting));
+  if (!st || !st->waiting) {
+    free(st);
+    return SC_ERR(SC_ERR_NOMEM, "tcp: out of memory for connection setup of %d ranks",
+                  tp->base.nranks);
+  }
+  tp->setup = st;
+  return SC_SUCCESS;
+}
+
+void sc_tcp_setup_close(sc_tcp_transport_t *tp) {
+  sc_tcp_setup_t *st = tp->setup;
+  if (!st) return;
+  for (size_t i = 0; i < st->n; i++)
+    if (st->c[i].fd >= 0) close(st->c[i].fd);
+  free(st->c);
+  free(st->pidx);
+  free(st->waiting);
+  free(st);
+  tp->setup = NULL;
+}
+
+sc_result_t sc_tcp_setup_begin(sc_tcp_transport_t *tp, int peer) {
+  sc_tcp_setup_t *st = tp->setup;
+  sc_tcp_peer_t *p = &tp->peers[peer];
+  if (p->connected || p->dead || p->link != SC_TCP_LINK_NONE) return SC_SUCCESS;
+  SC_CHECK(sc_tcp_peer_init_socks(tp, peer, tp->nsocks));
+  p->link = SC_TCP_LINK_OUT;
+  p->nconn = 0;
+  p->refused = 0;
+  p->setup_deadline = sc_now_ms() + tp->timeout_ms;
+  waiting_add(tp, peer);
+  for (int k = 0; k < tp->nsocks; k++) {
+    size_t slot;
+    SC_CHECK(conn_alloc(st, &slot));
+    sc_setup_conn_t *c = &st->c[slot];
+    c->is_out = 1;
+    c->peer = peer;
+    c->sock = k;
+    c->since = sc_now_ms();
+    sc_result_t r = setup_start_connect(tp, c);
+    if (r != SC_SUCCESS) {
+      char text[SC_ERRMSG_MAX];
+      sc_error_get_detail(text, sizeof(text));
+      return peer_fails(tp, peer, r, text);
+    }
+  }
+  return SC_SUCCESS;
+}
+
+/* What the pair with peer waits for, for a timeout's text. */
+static void describe_pair(const sc_tcp_transport_t *tp, int peer, char *out, size_t len) {
+  const sc_tcp_peer_t *p = &tp->peers[peer];
+  const sc_tcp_setup_t *st = tp->setup;
+  if (p->nconn > 0) {
+    snprintf(out, len, "%d of %d sockets connected", p->nconn, p->nsocks);
+    return;
+  }
+  if (p->link == SC_TCP_LINK_IN) {
+    snprintf(out, len, "it started connecting but did not finish");
+    return;
+  }
+  if (p->link == SC_TCP_LINK_NONE || p->refused) {
+    snprintf(out, len, "never connected to us");
+    return;
+  }
+  const sc_setup_conn_t *c = NULL;
+  for (size_t i = 0; i < st->n; i++)
+    if (st->c[i].state != SC_SETUP_FREE && st->c[i].is_out && st->c[i].peer == peer) {
+      c = &st->c[i];
+      break;
+    }
+  if (!c)
+    snprintf(out, len, "never connected to us");
+  else if (c->state == SC_SETUP_READ_ACK)
+    snprintf(out, len, "took our hello but sent no ack");
+  else if (c->state == SC_SETUP_CONNECTING || c->state == SC_SETUP_SEND_HELLO)
+    snprintf(out, len, "did not complete the TCP handshake");
+  else if (c->last_err)
+    snprintf(out, len, "%s, %d attempts", strerror(c->last_err), c->attempts);
+  else
+    snprintf(out, len, "no answer");
+}
+
+sc_result_t sc_tcp_setup_timeout_error(sc_tcp_transport_t *tp) {
   char list[700];
   size_t used = 0;
   int missing = 0;
@@ -376,30 +581,9 @@ static sc_result_t setup_timeout_error(sc_setup_t *s) {
     if (i == tp->base.rank || p->connected) continue;
     missing++;
     if (used + 140 >= sizeof(list)) continue;
-    char a[64];
+    char a[64], what[120];
     sc_socket_addr_str(&p->addr, a, sizeof(a));
-    const char *what = "never connected to us";
-    char buf[120];
-    if (p->nconn > 0) {
-      snprintf(buf, sizeof(buf), "%d of %d sockets connected", p->nconn, p->nsocks);
-      what = buf;
-    } else if (i < tp->base.rank) {
-      /* The first socket that has not finished tells the story. */
-      const sc_setup_conn_t *c = &s->out[(size_t)i * (size_t)tp->nsocks];
-      for (int k = 0; k < tp->nsocks; k++)
-        if (s->out[(size_t)i * (size_t)tp->nsocks + (size_t)k].state != SC_SETUP_DONE) {
-          c = &s->out[(size_t)i * (size_t)tp->nsocks + (size_t)k];
-          break;
-        }
-      if (c->state == SC_SETUP_READ_ACK)
-        what = "took our hello but sent no ack";
-      else if (c->state == SC_SETUP_CONNECTING || c->state == SC_SETUP_SEND_HELLO)
-        what = "did not complete the TCP handshake";
-      else if (c->last_err) {
-        snprintf(buf, sizeof(buf), "%s, %d attempts", strerror(c->last_err), c->attempts);
-        what = buf;
-      }
-    }
+    describe_pair(tp, i, what, sizeof(what));
     used += (size_t)snprintf(list + used, sizeof(list) - used, "%srank %d (%s: %s)",
                              missing > 1 ? ", " : "", i, a, what);
   }
@@ -409,190 +593,126 @@ static sc_result_t setup_timeout_error(sc_setup_t *s) {
       tp->base.rank, tp->timeout_ms, missing, missing == 1 ? "" : "s", list);
 }
 
-static void setup_free(sc_setup_t *s) {
-  for (size_t i = 0; s->out && i < s->nout; i++)
-    if (s->out[i].fd >= 0) close(s->out[i].fd);
-  for (size_t i = 0; i < s->nin; i++)
-    if (s->in[i].fd >= 0) close(s->in[i].fd);
-  free(s->out);
-  free(s->in);
-  free(s->pfds);
-  free(s->pconn);
+sc_result_t sc_tcp_setup_tick(sc_tcp_transport_t *tp, int64_t *wake_at) {
+  sc_tcp_setup_t *st = tp->setup;
+  int64_t now = sc_now_ms();
+  sc_result_t res = SC_SUCCESS;
+  for (size_t i = 0; i < st->n; i++) {
+    sc_setup_conn_t *c = &st->c[i];
+    if (c->state != SC_SETUP_RETRY_WAIT) continue;
+    if (c->retry_at <= now) {
+      sc_result_t r = setup_start_connect(tp, c);
+      if (r != SC_SUCCESS) {
+        char text[SC_ERRMSG_MAX];
+        sc_error_get_detail(text, sizeof(text));
+        r = peer_fails(tp, c->peer, r, text);
+        if (res == SC_SUCCESS) res = r;
+        continue;
+      }
+    }
+    if (c->state == SC_SETUP_RETRY_WAIT && c->retry_at < *wake_at) *wake_at = c->retry_at;
+  }
+  if (!tp->lazy) return res;
+  for (size_t i = 0; i < st->nwaiting; i++) {
+    int peer = st->waiting[i];
+    sc_tcp_peer_t *p = &tp->peers[peer];
+    if (p->link == SC_TCP_LINK_NONE) continue; /* receives only: the sender connects */
+    if (p->setup_deadline > now) {
+      if (p->setup_deadline < *wake_at) *wake_at = p->setup_deadline;
+      continue;
+    }
+    char what[120], text[300];
+    describe_pair(tp, peer, what, sizeof(what));
+    snprintf(text, sizeof(text), "tcp: rank %d: connecting with %s timed out after %d ms (%s)",
+             tp->base.rank, p->name, tp->timeout_ms, what);
+    sc_result_t r = peer_fails(tp, peer, SC_ERR_TIMEOUT, text);
+    if (res == SC_SUCCESS) res = r;
+    i = (size_t)-1;
+  }
+  return res;
 }
 
-int sc_tcp_same_host(const sc_sockaddr_t *a, const sc_sockaddr_t *b) {
-  if (a->sa.ss_family != b->sa.ss_family) return 0;
-  if (a->sa.ss_family == AF_INET)
-    return ((const struct sockaddr_in *)&a->sa)->sin_addr.s_addr ==
-           ((const struct sockaddr_in *)&b->sa)->sin_addr.s_addr;
-  if (a->sa.ss_family == AF_INET6)
-    return memcmp(&((const struct sockaddr_in6 *)&a->sa)->sin6_addr,
-                  &((const struct sockaddr_in6 *)&b->sa)->sin6_addr, sizeof(struct in6_addr)) == 0;
+int sc_tcp_setup_busy(const sc_tcp_transport_t *tp) {
+  const sc_tcp_setup_t *st = tp->setup;
+  if (!st) return 0;
+  if (st->nwaiting) return 1;
+  for (size_t i = 0; i < st->n; i++)
+    if (st->c[i].state != SC_SETUP_FREE) return 1;
   return 0;
 }
 
-/* Ranks advertising one address share a host (every rank counts the same
- * from the same table). */
-static void count_host_ranks(sc_tcp_transport_t *tp) {
-  for (int i = 0; i < tp->base.nranks; i++) {
-    sc_tcp_peer_t *p = &tp->peers[i];
-    p->host_ranks = 0;
-    for (int j = 0; j < tp->base.nranks; j++)
-      p->host_ranks += sc_tcp_same_host(&p->addr, &tp->peers[j].addr);
-  }
+void sc_tcp_setup_waiting(sc_tcp_transport_t *tp, int peer) {
+  waiting_add(tp, peer);
 }
 
-static sc_result_t read_addrs(sc_tcp_transport_t *tp, const void *addrs, size_t stride) {
-  if (stride < SC_TCP_BLOB_LEN)
-    return SC_ERR(SC_ERR_INVALID_ARG, "tcp connect_all: stride %zu < address blob of %d bytes",
-                  stride, SC_TCP_BLOB_LEN);
-  const uint8_t *tab = addrs;
-  for (int i = 0; i < tp->base.nranks; i++) {
-    const uint8_t *b = tab + (size_t)i * stride;
-    sc_tcp_peer_t *p = &tp->peers[i];
-    if (sc_wire_get_u32(b) != SC_TCP_BLOB_MAGIC ||
-        sc_socket_addr_unpack(b + 4, &p->addr) != SC_SUCCESS)
-      return SC_ERR(SC_ERR_INVALID_ARG,
-                    "tcp connect_all: address blob of rank %d is not a tcp address", i);
-    p->host_cpus = (int)sc_wire_get_u32(b + 4 + SC_SOCKET_ADDR_WIRE_LEN);
-    char a[64];
-    snprintf(p->name, sizeof(p->name), "rank %d (%s)", i,
-             sc_socket_addr_str(&p->addr, a, sizeof(a)));
-  }
-  /* Catches a table in the wrong order before it sends data to the wrong rank. */
-  uint8_t mine[SC_SOCKET_ADDR_WIRE_LEN];
-  SC_CHECK(sc_socket_addr_pack(&tp->listen_addr, mine));
-  if (memcmp(mine, tab + (size_t)tp->base.rank * stride + 4, SC_SOCKET_ADDR_WIRE_LEN) != 0)
-    return SC_ERR(SC_ERR_INVALID_ARG,
-                  "tcp connect_all: the table's entry for rank %d is not this endpoint's address",
-                  tp->base.rank);
-  count_host_ranks(tp);
-  return SC_SUCCESS;
+static int listener_polled(const sc_tcp_transport_t *tp) {
+  return tp->lazy || !tp->connected;
 }
 
-/* Spinning only pays when the peer that will answer has a core of its own
- * (sc_tcp_spins; measured: 8-byte all-reduce of 4 ranks on 2 CPUs took 1.9x
- * as long with a 50 us spin as with none). */
-static void limit_spin(sc_tcp_transport_t *tp) {
-  int local = tp->peers[tp->base.rank].host_ranks;
-  long cpus = tp->peers[tp->base.rank].host_cpus;
-  sc_yield_init(&tp->yield, local, (int)cpus);
-  if (tp->spin_us > 0 && !sc_tcp_spins(local, cpus)) {
-    SC_INFO(SC_SUBSYS_NET,
-            "tcp: %d ranks on this host share %ld CPUs: waiting without spinning (SC_SPIN_US=%d "
-            "ignored)",
-            local, cpus, tp->spin_us);
-    tp->spin_us = 0;
-  }
+size_t sc_tcp_setup_nfds(const sc_tcp_transport_t *tp) {
+  return tp->setup ? tp->setup->n + (size_t)listener_polled(tp) : 0;
 }
 
-/* The poll set of one round: the listener while peers are missing, then every
- * connection that waits for something. */
-static sc_result_t setup_pollset(sc_setup_t *s, size_t *count) {
-  size_t need = s->nout + s->nin + 1;
-  if (need > s->pcap) {
-    struct pollfd *np = realloc(s->pfds, need * sizeof(*np));
-    if (np) s->pfds = np;
-    sc_setup_conn_t **nc = realloc(s->pconn, need * sizeof(*nc));
-    if (nc) s->pconn = nc;
-    if (!np || !nc) return SC_ERR(SC_ERR_NOMEM, "tcp connect_all: out of memory");
-    s->pcap = need;
+void sc_tcp_setup_fill(sc_tcp_transport_t *tp, struct pollfd *pfds, size_t *n) {
+  sc_tcp_setup_t *st = tp->setup;
+  if (!st) return;
+  size_t need = st->n + 1;
+  if (need > st->pcap) {
+    size_t *np = realloc(st->pidx, need * sizeof(*np));
+    if (!np) return; /* polled again next time; the deadlines still hold */
+    st->pidx = np;
+    st->pcap = need;
   }
-  size_t n = 0;
-  if (s->have_in < s->need_in) {
-    s->pfds[n] = (struct pollfd){.fd = s->tp->listen_fd, .events = POLLIN};
-    s->pconn[n++] = NULL;
+  size_t k = 0;
+  if (listener_polled(tp)) {
+    pfds[(*n)++] = (struct pollfd){.fd = tp->listen_fd, .events = POLLIN};
+    st->pidx[k++] = SIZE_MAX;
   }
-  for (size_t i = 0; i < s->nout; i++) {
-    sc_setup_conn_t *c = &s->out[i];
-    short ev = c->state == SC_SETUP_CONNECTING || c->state == SC_SETUP_SEND_HELLO ? POLLOUT
-               : c->state == SC_SETUP_READ_ACK                                    ? POLLIN
+  for (size_t i = 0; i < st->n; i++) {
+    sc_setup_conn_t *c = &st->c[i];
+    short ev = c->state == SC_SETUP_CONNECTING || c->state == SC_SETUP_SEND_HELLO ||
+                       c->state == SC_SETUP_SEND_ACK
+                   ? POLLOUT
+               : c->state == SC_SETUP_READ_ACK || c->state == SC_SETUP_READ_HELLO ? POLLIN
                                                                                   : 0;
     if (!ev) continue;
-    s->pfds[n] = (struct pollfd){.fd = c->fd, .events = ev};
-    s->pconn[n++] = c;
+    pfds[(*n)++] = (struct pollfd){.fd = c->fd, .events = ev};
+    st->pidx[k++] = i;
   }
-  for (size_t i = 0; i < s->nin; i++) {
-    sc_setup_conn_t *c = &s->in[i];
-    short ev = c->state == SC_SETUP_READ_HELLO ? POLLIN
-               : c->state == SC_SETUP_SEND_ACK ? POLLOUT
-                                               : 0;
-    if (!ev) continue;
-    s->pfds[n] = (struct pollfd){.fd = c->fd, .events = ev};
-    s->pconn[n++] = c;
-  }
-  *count = n;
-  return SC_SUCCESS;
 }
 
-sc_result_t sc_tcp_connect_all(sc_transport_t *base, const void *addrs, size_t stride) {
-  if (!base || !addrs) return SC_ERR(SC_ERR_INVALID_ARG, "tcp connect_all: NULL argument");
-  sc_tcp_transport_t *tp = sc_tcp_of(base);
-  if (tp->connected) return SC_ERR(SC_ERR_INVALID_ARG, "tcp connect_all: already connected");
-  SC_CHECK(read_addrs(tp, addrs, stride));
-
-  sc_setup_t s = {.tp = tp};
-  s.need_out = tp->base.rank;
-  s.need_in = tp->base.nranks - 1 - tp->base.rank;
+sc_result_t sc_tcp_setup_handle(sc_tcp_transport_t *tp, struct pollfd *pfds, size_t n,
+                                int *changed) {
+  sc_tcp_setup_t *st = tp->setup;
   sc_result_t res = SC_SUCCESS;
-  int64_t deadline = sc_now_ms() + tp->timeout_ms;
-  s.nout = (size_t)tp->base.rank * (size_t)tp->nsocks;
-  s.out = calloc(s.nout + 1, sizeof(*s.out));
-  if (!s.out) return SC_ERR(SC_ERR_NOMEM, "tcp connect_all: out of memory");
-  for (size_t i = 0; i < s.nout; i++) s.out[i].fd = -1;
-  for (int i = 0; i < tp->base.rank; i++) {
-    if (!tp->peers[i].socks) SC_CHECK_GOTO(sc_tcp_peer_init_socks(tp, i, tp->nsocks), res, done);
-    for (int k = 0; k < tp->nsocks; k++) {
-      sc_setup_conn_t *c = &s.out[(size_t)i * (size_t)tp->nsocks + (size_t)k];
-      c->is_out = 1;
-      c->peer = i;
-      c->sock = k;
-      SC_CHECK_GOTO(setup_start_connect(&s, c), res, done);
+  char first_err[SC_ERRMSG_MAX] = "";
+  int listener_ready = 0;
+  /* Accepting may move st->c: the polled connections first. */
+  for (size_t k = 0; k < n; k++) {
+    if (!pfds[k].revents) continue;
+    size_t i = st->pidx[k];
+    if (i == SIZE_MAX) {
+      listener_ready = 1;
+      continue;
+    }
+    sc_setup_conn_t *c = &st->c[i];
+    if (c->state == SC_SETUP_FREE || c->fd != pfds[k].fd) continue; /* closed meanwhile */
+    sc_result_t r = c->is_out ? setup_on_out(tp, c, changed) : setup_on_in(tp, c, changed);
+    if (r != SC_SUCCESS) {
+      *changed = 1;
+      if (res == SC_SUCCESS) {
+        res = r;
+        sc_error_get_detail(first_err, sizeof(first_err));
+      }
     }
   }
-
-  while (s.have_out < s.need_out || s.have_in < s.need_in) {
-    int64_t now = sc_now_ms();
-    if (now >= deadline) {
-      res = setup_timeout_error(&s);
-      goto done;
+  if (listener_ready) {
+    sc_result_t r = setup_accept(tp);
+    if (r != SC_SUCCESS && res == SC_SUCCESS) {
+      res = r;
+      sc_error_get_detail(first_err, sizeof(first_err));
     }
-    int64_t wake_at = deadline;
-    for (size_t i = 0; i < s.nout; i++) {
-      sc_setup_conn_t *c = &s.out[i];
-      if (c->state != SC_SETUP_RETRY_WAIT) continue;
-      if (c->retry_at <= now) SC_CHECK_GOTO(setup_start_connect(&s, c), res, done);
-      if (c->state == SC_SETUP_RETRY_WAIT && c->retry_at < wake_at) wake_at = c->retry_at;
-    }
-    size_t n = 0;
-    SC_CHECK_GOTO(setup_pollset(&s, &n), res, done);
-    int rc = poll(s.pfds, n, sc_ms_until(wake_at));
-    if (rc < 0 && errno != EINTR) {
-      res = SC_ERR(SC_ERR_SYSTEM, "tcp connect_all: poll: %s", strerror(errno));
-      goto done;
-    }
-    if (rc <= 0) continue;
-    /* Accepting may move s.in; handle the polled connections first. */
-    int listener_ready = 0;
-    for (size_t k = 0; k < n; k++) {
-      if (!s.pfds[k].revents) continue;
-      sc_setup_conn_t *c = s.pconn[k];
-      if (!c)
-        listener_ready = 1;
-      else if (c->is_out)
-        SC_CHECK_GOTO(setup_on_out(&s, c), res, done);
-      else
-        setup_on_in(&s, c);
-    }
-    if (listener_ready) SC_CHECK_GOTO(setup_accept(&s), res, done);
   }
-  SC_CHECK_GOTO(sc_tcp_alloc_pollset(tp), res, done);
-  limit_spin(tp);
-  tp->connected = 1;
-  SC_INFO(SC_SUBSYS_NET, "tcp: rank %d connected to all %d peers", tp->base.rank,
-          tp->base.nranks - 1);
-
-done:
-  setup_free(&s);
+  if (res != SC_SUCCESS) sc_error_set_detail(first_err);
   return res;
 }
