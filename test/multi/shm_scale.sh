@@ -1,0 +1,58 @@
+#!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
+# Many ranks over shared memory, pairs connected on first use (SC_CONNECT=lazy):
+# 64 ranks run a ring all-reduce, checked on every rank against the closed
+# form, and no rank maps a shared-memory segment but its own and its two ring
+# neighbours' (SC_P2P=0: the point-to-point lane's own setup talks to more
+# peers); then 256 ranks (128 with under 6 GiB available, none under 3 GiB)
+# create a communicator and run one 8-byte all-reduce with every process's
+# address space capped (ulimit -v) and the job's shared memory bounded.
+. "$top_srcdir/test/multi/lib.sh"
+export SC_TIMEOUT_MS=120000 SC_TRANSPORT=shm SC_CONNECT=lazy
+
+# lines LOG N: N "rank" lines, every one "ok 1"; prints the worst lines.
+lines() {
+  awk -v want="$2" '/^rank / { n++; if ($16 != 1) { bad++; print } }
+    END { if (n != want || bad) { print n + 0 " of " want " ranks reported, " bad + 0 " failed"; exit 1 } }' "$1"
+}
+
+ring64() {
+  SC_ALGO=ring SC_P2P=0 "$SC_RUN" -n 64 --timeout 200 "$MR/mr_shm_scale" 100003 \
+    >"$tmpdir/r64" 2>&1
+  rc=$?
+  grep -v '^rank ' "$tmpdir/r64" | head -20
+  [ "$rc" -eq 0 ] || return 1
+  lines "$tmpdir/r64" 64 || return 1
+  # segs: this rank's segment and its two neighbours', nothing else.
+  awk '/^rank / && $12 > 3 { print "rank " $2 " maps " $12 " segments"; bad++ }
+    /^rank / && $12 > max { max = $12 } END { print "most segments mapped by a rank: " max; exit bad > 0 }' \
+    "$tmpdir/r64"
+}
+check "64 ranks, ring all-reduce of 100003 int32, at most 2 peers' segments mapped" ring64
+
+many() {
+  avail=$(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo)
+  n=256
+  [ "$avail" -lt 6291456 ] && n=128
+  if [ "$avail" -lt 3145728 ]; then
+    echo "SKIP: $((avail / 1024)) MiB available, too little for 128 ranks over shared memory"
+    return 0
+  fi
+  before=$(awk '/^Shmem:/ { print $2 }' /proc/meminfo)
+  # 1 GiB of address space per process: its own two segments' mappings
+  # (16 MiB each at 256 ranks) and the peers' header pages fit many times.
+  (ulimit -v 1048576 && "$SC_RUN" -n "$n" --timeout 300 "$MR/mr_shm_scale" 2) >"$tmpdir/many" 2>&1
+  rc=$?
+  grep -v '^rank ' "$tmpdir/many" | head -20
+  [ "$rc" -eq 0 ] || return 1
+  lines "$tmpdir/many" "$n" || return 1
+  during=$(awk '/^host_shmem_kb/ { print $2 }' "$tmpdir/many")
+  # The job's shared memory (the host's, other programs' changes included):
+  # 2 MiB per rank at most, where every pair connected with full rings would
+  # be 2 * 260 KiB per peer (66 MiB per rank at 128 ranks).
+  used=$((during - before))
+  echo "$n ranks: $((used / 1024)) MiB of shared memory while connected"
+  [ "$used" -lt $((n * 2048)) ]
+}
+check "256 ranks (128 on a smaller host), init and an 8-byte all-reduce in bounded memory" many
+finish
