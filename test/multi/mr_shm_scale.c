@@ -4,16 +4,20 @@
  *   mr_shm_scale COUNT: create the communicator (timed), all-reduce COUNT
  *   int32 elements (sum) checked against the closed form of every element,
  *   then print what this process holds, from the kernel's own accounts:
- *     rank R init_ms T rss_kb A shmem_kb B pss_kb C segs S fds F ok 1
+ *     rank R init_ms T rss_kb A shmem_kb B pss_kb C segs S fds F ok 1 seg_kb K
  *   segs: distinct shared-memory segments (memfd "scshm" inodes) mapped in
  *   /proc/self/maps, its own ones included; pss_kb: proportional set size
- *   (smaps_rollup), shared pages divided among the processes mapping them.
+ *   (smaps_rollup), shared pages divided among the processes mapping them;
+ *   seg_kb: memory allocated to this rank's own segments (the rings of the
+ *   pairs connected into them, whether touched yet or not).
  *   The script sums and bounds them. Rank 0 then prints the host's shared
  *   memory (/proc/meminfo Shmem) while every rank still holds its segments:
  *     host_shmem_kb K */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,17 +45,27 @@ static long proc_kb(const char *path, const char *key) {
   return v;
 }
 
-/* Distinct inodes of memfd "scshm" mappings. */
-static int count_segments(void) {
+/* Distinct inodes of memfd "scshm" mappings; *own_kb: the memory the
+ * kernel holds for this process's own segments (mapped whole, from offset
+ * 0: a peer's is mapped as its header page and one channel), from the
+ * file's allocated blocks. */
+static int count_segments(long *own_kb) {
   FILE *f = fopen("/proc/self/maps", "r");
+  *own_kb = 0;
   if (!f) return -1;
   unsigned long inodes[4096];
   int n = 0;
   char line[512];
   while (fgets(line, sizeof(line), f)) {
     if (!strstr(line, "memfd:scshm")) continue;
-    unsigned long ino = 0;
-    if (sscanf(line, "%*s %*s %*s %*s %lu", &ino) != 1) continue;
+    unsigned long ino = 0, lo = 0, hi = 0, off = 0;
+    if (sscanf(line, "%lx-%lx %*s %lx %*s %lu", &lo, &hi, &off, &ino) != 4) continue;
+    if (off == 0 && hi - lo > 4096) {
+      char path[96];
+      struct stat st;
+      snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx", lo, hi);
+      if (stat(path, &st) == 0) *own_kb += (long)(st.st_blocks / 2);
+    }
     int seen = 0;
     for (int i = 0; i < n && !seen; i++) seen = inodes[i] == ino;
     if (!seen && n < 4096) inodes[n++] = ino;
@@ -61,15 +75,12 @@ static int count_segments(void) {
 }
 
 static int count_fds(void) {
-  char cmd[64];
-  snprintf(cmd, sizeof(cmd), "ls /proc/%d/fd | wc -l", (int)getpid());
-  FILE *f = popen(cmd, "r");
-  int n = -1;
-  if (f) {
-    if (fscanf(f, "%d", &n) != 1) n = -1;
-    pclose(f);
-  }
-  return n;
+  DIR *d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+  closedir(d);
+  return n - 1; /* the directory's own descriptor */
 }
 
 int main(int argc, char **argv) {
@@ -100,9 +111,13 @@ int main(int argc, char **argv) {
               tri * (long long)(i % 7 + 1));
       ok = 0;
     }
-  printf("rank %d init_ms %.1f rss_kb %ld shmem_kb %ld pss_kb %ld segs %d fds %d ok %d\n", rank,
-         init_ms, proc_kb("/proc/self/status", "VmRSS"), proc_kb("/proc/self/status", "RssShmem"),
-         proc_kb("/proc/self/smaps_rollup", "Pss"), count_segments(), count_fds(), ok);
+  long seg_kb = 0;
+  int segs = count_segments(&seg_kb);
+  printf(
+      "rank %d init_ms %.1f rss_kb %ld shmem_kb %ld pss_kb %ld segs %d fds %d ok %d seg_kb %ld\n",
+      rank, init_ms, proc_kb("/proc/self/status", "VmRSS"),
+      proc_kb("/proc/self/status", "RssShmem"), proc_kb("/proc/self/smaps_rollup", "Pss"), segs,
+      count_fds(), ok, seg_kb);
   fflush(stdout);
   /* Every rank has measured before any leaves (a leaving peer's segment
    * goes from the others' accounts); then rank 0 reads the host's shared
