@@ -42,7 +42,9 @@ static int pid_gone(pid_t pid) {
   return kill(pid, 0) != 0 && errno == ESRCH;
 }
 
-sc_result_t sc_shm_map_peer(sc_shm_transport_t *tp, int i, int fd) {
+/* Map the peer's header and this rank's channel in its segment from fd and
+ * check it is the segment its address announced. */
+static sc_result_t map_peer(sc_shm_transport_t *tp, int i, int fd) {
   sc_shm_peer_t *p = &tp->peers[i];
   if (p->hdr) return SC_SUCCESS;
   struct stat st;
@@ -276,7 +278,7 @@ static sc_result_t exchange_fds(sc_shm_transport_t *tp, int64_t deadline) {
     int from = recv_msg(tp, &magic, &fd, &again);
     if (from >= 0) {
       if (fd >= 0 && !mapped[from]) {
-        r = sc_shm_map_peer(tp, from, fd);
+        r = map_peer(tp, from, fd);
         mapped[from] = 1;
         to_map--;
       }
@@ -356,7 +358,7 @@ sc_result_t sc_shm_connect_eager(sc_shm_transport_t *tp, int64_t deadline) {
  * when a post waits for it. Failures are the peer's (its later posts fail
  * with the same text). */
 static sc_result_t complete(sc_shm_transport_t *tp, sc_shm_peer_t *p, int fd, int channels) {
-  sc_result_t r = sc_shm_map_peer(tp, (int)(p - tp->peers), fd);
+  sc_result_t r = map_peer(tp, (int)(p - tp->peers), fd);
   int ok = 0, err = 0;
   if (r == SC_SUCCESS && channels && !p->ready) r = open_channels(tp, p, fd, &ok, &err);
   close(fd);

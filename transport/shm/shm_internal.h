@@ -14,8 +14,10 @@
  * rank reserves every local peer's channel with a full ring and passes its
  * descriptor to every peer over the doorbell sockets (SCM_RIGHTS). Lazy (the
  * default, when every local rank asks for it): connect_all only records the
- * peers' addresses; the first isend or irecv naming a peer connects the pair.
- * The peer's descriptor is opened through /proc/PID/fd/N (N is in its
+ * peers' addresses; the first isend naming a peer connects the pair (an
+ * irecv only reserves the control page of the peer's channel here and waits
+ * for the peer's first send to size it, then connects too). The peer's
+ * descriptor is opened through /proc/PID/fd/N (N is in its
  * address); where that is refused, it is asked for over the doorbell and the
  * peer's progress answers with SCM_RIGHTS. Whichever side of a pair connects
  * first sizes both channels of the pair: a full ring while the ring bytes
@@ -401,8 +403,6 @@ sc_result_t sc_shm_db_service(sc_shm_transport_t *tp);
 /* After a failure: flag `closed` in the channels of this segment that peers
  * connected while this rank did not connect back (lazy). */
 void sc_shm_close_unconnected(sc_shm_transport_t *tp);
-/* Map the peer's header and this rank's channel in its segment from fd. */
-sc_result_t sc_shm_map_peer(sc_shm_transport_t *tp, int i, int fd);
 /* The default ring budget of a segment with `local` ranks on the host: an
  * eighth of its memory shared among them (no bound where that is unknown). */
 uint64_t sc_shm_default_budget(int local);
