@@ -59,6 +59,10 @@ static const sc_config_var_t sc_config_vars[] = {
      "when a transport connects to a peer: lazy (when a schedule or a point-to-point call "
      "first uses the pair, so connections, shared-memory rings and descriptors grow with the "
      "peers a rank talks to) or eager (every pair at communicator creation)"},
+    {"SC_SHM_BUDGET_BYTES", "0",
+     "shared memory: ring bytes a rank's segment may hold for the peers it receives from (the "
+     "pairs connected so far); a pair beyond it gets a ring of half, a quarter ... of 256 KiB, "
+     "16 KiB at least. 0: an eighth of the host's memory divided by its ranks in the job"},
     {"SC_NSOCKS", "2",
      "TCP data sockets per peer; a message over 256 KiB is striped across them, smaller ones all "
      "travel on the first"},

@@ -20,6 +20,7 @@ const sc_transport_ops_t *ops = &sc_shm_transport;
 node_t nodes[MAXN];
 uint8_t addrs[MAXN][SC_TP_ADDR_MAX];
 int remote_rank = -1;
+int lazy_nodes, eager_rank = -1;
 
 /* transport/mux.c: the shm blob sits at byte 72 of the mux's address. */
 #define MUX_SHM_OFF 72
@@ -64,6 +65,7 @@ void setup_n(int n) {
     memcpy(nodes[i].cfg.secret, secret, SC_SECRET_LEN);
     nodes[i].cfg.timeout_ms = 5000;
     nodes[i].cfg.spin_us = 0;
+    nodes[i].cfg.connect_lazy = lazy_nodes && i != eager_rank;
     nodes[i].cfg.route_hint = &loop;
     size_t len = 0;
     assert_int_equal(ops->create(&nodes[i].cfg, &nodes[i].tp, addrs[i], &len), SC_SUCCESS);

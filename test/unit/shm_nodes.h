@@ -27,6 +27,10 @@ extern uint8_t addrs[MAXN][SC_TP_ADDR_MAX];
 /* Under the mux, setup_n makes this rank (when >= 0) look like one on
  * another host, so that its pairs go over TCP. */
 extern int remote_rank;
+/* setup_n's ranks connect their pairs on first use (sc_tp_config_t's
+ * connect_lazy), but eager_rank (when >= 0); 0 and -1 unless a test sets
+ * them. */
+extern int lazy_nodes, eager_rank;
 
 /* n connected ranks in nodes[0..n); no file left in /dev/shm. */
 void setup_n(int n);

@@ -94,12 +94,19 @@ static sc_result_t peer_fail_v(sc_shm_transport_t *tp, sc_shm_peer_t *p, sc_resu
   snprintf(p->err, sizeof(p->err), "%s %s%s (seen by rank %d over shared memory)", p->name, what,
            pending, tp->base.rank);
   p->dead = 1;
+  /* A peer never connected to (gone before it was, as at the end of a job
+   * the point-to-point lane's goodbyes to ranks that left) is the caller's
+   * error, not news for the log. */
+  int quiet = !p->ready;
   /* Tell the peer, in case it is alive and waits on us. */
   if (p->tx.ctl) __atomic_store_n(&p->tx.ctl->closed, 1u, __ATOMIC_RELEASE);
   if (p->rx.ctl) __atomic_store_n(&p->rx.ctl->closed, 1u, __ATOMIC_RELEASE);
   sc_shm_wake_peer(tp, p);
   fail_all_queues(tp, p, SC_ERR_REMOTE);
-  SC_WARN(SC_SUBSYS_SHM, "shm: %s", p->err);
+  if (quiet)
+    SC_INFO(SC_SUBSYS_SHM, "shm: %s", p->err);
+  else
+    SC_WARN(SC_SUBSYS_SHM, "shm: %s", p->err);
   return SC_ERR(code, "%s", p->err);
 }
 
@@ -221,8 +228,8 @@ static sc_result_t send_pass(sc_shm_transport_t *tp, sc_shm_peer_t *p, int *move
 /* ---- receive side ---- */
 
 static int chan_closed(const sc_shm_peer_t *p) {
-  return __atomic_load_n(&p->rx.ctl->closed, __ATOMIC_ACQUIRE) ||
-         __atomic_load_n(&p->tx.ctl->closed, __ATOMIC_ACQUIRE);
+  return p->ready && (__atomic_load_n(&p->rx.ctl->closed, __ATOMIC_ACQUIRE) ||
+                      __atomic_load_n(&p->tx.ctl->closed, __ATOMIC_ACQUIRE));
 }
 
 #define SC_SHM_CLOSED_TEXT "closed its end of the shared-memory channel"
@@ -384,6 +391,9 @@ sc_result_t sc_shm_check_peer(sc_shm_transport_t *tp, sc_shm_peer_t *p, int64_t 
   p->next_check_ms = now + SC_SHM_CHECK_MS;
   const char *how = sc_shm_peer_left(p);
   if (!how) return SC_SUCCESS;
+  /* Asked for its descriptor, never answered: nothing to drain. */
+  if (!p->ready)
+    return sc_shm_peer_fail(tp, p, "%s before its shared-memory channel was set up", how);
   p->gone_how = how;
   return peer_gone(tp, p, p->gone_how);
 }
@@ -407,10 +417,30 @@ sc_result_t sc_shm_pass_all(sc_shm_transport_t *tp, int *moved, int check, char 
     res = sc_shm_dev_poll(tp, moved);
     if (res != SC_SUCCESS) sc_error_get_detail(first_err, errlen);
   }
+  /* Peers asking for this rank's descriptor are answered while it is awake
+   * too (now is read every SC_SHM_CLOCK_EVERY passes), and the answers this
+   * rank waits for are looked for at every pass. */
+  if (tp->lazy && (tp->nasked > 0 || now >= tp->next_service_ms)) {
+    tp->next_service_ms = now + 1;
+    sc_result_t r = sc_shm_db_service(tp);
+    if (r != SC_SUCCESS && res == SC_SUCCESS) {
+      res = r;
+      sc_error_get_detail(first_err, errlen);
+    }
+  }
   for (int i = 0; i < tp->base.nranks && tp->npending > 0; i++) {
     sc_shm_peer_t *p = &tp->peers[i];
     if (!p->local || p->dead || !sc_shm_peer_queued(p)) continue;
     sc_result_t r = SC_SUCCESS;
+    if (!p->ready && !p->asked && sc_shm_peer_came(tp, p)) r = sc_shm_peer_connect(tp, p);
+    if (!p->ready) {
+      if (r == SC_SUCCESS && check) r = sc_shm_check_peer(tp, p, now, 0);
+      if (r != SC_SUCCESS && res == SC_SUCCESS) {
+        res = r;
+        sc_error_get_detail(first_err, errlen);
+      }
+      continue;
+    }
     if (p->sq_head || p->cq_head || p->dq_head) r = send_pass(tp, p, moved);
     if (r == SC_SUCCESS && p->rq_head) r = recv_pass(tp, p, moved);
     if (r == SC_SUCCESS && check) r = sc_shm_check_peer(tp, p, now, 0);
@@ -472,11 +502,20 @@ static sc_result_t shm_isend(sc_transport_t *base, int peer, const void *buf, si
     sc_shm_req_finish(req, SC_TP_REQ_ERROR, SC_ERR_REMOTE);
     return SC_ERR(SC_ERR_REMOTE, "%s", p->err);
   }
+  if (!p->ready) {
+    /* The pair's first post connects it (or asks the peer for its segment:
+     * the answer, read by a progress pass, does). */
+    sc_result_t c = sc_shm_peer_connect(tp, p);
+    if (c != SC_SUCCESS) {
+      sc_shm_req_finish(req, SC_TP_REQ_ERROR, SC_ERR_REMOTE);
+      return c;
+    }
+  }
   req_init(req, peer, 1, buf, len);
   sc_shm_q_push(&p->sq_head, &p->sq_tail, req);
   p->nsend++;
   tp->npending++;
-  if (p->sq_head != req) return SC_SUCCESS; /* progress() pushes the queue in order */
+  if (!p->ready || p->sq_head != req) return SC_SUCCESS; /* progress() pushes the queue in order */
   int moved = 0;
   return send_pass(tp, p, &moved);
 }
@@ -490,11 +529,22 @@ static sc_result_t shm_irecv(sc_transport_t *base, int peer, void *buf, size_t l
     sc_shm_req_finish(req, SC_TP_REQ_ERROR, SC_ERR_REMOTE);
     return SC_ERR(SC_ERR_REMOTE, "%s", p->err);
   }
+  if (!p->ready) {
+    /* A receive only waits for the peer's first send to connect the pair
+     * (a rank may post receives from peers that never send: the
+     * point-to-point lane posts one from every peer). */
+    sc_result_t c = sc_shm_peer_listen(tp, p);
+    if (c == SC_SUCCESS && sc_shm_peer_came(tp, p)) c = sc_shm_peer_connect(tp, p);
+    if (c != SC_SUCCESS) {
+      sc_shm_req_finish(req, SC_TP_REQ_ERROR, SC_ERR_REMOTE);
+      return c;
+    }
+  }
   req_init(req, peer, 0, buf, len);
   sc_shm_q_push(&p->rq_head, &p->rq_tail, req);
   p->nrecv++;
   tp->npending++;
-  if (p->rq_head != req) return SC_SUCCESS;
+  if (!p->ready || p->rq_head != req) return SC_SUCCESS;
   int moved = 0;
   return recv_pass(tp, p, &moved);
 }
@@ -518,11 +568,14 @@ static void shm_cancel_all(sc_transport_t *base, sc_result_t why) {
                torn ? "requests were cancelled mid-message" : "its communicator failed",
                sc_strerror(why));
       p->dead = 1;
-      __atomic_store_n(&p->tx.ctl->closed, 1u, __ATOMIC_RELEASE);
-      __atomic_store_n(&p->rx.ctl->closed, 1u, __ATOMIC_RELEASE);
-      sc_shm_wake_peer(tp, p);
+      if (p->ready) {
+        __atomic_store_n(&p->tx.ctl->closed, 1u, __ATOMIC_RELEASE);
+        __atomic_store_n(&p->rx.ctl->closed, 1u, __ATOMIC_RELEASE);
+        sc_shm_wake_peer(tp, p);
+      }
     }
   }
+  if (tp->lazy && why != SC_ERR_ABORTED && why != SC_ERR_INVALID_ARG) sc_shm_close_unconnected(tp);
   /* Last: no device copy writes into a buffer the caller gets back. */
   sc_shm_dev_cancel(tp, why, tp->timeout_ms);
 }

@@ -41,14 +41,21 @@ sc_result_t sc_shm_board_peek(sc_transport_t *base, int peer, uint64_t seq, int6
     return SC_SUCCESS;
   }
   sc_shm_peer_t *p = &tp->peers[peer];
-  if ((*data = posted(p->hdr, seq, fp))) return SC_SUCCESS;
+  *data = NULL;
   if (p->dead) return SC_ERR(SC_ERR_REMOTE, "%s", p->err);
+  /* Lazy: the header page is mapped at the first look (or asked for). */
+  if (!p->hdr) SC_CHECK(sc_shm_peer_attach(tp, p));
+  if (!p->hdr && p->asked && now_ms && now_ms >= tp->next_service_ms) {
+    tp->next_service_ms = now_ms + 1;
+    SC_CHECK(sc_shm_db_service(tp));
+  }
+  if (p->hdr && (*data = posted(p->hdr, seq, fp))) return SC_SUCCESS;
   if (!now_ms || now_ms < p->next_check_ms) return SC_SUCCESS;
   p->next_check_ms = now_ms + SC_SHM_CHECK_MS;
   const char *how = sc_shm_peer_left(p);
   if (!how) return SC_SUCCESS;
   /* A peer posts before it leaves: look once more after seeing it gone. */
-  if ((*data = posted(p->hdr, seq, fp))) return SC_SUCCESS;
+  if (p->hdr && (*data = posted(p->hdr, seq, fp))) return SC_SUCCESS;
   return sc_shm_peer_fail(tp, p, "%s before its part of board call #%llu", how,
                           (unsigned long long)seq);
 }

@@ -3,12 +3,28 @@
  * path (shm.c), the ring (shm_ring.c), the per-peer mux (transport/mux.c) and
  * the unit test.
  *
- * Each rank owns one shared-memory segment holding the receive rings of every
- * sender (channel s of rank r's segment carries s -> r). The segment is an
- * anonymous memfd whose descriptor travels to the peers over the doorbell
- * sockets (SCM_RIGHTS) during connect_all: nothing is ever named in /dev/shm,
- * so a killed job, even one killed during setup, leaves no file behind; the
- * memory goes when the last process mapping it exits.
+ * Each rank owns one shared-memory segment with room for the receive ring of
+ * every sender (channel s of rank r's segment carries s -> r). The segment is
+ * an anonymous memfd: nothing is ever named in /dev/shm, so a killed job, even
+ * one killed during setup, leaves no file behind; the memory goes when the
+ * last process mapping it exits. It is sparse: a channel gets pages only
+ * when its pair is connected.
+ *
+ * Connecting (shm_connect.c). Eager (SC_CONNECT=eager): at connect_all every
+ * rank reserves every local peer's channel with a full ring and passes its
+ * descriptor to every peer over the doorbell sockets (SCM_RIGHTS). Lazy (the
+ * default, when every local rank asks for it): connect_all only records the
+ * peers' addresses; the first isend naming a peer connects the pair (an
+ * irecv only reserves the control page of the peer's channel here and waits
+ * for the peer's first send to size it, then connects too). The peer's
+ * descriptor is opened through /proc/PID/fd/N (N is in its
+ * address); where that is refused, it is asked for over the doorbell and the
+ * peer's progress answers with SCM_RIGHTS. Whichever side of a pair connects
+ * first sizes both channels of the pair: a full ring while the ring bytes
+ * claimed in the receiving segment stay within its owner's budget
+ * (SC_SHM_BUDGET_BYTES), else the largest power of two that fits, at least
+ * SC_SHM_RING_MIN. The board only needs the peers' header pages, which
+ * board_peek maps on first look.
  *
  * A channel is a byte stream through a power-of-two ring, like a TCP stream:
  *   record : u32 type, u32 reserved, u64 payload length, u64 address, the print of
@@ -66,6 +82,9 @@ typedef struct sc_shm_chan_ctl {
   volatile uint32_t cma_ok;                            /* consumer: 0 unknown, 1 yes, 2 no */
   volatile uint64_t dev_done;                          /* consumer: device records finished */
   _Alignas(SC_SHM_CACHELINE) volatile uint32_t closed; /* either side gave the stream up */
+  /* The ring's size, set once by the side that connects the pair first
+   * (0: not yet). */
+  _Alignas(SC_SHM_CACHELINE) volatile uint64_t ring_bytes;
 } sc_shm_chan_ctl_t;
 
 #define SC_SHM_CTL_BYTES 4096 /* keeps channels page-aligned: peers map only theirs */
@@ -167,6 +186,8 @@ typedef struct sc_shm_blob {
   uint64_t boot_hash; /* FNV-1a of /proc/sys/kernel/random/boot_id */
   uint64_t pidns;     /* inode of /proc/self/ns/pid: pids only mean something within one */
   uint64_t netns;     /* inode of /proc/self/ns/net: the doorbells' abstract names live in one */
+  int32_t seg_fd;     /* the segment's descriptor in its owner (/proc/PID/fd/N) */
+  uint32_t lazy;      /* connects pairs on first use (SC_CONNECT=lazy) */
   char host[48];      /* for error texts */
 } sc_shm_blob_t;
 #define SC_SHM_BLOB_LEN sizeof(sc_shm_blob_t)
@@ -182,7 +203,8 @@ int sc_shm_blob_valid(const sc_shm_blob_t *b);
 /* ---- segment ---- */
 
 #define SC_SHM_SEG_MAGIC  0x5343534547000001ull
-#define SC_SHM_RING_BYTES ((uint64_t)256 << 10)
+#define SC_SHM_RING_BYTES ((uint64_t)256 << 10) /* a full ring; a channel's room */
+#define SC_SHM_RING_MIN   ((uint64_t)16 << 10)  /* a ring the budget cannot refuse */
 #define SC_SHM_HDR_BYTES  4096
 #define SC_SHM_STEP       ((uint64_t)64 << 10) /* ring bytes copied between publishes */
 #define SC_SHM_CHECK_MS   100                  /* liveness check period while waiting */
@@ -208,7 +230,9 @@ typedef struct sc_shm_seg_hdr {
   int32_t reserved;
   uint64_t probe_addr; /* an address in the owner holding probe_value: CMA detection */
   uint64_t probe_value;
-  _Alignas(SC_SHM_CACHELINE) volatile uint32_t sleeping; /* owner is (about to be) in poll */
+  volatile uint64_t ring_budget; /* ring bytes its channels may claim (shm_connect.c) */
+  _Alignas(SC_SHM_CACHELINE) volatile uint64_t ring_used; /* claimed so far, by either side */
+  _Alignas(SC_SHM_CACHELINE) volatile uint32_t sleeping;  /* owner is (about to be) in poll */
   /* 1 + the CPU the owner runs on, 0 while it has given its core up (a
    * yield or a sleep): a hint for peers deciding whether to look again or
    * yield (shm.c, shm_progress). Its own line: written at every yield. */
@@ -287,7 +311,12 @@ typedef struct sc_shm_peer {
   int pidfd; /* -1: liveness by kill(pid, 0) */
   int64_t next_check_ms;
   sc_shm_blob_t blob;
-  sc_shm_seg_hdr_t *hdr; /* the peer's segment header (NULL if not local) */
+  int ready;         /* the pair's channels are set up (tx, rx) */
+  int want_channels; /* a post named it: connect the pair, not only map the header */
+  int listening;     /* a receive waits: its channel's control page is reserved here */
+  int asked;         /* its descriptor was asked for over the doorbell (2: sent) */
+  int64_t ask_deadline_ms;
+  sc_shm_seg_hdr_t *hdr; /* the peer's segment header (NULL until mapped) */
   size_t hdr_len;
   uint8_t *chan;      /* our channel in the peer's segment */
   size_t chan_len;    /* 0: inside the header mapping (the whole segment) */
@@ -313,7 +342,7 @@ typedef struct sc_shm_transport {
   int spin_us, timeout_ms;
   uint8_t tag[16];
   sc_shm_blob_t me;
-  int seg_fd; /* memfd, until every local peer has its own descriptor of it */
+  int seg_fd; /* memfd: eager, until every local peer has its own descriptor of it */
   uint8_t *seg;
   size_t seg_len;
   sc_shm_seg_hdr_t *hdr;
@@ -321,7 +350,13 @@ typedef struct sc_shm_transport {
   struct sockaddr_un db_addr;
   socklen_t db_len;
   int connected;
+  int lazy;                /* pairs connect on first use (shm_connect.c) */
+  int budget_set;          /* SC_SHM_BUDGET_BYTES was given */
+  uint64_t budget;         /* ring bytes of this rank's segment, before connect_all */
   int nlocal;              /* local peers, self excluded */
+  int nready;              /* local peers whose channels are set up */
+  int nasked;              /* local peers whose descriptor was asked for and has not come */
+  int64_t next_service_ms; /* when the doorbell is next read for requests while awake */
   int npending;            /* requests queued on local peers */
   int polls_plus1;         /* 1 + looks before the first yield; 0: not decided yet */
   uint32_t oncpu;          /* what this rank last stored in hdr->oncpu while running */
@@ -346,6 +381,33 @@ void sc_shm_destroy(sc_transport_t *tp);
 sc_result_t sc_shm_props(sc_transport_t *tp, int a, int b, sc_tp_props_t *out);
 void sc_shm_db_name(struct sockaddr_un *sa, socklen_t *len, int32_t pid, uint64_t nonce);
 uint64_t sc_shm_fnv1a(const void *p, size_t n, uint64_t h);
+
+/* shm_connect.c */
+/* Reserve and size this rank's channel with every local peer (eager) and
+ * pass the descriptors; every rank of the host calls it. */
+sc_result_t sc_shm_connect_eager(sc_shm_transport_t *tp, int64_t deadline);
+/* The pair's channels, set up now (SC_SUCCESS with p->ready), on their way
+ * (SC_SUCCESS, p->asked: the peer's answer completes it in a progress
+ * pass), or an error naming the peer. */
+sc_result_t sc_shm_peer_connect(sc_shm_transport_t *tp, sc_shm_peer_t *p);
+/* A receive from a pair not connected yet: reserve the control page of the
+ * peer's channel in this segment (only), so that the peer's first send
+ * connects the pair; sc_shm_peer_came tells when it has. */
+sc_result_t sc_shm_peer_listen(sc_shm_transport_t *tp, sc_shm_peer_t *p);
+int sc_shm_peer_came(const sc_shm_transport_t *tp, const sc_shm_peer_t *p);
+/* The peer's header page mapped (the board), or on its way (p->asked). */
+sc_result_t sc_shm_peer_attach(sc_shm_transport_t *tp, sc_shm_peer_t *p);
+/* Read the doorbell: answer the peers' requests for this rank's descriptor,
+ * complete the pairs whose descriptor came, drop wake-ups. */
+sc_result_t sc_shm_db_service(sc_shm_transport_t *tp);
+/* After a failure: flag `closed` in the channels of this segment that peers
+ * connected while this rank did not connect back (lazy). */
+void sc_shm_close_unconnected(sc_shm_transport_t *tp);
+/* The default ring budget of a segment with `local` ranks on the host: an
+ * eighth of its memory shared among them (no bound where that is unknown). */
+uint64_t sc_shm_default_budget(int local);
+/* Test-only: 1 makes /proc/PID/fd look refused (the doorbell path). */
+extern int sc_shm_test_no_procfd;
 
 /* shm.c: one pass over every local peer with queued work; `check`: which
  * liveness checks (below). */

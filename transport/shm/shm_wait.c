@@ -77,7 +77,17 @@ static sc_result_t sleep_once(sc_shm_transport_t *tp, int timeout_ms, int *moved
   sc_shm_mark_running(tp);
   __atomic_store_n(&tp->hdr->sleeping, 0u, __ATOMIC_RELAXED);
   if (rc < 0 && err != EINTR) return SC_ERR(SC_ERR_SYSTEM, "shm progress: poll: %s", strerror(err));
-  if (rc > 0 && tp->pfds[0].revents) drain_doorbell(tp);
+  if (rc > 0 && tp->pfds[0].revents) {
+    if (tp->lazy) {
+      sc_result_t r = sc_shm_db_service(tp);
+      if (r != SC_SUCCESS && res == SC_SUCCESS) {
+        res = r;
+        sc_error_get_detail(first_err, errlen);
+      }
+    } else {
+      drain_doorbell(tp);
+    }
+  }
   int64_t now = sc_now_ms();
   for (int k = 1; rc > 0 && k < n; k++) {
     if (!tp->pfds[k].revents) continue;
