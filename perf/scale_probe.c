@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sparsecoll.h"
 
@@ -41,14 +42,23 @@ static long status_kb(const char *key) {
   return v;
 }
 
-/* Open descriptors, without the one opendir itself holds. */
-static long count_fds(void) {
+/* Open descriptors, without the one opendir itself holds; with list, each
+ * one's target on stderr. */
+static long count_fds(int list) {
   DIR *d = opendir("/proc/self/fd");
   if (!d) return -1;
   long n = 0;
   struct dirent *e;
-  while ((e = readdir(d)) != NULL)
-    if (e->d_name[0] != '.') n++;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    n++;
+    if (!list) continue;
+    char path[300], target[256];
+    snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+    ssize_t len = readlink(path, target, sizeof(target) - 1);
+    target[len > 0 ? len : 0] = '\0';
+    fprintf(stderr, "fd %s -> %s\n", e->d_name, target);
+  }
   closedir(d);
   return n - 1;
 }
@@ -112,7 +122,9 @@ static int allreduce_timed(sc_comm_t *comm, size_t count, int rank, int nranks, 
   return st;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  /* --list-fds: rank 0 names its descriptors on stderr at the end. */
+  int list = argc > 1 && strcmp(argv[1], "--list-fds") == 0;
   sc_comm_t *comm = NULL;
   double t0 = now_s();
   sc_result_t r = sc_comm_init_env(&comm);
@@ -121,7 +133,7 @@ int main(void) {
     fprintf(stderr, "sc_scale_probe: sc_comm_init_env: %s\n", sc_last_error());
     return 2;
   }
-  long fds_init = count_fds(), shmem_init = status_kb("RssShmem"), rss_init = status_kb("VmRSS");
+  long fds_init = count_fds(0), shmem_init = status_kb("RssShmem"), rss_init = status_kb("VmRSS");
   int rank = 0, nranks = 0;
   if (sc_comm_rank(comm, &rank) != SC_SUCCESS || sc_comm_size(comm, &nranks) != SC_SUCCESS) {
     fprintf(stderr, "sc_scale_probe: rank or size: %s\n", sc_last_error());
@@ -131,15 +143,20 @@ int main(void) {
   int st = allreduce_timed(comm, 2, rank, nranks, &small_s);
   if (st == 0) st = allreduce_timed(comm, SC_PROBE_BIG / sizeof(float), rank, nranks, &big_s);
   /* Peers the all-reduces connected (lazy) are counted before the communicator goes. */
-  long fds = count_fds(), shmem = status_kb("RssShmem"), hwm = status_kb("VmHWM");
+  long fds = count_fds(list && rank == 0), shmem = status_kb("RssShmem"), hwm = status_kb("VmHWM");
   long owned = owned_shm_kb();
   const char *tp = getenv("SC_TRANSPORT"), *conn = getenv("SC_CONNECT");
+  /* The schedules the two calls ran (the board's path on shm not told apart). */
+  const char *algo_small = "?", *algo_big = "?";
+  if (sc_allreduce_algo(comm, 2, SC_FLOAT32, &algo_small) != SC_SUCCESS ||
+      sc_allreduce_algo(comm, SC_PROBE_BIG / sizeof(float), SC_FLOAT32, &algo_big) != SC_SUCCESS)
+    algo_small = algo_big = "?";
   printf("{\"lib\":\"sc\",\"rank\":%d,\"nranks\":%d,\"transport\":\"%s\",\"connect\":\"%s\","
          "\"init_s\":%.6f,\"ar8_s\":%.6f,\"ar1m_s\":%.6f,\"hwm_kb\":%ld,\"rss_init_kb\":%ld,"
          "\"shmem_init_kb\":%ld,\"shmem_kb\":%ld,\"shm_owned_kb\":%ld,\"fds_init\":%ld,\"fds\":%ld,"
-         "\"ok\":%d}\n",
+         "\"algo8\":\"%s\",\"algo1m\":\"%s\",\"ok\":%d}\n",
          rank, nranks, tp ? tp : "auto", conn ? conn : "default", init_s, small_s, big_s, hwm,
-         rss_init, shmem_init, shmem, owned, fds_init, fds, st == 0);
+         rss_init, shmem_init, shmem, owned, fds_init, fds, algo_small, algo_big, st == 0);
   fflush(stdout);
   r = sc_comm_destroy(comm);
   if (r != SC_SUCCESS && st == 0) {
