@@ -3,10 +3,10 @@
 # Growth with the rank count: for P = MIN, 2 MIN, 4 MIN, ... up to MAX ranks
 # on this host, over tcp and over shm (SC_TRANSPORT), each rank of one job
 # runs sc_scale_probe (perf/scale_probe.c) under sc-run and prints one JSON
-# line: communicator creation time, the first 8-byte and the first 1 MiB
-# all-reduce after it, peak resident memory (VmHWM), shared memory (the
-# blocks of the rank's own segment, and RssShmem, the shared pages it touched)
-# and descriptors (/proc/self/fd). Open MPI runs the same probe
+# line: communicator creation time (wall and CPU seconds), the first 8-byte
+# and the first 1 MiB all-reduce after it, peak resident memory (VmHWM),
+# shared memory (the blocks of the rank's own segments, and RssShmem, the
+# shared pages it touched) and descriptors (/proc/self/fd). Open MPI runs the same probe
 # (perf/compare/mpi_scale_probe.c, built with mpicc) under
 # `mpirun --oversubscribe -np P` with --mca btl tcp,self (tcp) and
 # vader,self (shm), side by side. The table shows rank 0 and the worst rank;
@@ -33,7 +33,7 @@ connects=""
 skip=","
 jobtimeout=600
 out=""
-usage() { sed -n '2,29p' "$0"; }
+usage() { sed -n '2,27p' "$0"; }
 die() { echo "scale.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -96,7 +96,7 @@ root_flag=()
 
 csv="$out/scale.csv"
 md="$out/scale.md"
-echo "lib,transport,connect,nranks,ok_ranks,job_s,init_s_rank0,init_s_max,ar8_s_max,ar1m_s_max,hwm_mib_rank0,hwm_mib_max,shmem_mib_rank0,shmem_mib_max,owned_mib_rank0,owned_mib_max,fds_init_rank0,fds_rank0,fds_max" >"$csv"
+echo "lib,transport,connect,nranks,ok_ranks,job_s,init_s_rank0,init_s_max,init_cpu_s_mean,calls_cpu_s_mean,ar8_s_max,ar1m_s_max,hwm_mib_rank0,hwm_mib_max,shmem_mib_rank0,shmem_mib_max,owned_mib_rank0,owned_mib_max,fds_init_rank0,fds_rank0,fds_max" >"$csv"
 
 # summarize FILE LIB TP CONN P JOB_S: one CSV row from the ranks' JSON lines.
 summarize() {
@@ -110,6 +110,7 @@ summarize() {
     /^\{/ && /"ok":/ {
       n++; ok += num("ok"); r = num("rank")
       i = num("init_s"); a = num("ar8_s"); b = num("ar1m_s")
+      ic += num("init_cpu_s"); cc += num("calls_cpu_s")
       h = num("hwm_kb") / 1024; s = num("shmem_kb") / 1024; f = num("fds")
       o = num("shm_owned_kb"); o = o < 0 ? 0 : o / 1024
       if (i > imax) imax = i; if (a > amax) amax = a; if (b > bmax) bmax = b
@@ -117,9 +118,9 @@ summarize() {
       if (r == 0) { i0 = i; h0 = h; s0 = s; o0 = o; f0 = f; fi0 = num("fds_init") }
     }
     END {
-      if (n == 0) { printf "%s,%s,%s,%d,0,%s,,,,,,,,,,,,,\n", lib, tp, conn, p, job; exit }
-      printf "%s,%s,%s,%d,%d,%s,%.4f,%.4f,%.6f,%.6f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%d,%d,%d\n",
-        lib, tp, conn, p, ok, job, i0, imax, amax, bmax, h0, hmax, s0, smax, o0, omax, fi0, f0, fmax
+      if (n == 0) { printf "%s,%s,%s,%d,0,%s,,,,,,,,,,,,,,,\n", lib, tp, conn, p, job; exit }
+      printf "%s,%s,%s,%d,%d,%s,%.4f,%.4f,%.4f,%.4f,%.6f,%.6f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%d,%d,%d\n",
+        lib, tp, conn, p, ok, job, i0, imax, ic / n, cc / n, amax, bmax, h0, hmax, s0, smax, o0, omax, fi0, f0, fmax
     }' "$1"
 }
 
@@ -170,17 +171,17 @@ for ((p = minp; p <= maxp; p *= 2)); do
 done
 
 {
-  echo "| P | library | transport | connect | creation s (rank 0 / max) | first 8 B ms | first 1 MiB ms | peak RSS MiB (rank 0 / max) | shared MiB owned (rank 0 / max) | shared MiB resident (max) | descriptors (rank 0 / max) | job s |"
-  echo "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| P | library | transport | connect | creation s (rank 0 / max) | creation CPU s (mean) | first 8 B ms | first 1 MiB ms | peak RSS MiB (rank 0 / max) | shared MiB owned (rank 0 / max) | shared MiB resident (max) | descriptors (rank 0 / max) | job s |"
+  echo "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   tail -n +2 "$csv" | sort -t, -k4,4n -k2,2 -k1,1r -k3,3 | awk -F, '
     {
       lib = $1 == "sc" ? "ours" : "Open MPI"
       if ($5 != $4 || $7 == "") {
-        printf "| %s | %s | %s | %s | n/a (%s of %s ranks ok) | | | | | | | %s |\n", $4, lib, $2, $3, $5, $4, $6
+        printf "| %s | %s | %s | %s | n/a (%s of %s ranks ok) | | | | | | | | %s |\n", $4, lib, $2, $3, $5, $4, $6
         next
       }
-      printf "| %s | %s | %s | %s | %.3f / %.3f | %.2f | %.2f | %.1f / %.1f | %.1f / %.1f | %.1f | %d / %d | %s |\n",
-        $4, lib, $2, $3, $7, $8, $9 * 1000, $10 * 1000, $11, $12, $15, $16, $14, $18, $19, $6
+      printf "| %s | %s | %s | %s | %.3f / %.3f | %.3f | %.1f | %.1f | %.1f / %.1f | %.1f / %.1f | %.1f | %d / %d | %s |\n",
+        $4, lib, $2, $3, $7, $8, $9, $11 * 1000, $12 * 1000, $13, $14, $17, $18, $16, $20, $21, $6
     }'
 } >"$md"
 cat "$md"

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -19,6 +20,14 @@
 #include "sparsecoll.h"
 
 #define SC_PROBE_BIG (1u << 20) /* bytes of the second all-reduce */
+
+/* CPU seconds of the whole process (every thread), user and system. */
+static double cpu_s(void) {
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return -1;
+  return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
 
 static double now_s(void) {
   struct timespec ts;
@@ -126,9 +135,9 @@ int main(int argc, char **argv) {
   /* --list-fds: rank 0 names its descriptors on stderr at the end. */
   int list = argc > 1 && strcmp(argv[1], "--list-fds") == 0;
   sc_comm_t *comm = NULL;
-  double t0 = now_s();
+  double c0 = cpu_s(), t0 = now_s();
   sc_result_t r = sc_comm_init_env(&comm);
-  double init_s = now_s() - t0;
+  double init_s = now_s() - t0, init_cpu = cpu_s() - c0;
   if (r != SC_SUCCESS) {
     fprintf(stderr, "sc_scale_probe: sc_comm_init_env: %s\n", sc_last_error());
     return 2;
@@ -139,9 +148,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "sc_scale_probe: rank or size: %s\n", sc_last_error());
     return 2;
   }
-  double small_s = 0, big_s = 0;
+  double small_s = 0, big_s = 0, c1 = cpu_s();
   int st = allreduce_timed(comm, 2, rank, nranks, &small_s);
   if (st == 0) st = allreduce_timed(comm, SC_PROBE_BIG / sizeof(float), rank, nranks, &big_s);
+  double calls_cpu = cpu_s() - c1;
   /* Peers the all-reduces connected (lazy) are counted before the communicator goes. */
   long fds = count_fds(list && rank == 0), shmem = status_kb("RssShmem"), hwm = status_kb("VmHWM");
   long owned = owned_shm_kb();
@@ -152,11 +162,13 @@ int main(int argc, char **argv) {
       sc_allreduce_algo(comm, SC_PROBE_BIG / sizeof(float), SC_FLOAT32, &algo_big) != SC_SUCCESS)
     algo_small = algo_big = "?";
   printf("{\"lib\":\"sc\",\"rank\":%d,\"nranks\":%d,\"transport\":\"%s\",\"connect\":\"%s\","
-         "\"init_s\":%.6f,\"ar8_s\":%.6f,\"ar1m_s\":%.6f,\"hwm_kb\":%ld,\"rss_init_kb\":%ld,"
+         "\"init_s\":%.6f,\"init_cpu_s\":%.6f,\"calls_cpu_s\":%.6f,\"ar8_s\":%.6f,\"ar1m_s\":%.6f,"
+         "\"hwm_kb\":%ld,\"rss_init_kb\":%ld,"
          "\"shmem_init_kb\":%ld,\"shmem_kb\":%ld,\"shm_owned_kb\":%ld,\"fds_init\":%ld,\"fds\":%ld,"
          "\"algo8\":\"%s\",\"algo1m\":\"%s\",\"ok\":%d}\n",
-         rank, nranks, tp ? tp : "auto", conn ? conn : "default", init_s, small_s, big_s, hwm,
-         rss_init, shmem_init, shmem, owned, fds_init, fds, algo_small, algo_big, st == 0);
+         rank, nranks, tp ? tp : "auto", conn ? conn : "default", init_s, init_cpu, calls_cpu,
+         small_s, big_s, hwm, rss_init, shmem_init, shmem, owned, fds_init, fds, algo_small,
+         algo_big, st == 0);
   fflush(stdout);
   r = sc_comm_destroy(comm);
   if (r != SC_SUCCESS && st == 0) {

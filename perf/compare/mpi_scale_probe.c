@@ -12,8 +12,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
+
+/* CPU seconds of the whole process (every thread), user and system. */
+static double cpu_s(void) {
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return -1;
+  return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
 
 static double now_s(void) {
   struct timespec ts;
@@ -86,25 +95,27 @@ static int allreduce_timed(int count, int rank, int nranks, double *secs) {
 }
 
 int main(int argc, char **argv) {
-  double t0 = now_s();
+  double c0 = cpu_s(), t0 = now_s();
   MPI_Init(&argc, &argv);
-  double init_s = now_s() - t0;
+  double init_s = now_s() - t0, init_cpu = cpu_s() - c0;
   long fds_init = count_fds(), shmem_init = status_kb("RssShmem"), rss_init = status_kb("VmRSS");
   int rank, nranks;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  double small_s = 0, big_s = 0;
+  double small_s = 0, big_s = 0, c1 = cpu_s();
   int ok = allreduce_timed(2, rank, nranks, &small_s);
   ok &= allreduce_timed((1 << 20) / (int)sizeof(float), rank, nranks, &big_s);
+  double calls_cpu = cpu_s() - c1;
   long fds = count_fds(), shmem = status_kb("RssShmem"), hwm = status_kb("VmHWM");
   long owned = owned_shm_kb(rank);
   const char *btl = getenv("OMPI_MCA_btl");
   printf("{\"lib\":\"mpi\",\"rank\":%d,\"nranks\":%d,\"transport\":\"%s\",\"connect\":\"mpi\","
-         "\"init_s\":%.6f,\"ar8_s\":%.6f,\"ar1m_s\":%.6f,\"hwm_kb\":%ld,\"rss_init_kb\":%ld,"
+         "\"init_s\":%.6f,\"init_cpu_s\":%.6f,\"calls_cpu_s\":%.6f,\"ar8_s\":%.6f,\"ar1m_s\":%.6f,"
+         "\"hwm_kb\":%ld,\"rss_init_kb\":%ld,"
          "\"shmem_init_kb\":%ld,\"shmem_kb\":%ld,\"shm_owned_kb\":%ld,\"fds_init\":%ld,\"fds\":%ld,"
          "\"ok\":%d}\n",
-         rank, nranks, btl ? btl : "default", init_s, small_s, big_s, hwm, rss_init, shmem_init,
-         shmem, owned, fds_init, fds, ok);
+         rank, nranks, btl ? btl : "default", init_s, init_cpu, calls_cpu, small_s, big_s, hwm,
+         rss_init, shmem_init, shmem, owned, fds_init, fds, ok);
   fflush(stdout);
   MPI_Finalize();
   return ok ? 0 : 1;
