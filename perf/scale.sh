@@ -5,8 +5,10 @@
 # runs sc_scale_probe (perf/scale_probe.c) under sc-run and prints one JSON
 # line: communicator creation time (wall and CPU seconds), the first 8-byte
 # and the first 1 MiB all-reduce after it, peak resident memory (VmHWM),
-# shared memory (the blocks of the rank's own segments, and RssShmem, the
-# shared pages it touched) and descriptors (/proc/self/fd). Open MPI runs the same probe
+# shared memory (the blocks of the rank's own segments, read through
+# /proc/self/map_files, which takes root or CAP_CHECKPOINT_RESTORE, else
+# shown as 0; and RssShmem, the shared pages it touched) and descriptors
+# (/proc/self/fd). Open MPI runs the same probe
 # (perf/compare/mpi_scale_probe.c, built with mpicc) under
 # `mpirun --oversubscribe -np P` with --mca btl tcp,self (tcp) and
 # vader,self (shm), side by side. The table shows rank 0 and the worst rank;
@@ -33,7 +35,7 @@ connects=""
 skip=","
 jobtimeout=600
 out=""
-usage() { sed -n '2,27p' "$0"; }
+usage() { sed -n '2,29p' "$0"; }
 die() { echo "scale.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
