@@ -6,7 +6,8 @@
  * ring 2, double binary tree <= 4, recursive doubling and Rabenseifner
  * log2 P' (+1 where a rank folds), binomial trees and chains P - 1 pairs in
  * all, dissemination and Bruck the set {r +- 2^k}, hierarchical (L - 1) +
- * the rail's, and P - 1 only for pairwise, direct and linear. */
+ * the rail's, and P - 1 only for pairwise, direct and linear; and the
+ * unions the probe of perf/scale.sh connects. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -221,10 +222,60 @@ static void test_allreduce_peers_not_linear(void **state) {
   free(seen);
 }
 
+/* Distinct peers of the union of two all-reduce candidates' schedules at one
+ * rank: what a lazily connected communicator holds after one call of each. */
+static int union_peers(const char *a_name, const char *b_name, int p, int r, unsigned char *seen) {
+  const char *names[2] = {a_name, b_name};
+  int n = 0, ncand = 0;
+  const sc_algo_entry_t *e = sc_algo_candidates(SC_COLL_ALLREDUCE, &ncand);
+  memset(seen, 0, (size_t)p);
+  for (int g = 0; g < 2; g++) {
+    int i = sc_algo_find(SC_COLL_ALLREDUCE, names[g]);
+    assert_true(i >= 0 && i < ncand);
+    sc_coll_args_t a = {.coll = SC_COLL_ALLREDUCE,
+                        .nranks = p,
+                        .rank = r,
+                        .count = (size_t)4 * (size_t)p,
+                        .elem_size = 4,
+                        .chunk_elems = (size_t)4 * (size_t)p};
+    sc_sched_t s;
+    sc_sched_init(&s);
+    assert_int_equal(e[i].gen(&a, &s), SC_SUCCESS);
+    for (size_t j = 0; j < s.nsteps; j++) {
+      const sc_step_t *t = &s.steps[j];
+      if (t->kind == SC_STEP_COPY) continue;
+      if (!seen[t->peer]) seen[t->peer] = 1, n++;
+    }
+    sc_sched_free(&s);
+  }
+  return n;
+}
+
+/* docs/SCALE.md's d for perf/scale.sh's probe at P = 2^k: over tcp the cost
+ * model runs Rabenseifner (8 B) and the double binary tree (1 MiB): k + 2 at
+ * most, k at rank 0; recursive doubling with a ring: k + 1 on every rank. */
+static void test_probe_unions(void **state) {
+  (void)state;
+  unsigned char *seen = malloc(1024);
+  assert_non_null(seen);
+  for (int k = 4; k <= 10; k++) {
+    int p = 1 << k, max = 0;
+    for (int r = 0; r < p; r++) {
+      int d = union_peers("rabenseifner", "tree", p, r, seen);
+      max = d > max ? d : max;
+      if (r == 0) assert_int_equal(d, k);
+      assert_int_equal(union_peers("rd", "ring", p, r, seen), k + 1);
+    }
+    assert_int_equal(max, k + 2);
+  }
+  free(seen);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_peers_every_candidate),
       cmocka_unit_test(test_allreduce_peers_not_linear),
+      cmocka_unit_test(test_probe_unions),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
