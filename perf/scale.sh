@@ -16,26 +16,29 @@
 #
 # Usage (from a build directory, or with SC_BUILD=dir):
 #   scale.sh [--min P] [--max P] [--transports "tcp shm"] [--connect eager|lazy|eager,lazy]
-#            [--skip ours|mpi] [--timeout SEC] [--out DIR] [--netbed HOSTS]
+#            [--skip ours|mpi] [--timeout SEC] [--out DIR] [--netbed[=scnb-ID]]
 # --min 16 and --max 1024 by default (powers of two from MIN); --connect sets
 # SC_CONNECT for ours (default: the library's default, shown as "default");
 # --timeout bounds each job (default 600 s; a job that runs out or fails shows
 # n/a and a '#' line says why, and the larger P of that row are skipped).
 # --out DIR (default: a fresh temporary folder, printed) receives scale.md
 # (the table), scale.csv (one row per job) and the ranks' lines (*.jsonl).
-# --netbed is not implemented: it exits with status 2 (perf/README.md,
-# "Growth with the rank count").
+# --netbed runs on an sc-netbed emulated cluster instead (root; default bed
+# $SC_NETBED or scnb-0, up to its hosts x ranks per host): ours under
+# `sc-run --netbed` with SC_TRANSPORT=auto (shm inside a host, tcp between),
+# shown as transport "bed", Open MPI through bed_lib.sh's bed_mpirun.
 # Needs: mpicc/mpirun (apt-get install openmpi-bin libopenmpi-dev) for the
 # Open MPI rows; without them they are skipped with a '#' line.
 set -u
 minp=16
 maxp=1024
 transports="tcp shm"
+bed=""
 connects=""
 skip=","
 jobtimeout=600
 out=""
-usage() { sed -n '2,29p' "$0"; }
+usage() { sed -n '2,31p' "$0"; }
 die() { echo "scale.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -46,7 +49,8 @@ while [ $# -gt 0 ]; do
   --skip) skip=",$2,"; shift 2 ;;
   --timeout) jobtimeout="$2"; shift 2 ;;
   --out) out="$2"; shift 2 ;;
-  --netbed) die "--netbed $2: the emulated-cluster mode is not implemented (run on one host)" ;;
+  --netbed) bed="${SC_NETBED:-scnb-0}"; shift ;;
+  --netbed=*) bed="${1#--netbed=}"; shift ;;
   -h | --help) usage; exit 0 ;;
   *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -67,6 +71,14 @@ done
 build="${SC_BUILD:-.}"
 here="$(cd "$(dirname "$0")" && pwd)"
 build="$(cd "$build" 2>/dev/null && pwd)" || die "SC_BUILD '$SC_BUILD' is not a directory"
+if [ -n "$bed" ]; then
+  # shellcheck source=perf/compare/bed_lib.sh
+  . "$here/compare/bed_lib.sh"
+  bed_load
+  transports=bed
+  [ "$maxp" -le $((nb_hosts * nb_m)) ] || maxp=$((nb_hosts * nb_m))
+  [ "$minp" -le "$maxp" ] || die "--min $minp: the bed $bed has $nb_hosts hosts x $nb_m ranks"
+fi
 if [ -z "$out" ]; then
   out=$(mktemp -d /tmp/sc-scale.XXXXXX) || die "cannot make a temporary folder"
 fi
@@ -135,10 +147,14 @@ run_job() {
   local log="$out/$tag.log" lines="$out/$tag.jsonl"
   t0=$(now)
   if [ "$lib" = sc ]; then
-    local env=(SC_TRANSPORT="$tp")
+    local env=(SC_TRANSPORT="$tp") where=()
+    [ "$tp" = bed ] && env=(SC_TRANSPORT=auto) where=(--netbed="$bed")
     [ "$conn" != default ] && env+=(SC_CONNECT="$conn")
-    env "${env[@]}" "$build/sc-run" -n "$p" --timeout "$jobtimeout" "$build/sc_scale_probe" \
-      >"$lines" 2>"$log"
+    env "${env[@]}" "$build/sc-run" "${where[@]}" -n "$p" --timeout "$jobtimeout" \
+      "$build/sc_scale_probe" >"$lines" 2>"$log"
+    st=$?
+  elif [ "$tp" = bed ]; then
+    bed_mpirun "$p" -- "$out/mpi_scale_probe" >"$lines" 2>"$log"
     st=$?
   else
     local btl=tcp,self

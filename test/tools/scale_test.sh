@@ -6,7 +6,8 @@
 # least their eager floor: a tcp rank holds SC_NSOCKS (2) sockets to each
 # peer for the collectives and as many for the point-to-point lane, and a
 # shm rank's two segments hold a 256 KiB ring and a 4 KiB control page per
-# peer. Plus the usage errors. Open MPI is left out (--skip mpi).
+# peer. Plus the usage errors (a missing bed among them). Open MPI is left
+# out (--skip mpi).
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-..}
 pass=0
@@ -65,12 +66,13 @@ for p in 2 4; do
   fi
 done
 
-if bash "$top_srcdir/perf/scale.sh" --netbed h0 >"$tmp/out" 2>"$tmp/err"; then
-  bad "--netbed accepted"
-elif [ $? -eq 2 ] && grep -q "not implemented" "$tmp/err"; then
-  ok "--netbed: exit 2, not implemented"
+if SC_NETBED_STATE_DIR="$tmp/none" bash "$top_srcdir/perf/scale.sh" --netbed=scnb-absent \
+  >"$tmp/out" 2>"$tmp/err"; then
+  bad "--netbed with no bed accepted"
+elif [ $? -eq 2 ] && grep -q "bring the bed up" "$tmp/err"; then
+  ok "--netbed with no bed: exit 2, says how to bring one up"
 else
-  bad "--netbed: wrong exit status or message"
+  bad "--netbed with no bed: wrong exit status or message"
 fi
 if bash "$top_srcdir/perf/scale.sh" --min 8 --max 4 >"$tmp/out" 2>"$tmp/err"; then
   bad "--max below --min accepted"
