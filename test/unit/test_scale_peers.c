@@ -175,14 +175,20 @@ static void test_peers_every_candidate(void **state) {
   (void)state;
   static const int sample[] = {48, 63, 64, 65, 100, 127, 128, 129, 511, 512, 513, 1000, 1023, 1024};
   int checked = 0;
+  /* The sanitizer runs' sample (SC_TEST_SAMPLE=1): every P to 64 and 16, the
+   * sample to 129. */
+  const char *sample_env = getenv("SC_TEST_SAMPLE");
+  int sampled = sample_env && sample_env[0] == '1';
+  int top_cheap = sampled ? 64 : 300, top_other = sampled ? 16 : 40;
   for (int c = 0; c < SC_COLL_COUNT_; c++) {
     int n = 0;
     const sc_algo_entry_t *e = sc_algo_candidates((sc_coll_t)c, &n);
     for (int i = 0; i < n; i++) {
       int all = every_p(e[i].name);
-      for (int p = 2; p <= (all ? 300 : 40); p++) check_candidate((sc_coll_t)c, &e[i], p);
+      for (int p = 2; p <= (all ? top_cheap : top_other); p++)
+        check_candidate((sc_coll_t)c, &e[i], p);
       for (size_t j = 0; j < sizeof(sample) / sizeof(sample[0]); j++)
-        check_candidate((sc_coll_t)c, &e[i], sample[j]);
+        if (!sampled || sample[j] <= 129) check_candidate((sc_coll_t)c, &e[i], sample[j]);
       checked++;
     }
   }
@@ -258,7 +264,9 @@ static void test_probe_unions(void **state) {
   (void)state;
   unsigned char *seen = malloc(1024);
   assert_non_null(seen);
-  for (int k = 4; k <= 10; k++) {
+  const char *sample_env = getenv("SC_TEST_SAMPLE");
+  int top_k = sample_env && sample_env[0] == '1' ? 7 : 10; /* the sanitizer runs' sample */
+  for (int k = 4; k <= top_k; k++) {
     int p = 1 << k, max = 0;
     for (int r = 0; r < p; r++) {
       int d = union_peers("rabenseifner", "tree", p, r, seen);
