@@ -20,6 +20,7 @@
 #include "lib/base/error.h"
 #include "lib/base/socket.h"
 #include "lib/control/bootstrap.h"
+#include "lib/control/bootstrap_wire.h"
 
 #define BLOB 24
 
@@ -182,13 +183,15 @@ static void rendezvous(int n) {
   uint8_t secret[SC_SECRET_LEN];
   new_secret(secret);
   sc_sockaddr_t root = start_root(secret, 5000);
-  client_t c[8];
+  client_t *c = calloc((size_t)n, sizeof(*c));
+  assert_non_null(c);
   for (int r = 0; r < n; r++) client_start(&c[r], root, secret, n - 1 - r, n, 5000);
   for (int r = 0; r < n; r++) client_join(&c[r]);
   for (int r = 0; r < n; r++) {
     check_table(&c[r]);
     free(c[r].table);
   }
+  free(c);
 }
 
 static void test_rendezvous_1(void **state) {
@@ -204,6 +207,38 @@ static void test_rendezvous_2(void **state) {
 static void test_rendezvous_5(void **state) {
   (void)state;
   rendezvous(5);
+}
+
+/* More ranks than the root serves connections at once
+ * (SC_BOOT_CONN_MAX): the rest wait in the backlog and for their answer. */
+static void test_rendezvous_many(void **state) {
+  (void)state;
+  rendezvous(2 * SC_BOOT_CONN_MAX + 7);
+}
+
+/* More idle connections than the root serves at once: the oldest of them is
+ * dropped after SC_BOOT_HELLO_MS each time one is needed, and the real ranks
+ * behind them in the backlog still meet. */
+static void test_idle_flood(void **state) {
+  (void)state;
+  uint8_t secret[SC_SECRET_LEN];
+  new_secret(secret);
+  sc_sockaddr_t root = start_root(secret, 8000);
+  enum { NIDLE = SC_BOOT_CONN_MAX + 6 };
+  int idle[NIDLE];
+  for (int i = 0; i < NIDLE; i++)
+    assert_int_equal(sc_socket_connect(&root, sc_now_ms() + 2000, &idle[i]), SC_SUCCESS);
+  client_t c[3];
+  int64_t t0 = sc_now_ms();
+  for (int r = 0; r < 3; r++) client_start(&c[r], root, secret, r, 3, 8000);
+  for (int r = 0; r < 3; r++) {
+    client_join(&c[r]);
+    check_table(&c[r]);
+    free(c[r].table);
+  }
+  int64_t took = sc_now_ms() - t0;
+  assert_true(took < 5000);
+  for (int i = 0; i < NIDLE; i++) close(idle[i]);
 }
 
 /* The client may start before the root listens: it retries until the deadline. */
@@ -426,6 +461,8 @@ int main(void) {
       cmocka_unit_test(test_rendezvous_1),
       cmocka_unit_test(test_rendezvous_2),
       cmocka_unit_test(test_rendezvous_5),
+      cmocka_unit_test(test_rendezvous_many),
+      cmocka_unit_test(test_idle_flood),
       cmocka_unit_test(test_root_starts_late),
       cmocka_unit_test(test_bad_clients_dropped),
       cmocka_unit_test(test_timeout_names_missing),
