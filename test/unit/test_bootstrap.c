@@ -2,6 +2,7 @@
 /* Unique id and rendezvous: the root service and its clients as threads of
  * one process over loopback, including clients that misbehave. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -241,6 +243,70 @@ static void test_idle_flood(void **state) {
   for (int i = 0; i < NIDLE; i++) close(idle[i]);
 }
 
+/* Open descriptors of this process (less the one that lists them). */
+static int count_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    if (e->d_name[0] != '.') n++;
+  closedir(d);
+  return n - 1;
+}
+
+/* The root's descriptors stay bounded: ranks as processes (so that the
+ * descriptors this process holds are the root's alone), more of them than
+ * SC_BOOT_CONN_MAX, all checking in at once. This process samples its own
+ * descriptor count until every rank has its table. */
+static void test_root_descriptors(void **state) {
+  (void)state;
+  enum { N = 3 * SC_BOOT_CONN_MAX };
+  uint8_t secret[SC_SECRET_LEN];
+  new_secret(secret);
+  uint16_t port = free_port();
+  int base = count_fds();
+  assert_true(base > 0);
+  pid_t pid[N];
+  for (int r = 0; r < N; r++) {
+    pid[r] = fork();
+    assert_true(pid[r] >= 0);
+    if (pid[r] == 0) {
+      uint8_t blob[BLOB];
+      uint8_t *table = malloc((size_t)N * BLOB);
+      fill_blob(blob, BLOB, r);
+      sc_sockaddr_t root = loopback(port);
+      sc_result_t res = sc_bootstrap_exchange(&root, secret, r, N, blob, BLOB, table, 20000);
+      int ok = res == SC_SUCCESS;
+      for (int k = 0; ok && k < N; k++) {
+        fill_blob(blob, BLOB, k);
+        ok = memcmp(table + (size_t)k * BLOB, blob, BLOB) == 0;
+      }
+      if (!ok) fprintf(stderr, "rank %d: %s\n", r, res ? sc_last_error() : "wrong table");
+      _exit(ok ? 0 : 1);
+    }
+  }
+  sc_sockaddr_t bind = loopback(port), bound;
+  assert_int_equal(sc_bootstrap_root_start(&bind, secret, 20000, &bound), SC_SUCCESS);
+  int peak = 0, left = N, failed = 0;
+  while (left > 0) {
+    int n = count_fds();
+    if (n > peak) peak = n;
+    int st;
+    pid_t p = waitpid(-1, &st, WNOHANG);
+    if (p > 0) {
+      left--;
+      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) failed++;
+    } else {
+      poll(NULL, 0, 1);
+    }
+  }
+  fprintf(stderr, "%d ranks: the root held at most %d descriptors (listener included)\n", N,
+          peak - base);
+  assert_int_equal(failed, 0);
+  assert_true(peak - base <= SC_BOOT_CONN_MAX + 1);
+}
+
 /* The client may start before the root listens: it retries until the deadline. */
 static void test_root_starts_late(void **state) {
   (void)state;
@@ -457,21 +523,14 @@ static void test_bad_args(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_unique_id),
-      cmocka_unit_test(test_rendezvous_1),
-      cmocka_unit_test(test_rendezvous_2),
-      cmocka_unit_test(test_rendezvous_5),
-      cmocka_unit_test(test_rendezvous_many),
-      cmocka_unit_test(test_idle_flood),
-      cmocka_unit_test(test_root_starts_late),
-      cmocka_unit_test(test_bad_clients_dropped),
-      cmocka_unit_test(test_timeout_names_missing),
-      cmocka_unit_test(test_nobody_listening),
-      cmocka_unit_test(test_nranks_mismatch),
-      cmocka_unit_test(test_duplicate_rank),
-      cmocka_unit_test(test_socket_helpers),
-      cmocka_unit_test(test_rendezvous_ipv6),
-      cmocka_unit_test(test_bad_args),
+      cmocka_unit_test(test_unique_id),           cmocka_unit_test(test_rendezvous_1),
+      cmocka_unit_test(test_rendezvous_2),        cmocka_unit_test(test_rendezvous_5),
+      cmocka_unit_test(test_rendezvous_many),     cmocka_unit_test(test_idle_flood),
+      cmocka_unit_test(test_root_descriptors),    cmocka_unit_test(test_root_starts_late),
+      cmocka_unit_test(test_bad_clients_dropped), cmocka_unit_test(test_timeout_names_missing),
+      cmocka_unit_test(test_nobody_listening),    cmocka_unit_test(test_nranks_mismatch),
+      cmocka_unit_test(test_duplicate_rank),      cmocka_unit_test(test_socket_helpers),
+      cmocka_unit_test(test_rendezvous_ipv6),     cmocka_unit_test(test_bad_args),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
