@@ -18,7 +18,7 @@ if [ "$hard" != unlimited ] && [ "$hard" -lt 256 ]; then
 fi
 fds() {
   SC_TRANSPORT=tcp SC_NSOCKS=1 SC_P2P=0 SC_HEARTBEAT_MS=-1 SC_TIMEOUT_MS=30000 \
-    "$SC_RUN" -n $n --timeout 60 "$MR/mr_fdcount" $((n - 1 + 24))
+    "$SC_RUN" -n $n --timeout 120 "$MR/mr_fdcount" $((n - 1 + 24))
 }
 check "$n ranks over tcp: rank 0 holds one descriptor per peer plus at most 24" fds
 finish
