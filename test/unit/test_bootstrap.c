@@ -307,6 +307,78 @@ static void test_root_descriptors(void **state) {
   assert_true(peak - base <= SC_BOOT_CONN_MAX + 1);
 }
 
+/* The client's side against a root played here: a connection to the
+ * client's listener with a wrong secret, and one with garbage, are dropped,
+ * and the root's real answer that follows is read. */
+static void test_client_drops_impostors(void **state) {
+  (void)state;
+  uint8_t secret[SC_SECRET_LEN], wrong[SC_SECRET_LEN];
+  new_secret(secret);
+  memcpy(wrong, secret, sizeof(wrong));
+  wrong[3] ^= 1;
+  sc_sockaddr_t root = loopback(0);
+  int lfd;
+  assert_int_equal(sc_socket_listen(&root, 4, &lfd), SC_SUCCESS);
+  client_t c;
+  client_start(&c, root, secret, 1, 2, 5000);
+  int64_t deadline = sc_now_ms() + 4000;
+  struct pollfd p = {.fd = lfd, .events = POLLIN};
+  assert_int_equal(poll(&p, 1, 4000), 1);
+  int fd;
+  assert_int_equal(sc_socket_accept(lfd, &fd, NULL), SC_SUCCESS);
+  assert_true(fd >= 0);
+  uint8_t hello[SC_BOOT_HELLO_LEN], blob[BLOB];
+  assert_int_equal(sc_socket_read_all(fd, hello, sizeof(hello), deadline, "client"), SC_SUCCESS);
+  assert_int_equal(sc_socket_read_all(fd, blob, sizeof(blob), deadline, "client"), SC_SUCCESS);
+  sc_boot_hello_t h;
+  char why[128];
+  assert_int_equal(sc_boot_hello_parse(hello, sizeof(hello), secret, &h, why, sizeof(why)),
+                   SC_SUCCESS);
+  assert_int_equal(h.rank, 1);
+  uint8_t ack[SC_BOOT_REPLY_LEN] = {0x53, 0x43, 0x42, 0x52}; /* 'SCBR', status 0, len 0 */
+  assert_int_equal(sc_socket_write_all(fd, ack, sizeof(ack), deadline, "client"), SC_SUCCESS);
+  close(fd);
+  close(lfd);
+  sc_sockaddr_t listener;
+  assert_int_equal(sc_socket_addr_unpack(h.addr, &listener), SC_SUCCESS);
+
+  uint8_t head[SC_BOOT_ANSWER_LEN + SC_BOOT_REPLY_LEN];
+  int bad[2];
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(sc_socket_connect(&listener, deadline, &bad[i]), SC_SUCCESS);
+    if (i == 0) {
+      sc_boot_answer_build(head, wrong);
+    } else {
+      assert_int_equal(sc_random_bytes(head, sizeof(head)), SC_SUCCESS);
+      head[0] = 'X';
+    }
+    assert_int_equal(sc_socket_write_all(bad[i], head, SC_BOOT_ANSWER_LEN, deadline, "client"),
+                     SC_SUCCESS);
+  }
+  int good;
+  assert_int_equal(sc_socket_connect(&listener, deadline, &good), SC_SUCCESS);
+  uint8_t table[2 * BLOB];
+  fill_blob(table, BLOB, 0);
+  fill_blob(table + BLOB, BLOB, 1);
+  sc_boot_answer_build(head, secret);
+  memcpy(head + SC_BOOT_ANSWER_LEN, ack, sizeof(ack));
+  head[SC_BOOT_ANSWER_LEN + 11] = sizeof(table);
+  assert_int_equal(sc_socket_write_all(good, head, sizeof(head), deadline, "client"), SC_SUCCESS);
+  assert_int_equal(sc_socket_write_all(good, table, sizeof(table), deadline, "client"), SC_SUCCESS);
+  client_join(&c);
+  check_table(&c);
+  free(c.table);
+  /* The impostors' connections were closed by the client. */
+  for (int i = 0; i < 2; i++) {
+    char b;
+    struct pollfd q = {.fd = bad[i], .events = POLLIN};
+    assert_int_equal(poll(&q, 1, 2000), 1);
+    assert_true(recv(bad[i], &b, 1, 0) <= 0);
+    close(bad[i]);
+  }
+  close(good);
+}
+
 /* The client may start before the root listens: it retries until the deadline. */
 static void test_root_starts_late(void **state) {
   (void)state;
@@ -523,14 +595,23 @@ static void test_bad_args(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_unique_id),           cmocka_unit_test(test_rendezvous_1),
-      cmocka_unit_test(test_rendezvous_2),        cmocka_unit_test(test_rendezvous_5),
-      cmocka_unit_test(test_rendezvous_many),     cmocka_unit_test(test_idle_flood),
-      cmocka_unit_test(test_root_descriptors),    cmocka_unit_test(test_root_starts_late),
-      cmocka_unit_test(test_bad_clients_dropped), cmocka_unit_test(test_timeout_names_missing),
-      cmocka_unit_test(test_nobody_listening),    cmocka_unit_test(test_nranks_mismatch),
-      cmocka_unit_test(test_duplicate_rank),      cmocka_unit_test(test_socket_helpers),
-      cmocka_unit_test(test_rendezvous_ipv6),     cmocka_unit_test(test_bad_args),
+      cmocka_unit_test(test_unique_id),
+      cmocka_unit_test(test_rendezvous_1),
+      cmocka_unit_test(test_rendezvous_2),
+      cmocka_unit_test(test_rendezvous_5),
+      cmocka_unit_test(test_rendezvous_many),
+      cmocka_unit_test(test_idle_flood),
+      cmocka_unit_test(test_root_descriptors),
+      cmocka_unit_test(test_client_drops_impostors),
+      cmocka_unit_test(test_root_starts_late),
+      cmocka_unit_test(test_bad_clients_dropped),
+      cmocka_unit_test(test_timeout_names_missing),
+      cmocka_unit_test(test_nobody_listening),
+      cmocka_unit_test(test_nranks_mismatch),
+      cmocka_unit_test(test_duplicate_rank),
+      cmocka_unit_test(test_socket_helpers),
+      cmocka_unit_test(test_rendezvous_ipv6),
+      cmocka_unit_test(test_bad_args),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
