@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* MPI-free rendezvous: the unique id and the client side of the exchange. The
  * root service is in bootstrap_root.c, the wire format in bootstrap_wire.h. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "lib/base/error.h"
@@ -75,56 +79,77 @@ sc_result_t sc_unique_id_decode(const sc_unique_id_t *id, sc_sockaddr_t *root,
   return SC_SUCCESS;
 }
 
-void sc_boot_hello_build(uint8_t out[SC_BOOT_HELLO_LEN], const uint8_t secret[SC_SECRET_LEN],
-                         uint32_t rank, uint32_t nranks, uint32_t bloblen) {
-  sc_wire_put_u32(out, SC_BOOT_HELLO_MAGIC);
-  sc_wire_put_u16(out + 4, SC_BOOT_VERSION);
-  out[6] = out[7] = 0;
-  memcpy(out + 8, secret, SC_SECRET_LEN);
-  sc_wire_put_u32(out + 8 + SC_SECRET_LEN, rank);
-  sc_wire_put_u32(out + 12 + SC_SECRET_LEN, nranks);
-  sc_wire_put_u32(out + 16 + SC_SECRET_LEN, bloblen);
+/* Longest wait for an answer's header once a connection to the rank's
+ * listener was accepted: a stray connection that says nothing must not keep
+ * the root's answer waiting in the backlog for the whole timeout. */
+#define SC_BOOT_ANSWER_HDR_MS 2000
+
+/* Reads a reply (header, then the table or the error text) from fd;
+ * table_len 0: the ack. *final: the error is complete as it is (garbage, or
+ * the root's own answer); else it is an I/O failure the caller words. */
+static sc_result_t boot_read_reply(int fd, const char *who, int rank, void *table, size_t table_len,
+                                   int64_t deadline, int *final) {
+  *final = 0;
+  uint8_t rep[SC_BOOT_REPLY_LEN];
+  sc_result_t r = sc_socket_read_all(fd, rep, sizeof(rep), deadline, who);
+  if (r != SC_SUCCESS) return r;
+  sc_boot_reply_t reply;
+  char why[128];
+  *final = 1;
+  if (sc_boot_reply_parse(rep, sizeof(rep), table_len, &reply, why, sizeof(why)) != SC_SUCCESS)
+    return SC_ERR(SC_ERR_REMOTE, "bootstrap: %s %s to rank %d", who, why, rank);
+  *final = 0;
+  if (reply.status == SC_SUCCESS)
+    return table_len ? sc_socket_read_all(fd, table, table_len, deadline, who) : SC_SUCCESS;
+  uint8_t raw[SC_BOOT_ERRTEXT_MAX];
+  char text[SC_BOOT_ERRTEXT_MAX + 1];
+  r = sc_socket_read_all(fd, raw, reply.len, deadline, who);
+  if (r != SC_SUCCESS) return r;
+  *final = 1;
+  sc_boot_errtext_clean(raw, reply.len, text, sizeof(text));
+  return SC_ERR(sc_boot_reply_code(reply.status), "%s: %s", who, text);
 }
 
-sc_result_t sc_boot_reply_parse(const uint8_t *buf, size_t len, size_t table_len,
-                                sc_boot_reply_t *out, char *why, size_t whylen) {
-  if (len != SC_BOOT_REPLY_LEN) {
-    snprintf(why, whylen, "sent a %zu-byte reply header, expected %d", len, SC_BOOT_REPLY_LEN);
-    return SC_ERR_REMOTE;
+/* Waits on the rank's listener for the root's answer and reads it. A
+ * connection that does not start with the root's answer header (wrong secret,
+ * garbage, silence) is dropped with a warning and the wait goes on. */
+static sc_result_t boot_await_answer(int lfd, const uint8_t secret[SC_SECRET_LEN], const char *who,
+                                     int rank, void *table, size_t table_len, int64_t deadline,
+                                     int *final) {
+  *final = 0;
+  for (;;) {
+    int ms = sc_ms_until(deadline);
+    if (ms <= 0) return SC_ERR(SC_ERR_TIMEOUT, "no answer from the root before the deadline");
+    struct pollfd p = {.fd = lfd, .events = POLLIN};
+    int rc = poll(&p, 1, ms);
+    if (rc < 0 && errno != EINTR)
+      return SC_ERR(SC_ERR_SYSTEM, "bootstrap: poll on rank %d's listener: %s", rank,
+                    strerror(errno));
+    if (rc <= 0) continue;
+    int fd;
+    sc_sockaddr_t peer;
+    SC_CHECK(sc_socket_accept(lfd, &fd, &peer));
+    if (fd < 0) continue;
+    char pname[64];
+    sc_socket_addr_str(&peer, pname, sizeof(pname));
+    int64_t hdr_deadline = sc_now_ms() + SC_BOOT_ANSWER_HDR_MS;
+    uint8_t hdr[SC_BOOT_ANSWER_LEN];
+    char why[128];
+    sc_result_t r = sc_socket_read_all(fd, hdr, sizeof(hdr),
+                                       hdr_deadline < deadline ? hdr_deadline : deadline, pname);
+    if (r == SC_SUCCESS &&
+        sc_boot_answer_parse(hdr, sizeof(hdr), secret, why, sizeof(why)) != SC_SUCCESS)
+      r = SC_ERR(SC_ERR_REMOTE, "%s", why);
+    if (r != SC_SUCCESS) {
+      SC_WARN(SC_SUBSYS_BOOT, "bootstrap: rank %d drops a connection from %s: %s", rank, pname,
+              sc_last_error());
+      close(fd);
+      continue;
+    }
+    r = boot_read_reply(fd, who, rank, table, table_len, deadline, final);
+    close(fd);
+    return r;
   }
-  uint32_t magic = sc_wire_get_u32(buf), status = sc_wire_get_u32(buf + 4),
-           plen = sc_wire_get_u32(buf + 8);
-  if (magic != SC_BOOT_REPLY_MAGIC) {
-    snprintf(why, whylen, "sent garbage (magic 0x%08x)", magic);
-    return SC_ERR_REMOTE;
-  }
-  if (status == SC_SUCCESS && plen != table_len) {
-    snprintf(why, whylen, "sent a %u-byte table where %zu bytes were expected", plen, table_len);
-    return SC_ERR_REMOTE;
-  }
-  if (status != SC_SUCCESS && plen > SC_BOOT_ERRTEXT_MAX) {
-    snprintf(why, whylen, "sent a %u-byte error text (limit %d)", plen, SC_BOOT_ERRTEXT_MAX);
-    return SC_ERR_REMOTE;
-  }
-  *out = (sc_boot_reply_t){.status = status, .len = plen};
-  return SC_SUCCESS;
-}
-
-/* The root's error text is shown to users: keep it printable (it ends at the
- * first NUL, as a C string the root sent would). */
-void sc_boot_errtext_clean(const uint8_t *text, size_t len, char *out, size_t outlen) {
-  if (outlen == 0) return;
-  size_t n = len < outlen - 1 ? len : outlen - 1;
-  size_t i = 0;
-  for (; i < n && text[i] != 0; i++)
-    out[i] = (text[i] < 0x20 || text[i] > 0x7e) ? '?' : (char)text[i];
-  out[i] = '\0';
-}
-
-sc_result_t sc_boot_reply_code(uint32_t status) {
-  return (status == SC_ERR_INVALID_ARG || status == SC_ERR_TIMEOUT || status == SC_ERR_NOMEM)
-             ? (sc_result_t)status
-             : SC_ERR_REMOTE;
 }
 
 sc_result_t sc_bootstrap_exchange(const sc_sockaddr_t *root, const uint8_t secret[SC_SECRET_LEN],
@@ -149,11 +174,11 @@ sc_result_t sc_bootstrap_exchange(const sc_sockaddr_t *root, const uint8_t secre
   int64_t start = sc_now_ms();
   int64_t deadline = start + timeout_ms;
   /* The root usually runs with the same timeout but started earlier; waiting a
-   * little longer for its reply lets its more precise error (which ranks are
+   * little longer for its answer lets its more precise error (which ranks are
    * missing) reach us instead of our own bare timeout. */
   int grace = timeout_ms / 8 < 1000 ? timeout_ms / 8 : 1000;
   int64_t reply_deadline = deadline + grace;
-  int fd = -1;
+  int fd = -1, lfd = -1, final = 0;
   char inner[SC_ERRMSG_MAX];
 
   sc_result_t r = sc_socket_connect(root, deadline, &fd);
@@ -167,52 +192,60 @@ sc_result_t sc_bootstrap_exchange(const sc_sockaddr_t *root, const uint8_t secre
     return SC_ERR(r, "bootstrap: rank %d cannot connect to the root at %s (%s)", rank, raddr,
                   inner);
   }
+  /* The answer comes to a listener on the address this connection leaves
+   * from: the root can reach it. */
+  sc_sockaddr_t me;
+  struct sockaddr_storage ss;
+  socklen_t sslen = sizeof(ss);
+  uint8_t hello[SC_BOOT_HELLO_LEN + SC_BOOT_BLOB_MAX], packed[SC_SOCKET_ADDR_WIRE_LEN];
+  if (getsockname(fd, (struct sockaddr *)&ss, &sslen) != 0) {
+    r = SC_ERR(SC_ERR_SYSTEM, "bootstrap: getsockname: %s", strerror(errno));
+    goto fail;
+  }
+  if ((r = sc_socket_addr_from_storage(&ss, &me)) != SC_SUCCESS) goto fail;
+  if (me.sa.ss_family == AF_INET)
+    ((struct sockaddr_in *)&me.sa)->sin_port = 0;
+  else
+    ((struct sockaddr_in6 *)&me.sa)->sin6_port = 0;
+  if ((r = sc_socket_listen(&me, 0, &lfd)) != SC_SUCCESS) goto fail;
+  if ((r = sc_socket_addr_pack(&me, packed)) != SC_SUCCESS) goto fail;
 
-  uint8_t hello[SC_BOOT_HELLO_LEN + SC_BOOT_BLOB_MAX];
-  sc_boot_hello_build(hello, secret, (uint32_t)rank, (uint32_t)nranks, (uint32_t)bloblen);
+  sc_boot_hello_build(hello, secret, (uint32_t)rank, (uint32_t)nranks, (uint32_t)bloblen, packed);
   if (bloblen) memcpy(hello + SC_BOOT_HELLO_LEN, blob, bloblen);
   r = sc_socket_write_all(fd, hello, SC_BOOT_HELLO_LEN + bloblen, deadline, who);
   memset(hello + 8, 0, SC_SECRET_LEN);
   if (r != SC_SUCCESS) goto fail_io;
-
-  uint8_t rep[SC_BOOT_REPLY_LEN];
-  r = sc_socket_read_all(fd, rep, sizeof(rep), reply_deadline, who);
-  if (r != SC_SUCCESS) goto fail_io;
-  size_t table_len = (size_t)nranks * bloblen;
-  sc_boot_reply_t reply;
-  char why[128];
-  if (sc_boot_reply_parse(rep, sizeof(rep), table_len, &reply, why, sizeof(why)) != SC_SUCCESS) {
-    close(fd);
-    return SC_ERR(SC_ERR_REMOTE, "bootstrap: %s %s to rank %d", who, why, rank);
-  }
-  if (reply.status == SC_SUCCESS) {
-    r = sc_socket_read_all(fd, all, table_len, reply_deadline, who);
-    if (r != SC_SUCCESS) goto fail_io;
-    close(fd);
-    SC_TRACE(SC_SUBSYS_BOOT, "bootstrap: rank %d got the table from %s in %lld ms", rank, raddr,
-             (long long)(sc_now_ms() - start));
-    return SC_SUCCESS;
-  }
-  uint8_t raw[SC_BOOT_ERRTEXT_MAX];
-  char text[SC_BOOT_ERRTEXT_MAX + 1];
-  r = sc_socket_read_all(fd, raw, reply.len, reply_deadline, who);
-  if (r != SC_SUCCESS) goto fail_io;
+  r = boot_read_reply(fd, who, rank, NULL, 0, reply_deadline, &final);
   close(fd);
-  sc_boot_errtext_clean(raw, reply.len, text, sizeof(text));
-  return SC_ERR(sc_boot_reply_code(reply.status), "%s: %s", who, text);
+  fd = -1;
+  if (r != SC_SUCCESS) goto fail_io;
+  SC_TRACE(SC_SUBSYS_BOOT, "bootstrap: rank %d checked in with %s in %lld ms", rank, raddr,
+           (long long)(sc_now_ms() - start));
+  r = boot_await_answer(lfd, secret, who, rank, all, (size_t)nranks * bloblen, reply_deadline,
+                        &final);
+  if (r != SC_SUCCESS) goto fail_io;
+  close(lfd);
+  SC_TRACE(SC_SUBSYS_BOOT, "bootstrap: rank %d got the table from %s in %lld ms", rank, raddr,
+           (long long)(sc_now_ms() - start));
+  return SC_SUCCESS;
 
 fail_io:
-  close(fd);
+  if (final) goto fail;
   sc_error_get_detail(inner, sizeof(inner));
   if (r == SC_ERR_TIMEOUT)
-    return SC_ERR(SC_ERR_TIMEOUT,
-                  "bootstrap timeout after %d ms: rank %d of %d checked in with the root at %s "
-                  "but got no table (%s)",
-                  timeout_ms, rank, nranks, raddr, inner);
-  if (r == SC_ERR_REMOTE)
-    return SC_ERR(SC_ERR_REMOTE,
-                  "bootstrap: the root at %s dropped rank %d (wrong secret or not a "
-                  "libsparsecoll root?): %s",
-                  raddr, rank, inner);
-  return SC_ERR(r, "bootstrap: rank %d talking to the root at %s: %s", rank, raddr, inner);
+    r = SC_ERR(SC_ERR_TIMEOUT,
+               "bootstrap timeout after %d ms: rank %d of %d checked in with the root at %s "
+               "but got no table (%s)",
+               timeout_ms, rank, nranks, raddr, inner);
+  else if (r == SC_ERR_REMOTE)
+    r = SC_ERR(SC_ERR_REMOTE,
+               "bootstrap: the root at %s dropped rank %d (wrong secret or not a "
+               "libsparsecoll root?): %s",
+               raddr, rank, inner);
+  else
+    r = SC_ERR(r, "bootstrap: rank %d talking to the root at %s: %s", rank, raddr, inner);
+fail:
+  if (fd >= 0) close(fd);
+  if (lfd >= 0) close(lfd);
+  return r;
 }

@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* MPI-free rendezvous. A bootstrap root service (a thread in the process that
  * called sc_get_unique_id, or in rank 0 for the environment path) collects one
- * fixed-size blob from every rank and sends the whole table back. Every
- * connection presents the job secret first; a wrong secret or garbage is
- * dropped and logged, and the rendezvous goes on. Everything is bounded by a
- * timeout; the root's error names the ranks that never checked in. */
+ * fixed-size blob from every rank and sends the whole table back. A rank's
+ * connection to the root carries its blob and an ack, then closes; the root
+ * delivers the table over connections it opens to the ranks' listeners, a
+ * bounded number (SC_BOOT_CONN_MAX) at a time, so it never holds one
+ * descriptor per rank. Every connection presents the job secret first; a
+ * wrong secret or garbage is dropped and logged, and the rendezvous goes on.
+ * Everything is bounded by a timeout; the root's error names the ranks that
+ * never checked in. */
 #ifndef SC_BOOTSTRAP_H
 #define SC_BOOTSTRAP_H
 
@@ -35,7 +39,10 @@ sc_result_t sc_bootstrap_root_start(const sc_sockaddr_t *bind, const uint8_t sec
 void sc_bootstrap_root_drain(int max_ms);
 
 /* Check in with the root (retrying until it listens) and receive every rank's
- * blob: all = nranks * bloblen bytes, rank-major. Errors: SC_ERR_TIMEOUT (names
+ * blob: all = nranks * bloblen bytes, rank-major. Listens meanwhile on a free
+ * port of the address its connection to the root leaves from, where the root
+ * delivers the table; a connection there without the root's header and the
+ * secret is dropped with a warning. Errors: SC_ERR_TIMEOUT (names
  * the missing ranks when the root could tell), SC_ERR_INVALID_ARG (the root
  * reported wrong nranks / duplicate rank), SC_ERR_REMOTE (garbage from root). */
 sc_result_t sc_bootstrap_exchange(const sc_sockaddr_t *root, const uint8_t secret[SC_SECRET_LEN],

@@ -1,9 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Bootstrap root service: a detached thread that collects every rank's blob
- * and sends the whole table back (wire format in bootstrap_wire.h).
- * The root serves every connection from one poll loop, so a silent or slow
- * client cannot hold up the others; nothing is allocated for a connection
- * before its header has been checked. */
+ * and then sends the whole table to every rank (wire format in
+ * bootstrap_wire.h). A rank's connection carries its hello and blob and an
+ * ack, then closes; once every rank checked in, the root opens a connection
+ * to each rank's listener in turn to deliver the table (or, when the job
+ * failed, the reason). At most SC_BOOT_CONN_MAX connections are open at
+ * once, so the process hosting the root (rank 0 on the environment path)
+ * needs a bounded number of descriptors however many ranks there are; the
+ * others wait in the listener's backlog. One poll loop serves every
+ * connection, so a silent or slow client cannot hold up the others; nothing
+ * is allocated for a connection before its header has been checked. */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -23,9 +29,10 @@
 #include "lib/control/bootstrap.h"
 #include "lib/control/bootstrap_wire.h"
 
-/* Connections that have not yet shown a valid header; beyond this the oldest
- * is dropped so that a flood of idle connections cannot exhaust descriptors. */
-#define SC_BOOT_UNAUTH_MAX 1024
+/* At the connection limit, a connection that has not sent its hello within
+ * this time is dropped to make room: idle connections cannot hold the root
+ * off from the ranks behind them in the backlog. */
+#define SC_BOOT_HELLO_MS 1000
 /* Time the root keeps trying to deliver its final error replies. */
 #define SC_BOOT_FLUSH_MS 500
 
@@ -35,8 +42,8 @@ static _Atomic int sc_broot_running;
 typedef enum sc_bconn_state {
   SC_BCONN_HELLO, /* reading the fixed header; not yet authenticated */
   SC_BCONN_BLOB,  /* header valid; reading the blob (into the table, or discarded) */
-  SC_BCONN_WAIT,  /* checked in; waiting for the others */
-  SC_BCONN_REPLY, /* writing the table or an error, then closing */
+  SC_BCONN_DIAL,  /* connecting to a rank's listener to answer it */
+  SC_BCONN_REPLY, /* writing the ack, the table or an error, then closing */
   SC_BCONN_CLOSED
 } sc_bconn_state_t;
 
@@ -46,16 +53,19 @@ typedef struct sc_bconn {
   char name[64]; /* peer address for logs */
   uint8_t hdr[SC_BOOT_HELLO_LEN];
   size_t hdr_done;
-  int rank;    /* rank named in a valid header, -1 before */
-  int claimed; /* this connection holds rank's slot */
-  int discard; /* blob is read and thrown away (job already failed) */
+  int rank;                              /* rank named in a valid header, -1 before */
+  int claimed;                           /* this connection holds rank's slot */
+  int discard;                           /* blob is read and thrown away (job already failed) */
+  uint8_t addr[SC_SOCKET_ADDR_WIRE_LEN]; /* from the hello: where the rank listens */
   size_t blob_len;
   size_t blob_off; /* in the table, from sc_boot_blob_offset */
   size_t blob_done;
-  uint8_t reply[SC_BOOT_REPLY_LEN];
+  int answer; /* a connection the root opened to rank's listener */
+  uint8_t head[SC_BOOT_ANSWER_LEN + SC_BOOT_REPLY_LEN]; /* [answer header] reply header */
+  size_t head_len;
   const uint8_t *payload;
   size_t payload_len;
-  size_t out_done; /* of SC_BOOT_REPLY_LEN + payload_len */
+  size_t out_done; /* of head_len + payload_len */
   int64_t since;   /* accept time, to drop the oldest unauthenticated one */
 } sc_bconn_t;
 
@@ -65,21 +75,21 @@ typedef struct sc_broot {
   int timeout_ms;
   int64_t deadline;
   char addr[64];
-  sc_bconn_t *conns;
-  size_t nconns, cap;
-  size_t nunauth;              /* connections in SC_BCONN_HELLO */
+  sc_bconn_t conns[SC_BOOT_CONN_MAX];
+  size_t nconns;               /* open, and closed ones until broot_compact */
   int64_t accept_paused_until; /* after accept failed (e.g. EMFILE): do not spin on it */
-  struct pollfd *pfds;
-  size_t pfd_cap;
+  struct pollfd pfds[SC_BOOT_CONN_MAX + 1];
   /* Fixed by the first valid hello. */
   int nranks;
   size_t bloblen;
   int first_rank;
   uint8_t *table;
-  uint8_t *slot; /* per rank: 0 free, 1 blob arriving, 2 checked in */
-  uint8_t *told; /* per rank: the final answer was delivered */
+  uint8_t *slot;                             /* per rank: 0 free, 1 blob arriving, 2 checked in */
+  uint8_t *told;                             /* per rank: the final answer was delivered */
+  uint8_t (*raddr)[SC_SOCKET_ADDR_WIRE_LEN]; /* per checked-in rank: where to answer */
   int checked_in;
-  int complete; /* everyone checked in; table is being sent */
+  int complete;  /* everyone checked in; table is being sent */
+  int dial_next; /* answering (complete or failed): the next rank to answer */
   sc_result_t fail_code;
   char fail_text[SC_BOOT_ERRTEXT_MAX];
   size_t fail_len;
@@ -88,10 +98,8 @@ typedef struct sc_broot {
 
 static void broot_close(sc_broot_t *r, sc_bconn_t *c) {
   if (c->state == SC_BCONN_CLOSED) return;
-  if (c->state == SC_BCONN_HELLO) r->nunauth--;
   if (c->claimed && r->slot) {
-    if (r->slot[c->rank] == 2) r->checked_in--;
-    r->slot[c->rank] = 0;
+    r->slot[c->rank] = 0; /* its blob did not arrive whole */
     c->claimed = 0;
   }
   close(c->fd);
@@ -107,9 +115,15 @@ static void broot_drop(sc_broot_t *r, sc_bconn_t *c, const char *why) {
 
 static void broot_start_reply(sc_broot_t *r, sc_bconn_t *c, sc_result_t status,
                               const uint8_t *payload, size_t len) {
-  sc_wire_put_u32(c->reply, SC_BOOT_REPLY_MAGIC);
-  sc_wire_put_u32(c->reply + 4, (uint32_t)status);
-  sc_wire_put_u32(c->reply + 8, (uint32_t)len);
+  size_t h = 0;
+  if (c->answer) {
+    sc_boot_answer_build(c->head, r->secret);
+    h = SC_BOOT_ANSWER_LEN;
+  }
+  sc_wire_put_u32(c->head + h, SC_BOOT_REPLY_MAGIC);
+  sc_wire_put_u32(c->head + h + 4, (uint32_t)status);
+  sc_wire_put_u32(c->head + h + 8, (uint32_t)len);
+  c->head_len = h + SC_BOOT_REPLY_LEN;
   c->payload = payload;
   c->payload_len = len;
   c->out_done = 0;
@@ -132,13 +146,10 @@ static void broot_fail(sc_broot_t *r, sc_result_t code, const char *fmt, ...) {
   r->fail_len = strlen(r->fail_text);
   r->fail_code = code;
   SC_WARN(SC_SUBSYS_BOOT, "bootstrap root %s: failing the job: %s", r->addr, r->fail_text);
-  for (size_t i = 0; i < r->nconns; i++) {
-    sc_bconn_t *c = &r->conns[i];
-    if (c->state == SC_BCONN_WAIT)
-      broot_reply_error(r, c);
-    else if (c->state == SC_BCONN_BLOB)
-      c->discard = 1; /* finish reading, then reply */
-  }
+  /* The ranks that checked in are answered by broot_dial; a blob still
+   * arriving is read to its end and answered with the error. */
+  for (size_t i = 0; i < r->nconns; i++)
+    if (r->conns[i].state == SC_BCONN_BLOB) r->conns[i].discard = 1;
 }
 
 /* "2,5,7-9", cut short with a count so that 65536 missing ranks still fit. */
@@ -165,8 +176,8 @@ static void broot_missing_list(const sc_broot_t *r, char *out, size_t len) {
 
 static void broot_on_timeout(sc_broot_t *r) {
   if (r->complete) {
-    SC_WARN(SC_SUBSYS_BOOT,
-            "bootstrap root %s: timeout while some ranks were still reading the table", r->addr);
+    SC_WARN(SC_SUBSYS_BOOT, "bootstrap root %s: timeout while the table was still going out",
+            r->addr);
     return;
   }
   if (r->fail_code != SC_SUCCESS) return;
@@ -183,61 +194,6 @@ static void broot_on_timeout(sc_broot_t *r) {
              r->timeout_ms, missing == 1 ? "" : "s", list, r->checked_in, r->nranks);
 }
 
-sc_result_t sc_boot_hello_parse(const uint8_t *h, size_t len, const uint8_t secret[SC_SECRET_LEN],
-                                sc_boot_hello_t *out, char *why, size_t whylen) {
-  if (len != SC_BOOT_HELLO_LEN) {
-    snprintf(why, whylen, "hello of %zu bytes, expected %d", len, SC_BOOT_HELLO_LEN);
-    return SC_ERR_REMOTE;
-  }
-  uint32_t magic = sc_wire_get_u32(h);
-  unsigned ver = sc_wire_get_u16(h + 4);
-  if (magic != SC_BOOT_HELLO_MAGIC) {
-    snprintf(why, whylen, "not a bootstrap hello (bad magic)");
-    return SC_ERR_REMOTE;
-  }
-  if (ver != SC_BOOT_VERSION) {
-    snprintf(why, whylen, "protocol version %u, expected %u", ver, SC_BOOT_VERSION);
-    return SC_ERR_REMOTE;
-  }
-  if (!sc_secret_equal(h + 8, secret, SC_SECRET_LEN)) {
-    snprintf(why, whylen, "wrong secret");
-    return SC_ERR_REMOTE;
-  }
-  uint32_t rank = sc_wire_get_u32(h + 8 + SC_SECRET_LEN);
-  uint32_t nranks = sc_wire_get_u32(h + 12 + SC_SECRET_LEN);
-  uint32_t bloblen = sc_wire_get_u32(h + 16 + SC_SECRET_LEN);
-  if (nranks < 1 || nranks > SC_RANKS_MAX || rank >= nranks || bloblen > SC_BOOT_BLOB_MAX) {
-    snprintf(why, whylen, "invalid hello (rank %u, nranks %u, blob %u bytes)", rank, nranks,
-             bloblen);
-    return SC_ERR_REMOTE;
-  }
-  *out = (sc_boot_hello_t){.rank = rank, .nranks = nranks, .bloblen = bloblen};
-  return SC_SUCCESS;
-}
-
-sc_boot_admit_t sc_boot_hello_admit(const sc_boot_hello_t *h, int job_nranks, size_t job_bloblen,
-                                    const uint8_t *slot) {
-  if (h->nranks != (uint32_t)job_nranks) return SC_BOOT_ADMIT_NRANKS;
-  if (h->bloblen != job_bloblen) return SC_BOOT_ADMIT_BLOBLEN;
-  if (job_nranks < 1 || h->rank >= (uint32_t)job_nranks) return SC_BOOT_ADMIT_INVALID;
-  if (slot[h->rank] != 0) return SC_BOOT_ADMIT_DUPLICATE;
-  return SC_BOOT_ADMIT_OK;
-}
-
-sc_result_t sc_boot_blob_offset(const sc_boot_hello_t *h, size_t table_len, size_t *off, char *why,
-                                size_t whylen) {
-  /* Both factors are bounded by the parser, so the product cannot wrap. */
-  size_t o = (size_t)h->rank * h->bloblen;
-  if (h->bloblen > SC_BOOT_BLOB_MAX || h->rank >= SC_RANKS_MAX || o > table_len ||
-      table_len - o < h->bloblen) {
-    snprintf(why, whylen, "blob of rank %u (%u bytes) outside the %zu-byte table", h->rank,
-             h->bloblen, table_len);
-    return SC_ERR_REMOTE;
-  }
-  *off = o;
-  return SC_SUCCESS;
-}
-
 /* Checks a complete header; on success the connection moves to BLOB. */
 static void broot_on_header(sc_broot_t *r, sc_bconn_t *c) {
   sc_boot_hello_t h;
@@ -250,17 +206,20 @@ static void broot_on_header(sc_broot_t *r, sc_bconn_t *c) {
   c->rank = (int)rank;
   c->blob_done = 0;
   c->state = SC_BCONN_BLOB;
-  r->nunauth--;
+  memcpy(c->addr, h.addr, sizeof(c->addr));
   if (r->fail_code == SC_SUCCESS && r->nranks == 0) {
     /* First valid hello: its nranks/bloblen are the job's; everything is bounded above. */
     r->table = calloc((size_t)nranks * bloblen + 1, 1);
     r->slot = calloc(nranks, 1);
     r->told = calloc(nranks, 1);
-    if (!r->table || !r->slot || !r->told) {
+    r->raddr = calloc(nranks, sizeof(*r->raddr));
+    if (!r->table || !r->slot || !r->told || !r->raddr) {
       free(r->table);
       free(r->slot);
       free(r->told);
+      free(r->raddr);
       r->table = r->slot = r->told = NULL;
+      r->raddr = NULL;
       broot_fail(r, SC_ERR_NOMEM, "bootstrap root out of memory for %u ranks", nranks);
     } else {
       r->nranks = (int)nranks;
@@ -286,9 +245,10 @@ static void broot_on_header(sc_broot_t *r, sc_bconn_t *c) {
                  r->first_rank, r->bloblen);
       break;
     case SC_BOOT_ADMIT_DUPLICATE: {
-      const char *first = "?";
-      for (size_t i = 0; i < r->nconns; i++)
-        if (r->conns[i].claimed && r->conns[i].rank == (int)rank) first = r->conns[i].name;
+      char first[64] = "a rank whose blob is still arriving";
+      sc_sockaddr_t a;
+      if (r->slot[rank] == 2 && sc_socket_addr_unpack(r->raddr[rank], &a) == SC_SUCCESS)
+        sc_socket_addr_str(&a, first, sizeof(first));
       broot_fail(r, SC_ERR_INVALID_ARG, "rank %u checked in twice (from %s, again from %s)", rank,
                  first, c->name);
       break;
@@ -310,8 +270,10 @@ static void broot_on_blob_done(sc_broot_t *r, sc_bconn_t *c) {
     return;
   }
   r->slot[c->rank] = 2;
+  memcpy(r->raddr[c->rank], c->addr, sizeof(c->addr));
+  c->claimed = 0; /* the slot stays filled after this connection closes */
   r->checked_in++;
-  c->state = SC_BCONN_WAIT;
+  broot_start_reply(r, c, SC_SUCCESS, NULL, 0); /* the ack */
   SC_TRACE(SC_SUBSYS_BOOT, "bootstrap root %s: rank %d checked in from %s (%d of %d)", r->addr,
            c->rank, c->name, r->checked_in, r->nranks);
   if (r->checked_in < r->nranks) return;
@@ -320,13 +282,67 @@ static void broot_on_blob_done(sc_broot_t *r, sc_bconn_t *c) {
           r->nranks);
   for (size_t i = 0; i < r->nconns; i++) {
     sc_bconn_t *o = &r->conns[i];
-    if (o->state == SC_BCONN_WAIT)
-      broot_start_reply(r, o, SC_SUCCESS, r->table, (size_t)r->nranks * r->bloblen);
-    else if (o->state != SC_BCONN_CLOSED && o->state != SC_BCONN_REPLY)
+    if (o->state == SC_BCONN_HELLO || o->state == SC_BCONN_BLOB)
       broot_drop(r, o, "rendezvous already complete");
   }
   close(r->listen_fd);
   r->listen_fd = -1;
+}
+
+/* Answering (the job is complete or failed): opens connections to the
+ * listeners of the ranks that checked in, as many as the limit allows. A rank
+ * that cannot be reached (it died after checking in) is skipped with a
+ * warning: it is not waiting any more. */
+static void broot_dial(sc_broot_t *r) {
+  if (!r->complete && r->fail_code == SC_SUCCESS) return;
+  while (r->dial_next < r->nranks && r->nconns < SC_BOOT_CONN_MAX) {
+    int k = r->dial_next++;
+    if (r->slot[k] != 2 || r->told[k]) continue;
+    sc_sockaddr_t a;
+    char name[64] = "?";
+    int fd = -1, err = 0;
+    if (sc_socket_addr_unpack(r->raddr[k], &a) != SC_SUCCESS) {
+      err = EINVAL;
+    } else {
+      sc_socket_addr_str(&a, name, sizeof(name));
+      fd = socket(a.sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      if (fd < 0 || (connect(fd, (const struct sockaddr *)&a.sa, a.len) != 0 &&
+                     errno != EINPROGRESS && errno != EINTR))
+        err = errno;
+    }
+    if (err) {
+      SC_WARN(SC_SUBSYS_BOOT, "bootstrap root %s: cannot answer rank %d at %s: %s", r->addr, k,
+              name, strerror(err));
+      if (fd >= 0) close(fd);
+      continue;
+    }
+    sc_bconn_t *c = &r->conns[r->nconns++];
+    memset(c, 0, sizeof(*c));
+    c->fd = fd;
+    c->state = SC_BCONN_DIAL;
+    c->rank = k;
+    c->answer = 1;
+    c->since = sc_now_ms();
+    snprintf(c->name, sizeof(c->name), "%s", name);
+  }
+}
+
+/* A connection to a rank's listener completed (or failed): send the answer. */
+static void broot_dialed(sc_broot_t *r, sc_bconn_t *c) {
+  int err = 0;
+  socklen_t el = sizeof(err);
+  if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0) err = errno;
+  if (err) {
+    char why[160];
+    snprintf(why, sizeof(why), "cannot answer rank %d: %s", c->rank, strerror(err));
+    broot_drop(r, c, why);
+    return;
+  }
+  sc_socket_set_nodelay(c->fd);
+  if (r->complete)
+    broot_start_reply(r, c, SC_SUCCESS, r->table, (size_t)r->nranks * r->bloblen);
+  else
+    broot_reply_error(r, c);
 }
 
 /* Reads what is available; returns 0 when the connection was closed. */
@@ -344,9 +360,6 @@ static int broot_read(sc_broot_t *r, sc_bconn_t *c) {
         broot_on_blob_done(r, c);
         return c->state != SC_BCONN_CLOSED;
       }
-    } else if (c->state == SC_BCONN_WAIT) {
-      dst = r->discard; /* a checked-in client has nothing more to say: EOF or garbage */
-      want = 1;
     } else {
       return 1;
     }
@@ -366,27 +379,24 @@ static int broot_read(sc_broot_t *r, sc_bconn_t *c) {
         broot_on_header(r, c);
         if (c->state == SC_BCONN_CLOSED) return 0;
       }
-    } else if (c->state == SC_BCONN_BLOB) {
-      c->blob_done += (size_t)n;
     } else {
-      broot_drop(r, c, "sent bytes after its hello");
-      return 0;
+      c->blob_done += (size_t)n;
     }
   }
 }
 
 static void broot_write(sc_broot_t *r, sc_bconn_t *c) {
-  size_t total = SC_BOOT_REPLY_LEN + c->payload_len;
+  size_t total = c->head_len + c->payload_len;
   while (c->out_done < total) {
     struct iovec iov[2];
     int n = 0;
-    if (c->out_done < SC_BOOT_REPLY_LEN) {
-      iov[n].iov_base = c->reply + c->out_done;
-      iov[n++].iov_len = SC_BOOT_REPLY_LEN - c->out_done;
+    if (c->out_done < c->head_len) {
+      iov[n].iov_base = c->head + c->out_done;
+      iov[n++].iov_len = c->head_len - c->out_done;
       iov[n].iov_base = (void *)c->payload;
       iov[n++].iov_len = c->payload_len;
     } else {
-      size_t off = c->out_done - SC_BOOT_REPLY_LEN;
+      size_t off = c->out_done - c->head_len;
       iov[n].iov_base = (void *)(c->payload + off);
       iov[n++].iov_len = c->payload_len - off;
     }
@@ -400,15 +410,34 @@ static void broot_write(sc_broot_t *r, sc_bconn_t *c) {
     }
     c->out_done += (size_t)w;
   }
-  if (c->rank >= 0 && c->rank < r->nranks && r->told) r->told[c->rank] = 1;
-  c->claimed = 0; /* its slot stays filled: the table went out */
+  /* The final word reached the rank: its answer, or the error in place of an
+   * ack (unless the rank is checked in from another connection: a duplicate). */
+  if (c->rank >= 0 && c->rank < r->nranks && r->told &&
+      (c->answer || (c->payload_len && r->slot[c->rank] != 2)))
+    r->told[c->rank] = 1;
   close(c->fd);
   c->fd = -1;
   c->state = SC_BCONN_CLOSED;
 }
 
+/* At the connection limit: drops the oldest connection that has not sent its
+ * hello within SC_BOOT_HELLO_MS. Returns the time to look again (0: none). */
+static int64_t broot_evict_idle(sc_broot_t *r, int64_t now) {
+  if (r->nconns < SC_BOOT_CONN_MAX || r->listen_fd < 0) return 0;
+  size_t oldest = SIZE_MAX;
+  for (size_t k = 0; k < r->nconns; k++)
+    if (r->conns[k].state == SC_BCONN_HELLO &&
+        (oldest == SIZE_MAX || r->conns[k].since < r->conns[oldest].since))
+      oldest = k;
+  if (oldest == SIZE_MAX) return 0;
+  if (now - r->conns[oldest].since < SC_BOOT_HELLO_MS)
+    return r->conns[oldest].since + SC_BOOT_HELLO_MS;
+  broot_drop(r, &r->conns[oldest], "no hello while the root is at its connection limit");
+  return 0;
+}
+
 static void broot_accept(sc_broot_t *r) {
-  for (int i = 0; i < 64; i++) {
+  while (r->nconns < SC_BOOT_CONN_MAX) {
     sc_sockaddr_t peer;
     int fd;
     if (sc_socket_accept(r->listen_fd, &fd, &peer) != SC_SUCCESS) {
@@ -418,31 +447,10 @@ static void broot_accept(sc_broot_t *r) {
       return;
     }
     if (fd < 0) return;
-    if (r->nunauth >= SC_BOOT_UNAUTH_MAX) {
-      size_t oldest = SIZE_MAX;
-      for (size_t k = 0; k < r->nconns; k++)
-        if (r->conns[k].state == SC_BCONN_HELLO &&
-            (oldest == SIZE_MAX || r->conns[k].since < r->conns[oldest].since))
-          oldest = k;
-      if (oldest != SIZE_MAX)
-        broot_drop(r, &r->conns[oldest], "too many connections without a hello");
-    }
-    if (r->nconns == r->cap) {
-      size_t ncap = r->cap ? 2 * r->cap : 16;
-      sc_bconn_t *nc = realloc(r->conns, ncap * sizeof(*nc));
-      if (!nc) {
-        SC_WARN(SC_SUBSYS_BOOT, "bootstrap root %s: out of memory, refusing a connection", r->addr);
-        close(fd);
-        return;
-      }
-      r->conns = nc;
-      r->cap = ncap;
-    }
     sc_bconn_t *c = &r->conns[r->nconns++];
     memset(c, 0, sizeof(*c));
     c->fd = fd;
     c->state = SC_BCONN_HELLO;
-    r->nunauth++;
     c->rank = -1;
     c->since = sc_now_ms();
     sc_socket_addr_str(&peer, c->name, sizeof(c->name));
@@ -467,11 +475,10 @@ static void broot_free(sc_broot_t *r) {
   for (size_t i = 0; i < r->nconns; i++)
     if (r->conns[i].state != SC_BCONN_CLOSED) close(r->conns[i].fd);
   if (r->listen_fd >= 0) close(r->listen_fd);
-  free(r->conns);
-  free(r->pfds);
   free(r->table);
   free(r->slot);
   free(r->told);
+  free(r->raddr);
   memset(r->secret, 0, sizeof(r->secret));
   free(r);
 }
@@ -482,7 +489,7 @@ static void *broot_main(void *arg) {
   for (;;) {
     int64_t now = sc_now_ms();
     if (!flush_deadline && now >= r->deadline) {
-      broot_on_timeout(r); /* replies to the checked-in clients */
+      broot_on_timeout(r); /* the ranks that checked in are answered below */
       flush_deadline = now + SC_BOOT_FLUSH_MS;
       for (size_t i = 0; i < r->nconns; i++)
         if (r->conns[i].state == SC_BCONN_HELLO || r->conns[i].state == SC_BCONN_BLOB)
@@ -490,31 +497,29 @@ static void *broot_main(void *arg) {
       if (r->listen_fd >= 0) close(r->listen_fd);
       r->listen_fd = -1;
     }
+    int64_t evict_at = broot_evict_idle(r, now);
     broot_compact(r);
-    if (flush_deadline && (r->nconns == 0 || now >= flush_deadline)) break;
-    if (r->complete && r->nconns == 0) break;
-    if (r->fail_code != SC_SUCCESS && r->nconns == 0 && broot_all_told(r)) break;
+    broot_dial(r);
+    int answered = r->nconns == 0 && r->dial_next >= r->nranks;
+    if (flush_deadline && (answered || now >= flush_deadline)) break;
+    if (r->complete && answered) break;
+    if (r->fail_code != SC_SUCCESS && answered && broot_all_told(r)) break;
 
-    size_t need = r->nconns + 1;
-    if (need > r->pfd_cap) {
-      struct pollfd *np = realloc(r->pfds, need * sizeof(*np));
-      if (!np) {
-        SC_WARN(SC_SUBSYS_BOOT, "bootstrap root %s: out of memory, giving up", r->addr);
-        break;
-      }
-      r->pfds = np;
-      r->pfd_cap = need;
-    }
     size_t np = 0;
     int64_t wake_at = flush_deadline ? flush_deadline : r->deadline;
-    int accepting = r->listen_fd >= 0 && now >= r->accept_paused_until;
-    if (r->listen_fd >= 0 && !accepting && r->accept_paused_until < wake_at)
+    if (evict_at && evict_at < wake_at) wake_at = evict_at;
+    int accepting =
+        r->listen_fd >= 0 && now >= r->accept_paused_until && r->nconns < SC_BOOT_CONN_MAX;
+    if (r->listen_fd >= 0 && now < r->accept_paused_until && r->accept_paused_until < wake_at)
       wake_at = r->accept_paused_until;
     if (accepting) r->pfds[np++] = (struct pollfd){.fd = r->listen_fd, .events = POLLIN};
     size_t first_conn = np;
-    for (size_t i = 0; i < r->nconns; i++)
-      r->pfds[np++] = (struct pollfd){
-          .fd = r->conns[i].fd, .events = r->conns[i].state == SC_BCONN_REPLY ? POLLOUT : POLLIN};
+    for (size_t i = 0; i < r->nconns; i++) {
+      sc_bconn_state_t st = r->conns[i].state;
+      r->pfds[np++] =
+          (struct pollfd){.fd = st == SC_BCONN_CLOSED ? -1 : r->conns[i].fd,
+                          .events = st == SC_BCONN_REPLY || st == SC_BCONN_DIAL ? POLLOUT : POLLIN};
+    }
     int rc = poll(r->pfds, np, sc_ms_until(wake_at));
     if (rc < 0 && errno != EINTR) {
       SC_WARN(SC_SUBSYS_BOOT, "bootstrap root %s: poll: %s", r->addr, strerror(errno));
@@ -527,9 +532,10 @@ static void *broot_main(void *arg) {
       sc_bconn_t *c = &r->conns[i];
       short ev = r->pfds[first_conn + i].revents;
       if (!ev || c->state == SC_BCONN_CLOSED) continue;
+      if (c->state == SC_BCONN_DIAL) broot_dialed(r, c);
       if (c->state == SC_BCONN_REPLY)
         broot_write(r, c);
-      else
+      else if (c->state == SC_BCONN_HELLO || c->state == SC_BCONN_BLOB)
         broot_read(r, c);
     }
     if (first_conn == 1 && (r->pfds[0].revents & POLLIN) && r->listen_fd >= 0) broot_accept(r);

@@ -1,11 +1,23 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Bootstrap wire format, shared by the root service (bootstrap_root.c) and the
- * client (bootstrap.c). Multi-byte fields are big-endian:
+ * client (bootstrap.c); the pure parts are in bootstrap_wire.c. Multi-byte
+ * fields are big-endian:
  *   hello  client -> root : u32 magic 'SCBH', u16 version, u16 0, u8 secret[32],
- *                           u32 rank, u32 nranks, u32 bloblen, blob[bloblen]
- *   reply  root -> client : u32 magic 'SCBR', u32 status (sc_result_t), u32 len,
+ *                           u32 rank, u32 nranks, u32 bloblen,
+ *                           u8 addr[SC_SOCKET_ADDR_WIRE_LEN] (where the client
+ *                           listens for the answer), blob[bloblen]
+ *   ack    root -> client, on the hello's connection, which then closes: a
+ *                           reply; status 0 with len 0 (checked in: the answer
+ *                           comes later) or an error text
+ *   answer root -> client, over a connection the root opens to addr:
+ *                           u32 magic 'SCBD', u16 version, u16 0, u8 secret[32],
+ *                           then a reply carrying the table or an error text
+ *   reply                 : u32 magic 'SCBR', u32 status (sc_result_t), u32 len,
  *                           then the table (status 0, len = nranks*bloblen) or an
- *                           error text (len <= SC_BOOT_ERRTEXT_MAX) */
+ *                           error text (len <= SC_BOOT_ERRTEXT_MAX)
+ * No connection stays open while the root waits for the other ranks, so the
+ * root holds at most SC_BOOT_CONN_MAX descriptors (besides its listener)
+ * whatever the number of ranks. */
 #ifndef SC_BOOTSTRAP_WIRE_H
 #define SC_BOOTSTRAP_WIRE_H
 
@@ -15,28 +27,38 @@
 #include "lib/base/wire.h"
 #include "lib/control/bootstrap.h"
 
-#define SC_BOOT_HELLO_MAGIC 0x53434248u /* 'SCBH' */
-#define SC_BOOT_REPLY_MAGIC 0x53434252u /* 'SCBR' */
-#define SC_BOOT_VERSION     1
-#define SC_BOOT_HELLO_LEN   (4 + 2 + 2 + SC_SECRET_LEN + 4 + 4 + 4)
-#define SC_BOOT_REPLY_LEN   12
+#define SC_BOOT_HELLO_MAGIC  0x53434248u /* 'SCBH' */
+#define SC_BOOT_REPLY_MAGIC  0x53434252u /* 'SCBR' */
+#define SC_BOOT_ANSWER_MAGIC 0x53434244u /* 'SCBD' */
+#define SC_BOOT_VERSION      2
+#define SC_BOOT_HELLO_LEN    (4 + 2 + 2 + SC_SECRET_LEN + 4 + 4 + 4 + SC_SOCKET_ADDR_WIRE_LEN)
+#define SC_BOOT_ANSWER_LEN   (4 + 2 + 2 + SC_SECRET_LEN)
+#define SC_BOOT_REPLY_LEN    12
+/* Connections the root has open at once (hellos being read, acks and answers
+ * being written); more ranks wait in the listener's backlog or for their turn. */
+#define SC_BOOT_CONN_MAX    64
 #define SC_BOOT_ERRTEXT_MAX 1024
 
 /* Pure parsers of what arrives from an untrusted peer: bytes in, a parsed
- * struct or a reason out. They touch no socket and no thread-local error (the
- * root reports through its drop log, the client wraps the reason with who and
- * which rank), so a fuzzer can call them directly (test/fuzz/). */
+ * struct or a reason out. They touch no socket, and their verdict is the
+ * result and the reason alone (the root reports through its drop log, the
+ * client wraps the reason with who and which rank; the hello's address check
+ * may leave sc_socket_addr_unpack's text as the thread's last error, which
+ * nobody reads), so a fuzzer can call them directly (test/fuzz/). */
 
 typedef struct sc_boot_hello {
   uint32_t rank, nranks, bloblen;
+  uint8_t addr[SC_SOCKET_ADDR_WIRE_LEN]; /* packed; unpacks (checked by the parser) */
 } sc_boot_hello_t;
 
 /* Client side: the SC_BOOT_HELLO_LEN-byte header in front of the blob. */
 void sc_boot_hello_build(uint8_t out[SC_BOOT_HELLO_LEN], const uint8_t secret[SC_SECRET_LEN],
-                         uint32_t rank, uint32_t nranks, uint32_t bloblen);
+                         uint32_t rank, uint32_t nranks, uint32_t bloblen,
+                         const uint8_t addr[SC_SOCKET_ADDR_WIRE_LEN]);
 
 /* Root side: checks len == SC_BOOT_HELLO_LEN, magic, version, secret, then
- * nranks in [1, SC_RANKS_MAX], rank < nranks, bloblen <= SC_BOOT_BLOB_MAX.
+ * nranks in [1, SC_RANKS_MAX], rank < nranks, bloblen <= SC_BOOT_BLOB_MAX and
+ * that addr unpacks (sc_socket_addr_unpack).
  * SC_SUCCESS, or SC_ERR_REMOTE with the reason in why. */
 sc_result_t sc_boot_hello_parse(const uint8_t *buf, size_t len, const uint8_t secret[SC_SECRET_LEN],
                                 sc_boot_hello_t *out, char *why, size_t whylen);
@@ -58,13 +80,20 @@ sc_boot_admit_t sc_boot_hello_admit(const sc_boot_hello_t *h, int job_nranks, si
 sc_result_t sc_boot_blob_offset(const sc_boot_hello_t *h, size_t table_len, size_t *off, char *why,
                                 size_t whylen);
 
+/* The header in front of the root's answer: root side builds it, client side
+ * checks len == SC_BOOT_ANSWER_LEN, magic, version and secret (SC_SUCCESS, or
+ * SC_ERR_REMOTE with the reason in why). */
+void sc_boot_answer_build(uint8_t out[SC_BOOT_ANSWER_LEN], const uint8_t secret[SC_SECRET_LEN]);
+sc_result_t sc_boot_answer_parse(const uint8_t *buf, size_t len,
+                                 const uint8_t secret[SC_SECRET_LEN], char *why, size_t whylen);
+
 typedef struct sc_boot_reply {
   uint32_t status; /* sc_result_t of the rendezvous */
   uint32_t len;    /* bytes that follow: the table (status 0) or the error text */
 } sc_boot_reply_t;
 
 /* Client side: the SC_BOOT_REPLY_LEN-byte reply header. A success must
- * announce exactly table_len bytes, an error text at most SC_BOOT_ERRTEXT_MAX.
+ * announce exactly table_len bytes (0 for the ack), an error text at most SC_BOOT_ERRTEXT_MAX.
  * SC_SUCCESS, or SC_ERR_REMOTE with the reason in why. */
 sc_result_t sc_boot_reply_parse(const uint8_t *buf, size_t len, size_t table_len,
                                 sc_boot_reply_t *out, char *why, size_t whylen);

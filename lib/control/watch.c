@@ -296,7 +296,8 @@ static void *watch_main(void *arg) {
     nfds_t n = 0;
     w->pfds[n] = (struct pollfd){.fd = w->wake_fd, .events = POLLIN};
     w->pconn[n++] = NULL;
-    if (w->listen_fd >= 0) {
+    int64_t accept_at = w->listen_fd >= 0 ? sc_watch_accept_wait(w, now) : 0;
+    if (w->listen_fd >= 0 && !accept_at) {
       w->pfds[n] = (struct pollfd){.fd = w->listen_fd, .events = POLLIN};
       w->pconn[n++] = NULL;
     }
@@ -314,6 +315,7 @@ static void *watch_main(void *arg) {
       }
     int64_t due = next_hb > now ? next_hb : now;
     int64_t wake = w->held && w->held_until < next_hb ? w->held_until : next_hb;
+    if (accept_at && accept_at < wake) wake = accept_at;
     int rc = poll(w->pfds, n, sc_ms_until(wake));
     /* Woken this late, this process itself did not run (SIGSTOP, starved):
      * a timeout reported now is more likely ours than a peer's. */
@@ -426,14 +428,18 @@ static void watch_accept_all(sc_watch_t *w, int64_t deadline) {
       if (w->expect[r] && w->conn[r].state == SC_WC_NONE) missing = 1;
     if (!missing || sc_now_ms() >= deadline) return;
     nfds_t n = 0;
-    w->pfds[n] = (struct pollfd){.fd = w->listen_fd, .events = POLLIN};
-    w->pconn[n++] = NULL;
+    int64_t accept_at = sc_watch_accept_wait(w, sc_now_ms());
+    if (!accept_at) {
+      w->pfds[n] = (struct pollfd){.fd = w->listen_fd, .events = POLLIN};
+      w->pconn[n++] = NULL;
+    }
     for (int i = 0; i < SC_WATCH_UNAUTH_MAX; i++)
       if (w->pend[i].state == SC_WC_HELLO) {
         w->pfds[n] = (struct pollfd){.fd = w->pend[i].fd, .events = POLLIN};
         w->pconn[n++] = &w->pend[i];
       }
-    if (poll(w->pfds, n, sc_ms_until(deadline)) <= 0) continue;
+    int64_t until = accept_at && accept_at < deadline ? accept_at : deadline;
+    if (poll(w->pfds, n, sc_ms_until(until)) <= 0) continue;
     for (nfds_t i = 0; i < n; i++) {
       if (!w->pfds[i].revents) continue;
       if (w->pconn[i])

@@ -187,21 +187,31 @@ void sc_watch_read_hello(sc_watch_t *w, sc_wconn_t *c) {
 }
 
 void sc_watch_accept(sc_watch_t *w) {
-  for (int k = 0; k < SC_WATCH_UNAUTH_MAX; k++) {
-    int fd;
-    if (sc_socket_accept(w->listen_fd, &fd, NULL) != SC_SUCCESS || fd < 0) return;
+  for (;;) {
     int slot = -1;
     for (int i = 0; i < SC_WATCH_UNAUTH_MAX && slot < 0; i++)
       if (w->pend[i].state == SC_WC_NONE) slot = i;
-    if (slot < 0) { /* flood of silent connections: the oldest goes */
-      slot = 0;
-      for (int i = 1; i < SC_WATCH_UNAUTH_MAX; i++)
-        if (w->pend_since[i] < w->pend_since[slot]) slot = i;
-      sc_wconn_close(&w->pend[slot]);
-    }
+    if (slot < 0) return; /* the others wait in the backlog (sc_watch_accept_wait) */
+    int fd;
+    if (sc_socket_accept(w->listen_fd, &fd, NULL) != SC_SUCCESS || fd < 0) return;
     sc_wconn_reset(&w->pend[slot]);
     w->pend[slot].fd = fd;
     w->pend[slot].state = SC_WC_HELLO;
     w->pend_since[slot] = sc_now_ms();
   }
+}
+
+int64_t sc_watch_accept_wait(sc_watch_t *w, int64_t now) {
+  int oldest = -1;
+  for (int i = 0; i < SC_WATCH_UNAUTH_MAX; i++) {
+    if (w->pend[i].state == SC_WC_NONE) return 0;
+    if (oldest < 0 || w->pend_since[i] < w->pend_since[oldest]) oldest = i;
+  }
+  if (now - w->pend_since[oldest] < SC_WATCH_HELLO_MS)
+    return w->pend_since[oldest] + SC_WATCH_HELLO_MS;
+  SC_WARN(SC_SUBSYS_BOOT, "liveness watch: dropping a connection that sent no hello in %d ms",
+          SC_WATCH_HELLO_MS);
+  sc_wconn_close(&w->pend[oldest]);
+  w->pend[oldest].state = SC_WC_NONE;
+  return 0;
 }

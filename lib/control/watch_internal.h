@@ -13,8 +13,12 @@
 #include "lib/base/error.h"
 #include "lib/control/watch.h"
 
-/* Accepted connections that have not yet sent a valid hello (rank 0). */
+/* Accepted connections that have not yet sent a valid hello (rank 0); while
+ * they are all taken the others wait in the listener's backlog, and the
+ * oldest is dropped once it has been silent for SC_WATCH_HELLO_MS (a flood
+ * of idle connections cannot hold the ranks off). */
 #define SC_WATCH_UNAUTH_MAX 64
+#define SC_WATCH_HELLO_MS   1000
 /* How long destroy/abort keep trying to deliver the last frames. */
 #define SC_WATCH_FLUSH_MS  300
 #define SC_WATCH_FRAME_MAX (SC_WATCH_HDR_LEN + SC_WATCH_TEXT_MAX)
@@ -96,6 +100,9 @@ void sc_watch_event(sc_watch_t *w, int subject, sc_result_t code, const char *re
 void sc_watch_release_held(sc_watch_t *w, int force);
 void sc_watch_read_hello(sc_watch_t *w, sc_wconn_t *c);
 void sc_watch_accept(sc_watch_t *w);
+/* 0: the listener may be polled (a pending slot is free, or the oldest
+ * silent one was just dropped); else the time to look again. */
+int64_t sc_watch_accept_wait(sc_watch_t *w, int64_t now);
 /* Rank r's report (rank 0's own: refreshed here) against the others' latest:
  * a conflict is announced as SC_ERR_MISMATCH. */
 void sc_watch_compare(sc_watch_t *w, int r);

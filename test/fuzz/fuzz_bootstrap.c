@@ -31,10 +31,18 @@ static const uint8_t *job_secret(void) {
 /* The model: what the wire format says about one header. */
 static int model_valid(const uint8_t *h, size_t len) {
   if (len != SC_BOOT_HELLO_LEN) return 0;
-  if (be32(h) != 0x53434248u || h[4] != 0 || h[5] != 1) return 0;
+  if (be32(h) != 0x53434248u || h[4] != 0 || h[5] != 2) return 0;
   if (memcmp(h + 8, job_secret(), SC_SECRET_LEN) != 0) return 0;
   uint32_t rank = be32(h + 40), nranks = be32(h + 44), bloblen = be32(h + 48);
-  return nranks >= 1 && nranks <= 65536 && rank < nranks && bloblen <= 1024;
+  if (!(nranks >= 1 && nranks <= 65536 && rank < nranks && bloblen <= 1024)) return 0;
+  /* The answer address (socket.h's packed form): family 4 or 6, byte 1 zero,
+   * port not 0; IPv4: the scope id and the bytes after the 4-byte address zero. */
+  const uint8_t *a = h + 52;
+  if ((a[0] != 4 && a[0] != 6) || a[1] != 0 || (a[2] == 0 && a[3] == 0)) return 0;
+  if (a[0] == 4)
+    for (int i = 4; i < 24; i++)
+      if ((i < 8 || i >= 12) && a[i] != 0) return 0;
+  return 1;
 }
 
 typedef struct job {
@@ -64,7 +72,7 @@ static void one_hello(job_t *j, uint8_t flags, const uint8_t *hdr, size_t hlen, 
                    h.bloblen == be32(hdr + 48),
                "parsed fields differ from the header");
   uint8_t again[SC_BOOT_HELLO_LEN];
-  sc_boot_hello_build(again, job_secret(), h.rank, h.nranks, h.bloblen);
+  sc_boot_hello_build(again, job_secret(), h.rank, h.nranks, h.bloblen, h.addr);
   /* Bytes 6-7 are reserved: the client writes 0, the root ignores them. */
   FUZZ_REQUIRE(memcmp(again, hdr, 6) == 0 && memcmp(again + 8, hdr + 8, SC_BOOT_HELLO_LEN - 8) == 0,
                "build(parse(h)) != h");

@@ -2,6 +2,7 @@
 /* Unique id and rendezvous: the root service and its clients as threads of
  * one process over loopback, including clients that misbehave. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -20,6 +22,7 @@
 #include "lib/base/error.h"
 #include "lib/base/socket.h"
 #include "lib/control/bootstrap.h"
+#include "lib/control/bootstrap_wire.h"
 
 #define BLOB 24
 
@@ -182,13 +185,15 @@ static void rendezvous(int n) {
   uint8_t secret[SC_SECRET_LEN];
   new_secret(secret);
   sc_sockaddr_t root = start_root(secret, 5000);
-  client_t c[8];
+  client_t *c = calloc((size_t)n, sizeof(*c));
+  assert_non_null(c);
   for (int r = 0; r < n; r++) client_start(&c[r], root, secret, n - 1 - r, n, 5000);
   for (int r = 0; r < n; r++) client_join(&c[r]);
   for (int r = 0; r < n; r++) {
     check_table(&c[r]);
     free(c[r].table);
   }
+  free(c);
 }
 
 static void test_rendezvous_1(void **state) {
@@ -204,6 +209,174 @@ static void test_rendezvous_2(void **state) {
 static void test_rendezvous_5(void **state) {
   (void)state;
   rendezvous(5);
+}
+
+/* More ranks than the root serves connections at once
+ * (SC_BOOT_CONN_MAX): the rest wait in the backlog and for their answer. */
+static void test_rendezvous_many(void **state) {
+  (void)state;
+  rendezvous(2 * SC_BOOT_CONN_MAX + 7);
+}
+
+/* More idle connections than the root serves at once: the oldest of them is
+ * dropped after SC_BOOT_HELLO_MS each time one is needed, and the real ranks
+ * behind them in the backlog still meet. */
+static void test_idle_flood(void **state) {
+  (void)state;
+  uint8_t secret[SC_SECRET_LEN];
+  new_secret(secret);
+  sc_sockaddr_t root = start_root(secret, 8000);
+  enum { NIDLE = SC_BOOT_CONN_MAX + 6 };
+  int idle[NIDLE];
+  for (int i = 0; i < NIDLE; i++)
+    assert_int_equal(sc_socket_connect(&root, sc_now_ms() + 2000, &idle[i]), SC_SUCCESS);
+  client_t c[3];
+  int64_t t0 = sc_now_ms();
+  for (int r = 0; r < 3; r++) client_start(&c[r], root, secret, r, 3, 8000);
+  for (int r = 0; r < 3; r++) {
+    client_join(&c[r]);
+    check_table(&c[r]);
+    free(c[r].table);
+  }
+  int64_t took = sc_now_ms() - t0;
+  assert_true(took < 5000);
+  for (int i = 0; i < NIDLE; i++) close(idle[i]);
+}
+
+/* Open descriptors of this process (less the one that lists them). */
+static int count_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    if (e->d_name[0] != '.') n++;
+  closedir(d);
+  return n - 1;
+}
+
+/* The root's descriptors stay bounded: ranks as processes (so that the
+ * descriptors this process holds are the root's alone), more of them than
+ * SC_BOOT_CONN_MAX, all checking in at once. This process samples its own
+ * descriptor count until every rank has its table. */
+static void test_root_descriptors(void **state) {
+  (void)state;
+  enum { N = 3 * SC_BOOT_CONN_MAX };
+  uint8_t secret[SC_SECRET_LEN];
+  new_secret(secret);
+  uint16_t port = free_port();
+  int base = count_fds();
+  assert_true(base > 0);
+  pid_t pid[N];
+  for (int r = 0; r < N; r++) {
+    pid[r] = fork();
+    assert_true(pid[r] >= 0);
+    if (pid[r] == 0) {
+      uint8_t blob[BLOB];
+      uint8_t *table = malloc((size_t)N * BLOB);
+      fill_blob(blob, BLOB, r);
+      sc_sockaddr_t root = loopback(port);
+      sc_result_t res = sc_bootstrap_exchange(&root, secret, r, N, blob, BLOB, table, 20000);
+      int ok = res == SC_SUCCESS;
+      for (int k = 0; ok && k < N; k++) {
+        fill_blob(blob, BLOB, k);
+        ok = memcmp(table + (size_t)k * BLOB, blob, BLOB) == 0;
+      }
+      if (!ok) fprintf(stderr, "rank %d: %s\n", r, res ? sc_last_error() : "wrong table");
+      _exit(ok ? 0 : 1);
+    }
+  }
+  sc_sockaddr_t bind = loopback(port), bound;
+  assert_int_equal(sc_bootstrap_root_start(&bind, secret, 20000, &bound), SC_SUCCESS);
+  int peak = 0, left = N, failed = 0;
+  while (left > 0) {
+    int n = count_fds();
+    if (n > peak) peak = n;
+    int st;
+    pid_t p = waitpid(-1, &st, WNOHANG);
+    if (p > 0) {
+      left--;
+      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) failed++;
+    } else {
+      poll(NULL, 0, 1);
+    }
+  }
+  fprintf(stderr, "%d ranks: the root held at most %d descriptors (listener included)\n", N,
+          peak - base);
+  assert_int_equal(failed, 0);
+  assert_true(peak - base <= SC_BOOT_CONN_MAX + 1);
+}
+
+/* The client's side against a root played here: a connection to the
+ * client's listener with a wrong secret, and one with garbage, are dropped,
+ * and the root's real answer that follows is read. */
+static void test_client_drops_impostors(void **state) {
+  (void)state;
+  uint8_t secret[SC_SECRET_LEN], wrong[SC_SECRET_LEN];
+  new_secret(secret);
+  memcpy(wrong, secret, sizeof(wrong));
+  wrong[3] ^= 1;
+  sc_sockaddr_t root = loopback(0);
+  int lfd;
+  assert_int_equal(sc_socket_listen(&root, 4, &lfd), SC_SUCCESS);
+  client_t c;
+  client_start(&c, root, secret, 1, 2, 5000);
+  int64_t deadline = sc_now_ms() + 4000;
+  struct pollfd p = {.fd = lfd, .events = POLLIN};
+  assert_int_equal(poll(&p, 1, 4000), 1);
+  int fd;
+  assert_int_equal(sc_socket_accept(lfd, &fd, NULL), SC_SUCCESS);
+  assert_true(fd >= 0);
+  uint8_t hello[SC_BOOT_HELLO_LEN], blob[BLOB];
+  assert_int_equal(sc_socket_read_all(fd, hello, sizeof(hello), deadline, "client"), SC_SUCCESS);
+  assert_int_equal(sc_socket_read_all(fd, blob, sizeof(blob), deadline, "client"), SC_SUCCESS);
+  sc_boot_hello_t h;
+  char why[128];
+  assert_int_equal(sc_boot_hello_parse(hello, sizeof(hello), secret, &h, why, sizeof(why)),
+                   SC_SUCCESS);
+  assert_int_equal(h.rank, 1);
+  uint8_t ack[SC_BOOT_REPLY_LEN] = {0x53, 0x43, 0x42, 0x52}; /* 'SCBR', status 0, len 0 */
+  assert_int_equal(sc_socket_write_all(fd, ack, sizeof(ack), deadline, "client"), SC_SUCCESS);
+  close(fd);
+  close(lfd);
+  sc_sockaddr_t listener;
+  assert_int_equal(sc_socket_addr_unpack(h.addr, &listener), SC_SUCCESS);
+
+  uint8_t head[SC_BOOT_ANSWER_LEN + SC_BOOT_REPLY_LEN];
+  int bad[2];
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(sc_socket_connect(&listener, deadline, &bad[i]), SC_SUCCESS);
+    if (i == 0) {
+      sc_boot_answer_build(head, wrong);
+    } else {
+      assert_int_equal(sc_random_bytes(head, sizeof(head)), SC_SUCCESS);
+      head[0] = 'X';
+    }
+    assert_int_equal(sc_socket_write_all(bad[i], head, SC_BOOT_ANSWER_LEN, deadline, "client"),
+                     SC_SUCCESS);
+  }
+  int good;
+  assert_int_equal(sc_socket_connect(&listener, deadline, &good), SC_SUCCESS);
+  uint8_t table[2 * BLOB];
+  fill_blob(table, BLOB, 0);
+  fill_blob(table + BLOB, BLOB, 1);
+  sc_boot_answer_build(head, secret);
+  memcpy(head + SC_BOOT_ANSWER_LEN, ack, sizeof(ack));
+  head[SC_BOOT_ANSWER_LEN + 11] = sizeof(table);
+  assert_int_equal(sc_socket_write_all(good, head, sizeof(head), deadline, "client"), SC_SUCCESS);
+  assert_int_equal(sc_socket_write_all(good, table, sizeof(table), deadline, "client"), SC_SUCCESS);
+  client_join(&c);
+  check_table(&c);
+  free(c.table);
+  /* The impostors' connections were closed by the client. */
+  for (int i = 0; i < 2; i++) {
+    char b;
+    struct pollfd q = {.fd = bad[i], .events = POLLIN};
+    assert_int_equal(poll(&q, 1, 2000), 1);
+    assert_true(recv(bad[i], &b, 1, 0) <= 0);
+    close(bad[i]);
+  }
+  close(good);
 }
 
 /* The client may start before the root listens: it retries until the deadline. */
@@ -426,6 +599,10 @@ int main(void) {
       cmocka_unit_test(test_rendezvous_1),
       cmocka_unit_test(test_rendezvous_2),
       cmocka_unit_test(test_rendezvous_5),
+      cmocka_unit_test(test_rendezvous_many),
+      cmocka_unit_test(test_idle_flood),
+      cmocka_unit_test(test_root_descriptors),
+      cmocka_unit_test(test_client_drops_impostors),
       cmocka_unit_test(test_root_starts_late),
       cmocka_unit_test(test_bad_clients_dropped),
       cmocka_unit_test(test_timeout_names_missing),

@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The bootstrap's wire format (bootstrap_wire.h): building and parsing the
+ * bytes, no socket and no thread-local error, so that a fuzzer can call every
+ * parser directly. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lib/base/socket.h"
+#include "lib/control/bootstrap_wire.h"
+
+void sc_boot_hello_build(uint8_t out[SC_BOOT_HELLO_LEN], const uint8_t secret[SC_SECRET_LEN],
+                         uint32_t rank, uint32_t nranks, uint32_t bloblen,
+                         const uint8_t addr[SC_SOCKET_ADDR_WIRE_LEN]) {
+  sc_wire_put_u32(out, SC_BOOT_HELLO_MAGIC);
+  sc_wire_put_u16(out + 4, SC_BOOT_VERSION);
+  out[6] = out[7] = 0;
+  memcpy(out + 8, secret, SC_SECRET_LEN);
+  sc_wire_put_u32(out + 8 + SC_SECRET_LEN, rank);
+  sc_wire_put_u32(out + 12 + SC_SECRET_LEN, nranks);
+  sc_wire_put_u32(out + 16 + SC_SECRET_LEN, bloblen);
+  memcpy(out + 20 + SC_SECRET_LEN, addr, SC_SOCKET_ADDR_WIRE_LEN);
+}
+
+void sc_boot_answer_build(uint8_t out[SC_BOOT_ANSWER_LEN], const uint8_t secret[SC_SECRET_LEN]) {
+  sc_wire_put_u32(out, SC_BOOT_ANSWER_MAGIC);
+  sc_wire_put_u16(out + 4, SC_BOOT_VERSION);
+  out[6] = out[7] = 0;
+  memcpy(out + 8, secret, SC_SECRET_LEN);
+}
+
+sc_result_t sc_boot_answer_parse(const uint8_t *buf, size_t len,
+                                 const uint8_t secret[SC_SECRET_LEN], char *why, size_t whylen) {
+  if (len != SC_BOOT_ANSWER_LEN) {
+    snprintf(why, whylen, "answer header of %zu bytes, expected %d", len, SC_BOOT_ANSWER_LEN);
+    return SC_ERR_REMOTE;
+  }
+  if (sc_wire_get_u32(buf) != SC_BOOT_ANSWER_MAGIC) {
+    snprintf(why, whylen, "not a bootstrap answer (bad magic)");
+    return SC_ERR_REMOTE;
+  }
+  unsigned ver = sc_wire_get_u16(buf + 4);
+  if (ver != SC_BOOT_VERSION) {
+    snprintf(why, whylen, "protocol version %u, expected %u", ver, SC_BOOT_VERSION);
+    return SC_ERR_REMOTE;
+  }
+  if (!sc_secret_equal(buf + 8, secret, SC_SECRET_LEN)) {
+    snprintf(why, whylen, "wrong secret");
+    return SC_ERR_REMOTE;
+  }
+  return SC_SUCCESS;
+}
+
+sc_result_t sc_boot_reply_parse(const uint8_t *buf, size_t len, size_t table_len,
+                                sc_boot_reply_t *out, char *why, size_t whylen) {
+  if (len != SC_BOOT_REPLY_LEN) {
+    snprintf(why, whylen, "sent a %zu-byte reply header, expected %d", len, SC_BOOT_REPLY_LEN);
+    return SC_ERR_REMOTE;
+  }
+  uint32_t magic = sc_wire_get_u32(buf), status = sc_wire_get_u32(buf + 4),
+           plen = sc_wire_get_u32(buf + 8);
+  if (magic != SC_BOOT_REPLY_MAGIC) {
+    snprintf(why, whylen, "sent garbage (magic 0x%08x)", magic);
+    return SC_ERR_REMOTE;
+  }
+  if (status == SC_SUCCESS && plen != table_len) {
+    snprintf(why, whylen, "sent a %u-byte table where %zu bytes were expected", plen, table_len);
+    return SC_ERR_REMOTE;
+  }
+  if (status != SC_SUCCESS && plen > SC_BOOT_ERRTEXT_MAX) {
+    snprintf(why, whylen, "sent a %u-byte error text (limit %d)", plen, SC_BOOT_ERRTEXT_MAX);
+    return SC_ERR_REMOTE;
+  }
+  *out = (sc_boot_reply_t){.status = status, .len = plen};
+  return SC_SUCCESS;
+}
+
+/* The root's error text is shown to users: keep it printable (it ends at the
+ * first NUL, as a C string the root sent would). */
+void sc_boot_errtext_clean(const uint8_t *text, size_t len, char *out, size_t outlen) {
+  if (outlen == 0) return;
+  size_t n = len < outlen - 1 ? len : outlen - 1;
+  size_t i = 0;
+  for (; i < n && text[i] != 0; i++)
+    out[i] = (text[i] < 0x20 || text[i] > 0x7e) ? '?' : (char)text[i];
+  out[i] = '\0';
+}
+
+sc_result_t sc_boot_reply_code(uint32_t status) {
+  return (status == SC_ERR_INVALID_ARG || status == SC_ERR_TIMEOUT || status == SC_ERR_NOMEM)
+             ? (sc_result_t)status
+             : SC_ERR_REMOTE;
+}
+
+sc_result_t sc_boot_hello_parse(const uint8_t *h, size_t len, const uint8_t secret[SC_SECRET_LEN],
+                                sc_boot_hello_t *out, char *why, size_t whylen) {
+  if (len != SC_BOOT_HELLO_LEN) {
+    snprintf(why, whylen, "hello of %zu bytes, expected %d", len, SC_BOOT_HELLO_LEN);
+    return SC_ERR_REMOTE;
+  }
+  uint32_t magic = sc_wire_get_u32(h);
+  unsigned ver = sc_wire_get_u16(h + 4);
+  if (magic != SC_BOOT_HELLO_MAGIC) {
+    snprintf(why, whylen, "not a bootstrap hello (bad magic)");
+    return SC_ERR_REMOTE;
+  }
+  if (ver != SC_BOOT_VERSION) {
+    snprintf(why, whylen, "protocol version %u, expected %u", ver, SC_BOOT_VERSION);
+    return SC_ERR_REMOTE;
+  }
+  if (!sc_secret_equal(h + 8, secret, SC_SECRET_LEN)) {
+    snprintf(why, whylen, "wrong secret");
+    return SC_ERR_REMOTE;
+  }
+  uint32_t rank = sc_wire_get_u32(h + 8 + SC_SECRET_LEN);
+  uint32_t nranks = sc_wire_get_u32(h + 12 + SC_SECRET_LEN);
+  uint32_t bloblen = sc_wire_get_u32(h + 16 + SC_SECRET_LEN);
+  if (nranks < 1 || nranks > SC_RANKS_MAX || rank >= nranks || bloblen > SC_BOOT_BLOB_MAX) {
+    snprintf(why, whylen, "invalid hello (rank %u, nranks %u, blob %u bytes)", rank, nranks,
+             bloblen);
+    return SC_ERR_REMOTE;
+  }
+  sc_sockaddr_t a;
+  if (sc_socket_addr_unpack(h + 20 + SC_SECRET_LEN, &a) != SC_SUCCESS) {
+    snprintf(why, whylen, "hello of rank %u names no valid address to answer", rank);
+    return SC_ERR_REMOTE;
+  }
+  *out = (sc_boot_hello_t){.rank = rank, .nranks = nranks, .bloblen = bloblen};
+  memcpy(out->addr, h + 20 + SC_SECRET_LEN, SC_SOCKET_ADDR_WIRE_LEN);
+  return SC_SUCCESS;
+}
+
+sc_boot_admit_t sc_boot_hello_admit(const sc_boot_hello_t *h, int job_nranks, size_t job_bloblen,
+                                    const uint8_t *slot) {
+  if (h->nranks != (uint32_t)job_nranks) return SC_BOOT_ADMIT_NRANKS;
+  if (h->bloblen != job_bloblen) return SC_BOOT_ADMIT_BLOBLEN;
+  if (job_nranks < 1 || h->rank >= (uint32_t)job_nranks) return SC_BOOT_ADMIT_INVALID;
+  if (slot[h->rank] != 0) return SC_BOOT_ADMIT_DUPLICATE;
+  return SC_BOOT_ADMIT_OK;
+}
+
+sc_result_t sc_boot_blob_offset(const sc_boot_hello_t *h, size_t table_len, size_t *off, char *why,
+                                size_t whylen) {
+  /* Both factors are bounded by the parser, so the product cannot wrap. */
+  size_t o = (size_t)h->rank * h->bloblen;
+  if (h->bloblen > SC_BOOT_BLOB_MAX || h->rank >= SC_RANKS_MAX || o > table_len ||
+      table_len - o < h->bloblen) {
+    snprintf(why, whylen, "blob of rank %u (%u bytes) outside the %zu-byte table", h->rank,
+             h->bloblen, table_len);
+    return SC_ERR_REMOTE;
+  }
+  *off = o;
+  return SC_SUCCESS;
+}
