@@ -33,6 +33,16 @@ static sc_result_t post_check(sc_tcp_transport_t *tp, int peer, const void *buf,
   return SC_SUCCESS;
 }
 
+/* The post's arguments, kept in the request it owns from now on. */
+static void req_take(sc_tp_req_t *req, int peer, const void *buf, size_t len, int sending) {
+  req->status = SC_SUCCESS;
+  req->peer = peer;
+  req->is_send = sending;
+  req->buf = (uint8_t *)buf;
+  req->len = len;
+  req->state = SC_TP_REQ_PENDING;
+}
+
 /* Queues req's segments on p's sockets and tries the sockets it heads at once. */
 static sc_result_t post(sc_tcp_transport_t *tp, int peer, const void *buf, size_t len,
                         sc_tp_req_t *req, int sending) {
@@ -48,13 +58,8 @@ static sc_result_t post(sc_tcp_transport_t *tp, int peer, const void *buf, size_
     sc_tcp_sock_t *sk = &p->socks[j];
     SC_CHECK(sc_tcp_ring_reserve(sending ? &sk->sq : &sk->rq, 1));
   }
-  req->status = SC_SUCCESS;
-  req->peer = peer;
-  req->is_send = sending;
-  req->buf = (uint8_t *)buf;
-  req->len = len;
+  req_take(req, peer, buf, len, sending);
   req->u.tcp.segs_left = k;
-  req->state = SC_TP_REQ_PENDING;
   uint32_t seq = sending ? p->send_seq++ : p->recv_seq++;
   for (int j = 0; j < k; j++) {
     sc_tcp_sock_t *sk = &p->socks[j];
@@ -94,13 +99,8 @@ static sc_result_t post(sc_tcp_transport_t *tp, int peer, const void *buf, size_
 static sc_result_t post_later(sc_tcp_transport_t *tp, int peer, const void *buf, size_t len,
                               sc_tp_req_t *req, int sending) {
   sc_tcp_peer_t *p = &tp->peers[peer];
-  req->status = SC_SUCCESS;
-  req->peer = peer;
-  req->is_send = sending;
-  req->buf = (uint8_t *)buf;
-  req->len = len;
+  req_take(req, peer, buf, len, sending);
   req->u.tcp.next = NULL;
-  req->state = SC_TP_REQ_PENDING;
   if (p->pend_tail)
     p->pend_tail->u.tcp.next = req;
   else
@@ -308,10 +308,19 @@ static sc_result_t tcp_progress(sc_transport_t *base, int timeout_ms, int *progr
   size_t moved = 0;
   sc_result_t res = progress_pass(tp, &moved, first_err, sizeof(first_err));
   int64_t wake_at = INT64_MAX;
-  /* Under lazy setup a peer may connect at any time, so the listener is
-   * looked at whenever nothing else moved. */
-  if (res == SC_SUCCESS && (sc_tcp_setup_busy(tp) || (tp->lazy && moved == 0))) {
-    res = setup_step(tp, timeout_ms <= 0 && moved == 0, &wake_at, &moved);
+  /* Under lazy setup a peer may connect at any time, so a call that may not
+   * block looks at the listener when nothing else moved; while no connection
+   * is being made, at most once a millisecond, so that a caller spinning on
+   * such calls pays no extra syscall for each. */
+  const int busy = sc_tcp_setup_busy(tp);
+  int io = timeout_ms <= 0 && moved == 0 && (busy || tp->lazy);
+  if (io && !busy) {
+    int64_t now = sc_now_ms();
+    io = now != tp->listener_looked_ms;
+    tp->listener_looked_ms = now;
+  }
+  if (res == SC_SUCCESS && (busy || io)) {
+    res = setup_step(tp, io, &wake_at, &moved);
     if (res != SC_SUCCESS) sc_error_get_detail(first_err, sizeof(first_err));
   }
   if (moved == 0 && res == SC_SUCCESS && timeout_ms > 0) {

@@ -140,6 +140,7 @@ typedef struct sc_tcp_transport {
   int npeers_connected;
   struct sc_tcp_setup *setup; /* connections being made (tcp_setup.c) */
   size_t data_socks;          /* sockets of the connected pairs */
+  int64_t listener_looked_ms; /* when a call that may not block last polled the listener */
   sc_tcp_peer_t *peers;
   /* progress()'s poll set: wake_fd, then the setup's descriptors, then every
    * data socket with work; grown when connections are added, never per call. */
@@ -276,7 +277,7 @@ void sc_tcp_setup_fill(sc_tcp_transport_t *tp, struct pollfd *pfds, size_t *n);
 sc_result_t sc_tcp_setup_handle(sc_tcp_transport_t *tp, struct pollfd *pfds, size_t n,
                                 int *changed);
 /* Whether anything of the setup waits (connections in flight or due). */
-int sc_tcp_setup_busy(const sc_tcp_transport_t *tp);
+int sc_tcp_setup_busy(sc_tcp_transport_t *tp);
 /* peer has requests waiting for the pair: its deadline and the lower rank's
  * delayed connect apply. */
 void sc_tcp_setup_waiting(sc_tcp_transport_t *tp, int peer);

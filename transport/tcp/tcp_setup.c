@@ -632,13 +632,14 @@ sc_result_t sc_tcp_setup_tick(sc_tcp_transport_t *tp, int64_t *wake_at) {
   return res;
 }
 
-int sc_tcp_setup_busy(const sc_tcp_transport_t *tp) {
-  const sc_tcp_setup_t *st = tp->setup;
+int sc_tcp_setup_busy(sc_tcp_transport_t *tp) {
+  sc_tcp_setup_t *st = tp->setup;
   if (!st) return 0;
-  if (st->nwaiting) return 1;
-  for (size_t i = 0; i < st->n; i++)
-    if (st->c[i].state != SC_SETUP_FREE) return 1;
-  return 0;
+  /* Free slots at the end are forgotten, so that the slot loops (this one
+   * runs in every progress call) stay as long as the connections in flight,
+   * not as the most there ever were (every peer's sockets after eager setup). */
+  while (st->n > 0 && st->c[st->n - 1].state == SC_SETUP_FREE) st->n--;
+  return st->nwaiting > 0 || st->n > 0;
 }
 
 void sc_tcp_setup_waiting(sc_tcp_transport_t *tp, int peer) {
