@@ -96,7 +96,7 @@ fi
 have_mpi=0
 if ! skipped mpi; then
   if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
-    if mpicc -O2 -o "$out/mpi_scale_probe" "$here/compare/mpi_scale_probe.c" 2>"$out/mpicc.err"; then
+    if mpicc -O2 -I"$here/.." -o "$out/mpi_scale_probe" "$here/compare/mpi_scale_probe.c" 2>"$out/mpicc.err"; then
       have_mpi=1
     else
       note "mpi: mpicc failed: $(head -c 300 "$out/mpicc.err")"

@@ -17,60 +17,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "perf/proc_self.h"
 #include "sparsecoll.h"
 
 #define SC_PROBE_BIG (1u << 20) /* bytes of the second all-reduce */
-
-/* CPU seconds of the whole process (every thread), user and system. */
-static double cpu_s(void) {
-  struct rusage ru;
-  if (getrusage(RUSAGE_SELF, &ru) != 0) return -1;
-  return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-         (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* A "Key:   N kB" line of /proc/self/status; -1 when absent. */
-static long status_kb(const char *key) {
-  FILE *f = fopen("/proc/self/status", "r");
-  if (!f) return -1;
-  char line[256];
-  size_t klen = strlen(key);
-  long v = -1;
-  while (fgets(line, sizeof(line), f))
-    if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
-      v = strtol(line + klen + 1, NULL, 10);
-      break;
-    }
-  fclose(f);
-  return v;
-}
-
-/* Open descriptors, without the one opendir itself holds; with list, each
- * one's target on stderr. */
-static long count_fds(int list) {
-  DIR *d = opendir("/proc/self/fd");
-  if (!d) return -1;
-  long n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
-    n++;
-    if (!list) continue;
-    char path[300], target[256];
-    snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
-    ssize_t len = readlink(path, target, sizeof(target) - 1);
-    target[len > 0 ? len : 0] = '\0';
-    fprintf(stderr, "fd %s -> %s\n", e->d_name, target);
-  }
-  closedir(d);
-  return n - 1;
-}
 
 /* Shared memory this rank owns: the blocks allocated in its own segment, the
  * memfd it maps whole (peers' segments are mapped a header and one channel at
@@ -113,9 +63,9 @@ static int allreduce_timed(sc_comm_t *comm, size_t count, int rank, int nranks, 
     return 2;
   }
   for (size_t i = 0; i < count; i++) in[i] = (float)((rank + 1) * (int)(i % 7 + 1));
-  double t0 = now_s();
+  double t0 = proc_now_s();
   sc_result_t r = sc_allreduce(in, out, count, SC_FLOAT32, SC_SUM, comm);
-  *secs = now_s() - t0;
+  *secs = proc_now_s() - t0;
   int st = 0;
   if (r != SC_SUCCESS) {
     fprintf(stderr, "sc_scale_probe: rank %d: sc_allreduce of %zu floats: %s\n", rank, count,
@@ -135,25 +85,27 @@ int main(int argc, char **argv) {
   /* --list-fds: rank 0 names its descriptors on stderr at the end. */
   int list = argc > 1 && strcmp(argv[1], "--list-fds") == 0;
   sc_comm_t *comm = NULL;
-  double c0 = cpu_s(), t0 = now_s();
+  double c0 = proc_cpu_s(), t0 = proc_now_s();
   sc_result_t r = sc_comm_init_env(&comm);
-  double init_s = now_s() - t0, init_cpu = cpu_s() - c0;
+  double init_s = proc_now_s() - t0, init_cpu = proc_cpu_s() - c0;
   if (r != SC_SUCCESS) {
     fprintf(stderr, "sc_scale_probe: sc_comm_init_env: %s\n", sc_last_error());
     return 2;
   }
-  long fds_init = count_fds(0), shmem_init = status_kb("RssShmem"), rss_init = status_kb("VmRSS");
+  long fds_init = proc_count_fds(0), shmem_init = proc_status_kb("RssShmem"),
+       rss_init = proc_status_kb("VmRSS");
   int rank = 0, nranks = 0;
   if (sc_comm_rank(comm, &rank) != SC_SUCCESS || sc_comm_size(comm, &nranks) != SC_SUCCESS) {
     fprintf(stderr, "sc_scale_probe: rank or size: %s\n", sc_last_error());
     return 2;
   }
-  double small_s = 0, big_s = 0, c1 = cpu_s();
+  double small_s = 0, big_s = 0, c1 = proc_cpu_s();
   int st = allreduce_timed(comm, 2, rank, nranks, &small_s);
   if (st == 0) st = allreduce_timed(comm, SC_PROBE_BIG / sizeof(float), rank, nranks, &big_s);
-  double calls_cpu = cpu_s() - c1;
+  double calls_cpu = proc_cpu_s() - c1;
   /* Peers the all-reduces connected (lazy) are counted before the communicator goes. */
-  long fds = count_fds(list && rank == 0), shmem = status_kb("RssShmem"), hwm = status_kb("VmHWM");
+  long fds = proc_count_fds(list && rank == 0), shmem = proc_status_kb("RssShmem"),
+       hwm = proc_status_kb("VmHWM");
   long owned = owned_shm_kb();
   const char *tp = getenv("SC_TRANSPORT"), *conn = getenv("SC_CONNECT");
   /* The schedules the two calls ran (the board's path on shm not told apart). */

@@ -4,7 +4,7 @@
  * memory, resident shared memory and descriptors, each also right after
  * MPI_Init. Built and run by perf/scale.sh (not by the normal build, which
  * must not depend on MPI):
- *   mpicc -O2 -o mpi_scale_probe mpi_scale_probe.c
+ *   mpicc -O2 -I TOP -o mpi_scale_probe mpi_scale_probe.c (TOP: the source tree)
  *   mpirun --oversubscribe -np P ./mpi_scale_probe
  * Every rank prints one JSON line; exit status 1 when a result is wrong. */
 #include <dirent.h>
@@ -16,45 +16,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-/* CPU seconds of the whole process (every thread), user and system. */
-static double cpu_s(void) {
-  struct rusage ru;
-  if (getrusage(RUSAGE_SELF, &ru) != 0) return -1;
-  return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-         (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static long status_kb(const char *key) {
-  FILE *f = fopen("/proc/self/status", "r");
-  if (!f) return -1;
-  char line[256];
-  size_t klen = strlen(key);
-  long v = -1;
-  while (fgets(line, sizeof(line), f))
-    if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
-      v = strtol(line + klen + 1, NULL, 10);
-      break;
-    }
-  fclose(f);
-  return v;
-}
-
-static long count_fds(void) {
-  DIR *d = opendir("/proc/self/fd");
-  if (!d) return -1;
-  long n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL)
-    if (e->d_name[0] != '.') n++;
-  closedir(d);
-  return n - 1;
-}
+#include "perf/proc_self.h"
 
 /* Shared memory this rank owns: the blocks allocated in its own vader
  * segment (/dev/shm/vader_segment.HOST.JOB.RANK on one host; peers' are
@@ -83,9 +45,9 @@ static int allreduce_timed(int count, int rank, int nranks, double *secs) {
   float *in = malloc((size_t)count * sizeof(float)), *out = calloc((size_t)count, sizeof(float));
   if (!in || !out) MPI_Abort(MPI_COMM_WORLD, 2);
   for (int i = 0; i < count; i++) in[i] = (float)((rank + 1) * (i % 7 + 1));
-  double t0 = now_s();
+  double t0 = proc_now_s();
   MPI_Allreduce(in, out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-  *secs = now_s() - t0;
+  *secs = proc_now_s() - t0;
   float ranksum = (float)nranks * (float)(nranks + 1) / 2;
   int ok = 1;
   for (int i = 0; i < count; i++) ok &= out[i] == ranksum * (float)(i % 7 + 1);
@@ -95,18 +57,19 @@ static int allreduce_timed(int count, int rank, int nranks, double *secs) {
 }
 
 int main(int argc, char **argv) {
-  double c0 = cpu_s(), t0 = now_s();
+  double c0 = proc_cpu_s(), t0 = proc_now_s();
   MPI_Init(&argc, &argv);
-  double init_s = now_s() - t0, init_cpu = cpu_s() - c0;
-  long fds_init = count_fds(), shmem_init = status_kb("RssShmem"), rss_init = status_kb("VmRSS");
+  double init_s = proc_now_s() - t0, init_cpu = proc_cpu_s() - c0;
+  long fds_init = proc_count_fds(0), shmem_init = proc_status_kb("RssShmem"),
+       rss_init = proc_status_kb("VmRSS");
   int rank, nranks;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  double small_s = 0, big_s = 0, c1 = cpu_s();
+  double small_s = 0, big_s = 0, c1 = proc_cpu_s();
   int ok = allreduce_timed(2, rank, nranks, &small_s);
   ok &= allreduce_timed((1 << 20) / (int)sizeof(float), rank, nranks, &big_s);
-  double calls_cpu = cpu_s() - c1;
-  long fds = count_fds(), shmem = status_kb("RssShmem"), hwm = status_kb("VmHWM");
+  double calls_cpu = proc_cpu_s() - c1;
+  long fds = proc_count_fds(0), shmem = proc_status_kb("RssShmem"), hwm = proc_status_kb("VmHWM");
   long owned = owned_shm_kb(rank);
   const char *btl = getenv("OMPI_MCA_btl");
   printf("{\"lib\":\"mpi\",\"rank\":%d,\"nranks\":%d,\"transport\":\"%s\",\"connect\":\"mpi\","

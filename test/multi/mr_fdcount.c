@@ -4,23 +4,11 @@
  * prints both and fails when either exceeds the bound given as argv[1]. The
  * count is the process's own, read without the library's help.
  * Usage: mr_fdcount MAX_FDS (ranks from sc-run's environment). */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "perf/proc_self.h"
 #include "sparsecoll.h"
-
-/* Open descriptors of this process, less the one opendir uses to list them. */
-static int count_fds(void) {
-  DIR *d = opendir("/proc/self/fd");
-  if (!d) return -1;
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL)
-    if (e->d_name[0] != '.') n++;
-  closedir(d);
-  return n - 1;
-}
 
 int main(int argc, char **argv) {
   int max_fds = argc > 1 ? atoi(argv[1]) : 32;
@@ -30,13 +18,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "init failed: %s: %s\n", sc_strerror(r), sc_last_error());
     return 1;
   }
-  int after_init = count_fds();
+  int after_init = (int)proc_count_fds(0);
   int rank, n;
   sc_comm_rank(comm, &rank);
   sc_comm_size(comm, &n);
   int64_t v = rank + 1;
   r = sc_allreduce(&v, &v, 1, SC_INT64, SC_SUM, comm);
-  int after_op = count_fds();
+  int after_op = (int)proc_count_fds(0);
   int ok = r == SC_SUCCESS && v == (int64_t)n * (n + 1) / 2;
   if (!ok)
     fprintf(stderr, "rank %d: allreduce gave %lld (%s)\n", rank, (long long)v, sc_last_error());

@@ -13,7 +13,6 @@
  *   The script sums and bounds them. Rank 0 then prints the host's shared
  *   memory (/proc/meminfo Shmem) while every rank still holds its segments:
  *     host_shmem_kb K */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "perf/proc_self.h"
 #include "sparsecoll.h"
 
 static double now_ms(void) {
@@ -74,15 +74,6 @@ static int count_segments(long *own_kb) {
   return n;
 }
 
-static int count_fds(void) {
-  DIR *d = opendir("/proc/self/fd");
-  if (!d) return -1;
-  int n = 0;
-  for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
-  closedir(d);
-  return n - 1; /* the directory's own descriptor */
-}
-
 int main(int argc, char **argv) {
   size_t count = argc > 1 ? (size_t)atol(argv[1]) : 1;
   double t0 = now_ms();
@@ -117,7 +108,7 @@ int main(int argc, char **argv) {
       "rank %d init_ms %.1f rss_kb %ld shmem_kb %ld pss_kb %ld segs %d fds %d ok %d seg_kb %ld\n",
       rank, init_ms, proc_kb("/proc/self/status", "VmRSS"),
       proc_kb("/proc/self/status", "RssShmem"), proc_kb("/proc/self/smaps_rollup", "Pss"), segs,
-      count_fds(), ok, seg_kb);
+      (int)proc_count_fds(0), ok, seg_kb);
   fflush(stdout);
   /* Every rank has measured before any leaves (a leaving peer's segment
    * goes from the others' accounts); then rank 0 reads the host's shared

@@ -2,7 +2,6 @@
 /* Unique id and rendezvous: the root service and its clients as threads of
  * one process over loopback, including clients that misbehave. */
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -23,6 +22,7 @@
 #include "lib/base/socket.h"
 #include "lib/control/bootstrap.h"
 #include "lib/control/bootstrap_wire.h"
+#include "perf/proc_self.h"
 
 #define BLOB 24
 
@@ -243,18 +243,6 @@ static void test_idle_flood(void **state) {
   for (int i = 0; i < NIDLE; i++) close(idle[i]);
 }
 
-/* Open descriptors of this process (less the one that lists them). */
-static int count_fds(void) {
-  DIR *d = opendir("/proc/self/fd");
-  if (!d) return -1;
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL)
-    if (e->d_name[0] != '.') n++;
-  closedir(d);
-  return n - 1;
-}
-
 /* The root's descriptors stay bounded: ranks as processes (so that the
  * descriptors this process holds are the root's alone), more of them than
  * SC_BOOT_CONN_MAX, all checking in at once. This process samples its own
@@ -265,7 +253,7 @@ static void test_root_descriptors(void **state) {
   uint8_t secret[SC_SECRET_LEN];
   new_secret(secret);
   uint16_t port = free_port();
-  int base = count_fds();
+  int base = (int)proc_count_fds(0);
   assert_true(base > 0);
   pid_t pid[N];
   for (int r = 0; r < N; r++) {
@@ -290,7 +278,7 @@ static void test_root_descriptors(void **state) {
   assert_int_equal(sc_bootstrap_root_start(&bind, secret, 20000, &bound), SC_SUCCESS);
   int peak = 0, left = N, failed = 0;
   while (left > 0) {
-    int n = count_fds();
+    int n = (int)proc_count_fds(0);
     if (n > peak) peak = n;
     int st;
     pid_t p = waitpid(-1, &st, WNOHANG);
