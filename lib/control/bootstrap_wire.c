@@ -9,34 +9,19 @@
 #include "lib/base/socket.h"
 #include "lib/control/bootstrap_wire.h"
 
-void sc_boot_hello_build(uint8_t out[SC_BOOT_HELLO_LEN], const uint8_t secret[SC_SECRET_LEN],
-                         uint32_t rank, uint32_t nranks, uint32_t bloblen,
-                         const uint8_t addr[SC_SOCKET_ADDR_WIRE_LEN]) {
-  sc_wire_put_u32(out, SC_BOOT_HELLO_MAGIC);
-  sc_wire_put_u16(out + 4, SC_BOOT_VERSION);
-  out[6] = out[7] = 0;
-  memcpy(out + 8, secret, SC_SECRET_LEN);
-  sc_wire_put_u32(out + 8 + SC_SECRET_LEN, rank);
-  sc_wire_put_u32(out + 12 + SC_SECRET_LEN, nranks);
-  sc_wire_put_u32(out + 16 + SC_SECRET_LEN, bloblen);
-  memcpy(out + 20 + SC_SECRET_LEN, addr, SC_SOCKET_ADDR_WIRE_LEN);
-}
-
-void sc_boot_answer_build(uint8_t out[SC_BOOT_ANSWER_LEN], const uint8_t secret[SC_SECRET_LEN]) {
-  sc_wire_put_u32(out, SC_BOOT_ANSWER_MAGIC);
+/* The head a hello and an answer share: u32 magic, u16 version, u16 0, the
+ * secret. */
+static void head_build(uint8_t *out, uint32_t magic, const uint8_t secret[SC_SECRET_LEN]) {
+  sc_wire_put_u32(out, magic);
   sc_wire_put_u16(out + 4, SC_BOOT_VERSION);
   out[6] = out[7] = 0;
   memcpy(out + 8, secret, SC_SECRET_LEN);
 }
 
-sc_result_t sc_boot_answer_parse(const uint8_t *buf, size_t len,
-                                 const uint8_t secret[SC_SECRET_LEN], char *why, size_t whylen) {
-  if (len != SC_BOOT_ANSWER_LEN) {
-    snprintf(why, whylen, "answer header of %zu bytes, expected %d", len, SC_BOOT_ANSWER_LEN);
-    return SC_ERR_REMOTE;
-  }
-  if (sc_wire_get_u32(buf) != SC_BOOT_ANSWER_MAGIC) {
-    snprintf(why, whylen, "not a bootstrap answer (bad magic)");
+static sc_result_t head_check(const uint8_t *buf, uint32_t magic, const char *what,
+                              const uint8_t secret[SC_SECRET_LEN], char *why, size_t whylen) {
+  if (sc_wire_get_u32(buf) != magic) {
+    snprintf(why, whylen, "not a bootstrap %s (bad magic)", what);
     return SC_ERR_REMOTE;
   }
   unsigned ver = sc_wire_get_u16(buf + 4);
@@ -49,6 +34,29 @@ sc_result_t sc_boot_answer_parse(const uint8_t *buf, size_t len,
     return SC_ERR_REMOTE;
   }
   return SC_SUCCESS;
+}
+
+void sc_boot_hello_build(uint8_t out[SC_BOOT_HELLO_LEN], const uint8_t secret[SC_SECRET_LEN],
+                         uint32_t rank, uint32_t nranks, uint32_t bloblen,
+                         const uint8_t addr[SC_SOCKET_ADDR_WIRE_LEN]) {
+  head_build(out, SC_BOOT_HELLO_MAGIC, secret);
+  sc_wire_put_u32(out + 8 + SC_SECRET_LEN, rank);
+  sc_wire_put_u32(out + 12 + SC_SECRET_LEN, nranks);
+  sc_wire_put_u32(out + 16 + SC_SECRET_LEN, bloblen);
+  memcpy(out + 20 + SC_SECRET_LEN, addr, SC_SOCKET_ADDR_WIRE_LEN);
+}
+
+void sc_boot_answer_build(uint8_t out[SC_BOOT_ANSWER_LEN], const uint8_t secret[SC_SECRET_LEN]) {
+  head_build(out, SC_BOOT_ANSWER_MAGIC, secret);
+}
+
+sc_result_t sc_boot_answer_parse(const uint8_t *buf, size_t len,
+                                 const uint8_t secret[SC_SECRET_LEN], char *why, size_t whylen) {
+  if (len != SC_BOOT_ANSWER_LEN) {
+    snprintf(why, whylen, "answer header of %zu bytes, expected %d", len, SC_BOOT_ANSWER_LEN);
+    return SC_ERR_REMOTE;
+  }
+  return head_check(buf, SC_BOOT_ANSWER_MAGIC, "answer", secret, why, whylen);
 }
 
 sc_result_t sc_boot_reply_parse(const uint8_t *buf, size_t len, size_t table_len,
@@ -98,20 +106,8 @@ sc_result_t sc_boot_hello_parse(const uint8_t *h, size_t len, const uint8_t secr
     snprintf(why, whylen, "hello of %zu bytes, expected %d", len, SC_BOOT_HELLO_LEN);
     return SC_ERR_REMOTE;
   }
-  uint32_t magic = sc_wire_get_u32(h);
-  unsigned ver = sc_wire_get_u16(h + 4);
-  if (magic != SC_BOOT_HELLO_MAGIC) {
-    snprintf(why, whylen, "not a bootstrap hello (bad magic)");
-    return SC_ERR_REMOTE;
-  }
-  if (ver != SC_BOOT_VERSION) {
-    snprintf(why, whylen, "protocol version %u, expected %u", ver, SC_BOOT_VERSION);
-    return SC_ERR_REMOTE;
-  }
-  if (!sc_secret_equal(h + 8, secret, SC_SECRET_LEN)) {
-    snprintf(why, whylen, "wrong secret");
-    return SC_ERR_REMOTE;
-  }
+  sc_result_t r = head_check(h, SC_BOOT_HELLO_MAGIC, "hello", secret, why, whylen);
+  if (r != SC_SUCCESS) return r;
   uint32_t rank = sc_wire_get_u32(h + 8 + SC_SECRET_LEN);
   uint32_t nranks = sc_wire_get_u32(h + 12 + SC_SECRET_LEN);
   uint32_t bloblen = sc_wire_get_u32(h + 16 + SC_SECRET_LEN);
