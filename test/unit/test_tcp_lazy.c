@@ -40,7 +40,6 @@ static void test_lazy_exchange(void **state) {
   cfg_lazy = 1;
   for (int ns = 1; ns <= 3; ns += 2) {
     set_nsocks(ns);
-    cfg_lazy = 1;
     for (int n = 2; n <= MAXN; n++) exchange(n, sizes, NSIZES);
   }
 }
@@ -54,22 +53,16 @@ static void test_lazy_many_queued(void **state) {
   (void)state;
   cfg_lazy = 1;
   many(3, 200, small_len, 0);
-  cfg_lazy = 1;
   many(4, 120, small_len, 4);
 }
 
-typedef struct ring_arg {
-  node_t *nd;
-  int rounds;
-} ring_arg_t;
-
-/* Each node sends to its successor and receives from its predecessor. */
+/* Each node sends to its successor and receives from its predecessor,
+ * nd->nmsgs rounds. */
 static void *ring_main(void *arg) {
-  ring_arg_t *ra = arg;
-  node_t *nd = ra->nd;
+  node_t *nd = arg;
   int n = nd->nranks, me = nd->rank, next = (me + 1) % n, prev = (me + n - 1) % n;
   nd->res = SC_SUCCESS;
-  for (int round = 0; round < ra->rounds && nd->res == SC_SUCCESS; round++) {
+  for (int round = 0; round < nd->nmsgs && nd->res == SC_SUCCESS; round++) {
     uint8_t out[100], in[100];
     pattern(out, sizeof(out), me, next, round);
     sc_tp_req_t r[2];
@@ -88,7 +81,6 @@ static void *ring_main(void *arg) {
 /* A ring connects each rank with its two neighbours only. */
 static void test_lazy_ring_connects_neighbours(void **state) {
   (void)state;
-  cfg_lazy = 1;
   set_nsocks(2);
   cfg_lazy = 1;
   const int n = MAXN;
@@ -97,16 +89,8 @@ static void test_lazy_ring_connects_neighbours(void **state) {
   create_nodes(nodes, n, addrs, 5000);
   connect_nodes(nodes, n);
   for (int r = 0; r < n; r++) assert_int_equal(sc_tcp_of(nodes[r].tp)->npeers_connected, 0);
-  ring_arg_t ra[MAXN];
-  for (int r = 0; r < n; r++) {
-    ra[r] = (ring_arg_t){.nd = &nodes[r], .rounds = 5};
-    assert_int_equal(pthread_create(&nodes[r].tid, NULL, ring_main, &ra[r]), 0);
-  }
-  for (int r = 0; r < n; r++) pthread_join(nodes[r].tid, NULL);
-  for (int r = 0; r < n; r++) {
-    if (nodes[r].res != SC_SUCCESS) fprintf(stderr, "rank %d: %s\n", r, nodes[r].err);
-    assert_int_equal(nodes[r].res, SC_SUCCESS);
-  }
+  for (int r = 0; r < n; r++) nodes[r].nmsgs = 5;
+  run_threads(nodes, n, ring_main);
   for (int r = 0; r < n; r++) {
     int next = (r + 1) % n;
     /* The sender connected; the receiver may still be reading the last ack
