@@ -42,21 +42,37 @@ configure_in() { # DIR CONFIGURE-ARGS...: configure once (a Makefile means it wa
     { tail -n 30 "$d/configure.out"; return 1; }
 }
 
+asan_flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+list_tests() { # DIR: the TESTS of DIR's Makefile, one per line
+  printf 'sc-print-tests:\n\t@echo $(TESTS)\n' |
+    make -s -C "$1" -f Makefile -f - sc-print-tests 2>/dev/null | tr ' ' '\n'
+}
+
 for step in $steps; do
   case $step in
   asan)
-    san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
     # No -Werror: at -O1 with sanitizers gcc warns about code it cannot see
     # through (maybe-uninitialized); the CI build enforces warnings.
-    if ! configure_in $abd --without-cuda CC="${SAN_CC:-gcc}" CFLAGS="-O1 -g $san" LDFLAGS="$san"; then
+    if [ -n "${ASAN_DIST_FROM:-}" ]; then
+      # The release tarball under ASan: make distcheck from that configured
+      # tree builds the tarball, unpacks it, configures it out of tree with
+      # the sanitizer flags and runs the tests there, then checks install,
+      # uninstall and distclean. One build serves both checks.
+      from=$ASAN_DIST_FROM
+      flags="--without-cuda CC=${SAN_CC:-gcc} CFLAGS='-O1 -g $asan_flags' LDFLAGS='$asan_flags'"
+    elif ! configure_in $abd --without-cuda CC="${SAN_CC:-gcc}" CFLAGS="-O1 -g $asan_flags" \
+      LDFLAGS="$asan_flags"; then
       note "asan: configure failed"
       status=1
       continue
+    else
+      from=$abd
     fi
     export ASAN_OPTIONS="detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
     tests=${ASAN_TESTS:-}
-    if [ "$tests" = multi ]; then
+    if [ "$tests" = multi ] || [ "$tests" = unit+multi ]; then
+      case $tests in unit+*) units=$(list_tests "$from" | grep -E '^test/unit/') ;; *) units= ;; esac
       # Every multi-rank script (collectives, peer death, failures, soak) as
       # the Makefile lists them, so that new ones join without an edit here;
       # the forced-algorithm sweep, the all-to-alls' and point-to-point's
@@ -72,15 +88,22 @@ for step in $steps; do
       # ucx_netbed is ucx-collectives' transport code between namespaces.
       # The scale scripts (shm_scale, scale_fds: 64 to 128 ranks) run the
       # lazy connection code every other script here runs on 2 to 8 ranks;
-      # under ASan their ranks' shadow memory is most of their cost.
-      tests=$(printf 'sc-print-tests:\n\t@echo $(TESTS)\n' |
-        make -s -C $abd -f Makefile -f - sc-print-tests 2>/dev/null | tr ' ' '\n' |
-        grep -E '^test/(multi|failure|soak)/.*\.sh$' |
-        grep -v -E '^test/multi/(tcp|ucx)-(allreduce_algos|coll_more|p2p)\.sh$' |
-        grep -v -E '^test/multi/(ucx-(fusion|sparse)|ucx_device)\.sh$' |
-        grep -v -E '^test/multi/(dev_sparse|verbs_gdr_fake|perf_device|ucx_netbed)\.sh$' |
-        grep -v -E '^test/multi/(shm_scale|scale_fds)\.sh$' |
-        tr '\n' ' ')
+      # under ASan their ranks' shadow memory is most of their cost. The
+      # mismatch matrix runs over shm: the fingerprint check is the same code
+      # over every transport, whose failure paths the transports' failure
+      # scripts reach; mismatch_off is mismatch_default's code with the
+      # check turned off.
+      tests=$(
+        echo "$units"
+        list_tests "$from" |
+          grep -E '^test/(multi|failure|soak)/.*\.sh$' |
+          grep -v -E '^test/multi/(tcp|ucx)-(allreduce_algos|coll_more|p2p)\.sh$' |
+          grep -v -E '^test/multi/(ucx-(fusion|sparse)|ucx_device)\.sh$' |
+          grep -v -E '^test/multi/(dev_sparse|verbs_gdr_fake|perf_device|ucx_netbed)\.sh$' |
+          grep -v -E '^test/multi/(shm_scale|scale_fds)\.sh$' |
+          grep -v -E '^test/failure/((tcp|ucx|verbs)-mismatch_matrix|mismatch_off)\.sh$'
+      )
+      tests=$(echo $tests)
       [ -n "$tests" ] || { note "asan: no multi-rank tests found"; status=1; continue; }
     fi
     start=$(date +%s)
@@ -92,22 +115,36 @@ for step in $steps; do
     # the registration cache on 4 ranks, with it striped over 4 queue pairs
     # on 4 and unevenly over 3 on 3), the verbs paths collectives.sh's 11
     # rows over verbs reached again under schedules that ASan sees over shm
-    # and tcp. SC_TEST_SAMPLE: the sweeps run a sample (coll_more: every
-    # dtype on 3 ranks only; allreduce_algos: 2, 5 and 8 ranks; device: tcp on
-    # 1, 2, 3, 5, 8 ranks, the forced algorithms on 3 and 8): memory errors
-    # follow the code path, not the dtype or every rank count.
-    (cd $abd && make -j2 >make.out 2>&1 &&
-      VERBS_FAKE_SUITES=${VERBS_FAKE_SUITES-peer_death} SC_TEST_SAMPLE=1 \
+    # and tcp. SC_TEST_SAMPLE: the sweeps run a sample (collectives: 1, 3, 4
+    # and 8 ranks; coll_more: every dtype on 3 ranks only; allreduce_algos:
+    # 2, 5 and 8 ranks; device: tcp on 1, 2, 3, 5, 8 ranks, the forced
+    # algorithms on 3 and 8): memory errors follow the code path, not the
+    # dtype or every rank count.
+    export VERBS_FAKE_SUITES=${VERBS_FAKE_SUITES-peer_death} SC_TEST_SAMPLE=1
+    if [ -n "${ASAN_DIST_FROM:-}" ]; then
+      (cd "$from" && make -j2 distcheck ${tests:+TESTS="$tests"} TEST_TIMEOUT=1800 \
+        DISTCHECK_CONFIGURE_FLAGS="$flags" >check.out 2>&1)
+      rc=$?
+      # distcheck removes its tree when it passes and keeps it when it fails.
+      logs=$(ls -d "$from"/libsparsecoll-*/_build/sub 2>/dev/null | head -n 1)
+    else
+      (cd $abd && make -j2 >make.out 2>&1 &&
         make -j2 check ${tests:+TESTS="$tests"} TEST_TIMEOUT=1800 >check.out 2>&1)
-    rc=$?
-    res=$(grep -E '^# (TOTAL|PASS|FAIL|ERROR):' $abd/check.out 2>/dev/null | tr '\n' ' ')
+      rc=$?
+      logs=$abd
+    fi
+    unset VERBS_FAKE_SUITES SC_TEST_SAMPLE
+    res=$(grep -E '^# (TOTAL|PASS|FAIL|ERROR):' "$from/check.out" 2>/dev/null | tr '\n' ' ')
     if [ $rc -ne 0 ]; then
       status=1
-      sh tools/show_failed.sh $abd
-      grep -lE 'ERROR: (Address|Leak)Sanitizer|runtime error:' $(find $abd -name '*.log' \
-        ! -name config.log ! -path '*/memcheck/*') 2>/dev/null | head
+      tail -n 40 "$from/check.out"
+      if [ -n "$logs" ]; then
+        sh tools/show_failed.sh "$logs"
+        grep -lE 'ERROR: (Address|Leak)Sanitizer|runtime error:' $(find "$logs" -name '*.log' \
+          ! -name config.log ! -path '*/memcheck/*') 2>/dev/null | head
+      fi
     fi
-    note "asan: make check exit $rc in $(($(date +%s) - start)) s: $res"
+    note "asan: ${ASAN_DIST_FROM:+distcheck, }make check exit $rc in $(($(date +%s) - start)) s: $res"
     unset ASAN_OPTIONS UBSAN_OPTIONS
     ;;
   tsan)
