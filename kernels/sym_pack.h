@@ -13,7 +13,7 @@
 
 /* Entries of the upper triangle (0 when that overflows). */
 static inline SC_HD uint64_t sc_sym_packed_count(uint64_t d) {
-  if (d == 0) return 0;
+  if (d == 0 || d == UINT64_MAX) return 0; /* d + 1 wraps: the count overflows */
   uint64_t a = d, b = d + 1;
   if (a % 2 == 0)
     a /= 2;

@@ -379,10 +379,22 @@ static void *abort_later(void *arg) {
   return NULL;
 }
 
-/* Rank 1 never joins: only the abort can end rank 0's wait. */
+/* A file both ranks of one sc-run name alike (their parent's pid): rank 0
+ * creates it once its call has returned. */
+static void abort_marker(char *path, size_t len) {
+  const char *dir = getenv("TMPDIR");
+  snprintf(path, len, "%s/mr_device_abort.%ld", dir && *dir ? dir : "/tmp", (long)getppid());
+}
+
+/* Rank 1 never joins: only the abort can end rank 0's wait. Rank 1 stays
+ * until rank 0's call returned (or 60 s), so that its exit cannot be what
+ * ends the wait on a loaded machine. */
 static int test_abort(void) {
+  char marker[256];
+  abort_marker(marker, sizeof(marker));
   if (mr_rank != 0) {
-    sleep(3);
+    for (int i = 0; i < 600 && access(marker, F_OK) != 0; i++) usleep(100 * 1000);
+    unlink(marker);
     sc_comm_abort(comm);
     return 0;
   }
@@ -393,6 +405,8 @@ static int test_abort(void) {
   sc_result_t r = sc_allreduce(ds, dr, n, SC_FLOAT32, SC_SUM, comm);
   double dt = now_s() - t0;
   pthread_join(t, NULL);
+  FILE *f = fopen(marker, "w");
+  if (f) fclose(f);
   mr_checks++;
   if (r != SC_ERR_ABORTED || dt > 5.0)
     mr_fail("blocked device allreduce returned %s after %.2f s: %s", sc_strerror(r), dt,

@@ -225,7 +225,7 @@ void run_threads(node_t *nodes, int n, void *(*fn)(void *)) {
 void exchange(int n, const size_t *sz, size_t nsz) {
   node_t nodes[MAXN];
   uint8_t addrs[MAXN * SC_TP_ADDR_MAX];
-  create_nodes(nodes, n, addrs, 5000);
+  create_nodes(nodes, n, addrs, NODES_SETUP_MS);
   connect_nodes(nodes, n);
   for (int r = 0; r < n; r++) {
     nodes[r].sizes = sz;
@@ -354,7 +354,7 @@ void many(int n, int nmsgs, size_t (*len)(int), int window) {
   many_cfg = (many_cfg_t){nmsgs, len, window};
   node_t nodes[MAXN];
   uint8_t addrs[MAXN * SC_TP_ADDR_MAX];
-  create_nodes(nodes, n, addrs, 5000);
+  create_nodes(nodes, n, addrs, NODES_SETUP_MS);
   connect_nodes(nodes, n);
   run_threads(nodes, n, many_main);
   destroy_nodes(nodes, n);

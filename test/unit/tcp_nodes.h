@@ -16,6 +16,9 @@
 #define MAXN     4
 #define MAXSIZES 32
 #define NMSG     400
+/* Connection setup's bound: setup takes milliseconds; the bound only ends a
+ * broken one, and must hold on a loaded machine under ASan too. */
+#define NODES_SETUP_MS 30000
 
 extern const sc_transport_ops_t *ops;
 extern uint8_t secret[SC_SECRET_LEN];

@@ -42,7 +42,7 @@ static void test_length_mismatch(void **state) {
   (void)state;
   node_t nodes[2];
   uint8_t addrs[2 * SC_TP_ADDR_MAX];
-  create_nodes(nodes, 2, addrs, 5000);
+  create_nodes(nodes, 2, addrs, NODES_SETUP_MS);
   connect_nodes(nodes, 2);
   enum { POSTED = 512, SENT = 1024, GUARD = 4096 };
   uint8_t *rbuf = malloc(POSTED + GUARD);
@@ -88,7 +88,7 @@ static void test_spin_then_sleep(void **state) {
   cfg_spin_us = 2000;
   node_t nodes[2];
   uint8_t addrs[2 * SC_TP_ADDR_MAX];
-  create_nodes(nodes, 2, addrs, 5000);
+  create_nodes(nodes, 2, addrs, NODES_SETUP_MS);
   connect_nodes(nodes, 2);
   uint8_t buf[8];
   sc_tp_req_t rr = {0};
@@ -127,7 +127,7 @@ static void test_peer_destroyed(void **state) {
   (void)state;
   node_t nodes[3];
   uint8_t addrs[3 * SC_TP_ADDR_MAX];
-  create_nodes(nodes, 3, addrs, 5000);
+  create_nodes(nodes, 3, addrs, NODES_SETUP_MS);
   connect_nodes(nodes, 3);
   uint8_t buf[100];
   sc_tp_req_t rr[2] = {{0}};
@@ -175,7 +175,7 @@ static void test_wrong_secret_ignored(void **state) {
   (void)state;
   node_t nodes[3];
   uint8_t addrs[3 * SC_TP_ADDR_MAX];
-  create_nodes(nodes, 3, addrs, 5000);
+  create_nodes(nodes, 3, addrs, NODES_SETUP_MS);
   /* An impostor claiming to be rank 2, a silent connection and random bytes,
    * all queued at rank 0's listener before the real peers. */
   uint8_t wrong[SC_SECRET_LEN];
@@ -255,7 +255,7 @@ static void test_wake_and_cancel(void **state) {
   (void)state;
   node_t nodes[2];
   uint8_t addrs[2 * SC_TP_ADDR_MAX];
-  create_nodes(nodes, 2, addrs, 5000);
+  create_nodes(nodes, 2, addrs, NODES_SETUP_MS);
   connect_nodes(nodes, 2);
   uint8_t buf[64];
   sc_tp_req_t rr = {0};
@@ -326,7 +326,7 @@ static void test_props(void **state) {
   (void)state;
   node_t nodes[3];
   uint8_t addrs[3 * SC_TP_ADDR_MAX];
-  create_nodes(nodes, 3, addrs, 5000);
+  create_nodes(nodes, 3, addrs, NODES_SETUP_MS);
   sc_tp_props_t p;
   assert_int_equal(ops->props(nodes[0].tp, 1, 2, &p), SC_ERR_INVALID_ARG); /* not connected */
   connect_nodes(nodes, 3);

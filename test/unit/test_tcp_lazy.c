@@ -86,7 +86,7 @@ static void test_lazy_ring_connects_neighbours(void **state) {
   const int n = MAXN;
   node_t nodes[MAXN];
   uint8_t addrs[MAXN * SC_TP_ADDR_MAX];
-  create_nodes(nodes, n, addrs, 5000);
+  create_nodes(nodes, n, addrs, NODES_SETUP_MS);
   connect_nodes(nodes, n);
   for (int r = 0; r < n; r++) assert_int_equal(sc_tcp_of(nodes[r].tp)->npeers_connected, 0);
   for (int r = 0; r < n; r++) nodes[r].nmsgs = 5;
@@ -110,7 +110,7 @@ static void test_lazy_send_completes_first(void **state) {
   cfg_lazy = 1;
   node_t nodes[2];
   uint8_t addrs[2 * SC_TP_ADDR_MAX];
-  create_nodes(nodes, 2, addrs, 5000);
+  create_nodes(nodes, 2, addrs, NODES_SETUP_MS);
   connect_nodes(nodes, 2);
   for (int from = 0; from < 2; from++) {
     int to = 1 - from;

@@ -30,7 +30,7 @@
 /* Two connected ranks with ns sockets per pair. */
 static void connect_pair(node_t nodes[2], uint8_t addrs[2 * SC_TP_ADDR_MAX], int ns) {
   set_nsocks(ns);
-  create_nodes(nodes, 2, addrs, 5000);
+  create_nodes(nodes, 2, addrs, NODES_SETUP_MS);
   connect_nodes(nodes, 2);
 }
 
@@ -99,7 +99,7 @@ static void test_stripe_mixed_counts(void **state) {
   cfg_nsocks[2] = 3;
   node_t nodes[3];
   uint8_t addrs[3 * SC_TP_ADDR_MAX];
-  create_nodes(nodes, 3, addrs, 5000);
+  create_nodes(nodes, 3, addrs, NODES_SETUP_MS);
   connect_nodes(nodes, 3);
   assert_int_equal(sc_tcp_of(nodes[0].tp)->peers[1].nsocks, 2);
   assert_int_equal(sc_tcp_of(nodes[1].tp)->peers[0].nsocks, 2);
@@ -165,7 +165,7 @@ static void test_garbage_header(void **state) {
     set_nsocks(ns);
     node_t nodes[2];
     uint8_t addrs[2 * SC_TP_ADDR_MAX];
-    create_nodes(nodes, 2, addrs, 5000);
+    create_nodes(nodes, 2, addrs, NODES_SETUP_MS);
     connect_nodes(nodes, 2);
     uint8_t hdr[SC_TCP_HDR_LEN] = {0}; /* no print: the receive posts none either */
     const char *want;

@@ -149,8 +149,12 @@ sc_result_t sc_vb_create(const sc_tp_config_t *cfg, sc_transport_t **out, void *
     r = SC_ERR(SC_ERR_SYSTEM, "verbs: eventfd: %s", strerror(errno));
     goto fail;
   }
-  sc_sockaddr_t la;
-  SC_CHECK_GOTO(sc_socket_pick_addr(cfg->ifname, cfg->route_hint, &la), r, fail);
+  /* route_hint is a struct sockaddr_storage: sc_socket_pick_addr takes an
+   * sc_sockaddr_t, which carries its length after it. */
+  sc_sockaddr_t la, hint, *hintp = NULL;
+  if (cfg->route_hint && sc_socket_addr_from_storage(cfg->route_hint, &hint) == SC_SUCCESS)
+    hintp = &hint;
+  SC_CHECK_GOTO(sc_socket_pick_addr(cfg->ifname, hintp, &la), r, fail);
   SC_CHECK_GOTO(sc_socket_listen(&la, n < 4096 ? n + 1 : 4096, &tp->listen_fd), r, fail);
   sc_vb_gdr_setup(tp);
 
