@@ -40,7 +40,16 @@ sc_result_t sc_ring_allreduce_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
   sc_send_chunks(s, right, SC_BUF_SEND, off, len, chunk);
 
   for (int h = 0; h < hops; h++) {
-    sc_block_range(a->count, p, sc_ring_block(r, h + 1, p), &off, &len);
+    const int b = sc_ring_block(r, h + 1, p);
+    /* Fewer elements than ranks: blocks count.. are empty. The block falls by
+     * one per hop, so the next hop with one (block count-1) is b-count+1 on;
+     * the schedule is built in O(count) instead of O(P) (the cost model
+     * builds every rank's). */
+    if ((size_t)b >= a->count) {
+      h += b - (int)a->count;
+      continue;
+    }
+    sc_block_range(a->count, p, b, &off, &len);
     for (size_t c = 0; c < len; c += chunk) {
       size_t n = len - c < chunk ? len - c : chunk;
       if (h < p - 1)

@@ -6,65 +6,66 @@
 
 static const sc_algo_entry_t sc_allreduce_algos[] = {
     {"ring", sc_ring_allreduce_schedule, "reduce-scatter + all-gather rings, pipelined in chunks",
-     0, NULL},
-    {"tree", sc_tree_allreduce_schedule, "pipelined double binary tree", 0, NULL},
-    {"rd", sc_rd_allreduce_schedule, "recursive doubling of the whole vector", 0, NULL},
+     0, NULL, 1},
+    {"tree", sc_tree_allreduce_schedule, "pipelined double binary tree", 0, NULL, 0},
+    {"rd", sc_rd_allreduce_schedule, "recursive doubling of the whole vector", 0, NULL, 0},
     {"rabenseifner", sc_rabenseifner_allreduce_schedule,
-     "recursive halving reduce-scatter + recursive doubling all-gather", 0, NULL},
+     "recursive halving reduce-scatter + recursive doubling all-gather", 0, NULL, 0},
     {"hier", sc_hier_allreduce_schedule,
      "per host reduce-scatter, all-reduce across hosts per local rank, per host all-gather", 1,
-     NULL},
+     NULL, 0},
 };
 static const sc_algo_entry_t sc_reduce_scatter_algos[] = {
-    {"ring", sc_ring_reduce_scatter_schedule, "ring, one block per step", 0, "ring"},
+    {"ring", sc_ring_reduce_scatter_schedule, "ring, one block per step", 0, "ring", 1},
     {"recursive-halving", sc_rh_reduce_scatter_schedule, "Rabenseifner's first half", 0,
-     "rabenseifner"},
+     "rabenseifner", 0},
     {"hier", sc_hier_reduce_scatter_schedule,
-     "per host reduce-scatter to the rails, ring reduce-scatter across hosts per rail", 1, NULL},
+     "per host reduce-scatter to the rails, ring reduce-scatter across hosts per rail", 1, NULL, 0},
 };
 static const sc_algo_entry_t sc_allgather_algos[] = {
-    {"ring", sc_ring_allgather_schedule, "ring, one block per step", 0, "ring"},
+    {"ring", sc_ring_allgather_schedule, "ring, one block per step", 0, "ring", 1},
     {"recursive-doubling", sc_rd_allgather_schedule, "Rabenseifner's second half", 0,
-     "rabenseifner"},
+     "rabenseifner", 0},
     {"hier", sc_hier_allgather_schedule,
-     "ring all-gather across hosts per rail, per host all-gather", 1, NULL},
+     "ring all-gather across hosts per rail, per host all-gather", 1, NULL, 0},
 };
 /* Broadcast and reduce share names: SC_BCAST_ALGO forces both. */
 static const sc_algo_entry_t sc_broadcast_algos[] = {
-    {"chain", sc_chain_broadcast_schedule, "pipelined chain from the root", 0, NULL},
-    {"binomial", sc_binomial_broadcast_schedule, "binomial tree", 0, NULL},
+    {"chain", sc_chain_broadcast_schedule, "pipelined chain from the root", 0, NULL, 0},
+    {"binomial", sc_binomial_broadcast_schedule, "binomial tree", 0, NULL, 0},
 };
 static const sc_algo_entry_t sc_reduce_algos[] = {
-    {"chain", sc_chain_reduce_schedule, "pipelined chain to the root", 0, NULL},
-    {"binomial", sc_binomial_reduce_schedule, "binomial tree", 0, NULL},
+    {"chain", sc_chain_reduce_schedule, "pipelined chain to the root", 0, NULL, 0},
+    {"binomial", sc_binomial_reduce_schedule, "binomial tree", 0, NULL, 0},
 };
 static const sc_algo_entry_t sc_barrier_algos[] = {
     {"dissemination", sc_dissemination_barrier_schedule, "dissemination, ceil(log2 P) rounds", 0,
-     NULL},
+     NULL, 0},
 };
 
 /* SC_A2A_ALGO forces both all-to-alls; the uneven one has its pairwise exchange only. */
 static const sc_algo_entry_t sc_alltoall_algos[] = {
-    {"pairwise", sc_pairwise_alltoall_schedule, "pairwise exchange, P-1 steps", 0, NULL},
-    {"bruck", sc_bruck_alltoall_schedule, "Bruck, ceil(log2 P) steps of half the data", 0, NULL},
+    {"pairwise", sc_pairwise_alltoall_schedule, "pairwise exchange, P-1 steps", 0, NULL, 1},
+    {"bruck", sc_bruck_alltoall_schedule, "Bruck, ceil(log2 P) steps of half the data", 0, NULL, 0},
     {"hier", sc_hier_alltoall_schedule,
-     "regroup inside each host, one message per host and local rank across hosts", 1, NULL},
+     "regroup inside each host, one message per host and local rank across hosts", 1, NULL, 0},
 };
 static const sc_algo_entry_t sc_alltoallv_algos[] = {
-    {"pairwise", sc_pairwise_alltoallv_schedule, "pairwise exchange, P-1 steps", 0, NULL},
+    {"pairwise", sc_pairwise_alltoallv_schedule, "pairwise exchange, P-1 steps", 0, NULL, 0},
 };
 /* Gather and scatter share names (SC_GATHER_ALGO forces both). */
 static const sc_algo_entry_t sc_gather_algos[] = {
-    {"binomial", sc_binomial_gather_schedule, "binomial tree", 0, NULL},
-    {"linear", sc_linear_gather_schedule, "every rank sends to the root", 0, NULL},
+    {"binomial", sc_binomial_gather_schedule, "binomial tree", 0, NULL, 0},
+    {"linear", sc_linear_gather_schedule, "every rank sends to the root", 0, NULL, 0},
 };
 static const sc_algo_entry_t sc_scatter_algos[] = {
-    {"binomial", sc_binomial_scatter_schedule, "binomial tree", 0, NULL},
-    {"linear", sc_linear_scatter_schedule, "the root sends to every rank", 0, NULL},
+    {"binomial", sc_binomial_scatter_schedule, "binomial tree", 0, NULL, 0},
+    {"linear", sc_linear_scatter_schedule, "the root sends to every rank", 0, NULL, 0},
 };
 static const sc_algo_entry_t sc_allgatherv_algos[] = {
-    {"ring", sc_ring_allgatherv_schedule, "ring, one block per step", 0, NULL},
-    {"direct", sc_direct_allgatherv_schedule, "every rank sends its block to every rank", 0, NULL},
+    {"ring", sc_ring_allgatherv_schedule, "ring, one block per step", 0, NULL, 0},
+    {"direct", sc_direct_allgatherv_schedule, "every rank sends its block to every rank", 0, NULL,
+     0},
 };
 
 const sc_algo_entry_t *sc_algo_candidates(sc_coll_t coll, int *n) {

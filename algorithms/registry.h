@@ -21,6 +21,10 @@ typedef struct sc_algo_entry {
    * is half of (NULL: none): the cost model charges it that all-reduce's
    * measured network factor (lib/tune/tune.h, allreduce_beta_scale). */
   const char *allreduce_twin;
+  /* 1: rank r's schedule is rank 0's with every peer shifted by r (mod P), so
+   * the cost model may replay a window of ranks (lib/tune/tune.h,
+   * sc_tune_predict_rotating) instead of all P. */
+  int rotates;
 } sc_algo_entry_t;
 
 /* The candidates of coll, in a fixed order (the tuner's indices): n >= 1. */

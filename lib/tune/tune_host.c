@@ -174,7 +174,7 @@ static double sc_host_step_work(const sc_link_model_t *m, const sc_step_t *st, s
 /* Moves rank i to its next startable state at time now: starts the step's
  * work, or marks it waiting for a message not yet sent or not yet arrived. */
 static void sc_host_begin_step(const sc_link_model_t *m, const sc_sched_t *s, size_t es,
-                               sc_arrivals_t *q, int p, int i, sc_host_rank_t *r, double now) {
+                               sc_tune_pairs_t *q, int i, sc_host_rank_t *r, double now) {
   int was_waiting = r->waiting;
   r->waiting = 0;
   r->work = -1;
@@ -182,7 +182,7 @@ static void sc_host_begin_step(const sc_link_model_t *m, const sc_sched_t *s, si
   const sc_step_t *st = &s->steps[r->step];
   double wake_cpu = 0;
   if (st->kind == SC_STEP_RECV || st->kind == SC_STEP_RECV_REDUCE) {
-    sc_arrivals_t *in = &q[(size_t)st->peer * (size_t)p + (size_t)i];
+    sc_arrivals_t *in = sc_tune_pairs_q(q, st->peer, i);
     if (!was_waiting) r->since = now;
     /* A receiver still polling sees the message at once; one that slept has
      * to be woken and scheduled. */
@@ -214,13 +214,14 @@ double sc_tune_host_turns(const sc_link_model_t *m, int p) {
 
 sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
                                   const sc_sched_t *scheds, double *seconds) {
-  sc_arrivals_t *q = calloc((size_t)p * (size_t)p, sizeof(*q));
+  sc_tune_pairs_t pairs, *q = &pairs;
+  sc_result_t res = sc_tune_pairs_build(q, p, p, scheds);
+  if (res != SC_SUCCESS) return res;
   sc_host_rank_t *rk = calloc((size_t)p, sizeof(*rk));
   /* Per core: first the load on it, then the speed of each rank runnable there. */
   const int cores = m->host_cores > 0 ? m->host_cores : 1;
   double *speed = calloc((size_t)cores, sizeof(*speed));
-  sc_result_t res = SC_SUCCESS;
-  if (!q || !rk || !speed) {
+  if (!rk || !speed) {
     res = SC_ERR(SC_ERR_NOMEM, "host cost model state for %d ranks", p);
     goto done;
   }
@@ -246,7 +247,7 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
      * has arrived (sends of the previous instant are queued by now). */
     for (int i = 0; i < p; i++)
       if (rk[i].step < scheds[i].nsteps && rk[i].work < 0)
-        sc_host_begin_step(m, &scheds[i], es, q, p, i, &rk[i], now);
+        sc_host_begin_step(m, &scheds[i], es, q, i, &rk[i], now);
     int runnable = 0, unfinished = 0;
     /* The next instant a waiting rank's state changes: it sees its message,
      * or it stops polling and sleeps (which frees the share it took). */
@@ -293,7 +294,7 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
       const sc_step_t *st = &scheds[i].steps[r->step];
       if (st->kind == SC_STEP_SEND) {
         double lat = alpha + (i % cores == st->peer % cores ? m->same_core_s : 0.0);
-        res = sc_arrivals_push(&q[(size_t)i * (size_t)p + (size_t)st->peer], now + lat);
+        res = sc_arrivals_push(sc_tune_pairs_q(q, i, st->peer), now + lat);
         if (res != SC_SUCCESS) goto done;
       }
       r->step++;
@@ -302,9 +303,7 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
   }
   if (res == SC_SUCCESS) *seconds = now;
 done:
-  if (q)
-    for (size_t k = 0; k < (size_t)p * (size_t)p; k++) free(q[k].t);
-  free(q);
+  sc_tune_pairs_free(q);
   if (rk)
     for (int i = 0; i < p; i++) {
       free(rk[i].key);

@@ -131,11 +131,6 @@ static double sc_tune_step_bytes(const sc_step_t *st, size_t es, size_t k) {
   }
 }
 
-static int sc_tune_is_recv(const sc_step_t *st) {
-  return st->kind == SC_STEP_RECV || st->kind == SC_STEP_RECV_REDUCE ||
-         st->kind == SC_STEP_SPARSE_RECV || st->kind == SC_STEP_SPARSE_RECV_MERGE;
-}
-
 /* The ranks whose next step can run, earliest first (ties: lower rank). */
 typedef struct sc_ready {
   double key;
@@ -172,14 +167,14 @@ static sc_ready_t sc_ready_pop(sc_ready_t *h, int *n) {
 
 /* Queues rank i if its next step can run: a send or a local step at its
  * clock, a receive once its message is on the way (at the later of the two). */
-static void sc_tune_offer(sc_rank_clock_t *rc, const sc_sched_t *scheds, sc_arrivals_t *q, int p,
-                          int i, sc_ready_t *heap, int *nheap) {
+static void sc_tune_offer(sc_rank_clock_t *rc, const sc_sched_t *scheds, sc_tune_pairs_t *q, int i,
+                          sc_ready_t *heap, int *nheap) {
   sc_rank_clock_t *c = &rc[i];
   if (c->queued || c->step == scheds[i].nsteps) return;
   const sc_step_t *st = &scheds[i].steps[c->step];
   double key = c->now;
-  if (sc_tune_is_recv(st)) {
-    const sc_arrivals_t *in = &q[(size_t)st->peer * (size_t)p + (size_t)i];
+  if (sc_tune_step_is_recv(st)) {
+    const sc_arrivals_t *in = sc_tune_pairs_q(q, st->peer, i);
     if (in->len == 0) return; /* offered again when the sender gets there */
     if (in->t[in->head] > key) key = in->t[in->head];
   }
@@ -197,22 +192,23 @@ static void sc_tune_offer(sc_rank_clock_t *rc, const sc_sched_t *scheds, sc_arri
  * booked a host's link for one rank's later message before its host-mate's
  * earlier one, and priced two rails sharing a link (hier) a third above
  * their critical path. */
-static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, size_t es, size_t k,
+static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, int w, size_t es, size_t k,
                                     const int *host_of, sc_sched_t *scheds, double *seconds) {
-  sc_arrivals_t *q = calloc((size_t)p * (size_t)p, sizeof(*q));
+  sc_tune_pairs_t pairs, *q = &pairs;
+  sc_result_t r = sc_tune_pairs_build(q, p, w, scheds);
+  if (r != SC_SUCCESS) return r;
   sc_rank_clock_t *rc = calloc((size_t)p, sizeof(*rc));
   double *nic = calloc(2 * (size_t)p, sizeof(double)); /* out [0, p), in [p, 2p) */
   sc_ready_t *heap = calloc((size_t)p, sizeof(*heap));
   int nheap = 0, finished = 0;
-  sc_result_t r = SC_SUCCESS;
-  if (!q || !rc || !nic || !heap) {
+  if (!rc || !nic || !heap) {
     r = SC_ERR(SC_ERR_NOMEM, "cost model state for %d ranks", p);
     goto done;
   }
   if (m->local_beta_s_per_b <= 0) host_of = NULL;
-  for (int i = 0; i < p; i++) {
+  for (int i = 0; i < w; i++) {
     finished += scheds[i].nsteps == 0;
-    sc_tune_offer(rc, scheds, q, p, i, heap, &nheap);
+    sc_tune_offer(rc, scheds, q, i, heap, &nheap);
   }
   while (nheap > 0 && r == SC_SUCCESS) {
     const int i = sc_ready_pop(heap, &nheap).rank;
@@ -227,12 +223,13 @@ static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, size_t es, 
       double *link = local ? &c->local_free : &nic[hi];
       double start = c->now > *link ? c->now : *link;
       *link = start + bytes * beta;
-      r = sc_arrivals_push(&q[(size_t)i * (size_t)p + (size_t)st->peer],
+      r = sc_arrivals_push(sc_tune_pairs_q(q, i, st->peer),
                            *link + (local ? m->local_alpha_s : m->alpha_s));
       if (r != SC_SUCCESS) break;
-      sc_tune_offer(rc, scheds, q, p, st->peer, heap, &nheap);
-    } else if (sc_tune_is_recv(st)) {
-      sc_arrivals_t *in = &q[(size_t)st->peer * (size_t)p + (size_t)i];
+      /* Its reader (in a window, maybe this rank: offered below, at its next step). */
+      if (st->peer % w != i) sc_tune_offer(rc, scheds, q, st->peer % w, heap, &nheap);
+    } else if (sc_tune_step_is_recv(st)) {
+      sc_arrivals_t *in = sc_tune_pairs_q(q, st->peer, i);
       double arrival = in->t[in->head++];
       in->len--;
       /* Two senders to one rank (or host) share its incoming link. */
@@ -248,32 +245,50 @@ static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, size_t es, 
       c->now += bytes * m->gamma_s_per_b;
     }
     if (++c->step == scheds[i].nsteps) finished++;
-    sc_tune_offer(rc, scheds, q, p, i, heap, &nheap);
+    sc_tune_offer(rc, scheds, q, i, heap, &nheap);
   }
-  if (r == SC_SUCCESS && finished < p)
+  if (r == SC_SUCCESS && finished < w)
     r = SC_ERR(SC_ERR_INTERNAL, "cost model: the schedules of %d ranks deadlock", p);
   if (r == SC_SUCCESS) {
     double t = 0;
-    for (int i = 0; i < p; i++) t = rc[i].now > t ? rc[i].now : t;
+    for (int i = 0; i < w; i++) t = rc[i].now > t ? rc[i].now : t;
     *seconds = t;
   }
 done:
-  if (q)
-    for (size_t j = 0; j < (size_t)p * (size_t)p; j++) free(q[j].t);
-  free(q);
+  sc_tune_pairs_free(q);
   free(rc);
   free(nic);
   free(heap);
   return r;
 }
 
-sc_result_t sc_tune_predict(const sc_link_model_t *m, sc_sched_gen_t gen, const sc_coll_args_t *a,
-                            double *seconds) {
+int sc_tune_window(const sc_link_model_t *m, const sc_coll_args_t *a) {
+  const int p = a->nranks;
+  if (p <= SC_TUNE_FULL_REPLAY_RANKS || m->host_cores > 0) return p;
+  /* An all-reduce's P blocks: with fewer elements than ranks some are empty and
+   * the ranks' schedules differ (and are short: the whole replay is cheap). */
+  if (a->coll == SC_COLL_ALLREDUCE && a->count < (size_t)p) return p;
+  /* Blocks of base and base + 1 elements: the same number of chunks each, or
+   * the ranks' messages differ in number. */
+  const size_t base = a->count / (size_t)p, chunk = a->chunk_elems ? a->chunk_elems : 1;
+  if (a->coll == SC_COLL_ALLREDUCE && a->count % (size_t)p && base % chunk == 0) return p;
+  if (!a->host_of || m->local_beta_s_per_b <= 0) return 1;
+  int l = 1;
+  while (l < p && a->host_of[l] == a->host_of[0]) l++;
+  if (p % l) return p;
+  for (int r = 0; r < p; r++)
+    if (a->host_of[r] != r / l) return p;
+  return l;
+}
+
+/* The first w ranks' schedules replayed (w < p: a window, sc_tune_window). */
+static sc_result_t sc_tune_predict_w(const sc_link_model_t *m, sc_sched_gen_t gen,
+                                     const sc_coll_args_t *a, int w, double *seconds) {
   int p = a->nranks;
-  sc_sched_t *scheds = calloc((size_t)p, sizeof(*scheds));
+  sc_sched_t *scheds = calloc((size_t)w, sizeof(*scheds));
   if (!scheds) return SC_ERR(SC_ERR_NOMEM, "cost model schedules for %d ranks", p);
   sc_result_t r = SC_SUCCESS;
-  for (int i = 0; i < p && r == SC_SUCCESS; i++) {
+  for (int i = 0; i < w && r == SC_SUCCESS; i++) {
     sc_coll_args_t ai = *a;
     ai.rank = i;
     sc_sched_init(&scheds[i]);
@@ -282,8 +297,27 @@ sc_result_t sc_tune_predict(const sc_link_model_t *m, sc_sched_gen_t gen, const 
   if (r == SC_SUCCESS)
     r = m->host_cores > 0
             ? sc_tune_simulate_host(m, p, a->elem_size, scheds, seconds)
-            : sc_tune_simulate(m, p, a->elem_size, a->count, a->host_of, scheds, seconds);
-  for (int i = 0; i < p; i++) sc_sched_free(&scheds[i]);
+            : sc_tune_simulate(m, p, w, a->elem_size, a->count, a->host_of, scheds, seconds);
+  for (int i = 0; i < w; i++) sc_sched_free(&scheds[i]);
   free(scheds);
   return r;
+}
+
+sc_result_t sc_tune_predict(const sc_link_model_t *m, sc_sched_gen_t gen, const sc_coll_args_t *a,
+                            double *seconds) {
+  return sc_tune_predict_w(m, gen, a, a->nranks, seconds);
+}
+
+sc_result_t sc_tune_predict_rotating(const sc_link_model_t *m, sc_sched_gen_t gen,
+                                     const sc_coll_args_t *a, double *seconds) {
+  int w = sc_tune_window(m, a);
+  if (w < a->nranks || a->nranks <= SC_TUNE_WINDOW_ALWAYS_RANKS || a->coll != SC_COLL_ALLREDUCE ||
+      a->count < (size_t)a->nranks)
+    return sc_tune_predict_w(m, gen, a, w, seconds);
+  /* An all-reduce whose larger blocks take one more chunk: priced on blocks
+   * of the smaller size (one chunk of one element per larger block left out),
+   * as a full replay would be beyond reach. */
+  sc_coll_args_t even = *a;
+  even.count = a->count / (size_t)a->nranks * (size_t)a->nranks;
+  return sc_tune_predict_w(m, gen, &even, sc_tune_window(m, &even), seconds);
 }
