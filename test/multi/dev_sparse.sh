@@ -29,4 +29,6 @@ check "device sparse n=2 slow streams" env SC_DEVFAKE_DELAY_US=200 "$SC_RUN" -n 
   --label "$MR/mr_dev_sparse" --quick
 check "device fusion n=2 slow streams" env SC_DEVFAKE_DELAY_US=200 SC_TIMEOUT_MS=60000 \
   "$SC_RUN" -n 2 --timeout 300 --label "$MR/mr_dev_fusion" --quick
+check "device compressed fusion n=2 slow streams" env SC_DEVFAKE_DELAY_US=200 SC_TIMEOUT_MS=60000 \
+  "$SC_RUN" -n 2 --timeout 300 --label "$MR/mr_dev_fusion_compress"
 finish
