@@ -699,10 +699,13 @@ sc_result_t sc_ef_destroy(sc_ef_t *ef);
  * ranks), so the sum over ranks of residual + nranks * grad equals the sum
  * of every acc, up to rounding. Needs the same number of ranks on every host:
  * forced on another layout it fails with SC_ERR_UNSUPPORTED (the cost model
- * never picks it there). Host gradients only (device gradients:
- * SC_ERR_UNSUPPORTED). Its first call on a communicator makes two
- * sub-communicators (sc_comm_split: the host, and the ranks of equal local
- * rank), kept until sc_comm_destroy.
+ * never picks it there). On a device gradient it runs on host copies of the
+ * gradient and of the device residual (the device context's pinned staging,
+ * 2n elements), copied back after the step, so the bits are the host step's;
+ * the cost model prices no such copies and picks it for host gradients only
+ * (SC_GTOPK_ALGO=hitopk forces it for both). Its first call on a communicator
+ * makes two sub-communicators (sc_comm_split: the host, and the ranks of
+ * equal local rank), kept until sc_comm_destroy.
  * k: entries to select; k > n counts as n. n, k and dtype: the same on
  * every rank; method may differ. ef: NULL (no error feedback) or a state for
  * exactly n elements of dtype, of the same memory kind as grad. grad: NULL
@@ -975,7 +978,12 @@ typedef enum sc_fusion_policy {
  *             work, measured at plan time on rank 0 and broadcast, so every rank
  *             chooses the same; buckets are planned over the dense bytes; the
  *             choices: sc_fusion_bucket_compress and, at SC_DEBUG=INFO, a line
- *             per bucket with the modelled times */
+ *             per bucket with the modelled times
+ * Device tensors: TOPK buckets run the device sc_gtopk_allreduce in place;
+ * the other compressed buckets are staged through one host buffer (the size
+ * of the largest such bucket, allocated at sc_fusion_plan): the worker copies
+ * the bucket there, runs the same call on it and copies the result back, so
+ * every mode gives the host tensors' results bit for bit. */
 typedef enum sc_compress {
   SC_COMPRESS_NONE,
   SC_COMPRESS_TOPK,
@@ -1056,7 +1064,9 @@ sc_result_t sc_fusion_add_matrix(sc_fusion_t *f, void *buf, size_t rows, size_t 
  * alpha and beta if both are 0 (rank 0's fit; with density > 0 the gTop-k
  * cost), and computes the buckets: the same on every rank. SC_FUSE_P3 also
  * splits off its own communicator and starts its scheduler thread
- * (SC_P3_STEP_SLICES is read here); density > 0 starts a worker thread.
+ * (SC_P3_STEP_SLICES is read here); density > 0 or a compress mode starts a
+ * worker thread; with device tensors and a compressed mode other than TOPK
+ * it also allocates the host buffer those buckets are staged through.
  * f: not NULL, not planned yet, at least one tensor.
  * Errors: SC_ERR_MISMATCH on every rank (lists or configurations differ,
  * naming the first difference); SC_ERR_INVALID_ARG (NULL f, planned already,
@@ -1208,7 +1218,10 @@ sc_result_t sc_allgatherv_on_stream(const void *sendbuf, size_t sendcount, void 
  * thread once the stream's earlier work is done. Errors at the call as
  * sc_allreduce_on_stream, and SC_ERR_INVALID_ARG for a non-float dtype, an
  * unknown method, n > UINT32_MAX, an ef for another n or dtype or bound to host
- * memory. Collective over comm; any thread; ef used by one call at a time. */
+ * memory; SC_ERR_UNSUPPORTED with SC_GTOPK_ALGO=hitopk (its sub-communicators
+ * cannot be made from the progress thread; under auto the stream form never
+ * runs hitopk). Collective over comm; any thread; ef used by one call at a
+ * time. */
 sc_result_t sc_gtopk_allreduce_on_stream(void *grad, size_t n, sc_dtype_t dtype, size_t k,
                                          sc_select_t method, sc_ef_t *ef, sc_comm_t *comm,
                                          sc_stream_t stream);

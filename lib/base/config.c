@@ -32,7 +32,8 @@ static const sc_config_var_t sc_config_vars[] = {
      "sparse all-reduce of sc_gtopk_allreduce and the fusion's sparse buckets: gtopk "
      "(butterfly), tree, hier (a tree in each host, a butterfly among hosts), hitopk "
      "(HiTopKComm: reduce-scatter in each host, top-k per shard, sparse all-gather among "
-     "hosts; equal ranks per host, host gradients), or auto (where the "
+     "hosts; equal ranks per host; device gradients staged through host memory, and not in the "
+     "stream form), or auto (where the "
      "ranks span hosts the cost model's pick, else gtopk); every choice keeps error feedback "
      "exact"},
     {"SC_RANKS_PER_HOST", "0",

@@ -70,13 +70,8 @@ size_t sc_fusion_wire_bytes(const sc_fusion_t *f, const sc_ftensor_t *t) {
   return t->bytes;
 }
 
-sc_result_t sc_fusion_compress_setup(sc_fusion_t *f, sc_fbucket_t *b, size_t i) {
+static sc_result_t setup(sc_fusion_t *f, sc_fbucket_t *b, size_t i) {
   sc_compress_t m = sc_fusion_mode(&f->cfg);
-  if (m != SC_COMPRESS_NONE && m != SC_COMPRESS_TOPK && f->device)
-    return SC_ERR(SC_ERR_UNSUPPORTED,
-                  "sc_fusion_plan: compress %d on device tensors is not offered (host tensors, "
-                  "or SC_COMPRESS_NONE / SC_COMPRESS_TOPK)",
-                  (int)m);
   if (m == SC_COMPRESS_AUTO) {
     double cost[4];
     m = sc_fusion_auto_choose(f, b, cost);
@@ -143,6 +138,18 @@ sc_result_t sc_fusion_compress_setup(sc_fusion_t *f, sc_fbucket_t *b, size_t i) 
   return SC_SUCCESS;
 }
 
+/* Device tensors: a bucket the compressed calls reduce travels through the
+ * fusion's host image (device.c), sized here for the largest. */
+static int staged(const sc_fusion_t *f, const sc_fbucket_t *b) {
+  return f->device && b->comp != SC_COMPRESS_NONE && b->comp != SC_COMPRESS_TOPK;
+}
+
+sc_result_t sc_fusion_compress_setup(sc_fusion_t *f, sc_fbucket_t *b, size_t i) {
+  SC_CHECK(setup(f, b, i));
+  if (!staged(f, b)) return SC_SUCCESS;
+  return sc_fusion_dev_stage(f, b->count * sc_dtype_size(b->dtype));
+}
+
 void sc_fusion_compress_free(sc_fusion_t *f, sc_fbucket_t *b) {
   if (b->ef) sc_ef_destroy(b->ef);
   if (b->ob) sc_onebit_destroy(b->ob);
@@ -163,7 +170,7 @@ void sc_fusion_compress_free(sc_fusion_t *f, sc_fbucket_t *b) {
 /* Low rank: each round's factors of every matrix summed in one all-reduce
  * (ACP-SGD's fused bucket; PowerSGD's two rounds), the vectors averaged in
  * one more. */
-static sc_result_t reduce_lowrank(sc_fusion_t *f, sc_fbucket_t *b) {
+static sc_result_t reduce_lowrank(sc_fusion_t *f, sc_fbucket_t *b, char *buf) {
   const size_t nt = b->last - b->first;
   int rounds = 0;
   for (size_t j = 0; j < nt; j++)
@@ -175,7 +182,7 @@ static sc_result_t reduce_lowrank(sc_fusion_t *f, sc_fbucket_t *b) {
       if (!b->lr[j] || k >= sc_lowrank_rounds(b->lr[j])) continue;
       void *fac;
       size_t n;
-      sc_lowrank_before(b->lr[j], b->buf + f->t[b->first + j].offset, k, &fac, &n, &dt);
+      sc_lowrank_before(b->lr[j], buf + f->t[b->first + j].offset, k, &fac, &n, &dt);
       es = sc_dtype_size(dt);
       memcpy(b->fbuf + at, fac, n * es);
       at += n * es;
@@ -196,10 +203,10 @@ static sc_result_t reduce_lowrank(sc_fusion_t *f, sc_fbucket_t *b) {
     const sc_ftensor_t *t = &f->t[l];
     if (b->lr[l - b->first]) {
       if (sc_lowrank_rounds(b->lr[l - b->first]))
-        sc_lowrank_finish(b->lr[l - b->first], b->buf + t->offset, f->nranks);
+        sc_lowrank_finish(b->lr[l - b->first], buf + t->offset, f->nranks);
       continue;
     }
-    memcpy(b->dense + at, b->buf + t->offset, t->bytes);
+    memcpy(b->dense + at, buf + t->offset, t->bytes);
     at += t->bytes;
   }
   if (!b->dense_count) return SC_SUCCESS;
@@ -208,28 +215,40 @@ static sc_result_t reduce_lowrank(sc_fusion_t *f, sc_fbucket_t *b) {
   for (size_t l = b->first; l < b->last; l++) {
     const sc_ftensor_t *t = &f->t[l];
     if (b->lr[l - b->first]) continue;
-    memcpy(b->buf + t->offset, b->dense + at, t->bytes);
+    memcpy(buf + t->offset, b->dense + at, t->bytes);
     at += t->bytes;
   }
   return SC_SUCCESS;
 }
 
-sc_result_t sc_fusion_bucket_reduce(sc_fusion_t *f, sc_fbucket_t *b) {
+/* One round of bucket b in buf: its fused buffer, or that buffer's host image. */
+static sc_result_t reduce_at(sc_fusion_t *f, sc_fbucket_t *b, char *buf) {
   switch (b->comp) {
   case SC_COMPRESS_TOPK:
-    return sc_gtopk_allreduce(b->buf, b->count, b->dtype, b->k, f->cfg.select, b->ef, f->comm);
+    return sc_gtopk_allreduce(buf, b->count, b->dtype, b->k, f->cfg.select, b->ef, f->comm);
   case SC_COMPRESS_FP16:
   case SC_COMPRESS_BF16:
-    return sc_allreduce_compressed(b->buf, b->buf, b->count, b->dtype, SC_AVG,
+    return sc_allreduce_compressed(buf, buf, b->count, b->dtype, SC_AVG,
                                    b->comp == SC_COMPRESS_FP16 ? SC_FLOAT16 : SC_BFLOAT16, f->comm);
   case SC_COMPRESS_ONEBIT:
-    return sc_onebit_allreduce(b->buf, b->ob, f->comm);
+    return sc_onebit_allreduce(buf, b->ob, f->comm);
   case SC_COMPRESS_POWERSGD:
   case SC_COMPRESS_ACPSGD:
-    return reduce_lowrank(f, b);
+    return reduce_lowrank(f, b, buf);
   default:
-    return sc_allreduce(b->buf, b->buf, b->count, b->dtype, SC_AVG, f->comm);
+    return sc_allreduce(buf, buf, b->count, b->dtype, SC_AVG, f->comm);
   }
+}
+
+/* A staged bucket runs the host code on a copy of the same bytes, so device
+ * tensors get the host tensors' results bit for bit (low rank gathers its
+ * factors with host memcpy, so it could not take the device buffer itself). */
+sc_result_t sc_fusion_bucket_reduce(sc_fusion_t *f, sc_fbucket_t *b) {
+  if (!staged(f, b)) return reduce_at(f, b, b->buf);
+  const size_t bytes = b->count * sc_dtype_size(b->dtype);
+  SC_CHECK(sc_fusion_dev_copy(f, f->hstage, b->buf, bytes, "fusion: a bucket to its host image"));
+  SC_CHECK(reduce_at(f, b, f->hstage));
+  return sc_fusion_dev_copy(f, b->buf, f->hstage, bytes, "fusion: a bucket's result to the device");
 }
 
 sc_result_t sc_fusion_bucket_compress(const sc_fusion_t *f, int bucket, sc_compress_t *what) {

@@ -3,10 +3,14 @@
  * the fused buffers live on the device, the copies into and out of them are
  * asynchronous copies on one stream of the fusion object, and buckets launch
  * exactly as with host tensors (in plan order; the collective itself takes
- * the device buffers). A ready call returns once its copy is done, as the
- * host path's memcpy does, so a launch never waits on the device. */
-#include "lib/core/device.h"
+ * the device buffers, but for the compressed modes other than gTop-k, whose
+ * buckets the worker stages through one host image). A ready call returns
+ * once its copy is done, as the host path's memcpy does, so a launch never
+ * waits on the device. */
+#include <stdlib.h>
+
 #include "lib/base/log.h"
+#include "lib/core/device.h"
 #include "lib/fusion/fusion.h"
 
 sc_result_t sc_fusion_dev_kind(sc_fusion_t *f, void *buf, const char *fn) {
@@ -45,6 +49,8 @@ void sc_fusion_dev_stop(sc_fusion_t *f) {
   if (f->dev_done) f->rt->event_destroy(f->dev_done);
   if (f->dstream) f->rt->stream_destroy(f->dstream);
   if (f->dlock_init) pthread_mutex_destroy(&f->dlock);
+  free(f->hstage);
+  f->hstage = NULL;
 }
 
 sc_result_t sc_fusion_dev_alloc(sc_fusion_t *f, size_t bytes, char **buf) {
@@ -87,6 +93,25 @@ sc_result_t sc_fusion_dev_out(sc_fusion_t *f, const sc_fbucket_t *b) {
   for (size_t l = b->first; l < b->last && r == SC_SUCCESS; l++)
     r = f->rt->memcpy_async(f->t[l].buf, b->buf + f->t[l].offset, f->t[l].bytes, f->dstream);
   if (r == SC_SUCCESS) r = dev_sync(f, "fusion: a bucket's results into its tensors");
+  pthread_mutex_unlock(&f->dlock);
+  return r;
+}
+
+sc_result_t sc_fusion_dev_stage(sc_fusion_t *f, size_t bytes) {
+  if (bytes <= f->hstage_bytes && f->hstage) return SC_SUCCESS;
+  char *p = realloc(f->hstage, bytes ? bytes : 1);
+  if (!p) return SC_ERR(SC_ERR_NOMEM, "sc_fusion_plan: a host image of %zu bytes", bytes);
+  f->hstage = p;
+  f->hstage_bytes = bytes;
+  return SC_SUCCESS;
+}
+
+sc_result_t sc_fusion_dev_copy(sc_fusion_t *f, void *dst, const void *src, size_t bytes,
+                               const char *what) {
+  if (!bytes) return SC_SUCCESS;
+  pthread_mutex_lock(&f->dlock);
+  sc_result_t r = f->rt->memcpy_async(dst, src, bytes, f->dstream);
+  if (r == SC_SUCCESS) r = dev_sync(f, what);
   pthread_mutex_unlock(&f->dlock);
   return r;
 }

@@ -97,6 +97,8 @@ struct sc_fusion {
   void *dev_done;        /* recorded on dstream: the copies */
   pthread_mutex_t dlock; /* dstream's events serve one thread at a time */
   int dlock_init;
+  char *hstage; /* host image of a compressed bucket, for the worker (compress.c) */
+  size_t hstage_bytes;
 };
 
 #define SC_FUSION_DEFAULT_BUCKET_BYTES ((size_t)25 * 1024 * 1024)
@@ -173,6 +175,12 @@ void sc_fusion_dev_free(sc_fusion_t *f, void *buf);
 sc_result_t sc_fusion_dev_fill(sc_fusion_t *f, void *dst, const void *src, size_t bytes);
 /* Device tensors: bucket b's results from its fused buffer into the tensors. */
 sc_result_t sc_fusion_dev_out(sc_fusion_t *f, const sc_fbucket_t *b);
+/* Plan time: the host image (hstage) holds at least bytes. */
+sc_result_t sc_fusion_dev_stage(sc_fusion_t *f, size_t bytes);
+/* Device tensors: bytes from src to dst (host or device) on the fusion's
+ * stream, returning when they are there (bounded by the fusion's timeout). */
+sc_result_t sc_fusion_dev_copy(sc_fusion_t *f, void *dst, const void *src, size_t bytes,
+                               const char *what);
 
 double sc_fusion_now_us(void);
 

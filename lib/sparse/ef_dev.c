@@ -6,7 +6,9 @@
  * is the k selected entries and the k entries of the result: the gTop-k
  * exchange merges sets of at most k entries per round, and its messages go
  * through the host's transports anyway, so it runs there unchanged (the
- * same code, and so the same bits, as on host gradients). */
+ * same code, and so the same bits, as on host gradients). HiTopKComm is the
+ * exception: its exchange is dense, so the whole step runs on the host, on
+ * staged copies of the gradient and the device residual. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +16,7 @@
 #include "lib/core/comm.h"
 #include "lib/sparse/devctx.h"
 #include "lib/sparse/ef.h"
+#include "lib/sparse/hitopk.h"
 #include "lib/sparse/sparse.h"
 
 /* The step's scratch: c = 2k + 1 entries (GAUSSIAN selects up to 2k). */
@@ -114,6 +117,44 @@ static sc_result_t put(sc_spdev_t *d, uint32_t *d_idx, void *d_val, const uint32
   return d->rt->memcpy_async(d_val, h_val, nnz * es, d->stream);
 }
 
+/* HiTopKComm moves the dense gradient through the host's transports (its
+ * reduce-scatter and all-gather inside the host), so it runs on host images
+ * of grad and of the device residual in d's pinned staging: the host step's
+ * code, and so its bits. The residual goes back whatever the outcome (a
+ * failed step leaves acc in it); grad only on success. */
+static sc_result_t hitopk_staged(sc_spdev_t *d, void *grad, size_t n, sc_dtype_t dtype, size_t k,
+                                 sc_select_t method, sc_ef_t *ef, sc_comm_t *comm, int *synced) {
+  const char *fn = "sc_gtopk_allreduce";
+  const int tmo = comm->cfg.timeout_ms;
+  const size_t bytes = n * sc_dtype_size(dtype);
+  SC_CHECK(sc_spdev_reserve(d, fn, 0, 0, 2 * sc_spdev_span(bytes ? bytes : 1)));
+  size_t o = 0;
+  void *hg = sc_spdev_carve(d->hbuf, &o, bytes ? bytes : 1);
+  void *hr = ef ? sc_spdev_carve(d->hbuf, &o, bytes ? bytes : 1) : NULL;
+  if (ef) SC_CHECK(ef_bind_device(ef, d, fn));
+  if (bytes) {
+    SC_CHECK(d->rt->memcpy_async(hg, grad, bytes, d->stream));
+    if (ef) SC_CHECK(d->rt->memcpy_async(hr, ef->residual, bytes, d->stream));
+  }
+  SC_CHECK(sc_spdev_sync(d, tmo, "sc_gtopk_allreduce: hitopk's gradient and residual to the host"));
+  *synced = 1;
+  sc_result_t r = sc_hitopk_step_at(hg, hr, n, dtype, k, method, ef, comm);
+  if (!bytes) return r;
+  char msg[SC_ERRMSG_MAX];
+  if (r != SC_SUCCESS) sc_error_get_detail(msg, sizeof(msg));
+  *synced = 0;
+  sc_result_t rc = ef ? d->rt->memcpy_async(ef->residual, hr, bytes, d->stream) : SC_SUCCESS;
+  if (rc == SC_SUCCESS && r == SC_SUCCESS) rc = d->rt->memcpy_async(grad, hg, bytes, d->stream);
+  if (rc == SC_SUCCESS)
+    rc = sc_spdev_sync(d, tmo, "sc_gtopk_allreduce: hitopk's result and residual to the device");
+  if (rc == SC_SUCCESS) *synced = 1;
+  if (r != SC_SUCCESS) {
+    sc_error_set_detail(msg);
+    return r;
+  }
+  return rc;
+}
+
 /* The step on d's stream. *synced: the stream was drained at the end. */
 static sc_result_t step(sc_spdev_t *d, void *grad, size_t n, sc_dtype_t dtype, size_t k,
                         sc_select_t method, sc_ef_t *ef, sc_comm_t *comm, int *synced) {
@@ -126,8 +167,7 @@ static sc_result_t step(sc_spdev_t *d, void *grad, size_t n, sc_dtype_t dtype, s
   sc_sparse_algo_t algo;
   SC_CHECK(sc_tune_gtopk_algo(comm, k, es, &algo));
   if (algo == SC_SPARSE_HITOPK)
-    return SC_ERR(SC_ERR_UNSUPPORTED,
-                  "%s: SC_GTOPK_ALGO=hitopk takes host gradients only (grad is device memory)", fn);
+    return hitopk_staged(d, grad, n, dtype, k, method, ef, comm, synced);
   SC_CHECK(reserve_step(d, fn, n, dtype, k));
   dev_layout(&b, d->dbuf, d->hbuf, c, es, &dbytes, &hbytes);
   const void *acc = grad;

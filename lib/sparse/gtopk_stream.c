@@ -29,6 +29,14 @@ sc_result_t sc_gtopk_allreduce_on_stream(void *grad, size_t n, sc_dtype_t dtype,
   const char *fn = "sc_gtopk_allreduce_on_stream";
   sc_mem_kind_t kind = SC_MEM_HOST;
   SC_CHECK(sc_gtopk_check(fn, SC_PATH_STREAM, grad, n, dtype, &k, method, ef, comm, &kind));
+  /* hitopk's first step makes sub-communicators (sc_comm_split, collective
+   * on comm), which a job of comm's own progress thread cannot do; the cost
+   * model picks it for the blocking form only (it prices no staging). */
+  if (comm->cfg.gtopk_algo == SC_SPARSE_HITOPK)
+    return SC_ERR(SC_ERR_UNSUPPORTED,
+                  "%s: SC_GTOPK_ALGO=hitopk is not a stream form's algorithm (use the blocking "
+                  "sc_gtopk_allreduce, or another SC_GTOPK_ALGO)",
+                  fn);
   sc_op_t op = {.coll = SC_COLL_ALLREDUCE,
                 .recvbuf = grad,
                 .count = n,

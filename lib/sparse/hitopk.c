@@ -170,9 +170,9 @@ static sc_result_t sum_sets(const char *fn, sc_dtype_t t, const hitopk_buf_t *b,
   return SC_SUCCESS;
 }
 
-static sc_result_t step(void *grad, size_t n, sc_dtype_t t, size_t k, sc_select_t method,
-                        sc_ef_t *ef, sc_comm_t *comm, hitopk_comms_t *cm, size_t L, size_t H,
-                        hitopk_buf_t *b) {
+/* res: the residual (host memory), NULL without error feedback. */
+static sc_result_t step(void *grad, size_t n, sc_dtype_t t, size_t k, sc_select_t method, void *res,
+                        sc_comm_t *comm, hitopk_comms_t *cm, size_t L, size_t H, hitopk_buf_t *b) {
   const char *fn = "sc_gtopk_allreduce";
   const size_t es = sc_dtype_size(t);
   sc_hitopk_plan_t p;
@@ -183,9 +183,9 @@ static sc_result_t step(void *grad, size_t n, sc_dtype_t t, size_t k, sc_select_
   if (p.shard) memset(b->sum, 0, p.shard * sizeof(double));
   memset(b->rec, 0, rec);
   const void *acc = grad;
-  if (ef) {
-    sc_ef_accumulate(t, ef->residual, grad, n);
-    acc = ef->residual;
+  if (res) {
+    sc_ef_accumulate(t, res, grad, n);
+    acc = res;
   }
   /* 1: the host sum's shard l. */
   if (n) memcpy(b->pad, acc, n * es);
@@ -195,9 +195,9 @@ static sc_result_t step(void *grad, size_t n, sc_dtype_t t, size_t k, sc_select_
     memcpy(b->mine, b->pad, p.shard * es);
   /* From here the residual's mass is the host's shard: the other positions
    * moved to their local ranks. */
-  if (ef && n) {
-    memset(ef->residual, 0, n * es);
-    memcpy((uint8_t *)ef->residual + p.off * es, b->mine, p.len * es);
+  if (res && n) {
+    memset(res, 0, n * es);
+    memcpy((uint8_t *)res + p.off * es, b->mine, p.len * es);
   }
   /* 2: top-kl of the shard. */
   size_t nnz = 0;
@@ -209,8 +209,8 @@ static sc_result_t step(void *grad, size_t n, sc_dtype_t t, size_t k, sc_select_
       nnz = sc_ef_trim(t, p.kl, b->idx, b->val, nnz, b->o_idx, b->o_val, &mw);
     }
   }
-  if (ef)
-    for (size_t i = 0; i < nnz; i++) sc_ef_put(t, ef->residual, p.off + b->idx[i], 0.0);
+  if (res)
+    for (size_t i = 0; i < nnz; i++) sc_ef_put(t, res, p.off + b->idx[i], 0.0);
   /* 3: the sets of the H ranks holding shard l. */
   uint64_t nn = nnz;
   memcpy(b->rec, &nn, 8);
@@ -228,17 +228,17 @@ static sc_result_t step(void *grad, size_t n, sc_dtype_t t, size_t k, sc_select_
       memcpy(b->pad, b->mine, p.shard * es);
   }
   if (r != SC_SUCCESS) { /* the selection goes back: nothing is lost */
-    if (ef)
+    if (res)
       for (size_t i = 0; i < nnz; i++)
-        sc_ef_put(t, ef->residual, p.off + b->idx[i], sc_sparse_value(t, b->val, i));
+        sc_ef_put(t, res, p.off + b->idx[i], sc_sparse_value(t, b->val, i));
     return r;
   }
   average(t, grad, b->pad, n, comm->nranks);
   return SC_SUCCESS;
 }
 
-sc_result_t sc_hitopk_step(void *grad, size_t n, sc_dtype_t dtype, size_t k, sc_select_t method,
-                           sc_ef_t *ef, sc_comm_t *comm) {
+sc_result_t sc_hitopk_step_at(void *grad, void *res, size_t n, sc_dtype_t dtype, size_t k,
+                              sc_select_t method, sc_ef_t *ef, sc_comm_t *comm) {
   const sc_tune_state_t *t = &comm->tune;
   int L;
   if (!sc_hitopk_layout_ok(t->host_of, comm->nranks, t->nhosts, &L))
@@ -252,11 +252,16 @@ sc_result_t sc_hitopk_step(void *grad, size_t n, sc_dtype_t dtype, size_t k, sc_
     hitopk_buf_t b;
     memset(&b, 0, sizeof(b));
     sc_result_t r =
-        step(grad, n, dtype, k, method, NULL, comm, cm, (size_t)L, (size_t)t->nhosts, &b);
+        step(grad, n, dtype, k, method, res, comm, cm, (size_t)L, (size_t)t->nhosts, &b);
     buf_release(&b);
     return r;
   }
   if (!ef->hitopk && !(ef->hitopk = calloc(1, sizeof(*ef->hitopk))))
     return SC_ERR(SC_ERR_NOMEM, "sc_gtopk_allreduce: hitopk buffers");
-  return step(grad, n, dtype, k, method, ef, comm, cm, (size_t)L, (size_t)t->nhosts, ef->hitopk);
+  return step(grad, n, dtype, k, method, res, comm, cm, (size_t)L, (size_t)t->nhosts, ef->hitopk);
+}
+
+sc_result_t sc_hitopk_step(void *grad, size_t n, sc_dtype_t dtype, size_t k, sc_select_t method,
+                           sc_ef_t *ef, sc_comm_t *comm) {
+  return sc_hitopk_step_at(grad, ef ? ef->residual : NULL, n, dtype, k, method, ef, comm);
 }

@@ -18,5 +18,11 @@ struct sc_ef;
  * residual (when ef) what this rank's shard of its host sum kept. */
 sc_result_t sc_hitopk_step(void *grad, size_t n, sc_dtype_t dtype, size_t k, sc_select_t method,
                            struct sc_ef *ef, sc_comm_t *comm);
+/* As sc_hitopk_step with the residual at res (host memory; NULL: no error
+ * feedback) instead of ef's, ef only keeping the step's buffers (NULL: made
+ * for this call): the device step (ef_dev.c) runs it on host images of its
+ * gradient and device residual. */
+sc_result_t sc_hitopk_step_at(void *grad, void *res, size_t n, sc_dtype_t dtype, size_t k,
+                              sc_select_t method, struct sc_ef *ef, sc_comm_t *comm);
 
 #endif

@@ -4,8 +4,10 @@
 # (test/devfake: device memory the host cannot touch, asynchronous streams;
 # on a GPU with SC_TEST_DEVICE=cuda):
 # sc_topk, sc_sparse_allreduce and sc_gtopk_allreduce (with and without error
-# feedback) on 1..5 ranks, and fusion with device tensors on 1..4 ranks,
-# each against the same calls on host copies of the same data, bit for bit.
+# feedback) on 1..5 ranks, fusion with device tensors on 1..4 ranks, and
+# fusion's compressed buckets (fp16, bf16, 1-bit, PowerSGD, ACP-SGD) with
+# device tensors on 1, 2, 3 and 5 ranks, each against the same calls on host
+# copies of the same data, bit for bit.
 # Once more with a delay before every stream operation, so that a missing
 # wait shows up as a wrong result instead of hiding behind a fast copy.
 . "$top_srcdir/test/multi/lib.sh"
@@ -19,8 +21,14 @@ for n in 1 2 3 4; do
   check "device fusion n=$n" env SC_TIMEOUT_MS=60000 "$SC_RUN" -n "$n" --timeout 300 --label \
     "$MR/mr_dev_fusion"
 done
+for n in 1 2 3 5; do
+  check "device compressed fusion n=$n" env SC_TIMEOUT_MS=60000 "$SC_RUN" -n "$n" --timeout 300 \
+    --label "$MR/mr_dev_fusion_compress"
+done
 check "device sparse n=2 slow streams" env SC_DEVFAKE_DELAY_US=200 "$SC_RUN" -n 2 --timeout 300 \
   --label "$MR/mr_dev_sparse" --quick
 check "device fusion n=2 slow streams" env SC_DEVFAKE_DELAY_US=200 SC_TIMEOUT_MS=60000 \
   "$SC_RUN" -n 2 --timeout 300 --label "$MR/mr_dev_fusion" --quick
+check "device compressed fusion n=2 slow streams" env SC_DEVFAKE_DELAY_US=200 SC_TIMEOUT_MS=60000 \
+  "$SC_RUN" -n 2 --timeout 300 --label "$MR/mr_dev_fusion_compress"
 finish

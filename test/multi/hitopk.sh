@@ -3,8 +3,9 @@
 # sc_gtopk_allreduce with SC_GTOPK_ALGO=hitopk (mr_hitopk) on emulated host
 # layouts (SC_RANKS_PER_HOST), hosts x ranks per host: 2x2, 2x3, 3x2, 1x4,
 # 4x1 and 1x1 over tcp and shm, against the test's reference; then hosts of
-# unequal size (2 + 1), and device gradients through the stand-in, refused
-# with SC_ERR_UNSUPPORTED.
+# unequal size (2 + 1); then device gradients through the stand-in on 2x2
+# and 3x2, each step bit for bit against the host step on the same data
+# (and the stream form refused with SC_ERR_UNSUPPORTED).
 # SC_TEST_SAMPLE=1 (the sanitizer runs): 2x2 over tcp, 3x2 over shm, 2 + 1.
 . "$top_srcdir/test/multi/lib.sh"
 run() { # run NAME N RANKS-PER-HOST TRANSPORT ARGS...
@@ -22,7 +23,8 @@ for l in $layouts; do
 done
 run "hitopk on hosts of 2 and 1 ranks: SC_ERR_UNSUPPORTED" 3 2 tcp --expect-unsupported
 if device_runtime "$(cd "$top_builddir" && pwd)/test/devfake/.libs/libsc_devfake.so"; then
-  run "hitopk with device gradients: SC_ERR_UNSUPPORTED" 4 2 shm --device
+  run "hitopk 2 hosts x 2 ranks, device gradients, over shm" 4 2 shm --device
+  run "hitopk 3 hosts x 2 ranks, device gradients, over tcp" 6 2 tcp --device
 else
   echo "SKIP: device row (no device stand-in)"
 fi

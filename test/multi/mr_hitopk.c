@@ -6,8 +6,12 @@
  * and the result must match bit for bit), residual included; the result
  * bit-identical on every rank; error feedback conserving the mass over
  * several calls for every selection method; ef NULL; and, with
- * --expect-unsupported (hosts of unequal size), SC_ERR_UNSUPPORTED; with
- * --device, device gradients refused with SC_ERR_UNSUPPORTED. */
+ * --expect-unsupported (hosts of unequal size), SC_ERR_UNSUPPORTED. With
+ * --device (the device stand-in, or CUDA), a sample of the same cases where
+ * every step runs twice, on a device copy of the gradient with a device
+ * residual and on the host gradient: the device results and residuals must
+ * be the host's bit for bit (the host's are checked as above); and the
+ * stream form refused with SC_ERR_UNSUPPORTED. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +23,44 @@
 
 static sc_comm_t *comm;
 static int L, H;
+static const sc_devrt_t *rt; /* --device */
+static void *ev;
+
+static void dcopy(void *dst, const void *src, size_t bytes) {
+  if (!bytes) return;
+  MR_OK(rt->memcpy_async(dst, src, bytes, NULL));
+  MR_OK(rt->event_record(ev, NULL));
+  MR_OK(sc_dev_event_wait(rt, ev, 60000, "test copy"));
+}
+
+/* The step on g (host memory) with ef; under --device first on a device
+ * copy of g with def, whose result and residual must be the same bits. */
+static void gtopk(void *g, size_t n, sc_dtype_t dt, size_t k, sc_select_t m, sc_ef_t *ef,
+                  sc_ef_t *def, const char *what) {
+  if (!rt) {
+    MR_OK(sc_gtopk_allreduce(n ? g : NULL, n, dt, k, m, ef, comm));
+    return;
+  }
+  const size_t bytes = n * sc_dtype_size(dt);
+  void *d = NULL, *back = malloc(bytes + 1), *hr = malloc(bytes + 1), *dr = malloc(bytes + 1);
+  MR_OK(rt->malloc_device(&d, bytes + 1));
+  dcopy(d, g, bytes);
+  MR_OK(sc_gtopk_allreduce(d, n, dt, k, m, def, comm));
+  MR_OK(sc_gtopk_allreduce(n ? g : NULL, n, dt, k, m, ef, comm));
+  dcopy(back, d, bytes);
+  mr_checks++;
+  if (memcmp(back, g, bytes)) mr_fail("%s: device result differs from the host's", what);
+  if (ef) {
+    MR_OK(sc_ef_residual_read(ef, hr));
+    MR_OK(sc_ef_residual_read(def, dr));
+    mr_checks++;
+    if (memcmp(hr, dr, bytes)) mr_fail("%s: device residual differs from the host's", what);
+  }
+  rt->free_device(d);
+  free(back);
+  free(hr);
+  free(dr);
+}
 
 /* Rank r's gradient at call c, element i: integers in [-11, 11], many ties. */
 static double input(int r, int c, size_t i) {
@@ -100,14 +142,15 @@ static void exact_case(size_t n, size_t k, sc_dtype_t dt) {
   ref_t R = {n, k, calloc(p * (n ? n : 1), sizeof(double)), calloc(n ? n : 1, sizeof(double))};
   void *g = malloc((n ? n : 1) * es), *res = malloc((n ? n : 1) * es);
   char what[128];
-  sc_ef_t *ef = NULL;
+  sc_ef_t *ef = NULL, *def = NULL;
   MR_OK(sc_ef_create(n, dt, &ef));
+  if (rt) MR_OK(sc_ef_create(n, dt, &def));
   for (int c = 0; c < 3; c++) {
     for (size_t i = 0; i < n; i++) mr_set(g, i, dt, input(mr_rank, c, i));
-    MR_OK(sc_gtopk_allreduce(n ? g : NULL, n, dt, k, SC_SELECT_EXACT, ef, comm));
-    ref_step(&R, c, 1);
     snprintf(what, sizeof what, "%dx%d n=%zu k=%zu %s call %d", H, L, n, k,
              dt == SC_FLOAT64 ? "float64" : "float32", c);
+    gtopk(g, n, dt, k, SC_SELECT_EXACT, ef, def, what);
+    ref_step(&R, c, 1);
     MR_OK(sc_ef_residual_read(ef, res));
     for (size_t i = 0; i < n; i++) {
       mr_checks += 2;
@@ -125,10 +168,12 @@ static void exact_case(size_t n, size_t k, sc_dtype_t dt) {
     check_identical(g, n * es, what);
   }
   MR_OK(sc_ef_destroy(ef));
+  MR_OK(sc_ef_destroy(def));
   /* No error feedback: one step on the call-0 input. */
   for (size_t i = 0; i < p * n; i++) R.res[i] = 0;
   for (size_t i = 0; i < n; i++) mr_set(g, i, dt, input(mr_rank, 0, i));
-  MR_OK(sc_gtopk_allreduce(n ? g : NULL, n, dt, k, SC_SELECT_EXACT, NULL, comm));
+  snprintf(what, sizeof what, "%dx%d n=%zu k=%zu no ef", H, L, n, k);
+  gtopk(g, n, dt, k, SC_SELECT_EXACT, NULL, NULL, what);
   ref_step(&R, 0, 0);
   for (size_t i = 0; i < n; i++) {
     mr_checks++;
@@ -150,15 +195,16 @@ static void conservation_case(size_t n, size_t k, sc_dtype_t dt, sc_select_t m) 
   const size_t es = dt == SC_FLOAT64 ? 8 : 4;
   void *g = malloc(n * es), *res = malloc(n * es);
   double *sent = calloc(n, sizeof(double)), *got = calloc(n, sizeof(double));
-  sc_ef_t *ef = NULL;
+  sc_ef_t *ef = NULL, *def = NULL;
   MR_OK(sc_ef_create(n, dt, &ef));
+  if (rt) MR_OK(sc_ef_create(n, dt, &def));
   for (int c = 0; c < 4; c++) {
     for (size_t i = 0; i < n; i++) {
       double v = sin((double)(i + 1) * 0.37 + mr_rank * 1.3 + c * 0.11) * (1 + (double)(i % 7));
       mr_set(g, i, dt, v);
       sent[i] += mr_get(g, i, dt);
     }
-    MR_OK(sc_gtopk_allreduce(g, n, dt, k, m, ef, comm));
+    gtopk(g, n, dt, k, m, ef, def, "conservation");
     check_identical(g, n * es, "conservation");
     for (size_t i = 0; i < n; i++) got[i] += mr_get(g, i, dt) * mr_nranks;
   }
@@ -177,6 +223,7 @@ static void conservation_case(size_t n, size_t k, sc_dtype_t dt, sc_select_t m) 
     }
   }
   MR_OK(sc_ef_destroy(ef));
+  MR_OK(sc_ef_destroy(def));
   free(g);
   free(res);
   free(sent);
@@ -208,19 +255,32 @@ int main(int argc, char **argv) {
     mr_fail("layout: local rank %d of %d on host %d of %d, want %d of %d on %d of %d", lr, ls, hi,
             nh, mr_rank % L, L, mr_rank / L, H);
   if (device) {
-    const sc_devrt_t *rt = sc_devrt();
-    void *d = NULL;
-    if (!rt || rt->malloc_device(&d, 64) != SC_SUCCESS) {
+    rt = sc_devrt();
+    void *d = NULL, *s = NULL;
+    if (!rt || rt->device_count() < 1 || rt->malloc_device(&d, 64) != SC_SUCCESS) {
       printf("skipped: no device runtime\n");
       sc_comm_destroy(comm);
       return 77;
     }
+    MR_OK(rt->event_create(&ev));
+    MR_OK(rt->stream_create(&s));
     mr_checks++;
-    sc_result_t r = sc_gtopk_allreduce(d, 16, SC_FLOAT32, 2, SC_SELECT_EXACT, NULL, comm);
-    if (r != SC_ERR_UNSUPPORTED || !strstr(sc_last_error(), "host gradients"))
-      mr_fail("device gradients: %s (%s), want SC_ERR_UNSUPPORTED", sc_strerror(r),
+    sc_result_t r = sc_gtopk_allreduce_on_stream(d, 16, SC_FLOAT32, 2, SC_SELECT_EXACT, NULL, comm,
+                                                 (sc_stream_t)s);
+    if (r != SC_ERR_UNSUPPORTED || !strstr(sc_last_error(), "stream form"))
+      mr_fail("hitopk stream form: %s (%s), want SC_ERR_UNSUPPORTED", sc_strerror(r),
               sc_last_error());
+    rt->stream_destroy(s);
     rt->free_device(d);
+    const size_t ns[] = {0, 1, 13, 100};
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++) {
+      exact_case(ns[a], 3, a % 2 ? SC_FLOAT64 : SC_FLOAT32);
+      exact_case(ns[a], ns[a] + 5, a % 2 ? SC_FLOAT32 : SC_FLOAT64);
+    }
+    exact_case(101, 7, SC_FLOAT32);
+    for (int m = SC_SELECT_EXACT; m <= SC_SELECT_MSTOPK; m++)
+      conservation_case(211, 17, m % 2 ? SC_FLOAT64 : SC_FLOAT32, (sc_select_t)m);
+    rt->event_destroy(ev);
   } else if (unsupported) {
     float g[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     mr_checks++;
