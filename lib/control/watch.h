@@ -39,12 +39,13 @@
 #define SC_WATCH_ADDR_LEN 24 /* == SC_SOCKET_ADDR_WIRE_LEN; checked in watch.c */
 
 /* Wire format (multi-byte fields big-endian):
- *   hello  rank -> rank 0: u32 magic 'SCWH', u16 version, u16 0, u8 secret[32],
- *                          u32 rank, u32 nranks
+ *   hello  child -> parent: u32 magic 'SCWH', u16 version, u16 0, u8 secret[32],
+ *                           u32 rank, u32 nranks
  *   frame  either way    : u32 magic 'SCWF', u8 version, u8 type, u16 len,
  *                          u32 subject rank, u32 code, then len bytes of text;
  *                          a heartbeat's len bytes are 0 (idle) or a call:
- *                          u64 sequence number, u8 print[SC_WATCH_FP_LEN] */
+ *                          u64 sequence number, u8 print[SC_WATCH_FP_LEN]; a
+ *                          forwarded call's the same; a quiet report's a u32 of ms */
 #define SC_WATCH_HELLO_MAGIC 0x53435748u /* 'SCWH' */
 #define SC_WATCH_FRAME_MAGIC 0x53435746u /* 'SCWF' */
 #define SC_WATCH_VERSION     1
@@ -56,12 +57,18 @@
  * report of the call its rank executes. */
 #define SC_WATCH_FP_LEN    16
 #define SC_WATCH_HB_OP_LEN (8 + SC_WATCH_FP_LEN)
+#define SC_WATCH_QUIET_LEN 4
 
 typedef enum sc_watch_type {
-  SC_WATCH_HEARTBEAT = 1, /* "still here" (both ways) */
-  SC_WATCH_GOODBYE = 2,   /* leaving cleanly (destroy): the close that follows is no death */
-  SC_WATCH_FAILED = 3,    /* rank -> rank 0: my communicator failed (code, reason) */
-  SC_WATCH_NOTICE = 4     /* rank 0 -> rank: subject rank failed (code, reason) */
+  SC_WATCH_HEARTBEAT = 1, /* "still here" (both ways); up: the sender's call */
+  /* Leaving cleanly (destroy): the close that follows is no death. Down the
+   * tree with the subject that left: no notice will come from above. */
+  SC_WATCH_GOODBYE = 2,
+  SC_WATCH_FAILED = 3, /* up: subject's communicator failed (code, reason) */
+  SC_WATCH_NOTICE = 4, /* down: subject rank failed (code, reason) */
+  SC_WATCH_EVENT = 5,  /* up: a watch saw subject die or go silent (code, reason) */
+  SC_WATCH_OP = 6,     /* up: the call subject's heartbeat reported */
+  SC_WATCH_QUIET = 7   /* up: subject has sent its parent nothing for this long */
 } sc_watch_type_t;
 
 typedef struct sc_watch_frame {
@@ -81,7 +88,8 @@ typedef struct sc_watch_op {
  * error): SC_SUCCESS, or SC_ERR_REMOTE with the reason in why. The hello
  * parser checks magic, version, secret, nranks == job_nranks and
  * 0 < rank < nranks; the frame parser magic, version, type, len <=
- * SC_WATCH_TEXT_MAX (a heartbeat's: 0 or SC_WATCH_HB_OP_LEN), subject <
+ * SC_WATCH_TEXT_MAX (a heartbeat's and a forwarded call's: 0 or
+ * SC_WATCH_HB_OP_LEN; a quiet report's SC_WATCH_QUIET_LEN), subject <
  * nranks and code a valid sc_result_t; the heartbeat parser a report's
  * length and that a busy one's print is not all zero. */
 sc_result_t sc_watch_hello_parse(const uint8_t *buf, size_t len, const uint8_t *secret,
@@ -108,6 +116,11 @@ void sc_watch_op_mismatch_reason(char *out, size_t len, const sc_watch_op_t *a,
                                                   size_t len),
                                  void *ctx);
 
+/* The tree (pure): rank r's parent, (r-1)/fanout, and -1 for rank 0; whether
+ * s is c or lies below it. */
+int sc_watch_parent_of(int fanout, int r);
+int sc_watch_in_subtree(int fanout, int s, int c);
+
 typedef struct sc_watch sc_watch_t;
 
 /* What the watch knows of a rank, for its messages and to connect. */
@@ -125,6 +138,7 @@ typedef struct sc_watch_peer {
 typedef struct sc_watch_hooks {
   void *ctx;
   int rank, nranks, timeout_ms;
+  int fanout; /* children per rank in the tree (SC_WATCH_FANOUT), 2..64 */
   void (*lock)(void *ctx);
   void (*unlock)(void *ctx);
   /* Under the lock. error copies the message when msg is not NULL. */

@@ -96,7 +96,24 @@ static void test_frame(void **state) {
   assert_int_equal(sc_watch_frame_parse(b, sizeof(b), 4, &f, why, sizeof(why)), SC_ERR_REMOTE);
   frame(b, 0, 0, 1, 0);
   assert_int_equal(sc_watch_frame_parse(b, sizeof(b), 4, &f, why, sizeof(why)), SC_ERR_REMOTE);
-  frame(b, 5, 0, 1, 0);
+  frame(b, 8, 0, 1, 0);
+  assert_int_equal(sc_watch_frame_parse(b, sizeof(b), 4, &f, why, sizeof(why)), SC_ERR_REMOTE);
+  /* The tree's frames: an event with text; a forwarded call 0 or 24 bytes,
+   * nothing else; a quiet report exactly 4. */
+  frame(b, SC_WATCH_EVENT, 40, 3, SC_ERR_TIMEOUT);
+  assert_int_equal(sc_watch_frame_parse(b, sizeof(b), 4, &f, why, sizeof(why)), SC_SUCCESS);
+  assert_int_equal(f.type, SC_WATCH_EVENT);
+  frame(b, SC_WATCH_OP, SC_WATCH_HB_OP_LEN, 3, 0);
+  assert_int_equal(sc_watch_frame_parse(b, sizeof(b), 4, &f, why, sizeof(why)), SC_SUCCESS);
+  frame(b, SC_WATCH_OP, 0, 3, 0);
+  assert_int_equal(sc_watch_frame_parse(b, sizeof(b), 4, &f, why, sizeof(why)), SC_SUCCESS);
+  frame(b, SC_WATCH_OP, SC_WATCH_HB_OP_LEN - 1, 3, 0);
+  assert_int_equal(sc_watch_frame_parse(b, sizeof(b), 4, &f, why, sizeof(why)), SC_ERR_REMOTE);
+  frame(b, SC_WATCH_QUIET, SC_WATCH_QUIET_LEN, 3, 0);
+  assert_int_equal(sc_watch_frame_parse(b, sizeof(b), 4, &f, why, sizeof(why)), SC_SUCCESS);
+  frame(b, SC_WATCH_QUIET, 0, 3, 0);
+  assert_int_equal(sc_watch_frame_parse(b, sizeof(b), 4, &f, why, sizeof(why)), SC_ERR_REMOTE);
+  frame(b, SC_WATCH_QUIET, SC_WATCH_QUIET_LEN, 4, 0);
   assert_int_equal(sc_watch_frame_parse(b, sizeof(b), 4, &f, why, sizeof(why)), SC_ERR_REMOTE);
   frame(b, SC_WATCH_NOTICE, 0, 1, 0x7fffffffu);
   assert_int_equal(sc_watch_frame_parse(b, sizeof(b), 4, &f, why, sizeof(why)), SC_ERR_REMOTE);
