@@ -187,6 +187,8 @@ void sc_watch_read_hello(sc_watch_t *w, sc_wconn_t *c) {
     c->fd = -1;
     c->state = SC_WC_NONE;
     SC_TRACE(SC_SUBSYS_COLL, "liveness watch: rank %d connected", r);
+    if (w->sent_down) /* it connected after the notice went down */
+      sc_wconn_queue(s, SC_WATCH_NOTICE, w->down_subject, (int)w->down_code, w->down_text);
     return;
   }
 }

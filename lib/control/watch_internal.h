@@ -65,7 +65,12 @@ struct sc_watch {
   uint8_t *expect;                 /* by slot: that rank announced it will connect here */
   sc_wconn_t pend[SC_WATCH_UNAUTH_MAX];
   int64_t pend_since[SC_WATCH_UNAUTH_MAX];
-  int failed;     /* rank 0: an event was relayed; others: a failure is known */
+  int failed; /* rank 0: an event was relayed; others: a failure is known */
+  /* The notice this rank sent down, for a child that connects later (a rank
+   * whose parent died falls back to rank 0 after rank 0 relayed). */
+  int sent_down, down_subject;
+  sc_result_t down_code;
+  char down_text[SC_WATCH_TEXT_MAX + 1];
   int told;       /* this rank's own failure went out */
   int from_watch; /* the communicator's error is a notice recorded here (comm->lock) */
   /* The first notice (comm->lock), for sc_watch_explain on a caller's thread. */

@@ -93,6 +93,12 @@ void sc_watch_flood(sc_watch_t *w, int type, int subject, sc_result_t code, cons
     if (c->state == SC_WC_NONE) continue;
     sc_wconn_queue(c, type, subject, (int)code, text);
   }
+  if (type == SC_WATCH_NOTICE && !w->sent_down) {
+    w->sent_down = 1;
+    w->down_subject = subject;
+    w->down_code = code;
+    snprintf(w->down_text, sizeof(w->down_text), "%s", text ? text : "");
+  }
   int s = sc_watch_slot(w, subject);
   if (type == SC_WATCH_NOTICE && s >= 1 && w->conn[s].state == SC_WC_LIVE)
     w->conn[s].state = SC_WC_GONE; /* told: its close is no news */
