@@ -3,30 +3,45 @@
  * not only by the ranks that happen to be exchanging data with it.
  *
  * Each communicator has its own watch (communicators from sc_comm_split too:
- * a rank outside a communicator cannot break it). Rank 0 listens on a watch
- * socket whose address travels in its bootstrap blob; every other rank keeps
- * one TCP connection to it (a star), authenticated with the job secret. A
- * small thread per rank sends a heartbeat every SC_HEARTBEAT_MS and reads the
- * other side. Rank 0 relays the first event to every rank:
- *   - a rank's connection closes without a goodbye (it died): SC_ERR_REMOTE
+ * a rank outside a communicator cannot break it). The watch connections form
+ * a k-ary tree (k = SC_WATCH_FANOUT, the same on every rank): rank r > 0
+ * keeps one TCP connection to its parent (r-1)/k, authenticated with the job
+ * secret, and every rank with children listens on a watch socket whose
+ * address travels in its bootstrap blob. A small thread per rank sends a
+ * heartbeat every SC_HEARTBEAT_MS on each of its links and reads the other
+ * sides. Rank 0 alone decides, and relays the first event down the tree,
+ * every parent passing it on to its children:
+ *   - a rank's connection to its parent closes without a goodbye (it died):
+ *     SC_ERR_REMOTE
  *   - no heartbeat from a rank for SC_TIMEOUT_MS (stopped): SC_ERR_TIMEOUT
  *   - a rank's communicator failed (e.g. its neighbour timed out): the same
  *     code it failed with, and its reason
  *   - a rank called sc_comm_abort: SC_ERR_REMOTE
  *   - two ranks execute calls of the same number that differ (SC_ERR_MISMATCH):
- *     each heartbeat to rank 0 carries the print of the call its rank is
- *     executing, and rank 0 compares the latest of every rank with its own.
- *     This catches mismatched calls that exchange no message (a rank
- *     waiting on the board while its peer runs a schedule, both ranks
- *     waiting to receive), within a heartbeat period.
- * Every rank watches rank 0 the same way (EOF: died, silence: stopped).
+ *     each heartbeat up carries the print of the call its rank is executing,
+ *     every parent forwards its children's (and their subtrees') up, and rank
+ *     0 compares the latest of every rank with its own. This catches
+ *     mismatched calls that exchange no message (a rank waiting on the board
+ *     while its peer runs a schedule, both ranks waiting to receive), within
+ *     a heartbeat period.
+ * A parent watches its children: their deaths and silences, their own
+ * failures and whatever their subtrees report go up with the rank they are
+ * about, so rank 0 sees every rank as if it were linked to it; a child
+ * quiet for half the timeout is reported too, so that rank 0 names a
+ * stopped rank where another rank's call times out waiting on it. A child
+ * watches its parent the same way: when the parent is rank 0, a death or
+ * silence is recorded and sent down the child's subtree (every rank lies
+ * below a child of rank 0); any other parent's is reported to rank 0, to
+ * which the child connects directly and which is its parent from then on.
  * A notice is recorded as the communicator's error and the transport is
  * woken, so a blocked call returns it at once and later calls fail at once.
- * sc_comm_destroy sends a goodbye, so a clean exit is never a death.
+ * sc_comm_destroy sends a goodbye up and down, so a clean exit is never a
+ * death; below a parent that left, no notice will come.
  * Cost: per operation, two writes of the call's print where the watch reads
- * it; one thread and one socket per communicator (rank 0: nranks-1
- * sockets), a frame of 16 bytes (40 while a call runs) per heartbeat
- * period. */
+ * it; one thread per communicator; rank 0 and every parent hold at most k+1
+ * watch sockets (a listener and one per child), a leaf one; a frame of 16
+ * bytes (40 while a call runs) per heartbeat period on each link, and up
+ * every link the reports of the subtree below it. */
 #ifndef SC_WATCH_H
 #define SC_WATCH_H
 
