@@ -15,8 +15,9 @@
  *           survivor then SIGCONTs it, and the resumed victim's next call must
  *           fail too (within BOUND_S).
  *   stopname: as stop, but every survivor's message must name the stopped
- *           rank (with the tree, rank 0 learns of a deeper rank's silence
- *           from its parent).
+ *           rank (with the tree, rank 0 learns of a deeper rank's quiet from
+ *           its parent).
+ * The victim acts 200 ms after the warm-up, or FAIL_WATCH_DELAY_MS.
  *   clean : no victim. A split communicator, then staggered destroys (the
  *           last rank leaves the split first, rank 0 leaves the parent first):
  *           nobody may be told of a death, and the process's descriptor and
@@ -98,7 +99,11 @@ static int run_victim(const char *mode, int victim, double bound, const char *pi
   }
   int first = victim == 0 ? 1 : 0; /* lowest survivor */
   if (g_rank == victim) {
-    sleep_ms(200); /* the others are inside their call (or idle) by then */
+    /* The others are inside their call (or idle) by then. FAIL_WATCH_DELAY_MS
+     * longer: they wait on this rank while it still sends heartbeats, so
+     * their calls time out before its silence does. */
+    const char *delay = getenv("FAIL_WATCH_DELAY_MS");
+    sleep_ms(delay && *delay ? atoi(delay) : 200);
     if (stop) {
       FILE *f = fopen(pidfile, "w");
       if (f) {
