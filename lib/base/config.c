@@ -75,6 +75,10 @@ static const sc_config_var_t sc_config_vars[] = {
     {"SC_HEARTBEAT_MS", "0",
      "liveness watch heartbeat in ms (0: min(1000, SC_TIMEOUT_MS/8); -1: no watch, a dead peer "
      "is noticed only by the ranks exchanging data with it)"},
+    {"SC_WATCH_FANOUT", "8",
+     "liveness watch tree: children per rank, 2..64 (rank r's parent is (r-1)/k); rank 0 and "
+     "every parent hold at most k+1 watch sockets, rank 0 one more per rank whose parent died "
+     "(the same on every rank)"},
     {"SC_BOARD_BYTES", "1024",
      "collectives whose post per rank (its input; the reduce-scatter's and the all-to-all's "
      "whole send buffer, the scatter root's nranks blocks) is at most this many bytes run "

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Liveness watch: see watch.h for the design. One thread per communicator;
- * rank 0 is the hub of a star of watch connections and relays the first
+ * the watch connections form a tree whose root, rank 0, relays the first
  * failure it learns of to every rank. Everything the thread waits for is
  * bounded by the heartbeat period; every length read off the wire is
  * checked against SC_WATCH_TEXT_MAX before a byte of text is read. */
@@ -77,58 +77,45 @@ void sc_watch_record(sc_watch_t *w, int subject, sc_result_t code, const char *r
 
 /* The connection to `c->rank` closed or broke. */
 void sc_watch_on_close(sc_watch_t *w, sc_wconn_t *c, const char *how) {
-  int peer = w->rank == 0 ? c->rank : 0;
   sc_wc_state_t st = c->state;
   c->eof = 1;
   c->out_off = c->out_len = c->in_done = 0;
   c->state = SC_WC_GONE;
   if (st != SC_WC_LIVE) return;
   char reason[256];
-  snprintf(reason, sizeof(reason), "died: %s watch connection %s closed without a goodbye (%s)",
-           w->rank == 0 ? "its" : "the", w->rank == 0 ? "to rank 0" : "to it", how);
-  if (w->rank == 0)
-    sc_watch_event(w, peer, SC_ERR_REMOTE, reason, 0);
-  else
-    sc_watch_record(w, 0, SC_ERR_REMOTE, reason);
+  if (w->rank != 0 && c == &w->conn[0]) {
+    snprintf(reason, sizeof(reason),
+             "died: the watch connection to it closed without a goodbye (%s)", how);
+    sc_watch_lost_parent(w, SC_ERR_REMOTE, reason);
+  } else {
+    snprintf(reason, sizeof(reason),
+             "died: its watch connection to rank %d closed without a goodbye (%s)", w->rank, how);
+    sc_watch_report(w, c->rank, SC_ERR_REMOTE, reason);
+  }
 }
 
 static void watch_on_frame(sc_watch_t *w, sc_wconn_t *c, const sc_watch_frame_t *f,
                            const uint8_t *text) {
+  if (w->rank == 0 || c != &w->conn[0]) {
+    sc_watch_from_child(w, c, f, text);
+    return;
+  }
   char clean[SC_WATCH_TEXT_MAX + 1];
-  if (f->type != SC_WATCH_HEARTBEAT) sc_boot_errtext_clean(text, f->len, clean, sizeof(clean));
   switch (f->type) {
   case SC_WATCH_HEARTBEAT:
-    if (w->rank == 0 && w->ops && c->rank > 0 && c->rank < w->nranks) {
-      char why[128];
-      if (sc_watch_hb_parse(text, f->len, &w->ops[c->rank], why, sizeof(why)) != SC_SUCCESS) {
-        sc_watch_on_close(w, c, why);
-        return;
-      }
-      sc_watch_compare(w, c->rank);
-    }
     return;
   case SC_WATCH_GOODBYE:
-    if (c->state == SC_WC_LIVE) c->state = SC_WC_GONE;
-    if (w->rank != 0) atomic_store(&w->hub_gone, 1);
-    SC_INFO(SC_SUBSYS_COLL, "liveness watch: rank %d left cleanly", w->rank == 0 ? c->rank : 0);
+    /* The parent, or a rank above it, left: no notice will come from there. */
+    if ((int)f->subject == c->rank && c->state == SC_WC_LIVE) c->state = SC_WC_GONE;
+    if (!atomic_exchange(&w->hub_gone, 1))
+      sc_watch_flood(w, SC_WATCH_GOODBYE, (int)f->subject, SC_SUCCESS, NULL);
+    SC_INFO(SC_SUBSYS_COLL, "liveness watch: rank %u left cleanly", f->subject);
     return;
-  case SC_WATCH_FAILED:
-    if (w->rank == 0 && (int)f->subject == c->rank) {
-      char reason[SC_WATCH_TEXT_MAX + 64];
-      if (f->code == SC_ERR_ABORTED)
-        snprintf(reason, sizeof(reason), "called sc_comm_abort");
-      else
-        snprintf(reason, sizeof(reason), "failed: %s", clean);
-      sc_watch_event(w, c->rank, (sc_result_t)f->code, reason, 1);
-      return;
-    }
-    break;
   case SC_WATCH_NOTICE:
-    if (w->rank != 0) {
-      sc_watch_record(w, (int)f->subject, (sc_result_t)f->code, clean);
-      return;
-    }
-    break;
+    sc_boot_errtext_clean(text, f->len, clean, sizeof(clean));
+    sc_watch_record(w, (int)f->subject, (sc_result_t)f->code, clean);
+    sc_watch_flood(w, SC_WATCH_NOTICE, (int)f->subject, (sc_result_t)f->code, clean);
+    return;
   }
   char why[96];
   snprintf(why, sizeof(why), "sent an unexpected watch frame (type %u)", f->type);
@@ -193,7 +180,7 @@ static void watch_tell_local(sc_watch_t *w, int aborting) {
     snprintf(reason, sizeof(reason), code == SC_ERR_ABORTED ? "called sc_comm_abort" : "failed: %s",
              msg);
     sc_watch_event(w, 0, code, reason, 1);
-  } else if (w->conn[0].state == SC_WC_LIVE) {
+  } else if (w->conn[0].state == SC_WC_LIVE) { /* up the tree to rank 0 */
     sc_wconn_queue(&w->conn[0], SC_WATCH_FAILED, w->rank, (int)code, msg);
   }
 }
@@ -201,23 +188,34 @@ static void watch_tell_local(sc_watch_t *w, int aborting) {
 static void watch_check_silence(sc_watch_t *w, int64_t now) {
   for (int r = 0; r < w->nconn; r++) {
     sc_wconn_t *c = &w->conn[r];
-    int peer = w->rank == 0 ? r : 0;
-    if (c->state != SC_WC_LIVE || now - c->last_rx <= w->timeout_ms) continue;
+    if (c->state != SC_WC_LIVE || now - c->last_rx <= w->timeout_ms / 2) continue;
     /* Frames may wait unread: this thread itself was stopped (SIGSTOP) or starved. */
     sc_watch_read(w, c);
-    if (c->state != SC_WC_LIVE || now - c->last_rx <= w->timeout_ms) continue;
+    if (c->state != SC_WC_LIVE || now - c->last_rx <= w->timeout_ms / 2) continue;
+    int up = w->rank != 0 && r == 0;
+    if (now - c->last_rx <= w->timeout_ms) {
+      /* Half the timeout quiet: rank 0, which sees only its own children,
+       * learns it, to name this rank where another one's call times out
+       * waiting on it. */
+      if (!up && w->rank != 0 && w->conn[0].state == SC_WC_LIVE) {
+        uint8_t ms[SC_WATCH_QUIET_LEN];
+        sc_wire_put_u32(ms, (uint32_t)(now - c->last_rx));
+        sc_wconn_queue_bytes(&w->conn[0], SC_WATCH_QUIET, c->rank, 0, ms, sizeof(ms));
+      }
+      continue;
+    }
     char reason[200];
     snprintf(reason, sizeof(reason),
              "stopped responding: no heartbeat for %lld ms (SC_TIMEOUT_MS=%d; a stopped or hung "
              "process, or an unreachable host)",
              (long long)(now - c->last_rx), w->timeout_ms);
     c->state = SC_WC_GONE; /* keep the socket: a resumed rank reads why it was dropped */
-    if (w->rank == 0)
-      sc_watch_event(w, peer, SC_ERR_TIMEOUT, reason, 0);
+    if (up)
+      sc_watch_lost_parent(w, SC_ERR_TIMEOUT, reason);
     else
-      sc_watch_record(w, 0, SC_ERR_TIMEOUT, reason);
+      sc_watch_report(w, c->rank, SC_ERR_TIMEOUT, reason);
   }
-  if (w->rank != 0) return;
+  if (w->listen_fd < 0) return;
   for (int i = 0; i < SC_WATCH_UNAUTH_MAX; i++)
     if (w->pend[i].state == SC_WC_HELLO && now - w->pend_since[i] > w->timeout_ms) {
       sc_wconn_close(&w->pend[i]);
@@ -225,13 +223,13 @@ static void watch_check_silence(sc_watch_t *w, int64_t now) {
     }
   if (w->conn_checked || now - w->start_ms <= w->timeout_ms) return;
   w->conn_checked = 1;
-  for (int r = 1; r < w->nranks; r++) {
-    if (!w->expect[r] || w->conn[r].state != SC_WC_NONE) continue;
+  for (int i = 1; i < w->nconn; i++) {
+    if (!w->expect[i] || w->conn[i].state != SC_WC_NONE) continue;
     char reason[128];
     snprintf(reason, sizeof(reason), "never opened its watch connection within %d ms",
              w->timeout_ms);
-    w->conn[r].state = SC_WC_GONE;
-    sc_watch_event(w, r, SC_ERR_TIMEOUT, reason, 0);
+    w->conn[i].state = SC_WC_GONE;
+    sc_watch_report(w, w->rank == 0 ? i : w->kid0 + i - 1, SC_ERR_TIMEOUT, reason);
   }
 }
 
@@ -278,7 +276,7 @@ static void *watch_main(void *arg) {
     watch_tell_local(w, 0);
     sc_watch_release_held(w, 0);
     if (now >= next_hb) {
-      /* The call this rank executes goes to rank 0, which compares. */
+      /* The call this rank executes goes up to rank 0, which compares. */
       sc_watch_op_t op = {0};
       uint8_t rep[SC_WATCH_HB_OP_LEN];
       size_t rlen = 0;
@@ -288,7 +286,8 @@ static void *watch_main(void *arg) {
       }
       for (int r = 0; r < w->nconn; r++)
         if (w->conn[r].state == SC_WC_LIVE)
-          sc_wconn_queue_bytes(&w->conn[r], SC_WATCH_HEARTBEAT, w->rank, 0, rep, rlen);
+          sc_wconn_queue_bytes(&w->conn[r], SC_WATCH_HEARTBEAT, w->rank, 0, rep,
+                               w->rank != 0 && r == 0 ? rlen : 0);
       if (w->rank == 0) sc_watch_compare(w, 0);
       next_hb = now + w->hb_ms;
       watch_check_silence(w, now);
@@ -301,7 +300,7 @@ static void *watch_main(void *arg) {
       w->pfds[n] = (struct pollfd){.fd = w->listen_fd, .events = POLLIN};
       w->pconn[n++] = NULL;
     }
-    for (int i = 0; w->rank == 0 && i < SC_WATCH_UNAUTH_MAX; i++)
+    for (int i = 0; w->listen_fd >= 0 && i < SC_WATCH_UNAUTH_MAX; i++)
       if (w->pend[i].state == SC_WC_HELLO) {
         w->pfds[n] = (struct pollfd){.fd = w->pend[i].fd, .events = POLLIN};
         w->pconn[n++] = &w->pend[i];
@@ -360,6 +359,8 @@ static void watch_free(sc_watch_t *w) {
   free(w->pfds);
   free(w->pconn);
   free(w->ops);
+  free(w->quiet_told);
+  free(w->quiet_since);
   free(w);
 }
 
@@ -385,29 +386,41 @@ sc_result_t sc_watch_create(const sc_watch_hooks_t *hooks, const char *ifname,
   w->hold_ms = w->explain_ms / 2 < 200 ? w->explain_ms / 2 : 200;
   memcpy(w->secret, secret, SC_SECRET_LEN);
   w->listen_fd = -1;
-  w->nconn = w->rank == 0 ? w->nranks : 1;
+  w->fanout = hooks->fanout < 2 ? 2 : hooks->fanout > 64 ? 64 : hooks->fanout;
+  w->parent = sc_watch_parent_of(w->fanout, w->rank);
+  /* Computed in 64 bits: rank * fanout may pass INT_MAX. */
+  long long kid0 = (long long)w->rank * w->fanout + 1;
+  long long nkids = kid0 >= w->nranks ? 0 : w->nranks - kid0;
+  w->kid0 = kid0 < w->nranks ? (int)kid0 : w->nranks;
+  w->nkids = (int)(nkids < w->fanout ? nkids : w->fanout);
+  w->nconn = w->rank == 0 ? w->nranks : 1 + w->nkids;
   size_t maxfds = (size_t)w->nconn + SC_WATCH_UNAUTH_MAX + 2;
   w->conn = calloc((size_t)w->nconn, sizeof(*w->conn));
   w->pfds = calloc(maxfds, sizeof(*w->pfds));
   w->pconn = calloc(maxfds, sizeof(*w->pconn));
-  w->expect = calloc((size_t)w->nranks, 1);
-  if (w->rank == 0) w->ops = calloc((size_t)w->nranks, sizeof(*w->ops));
+  w->expect = calloc((size_t)w->nconn, 1);
+  if (w->rank == 0) {
+    w->ops = calloc((size_t)w->nranks, sizeof(*w->ops));
+    w->quiet_told = calloc((size_t)w->nranks, sizeof(*w->quiet_told));
+    w->quiet_since = calloc((size_t)w->nranks, sizeof(*w->quiet_since));
+  }
   for (int i = 0; i < SC_WATCH_UNAUTH_MAX; i++) sc_wconn_reset(&w->pend[i]);
   for (int r = 0; w->conn && r < w->nconn; r++) sc_wconn_reset(&w->conn[r]);
   w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   sc_result_t res = SC_SUCCESS;
-  if (!w->conn || !w->pfds || !w->pconn || !w->expect || (w->rank == 0 && !w->ops)) {
+  if (!w->conn || !w->pfds || !w->pconn || !w->expect ||
+      (w->rank == 0 && (!w->ops || !w->quiet_told || !w->quiet_since))) {
     res = SC_ERR(SC_ERR_NOMEM, "liveness watch tables for %d ranks", w->nranks);
   } else if (w->wake_fd < 0) {
     res = SC_ERR(SC_ERR_SYSTEM, "liveness watch: eventfd: %s", strerror(errno));
-  } else if (w->rank == 0) {
+  } else if (w->rank == 0 || w->nkids > 0) { /* a parent: its children connect here */
     sc_sockaddr_t a;
     res = sc_socket_pick_addr(ifname, (ifname && *ifname) ? NULL : route_hint, &a);
     if (res == SC_SUCCESS) res = sc_socket_listen(&a, 0, &w->listen_fd);
     if (res == SC_SUCCESS) res = sc_socket_addr_pack(&a, addr);
-  } else {
-    addr[SC_WATCH_ADDR_LEN - 1] = 1; /* "I will connect": rank 0 waits for this rank */
   }
+  /* "I will connect" (a byte the packed address leaves zero): the parent waits for this rank. */
+  if (res == SC_SUCCESS && w->rank != 0) addr[1] = 1;
   if (res != SC_SUCCESS) {
     watch_free(w);
     memset(addr, 0, SC_WATCH_ADDR_LEN);
@@ -417,15 +430,15 @@ sc_result_t sc_watch_create(const sc_watch_hooks_t *hooks, const char *ifname,
   return SC_SUCCESS;
 }
 
-/* Rank 0: every rank connects right after its connect_all, so waiting for
- * them here costs little, and the communicator is complete (descriptors
+/* A parent: every child connects right after its connect_all, so waiting
+ * for them here costs little, and the communicator is complete (descriptors
  * included) when creation returns. Whoever is missing at the deadline is
  * left to the thread, which declares it. */
 static void watch_accept_all(sc_watch_t *w, int64_t deadline) {
   for (;;) {
     int missing = 0;
-    for (int r = 1; r < w->nranks; r++)
-      if (w->expect[r] && w->conn[r].state == SC_WC_NONE) missing = 1;
+    for (int i = 1; i < w->nconn; i++)
+      if (w->expect[i] && w->conn[i].state == SC_WC_NONE) missing = 1;
     if (!missing || sc_now_ms() >= deadline) return;
     nfds_t n = 0;
     int64_t accept_at = sc_watch_accept_wait(w, sc_now_ms());
@@ -454,47 +467,28 @@ sc_result_t sc_watch_start(sc_watch_t *w) {
   if (!w) return SC_SUCCESS;
   const sc_watch_hooks_t *h = &w->hooks;
   w->start_ms = sc_now_ms();
-  if (w->rank == 0) {
-    for (int r = 1; r < w->nranks; r++) {
-      sc_watch_peer_t p;
-      h->peer(h->ctx, r, &p);
-      w->expect[r] = p.watch_addr[SC_WATCH_ADDR_LEN - 1];
-    }
-    watch_accept_all(w, w->start_ms + w->timeout_ms);
-  } else {
-    sc_sockaddr_t a;
-    sc_watch_peer_t root;
-    h->peer(h->ctx, 0, &root);
-    if (root.watch_addr[0] == 0) {
+  sc_watch_peer_t p, up;
+  if (w->rank != 0) {
+    h->peer(h->ctx, 0, &p);
+    if (!sc_watch_addr_listens(p.watch_addr)) {
       SC_INFO(SC_SUBSYS_INIT, "rank 0 runs no liveness watch (SC_HEARTBEAT_MS=-1 there)");
       return SC_SUCCESS;
     }
-    SC_CHECK(sc_socket_addr_unpack(root.watch_addr, &a));
-    char who[96], as[64];
-    snprintf(who, sizeof(who), "rank 0's liveness watch at %s",
-             sc_socket_addr_str(&a, as, sizeof(as)));
-    int64_t deadline = w->start_ms + w->timeout_ms;
-    int fd = -1;
-    sc_result_t r = sc_socket_connect(&a, deadline, &fd);
-    if (r != SC_SUCCESS)
-      return SC_ERR(r, "rank %d cannot connect to %s: %s", w->rank, who, sc_last_error());
-    uint8_t hello[SC_WATCH_HELLO_LEN];
-    sc_wire_put_u32(hello, SC_WATCH_HELLO_MAGIC);
-    sc_wire_put_u16(hello + 4, SC_WATCH_VERSION);
-    hello[6] = hello[7] = 0;
-    memcpy(hello + 8, w->secret, SC_SECRET_LEN);
-    sc_wire_put_u32(hello + 8 + SC_SECRET_LEN, (uint32_t)w->rank);
-    sc_wire_put_u32(hello + 12 + SC_SECRET_LEN, (uint32_t)w->nranks);
-    r = sc_socket_write_all(fd, hello, sizeof(hello), deadline, who);
-    memset(hello, 0, sizeof(hello));
-    if (r != SC_SUCCESS) {
-      close(fd);
-      return r;
+    /* A parent that runs no watch (SC_HEARTBEAT_MS=-1 there): rank 0 instead. */
+    h->peer(h->ctx, w->parent, &up);
+    SC_CHECK(sc_watch_connect_up(w, sc_watch_addr_listens(up.watch_addr) ? w->parent : 0,
+                                 w->start_ms + w->timeout_ms));
+  }
+  if (w->listen_fd >= 0) {
+    for (int i = 1; i < w->nconn; i++) {
+      int r = w->rank == 0 ? i : w->kid0 + i - 1, via = sc_watch_parent_of(w->fanout, r);
+      h->peer(h->ctx, r, &p);
+      h->peer(h->ctx, via, &up);
+      w->expect[i] =
+          p.watch_addr[1] &&
+          (via == w->rank || (w->rank == 0 && via > 0 && !sc_watch_addr_listens(up.watch_addr)));
     }
-    w->conn[0].fd = fd;
-    w->conn[0].rank = 0;
-    w->conn[0].state = SC_WC_LIVE;
-    w->conn[0].last_rx = sc_now_ms();
+    watch_accept_all(w, w->start_ms + w->timeout_ms);
   }
   int e = pthread_create(&w->thread, NULL, watch_main, w);
   if (e) return SC_ERR(SC_ERR_SYSTEM, "liveness watch: pthread_create: %s", strerror(e));

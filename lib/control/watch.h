@@ -3,30 +3,45 @@
  * not only by the ranks that happen to be exchanging data with it.
  *
  * Each communicator has its own watch (communicators from sc_comm_split too:
- * a rank outside a communicator cannot break it). Rank 0 listens on a watch
- * socket whose address travels in its bootstrap blob; every other rank keeps
- * one TCP connection to it (a star), authenticated with the job secret. A
- * small thread per rank sends a heartbeat every SC_HEARTBEAT_MS and reads the
- * other side. Rank 0 relays the first event to every rank:
- *   - a rank's connection closes without a goodbye (it died): SC_ERR_REMOTE
+ * a rank outside a communicator cannot break it). The watch connections form
+ * a k-ary tree (k = SC_WATCH_FANOUT, the same on every rank): rank r > 0
+ * keeps one TCP connection to its parent (r-1)/k, authenticated with the job
+ * secret, and every rank with children listens on a watch socket whose
+ * address travels in its bootstrap blob. A small thread per rank sends a
+ * heartbeat every SC_HEARTBEAT_MS on each of its links and reads the other
+ * sides. Rank 0 alone decides, and relays the first event down the tree,
+ * every parent passing it on to its children:
+ *   - a rank's connection to its parent closes without a goodbye (it died):
+ *     SC_ERR_REMOTE
  *   - no heartbeat from a rank for SC_TIMEOUT_MS (stopped): SC_ERR_TIMEOUT
  *   - a rank's communicator failed (e.g. its neighbour timed out): the same
  *     code it failed with, and its reason
  *   - a rank called sc_comm_abort: SC_ERR_REMOTE
  *   - two ranks execute calls of the same number that differ (SC_ERR_MISMATCH):
- *     each heartbeat to rank 0 carries the print of the call its rank is
- *     executing, and rank 0 compares the latest of every rank with its own.
- *     This catches mismatched calls that exchange no message (a rank
- *     waiting on the board while its peer runs a schedule, both ranks
- *     waiting to receive), within a heartbeat period.
- * Every rank watches rank 0 the same way (EOF: died, silence: stopped).
+ *     each heartbeat up carries the print of the call its rank is executing,
+ *     every parent forwards its children's (and their subtrees') up, and rank
+ *     0 compares the latest of every rank with its own. This catches
+ *     mismatched calls that exchange no message (a rank waiting on the board
+ *     while its peer runs a schedule, both ranks waiting to receive), within
+ *     a heartbeat period.
+ * A parent watches its children: their deaths and silences, their own
+ * failures and whatever their subtrees report go up with the rank they are
+ * about, so rank 0 sees every rank as if it were linked to it; a child
+ * quiet for half the timeout is reported too, so that rank 0 names a
+ * stopped rank where another rank's call times out waiting on it. A child
+ * watches its parent the same way: when the parent is rank 0, a death or
+ * silence is recorded and sent down the child's subtree (every rank lies
+ * below a child of rank 0); any other parent's is reported to rank 0, to
+ * which the child connects directly and which is its parent from then on.
  * A notice is recorded as the communicator's error and the transport is
  * woken, so a blocked call returns it at once and later calls fail at once.
- * sc_comm_destroy sends a goodbye, so a clean exit is never a death.
+ * sc_comm_destroy sends a goodbye up and down, so a clean exit is never a
+ * death; below a parent that left, no notice will come.
  * Cost: per operation, two writes of the call's print where the watch reads
- * it; one thread and one socket per communicator (rank 0: nranks-1
- * sockets), a frame of 16 bytes (40 while a call runs) per heartbeat
- * period. */
+ * it; one thread per communicator; rank 0 and every parent hold at most k+1
+ * watch sockets (a listener and one per child), a leaf one; a frame of 16
+ * bytes (40 while a call runs) per heartbeat period on each link, and up
+ * every link the reports of the subtree below it. */
 #ifndef SC_WATCH_H
 #define SC_WATCH_H
 
@@ -39,12 +54,13 @@
 #define SC_WATCH_ADDR_LEN 24 /* == SC_SOCKET_ADDR_WIRE_LEN; checked in watch.c */
 
 /* Wire format (multi-byte fields big-endian):
- *   hello  rank -> rank 0: u32 magic 'SCWH', u16 version, u16 0, u8 secret[32],
- *                          u32 rank, u32 nranks
+ *   hello  child -> parent: u32 magic 'SCWH', u16 version, u16 0, u8 secret[32],
+ *                           u32 rank, u32 nranks
  *   frame  either way    : u32 magic 'SCWF', u8 version, u8 type, u16 len,
  *                          u32 subject rank, u32 code, then len bytes of text;
  *                          a heartbeat's len bytes are 0 (idle) or a call:
- *                          u64 sequence number, u8 print[SC_WATCH_FP_LEN] */
+ *                          u64 sequence number, u8 print[SC_WATCH_FP_LEN]; a
+ *                          forwarded call's the same; a quiet report's a u32 of ms */
 #define SC_WATCH_HELLO_MAGIC 0x53435748u /* 'SCWH' */
 #define SC_WATCH_FRAME_MAGIC 0x53435746u /* 'SCWF' */
 #define SC_WATCH_VERSION     1
@@ -56,12 +72,18 @@
  * report of the call its rank executes. */
 #define SC_WATCH_FP_LEN    16
 #define SC_WATCH_HB_OP_LEN (8 + SC_WATCH_FP_LEN)
+#define SC_WATCH_QUIET_LEN 4
 
 typedef enum sc_watch_type {
-  SC_WATCH_HEARTBEAT = 1, /* "still here" (both ways) */
-  SC_WATCH_GOODBYE = 2,   /* leaving cleanly (destroy): the close that follows is no death */
-  SC_WATCH_FAILED = 3,    /* rank -> rank 0: my communicator failed (code, reason) */
-  SC_WATCH_NOTICE = 4     /* rank 0 -> rank: subject rank failed (code, reason) */
+  SC_WATCH_HEARTBEAT = 1, /* "still here" (both ways); up: the sender's call */
+  /* Leaving cleanly (destroy): the close that follows is no death. Down the
+   * tree with the subject that left: no notice will come from above. */
+  SC_WATCH_GOODBYE = 2,
+  SC_WATCH_FAILED = 3, /* up: subject's communicator failed (code, reason) */
+  SC_WATCH_NOTICE = 4, /* down: subject rank failed (code, reason) */
+  SC_WATCH_EVENT = 5,  /* up: a watch saw subject die or go silent (code, reason) */
+  SC_WATCH_OP = 6,     /* up: the call subject's heartbeat reported */
+  SC_WATCH_QUIET = 7   /* up: subject has sent its parent nothing for this long */
 } sc_watch_type_t;
 
 typedef struct sc_watch_frame {
@@ -81,7 +103,8 @@ typedef struct sc_watch_op {
  * error): SC_SUCCESS, or SC_ERR_REMOTE with the reason in why. The hello
  * parser checks magic, version, secret, nranks == job_nranks and
  * 0 < rank < nranks; the frame parser magic, version, type, len <=
- * SC_WATCH_TEXT_MAX (a heartbeat's: 0 or SC_WATCH_HB_OP_LEN), subject <
+ * SC_WATCH_TEXT_MAX (a heartbeat's and a forwarded call's: 0 or
+ * SC_WATCH_HB_OP_LEN; a quiet report's SC_WATCH_QUIET_LEN), subject <
  * nranks and code a valid sc_result_t; the heartbeat parser a report's
  * length and that a busy one's print is not all zero. */
 sc_result_t sc_watch_hello_parse(const uint8_t *buf, size_t len, const uint8_t *secret,
@@ -108,6 +131,11 @@ void sc_watch_op_mismatch_reason(char *out, size_t len, const sc_watch_op_t *a,
                                                   size_t len),
                                  void *ctx);
 
+/* The tree (pure): rank r's parent, (r-1)/fanout, and -1 for rank 0; whether
+ * s is c or lies below it. */
+int sc_watch_parent_of(int fanout, int r);
+int sc_watch_in_subtree(int fanout, int s, int c);
+
 typedef struct sc_watch sc_watch_t;
 
 /* What the watch knows of a rank, for its messages and to connect. */
@@ -125,6 +153,7 @@ typedef struct sc_watch_peer {
 typedef struct sc_watch_hooks {
   void *ctx;
   int rank, nranks, timeout_ms;
+  int fanout; /* children per rank in the tree (SC_WATCH_FANOUT), 2..64 */
   void (*lock)(void *ctx);
   void (*unlock)(void *ctx);
   /* Under the lock. error copies the message when msg is not NULL. */

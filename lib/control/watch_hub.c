@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Liveness watch, rank 0's side: it accepts every rank's watch connection
- * and relays the first failure it learns of to every rank. */
+/* Liveness watch, rank 0's side: the root of the tree, it decides on the
+ * failures its subtrees report and relays the first one to every rank. The
+ * accepting of children is every parent's (rank 0: any rank, for the ranks
+ * whose parent died). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,16 +13,23 @@
 #include "lib/control/watch_internal.h"
 
 /* A rank whose operation timed out often waits, through others, on a
- * stopped rank: that one has been silent for most of the timeout. */
+ * stopped rank: that one has been silent for most of the timeout. Rank 0
+ * sees its own links; a deeper rank's quiet its parent reports (each
+ * heartbeat period while it lasts). */
 static int silent_rank(sc_watch_t *w, int except, int64_t *silence) {
   int best = -1;
-  int64_t most = w->timeout_ms / 2;
+  int64_t most = w->timeout_ms / 2, now = sc_now_ms();
   for (int r = 1; r < w->nconn; r++) {
     sc_wconn_t *c = &w->conn[r];
-    if (r == except || c->state != SC_WC_LIVE) continue;
-    sc_watch_read(w, c); /* a frame may wait unread */
-    int64_t quiet = sc_now_ms() - c->last_rx;
-    if (c->state == SC_WC_LIVE && quiet > most) {
+    int64_t quiet = -1;
+    if (r != except && c->state == SC_WC_LIVE) {
+      sc_watch_read(w, c); /* a frame may wait unread */
+      if (c->state == SC_WC_LIVE) quiet = sc_now_ms() - c->last_rx;
+    }
+    if (r != except && w->quiet_told && w->quiet_told[r] &&
+        now - w->quiet_told[r] <= 2 * w->hb_ms && now - w->quiet_since[r] > quiet)
+      quiet = now - w->quiet_since[r];
+    if (quiet > most) {
       best = r;
       most = quiet;
     }
@@ -100,13 +109,7 @@ static void watch_relay(sc_watch_t *w, int subject, sc_result_t code, const char
   /* Our own record first: a victim told below may close its connections to
    * us at once, and our blocked call must report this cause, not that close. */
   sc_watch_record(w, subject, code, reason);
-  for (int r = 1; r < w->nconn; r++) {
-    sc_wconn_t *c = &w->conn[r];
-    if (c->state == SC_WC_NONE) continue; /* the subject too: it learns it was heard */
-    sc_wconn_queue(c, SC_WATCH_NOTICE, subject, (int)code, reason);
-  }
-  if (subject > 0 && subject < w->nconn && w->conn[subject].state == SC_WC_LIVE)
-    w->conn[subject].state = SC_WC_GONE;
+  sc_watch_flood(w, SC_WATCH_NOTICE, subject, code, reason);
 }
 
 int sc_watch_op_conflict(const sc_watch_op_t *ops, int nranks, int r) {
@@ -147,7 +150,6 @@ void sc_watch_compare(sc_watch_t *w, int r) {
   sc_watch_event(w, r, SC_ERR_MISMATCH, reason, 0);
 }
 
-/* Rank 0: a pending connection's hello; a valid one takes its rank's slot. */
 void sc_watch_read_hello(sc_watch_t *w, sc_wconn_t *c) {
   for (;;) {
     ssize_t n = recv(c->fd, c->in + c->in_done, SC_WATCH_HELLO_LEN - c->in_done, MSG_DONTWAIT);
@@ -160,13 +162,16 @@ void sc_watch_read_hello(sc_watch_t *w, sc_wconn_t *c) {
     }
     c->in_done += (size_t)n;
     if (c->in_done < SC_WATCH_HELLO_LEN) continue;
-    int r = 0;
+    int r = 0, slot = -1;
     char why[128];
-    if (sc_watch_hello_parse(c->in, c->in_done, w->secret, w->nranks, &r, why, sizeof(why)) ==
-            SC_SUCCESS &&
-        w->conn[r].state != SC_WC_NONE)
+    if (sc_watch_hello_parse(c->in, c->in_done, w->secret, w->nranks, &r, why, sizeof(why)) !=
+        SC_SUCCESS)
+      r = 0;
+    else if ((slot = sc_watch_slot(w, r)) < 1)
+      snprintf(why, sizeof(why), "rank %d is no child of rank %d in the watch tree", r, w->rank);
+    else if (w->conn[slot].state != SC_WC_NONE)
       snprintf(why, sizeof(why), "rank %d connected a second time", r);
-    else if (r > 0)
+    else
       why[0] = '\0';
     if (why[0]) {
       SC_WARN(SC_SUBSYS_BOOT, "liveness watch: dropping a connection: %s", why);
@@ -174,7 +179,7 @@ void sc_watch_read_hello(sc_watch_t *w, sc_wconn_t *c) {
       c->state = SC_WC_NONE;
       return;
     }
-    sc_wconn_t *s = &w->conn[r];
+    sc_wconn_t *s = &w->conn[slot];
     s->fd = c->fd;
     s->rank = r;
     s->state = SC_WC_LIVE;
@@ -182,6 +187,8 @@ void sc_watch_read_hello(sc_watch_t *w, sc_wconn_t *c) {
     c->fd = -1;
     c->state = SC_WC_NONE;
     SC_TRACE(SC_SUBSYS_COLL, "liveness watch: rank %d connected", r);
+    if (w->sent_down) /* it connected after the notice went down */
+      sc_wconn_queue(s, SC_WATCH_NOTICE, w->down_subject, (int)w->down_code, w->down_text);
     return;
   }
 }

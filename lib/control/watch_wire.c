@@ -57,15 +57,20 @@ sc_result_t sc_watch_frame_parse(const uint8_t *b, size_t len, int nranks, sc_wa
     snprintf(why, whylen, "watch frame version %u, this library speaks %u", b[4], SC_WATCH_VERSION);
     return SC_ERR_REMOTE;
   }
-  if (b[5] < SC_WATCH_HEARTBEAT || b[5] > SC_WATCH_NOTICE || tlen > SC_WATCH_TEXT_MAX ||
+  if (b[5] < SC_WATCH_HEARTBEAT || b[5] > SC_WATCH_QUIET || tlen > SC_WATCH_TEXT_MAX ||
       nranks < 1 || subject >= (uint32_t)nranks || code > SC_ERR_INTERNAL) {
     snprintf(why, whylen, "invalid watch frame (type %u, %u bytes, rank %u, code %u)", b[5], tlen,
              subject, code);
     return SC_ERR_REMOTE;
   }
-  if (b[5] == SC_WATCH_HEARTBEAT && tlen != 0 && tlen != SC_WATCH_HB_OP_LEN) {
+  if ((b[5] == SC_WATCH_HEARTBEAT || b[5] == SC_WATCH_OP) && tlen != 0 &&
+      tlen != SC_WATCH_HB_OP_LEN) {
     snprintf(why, whylen, "invalid watch heartbeat of %u bytes (0 or %d)", tlen,
              SC_WATCH_HB_OP_LEN);
+    return SC_ERR_REMOTE;
+  }
+  if (b[5] == SC_WATCH_QUIET && tlen != SC_WATCH_QUIET_LEN) {
+    snprintf(why, whylen, "invalid watch quiet report of %u bytes (%d)", tlen, SC_WATCH_QUIET_LEN);
     return SC_ERR_REMOTE;
   }
   *out = (sc_watch_frame_t){.type = b[5], .len = tlen, .subject = subject, .code = code};
@@ -128,12 +133,15 @@ int sc_wconn_flush(sc_wconn_t *c) {
   return 0;
 }
 
-/* Queues one frame (its bytes cut at SC_WATCH_TEXT_MAX); a heartbeat only
- * when nothing else waits, since any frame proves liveness. */
+/* Queues one frame (its bytes cut at SC_WATCH_TEXT_MAX); a report (a
+ * heartbeat, a forwarded call or quiet) only when nothing else waits: any
+ * frame proves liveness, and the next report replaces this one. */
 void sc_wconn_queue_bytes(sc_wconn_t *c, int type, int subject, int code, const void *data,
                           size_t len) {
   if (c->fd < 0 || c->eof) return;
-  if (type == SC_WATCH_HEARTBEAT && c->out_len > c->out_off) return;
+  if ((type == SC_WATCH_HEARTBEAT || type == SC_WATCH_OP || type == SC_WATCH_QUIET) &&
+      c->out_len > c->out_off)
+    return;
   size_t tlen = data ? len : 0;
   if (tlen > SC_WATCH_TEXT_MAX) tlen = SC_WATCH_TEXT_MAX;
   if (c->out_off) {

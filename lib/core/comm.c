@@ -72,6 +72,8 @@ static sc_result_t sc_comm_read_config(sc_comm_config_t *cfg) {
   cfg->spin_us = (int)v;
   SC_CHECK(sc_config_long("SC_HEARTBEAT_MS", -1, 600000, &v));
   cfg->heartbeat_ms = (int)v;
+  SC_CHECK(sc_config_long("SC_WATCH_FANOUT", 2, 64, &v));
+  cfg->watch_fanout = (int)v;
   SC_CHECK(sc_config_long("SC_CHECK_MISMATCH", 0, 1, &v));
   cfg->check_mismatch = (int)v;
   SC_CHECK(sc_config_long("SC_P2P", 0, 1, &v));

@@ -27,7 +27,7 @@ typedef struct sc_peer_info {
   int32_t pid;
   int32_t rank;
   uint32_t caps;          /* SC_TP_CAP_* (transport/registry.h): what auto may use here */
-  uint8_t watch_addr[24]; /* rank 0: its liveness watch listener; others: "will connect" flag */
+  uint8_t watch_addr[24]; /* a parent in the watch tree: its listener; [1]: "will connect" */
 } sc_peer_info_t;
 
 /* The arguments of a sparse all-reduce (lib/sparse/sparse.c). */
@@ -125,6 +125,7 @@ typedef struct sc_comm_config {
   int connect_lazy;   /* SC_CONNECT=lazy */
   int spin_us;        /* SC_SPIN_US */
   int heartbeat_ms;   /* SC_HEARTBEAT_MS: liveness watch period, 0 auto, -1 off */
+  int watch_fanout;   /* SC_WATCH_FANOUT: children per rank in the liveness watch's tree */
   /* SC_CHECK_MISMATCH: fingerprint every operation (lib/core/fingerprint.c) */
   int check_mismatch;
   int p2p;                /* SC_P2P: open the point-to-point lane (lib/core/p2p.c) */

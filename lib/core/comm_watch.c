@@ -84,6 +84,7 @@ void sc_comm_watch_hooks(sc_comm_t *comm, sc_watch_hooks_t *h) {
                           .rank = comm->rank,
                           .nranks = comm->nranks,
                           .timeout_ms = comm->cfg.timeout_ms,
+                          .fanout = comm->cfg.watch_fanout,
                           .lock = sc_comm_hook_lock,
                           .unlock = sc_comm_hook_unlock,
                           .aborted = sc_comm_hook_aborted,

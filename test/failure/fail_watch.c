@@ -14,6 +14,10 @@
  *           names the stopped rank or the rank a timed-out call waited on); the lowest
  *           survivor then SIGCONTs it, and the resumed victim's next call must
  *           fail too (within BOUND_S).
+ *   stopname: as stop, but every survivor's message must name the stopped
+ *           rank (with the tree, rank 0 learns of a deeper rank's quiet from
+ *           its parent).
+ * The victim acts 200 ms after the warm-up, or FAIL_WATCH_DELAY_MS.
  *   clean : no victim. A split communicator, then staggered destroys (the
  *           last rank leaves the split first, rank 0 leaves the parent first):
  *           nobody may be told of a death, and the process's descriptor and
@@ -80,6 +84,7 @@ static void check_failure(const char *what, sc_result_t r, double dt, sc_result_
 }
 
 static int run_victim(const char *mode, int victim, double bound, const char *pidfile, int n) {
+  int stop = !strncmp(mode, "stop", 4), named = strcmp(mode, "stop") != 0;
   sc_comm_t *comm;
   if (sc_comm_init_env(&comm) != SC_SUCCESS) {
     FAIL("init: %s", sc_last_error());
@@ -94,8 +99,12 @@ static int run_victim(const char *mode, int victim, double bound, const char *pi
   }
   int first = victim == 0 ? 1 : 0; /* lowest survivor */
   if (g_rank == victim) {
-    sleep_ms(200); /* the others are inside their call (or idle) by then */
-    if (!strcmp(mode, "stop")) {
+    /* The others are inside their call (or idle) by then. FAIL_WATCH_DELAY_MS
+     * longer: they wait on this rank while it still sends heartbeats, so
+     * their calls time out before its silence does. */
+    const char *delay = getenv("FAIL_WATCH_DELAY_MS");
+    sleep_ms(delay && *delay ? atoi(delay) : 200);
+    if (stop) {
       FILE *f = fopen(pidfile, "w");
       if (f) {
         fprintf(f, "%d\n", (int)getpid());
@@ -118,7 +127,7 @@ static int run_victim(const char *mode, int victim, double bound, const char *pi
     raise(SIGKILL);
   }
   double t0 = now_s();
-  sc_result_t want = !strcmp(mode, "stop") ? SC_ERR_TIMEOUT : SC_ERR_REMOTE;
+  sc_result_t want = stop ? SC_ERR_TIMEOUT : SC_ERR_REMOTE;
   if (!strcmp(mode, "idle")) {
     sc_result_t async = SC_SUCCESS;
     while (async == SC_SUCCESS && now_s() - t0 < bound + 5) {
@@ -144,9 +153,9 @@ static int run_victim(const char *mode, int victim, double bound, const char *pi
     }
     /* Stopped: a rank's own timeout may name the rank it waited on. */
     check_failure(g_rank == first ? "sc_wait(iallreduce)" : "sc_allreduce", r, now_s() - t0, want,
-                  strcmp(mode, "stop") ? victim : -1, bound, comm);
+                  named ? victim : -1, bound, comm);
   }
-  if (!strcmp(mode, "stop") && g_rank == first) {
+  if (stop && g_rank == first) {
     sleep_ms(500); /* the other survivors fail too before the victim runs again */
     FILE *f = fopen(pidfile, "r");
     int pid = 0;

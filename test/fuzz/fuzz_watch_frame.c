@@ -8,7 +8,8 @@
  * version, bit 2 the type heartbeat, bit 3 a subject below nranks, so that
  * the fuzzer gets past each check. Both verdicts are compared with a model
  * written here from the wire format (watch.h: u32 'SCWF', u8 version 1, u8
- * type 1..4, u16 len <= 600 (a heartbeat's: 0 or 24), u32 subject < nranks,
+ * type 1..7, u16 len <= 600 (a heartbeat's and a forwarded call's: 0 or 24;
+ * a quiet report's 4), u32 subject < nranks,
  * u32 code <= SC_ERR_INTERNAL; a report: u64 number, 16-byte print not all
  * zero); a parsed report must encode back to the same bytes. Every buffer
  * is exactly as long as what arrived, so a read past it is caught. */
@@ -33,9 +34,10 @@ static void put_be(uint8_t *p, uint64_t v, int n) {
 static int model_frame(const uint8_t *h, int nranks) {
   unsigned type = h[5], len = (unsigned)be(h + 6, 2);
   if (be(h, 4) != 0x53435746u || h[4] != 1) return 0;
-  if (type < 1 || type > 4 || len > 600) return 0;
+  if (type < 1 || type > 7 || len > 600) return 0;
   if (be(h + 8, 4) >= (uint64_t)nranks || be(h + 12, 4) > SC_ERR_INTERNAL) return 0;
-  return type != 1 || len == 0 || len == 24;
+  if (type == 7) return len == 4;
+  return (type != 1 && type != 6) || len == 0 || len == 24;
 }
 
 static int model_report(const uint8_t *p, size_t len) {
@@ -100,7 +102,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                      f.code == be(h + 12, 4),
                  "parsed fields differ from the bytes");
     /* The reader hands the report over once all of it arrived. */
-    if (f.type == SC_WATCH_HEARTBEAT && blen >= f.len) check_report(body ? body : h, f.len);
+    if ((f.type == SC_WATCH_HEARTBEAT || f.type == SC_WATCH_OP) && blen >= f.len)
+      check_report(body ? body : h, f.len);
   }
   /* And the report parser on whatever follows, up to 64 bytes. */
   check_report(body ? body : h, blen < 64 ? blen : 64);

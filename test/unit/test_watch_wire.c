@@ -96,7 +96,24 @@ static void test_frame(void **state) {
   assert_int_equal(sc_watch_frame_parse(b, sizeof(b), 4, &f, why, sizeof(why)), SC_ERR_REMOTE);
   frame(b, 0, 0, 1, 0);
   assert_int_equal(sc_watch_frame_parse(b, sizeof(b), 4, &f, why, sizeof(why)), SC_ERR_REMOTE);
-  frame(b, 5, 0, 1, 0);
+  frame(b, 8, 0, 1, 0);
+  assert_int_equal(sc_watch_frame_parse(b, sizeof(b), 4, &f, why, sizeof(why)), SC_ERR_REMOTE);
+  /* The tree's frames: an event with text; a forwarded call 0 or 24 bytes,
+   * nothing else; a quiet report exactly 4. */
+  frame(b, SC_WATCH_EVENT, 40, 3, SC_ERR_TIMEOUT);
+  assert_int_equal(sc_watch_frame_parse(b, sizeof(b), 4, &f, why, sizeof(why)), SC_SUCCESS);
+  assert_int_equal(f.type, SC_WATCH_EVENT);
+  frame(b, SC_WATCH_OP, SC_WATCH_HB_OP_LEN, 3, 0);
+  assert_int_equal(sc_watch_frame_parse(b, sizeof(b), 4, &f, why, sizeof(why)), SC_SUCCESS);
+  frame(b, SC_WATCH_OP, 0, 3, 0);
+  assert_int_equal(sc_watch_frame_parse(b, sizeof(b), 4, &f, why, sizeof(why)), SC_SUCCESS);
+  frame(b, SC_WATCH_OP, SC_WATCH_HB_OP_LEN - 1, 3, 0);
+  assert_int_equal(sc_watch_frame_parse(b, sizeof(b), 4, &f, why, sizeof(why)), SC_ERR_REMOTE);
+  frame(b, SC_WATCH_QUIET, SC_WATCH_QUIET_LEN, 3, 0);
+  assert_int_equal(sc_watch_frame_parse(b, sizeof(b), 4, &f, why, sizeof(why)), SC_SUCCESS);
+  frame(b, SC_WATCH_QUIET, 0, 3, 0);
+  assert_int_equal(sc_watch_frame_parse(b, sizeof(b), 4, &f, why, sizeof(why)), SC_ERR_REMOTE);
+  frame(b, SC_WATCH_QUIET, SC_WATCH_QUIET_LEN, 4, 0);
   assert_int_equal(sc_watch_frame_parse(b, sizeof(b), 4, &f, why, sizeof(why)), SC_ERR_REMOTE);
   frame(b, SC_WATCH_NOTICE, 0, 1, 0x7fffffffu);
   assert_int_equal(sc_watch_frame_parse(b, sizeof(b), 4, &f, why, sizeof(why)), SC_ERR_REMOTE);
@@ -205,10 +222,42 @@ static void test_hub_reason(void **state) {
   assert_int_equal(strlen(out), 19);
 }
 
+/* The tree: rank r's parent is (r-1)/k; subtrees against a walk written
+ * here from the children's ranks (r*k+1 .. r*k+k). */
+static int below_ref(int k, int s, int c, int n) {
+  if (s == c) return 1;
+  for (int i = 1; i <= k; i++) {
+    long long kid = (long long)c * k + i;
+    if (kid < n && kid <= s && below_ref(k, s, (int)kid, n)) return 1;
+  }
+  return 0;
+}
+
+static void test_tree(void **state) {
+  (void)state;
+  assert_int_equal(sc_watch_parent_of(2, 0), -1);
+  assert_int_equal(sc_watch_parent_of(2, 1), 0);
+  assert_int_equal(sc_watch_parent_of(2, 2), 0);
+  assert_int_equal(sc_watch_parent_of(2, 3), 1);
+  assert_int_equal(sc_watch_parent_of(2, 10), 4);
+  assert_int_equal(sc_watch_parent_of(8, 8), 0);
+  assert_int_equal(sc_watch_parent_of(8, 9), 1);
+  assert_int_equal(sc_watch_parent_of(64, 1023), 15);
+  const int ks[] = {2, 3, 8};
+  for (int ki = 0; ki < 3; ki++)
+    for (int c = 0; c < 40; c++)
+      for (int s = 0; s < 40; s++)
+        assert_int_equal(sc_watch_in_subtree(ks[ki], s, c), below_ref(ks[ki], s, c, 40));
+  assert_false(sc_watch_in_subtree(2, -1, 0));
+  assert_false(sc_watch_in_subtree(2, 3, -1));
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_hello), cmocka_unit_test(test_frame),
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_hello),
+                                     cmocka_unit_test(test_frame),
                                      cmocka_unit_test(test_heartbeat_report),
                                      cmocka_unit_test(test_hub_compare),
-                                     cmocka_unit_test(test_hub_reason)};
+                                     cmocka_unit_test(test_hub_reason),
+                                     cmocka_unit_test(test_tree)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
