@@ -116,10 +116,10 @@ for step in $steps; do
     # on 4 and unevenly over 3 on 3), the verbs paths collectives.sh's 11
     # rows over verbs reached again under schedules that ASan sees over shm
     # and tcp. SC_TEST_SAMPLE: the sweeps run a sample (collectives: 1, 3, 4
-    # and 8 ranks; coll_more: every dtype on 3 ranks only; allreduce_algos:
-    # 2, 5 and 8 ranks; device: tcp on 1, 2, 3, 5, 8 ranks, the forced
-    # algorithms on 3 and 8): memory errors follow the code path, not the
-    # dtype or every rank count.
+    # and 8 ranks; p2p: 2 and 5; coll_more: every dtype on 3 ranks only;
+    # allreduce_algos: 2, 5 and 8 ranks; device: tcp on 1, 2, 3, 5, 8 ranks,
+    # the forced algorithms on 3 and 8): memory errors follow the code path,
+    # not the dtype or every rank count.
     export VERBS_FAKE_SUITES=${VERBS_FAKE_SUITES-peer_death} SC_TEST_SAMPLE=1
     if [ -n "${ASAN_DIST_FROM:-}" ]; then
       (cd "$from" && make -j2 distcheck ${tests:+TESTS="$tests"} TEST_TIMEOUT=1800 \
