@@ -7,15 +7,17 @@
 # killed, an interior rank below rank 1 stopped (named through its parent's
 # report of its quiet) and a mismatch whose odd rank reports through two
 # parents must each reach every survivor, naming the cause, within the bounds
-# of watch.sh's rows.
+# of watch.sh's rows. Then kill, stop and abort on 64 ranks at the default
+# fanout.
 . "$top_srcdir/test/multi/lib.sh"
 W="$top_builddir/test/failure/fail_watch"
 M="$top_builddir/test/failure/fail_mismatch"
+N=11 FANOUT=2
 run() { # run MODE VICTIM BOUND WANT_OK [ENV...]: WANT_OK ranks print OK, none FAIL
   mode=$1 victim=$2 bound=$3 want=$4
   shift 4
-  env SC_TRANSPORT=tcp SC_WATCH_FANOUT=2 "$@" "$SC_RUN" -n 11 --grace 30 --timeout 60 --label \
-    "$W" "$mode" "$victim" "$bound" "$tmpdir/pid" >"$tmpdir/run" 2>&1
+  env SC_TRANSPORT=tcp SC_WATCH_FANOUT=$FANOUT "$@" "$SC_RUN" -n $N --grace 30 --timeout 90 \
+    --label "$W" "$mode" "$victim" "$bound" "$tmpdir/pid" >"$tmpdir/run" 2>&1
   cat "$tmpdir/run"
   ok=$(grep -c ': OK ' "$tmpdir/run")
   bad=$(grep -c 'FAIL' "$tmpdir/run")
@@ -48,4 +50,17 @@ mismatch() {
        END { exit bad }' "$tmpdir/run"
 }
 check "rank 9 of 11 calls another count, no message between them: SC_ERR_MISMATCH in 3 s" mismatch
+# The failure table's rows at 64 ranks with the default fanout (8): rank 0
+# holds 8 watch connections; rank 1's children are 9-16, rank 10 is a leaf
+# below it. A longer timeout than above: 64 ranks share the machine's cores.
+# Not in the sanitizer runs (SC_TEST_SAMPLE=1): the rows above reach the
+# same code at depth 3.
+if [ "${SC_TEST_SAMPLE:-0}" != 1 ]; then
+  N=64 FANOUT=8
+  check "64 ranks: killed interior rank 1 (children 9-16), survivors in a call" \
+    run kill 1 10 63 SC_TIMEOUT_MS=60000 SC_ALGO=ring
+  check "64 ranks: stopped leaf rank 10 (parent 1): SC_ERR_TIMEOUT everywhere" \
+    run stop 10 12 64 SC_TIMEOUT_MS=6000 SC_ALGO=ring
+  check "64 ranks: every rank aborts, descriptors and threads back" run abort -1 10 64
+fi
 finish
