@@ -7,7 +7,7 @@
 # naming RLIMIT_NOFILE, what a communicator needs and the fix, every rank
 # exiting within the timeout. Connected lazily (the default) each rank holds
 # sockets only for the peers its calls use, and the same job runs under the
-# hard limit of 40.
+# hard limit of 40; 200 ranks run under a hard limit of 256.
 . "$top_srcdir/test/multi/lib.sh"
 hard=$(ulimit -Hn)
 if [ "$hard" != unlimited ] && [ "$hard" -lt 200 ]; then
@@ -45,4 +45,18 @@ if [ "$cap" = unlimited ] || [ "$cap" -gt 4096 ]; then cap=4096; fi
 check "soft limit 40, hard $cap: raised at init, 12 ranks over tcp" raised "$cap"
 check "hard limit 40: the ranks that run out name RLIMIT_NOFILE, the need and the fix" refused
 check "hard limit 40, lazy connections: 12 ranks over tcp run" lazy_fits
+# 200 ranks under a hard limit of 256 (rank 0 of a star watch alone would need
+# 199 watch sockets): the probe's checked 8-byte and 1 MiB all-reduces. Not in
+# the sanitizer runs (SC_TEST_SAMPLE=1): 200 sanitized processes, the same
+# code as the 12-rank row.
+many_fit() {
+  SC_TRANSPORT=tcp SC_TIMEOUT_MS=120000 "$SC_RUN" -n 200 --timeout 240 \
+    sh -c "ulimit -Sn 256 && ulimit -Hn 256 && exec \"\$0\"" "$top_builddir/sc_scale_probe" \
+    >"$tmpdir/out" 2>&1
+  st=$?
+  tail -n 3 "$tmpdir/out"
+  [ "$st" -eq 0 ] && [ "$(grep -c '"fds"' "$tmpdir/out")" -eq 200 ]
+}
+[ "${SC_TEST_SAMPLE:-0}" = 1 ] ||
+  check "hard limit 256, lazy connections: 200 ranks over tcp run the probe" many_fit
 finish
