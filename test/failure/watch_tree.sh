@@ -60,7 +60,7 @@ if [ "${SC_TEST_SAMPLE:-0}" != 1 ]; then
   check "64 ranks: killed interior rank 1 (children 9-16), survivors in a call" \
     run kill 1 10 63 SC_TIMEOUT_MS=60000 SC_ALGO=ring
   check "64 ranks: stopped leaf rank 10 (parent 1): SC_ERR_TIMEOUT everywhere" \
-    run stop 10 12 64 SC_TIMEOUT_MS=6000 SC_ALGO=ring
+    run stop 10 20 64 SC_TIMEOUT_MS=10000 SC_ALGO=ring
   check "64 ranks: every rank aborts, descriptors and threads back" run abort -1 10 64
 fi
 finish
