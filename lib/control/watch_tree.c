@@ -126,6 +126,12 @@ void sc_watch_lost_parent(sc_watch_t *w, sc_result_t code, const char *reason) {
   sc_watch_flood(w, SC_WATCH_NOTICE, lost, code, reason);
 }
 
+/* A frame for rank 0, passed on to this rank's parent while that link lives. */
+static void watch_pass_up(sc_watch_t *w, int type, int s, int code, const uint8_t *text,
+                          size_t len) {
+  if (w->conn[0].state == SC_WC_LIVE) sc_wconn_queue_bytes(&w->conn[0], type, s, code, text, len);
+}
+
 /* Rank 0 learns the call of rank s; others pass it up. */
 static void watch_op_up(sc_watch_t *w, sc_wconn_t *c, int s, const uint8_t *text, size_t len) {
   sc_watch_op_t op;
@@ -135,8 +141,7 @@ static void watch_op_up(sc_watch_t *w, sc_wconn_t *c, int s, const uint8_t *text
     return;
   }
   if (w->rank != 0) {
-    if (w->conn[0].state == SC_WC_LIVE)
-      sc_wconn_queue_bytes(&w->conn[0], SC_WATCH_OP, s, 0, text, len);
+    watch_pass_up(w, SC_WATCH_OP, s, 0, text, len);
     return;
   }
   if (!w->ops) return;
@@ -164,8 +169,7 @@ void sc_watch_from_child(sc_watch_t *w, sc_wconn_t *c, const sc_watch_frame_t *f
   case SC_WATCH_QUIET:
     if (!below || s == from) break;
     if (w->rank != 0) {
-      if (w->conn[0].state == SC_WC_LIVE)
-        sc_wconn_queue_bytes(&w->conn[0], SC_WATCH_QUIET, s, 0, text, f->len);
+      watch_pass_up(w, SC_WATCH_QUIET, s, 0, text, f->len);
     } else if (w->quiet_told) {
       int64_t now = sc_now_ms();
       w->quiet_told[s] = now;
@@ -175,8 +179,7 @@ void sc_watch_from_child(sc_watch_t *w, sc_wconn_t *c, const sc_watch_frame_t *f
   case SC_WATCH_FAILED:
     if (!below) break;
     if (w->rank != 0) {
-      if (w->conn[0].state == SC_WC_LIVE)
-        sc_wconn_queue_bytes(&w->conn[0], SC_WATCH_FAILED, s, (int)f->code, text, f->len);
+      watch_pass_up(w, SC_WATCH_FAILED, s, (int)f->code, text, f->len);
       return;
     }
     if (f->code == SC_ERR_ABORTED)
@@ -189,8 +192,7 @@ void sc_watch_from_child(sc_watch_t *w, sc_wconn_t *c, const sc_watch_frame_t *f
     /* A rank that fell back to rank 0 reports its lost parent. */
     if (!below && !(w->rank == 0 && s > 0 && s == sc_watch_parent_of(w->fanout, from))) break;
     if (w->rank != 0) {
-      if (w->conn[0].state == SC_WC_LIVE)
-        sc_wconn_queue_bytes(&w->conn[0], SC_WATCH_EVENT, s, (int)f->code, text, f->len);
+      watch_pass_up(w, SC_WATCH_EVENT, s, (int)f->code, text, f->len);
       return;
     }
     sc_watch_event(w, s, (sc_result_t)f->code, clean, 0);

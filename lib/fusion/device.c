@@ -73,17 +73,25 @@ static sc_result_t dev_sync(sc_fusion_t *f, const char *what) {
   return sc_dev_event_wait(f->rt, f->dev_done, f->timeout_ms, what);
 }
 
-sc_result_t sc_fusion_dev_fill(sc_fusion_t *f, void *dst, const void *src, size_t bytes) {
+/* bytes from src (NULL: zeros) to dst on the fusion's stream, waited for;
+ * after_caller: behind the work the caller queued on the default stream. */
+static sc_result_t dev_copy(sc_fusion_t *f, void *dst, const void *src, size_t bytes,
+                            int after_caller, const char *what) {
   const sc_devrt_t *rt = f->rt;
   pthread_mutex_lock(&f->dlock);
-  sc_result_t r = rt->event_record(f->dev_in, NULL);
-  if (r == SC_SUCCESS) r = rt->stream_wait_event(f->dstream, f->dev_in);
+  sc_result_t r = SC_SUCCESS;
+  if (after_caller) r = rt->event_record(f->dev_in, NULL);
+  if (after_caller && r == SC_SUCCESS) r = rt->stream_wait_event(f->dstream, f->dev_in);
   if (r == SC_SUCCESS && bytes)
     r = src ? rt->memcpy_async(dst, src, bytes, f->dstream)
             : rt->memset_async(dst, 0, bytes, f->dstream);
-  if (r == SC_SUCCESS) r = dev_sync(f, "fusion: a tensor's copy into its fused buffer");
+  if (r == SC_SUCCESS) r = dev_sync(f, what);
   pthread_mutex_unlock(&f->dlock);
   return r;
+}
+
+sc_result_t sc_fusion_dev_fill(sc_fusion_t *f, void *dst, const void *src, size_t bytes) {
+  return dev_copy(f, dst, src, bytes, 1, "fusion: a tensor's copy into its fused buffer");
 }
 
 sc_result_t sc_fusion_dev_out(sc_fusion_t *f, const sc_fbucket_t *b) {
@@ -108,10 +116,5 @@ sc_result_t sc_fusion_dev_stage(sc_fusion_t *f, size_t bytes) {
 
 sc_result_t sc_fusion_dev_copy(sc_fusion_t *f, void *dst, const void *src, size_t bytes,
                                const char *what) {
-  if (!bytes) return SC_SUCCESS;
-  pthread_mutex_lock(&f->dlock);
-  sc_result_t r = f->rt->memcpy_async(dst, src, bytes, f->dstream);
-  if (r == SC_SUCCESS) r = dev_sync(f, what);
-  pthread_mutex_unlock(&f->dlock);
-  return r;
+  return bytes ? dev_copy(f, dst, src, bytes, 0, what) : SC_SUCCESS;
 }
