@@ -108,11 +108,12 @@ sc_arrivals_t *sc_tune_pairs_q(sc_tune_pairs_t *t, int from, int to);
 void sc_tune_pairs_free(sc_tune_pairs_t *t);
 
 /* lib/tune/tune_host.c: the one-host model (host_cores > 0), processor sharing,
- * rank i on core i mod host_cores. */
+ * rank i on core i mod host_cores. scheds[0 .. w - 1]: the ranks replayed, all p
+ * or a window (sc_tune_window: w and p multiples of host_cores). */
 /* The latency the other ranks' turns on a shared core add to each message
  * on p ranks (0 when every rank has a core). */
 double sc_tune_host_turns(const sc_link_model_t *m, int p);
-sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
+sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, int w, size_t es,
                                   const sc_sched_t *scheds, double *seconds);
 
 /* The cheapest candidate algorithm for a->coll under m: its index in *best

@@ -212,12 +212,15 @@ double sc_tune_host_turns(const sc_link_model_t *m, int p) {
   return p > cores ? ((double)p / cores - 1.0) * m->turn_s : 0.0;
 }
 
-sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
+sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, int w, size_t es,
                                   const sc_sched_t *scheds, double *seconds) {
   sc_tune_pairs_t pairs, *q = &pairs;
-  sc_result_t res = sc_tune_pairs_build(q, p, p, scheds);
+  sc_result_t res = sc_tune_pairs_build(q, p, w, scheds);
   if (res != SC_SUCCESS) return res;
-  sc_host_rank_t *rk = calloc((size_t)p, sizeof(*rk));
+  /* A window rank stands for the p / w ranks its schedule rotates onto, all
+   * on its core (w and p are multiples of the cores), in the same state. */
+  const double copies = (double)p / (double)w;
+  sc_host_rank_t *rk = calloc((size_t)w, sizeof(*rk));
   /* Per core: first the load on it, then the speed of each rank runnable there. */
   const int cores = m->host_cores > 0 ? m->host_cores : 1;
   double *speed = calloc((size_t)cores, sizeof(*speed));
@@ -226,7 +229,7 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
     goto done;
   }
   if (m->cold_s_per_b > 0)
-    for (int i = 0; i < p; i++) {
+    for (int i = 0; i < w; i++) {
       size_t cap = 16;
       while (cap < 4 * scheds[i].nsteps) cap *= 2;
       rk[i].key = calloc(cap, sizeof(uint64_t));
@@ -241,11 +244,11 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
     }
   double now = 0;
   const double alpha = m->alpha_s + sc_tune_host_turns(m, p);
-  for (int i = 0; i < p; i++) rk[i].work = -1;
+  for (int i = 0; i < w; i++) rk[i].work = -1;
   for (;;) {
     /* Start what can start now: a step not begun, or a receive whose message
      * has arrived (sends of the previous instant are queued by now). */
-    for (int i = 0; i < p; i++)
+    for (int i = 0; i < w; i++)
       if (rk[i].step < scheds[i].nsteps && rk[i].work < 0)
         sc_host_begin_step(m, &scheds[i], es, q, i, &rk[i], now);
     int runnable = 0, unfinished = 0;
@@ -253,19 +256,19 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
      * or it stops polling and sleeps (which frees the share it took). */
     double next_event = INFINITY;
     for (int c = 0; c < cores; c++) speed[c] = 0;
-    for (int i = 0; i < p; i++) {
+    for (int i = 0; i < w; i++) {
       if (rk[i].step >= scheds[i].nsteps) continue;
       unfinished++;
       if (rk[i].waiting) {
         if (rk[i].arrival < next_event) next_event = rk[i].arrival;
         double sleeps = rk[i].since + m->spin_s;
         if (sleeps > now) {
-          speed[i % cores] += m->poll_cpu;
+          speed[i % cores] += copies * m->poll_cpu;
           if (sleeps < next_event) next_event = sleeps;
         }
       } else {
         runnable++;
-        speed[i % cores] += 1;
+        speed[i % cores] += copies;
       }
     }
     if (!unfinished) break;
@@ -275,7 +278,7 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
     }
     for (int c = 0; c < cores; c++) speed[c] = speed[c] > 1.0 ? 1.0 / speed[c] : 1.0;
     double dt = INFINITY;
-    for (int i = 0; i < p; i++)
+    for (int i = 0; i < w; i++)
       if (rk[i].step < scheds[i].nsteps && !rk[i].waiting && rk[i].work / speed[i % cores] < dt)
         dt = rk[i].work / speed[i % cores];
     /* Land exactly on the event so a receive sees its message as arrived. */
@@ -286,7 +289,7 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
       now += dt;
     }
     /* Finish the steps that ran out of work; a finished send delivers. */
-    for (int i = 0; i < p; i++) {
+    for (int i = 0; i < w; i++) {
       sc_host_rank_t *r = &rk[i];
       if (r->step >= scheds[i].nsteps || r->waiting) continue;
       r->work -= dt * speed[i % cores];
@@ -305,7 +308,7 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, size_t es,
 done:
   sc_tune_pairs_free(q);
   if (rk)
-    for (int i = 0; i < p; i++) {
+    for (int i = 0; i < w; i++) {
       free(rk[i].key);
       free(rk[i].last);
     }

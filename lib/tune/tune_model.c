@@ -264,7 +264,7 @@ done:
 
 int sc_tune_window(const sc_link_model_t *m, const sc_coll_args_t *a) {
   const int p = a->nranks;
-  if (p <= SC_TUNE_FULL_REPLAY_RANKS || m->host_cores > 0) return p;
+  if (p <= SC_TUNE_FULL_REPLAY_RANKS) return p;
   /* An all-reduce's P blocks: with fewer elements than ranks some are empty and
    * the ranks' schedules differ (and are short: the whole replay is cheap). */
   if (a->coll == SC_COLL_ALLREDUCE && a->count < (size_t)p) return p;
@@ -272,6 +272,9 @@ int sc_tune_window(const sc_link_model_t *m, const sc_coll_args_t *a) {
    * the ranks' messages differ in number. */
   const size_t base = a->count / (size_t)p, chunk = a->chunk_elems ? a->chunk_elems : 1;
   if (a->coll == SC_COLL_ALLREDUCE && a->count % (size_t)p && base % chunk == 0) return p;
+  /* One host: rank r runs on core r mod cores, so only a shift by a multiple
+   * of the cores maps every rank onto a rank of its own core. */
+  if (m->host_cores > 0) return p % m->host_cores ? p : m->host_cores;
   if (!a->host_of || m->local_beta_s_per_b <= 0) return 1;
   int l = 1;
   while (l < p && a->host_of[l] == a->host_of[0]) l++;
@@ -296,7 +299,7 @@ static sc_result_t sc_tune_predict_w(const sc_link_model_t *m, sc_sched_gen_t ge
   }
   if (r == SC_SUCCESS)
     r = m->host_cores > 0
-            ? sc_tune_simulate_host(m, p, a->elem_size, scheds, seconds)
+            ? sc_tune_simulate_host(m, p, w, a->elem_size, scheds, seconds)
             : sc_tune_simulate(m, p, w, a->elem_size, a->count, a->host_of, scheds, seconds);
   for (int i = 0; i < w; i++) sc_sched_free(&scheds[i]);
   free(scheds);

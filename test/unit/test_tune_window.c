@@ -46,8 +46,16 @@ static void test_window_size(void **state) {
   a.nranks = SC_TUNE_FULL_REPLAY_RANKS;
   assert_int_equal(sc_tune_window(&m, &a), SC_TUNE_FULL_REPLAY_RANKS);
   a.nranks = 96;
-  assert_int_equal(sc_tune_window(&one_host, &a), 96); /* processor sharing: every rank */
-  a.count = 95;                                        /* empty blocks: schedules differ */
+  assert_int_equal(sc_tune_window(&one_host, &a), 2); /* a shift by the cores */
+  a.nranks = 97;                                      /* an odd count on 2 cores: every rank */
+  assert_int_equal(sc_tune_window(&one_host, &a), 97);
+  sc_tune_default_model(SC_TUNE_HOST_MEM, 4, 0, &one_host);
+  a.nranks = 98;
+  assert_int_equal(sc_tune_window(&one_host, &a), 98);
+  a.nranks = 100;
+  assert_int_equal(sc_tune_window(&one_host, &a), 4);
+  a.nranks = 96;
+  a.count = 95; /* empty blocks: schedules differ */
   assert_int_equal(sc_tune_window(&m, &a), 96);
   a.count = 96 * 1000 + 7; /* blocks of 1,000 and 1,001: one chunk and two */
   assert_int_equal(sc_tune_window(&m, &a), 96);
@@ -140,6 +148,51 @@ static void test_window_matches_full(void **state) {
   }
 }
 
+/* The one-host model (processor sharing) on a window of as many ranks as
+ * cores: each window rank stands for the ranks of its core its schedule
+ * rotates onto. Blocks even, so every rank's steps are its neighbour's
+ * shifted; with blocks of base and base + 1 elements the full replay's ranks
+ * fall out of step and it may differ by several percent (it moves as much
+ * when a few elements are added), which the window does not follow. */
+static void test_host_window_matches_full(void **state) {
+  (void)state;
+  const sc_coll_t colls[] = {SC_COLL_ALLREDUCE, SC_COLL_REDUCE_SCATTER, SC_COLL_ALLGATHER,
+                             SC_COLL_ALLTOALL};
+  const struct {
+    int p, cores;
+    size_t per_rank, chunk;
+    sc_tune_kind_t kind;
+  } cases[] = {
+      {66, 2, 4096, 0, SC_TUNE_HOST_MEM},     {66, 3, 1000, 999, SC_TUNE_HOST_TCP},
+      {96, 4, 16384, 4096, SC_TUNE_HOST_MEM}, {130, 2, 64, 0, SC_TUNE_HOST_TCP},
+      {128, 2, 2048, 0, SC_TUNE_HOST_MEM},
+  };
+  int rotating = 0;
+  for (size_t ci = 0; ci < sizeof(colls) / sizeof(colls[0]); ci++) {
+    int n;
+    const sc_algo_entry_t *c = sc_algo_candidates(colls[ci], &n);
+    for (int i = 0; i < n; i++) {
+      if (!c[i].rotates) continue;
+      rotating++;
+      for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        sc_link_model_t m;
+        /* single copy from 64 KiB: some messages are pulled, some copied twice */
+        sc_tune_default_model(cases[k].kind, cases[k].cores, 65536, &m);
+        size_t count = colls[ci] == SC_COLL_ALLREDUCE ? cases[k].per_rank * (size_t)cases[k].p
+                                                      : cases[k].per_rank / 16 + 1;
+        sc_coll_args_t a = {.coll = colls[ci],
+                            .nranks = cases[k].p,
+                            .count = count,
+                            .elem_size = 4,
+                            .chunk_elems = cases[k].chunk ? cases[k].chunk : count};
+        assert_int_equal(sc_tune_window(&m, &a), cases[k].cores);
+        expect_same(&m, c[i].gen, &a, c[i].name);
+      }
+    }
+  }
+  assert_true(rotating >= 4);
+}
+
 /* Past SC_TUNE_WINDOW_ALWAYS_RANKS, an all-reduce whose blocks differ in
  * chunks is priced on its even part, on the window. */
 static void test_uneven_chunks_past_full_replay(void **state) {
@@ -216,6 +269,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_window_size),
       cmocka_unit_test(test_window_matches_full),
+      cmocka_unit_test(test_host_window_matches_full),
       cmocka_unit_test(test_uneven_chunks_past_full_replay),
       cmocka_unit_test(test_ring_few_elements),
   };
