@@ -86,6 +86,7 @@ sc_result_t sc_tune_predict_rotating(const sc_link_model_t *m, sc_sched_gen_t ge
 typedef struct sc_arrivals {
   double *t;
   size_t head, len, cap;
+  int pooled; /* t is a slice of sc_tune_pairs_t.pool, sized to the receives */
 } sc_arrivals_t;
 sc_result_t sc_arrivals_push(sc_arrivals_t *q, double t);
 
@@ -96,6 +97,7 @@ typedef struct sc_tune_pairs {
   size_t *first;
   int *from;
   sc_arrivals_t *q;
+  double *pool;         /* every queue's times: as many as its pair's receive steps */
   sc_arrivals_t unread; /* messages no receive step reads */
 } sc_tune_pairs_t;
 int sc_tune_step_is_recv(const sc_step_t *st);

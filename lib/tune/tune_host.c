@@ -96,19 +96,30 @@
 
 #include "lib/base/error.h"
 #include "lib/tune/tune.h"
+#include "lib/tune/tune_heap.h"
 
 typedef struct sc_host_rank {
   size_t step;
-  double work;    /* CPU seconds left on the current step; < 0: not started */
-  int waiting;    /* current step is a receive whose message has not arrived */
-  double arrival; /* when waiting with a known message: when it sees it */
-  double since;   /* when waiting: since when (it polls until since + spin_s) */
-  double clock;   /* bytes this rank's steps have touched so far */
-  uint64_t *key;  /* regions touched: (buffer, offset) + 1, 0 = empty slot */
-  double *last;   /* the clock at their last touch */
-  size_t cap;     /* slots, a power of two */
-  double per_op;  /* bytes all of this rank's steps touch: one operation's traffic */
+  double work;        /* CPU seconds left on the current step; < 0: not started */
+  int waiting;        /* current step is a receive whose message has not arrived */
+  double arrival;     /* when waiting with a known message: when it sees it */
+  double since;       /* when waiting: since when (it polls until since + spin_s) */
+  const double *cold; /* per step: CPU for its cold bytes (NULL: none) */
+  double end;         /* runnable: its core's clock when the step's work is done */
+  int polling;        /* waiting and still polling (counted in its core's load) */
+  int pending;        /* on the list of ranks to move on at this instant */
 } sc_host_rank_t;
+
+/* The regions one rank's steps touch, in its step order. Which are in cache
+ * depends on that order alone, never on timing, so each rank's is worked out
+ * once before the replay, in one table reused rank after rank. */
+typedef struct sc_host_cache {
+  uint64_t *key; /* regions touched: (buffer, offset) + 1, 0 = empty slot */
+  double *last;  /* the clock at their last touch */
+  size_t cap;    /* slots, a power of two */
+  double clock;  /* bytes this rank's steps have touched so far */
+  double per_op; /* bytes all of this rank's steps touch: one operation's traffic */
+} sc_host_cache_t;
 
 /* Whether a region (a buffer and an offset: schedules address a chunk the
  * same way each time) is still in cache: it was touched at most reuse_b
@@ -116,9 +127,12 @@ typedef struct sc_host_rank {
  * touched by the same operation before it (training and benchmarks repeat
  * an all-reduce on the same buffers), at most one operation's traffic ago.
  * Records the touch. */
-static int sc_host_touch_hot(const sc_link_model_t *m, sc_host_rank_t *r, int buf, size_t off) {
+static int sc_host_touch_hot(const sc_link_model_t *m, sc_host_cache_t *r, int buf, size_t off) {
   uint64_t k = (((uint64_t)buf << 56) | (uint64_t)off) + 1;
-  size_t i = (size_t)(k * 0x9E3779B97F4A7C15ull) & (r->cap - 1);
+  /* Offsets are multiples of a chunk: the product's low bits alone would
+   * put them all in a few slots. */
+  uint64_t hash = k * 0x9E3779B97F4A7C15ull;
+  size_t i = (size_t)(hash ^ (hash >> 32)) & (r->cap - 1);
   while (r->key[i] && r->key[i] != k) i = (i + 1) & (r->cap - 1);
   int hot = r->key[i] == k ? r->clock - r->last[i] <= m->reuse_b : r->per_op <= m->reuse_b;
   r->key[i] = k;
@@ -127,11 +141,9 @@ static int sc_host_touch_hot(const sc_link_model_t *m, sc_host_rank_t *r, int bu
 }
 
 /* Extra CPU for the bytes of a step whose regions are cold (staging, where
- * a received operand lands before its reduction, is always hot). The
- * regions' state exists only while cold_s_per_b > 0. */
-static double sc_host_cold(const sc_link_model_t *m, sc_host_rank_t *r, const sc_step_t *st,
+ * a received operand lands before its reduction, is always hot). */
+static double sc_host_cold(const sc_link_model_t *m, sc_host_cache_t *r, const sc_step_t *st,
                            size_t es) {
-  if (m->cold_s_per_b <= 0) return 0;
   double bytes = (double)st->count * (double)es, cold = 0;
   switch (st->kind) {
   case SC_STEP_SEND:
@@ -149,6 +161,43 @@ static double sc_host_cold(const sc_link_model_t *m, sc_host_rank_t *r, const sc
   }
   r->clock += bytes;
   return cold * m->cold_s_per_b;
+}
+
+/* Every replayed rank's cold CPU per step, into one array (rk[i].cold its slice). */
+static sc_result_t sc_host_cold_steps(const sc_link_model_t *m, int w, size_t es,
+                                      const sc_sched_t *scheds, sc_host_rank_t *rk, double **all) {
+  size_t total = 0, most = 0;
+  for (int i = 0; i < w; i++) {
+    total += scheds[i].nsteps;
+    if (scheds[i].nsteps > most) most = scheds[i].nsteps;
+  }
+  size_t cap = 16;
+  while (cap < 4 * most) cap *= 2;
+  sc_host_cache_t c = {.key = malloc(cap * sizeof(uint64_t)), .last = malloc(cap * sizeof(double))};
+  *all = malloc((total ? total : 1) * sizeof(double));
+  sc_result_t res = SC_SUCCESS;
+  if (!c.key || !c.last || !*all) {
+    res = SC_ERR(SC_ERR_NOMEM, "host cost model cache state for %zu steps", total);
+    goto done;
+  }
+  total = 0;
+  for (int i = 0; i < w; i++) {
+    c.cap = 16;
+    while (c.cap < 4 * scheds[i].nsteps) c.cap *= 2;
+    memset(c.key, 0, c.cap * sizeof(uint64_t));
+    c.clock = c.per_op = 0;
+    for (size_t k = 0; k < scheds[i].nsteps; k++)
+      c.per_op += (double)scheds[i].steps[k].count * (double)es;
+    double *cold = *all + total;
+    for (size_t k = 0; k < scheds[i].nsteps; k++)
+      cold[k] = sc_host_cold(m, &c, &scheds[i].steps[k], es);
+    rk[i].cold = cold;
+    total += scheds[i].nsteps;
+  }
+done:
+  free(c.key);
+  free(c.last);
+  return res;
 }
 
 /* CPU seconds of one step on the rank that executes it. A message copied
@@ -202,7 +251,7 @@ static void sc_host_begin_step(const sc_link_model_t *m, const sc_sched_t *s, si
     in->len--;
     if (slept) wake_cpu = m->wake_cpu_s;
   }
-  r->work = sc_host_step_work(m, st, es) + wake_cpu + sc_host_cold(m, r, st, es);
+  r->work = sc_host_step_work(m, st, es) + wake_cpu + (r->cold ? r->cold[r->step] : 0.0);
 }
 
 /* With more ranks than cores, a polling receiver notices a message only
@@ -212,75 +261,146 @@ double sc_tune_host_turns(const sc_link_model_t *m, int p) {
   return p > cores ? ((double)p / cores - 1.0) * m->turn_s : 0.0;
 }
 
+/* The replay's state besides the ranks'. Each core keeps a virtual clock:
+ * the CPU seconds a rank runnable on it has received so far (every rank
+ * runnable on a core gets the same share), so a runnable rank's step ends
+ * when its core's clock reaches the key it was given at its start, and only
+ * the ranks whose state changes at an instant are visited there: the replay
+ * is O(log P) per event, where visiting every rank at every instant made it
+ * quadratic (0.4 s per candidate at 1,024 ranks). */
+typedef struct sc_host_sim {
+  int cores;
+  double copies;     /* ranks each replayed rank stands for */
+  double *vclock;    /* per core */
+  int *nrun, *npoll; /* per core: replayed ranks runnable, polling */
+  sc_ready_t *run;   /* per core, a heap of (end key, rank) of its runnable ranks */
+  int run_cap, *nrun_heap;
+  sc_ready_t *ev; /* (time, 2 rank + what): a message seen (0), a poller sleeps (1) */
+  int nev, ev_cap;
+  int *pending, npending; /* ranks to move on at this instant */
+} sc_host_sim_t;
+
+static sc_result_t sc_host_event(sc_host_sim_t *h, double t, int i, int what) {
+  if (h->nev == h->ev_cap) {
+    int cap = h->ev_cap ? 2 * h->ev_cap : 64;
+    sc_ready_t *ev = realloc(h->ev, (size_t)cap * sizeof(*ev));
+    if (!ev) return SC_ERR(SC_ERR_NOMEM, "host cost model events");
+    h->ev = ev;
+    h->ev_cap = cap;
+  }
+  sc_ready_push(h->ev, &h->nev, (sc_ready_t){.key = t, .rank = 2 * i + what});
+  return SC_SUCCESS;
+}
+
+static void sc_host_wake(sc_host_sim_t *h, sc_host_rank_t *rk, int i) {
+  if (rk[i].pending) return;
+  rk[i].pending = 1;
+  h->pending[h->npending++] = i;
+}
+
+/* Whether an event popped at its time still holds: the rank still waits for
+ * that message, or still polls until then. */
+static int sc_host_event_live(const sc_link_model_t *m, const sc_host_rank_t *r, sc_ready_t e) {
+  if (!r->waiting) return 0;
+  return e.rank % 2 ? r->polling && r->since + m->spin_s == e.key : r->arrival == e.key;
+}
+
+/* Moves rank i on at time now (sc_host_begin_step) and files what follows:
+ * runnable on its core's heap, or waiting with the events of its wait. */
+static sc_result_t sc_host_move_on(const sc_link_model_t *m, sc_host_sim_t *h, const sc_sched_t *s,
+                                   size_t es, sc_tune_pairs_t *q, sc_host_rank_t *rk, int i,
+                                   double now) {
+  sc_host_rank_t *r = &rk[i];
+  const int c = i % h->cores, was_waiting = r->waiting;
+  const double arrival = was_waiting ? r->arrival : INFINITY;
+  sc_host_begin_step(m, s, es, q, i, r, now);
+  if (r->waiting) {
+    if (!was_waiting && m->spin_s > 0) {
+      r->polling = 1;
+      h->npoll[c]++;
+      SC_CHECK(sc_host_event(h, r->since + m->spin_s, i, 1));
+    }
+    if (r->arrival != arrival && r->arrival < INFINITY)
+      SC_CHECK(sc_host_event(h, r->arrival, i, 0));
+    return SC_SUCCESS;
+  }
+  if (r->polling) {
+    r->polling = 0;
+    h->npoll[c]--;
+  }
+  if (r->step >= s->nsteps) return SC_SUCCESS;
+  r->end = h->vclock[c] + r->work;
+  h->nrun[c]++;
+  sc_ready_push(h->run + (size_t)c * (size_t)h->run_cap, &h->nrun_heap[c],
+                (sc_ready_t){.key = r->end, .rank = i});
+  return SC_SUCCESS;
+}
+
 sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, int w, size_t es,
                                   const sc_sched_t *scheds, double *seconds) {
   sc_tune_pairs_t pairs, *q = &pairs;
   sc_result_t res = sc_tune_pairs_build(q, p, w, scheds);
   if (res != SC_SUCCESS) return res;
+  sc_host_sim_t h = {.cores = m->host_cores > 0 ? m->host_cores : 1};
   /* A window rank stands for the p / w ranks its schedule rotates onto, all
    * on its core (w and p are multiples of the cores), in the same state. */
-  const double copies = (double)p / (double)w;
+  h.copies = (double)p / (double)w;
+  h.run_cap = w / h.cores + 1;
   sc_host_rank_t *rk = calloc((size_t)w, sizeof(*rk));
-  /* Per core: first the load on it, then the speed of each rank runnable there. */
-  const int cores = m->host_cores > 0 ? m->host_cores : 1;
-  double *speed = calloc((size_t)cores, sizeof(*speed));
-  if (!rk || !speed) {
+  h.vclock = calloc((size_t)h.cores, sizeof(double));
+  h.nrun = calloc((size_t)h.cores, sizeof(int));
+  h.npoll = calloc((size_t)h.cores, sizeof(int));
+  h.nrun_heap = calloc((size_t)h.cores, sizeof(int));
+  h.run = calloc((size_t)h.cores * (size_t)h.run_cap, sizeof(sc_ready_t));
+  h.pending = calloc((size_t)w, sizeof(int));
+  double *speed = calloc((size_t)h.cores, sizeof(*speed)), *cold = NULL;
+  if (!rk || !h.vclock || !h.nrun || !h.npoll || !h.nrun_heap || !h.run || !h.pending || !speed) {
     res = SC_ERR(SC_ERR_NOMEM, "host cost model state for %d ranks", p);
     goto done;
   }
-  if (m->cold_s_per_b > 0)
-    for (int i = 0; i < w; i++) {
-      size_t cap = 16;
-      while (cap < 4 * scheds[i].nsteps) cap *= 2;
-      rk[i].key = calloc(cap, sizeof(uint64_t));
-      rk[i].last = calloc(cap, sizeof(double));
-      if (!rk[i].key || !rk[i].last) {
-        res = SC_ERR(SC_ERR_NOMEM, "host cost model cache state for %d ranks", p);
-        goto done;
-      }
-      rk[i].cap = cap;
-      for (size_t k = 0; k < scheds[i].nsteps; k++)
-        rk[i].per_op += (double)scheds[i].steps[k].count * (double)es;
-    }
+  if (m->cold_s_per_b > 0) {
+    res = sc_host_cold_steps(m, w, es, scheds, rk, &cold);
+    if (res != SC_SUCCESS) goto done;
+  }
   double now = 0;
   const double alpha = m->alpha_s + sc_tune_host_turns(m, p);
-  for (int i = 0; i < w; i++) rk[i].work = -1;
+  int unfinished = 0;
+  for (int i = 0; i < w; i++) {
+    rk[i].work = -1;
+    if (scheds[i].nsteps) unfinished++;
+    sc_host_wake(&h, rk, i);
+  }
   for (;;) {
-    /* Start what can start now: a step not begun, or a receive whose message
-     * has arrived (sends of the previous instant are queued by now). */
-    for (int i = 0; i < w; i++)
+    /* Move on the ranks whose state changed: a step ended, a message was sent
+     * to a waiting rank (its arrival is now known) or is seen now. */
+    for (int k = 0; k < h.npending && res == SC_SUCCESS; k++) {
+      const int i = h.pending[k];
+      rk[i].pending = 0;
       if (rk[i].step < scheds[i].nsteps && rk[i].work < 0)
-        sc_host_begin_step(m, &scheds[i], es, q, i, &rk[i], now);
-    int runnable = 0, unfinished = 0;
+        res = sc_host_move_on(m, &h, &scheds[i], es, q, rk, i, now);
+    }
+    h.npending = 0;
+    if (res != SC_SUCCESS || !unfinished) break;
     /* The next instant a waiting rank's state changes: it sees its message,
      * or it stops polling and sleeps (which frees the share it took). */
-    double next_event = INFINITY;
-    for (int c = 0; c < cores; c++) speed[c] = 0;
-    for (int i = 0; i < w; i++) {
-      if (rk[i].step >= scheds[i].nsteps) continue;
-      unfinished++;
-      if (rk[i].waiting) {
-        if (rk[i].arrival < next_event) next_event = rk[i].arrival;
-        double sleeps = rk[i].since + m->spin_s;
-        if (sleeps > now) {
-          speed[i % cores] += copies * m->poll_cpu;
-          if (sleeps < next_event) next_event = sleeps;
-        }
-      } else {
-        runnable++;
-        speed[i % cores] += copies;
+    while (h.nev > 0 && !sc_host_event_live(m, &rk[h.ev[0].rank / 2], h.ev[0]))
+      sc_ready_pop(h.ev, &h.nev);
+    double next_event = h.nev > 0 ? h.ev[0].key : INFINITY;
+    int runnable = 0;
+    double dt = INFINITY;
+    for (int c = 0; c < h.cores; c++) {
+      runnable += h.nrun[c];
+      double load = h.copies * ((double)h.nrun[c] + m->poll_cpu * (double)h.npoll[c]);
+      speed[c] = load > 1.0 ? 1.0 / load : 1.0;
+      if (h.nrun[c]) {
+        double d = (h.run[(size_t)c * (size_t)h.run_cap].key - h.vclock[c]) / speed[c];
+        if (d < dt) dt = d;
       }
     }
-    if (!unfinished) break;
     if (!runnable && next_event == INFINITY) {
       res = SC_ERR(SC_ERR_INTERNAL, "host cost model: the schedules of %d ranks deadlock", p);
       break;
     }
-    for (int c = 0; c < cores; c++) speed[c] = speed[c] > 1.0 ? 1.0 / speed[c] : 1.0;
-    double dt = INFINITY;
-    for (int i = 0; i < w; i++)
-      if (rk[i].step < scheds[i].nsteps && !rk[i].waiting && rk[i].work / speed[i % cores] < dt)
-        dt = rk[i].work / speed[i % cores];
     /* Land exactly on the event so a receive sees its message as arrived. */
     if (next_event <= now + dt) {
       dt = next_event - now;
@@ -288,31 +408,51 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, int w, size_t
     } else {
       now += dt;
     }
-    /* Finish the steps that ran out of work; a finished send delivers. */
-    for (int i = 0; i < w; i++) {
-      sc_host_rank_t *r = &rk[i];
-      if (r->step >= scheds[i].nsteps || r->waiting) continue;
-      r->work -= dt * speed[i % cores];
-      if (r->work > 1e-15) continue;
-      const sc_step_t *st = &scheds[i].steps[r->step];
-      if (st->kind == SC_STEP_SEND) {
-        double lat = alpha + (i % cores == st->peer % cores ? m->same_core_s : 0.0);
-        res = sc_arrivals_push(sc_tune_pairs_q(q, i, st->peer), now + lat);
-        if (res != SC_SUCCESS) goto done;
+    /* End the steps that ran out of work; an ended send delivers. */
+    for (int c = 0; c < h.cores; c++) {
+      h.vclock[c] += dt * speed[c];
+      sc_ready_t *heap = h.run + (size_t)c * (size_t)h.run_cap;
+      while (h.nrun_heap[c] > 0 && heap[0].key - h.vclock[c] <= 1e-15) {
+        const int i = sc_ready_pop(heap, &h.nrun_heap[c]).rank;
+        const sc_step_t *st = &scheds[i].steps[rk[i].step];
+        h.nrun[c]--;
+        if (st->kind == SC_STEP_SEND) {
+          double lat = alpha + (i % h.cores == st->peer % h.cores ? m->same_core_s : 0.0);
+          res = sc_arrivals_push(sc_tune_pairs_q(q, i, st->peer), now + lat);
+          if (res != SC_SUCCESS) goto done;
+          /* Its reader: the replayed rank standing for the receiver. */
+          if (rk[st->peer % w].waiting) sc_host_wake(&h, rk, st->peer % w);
+        }
+        if (++rk[i].step >= scheds[i].nsteps) unfinished--;
+        rk[i].work = -1;
+        sc_host_wake(&h, rk, i);
       }
-      r->step++;
-      r->work = -1;
+    }
+    /* The waits that end or change now. */
+    while (h.nev > 0 && h.ev[0].key <= now) {
+      sc_ready_t e = sc_ready_pop(h.ev, &h.nev);
+      sc_host_rank_t *r = &rk[e.rank / 2];
+      if (!sc_host_event_live(m, r, e)) continue;
+      if (e.rank % 2) {
+        r->polling = 0;
+        h.npoll[e.rank / 2 % h.cores]--;
+      } else {
+        sc_host_wake(&h, rk, e.rank / 2);
+      }
     }
   }
   if (res == SC_SUCCESS) *seconds = now;
 done:
   sc_tune_pairs_free(q);
-  if (rk)
-    for (int i = 0; i < w; i++) {
-      free(rk[i].key);
-      free(rk[i].last);
-    }
+  free(cold);
   free(rk);
+  free(h.vclock);
+  free(h.nrun);
+  free(h.npoll);
+  free(h.nrun_heap);
+  free(h.run);
+  free(h.pending);
+  free(h.ev);
   free(speed);
   return res;
 }

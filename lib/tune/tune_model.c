@@ -8,6 +8,7 @@
 
 #include "lib/base/error.h"
 #include "lib/tune/tune.h"
+#include "lib/tune/tune_heap.h"
 
 sc_result_t sc_arrivals_push(sc_arrivals_t *q, double t) {
   if (q->head + q->len == q->cap) {
@@ -15,11 +16,14 @@ sc_result_t sc_arrivals_push(sc_arrivals_t *q, double t) {
       memmove(q->t, q->t + q->head, q->len * sizeof(double));
       q->head = 0;
     } else {
+      /* More messages than its receiver reads (a slice of the pool is full). */
       size_t ncap = q->cap ? 2 * q->cap : 8;
-      double *n = realloc(q->t, ncap * sizeof(double));
+      double *n = realloc(q->pooled ? NULL : q->t, ncap * sizeof(double));
       if (!n) return SC_ERR(SC_ERR_NOMEM, "cost model queue of %zu", ncap);
+      if (q->pooled) memcpy(n, q->t, q->len * sizeof(double));
       q->t = n;
       q->cap = ncap;
+      q->pooled = 0;
     }
   }
   q->t[q->head + q->len++] = t;
@@ -131,39 +135,7 @@ static double sc_tune_step_bytes(const sc_step_t *st, size_t es, size_t k) {
   }
 }
 
-/* The ranks whose next step can run, earliest first (ties: lower rank). */
-typedef struct sc_ready {
-  double key;
-  int rank;
-} sc_ready_t;
-
-static int sc_ready_before(const sc_ready_t *x, const sc_ready_t *y) {
-  return x->key < y->key || (x->key == y->key && x->rank < y->rank);
-}
-
-static void sc_ready_push(sc_ready_t *h, int *n, sc_ready_t e) {
-  int i = (*n)++;
-  while (i > 0 && sc_ready_before(&e, &h[(i - 1) / 2])) {
-    h[i] = h[(i - 1) / 2];
-    i = (i - 1) / 2;
-  }
-  h[i] = e;
-}
-
-static sc_ready_t sc_ready_pop(sc_ready_t *h, int *n) {
-  sc_ready_t top = h[0], e = h[--*n];
-  int i = 0;
-  for (;;) {
-    int c = 2 * i + 1;
-    if (c >= *n) break;
-    if (c + 1 < *n && sc_ready_before(&h[c + 1], &h[c])) c++;
-    if (!sc_ready_before(&h[c], &e)) break;
-    h[i] = h[c];
-    i = c;
-  }
-  if (*n > 0) h[i] = e;
-  return top;
-}
+/* The ranks whose next step can run, earliest first: sc_ready_t. */
 
 /* Queues rank i if its next step can run: a send or a local step at its
  * clock, a receive once its message is on the way (at the later of the two). */

@@ -60,10 +60,23 @@ sc_result_t sc_tune_pairs_build(sc_tune_pairs_t *t, int p, int w, const sc_sched
       pairs[n++] = e;
     }
   qsort(pairs, n, sizeof(*pairs), sc_pair_cmp);
+  /* One queue per pair, its times a slice of one pool as long as the pair's
+   * receive steps: a malloc per queue was most of a replay's time at 1,024
+   * ranks. */
+  t->q = calloc(n ? n : 1, sizeof(*t->q));
+  t->pool = malloc((n ? n : 1) * sizeof(double));
+  if (!t->q || !t->pool) {
+    free(pairs);
+    sc_tune_pairs_free(t);
+    return SC_ERR(SC_ERR_NOMEM, "cost model queues for %d ranks", p);
+  }
   size_t u = 0;
   for (size_t k = 0; k < n; k++) {
-    if (u > 0 && pairs[k].to == pairs[u - 1].to && pairs[k].from == pairs[u - 1].from) continue;
-    pairs[u++] = pairs[k];
+    if (u == 0 || pairs[k].to != pairs[u - 1].to || pairs[k].from != pairs[u - 1].from) {
+      pairs[u++] = pairs[k];
+      t->q[u - 1] = (sc_arrivals_t){.t = t->pool + k, .pooled = 1};
+    }
+    t->q[u - 1].cap++;
   }
   for (size_t k = 0; k < u; k++) {
     t->from[k] = pairs[k].from;
@@ -71,11 +84,6 @@ sc_result_t sc_tune_pairs_build(sc_tune_pairs_t *t, int p, int w, const sc_sched
   }
   for (int j = 0; j < p; j++) t->first[j + 1] += t->first[j];
   free(pairs);
-  t->q = calloc(u ? u : 1, sizeof(*t->q));
-  if (!t->q) {
-    sc_tune_pairs_free(t);
-    return SC_ERR(SC_ERR_NOMEM, "cost model queues for %d ranks", p);
-  }
   return SC_SUCCESS;
 }
 
@@ -94,8 +102,10 @@ sc_arrivals_t *sc_tune_pairs_q(sc_tune_pairs_t *t, int from, int to) {
 
 void sc_tune_pairs_free(sc_tune_pairs_t *t) {
   if (t->q && t->first)
-    for (size_t k = 0; k < t->first[t->p]; k++) free(t->q[k].t);
+    for (size_t k = 0; k < t->first[t->p]; k++)
+      if (!t->q[k].pooled) free(t->q[k].t);
   free(t->q);
+  free(t->pool);
   free(t->first);
   free(t->from);
   free(t->unread.t);
