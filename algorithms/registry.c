@@ -6,26 +6,26 @@
 
 static const sc_algo_entry_t sc_allreduce_algos[] = {
     {"ring", sc_ring_allreduce_schedule, "reduce-scatter + all-gather rings, pipelined in chunks",
-     0, NULL, 1},
+     0, NULL, SC_SYM_SHIFT},
     {"tree", sc_tree_allreduce_schedule, "pipelined double binary tree", 0, NULL, 0},
-    {"rd", sc_rd_allreduce_schedule, "recursive doubling of the whole vector", 0, NULL, 0},
+    {"rd", sc_rd_allreduce_schedule, "recursive doubling of the whole vector", 0, NULL, SC_SYM_XOR},
     {"rabenseifner", sc_rabenseifner_allreduce_schedule,
-     "recursive halving reduce-scatter + recursive doubling all-gather", 0, NULL, 0},
+     "recursive halving reduce-scatter + recursive doubling all-gather", 0, NULL, SC_SYM_XOR},
     {"hier", sc_hier_allreduce_schedule,
      "per host reduce-scatter, all-reduce across hosts per local rank, per host all-gather", 1,
      NULL, 0},
 };
 static const sc_algo_entry_t sc_reduce_scatter_algos[] = {
-    {"ring", sc_ring_reduce_scatter_schedule, "ring, one block per step", 0, "ring", 1},
+    {"ring", sc_ring_reduce_scatter_schedule, "ring, one block per step", 0, "ring", SC_SYM_SHIFT},
     {"recursive-halving", sc_rh_reduce_scatter_schedule, "Rabenseifner's first half", 0,
-     "rabenseifner", 0},
+     "rabenseifner", SC_SYM_XOR},
     {"hier", sc_hier_reduce_scatter_schedule,
      "per host reduce-scatter to the rails, ring reduce-scatter across hosts per rail", 1, NULL, 0},
 };
 static const sc_algo_entry_t sc_allgather_algos[] = {
-    {"ring", sc_ring_allgather_schedule, "ring, one block per step", 0, "ring", 1},
+    {"ring", sc_ring_allgather_schedule, "ring, one block per step", 0, "ring", SC_SYM_SHIFT},
     {"recursive-doubling", sc_rd_allgather_schedule, "Rabenseifner's second half", 0,
-     "rabenseifner", 0},
+     "rabenseifner", SC_SYM_NONE},
     {"hier", sc_hier_allgather_schedule,
      "ring all-gather across hosts per rail, per host all-gather", 1, NULL, 0},
 };
@@ -45,7 +45,8 @@ static const sc_algo_entry_t sc_barrier_algos[] = {
 
 /* SC_A2A_ALGO forces both all-to-alls; the uneven one has its pairwise exchange only. */
 static const sc_algo_entry_t sc_alltoall_algos[] = {
-    {"pairwise", sc_pairwise_alltoall_schedule, "pairwise exchange, P-1 steps", 0, NULL, 1},
+    {"pairwise", sc_pairwise_alltoall_schedule, "pairwise exchange, P-1 steps", 0, NULL,
+     SC_SYM_SHIFT},
     {"bruck", sc_bruck_alltoall_schedule, "Bruck, ceil(log2 P) steps of half the data", 0, NULL, 0},
     {"hier", sc_hier_alltoall_schedule,
      "regroup inside each host, one message per host and local rank across hosts", 1, NULL, 0},

@@ -12,6 +12,12 @@
 
 typedef sc_result_t (*sc_sched_gen_t)(const sc_coll_args_t *, sc_sched_t *);
 
+typedef enum sc_algo_sym {
+  SC_SYM_NONE = 0,
+  SC_SYM_SHIFT, /* every peer shifted by r (mod P): rings, the pairwise exchange */
+  SC_SYM_XOR    /* every peer XOR r on a power of two, and the replay with it (test_tune_window) */
+} sc_algo_sym_t;
+
 typedef struct sc_algo_entry {
   const char *name; /* as SC_ALGO / SC_BCAST_ALGO / perf -a take it */
   sc_sched_gen_t gen;
@@ -21,10 +27,10 @@ typedef struct sc_algo_entry {
    * is half of (NULL: none): the cost model charges it that all-reduce's
    * measured network factor (lib/tune/tune.h, allreduce_beta_scale). */
   const char *allreduce_twin;
-  /* 1: rank r's schedule is rank 0's with every peer shifted by r (mod P), so
-   * the cost model may replay a window of ranks (lib/tune/tune.h,
-   * sc_tune_predict_rotating) instead of all P. */
-  int rotates;
+  /* How rank r's schedule follows from rank 0's, so that the cost model may
+   * replay a window of ranks (lib/tune/tune.h, sc_tune_predict_symmetric)
+   * instead of all P: sc_algo_sym_t. */
+  int sym;
 } sc_algo_entry_t;
 
 /* The candidates of coll, in a fixed order (the tuner's indices): n >= 1. */

@@ -65,21 +65,23 @@ typedef struct sc_link_model {
  * deadlock (a generator bug). */
 sc_result_t sc_tune_predict(const sc_link_model_t *m, sc_sched_gen_t gen, const sc_coll_args_t *a,
                             double *seconds);
-/* Above this many ranks, a candidate whose schedules rotate (sc_algo_entry_t.rotates)
+/* Above this many ranks, a candidate whose schedules rotate (sc_algo_entry_t.sym)
  * is priced on a window of ranks: one rank, or one host's where every host holds
- * the same number of consecutive ranks (the network model). A ring's P schedules
+ * the same number of consecutive ranks (the network model), or as many as cores
+ * (one host). A ring's P schedules
  * of 2(P - 1) hops each made its full replay quadratic in P: 3.5 s at 1,024 ranks
  * per size seen, and beyond memory at 16,384. */
 #define SC_TUNE_FULL_REPLAY_RANKS 64
 /* Above this many, a rotating all-reduce that no window replays exactly (its
  * blocks differ in chunks) is priced on its even part. */
 #define SC_TUNE_WINDOW_ALWAYS_RANKS 1024
-/* The ranks sc_tune_predict_rotating replays for a on m (a->nranks: all). */
-int sc_tune_window(const sc_link_model_t *m, const sc_coll_args_t *a);
-/* sc_tune_predict of a candidate whose schedules rotate (rank r's is rank
- * 0's with every peer shifted by r, mod P). */
-sc_result_t sc_tune_predict_rotating(const sc_link_model_t *m, sc_sched_gen_t gen,
-                                     const sc_coll_args_t *a, double *seconds);
+/* The ranks sc_tune_predict_symmetric replays for a on m, for schedules of
+ * symmetry sym (sc_algo_sym_t; a->nranks: all). */
+int sc_tune_window(const sc_link_model_t *m, const sc_coll_args_t *a, int sym);
+/* sc_tune_predict of a candidate whose schedules follow from rank 0's by
+ * sym (sc_algo_sym_t: every peer shifted by r mod P, or XOR r). */
+sc_result_t sc_tune_predict_symmetric(const sc_link_model_t *m, sc_sched_gen_t gen,
+                                      const sc_coll_args_t *a, int sym, double *seconds);
 
 /* Arrival times of the messages on one link, first in first out (both
  * timing simulations use one per ordered pair of ranks that exchange one). */
@@ -93,7 +95,8 @@ sc_result_t sc_arrivals_push(sc_arrivals_t *q, double t);
 /* lib/tune/tune_pairs.c: the queues of the pairs some receive step reads,
  * by receiver (first[j] .. first[j + 1] - 1: its senders, sorted, in from). */
 typedef struct sc_tune_pairs {
-  int p, w; /* ranks, and the window of them replayed (p: all) */
+  int p, w;   /* ranks, and the window of them replayed (p: all) */
+  int by_xor; /* the window maps ranks by XOR (SC_SYM_XOR), not by a shift */
   size_t *first;
   int *from;
   sc_arrivals_t *q;
@@ -102,20 +105,22 @@ typedef struct sc_tune_pairs {
 } sc_tune_pairs_t;
 int sc_tune_step_is_recv(const sc_step_t *st);
 /* scheds[0 .. w - 1]: the ranks replayed (lib/tune/tune_pairs.c). */
-sc_result_t sc_tune_pairs_build(sc_tune_pairs_t *t, int p, int w, const sc_sched_t *scheds);
+sc_result_t sc_tune_pairs_build(sc_tune_pairs_t *t, int p, int w, int by_xor,
+                                const sc_sched_t *scheds);
 /* The pair of the window that carries from's messages to to. */
-void sc_tune_pair_map(int p, int w, int *from, int *to);
+void sc_tune_pair_map(int p, int w, int by_xor, int *from, int *to);
 /* The queue of the messages from rank from to rank to (O(log) of to's senders). */
 sc_arrivals_t *sc_tune_pairs_q(sc_tune_pairs_t *t, int from, int to);
 void sc_tune_pairs_free(sc_tune_pairs_t *t);
 
 /* lib/tune/tune_host.c: the one-host model (host_cores > 0), processor sharing,
  * rank i on core i mod host_cores. scheds[0 .. w - 1]: the ranks replayed, all p
- * or a window (sc_tune_window: w and p multiples of host_cores). */
+ * or a window (sc_tune_window: w and p multiples of host_cores; by_xor as in
+ * sc_tune_pairs_t). */
 /* The latency the other ranks' turns on a shared core add to each message
  * on p ranks (0 when every rank has a core). */
 double sc_tune_host_turns(const sc_link_model_t *m, int p);
-sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, int w, size_t es,
+sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, int w, int by_xor, size_t es,
                                   const sc_sched_t *scheds, double *seconds);
 
 /* The cheapest candidate algorithm for a->coll under m: its index in *best

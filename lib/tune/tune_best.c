@@ -28,13 +28,14 @@ static double sc_tune_net_factor(const sc_link_model_t *m, int f) {
 }
 
 /* sc_tune_predict with that network factor (sc_link_model_t.allreduce_beta_scale);
- * rotates: the schedules rotate (a window of ranks is replayed at large P). */
+ * sym: how the ranks' schedules map onto each other (a window of ranks is
+ * replayed at large P). */
 static sc_result_t sc_tune_predict_scaled(const sc_link_model_t *m, sc_sched_gen_t gen,
-                                          const sc_coll_args_t *a, int candidate, int rotates,
+                                          const sc_coll_args_t *a, int candidate, int sym,
                                           double *est) {
   sc_link_model_t mi = *m;
   mi.beta_s_per_b *= sc_tune_net_factor(m, sc_tune_factor_index(a->coll, candidate));
-  return rotates ? sc_tune_predict_rotating(&mi, gen, a, est) : sc_tune_predict(&mi, gen, a, est);
+  return sc_tune_predict_symmetric(&mi, gen, a, sym, est);
 }
 
 sc_result_t sc_tune_best_rail(const sc_link_model_t *m, const sc_coll_args_t *a, int *best,
@@ -48,7 +49,7 @@ sc_result_t sc_tune_best_rail(const sc_link_model_t *m, const sc_coll_args_t *a,
       continue; /* without a hierarchy it is a slower flat algorithm: not a choice */
     } else if (c[i].hier && a->coll == SC_COLL_ALLREDUCE) {
       hier_rail = sc_tune_hier_rail(m, a, &est[i]);
-    } else if (sc_tune_predict_scaled(m, c[i].gen, a, i, c[i].rotates, &est[i]) != SC_SUCCESS) {
+    } else if (sc_tune_predict_scaled(m, c[i].gen, a, i, c[i].sym, &est[i]) != SC_SUCCESS) {
       est[i] = INFINITY; /* a candidate that cannot build its schedule here */
     }
     if (est[i] < est[*best]) *best = i;
@@ -81,9 +82,10 @@ int sc_tune_hier_rail(const sc_link_model_t *m, const sc_coll_args_t *a, double 
     sc_coll_args_t ai = *a;
     ai.rail_algo = j;
     double s;
-    /* With ring rails the whole schedule rotates by one host's ranks. */
-    if (sc_tune_predict_scaled(m, c[hier].gen, &ai, j, c[j].rotates, &s) == SC_SUCCESS &&
-        s < best_s) {
+    /* With ring rails the whole schedule rotates by one host's ranks (other
+     * rails are not shown to map onto each other inside the hierarchy). */
+    const int sym = c[j].sym == SC_SYM_SHIFT ? SC_SYM_SHIFT : SC_SYM_NONE;
+    if (sc_tune_predict_scaled(m, c[hier].gen, &ai, j, sym, &s) == SC_SUCCESS && s < best_s) {
       best_s = s;
       best = j;
     }

@@ -336,14 +336,14 @@ static sc_result_t sc_host_move_on(const sc_link_model_t *m, sc_host_sim_t *h, c
   return SC_SUCCESS;
 }
 
-sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, int w, size_t es,
+sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, int w, int by_xor, size_t es,
                                   const sc_sched_t *scheds, double *seconds) {
   sc_tune_pairs_t pairs, *q = &pairs;
-  sc_result_t res = sc_tune_pairs_build(q, p, w, scheds);
+  sc_result_t res = sc_tune_pairs_build(q, p, w, by_xor, scheds);
   if (res != SC_SUCCESS) return res;
   sc_host_sim_t h = {.cores = m->host_cores > 0 ? m->host_cores : 1};
-  /* A window rank stands for the p / w ranks its schedule rotates onto, all
-   * on its core (w and p are multiples of the cores), in the same state. */
+  /* A window rank stands for the p / w ranks its schedule maps onto, all on
+   * its core (w and p are multiples of the cores), in the same state. */
   h.copies = (double)p / (double)w;
   h.run_cap = w / h.cores + 1;
   sc_host_rank_t *rk = calloc((size_t)w, sizeof(*rk));

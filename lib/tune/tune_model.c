@@ -164,10 +164,11 @@ static void sc_tune_offer(sc_rank_clock_t *rc, const sc_sched_t *scheds, sc_tune
  * booked a host's link for one rank's later message before its host-mate's
  * earlier one, and priced two rails sharing a link (hier) a third above
  * their critical path. */
-static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, int w, size_t es, size_t k,
-                                    const int *host_of, sc_sched_t *scheds, double *seconds) {
+static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, int w, int by_xor, size_t es,
+                                    size_t k, const int *host_of, sc_sched_t *scheds,
+                                    double *seconds) {
   sc_tune_pairs_t pairs, *q = &pairs;
-  sc_result_t r = sc_tune_pairs_build(q, p, w, scheds);
+  sc_result_t r = sc_tune_pairs_build(q, p, w, by_xor, scheds);
   if (r != SC_SUCCESS) return r;
   sc_rank_clock_t *rc = calloc((size_t)p, sizeof(*rc));
   double *nic = calloc(2 * (size_t)p, sizeof(double)); /* out [0, p), in [p, 2p) */
@@ -234,20 +235,36 @@ done:
   return r;
 }
 
-int sc_tune_window(const sc_link_model_t *m, const sc_coll_args_t *a) {
+static int sc_tune_pow2(int x) {
+  return x > 0 && (x & (x - 1)) == 0;
+}
+
+int sc_tune_window(const sc_link_model_t *m, const sc_coll_args_t *a, int sym) {
   const int p = a->nranks;
-  if (p <= SC_TUNE_FULL_REPLAY_RANKS) return p;
+  if (p <= SC_TUNE_FULL_REPLAY_RANKS || sym == SC_SYM_NONE) return p;
   /* An all-reduce's P blocks: with fewer elements than ranks some are empty and
    * the ranks' schedules differ (and are short: the whole replay is cheap). */
   if (a->coll == SC_COLL_ALLREDUCE && a->count < (size_t)p) return p;
   /* Blocks of base and base + 1 elements: the same number of chunks each, or
-   * the ranks' messages differ in number. */
+   * the ranks' messages differ in number. Under XOR the ranks' blocks are
+   * not a shift of each other: only even ones. */
   const size_t base = a->count / (size_t)p, chunk = a->chunk_elems ? a->chunk_elems : 1;
-  if (a->coll == SC_COLL_ALLREDUCE && a->count % (size_t)p && base % chunk == 0) return p;
+  if (a->coll == SC_COLL_ALLREDUCE && a->count % (size_t)p &&
+      (base % chunk == 0 || sym == SC_SYM_XOR))
+    return p;
+  /* XOR by a multiple of w maps ranks onto ranks only on powers of two. */
+  const int by_xor = sym == SC_SYM_XOR;
+  if (by_xor && !sc_tune_pow2(p)) return p;
   /* One host: rank r runs on core r mod cores, so only a shift by a multiple
-   * of the cores maps every rank onto a rank of its own core. */
-  if (m->host_cores > 0) return p % m->host_cores ? p : m->host_cores;
+   * of the cores maps every rank onto a rank of its own core. Not an XOR: the
+   * cache term keys a rank's regions by offset, and recursive halving's ranks
+   * keep blocks at offsets that do not map onto each other (the window was up
+   * to 15% off the full replay). */
+  if (m->host_cores > 0) return p % m->host_cores || by_xor ? p : m->host_cores;
   if (!a->host_of || m->local_beta_s_per_b <= 0) return 1;
+  /* Hosts sharing a link serve their ranks' messages in an order that an
+   * XOR of the ranks does not keep (Rabenseifner's window was 5% off). */
+  if (by_xor) return p;
   int l = 1;
   while (l < p && a->host_of[l] == a->host_of[0]) l++;
   if (p % l) return p;
@@ -258,7 +275,7 @@ int sc_tune_window(const sc_link_model_t *m, const sc_coll_args_t *a) {
 
 /* The first w ranks' schedules replayed (w < p: a window, sc_tune_window). */
 static sc_result_t sc_tune_predict_w(const sc_link_model_t *m, sc_sched_gen_t gen,
-                                     const sc_coll_args_t *a, int w, double *seconds) {
+                                     const sc_coll_args_t *a, int w, int by_xor, double *seconds) {
   int p = a->nranks;
   sc_sched_t *scheds = calloc((size_t)w, sizeof(*scheds));
   if (!scheds) return SC_ERR(SC_ERR_NOMEM, "cost model schedules for %d ranks", p);
@@ -270,9 +287,9 @@ static sc_result_t sc_tune_predict_w(const sc_link_model_t *m, sc_sched_gen_t ge
     r = gen(&ai, &scheds[i]);
   }
   if (r == SC_SUCCESS)
-    r = m->host_cores > 0
-            ? sc_tune_simulate_host(m, p, w, a->elem_size, scheds, seconds)
-            : sc_tune_simulate(m, p, w, a->elem_size, a->count, a->host_of, scheds, seconds);
+    r = m->host_cores > 0 ? sc_tune_simulate_host(m, p, w, by_xor, a->elem_size, scheds, seconds)
+                          : sc_tune_simulate(m, p, w, by_xor, a->elem_size, a->count, a->host_of,
+                                             scheds, seconds);
   for (int i = 0; i < w; i++) sc_sched_free(&scheds[i]);
   free(scheds);
   return r;
@@ -280,19 +297,19 @@ static sc_result_t sc_tune_predict_w(const sc_link_model_t *m, sc_sched_gen_t ge
 
 sc_result_t sc_tune_predict(const sc_link_model_t *m, sc_sched_gen_t gen, const sc_coll_args_t *a,
                             double *seconds) {
-  return sc_tune_predict_w(m, gen, a, a->nranks, seconds);
+  return sc_tune_predict_w(m, gen, a, a->nranks, 0, seconds);
 }
 
-sc_result_t sc_tune_predict_rotating(const sc_link_model_t *m, sc_sched_gen_t gen,
-                                     const sc_coll_args_t *a, double *seconds) {
-  int w = sc_tune_window(m, a);
+sc_result_t sc_tune_predict_symmetric(const sc_link_model_t *m, sc_sched_gen_t gen,
+                                      const sc_coll_args_t *a, int sym, double *seconds) {
+  const int w = sc_tune_window(m, a, sym), by_xor = sym == SC_SYM_XOR;
   if (w < a->nranks || a->nranks <= SC_TUNE_WINDOW_ALWAYS_RANKS || a->coll != SC_COLL_ALLREDUCE ||
       a->count < (size_t)a->nranks)
-    return sc_tune_predict_w(m, gen, a, w, seconds);
+    return sc_tune_predict_w(m, gen, a, w, by_xor, seconds);
   /* An all-reduce whose larger blocks take one more chunk: priced on blocks
    * of the smaller size (one chunk of one element per larger block left out),
    * as a full replay would be beyond reach. */
   sc_coll_args_t even = *a;
   even.count = a->count / (size_t)a->nranks * (size_t)a->nranks;
-  return sc_tune_predict_w(m, gen, &even, sc_tune_window(m, &even), seconds);
+  return sc_tune_predict_w(m, gen, &even, sc_tune_window(m, &even, sym), by_xor, seconds);
 }

@@ -9,7 +9,9 @@
  * which shifting every rank by w maps the job onto itself (a ring on hosts of
  * w ranks each): the messages rank j sends to rank i are then those rank
  * j mod w sends to rank i - (j - j mod w), whose queue a rank of the window
- * fills. */
+ * fills. Where the schedules map onto each other by XOR instead (recursive
+ * doubling on a power of two, w a power of two), the messages rank j sends
+ * to rank i are those j mod w sends to i XOR (j - j mod w). */
 #include <stdlib.h>
 
 #include "lib/base/error.h"
@@ -30,14 +32,15 @@ static int sc_pair_cmp(const void *a, const void *b) {
   return (x->from > y->from) - (x->from < y->from);
 }
 
-void sc_tune_pair_map(int p, int w, int *from, int *to) {
+void sc_tune_pair_map(int p, int w, int by_xor, int *from, int *to) {
   const int d = *from - *from % w;
   *from -= d;
-  *to = (*to - d + p) % p;
+  *to = by_xor ? *to ^ d : (*to - d + p) % p;
 }
 
-sc_result_t sc_tune_pairs_build(sc_tune_pairs_t *t, int p, int w, const sc_sched_t *scheds) {
-  *t = (sc_tune_pairs_t){.p = p, .w = w};
+sc_result_t sc_tune_pairs_build(sc_tune_pairs_t *t, int p, int w, int by_xor,
+                                const sc_sched_t *scheds) {
+  *t = (sc_tune_pairs_t){.p = p, .w = w, .by_xor = by_xor};
   size_t total = 0;
   for (int j = 0; j < w; j++)
     for (size_t s = 0; s < scheds[j].nsteps; s++)
@@ -56,7 +59,7 @@ sc_result_t sc_tune_pairs_build(sc_tune_pairs_t *t, int p, int w, const sc_sched
       const sc_step_t *st = &scheds[j].steps[s];
       if (!sc_tune_step_is_recv(st) || st->peer < 0 || st->peer >= p) continue;
       sc_pair_t e = {.to = j, .from = st->peer};
-      sc_tune_pair_map(p, w, &e.from, &e.to);
+      sc_tune_pair_map(p, w, by_xor, &e.from, &e.to);
       pairs[n++] = e;
     }
   qsort(pairs, n, sizeof(*pairs), sc_pair_cmp);
@@ -88,7 +91,7 @@ sc_result_t sc_tune_pairs_build(sc_tune_pairs_t *t, int p, int w, const sc_sched
 }
 
 sc_arrivals_t *sc_tune_pairs_q(sc_tune_pairs_t *t, int from, int to) {
-  sc_tune_pair_map(t->p, t->w, &from, &to);
+  sc_tune_pair_map(t->p, t->w, t->by_xor, &from, &to);
   size_t lo = t->first[to], hi = t->first[to + 1];
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;

@@ -144,7 +144,7 @@ static double one_message(const sc_link_model_t *m, int p, int to, size_t count)
   assert_int_equal(sc_sched_send(&h.s[0], to, SC_BUF_SEND, 0, count), SC_SUCCESS);
   assert_int_equal(sc_sched_recv(&h.s[to], 0, SC_BUF_RECV, 0, count), SC_SUCCESS);
   double t = 0;
-  assert_int_equal(sc_tune_simulate_host(m, p, p, 4, h.s, &t), SC_SUCCESS);
+  assert_int_equal(sc_tune_simulate_host(m, p, p, 0, 4, h.s, &t), SC_SUCCESS);
   hand_free(&h);
   return t;
 }
@@ -228,7 +228,7 @@ static void test_host_model_placement(void **state) {
     assert_int_equal(sc_sched_copy(&h.s[0], SC_BUF_RECV, 0, SC_BUF_SEND, 0, count), SC_SUCCESS);
     assert_int_equal(sc_sched_copy(&h.s[other], SC_BUF_RECV, 0, SC_BUF_SEND, 0, count), SC_SUCCESS);
     double t;
-    assert_int_equal(sc_tune_simulate_host(&m, 4, 4, 4, h.s, &t), SC_SUCCESS);
+    assert_int_equal(sc_tune_simulate_host(&m, 4, 4, 0, 4, h.s, &t), SC_SUCCESS);
     double expect = other == 2 ? 2 * copy : copy;
     assert_true(fabs(t - expect) <= 1e-9 * expect);
     hand_free(&h);
@@ -256,22 +256,22 @@ static void test_host_model_cache_reuse(void **state) {
                    SC_SUCCESS);
   double t;
   m.reuse_b = 2 * bytes;
-  assert_int_equal(sc_tune_simulate_host(&m, 1, 1, 4, h.s, &t), SC_SUCCESS);
+  assert_int_equal(sc_tune_simulate_host(&m, 1, 1, 0, 4, h.s, &t), SC_SUCCESS);
   double expect = 3 * copy + 2 * cold + 0 + 2 * cold;
   assert_true(fabs(t - expect) <= 1e-9 * expect);
   m.reuse_b = bytes / 2;
-  assert_int_equal(sc_tune_simulate_host(&m, 1, 1, 4, h.s, &t), SC_SUCCESS);
+  assert_int_equal(sc_tune_simulate_host(&m, 1, 1, 0, 4, h.s, &t), SC_SUCCESS);
   expect = 3 * copy + 6 * cold;
   assert_true(fabs(t - expect) <= 1e-9 * expect);
   m.reuse_b = 3 * bytes;
-  assert_int_equal(sc_tune_simulate_host(&m, 1, 1, 4, h.s, &t), SC_SUCCESS);
+  assert_int_equal(sc_tune_simulate_host(&m, 1, 1, 0, 4, h.s, &t), SC_SUCCESS);
   assert_true(fabs(t - 3 * copy) <= 1e-9 * copy);
   m.reuse_b = 3 * bytes - 1; /* one byte short: the first touches are cold again */
-  assert_int_equal(sc_tune_simulate_host(&m, 1, 1, 4, h.s, &t), SC_SUCCESS);
+  assert_int_equal(sc_tune_simulate_host(&m, 1, 1, 0, 4, h.s, &t), SC_SUCCESS);
   expect = 3 * copy + 4 * cold;
   assert_true(fabs(t - expect) <= 1e-9 * expect);
   m.cold_s_per_b = 0;
-  assert_int_equal(sc_tune_simulate_host(&m, 1, 1, 4, h.s, &t), SC_SUCCESS);
+  assert_int_equal(sc_tune_simulate_host(&m, 1, 1, 0, 4, h.s, &t), SC_SUCCESS);
   assert_true(fabs(t - 3 * copy) <= 1e-9 * copy);
   hand_free(&h);
 }
@@ -296,15 +296,15 @@ static void test_host_model_single_copy(void **state) {
     assert_int_equal(sc_sched_recv(&h.s[r], 0, SC_BUF_RECV, 0, count), SC_SUCCESS);
   }
   double t, half_copy = 0.5 * bytes * m.host_s_per_b;
-  assert_int_equal(sc_tune_simulate_host(&m, 3, 3, 4, h.s, &t), SC_SUCCESS);
+  assert_int_equal(sc_tune_simulate_host(&m, 3, 3, 0, 4, h.s, &t), SC_SUCCESS);
   double expect = 2 * (half_msg + half_copy) + m.alpha_s + half_msg + half_copy;
   assert_true(fabs(t - expect) <= 1e-9 * expect);
   m.pull_min_b = bytes;
-  assert_int_equal(sc_tune_simulate_host(&m, 3, 3, 4, h.s, &t), SC_SUCCESS);
+  assert_int_equal(sc_tune_simulate_host(&m, 3, 3, 0, 4, h.s, &t), SC_SUCCESS);
   expect = 2 * half_msg + m.alpha_s + half_msg + bytes * m.pull_s_per_b;
   assert_true(fabs(t - expect) <= 1e-9 * expect);
   m.pull_min_b = bytes + 1; /* just below the threshold: two-sided again */
-  assert_int_equal(sc_tune_simulate_host(&m, 3, 3, 4, h.s, &t), SC_SUCCESS);
+  assert_int_equal(sc_tune_simulate_host(&m, 3, 3, 0, 4, h.s, &t), SC_SUCCESS);
   expect = 2 * (half_msg + half_copy) + m.alpha_s + half_msg + half_copy;
   assert_true(fabs(t - expect) <= 1e-9 * expect);
   hand_free(&h);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The cost model's window (lib/tune/tune.h, sc_tune_predict_rotating): a
+/* The cost model's window (lib/tune/tune.h, sc_tune_predict_symmetric): a
  * candidate whose schedules rotate is priced above SC_TUNE_FULL_REPLAY_RANKS
  * ranks by replaying one rank, or one host's ranks, instead of all P. Each
  * rotating candidate of the registry (and hier on ring rails) is replayed
@@ -42,51 +42,56 @@ static void test_window_size(void **state) {
   sc_tune_default_model(SC_TUNE_HOST_MEM, 2, 0, &one_host);
   sc_coll_args_t a = {
       .coll = SC_COLL_ALLREDUCE, .nranks = 96, .count = 1000, .elem_size = 4, .chunk_elems = 1000};
-  assert_int_equal(sc_tune_window(&m, &a), 1);
+  assert_int_equal(sc_tune_window(&m, &a, SC_SYM_SHIFT), 1);
   a.nranks = SC_TUNE_FULL_REPLAY_RANKS;
-  assert_int_equal(sc_tune_window(&m, &a), SC_TUNE_FULL_REPLAY_RANKS);
+  assert_int_equal(sc_tune_window(&m, &a, SC_SYM_SHIFT), SC_TUNE_FULL_REPLAY_RANKS);
   a.nranks = 96;
-  assert_int_equal(sc_tune_window(&one_host, &a), 2); /* a shift by the cores */
-  a.nranks = 97;                                      /* an odd count on 2 cores: every rank */
-  assert_int_equal(sc_tune_window(&one_host, &a), 97);
+  assert_int_equal(sc_tune_window(&one_host, &a, SC_SYM_SHIFT), 2); /* a shift by the cores */
+  a.nranks = 97; /* an odd count on 2 cores: every rank */
+  assert_int_equal(sc_tune_window(&one_host, &a, SC_SYM_SHIFT), 97);
   sc_tune_default_model(SC_TUNE_HOST_MEM, 4, 0, &one_host);
   a.nranks = 98;
-  assert_int_equal(sc_tune_window(&one_host, &a), 98);
+  assert_int_equal(sc_tune_window(&one_host, &a, SC_SYM_SHIFT), 98);
   a.nranks = 100;
-  assert_int_equal(sc_tune_window(&one_host, &a), 4);
+  assert_int_equal(sc_tune_window(&one_host, &a, SC_SYM_SHIFT), 4);
   a.nranks = 96;
   a.count = 95; /* empty blocks: schedules differ */
-  assert_int_equal(sc_tune_window(&m, &a), 96);
+  assert_int_equal(sc_tune_window(&m, &a, SC_SYM_SHIFT), 96);
   a.count = 96 * 1000 + 7; /* blocks of 1,000 and 1,001: one chunk and two */
-  assert_int_equal(sc_tune_window(&m, &a), 96);
+  assert_int_equal(sc_tune_window(&m, &a, SC_SYM_SHIFT), 96);
   a.chunk_elems = 999; /* two chunks each */
-  assert_int_equal(sc_tune_window(&m, &a), 1);
+  assert_int_equal(sc_tune_window(&m, &a, SC_SYM_SHIFT), 1);
   a.count = 1000;
   int *h = host_map(96, 8);
   a.host_of = h;
-  assert_int_equal(sc_tune_window(&m, &a), 8);
+  assert_int_equal(sc_tune_window(&m, &a, SC_SYM_SHIFT), 8);
   sc_link_model_t flat = net_model(0); /* the host map is ignored without local links */
-  assert_int_equal(sc_tune_window(&flat, &a), 1);
+  assert_int_equal(sc_tune_window(&flat, &a, SC_SYM_SHIFT), 1);
   h[95] = 12; /* a host of one rank at the end: hosts differ */
-  assert_int_equal(sc_tune_window(&m, &a), 96);
+  assert_int_equal(sc_tune_window(&m, &a, SC_SYM_SHIFT), 96);
   free(h);
   h = host_map(96, 7); /* 13 hosts of 7 and one of 5 */
   a.host_of = h;
-  assert_int_equal(sc_tune_window(&m, &a), 96);
+  assert_int_equal(sc_tune_window(&m, &a, SC_SYM_SHIFT), 96);
   free(h);
 }
 
 /* The window's prediction against the full replay's. */
-static void expect_same(const sc_link_model_t *m, sc_sched_gen_t gen, const sc_coll_args_t *a,
-                        const char *what) {
+static void expect_same_sym(const sc_link_model_t *m, sc_sched_gen_t gen, const sc_coll_args_t *a,
+                            int sym, const char *what) {
   double full, win;
   assert_int_equal(sc_tune_predict(m, gen, a, &full), SC_SUCCESS);
-  assert_int_equal(sc_tune_predict_rotating(m, gen, a, &win), SC_SUCCESS);
+  assert_int_equal(sc_tune_predict_symmetric(m, gen, a, sym, &win), SC_SUCCESS);
   if (!(fabs(win - full) <= 1e-3 * full)) {
     print_error("%s: P %d, count %zu, chunk %zu, window %d: full %.6g s, window %.6g s\n", what,
-                a->nranks, a->count, a->chunk_elems, sc_tune_window(m, a), full, win);
+                a->nranks, a->count, a->chunk_elems, sc_tune_window(m, a, sym), full, win);
     fail();
   }
+}
+
+static void expect_same(const sc_link_model_t *m, sc_sched_gen_t gen, const sc_coll_args_t *a,
+                        const char *what) {
+  expect_same_sym(m, gen, a, SC_SYM_SHIFT, what);
 }
 
 static void test_window_matches_full(void **state) {
@@ -105,7 +110,7 @@ static void test_window_matches_full(void **state) {
     int n;
     const sc_algo_entry_t *c = sc_algo_candidates(colls[ci], &n);
     for (int i = 0; i < n; i++) {
-      if (!c[i].rotates) continue;
+      if (c[i].sym != SC_SYM_SHIFT) continue;
       rotating++;
       for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         sc_link_model_t m = net_model(cases[k].per_host > 0);
@@ -118,7 +123,7 @@ static void test_window_matches_full(void **state) {
                             .elem_size = 4,
                             .chunk_elems = cases[k].chunk,
                             .host_of = h};
-        assert_true(sc_tune_window(&m, &a) < cases[k].p);
+        assert_true(sc_tune_window(&m, &a, SC_SYM_SHIFT) < cases[k].p);
         expect_same(&m, c[i].gen, &a, c[i].name);
         free(h);
       }
@@ -131,7 +136,7 @@ static void test_window_matches_full(void **state) {
   const sc_algo_entry_t *c = sc_algo_candidates(SC_COLL_ALLREDUCE, &n);
   const int hier = sc_algo_hier_index(SC_COLL_ALLREDUCE),
             ring = sc_algo_find(SC_COLL_ALLREDUCE, "ring");
-  assert_true(hier >= 0 && ring >= 0 && c[ring].rotates);
+  assert_true(hier >= 0 && ring >= 0 && c[ring].sym == SC_SYM_SHIFT);
   for (int per_host = 2; per_host <= 8; per_host *= 2) {
     sc_link_model_t m = net_model(1);
     int *h = host_map(128, per_host);
@@ -142,7 +147,7 @@ static void test_window_matches_full(void **state) {
                         .chunk_elems = 16384,
                         .host_of = h,
                         .rail_algo = ring};
-    assert_int_equal(sc_tune_window(&m, &a), per_host);
+    assert_int_equal(sc_tune_window(&m, &a, SC_SYM_SHIFT), per_host);
     expect_same(&m, c[hier].gen, &a, "hier on ring rails");
     free(h);
   }
@@ -172,7 +177,7 @@ static void test_host_window_matches_full(void **state) {
     int n;
     const sc_algo_entry_t *c = sc_algo_candidates(colls[ci], &n);
     for (int i = 0; i < n; i++) {
-      if (!c[i].rotates) continue;
+      if (c[i].sym != SC_SYM_SHIFT) continue;
       rotating++;
       for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         sc_link_model_t m;
@@ -185,12 +190,73 @@ static void test_host_window_matches_full(void **state) {
                             .count = count,
                             .elem_size = 4,
                             .chunk_elems = cases[k].chunk ? cases[k].chunk : count};
-        assert_int_equal(sc_tune_window(&m, &a), cases[k].cores);
+        assert_int_equal(sc_tune_window(&m, &a, SC_SYM_SHIFT), cases[k].cores);
         expect_same(&m, c[i].gen, &a, c[i].name);
       }
     }
   }
   assert_true(rotating >= 4);
+}
+
+/* Recursive doubling and halving: rank r's schedule is rank 0's with every
+ * peer XOR r on a power of two, so in the network model with a link per
+ * rank one rank stands for all. (The all-gather's recursive doubling is not
+ * marked: its ranks' steps differ in order, and its window was 10% off.) */
+static void test_xor_window_matches_full(void **state) {
+  (void)state;
+  const sc_coll_t colls[] = {SC_COLL_ALLREDUCE, SC_COLL_REDUCE_SCATTER, SC_COLL_ALLGATHER};
+  const struct {
+    int p;
+    size_t per_rank, chunk;
+  } cases[] = {{128, 1000, 999}, {256, 64, 0}, {256, 3, 0}, {128, 4096, 16384}};
+  int xor_algos = 0;
+  for (size_t ci = 0; ci < sizeof(colls) / sizeof(colls[0]); ci++) {
+    int n;
+    const sc_algo_entry_t *c = sc_algo_candidates(colls[ci], &n);
+    for (int i = 0; i < n; i++) {
+      if (c[i].sym != SC_SYM_XOR) continue;
+      xor_algos++;
+      for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        sc_link_model_t m = net_model(0);
+        size_t count = colls[ci] == SC_COLL_ALLREDUCE ? cases[k].per_rank * (size_t)cases[k].p
+                                                      : cases[k].per_rank;
+        sc_coll_args_t a = {.coll = colls[ci],
+                            .nranks = cases[k].p,
+                            .count = count,
+                            .elem_size = 4,
+                            .chunk_elems = cases[k].chunk ? cases[k].chunk : count};
+        assert_int_equal(sc_tune_window(&m, &a, SC_SYM_XOR), 1);
+        expect_same_sym(&m, c[i].gen, &a, SC_SYM_XOR, c[i].name);
+      }
+    }
+  }
+  assert_true(xor_algos >= 3); /* rd, Rabenseifner, recursive halving */
+
+  /* Where XOR does not map ranks onto ranks, or the replay onto itself:
+   * every rank replayed. */
+  sc_link_model_t m = net_model(0), one_host;
+  sc_coll_args_t a = {.coll = SC_COLL_ALLREDUCE,
+                      .nranks = 96,
+                      .count = 96 * 100,
+                      .elem_size = 4,
+                      .chunk_elems = 99};
+  assert_int_equal(sc_tune_window(&m, &a, SC_SYM_XOR), 96); /* not a power of two */
+  assert_int_equal(sc_tune_window(&m, &a, SC_SYM_SHIFT), 1);
+  a.nranks = 128;
+  a.count = 128 * 100 + 1; /* uneven blocks */
+  assert_int_equal(sc_tune_window(&m, &a, SC_SYM_XOR), 128);
+  a.count = 128 * 100;
+  assert_int_equal(sc_tune_window(&m, &a, SC_SYM_XOR), 1);
+  assert_int_equal(sc_tune_window(&m, &a, SC_SYM_NONE), 128);
+  sc_tune_default_model(SC_TUNE_HOST_MEM, 2, 0, &one_host); /* the cache term's offsets */
+  assert_int_equal(sc_tune_window(&one_host, &a, SC_SYM_XOR), 128);
+  assert_int_equal(sc_tune_window(&one_host, &a, SC_SYM_SHIFT), 2);
+  int *h = host_map(128, 8); /* hosts sharing links */
+  a.host_of = h;
+  m = net_model(1);
+  assert_int_equal(sc_tune_window(&m, &a, SC_SYM_XOR), 128);
+  assert_int_equal(sc_tune_window(&m, &a, SC_SYM_SHIFT), 8);
+  free(h);
 }
 
 /* Past SC_TUNE_WINDOW_ALWAYS_RANKS, an all-reduce whose blocks differ in
@@ -204,14 +270,17 @@ static void test_uneven_chunks_past_full_replay(void **state) {
                       .count = (size_t)p * 64 + 3,
                       .elem_size = 4,
                       .chunk_elems = 64};
-  assert_int_equal(sc_tune_window(&m, &a), p);
+  assert_int_equal(sc_tune_window(&m, &a, SC_SYM_SHIFT), p);
   sc_coll_args_t even = a;
   even.count = (size_t)p * 64;
-  assert_int_equal(sc_tune_window(&m, &even), 1);
+  assert_int_equal(sc_tune_window(&m, &even, SC_SYM_SHIFT), 1);
   double got, want;
-  assert_int_equal(sc_tune_predict_rotating(&m, sc_ring_allreduce_schedule, &a, &got), SC_SUCCESS);
-  assert_int_equal(sc_tune_predict_rotating(&m, sc_ring_allreduce_schedule, &even, &want),
-                   SC_SUCCESS);
+  assert_int_equal(
+      sc_tune_predict_symmetric(&m, sc_ring_allreduce_schedule, &a, SC_SYM_SHIFT, &got),
+      SC_SUCCESS);
+  assert_int_equal(
+      sc_tune_predict_symmetric(&m, sc_ring_allreduce_schedule, &even, SC_SYM_SHIFT, &want),
+      SC_SUCCESS);
   assert_true(got == want && want > 0);
 }
 
@@ -270,6 +339,7 @@ int main(void) {
       cmocka_unit_test(test_window_size),
       cmocka_unit_test(test_window_matches_full),
       cmocka_unit_test(test_host_window_matches_full),
+      cmocka_unit_test(test_xor_window_matches_full),
       cmocka_unit_test(test_uneven_chunks_past_full_replay),
       cmocka_unit_test(test_ring_few_elements),
   };
