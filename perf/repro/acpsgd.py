@@ -6,14 +6,14 @@ dense baseline first, then the compressed modes).
 
     acpsgd.py [-o FIG.png] [--dpi 80] RUN.json ...
 
-Prints, per run (trace and ranks), a Markdown row of each mode's median
-iteration in ms, and the paired comparisons the targets name, round by round:
-ACP-SGD against PowerSGD and against the dense baseline (rounds won, the
-median of the per-round ratios T_other / T_acpsgd), and auto against the best
-of the modes it chooses from (dense, fp16, topk, acpsgd: the one with the
-smallest median), as the median of the per-round ratios T_auto / T_best.
+Prints, per run (trace and ranks), Markdown rows of each mode's median
+iteration in ms (range) and its communication alone, and the paired
+comparisons the targets name, round by round: ACP-SGD against PowerSGD and
+against the dense baseline (rounds won, the median of the per-round ratios
+T_other / T_acpsgd), and auto against the best of the modes it chooses from
+(dense, fp16, topk, acpsgd: the one with the smallest median), as the median of the per-round ratios T_auto / T_best.
 With -o, one figure: a group of bars per run, a bar per mode (median, the
-range as error bar), on a log scale.
+range as error bar), on a log scale, and the compute alone (dashed).
 """
 import json
 import os
@@ -88,8 +88,10 @@ def main(argv):
         for m, _ in MODES:
             r = runs.get(m)
             cells.append("%.0f (%.0f-%.0f)" % (r["median"], r["min"], r["max"]) if r else "")
-        print("| %s, -T %g, %s | %s |" % (label(d), d["iter_ms_target"], runs["dense"]["policy"],
-                                          " | ".join(cells)))
+        print("| %s, -T %g, %d rounds | %s |" % (label(d), d["iter_ms_target"],
+                                                 len(runs["dense"]["samples"]), " | ".join(cells)))
+        print("| comm alone | %s |" % " | ".join("%.0f" % runs[m]["comm"] if m in runs else ""
+                                                  for m, _ in MODES))
     print()
     print("| run | ACP-SGD vs PowerSGD: won, ratio | ACP-SGD vs dense: won, ratio | best of %s | auto / best |"
           % "/".join(AUTO_CHOOSES))
@@ -123,6 +125,9 @@ def main(argv):
                 hi.append(r["max"] - r["median"])
             name = "dense (%s)" % loaded[0][1]["dense"]["policy"].split("+")[0] if m == "dense" else m
             ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=name)
+        for g, (d, _) in enumerate(loaded):
+            ax.hlines(d["compute_ms"], g - 0.42, g + 0.42, colors="k", linestyles="--",
+                      label="compute alone" if g == 0 else None)
         ax.set_xticks(range(len(loaded)))
         ax.set_xticklabels(["%s\n-T %g" % (label(d), d["iter_ms_target"]) for d, _ in loaded])
         ax.set_yscale("log")
