@@ -11,7 +11,7 @@ Each rank reads SC_RANK and SC_WORLD_SIZE (sc-run's variables); the process
 group meets on a file store next to the output. The data: 1 x 16 x 16 images,
 each one of ten fixed random class patterns under unit Gaussian noise, a
 fresh batch per rank and step. The student (two convolutions, two fully
-connected layers, 27k parameters) starts from one seed under every method and
+connected layers, 38k parameters) starts from one seed under every method and
 trains with SGD (momentum 0.9). PowerSGD and ACP-SGD run as
 sparsecoll.torch.hooks' powersgd_hook and acpsgd_hook (rank --rank, error
 feedback, dense for the first --start steps, as torch's start_powerSGD_iter).

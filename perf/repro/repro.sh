@@ -169,7 +169,7 @@ if [ "$plot_only" -eq 0 ]; then
   if want convergence; then
     run convergence env PYTHONPATH="$build/python" SPARSECOLL_LIBRARY="$build/.libs/libsparsecoll.so.0" \
       OMP_NUM_THREADS=1 "$build/sc-run" -n 4 --timeout 800 "$py" "$src/perf/repro/convergence.py" \
-      -o "$out/convergence.json"
+      --steps 500 -o "$out/convergence.json"
   fi
   "$build/sc-netbed" --id $id down >/dev/null
 fi
