@@ -191,8 +191,9 @@ sweep() { for p in $ps; do ls "$out"/gtopk_P"${p}"_r*.json 2>/dev/null; done; }
   for f in r50_dense vgg16_dense r50_scaled bert_dense r50_sparse bert_sparse; do
     [ -s "$out/$f.json" ] && plot -o "$out/fig" "$out/$f.json"
   done
-  acp=$(ls "$out"/acp_r50_4h.json "$out"/acp_bert_4h.json "$out"/acp_r50_8h.json \
-    "$out"/acp_bert_8h.json 2>/dev/null)
+  acp=$(for f in r50_4h bert_4h r50_8h bert_8h; do
+    [ -s "$out/acp_$f.json" ] && echo "$out/acp_$f.json"
+  done)
   [ -n "$acp" ] && "$py" "$src/perf/repro/acpsgd.py" --dpi "$dpi" -o "$out/fig/acpsgd.png" $acp
   [ -s "$out/convergence.json" ] && "$py" "$src/perf/repro/convergence.py" --dpi "$dpi" \
     --plot "$out/convergence.json" -o "$out/fig/convergence.png"
