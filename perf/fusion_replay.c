@@ -50,10 +50,22 @@ static float *block; /* --contiguous */
 static const char *const compress_names[] = {"none", "topk", "powersgd", "acpsgd",
                                              "fp16", "bf16", "onebit",   "auto"};
 
+/* -p's entries: a policy, and what its buckets travel as and at which
+ * density. "POLICY+MODE" sets the mode of that entry alone (+topk and +auto
+ * at --density, the others dense), so that one interleaved run can pair
+ * compression modes round by round; a plain entry takes --compress and
+ * --density. */
+typedef struct entry {
+  int pol, compress, plus;
+  double density;
+} entry_t;
+static int any_rewrites; /* some entry compresses or sparsifies */
+
 /* A step that changes the gradient (gTop-k, every compression) needs it
- * written afresh every iteration (produce_gradient). */
+ * written afresh every iteration (produce_gradient); every entry then pays
+ * the same copy, so the copies do not favour one. */
 static int rewrites(void) {
-  return opt.density > 0 || opt.compress != 0;
+  return any_rewrites || opt.density > 0 || opt.compress != 0;
 }
 
 #define CHECK(call)                                                                                \
@@ -262,14 +274,19 @@ static const char *sparse_alias(int pol) {
   }
 }
 
-static const char *shown_name(int pol) {
-  const char *alias = opt.density > 0 ? sparse_alias(pol) : NULL;
-  const char *base = alias ? alias : pol_names[pol];
-  if (opt.compress == 0 || opt.compress == 1) return base;
-  /* "size+acpsgd": the policy and what its buckets travel as. */
+/* The name entry k's rows show. */
+static const char *shown_name(const entry_t *e, int k) {
   static char shown[MAX_POLICIES][48];
-  snprintf(shown[pol], sizeof(shown[pol]), "%s+%s", base, compress_names[opt.compress]);
-  return shown[pol];
+  if (e->plus) { /* as -p spelt it */
+    snprintf(shown[k], sizeof(shown[k]), "%s+%s", pol_names[e->pol], compress_names[e->compress]);
+    return shown[k];
+  }
+  const char *alias = e->density > 0 ? sparse_alias(e->pol) : NULL;
+  const char *base = alias ? alias : pol_names[e->pol];
+  if (e->compress == 0 || e->compress == 1) return base;
+  /* "size+acpsgd": the policy and what its buckets travel as. */
+  snprintf(shown[k], sizeof(shown[k]), "%s+%s", base, compress_names[e->compress]);
+  return shown[k];
 }
 
 /* DeAR and P3 finish a round during the next forward pass: wait for each
@@ -331,26 +348,26 @@ static double compute_only(void) {
   return max_over_ranks((now_us() - t0) / opt.iters) / 1e3;
 }
 
-/* The fusion configuration every run of policy pol uses. */
-static sc_fusion_config_t replay_config(sc_fusion_policy_t pol) {
-  sc_fusion_config_t cfg = {.policy = pol,
+/* The fusion configuration every run of entry e uses. */
+static sc_fusion_config_t replay_config(const entry_t *e) {
+  sc_fusion_config_t cfg = {.policy = (sc_fusion_policy_t)e->pol,
                             .bucket_bytes = (size_t)(opt.bucket_mb * 1024 * 1024),
                             .alpha_us = opt.alpha,
                             .beta_us_per_byte = opt.beta,
-                            .density = opt.density,
+                            .density = e->density,
                             .select = opt.gaussian ? SC_SELECT_GAUSSIAN : SC_SELECT_EXACT,
                             .slice_bytes = (size_t)(opt.slice_kb * 1024),
-                            .compress = (sc_compress_t)opt.compress,
+                            .compress = (sc_compress_t)e->compress,
                             .lowrank = opt.lowrank,
                             .seed = 1};
   return cfg;
 }
 
-static result_t run_policy(sc_fusion_policy_t pol, const char *name, double compute_ms) {
+static result_t run_policy(const entry_t *e, const char *name, double compute_ms) {
   result_t res = {.policy = name, .compute_ms = compute_ms};
-  sc_fusion_config_t cfg = replay_config(pol);
+  sc_fusion_config_t cfg = replay_config(e);
   sc_fusion_t *f;
-  int dear = waits_in_forward(pol);
+  int dear = waits_in_forward(e->pol);
   CHECK(sc_fusion_create(comm, &cfg, &f));
   for (size_t k = 0; k < nl; k++) {
     const layer_t *l = &layers[nl - 1 - k];
@@ -416,8 +433,8 @@ static double median(double *v, int n) {
  * both after a barrier. A DeAR sample runs an untimed iteration first, so
  * the timed one starts with that round's all-gathers in flight, and drains
  * its own afterwards (untimed), as in run_policy. */
-static void run_interleaved(const int *sel, int nsel, double compute_ms, result_t *res, double *lo,
-                            double *hi) {
+static void run_interleaved(const entry_t *sel, int nsel, double compute_ms, result_t *res,
+                            double *lo, double *hi) {
   int n = opt.iters * opt.repeat;
   sc_fusion_t *fs[MAX_POLICIES];
   double *smp = malloc((size_t)(5 * nsel * n) * sizeof(*smp));
@@ -425,9 +442,9 @@ static void run_interleaved(const int *sel, int nsel, double compute_ms, result_
   double *s_it = smp, *s_cm = smp + nsel * n, *s_fw = s_cm + nsel * n, *s_bb = s_fw + nsel * n,
          *s_ew = s_bb + nsel * n;
   for (int k = 0; k < nsel; k++) {
-    sc_fusion_config_t cfg = replay_config((sc_fusion_policy_t)sel[k]);
+    sc_fusion_config_t cfg = replay_config(&sel[k]);
     memset(&res[k], 0, sizeof(res[k]));
-    res[k].policy = shown_name(sel[k]);
+    res[k].policy = shown_name(&sel[k], k);
     res[k].compute_ms = compute_ms;
     CHECK(sc_fusion_create(comm, &cfg, &fs[k]));
     for (size_t j = 0; j < nl; j++) {
@@ -439,7 +456,7 @@ static void run_interleaved(const int *sel, int nsel, double compute_ms, result_
     CHECK(sc_fusion_plan(fs[k]));
     res[k].plan_ms = max_over_ranks(now_us() - t0) / 1e3;
     CHECK(sc_fusion_num_buckets(fs[k], &res[k].buckets));
-    int dear = waits_in_forward(sel[k]);
+    int dear = waits_in_forward(sel[k].pol);
     produce_gradients();
     iteration(fs[k], 0, 0, 1);
     for (int w = 0; w < opt.warmup; w++) iteration(fs[k], dear, 1, 1);
@@ -447,7 +464,7 @@ static void run_interleaved(const int *sel, int nsel, double compute_ms, result_
   }
   for (int smpl = 0; smpl < n; smpl++) {
     for (int kk = 0; kk < nsel; kk++) {
-      int k = (kk + smpl) % nsel, dear = waits_in_forward(sel[k]);
+      int k = (kk + smpl) % nsel, dear = waits_in_forward(sel[k].pol);
       sc_fusion_t *f = fs[k];
       produce_gradients();
       CHECK(sc_barrier(comm));
@@ -508,7 +525,9 @@ static void usage(FILE *f) {
              "  -t, --trace T        resnet50, vgg16, bert_base (perf/traces) or a trace file\n"
              "  -p, --policies LIST  comma list of");
   for (int p = 0; p < npol; p++) fprintf(f, "%s%s", p ? "," : " ", pol_names[p]);
-  fprintf(f, " (default all);\n"
+  fprintf(f, " (default all); an entry\n"
+             "                       POLICY+MODE travels as --compress MODE (topk and auto at\n"
+             "                       --density, the others dense), so modes pair in one run;\n"
              "                       with --density also");
   for (int p = 0, n = 0; p < npol; p++)
     if (sparse_alias(p)) fprintf(f, "%s %s (= %s)", n++ ? "," : "", sparse_alias(p), pol_names[p]);
@@ -558,6 +577,72 @@ static int either(const char *arg, const char *a, const char *b) {
   exit(2);
 }
 
+/* The sc_compress_t named by the len characters at s; exits on a name
+ * that is none. */
+static int compress_mode(const char *s, size_t len) {
+  for (int i = 0; i < (int)(sizeof(compress_names) / sizeof(compress_names[0])); i++)
+    if (strlen(compress_names[i]) == len && strncmp(s, compress_names[i], len) == 0) return i;
+  fprintf(stderr, "%.*s is none of none, topk, powersgd, acpsgd, fp16, bf16, onebit, auto\n",
+          (int)len, s);
+  exit(2);
+}
+
+/* The policy named by the len characters at s (with --density also its
+ * sparse alias), or -1. */
+static int policy_index(const char *s, size_t len) {
+  for (int p = 0; p < npol; p++)
+    for (int alias = 0; alias < 2; alias++) {
+      const char *nm = alias ? sparse_alias(p) : pol_names[p];
+      if (nm && strlen(nm) == len && strncmp(s, nm, len) == 0) return p;
+    }
+  return -1;
+}
+
+/* -p's entries into sel (every policy without -p; plain names in the
+ * library's order, as before "+MODE" entries existed; with one, in -p's
+ * order); returns how many. */
+static int select_entries(entry_t *sel) {
+  int n = 0, plus = opt.policies && strchr(opt.policies, '+');
+  if (!plus) {
+    for (int p = 0; p < npol; p++) {
+      entry_t e = {.pol = p, .compress = opt.compress, .density = opt.density};
+      if (opt.policies) {
+        int hit = 0;
+        for (const char *s = opt.policies; *s;) {
+          size_t len = strcspn(s, ",");
+          hit |= policy_index(s, len) == p;
+          s += len + (s[len] == ',');
+        }
+        if (!hit) continue;
+      }
+      sel[n++] = e;
+    }
+    return n;
+  }
+  for (const char *s = opt.policies; *s && n < MAX_POLICIES;) {
+    size_t len = strcspn(s, ","), nl_ = strcspn(s, "+");
+    if (nl_ > len) nl_ = len;
+    entry_t e = {.pol = policy_index(s, nl_), .compress = opt.compress, .density = opt.density};
+    if (e.pol < 0) {
+      fprintf(stderr, "-p: %.*s is no policy\n", (int)nl_, s);
+      exit(2);
+    }
+    if (nl_ < len) {
+      e.plus = 1;
+      e.compress = compress_mode(s + nl_ + 1, len - nl_ - 1);
+      if (e.compress != SC_COMPRESS_TOPK && e.compress != SC_COMPRESS_AUTO) e.density = 0;
+      if (e.compress == SC_COMPRESS_TOPK && !(opt.density > 0)) {
+        fprintf(stderr, "-p: %.*s needs --density\n", (int)len, s);
+        exit(2);
+      }
+    }
+    any_rewrites |= e.compress != 0 || e.density > 0;
+    sel[n++] = e;
+    s += len + (s[len] == ',');
+  }
+  return n;
+}
+
 static void parse(int argc, char **argv) {
   static const struct option lo[] = {
       {"trace", 1, 0, 't'},      {"policies", 1, 0, 'p'}, {"iter-ms", 1, 0, 'T'},
@@ -600,20 +685,9 @@ static void parse(int argc, char **argv) {
     case 'G':
       opt.gaussian = either(optarg, "exact", "gaussian");
       break;
-    case 'Z': {
-      int m = -1;
-      for (int i = 0; i < (int)(sizeof(compress_names) / sizeof(compress_names[0])); i++)
-        if (strcmp(optarg, compress_names[i]) == 0) m = i;
-      if (m < 0) {
-        fprintf(stderr,
-                "--compress: %s is none of none, topk, powersgd, acpsgd, fp16, bf16, "
-                "onebit, auto\n",
-                optarg);
-        exit(2);
-      }
-      opt.compress = m;
+    case 'Z':
+      opt.compress = compress_mode(optarg, strlen(optarg));
       break;
-    }
     case 'R':
       opt.lowrank = atoi(optarg);
       break;
@@ -656,6 +730,8 @@ static void parse(int argc, char **argv) {
 int main(int argc, char **argv) {
   policies_init();
   parse(argc, argv);
+  entry_t sel[MAX_POLICIES];
+  int nsel = select_entries(sel);
   CHECK(sc_comm_init_env(&comm));
   sc_comm_rank(comm, &rank);
   sc_comm_size(comm, &nranks);
@@ -665,7 +741,9 @@ int main(int argc, char **argv) {
   double compute_ms = compute_only();
   if (rank == 0) {
     char how[48] = "";
-    if (opt.compress > 1)
+    if (opt.policies && strchr(opt.policies, '+'))
+      snprintf(how, sizeof(how), ", modes per entry (density %g)", opt.density);
+    else if (opt.compress > 1)
       snprintf(how, sizeof(how), ", %s", compress_names[opt.compress]);
     else if (opt.density > 0)
       snprintf(how, sizeof(how), ", gTop-k");
@@ -676,23 +754,6 @@ int main(int argc, char **argv) {
     printf("# %-7s %8s %10s %11s %10s %14s %12s %7s %8s %8s %8s\n", "policy", "buckets", "iter_ms",
            "compute_ms", "comm_ms", "nonoverlap_ms", "lowbound_ms", "lb/iter", "fwd_wait",
            "bwd_blk", "end_wait");
-  }
-  int sel[MAX_POLICIES], nsel = 0;
-  for (int p = 0; p < npol; p++) {
-    for (int alias = 0; alias < 2; alias++) {
-      const char *nm = alias ? sparse_alias(p) : pol_names[p];
-      if (!nm) continue;
-      if (!opt.policies) {
-        sel[nsel++] = p;
-        break;
-      }
-      const char *s = strstr(opt.policies, nm);
-      size_t len = strlen(nm);
-      if (s && (s == opt.policies || s[-1] == ',') && (s[len] == ',' || s[len] == '\0')) {
-        sel[nsel++] = p;
-        break;
-      }
-    }
   }
   result_t res[MAX_POLICIES];
   /* The range of each policy's samples (interleaved iterations, or the
@@ -715,8 +776,7 @@ int main(int argc, char **argv) {
     for (int rep = 0; rep < opt.repeat; rep++)
       for (int k = 0; k < nsel; k++) {
         int q = (k + rep) % nsel;
-        runs[q * opt.repeat + rep] =
-            run_policy((sc_fusion_policy_t)sel[q], shown_name(sel[q]), compute_ms);
+        runs[q * opt.repeat + rep] = run_policy(&sel[q], shown_name(&sel[q], q), compute_ms);
         if (rank == 0) /* as it comes: a later policy may fail or hang */
           print_row(&runs[q * opt.repeat + rep], opt.repeat > 1 ? "run" : "");
       }

@@ -6,19 +6,24 @@
 # single bucket, DeAR, P3) on ResNet-50, VGG-16 and BERT-base, and on
 # ResNet-50 with every tensor scaled by 0.1 (the bandwidth share of a 10x
 # faster link); (e) the sparse schemes (LAGS, OMGS, single gTop-k) on
-# ResNet-50 and BERT-base.
+# ResNet-50 and BERT-base; (f) S-SGD against PowerSGD, ACP-SGD, top-k, fp16
+# and auto on ResNet-50 and BERT-base, and a small CNN's convergence under
+# dense, PowerSGD and ACP-SGD.
 #
 # Usage (from a build directory, or with SC_BUILD=dir; needs root):
 #   repro.sh [-o DIR] [-r REPS] [--first-rep N] [-P "2 3 4 6 8"] [--wide "12 16"] [--rate 1gbit]
 #            [--credit US]
-#            [--only a,wide,local,fusion,scaled,bert,sparse] [--plot-only] [--dpi 80]
+#            [--only a,wide,local,fusion,scaled,bert,sparse,acpsgd,convergence]
+#            [--plot-only] [--dpi 80]
 # Parts: a = the sparse sweep over -P, REPS times (rank counts alternating;
 # files gtopk_P<P>_r<N>.json, N from --first-rep, so more runs can be added);
 # wide = the same once at the --wide rank counts (past the 2-core CPU limit);
 # local = gTop-k and all-gather at -P on one host (shm, no bed): the local work;
 # fusion = ResNet-50 and VGG-16, every dense policy; scaled = ResNet-50 at
 # --scale 0.1; bert = BERT-base, every dense policy; sparse = part (e), with
-# the compute times of its table (-T 90 and -T 200). --credit: sc-netbed's
+# the compute times of its table (-T 90 and -T 200); acpsgd = part (f) on 4
+# and 8 hosts (files acp_<trace>_<N>h.json); convergence = part (f)'s
+# training run on 4 ranks over shared memory (torch). --credit: sc-netbed's
 # (default: the bed's own).
 # Writes DIR/*.json (one per run), DIR/repro.log (the tools' output), DIR/load.tsv (load average before and
 # after, the machine's busy share during, seconds and exit status of every
@@ -28,7 +33,7 @@
 # this 2-core VM. The bed is always taken down on exit.
 set -u
 out=repro-out reps=3 first=1 ps="2 3 4 6 8" wide="12 16" rate=1gbit credit="" plot_only=0 dpi=80
-only="a,wide,local,fusion,scaled,bert,sparse"
+only="a,wide,local,fusion,scaled,bert,sparse,acpsgd,convergence"
 die() { echo "repro.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -42,7 +47,7 @@ while [ $# -gt 0 ]; do
   --only) only="$2"; shift 2 ;;
   --plot-only) plot_only=1; shift ;;
   --dpi) dpi="$2"; shift 2 ;;
-  -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,33p' "$0"; exit 0 ;;
   *) die "unknown option '$1'" ;;
   esac
 done
@@ -146,6 +151,26 @@ if [ "$plot_only" -eq 0 ]; then
     run bert_sparse $F --density 0.001 -t bert_base -T 200 -i 31 -p lags,omgs,gtopk \
       -J "$out/bert_sparse.json"
   fi
+  # (f) the dense baseline (P3, the fastest dense policy of (b)-(d)) and the
+  # compressed modes, each entry POLICY+MODE, paired round by round in one
+  # run per trace and host count; topk and auto at density 0.001, the
+  # low-rank modes at rank 4. -T: a GPU's compute for the trace, so that the
+  # dense iteration is communication-bound, as in the paper.
+  if want acpsgd; then
+    for n in 4 8; do
+      A="$R -n $n $build/sc_fusion_replay --contiguous --interleave -w 1 --density 0.001"
+      A="$A -p p3+none,mgwfbp+powersgd,mgwfbp+acpsgd,mgwfbp+topk,mgwfbp+fp16,mgwfbp+auto"
+      run "acp_r50_${n}h" $A -t resnet50 -T 200 -i 7 -J "$out/acp_r50_${n}h.json"
+      run "acp_bert_${n}h" $A -t bert_base -T 400 -i 5 -J "$out/acp_bert_${n}h.json"
+    done
+  fi
+  # The training run needs no bed: 4 ranks over shared memory, the package
+  # and library of this build.
+  if want convergence; then
+    run convergence env PYTHONPATH="$build/python" SPARSECOLL_LIBRARY="$build/.libs/libsparsecoll.so.0" \
+      OMP_NUM_THREADS=1 "$build/sc-run" -n 4 --timeout 800 "$py" "$src/perf/repro/convergence.py" \
+      --steps 500 -o "$out/convergence.json"
+  fi
   "$build/sc-netbed" --id $id down >/dev/null
 fi
 
@@ -166,4 +191,10 @@ sweep() { for p in $ps; do ls "$out"/gtopk_P"${p}"_r*.json 2>/dev/null; done; }
   for f in r50_dense vgg16_dense r50_scaled bert_dense r50_sparse bert_sparse; do
     [ -s "$out/$f.json" ] && plot -o "$out/fig" "$out/$f.json"
   done
+  acp=$(for f in r50_4h bert_4h r50_8h bert_8h; do
+    [ -s "$out/acp_$f.json" ] && echo "$out/acp_$f.json"
+  done)
+  [ -n "$acp" ] && "$py" "$src/perf/repro/acpsgd.py" --dpi "$dpi" -o "$out/fig/acpsgd.png" $acp
+  [ -s "$out/convergence.json" ] && "$py" "$src/perf/repro/convergence.py" --dpi "$dpi" \
+    --plot "$out/convergence.json" -o "$out/fig/convergence.png"
 } | tee "$out/plot.txt"

@@ -286,6 +286,37 @@ elif [ -n "$py" ]; then
   bad "sc_fusion_replay --density --select gaussian run"
 fi
 
+# Entries POLICY+MODE pair compression modes in one interleaved run: the rows
+# in -p's order, named as -p spells them, each with its samples; +topk without
+# --density and an unknown mode are usage errors (exit 2).
+replay_plus() {
+  "$SC_RUN" -n 2 --timeout 200 "$top_builddir/sc_fusion_replay" \
+    --trace "$top_srcdir/perf/traces/resnet50.trace" --scale 0.01 --iter-ms 5 -i 2 -w 0 \
+    --alpha 50 --beta 0.001 --interleave "$@"
+}
+if [ -n "$py" ] && replay_plus --density 0.01 -p mgwfbp+acpsgd,wfbp+none,mgwfbp+topk,size+fp16 \
+  -J "$tmp/plus.json" >"$tmp/plus.out" 2>"$tmp/err" &&
+  "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+names = ["mgwfbp+acpsgd", "wfbp+none", "mgwfbp+topk", "size+fp16"]
+assert [r["policy"] for r in d["results"]] == names, d["results"]
+assert all(len(d["iter_samples_ms"][p]) == 2 for p in names), d["iter_samples_ms"]
+' "$tmp/plus.json"; then
+  replay_plus -p mgwfbp+topk >"$tmp/out" 2>"$tmp/err"
+  rc1=$?
+  replay_plus -p mgwfbp+zip >"$tmp/out" 2>>"$tmp/err"
+  rc2=$?
+  if [ $rc1 -eq 2 ] && [ $rc2 -eq 2 ]; then
+    ok "sc_fusion_replay -p POLICY+MODE entries, interleaved"
+  else
+    bad "sc_fusion_replay -p: +topk without --density ($rc1) or an unknown mode ($rc2) not a usage error"
+  fi
+elif [ -n "$py" ]; then
+  cat "$tmp/plus.out" "$tmp/err"
+  bad "sc_fusion_replay -p POLICY+MODE run"
+fi
+
 # sc_gtopk_perf --select --dist ef: the residual of error feedback, with the
 # Gaussian selector's count within its contract, [k/2, 2k], k = 100.
 if [ -n "$py" ] && "$top_builddir/sc_gtopk_perf" --select --dist ef -n 100000 --iters 2 \
