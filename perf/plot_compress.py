@@ -27,6 +27,11 @@ import re
 import sys
 
 
+# ms per MB on the bed's 1 Gbit/s links: 8.37 ns/B (0.956 x 125 MB/s, one TCP
+# stream's payload rate; docs/REPRODUCTION.md, (a)).
+WIRE_MS_PER_MB = 8.37
+
+
 def load(path):
     with open(path) as f:
         return json.load(f)
@@ -64,14 +69,16 @@ def plot_onebit(plt, runs, outdir, dpi):
                 xs.append(p)
                 ts.append(row[0]["time_us"] / 1e3)
                 bs.append(row[0]["sent_bytes_max"] / 1e6)
-        ax_t.plot(xs, ts, marker="o", label=name)
+        line = ax_t.plot(xs, ts, marker="o", label=name)[0]
+        # The wire alone: the bytes at one TCP stream's payload rate of 1 Gbit/s.
+        ax_t.plot(xs, [b * WIRE_MS_PER_MB for b in bs], "--", color=line.get_color(), alpha=0.6)
         ax_b.plot(xs, bs, marker="o", label=name)
         print(
             f"  {name:10s} "
             + "  ".join(f"P={p}: {t:.1f} / {b:.2f}" for p, t, b in zip(xs, ts, bs))
         )
     ax_t.set_xlabel("ranks (one per 1 Gbit/s host)")
-    ax_t.set_ylabel("time per call, ms (median, slowest rank)")
+    ax_t.set_ylabel("time per call, ms (median, slowest rank)\ndashed: the bytes' wire time")
     ax_t.set_yscale("log")
     ax_b.set_xlabel("ranks (one per 1 Gbit/s host)")
     ax_b.set_ylabel("bytes sent per rank per call, MB")
