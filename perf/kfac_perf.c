@@ -38,13 +38,14 @@ typedef struct opts {
 
 /* ResNet-50 (torchvision's, bottleneck v1.5): per conv or fc layer, A (the
  * input-side factor, C_in k^2, +1 for the fc's bias; the convolutions have
- * none) and G (C_out), in forward order. */
-static int resnet50_dims(size_t *d) {
+ * none) and G (C_out), in forward order; conv1 and the first `stages` of the
+ * 4 stages (the fc with all 4). */
+static int resnet50_dims(size_t *d, int stages) {
   int n = 0;
   d[n++] = 3 * 7 * 7, d[n++] = 64; /* conv1 */
   size_t cin = 64;
   const size_t width[4] = {64, 128, 256, 512}, blocks[4] = {3, 4, 6, 3};
-  for (int s = 0; s < 4; s++)
+  for (int s = 0; s < stages; s++)
     for (size_t b = 0; b < blocks[s]; b++) {
       const size_t w = width[s];
       d[n++] = cin, d[n++] = w;                 /* 1x1 reduce */
@@ -53,23 +54,25 @@ static int resnet50_dims(size_t *d) {
       if (b == 0) d[n++] = cin, d[n++] = 4 * w; /* downsample */
       cin = 4 * w;
     }
-  d[n++] = 2048 + 1, d[n++] = 1000; /* fc */
+  if (stages == 4) d[n++] = 2048 + 1, d[n++] = 1000; /* fc */
   return n;
 }
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: sc_kfac_perf [--dims D1,D2,...] [-a full|packed|all] [-w WARMUP] [-i ITERS]\n"
-             "                    [-c 0|1] [-J FILE]\n"
-             "  --dims  factor sizes (default: ResNet-50's 108 factors, A = C_in k^2 (+1 for\n"
-             "          the fc's bias) and G = C_out of each of its 54 conv and fc layers)\n"
-             "  -a      full: sc_allreduce of every d x d factor + sc_broadcast of every inverse\n"
-             "          from its owner; packed: sc_reduce_sym to the owner + sc_broadcast_sym;\n"
-             "          all (default): both, side by side\n"
-             "  -w, -i  warm-up and timed steps (default 1, 3; at most 64)\n"
-             "  -c      check one step of each scheme against the exact sums (default 1)\n"
-             "  -J      also write the results as JSON to FILE (rank 0)\n"
-             "Owners: sc_place_factors(SC_PLACE_LPT). float32. Run under sc-run, e.g.\n"
-             "sc-run -n 4 sc_kfac_perf.\n");
+  fprintf(f,
+          "usage: sc_kfac_perf [--dims D1,D2,... | --stages S] [-a full|packed|all] [-w WARMUP]\n"
+          "                    [-i ITERS] [-c 0|1] [-J FILE]\n"
+          "  --dims  factor sizes (default: ResNet-50's 108 factors, A = C_in k^2 (+1 for\n"
+          "          the fc's bias) and G = C_out of each of its 54 conv and fc layers)\n"
+          "  --stages  ResNet-50's conv1 and its first S of 4 stages only (S = 4: all)\n"
+          "  -a      full: sc_allreduce of every d x d factor + sc_broadcast of every inverse\n"
+          "          from its owner; packed: sc_reduce_sym to the owner + sc_broadcast_sym;\n"
+          "          all (default): both, side by side\n"
+          "  -w, -i  warm-up and timed steps (default 1, 3; at most 64)\n"
+          "  -c      check one step of each scheme against the exact sums (default 1)\n"
+          "  -J      also write the results as JSON to FILE (rank 0)\n"
+          "Owners: sc_place_factors(SC_PLACE_LPT). float32. Run under sc-run, e.g.\n"
+          "sc-run -n 4 sc_kfac_perf.\n");
 }
 
 static int parse(int argc, char **argv, opts_t *o) {
@@ -80,7 +83,7 @@ static int parse(int argc, char **argv, opts_t *o) {
                 .iters = 3,
                 .warmup = 1,
                 .check = 1};
-  o->nf = resnet50_dims(r50);
+  o->nf = resnet50_dims(r50, 4);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -89,7 +92,15 @@ static int parse(int argc, char **argv, opts_t *o) {
     }
     if (!v) goto bad;
     i++;
-    if (!strcmp(a, "--dims")) {
+    if (!strcmp(a, "--stages")) {
+      const int st = atoi(v);
+      if (st < 1 || st > 4 || strcmp(o->model, "custom") == 0) goto bad;
+      o->nf = resnet50_dims(r50, st);
+      o->model = st == 4   ? "resnet50"
+                 : st == 1 ? "resnet50-stage1"
+                 : st == 2 ? "resnet50-stages1-2"
+                           : "resnet50-stages1-3";
+    } else if (!strcmp(a, "--dims")) {
       int n = 1;
       for (const char *c = v; *c; c++) n += *c == ',';
       o->dims = malloc((size_t)n * sizeof(size_t));

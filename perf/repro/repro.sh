@@ -24,7 +24,8 @@
 # onebit = sc_onebit_perf at -P (1-bit vs dense ring vs all-gather of signs,
 # 64 MiB); mstopk = sc_gtopk_perf --select (exact, Gaussian, MSTopK) and
 # single gTop-k over ResNet-50 with SC_GTOPK_ALGO = gtopk, hier, hitopk on 4
-# hosts x 2 ranks; kfac = sc_kfac_perf (ResNet-50's factors) on 4 and 8 hosts.
+# hosts x 2 ranks; kfac = sc_kfac_perf (ResNet-50's factors of conv1 and stages 1-2)
+# on 4 and 8 hosts.
 # Writes DIR/*.json (one per run), DIR/repro.log (the tools' output), DIR/load.tsv (load average before and
 # after, the machine's busy share during, seconds and exit status of every
 # run), DIR/fig/*.png, DIR/plot.txt (what plot.py printed: measured/model per
@@ -169,7 +170,9 @@ if [ "$plot_only" -eq 0 ]; then
     done
   fi
   if want kfac; then
-    for p in 4 8; do run "kfac_P$p" $R -n "$p" "$build/sc_kfac_perf" -w 1 -i 2 -J "$out/kfac_P$p.json"; done
+    for p in 4 8; do
+      run "kfac_P$p" $R -n "$p" "$build/sc_kfac_perf" --stages 2 -w 1 -i 3 -J "$out/kfac_P$p.json"
+    done
   fi
   "$build/sc-netbed" --id $id down >/dev/null
 fi
