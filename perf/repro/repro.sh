@@ -48,7 +48,7 @@ while [ $# -gt 0 ]; do
   --only) only="$2"; shift 2 ;;
   --plot-only) plot_only=1; shift ;;
   --dpi) dpi="$2"; shift 2 ;;
-  -h | --help) sed -n '2,32p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,34p' "$0"; exit 0 ;;
   *) die "unknown option '$1'" ;;
   esac
 done
