@@ -176,18 +176,76 @@ static void worker_pack(sc_onebit_t *o, double scale, int sub) {
   }
 }
 
+/* SCALED on float32 in two passes over x and w instead of load's write of
+ * c = w + x and worker_pack's second pass over it: the first sums c^2, the
+ * second recomputes c (the same double sum), packs its signs and leaves
+ * c - scale sign(c) in w. The same bits as load + worker_pack. */
+static void worker_f32(sc_onebit_t *o, const float *x) {
+  double sq = 0.0;
+  for (size_t i = 0; i < o->n; i++) {
+    const double c = o->w[i] + (double)x[i];
+    sq += c * c;
+  }
+  const double scale = rms(sq, o->n);
+  for (int j = 0; j < o->nranks; j++) {
+    uint8_t *blk = o->send1 + (size_t)j * o->blk1;
+    const size_t base = (size_t)j * o->chunk, m = chunk_len(o, j), full = m / 8;
+    double *w = o->w + base;
+    const float *xj = x + base;
+    memset(blk, 0, o->cb);
+    for (size_t b = 0; b < full; b++) {
+      unsigned byte = 0;
+      for (int k = 0; k < 8; k++) {
+        const double c = w[8 * b + k] + (double)xj[8 * b + k];
+        const unsigned bit = c >= 0.0;
+        byte |= bit << (7 - k);
+        w[8 * b + k] = c - (bit ? scale : -scale);
+      }
+      blk[b] = (uint8_t)byte;
+    }
+    for (size_t i = 8 * full; i < m; i++) {
+      const double c = w[i] + (double)xj[i];
+      const unsigned bit = c >= 0.0;
+      blk[i / 8] |= (uint8_t)(bit << (7 - i % 8));
+      w[i] = c - (bit ? scale : -scale);
+    }
+    memcpy(blk + o->cb, &scale, 8);
+  }
+}
+
+/* acc[k] = 0 + the sum over ranks (in rank order) of +-a_i by rank i's
+ * sign of element k, for k < m: one pass over acc, 8 elements a byte. */
+static void server_sum(sc_onebit_t *o, size_t m) {
+  const int p = o->nranks, scaled = o->mode == SC_ONEBIT_SCALED;
+  const size_t full = m / 8;
+  for (size_t b = 0; b < full; b++) {
+    double t[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    for (int i = 0; i < p; i++) {
+      const uint8_t *blk = o->recv1 + (size_t)i * o->blk1;
+      double a = 1.0;
+      if (scaled) memcpy(&a, blk + o->cb, 8);
+      const unsigned byte = blk[b];
+      for (int k = 0; k < 8; k++) t[k] += byte >> (7 - k) & 1 ? a : -a;
+    }
+    memcpy(o->acc + 8 * b, t, sizeof(t));
+  }
+  for (size_t k = 8 * full; k < m; k++) {
+    double t = 0.0;
+    for (int i = 0; i < p; i++) {
+      const uint8_t *blk = o->recv1 + (size_t)i * o->blk1;
+      double a = 1.0;
+      if (scaled) memcpy(&a, blk + o->cb, 8);
+      t += sc_sign_bit(blk, k) ? a : -a;
+    }
+    o->acc[k] = t;
+  }
+}
+
 /* The server's step on chunk `me` from recv1; writes its phase-2 block. */
 static void server(sc_onebit_t *o, int me, uint8_t *out) {
   const size_t m = chunk_len(o, me);
-  memset(o->acc, 0, m * sizeof(double));
+  server_sum(o, m);
   const int scaled = o->mode == SC_ONEBIT_SCALED;
-  for (int i = 0; i < o->nranks; i++) {
-    const uint8_t *blk = o->recv1 + (size_t)i * o->blk1;
-    double a = 1.0;
-    if (scaled) memcpy(&a, blk + o->cb, 8);
-    const double pm[2] = {-a, a};
-    for (size_t k = 0; k < m; k++) o->acc[k] += pm[sc_sign_bit(blk, k)];
-  }
   memset(out, 0, o->blk2);
   if (!scaled) { /* the vote: +1 plane, then -1 plane; neither is a tie */
     sc_sign_pack_pos_f64(out, o->acc, m);
@@ -231,7 +289,9 @@ static void unpack_result(sc_onebit_t *o, void *x) {
 
 static sc_result_t run(sc_onebit_t *o, void *x, sc_comm_t *comm) {
   const int me = comm->rank;
-  if (o->mode == SC_ONEBIT_SCALED) {
+  if (o->mode == SC_ONEBIT_SCALED && o->dtype == SC_FLOAT32) {
+    worker_f32(o, x);
+  } else if (o->mode == SC_ONEBIT_SCALED) {
     const double scale = rms(load(o->w, x, o->n, o->dtype, 1), o->n);
     worker_pack(o, scale, 1);
   } else {

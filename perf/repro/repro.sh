@@ -15,6 +15,7 @@
 #            [--credit US]
 #            [--only a,wide,local,fusion,scaled,bert,sparse,acpsgd,convergence]
 #            [--plot-only] [--dpi 80]
+#   repro.sh --only onebit,mstopk,kfac    (parts outside the default set)
 # Parts: a = the sparse sweep over -P, REPS times (rank counts alternating;
 # files gtopk_P<P>_r<N>.json, N from --first-rep, so more runs can be added);
 # wide = the same once at the --wide rank counts (past the 2-core CPU limit);
@@ -25,6 +26,11 @@
 # and 8 hosts (files acp_<trace>_<N>h.json); convergence = part (f)'s
 # training run on 4 ranks over shared memory (torch). --credit: sc-netbed's
 # (default: the bed's own).
+# onebit = sc_onebit_perf at -P (1-bit vs dense ring vs all-gather of signs,
+# 64 MiB); mstopk = sc_gtopk_perf --select (exact, Gaussian, MSTopK) and
+# single gTop-k over ResNet-50 with SC_GTOPK_ALGO = gtopk, hier, hitopk on 4
+# hosts x 2 ranks; kfac = sc_kfac_perf (ResNet-50's factors of conv1 and stages 1-2)
+# on 4 and 8 hosts.
 # Writes DIR/*.json (one per run), DIR/repro.log (the tools' output), DIR/load.tsv (load average before and
 # after, the machine's busy share during, seconds and exit status of every
 # run), DIR/fig/*.png, DIR/plot.txt (what plot.py printed: measured/model per
@@ -47,7 +53,7 @@ while [ $# -gt 0 ]; do
   --only) only="$2"; shift 2 ;;
   --plot-only) plot_only=1; shift ;;
   --dpi) dpi="$2"; shift 2 ;;
-  -h | --help) sed -n '2,33p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,39p' "$0"; exit 0 ;;
   *) die "unknown option '$1'" ;;
   esac
 done
@@ -64,6 +70,7 @@ wide_run=$wide
 want wide || wide_run=""
 for p in $ps $wide_run; do [ "$p" -gt "$hosts" ] && hosts=$p; done
 [ "$hosts" -ge 4 ] || hosts=4
+if want kfac && [ "$hosts" -lt 8 ]; then hosts=8; fi
 id=repro bed=scnb-repro
 
 busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat; }
@@ -171,6 +178,27 @@ if [ "$plot_only" -eq 0 ]; then
       OMP_NUM_THREADS=1 "$build/sc-run" -n 4 --timeout 800 "$py" "$src/perf/repro/convergence.py" \
       --steps 500 -o "$out/convergence.json"
   fi
+  # 1-bit, MSTopK / HiTopKComm, K-FAC (docs/REPRODUCTION.md, their sections).
+  if want onebit; then
+    for p in $ps; do
+      run "onebit_P$p" $R -n "$p" -x SC_ALGO=ring "$build/sc_onebit_perf" -w 1 -i 3 \
+        -J "$out/onebit_P$p.json"
+    done
+  fi
+  if want mstopk; then
+    for d in normal laplace; do
+      run "select_$d" "$build/sc_gtopk_perf" --select --dist "$d" --iters 10 -J "$out/select_$d.json"
+    done
+    for a in gtopk hier hitopk; do
+      run "hitopk_$a" $R --ranks-per-host 2 -n 8 -x SC_GTOPK_ALGO=$a "$build/sc_fusion_replay" \
+        --contiguous -t resnet50 --density 0.001 -p gtopk -T 10 -w 1 -i 5 -J "$out/hitopk_$a.json"
+    done
+  fi
+  if want kfac; then
+    for p in 4 8; do
+      run "kfac_P$p" $R -n "$p" "$build/sc_kfac_perf" --stages 2 -w 1 -i 3 -J "$out/kfac_P$p.json"
+    done
+  fi
   "$build/sc-netbed" --id $id down >/dev/null
 fi
 
@@ -197,4 +225,6 @@ sweep() { for p in $ps; do ls "$out"/gtopk_P"${p}"_r*.json 2>/dev/null; done; }
   [ -n "$acp" ] && "$py" "$src/perf/repro/acpsgd.py" --dpi "$dpi" -o "$out/fig/acpsgd.png" $acp
   [ -s "$out/convergence.json" ] && "$py" "$src/perf/repro/convergence.py" --dpi "$dpi" \
     --plot "$out/convergence.json" -o "$out/fig/convergence.png"
+  # 1-bit, MSTopK, K-FAC: draws what it finds of onebit_P*, select_*, hitopk_*, kfac_P*.
+  "$py" "$src/perf/plot_compress.py" --dpi "$dpi" -o "$out/fig" "$out"
 } | tee "$out/plot.txt"
