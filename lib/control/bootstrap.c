@@ -81,8 +81,11 @@ sc_result_t sc_unique_id_decode(const sc_unique_id_t *id, sc_sockaddr_t *root,
 
 /* Longest wait for an answer's header once a connection to the rank's
  * listener was accepted: a stray connection that says nothing must not keep
- * the root's answer waiting in the backlog for the whole timeout. */
-#define SC_BOOT_ANSWER_HDR_MS 2000
+ * the root's answer waiting in the backlog for the whole timeout. Long
+ * enough for a root that shares its cores with many ranks: at 1,024 ranks
+ * on 2 cores the root's header took over 2 s after the connection, the
+ * ranks dropped it, and the root had no second try. */
+#define SC_BOOT_ANSWER_HDR_MS 15000
 
 /* Reads a reply (header, then the table or the error text) from fd;
  * table_len 0: the ack. *final: the error is complete as it is (garbage, or
