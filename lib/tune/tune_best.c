@@ -32,16 +32,17 @@ static double sc_tune_net_factor(const sc_link_model_t *m, int f) {
  * replayed at large P). */
 static sc_result_t sc_tune_predict_scaled(const sc_link_model_t *m, sc_sched_gen_t gen,
                                           const sc_coll_args_t *a, int candidate, int sym,
-                                          double *est) {
+                                          sc_tune_scratch_t *t, double *est) {
   sc_link_model_t mi = *m;
   mi.beta_s_per_b *= sc_tune_net_factor(m, sc_tune_factor_index(a->coll, candidate));
-  return sc_tune_predict_symmetric(&mi, gen, a, sym, est);
+  return sc_tune_predict_in(&mi, gen, a, sym, t, est);
 }
 
 sc_result_t sc_tune_best_rail(const sc_link_model_t *m, const sc_coll_args_t *a, int *best,
                               double *est, int *rail) {
   int n, hier_rail = 0;
   const sc_algo_entry_t *c = sc_algo_candidates(a->coll, &n);
+  sc_tune_scratch_t t = {0};
   *best = 0;
   for (int i = 0; i < n; i++) {
     est[i] = INFINITY;
@@ -49,11 +50,12 @@ sc_result_t sc_tune_best_rail(const sc_link_model_t *m, const sc_coll_args_t *a,
       continue; /* without a hierarchy it is a slower flat algorithm: not a choice */
     } else if (c[i].hier && a->coll == SC_COLL_ALLREDUCE) {
       hier_rail = sc_tune_hier_rail(m, a, &est[i]);
-    } else if (sc_tune_predict_scaled(m, c[i].gen, a, i, c[i].sym, &est[i]) != SC_SUCCESS) {
+    } else if (sc_tune_predict_scaled(m, c[i].gen, a, i, c[i].sym, &t, &est[i]) != SC_SUCCESS) {
       est[i] = INFINITY; /* a candidate that cannot build its schedule here */
     }
     if (est[i] < est[*best]) *best = i;
   }
+  sc_tune_scratch_free(&t);
   if (rail) *rail = c[*best].hier ? hier_rail : 0;
   if (est[*best] == INFINITY)
     return SC_ERR(SC_ERR_INTERNAL, "no %s algorithm can run on %d ranks for %zu elements",
@@ -77,6 +79,7 @@ int sc_tune_hier_rail(const sc_link_model_t *m, const sc_coll_args_t *a, double 
    * rails of a host share its link and overlap the intra-host phases, so the
    * cheapest on one rank per host alone is not the cheapest there (alone,
    * Rabenseifner's fewer steps won; sharing a link, the ring's). */
+  sc_tune_scratch_t t = {0};
   for (int j = 0; hier >= 0 && j < n; j++) {
     if (c[j].hier) continue;
     sc_coll_args_t ai = *a;
@@ -85,11 +88,12 @@ int sc_tune_hier_rail(const sc_link_model_t *m, const sc_coll_args_t *a, double 
     /* With ring rails the whole schedule rotates by one host's ranks (other
      * rails are not shown to map onto each other inside the hierarchy). */
     const int sym = c[j].sym == SC_SYM_SHIFT ? SC_SYM_SHIFT : SC_SYM_NONE;
-    if (sc_tune_predict_scaled(m, c[hier].gen, &ai, j, sym, &s) == SC_SUCCESS && s < best_s) {
+    if (sc_tune_predict_scaled(m, c[hier].gen, &ai, j, sym, &t, &s) == SC_SUCCESS && s < best_s) {
       best_s = s;
       best = j;
     }
   }
+  sc_tune_scratch_free(&t);
   if (est) *est = best_s;
   return best;
 }

@@ -273,43 +273,66 @@ int sc_tune_window(const sc_link_model_t *m, const sc_coll_args_t *a, int sym) {
   return l;
 }
 
+void sc_tune_scratch_free(sc_tune_scratch_t *t) {
+  for (int i = 0; i < t->n; i++) sc_sched_free(&t->s[i]);
+  free(t->s);
+  *t = (sc_tune_scratch_t){0};
+}
+
 /* The first w ranks' schedules replayed (w < p: a window, sc_tune_window). */
 static sc_result_t sc_tune_predict_w(const sc_link_model_t *m, sc_sched_gen_t gen,
-                                     const sc_coll_args_t *a, int w, int by_xor, double *seconds) {
+                                     const sc_coll_args_t *a, int w, int by_xor,
+                                     sc_tune_scratch_t *t, double *seconds) {
   int p = a->nranks;
-  sc_sched_t *scheds = calloc((size_t)w, sizeof(*scheds));
-  if (!scheds) return SC_ERR(SC_ERR_NOMEM, "cost model schedules for %d ranks", p);
+  if (t->n < w) {
+    sc_sched_t *s = realloc(t->s, (size_t)w * sizeof(*s));
+    if (!s) return SC_ERR(SC_ERR_NOMEM, "cost model schedules for %d ranks", p);
+    for (int i = t->n; i < w; i++) sc_sched_init(&s[i]);
+    t->s = s;
+    t->n = w;
+  }
+  sc_sched_t *scheds = t->s;
   sc_result_t r = SC_SUCCESS;
   for (int i = 0; i < w && r == SC_SUCCESS; i++) {
     sc_coll_args_t ai = *a;
     ai.rank = i;
-    sc_sched_init(&scheds[i]);
+    sc_sched_reset(&scheds[i]);
     r = gen(&ai, &scheds[i]);
   }
   if (r == SC_SUCCESS)
     r = m->host_cores > 0 ? sc_tune_simulate_host(m, p, w, by_xor, a->elem_size, scheds, seconds)
                           : sc_tune_simulate(m, p, w, by_xor, a->elem_size, a->count, a->host_of,
                                              scheds, seconds);
-  for (int i = 0; i < w; i++) sc_sched_free(&scheds[i]);
-  free(scheds);
   return r;
 }
 
 sc_result_t sc_tune_predict(const sc_link_model_t *m, sc_sched_gen_t gen, const sc_coll_args_t *a,
                             double *seconds) {
-  return sc_tune_predict_w(m, gen, a, a->nranks, 0, seconds);
+  sc_tune_scratch_t t = {0};
+  sc_result_t r = sc_tune_predict_w(m, gen, a, a->nranks, 0, &t, seconds);
+  sc_tune_scratch_free(&t);
+  return r;
 }
 
-sc_result_t sc_tune_predict_symmetric(const sc_link_model_t *m, sc_sched_gen_t gen,
-                                      const sc_coll_args_t *a, int sym, double *seconds) {
+sc_result_t sc_tune_predict_in(const sc_link_model_t *m, sc_sched_gen_t gen,
+                               const sc_coll_args_t *a, int sym, sc_tune_scratch_t *t,
+                               double *seconds) {
   const int w = sc_tune_window(m, a, sym), by_xor = sym == SC_SYM_XOR;
   if (w < a->nranks || a->nranks <= SC_TUNE_WINDOW_ALWAYS_RANKS || a->coll != SC_COLL_ALLREDUCE ||
       a->count < (size_t)a->nranks)
-    return sc_tune_predict_w(m, gen, a, w, by_xor, seconds);
+    return sc_tune_predict_w(m, gen, a, w, by_xor, t, seconds);
   /* An all-reduce whose larger blocks take one more chunk: priced on blocks
    * of the smaller size (one chunk of one element per larger block left out),
    * as a full replay would be beyond reach. */
   sc_coll_args_t even = *a;
   even.count = a->count / (size_t)a->nranks * (size_t)a->nranks;
-  return sc_tune_predict_w(m, gen, &even, sc_tune_window(m, &even, sym), by_xor, seconds);
+  return sc_tune_predict_w(m, gen, &even, sc_tune_window(m, &even, sym), by_xor, t, seconds);
+}
+
+sc_result_t sc_tune_predict_symmetric(const sc_link_model_t *m, sc_sched_gen_t gen,
+                                      const sc_coll_args_t *a, int sym, double *seconds) {
+  sc_tune_scratch_t t = {0};
+  sc_result_t r = sc_tune_predict_in(m, gen, a, sym, &t, seconds);
+  sc_tune_scratch_free(&t);
+  return r;
 }
