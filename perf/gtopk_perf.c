@@ -412,10 +412,10 @@ static void bench_algo(bench_t *b, int al) {
     uint64_t before = sc_comm_bytes_sent(b->comm);
     double t0 = perf_now_s();
     perf_check_sc(run_once(b, al), row_name(al));
-    double dt = perf_now_s() - t0, slowest;
+    double dt = perf_now_s() - t0;
     sent = sc_comm_bytes_sent(b->comm) - before;
-    perf_check_sc(sc_allreduce(&dt, &slowest, 1, SC_FLOAT64, SC_MAX, b->comm), "sc_allreduce");
-    if (it >= o->warmup) t[it - o->warmup] = slowest;
+    dt = perf_max_over(b->comm, dt);
+    if (it >= o->warmup) t[it - o->warmup] = dt;
   }
   int64_t wrong = -1;
   if (o->check) {
@@ -424,22 +424,17 @@ static void bench_algo(bench_t *b, int al) {
     int64_t mine = check(b, al);
     perf_check_sc(sc_allreduce(&mine, &wrong, 1, SC_INT64, SC_SUM, b->comm), "sc_allreduce");
   }
-  double s = (double)sent, smax, ssum;
-  perf_check_sc(sc_allreduce(&s, &smax, 1, SC_FLOAT64, SC_MAX, b->comm), "sc_allreduce");
-  perf_check_sc(sc_allreduce(&s, &ssum, 1, SC_FLOAT64, SC_SUM, b->comm), "sc_allreduce");
+  double smax, smean;
+  perf_sent_over(b->comm, sent, p, &smax, &smean);
   const double med = perf_median(t, o->iters);
   double tmin = t[0];
   for (int i = 1; i < o->iters; i++) tmin = t[i] < tmin ? t[i] : tmin;
-  b->rows[al] = (row_t){med, tmin, smax, ssum / p, al == a_dense ? o->n : b->out_nnz, wrong, 1};
+  b->rows[al] = (row_t){med, tmin, smax, smean, al == a_dense ? o->n : b->out_nnz, wrong, 1};
   if (b->rank == 0) {
     char w[32];
-    if (wrong < 0)
-      snprintf(w, sizeof(w), "n/a");
-    else
-      snprintf(w, sizeof(w), "%lld", (long long)wrong);
     printf("%12s %12.1f %12.3f %16.0f %16.0f %10zu %8s\n", row_name(al), med * 1e6,
-           (double)o->n * (double)b->es / med / 1e9, smax, ssum / p,
-           al == a_dense ? o->n : b->out_nnz, w);
+           (double)o->n * (double)b->es / med / 1e9, smax, smean, al == a_dense ? o->n : b->out_nnz,
+           perf_wrong_text(wrong, w));
     fflush(stdout);
   }
 }
@@ -533,10 +528,8 @@ static int write_json(const bench_t *b) {
             "\"out_nnz\": %zu, \"wrong\": ",
             sep, row_name(al), r->med_s * 1e6, r->min_s * 1e6,
             (double)o->n * (double)b->es / r->med_s / 1e9, r->sent_max, r->sent_mean, r->out_nnz);
-    if (r->wrong < 0)
-      fprintf(f, "null}");
-    else
-      fprintf(f, "%lld}", (long long)r->wrong);
+    perf_json_wrong(f, r->wrong);
+    fputc('}', f);
     sep = ",";
   }
   fprintf(f, "\n  ]\n}\n");

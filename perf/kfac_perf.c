@@ -216,12 +216,6 @@ static int64_t check_scheme(bench_t *b, int s) {
   return wrong;
 }
 
-static double slowest(bench_t *b, double dt) {
-  double m;
-  perf_check_sc(sc_allreduce(&dt, &m, 1, SC_FLOAT64, SC_MAX, b->comm), "sc_allreduce");
-  return m;
-}
-
 static void bench_scheme(bench_t *b, int s) {
   const opts_t *o = b->o;
   double ts[64], tr[64], tb[64];
@@ -237,29 +231,28 @@ static void bench_scheme(bench_t *b, int s) {
     sent = sc_comm_bytes_sent(b->comm) - before;
     /* Each phase's slowest rank, and the step's: a phase ends with its last
      * collective on the slowest rank, so the sum of the two can exceed the step. */
-    double st = slowest(b, t2 - t0), sr = slowest(b, t1 - t0), sb = slowest(b, t2 - t1);
+    double st = perf_max_over(b->comm, t2 - t0), sr = perf_max_over(b->comm, t1 - t0),
+           sb = perf_max_over(b->comm, t2 - t1);
     if (it >= o->warmup) {
       ts[it - o->warmup] = st;
       tr[it - o->warmup] = sr;
       tb[it - o->warmup] = sb;
     }
   }
-  double sd = (double)sent, smax, ssum;
-  perf_check_sc(sc_allreduce(&sd, &smax, 1, SC_FLOAT64, SC_MAX, b->comm), "sc_allreduce");
-  perf_check_sc(sc_allreduce(&sd, &ssum, 1, SC_FLOAT64, SC_SUM, b->comm), "sc_allreduce");
+  double smax, smean;
+  perf_sent_over(b->comm, sent, b->nranks, &smax, &smean);
   int64_t wrong = o->check ? check_scheme(b, s) : -1;
   b->res[s].step_s = perf_median(ts, o->iters);
   b->res[s].red_s = perf_median(tr, o->iters);
   b->res[s].bc_s = perf_median(tb, o->iters);
   b->res[s].sent_max = smax;
-  b->res[s].sent_mean = ssum / b->nranks;
+  b->res[s].sent_mean = smean;
   b->res[s].wrong = wrong;
   b->res[s].done = 1;
   if (b->rank == 0) {
-    char w[32] = "n/a";
-    if (wrong >= 0) snprintf(w, sizeof(w), "%lld", (long long)wrong);
+    char w[32];
     printf("%8s %12.1f %12.1f %12.1f %16.0f %16.0f %8s\n", scheme_names[s], b->res[s].step_s * 1e3,
-           b->res[s].red_s * 1e3, b->res[s].bc_s * 1e3, smax, ssum / b->nranks, w);
+           b->res[s].red_s * 1e3, b->res[s].bc_s * 1e3, smax, smean, perf_wrong_text(wrong, w));
     fflush(stdout);
   }
 }
@@ -291,10 +284,8 @@ static int write_json(const bench_t *b) {
             "\"wrong\": ",
             sep, scheme_names[s], b->res[s].step_s * 1e6, b->res[s].red_s * 1e6,
             b->res[s].bc_s * 1e6, b->res[s].sent_max, b->res[s].sent_mean);
-    if (b->res[s].wrong < 0)
-      fprintf(f, "null}");
-    else
-      fprintf(f, "%lld}", (long long)b->res[s].wrong);
+    perf_json_wrong(f, b->res[s].wrong);
+    fputc('}', f);
     sep = ",";
   }
   fprintf(f, "\n  ]\n}\n");

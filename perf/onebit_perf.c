@@ -258,28 +258,26 @@ static void bench_row(bench_t *b, int row) {
     uint64_t before = sc_comm_bytes_sent(b->comm);
     double t0 = perf_now_s();
     perf_check_sc(run_once(b, row), row_names[row]);
-    double dt = perf_now_s() - t0, slowest;
+    double dt = perf_now_s() - t0;
     sent = sc_comm_bytes_sent(b->comm) - before;
-    perf_check_sc(sc_allreduce(&dt, &slowest, 1, SC_FLOAT64, SC_MAX, b->comm), "sc_allreduce");
-    if (it >= o->warmup) t[it - o->warmup] = slowest;
+    dt = perf_max_over(b->comm, dt);
+    if (it >= o->warmup) t[it - o->warmup] = dt;
   }
-  double s = (double)sent, smax, ssum;
-  perf_check_sc(sc_allreduce(&s, &smax, 1, SC_FLOAT64, SC_MAX, b->comm), "sc_allreduce");
-  perf_check_sc(sc_allreduce(&s, &ssum, 1, SC_FLOAT64, SC_SUM, b->comm), "sc_allreduce");
+  double smax, smean;
+  perf_sent_over(b->comm, sent, b->nranks, &smax, &smean);
   int64_t wrong = o->check ? check_row(b, row) : -1;
   double tmin = t[0];
   for (int i = 1; i < o->iters; i++) tmin = t[i] < tmin ? t[i] : tmin;
   b->res[row].med_s = perf_median(t, o->iters);
   b->res[row].min_s = tmin;
   b->res[row].sent_max = smax;
-  b->res[row].sent_mean = ssum / b->nranks;
+  b->res[row].sent_mean = smean;
   b->res[row].wrong = wrong;
   b->res[row].done = 1;
   if (b->rank == 0) {
-    char w[32] = "n/a";
-    if (wrong >= 0) snprintf(w, sizeof(w), "%lld", (long long)wrong);
+    char w[32];
     printf("%10s %12.1f %12.1f %16.0f %16.0f %8s\n", row_names[row], b->res[row].med_s * 1e6,
-           tmin * 1e6, smax, ssum / b->nranks, w);
+           tmin * 1e6, smax, smean, perf_wrong_text(wrong, w));
     fflush(stdout);
   }
 }
@@ -305,10 +303,8 @@ static int write_json(const bench_t *b) {
             "\"sent_bytes_max\": %.0f, \"sent_bytes_mean\": %.0f, \"wrong\": ",
             sep, row_names[r], b->res[r].med_s * 1e6, b->res[r].min_s * 1e6, b->res[r].sent_max,
             b->res[r].sent_mean);
-    if (b->res[r].wrong < 0)
-      fprintf(f, "null}");
-    else
-      fprintf(f, "%lld}", (long long)b->res[r].wrong);
+    perf_json_wrong(f, b->res[r].wrong);
+    fputc('}', f);
     sep = ",";
   }
   fprintf(f, "\n  ]\n}\n");

@@ -82,6 +82,32 @@ double perf_median(const double *v, int n) {
   return n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
 }
 
+double perf_max_over(sc_comm_t *comm, double v) {
+  double m;
+  perf_check_sc(sc_allreduce(&v, &m, 1, SC_FLOAT64, SC_MAX, comm), "sc_allreduce");
+  return m;
+}
+
+void perf_sent_over(sc_comm_t *comm, uint64_t sent, int nranks, double *max, double *mean) {
+  double s = (double)sent, sum;
+  perf_check_sc(sc_allreduce(&s, max, 1, SC_FLOAT64, SC_MAX, comm), "sc_allreduce");
+  perf_check_sc(sc_allreduce(&s, &sum, 1, SC_FLOAT64, SC_SUM, comm), "sc_allreduce");
+  *mean = sum / nranks;
+}
+
+const char *perf_wrong_text(int64_t wrong, char buf[32]) {
+  if (wrong < 0) return "n/a";
+  snprintf(buf, 32, "%lld", (long long)wrong);
+  return buf;
+}
+
+void perf_json_wrong(FILE *f, int64_t wrong) {
+  if (wrong < 0)
+    fprintf(f, "null");
+  else
+    fprintf(f, "%lld", (long long)wrong);
+}
+
 double perf_now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

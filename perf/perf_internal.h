@@ -98,6 +98,16 @@ void perf_check_sc(sc_result_t r, const char *call);
 double perf_now_s(void);
 /* Median of v[0..n) (n <= 64); -1 for n <= 0. */
 double perf_median(const double *v, int n);
+/* The tools that time whole steps (sc_gtopk_perf, sc_onebit_perf,
+ * sc_kfac_perf). Collective: the largest v over comm's ranks (a step's
+ * slowest rank). */
+double perf_max_over(sc_comm_t *comm, double v);
+/* Collective: the bytes the ranks sent in a step, the most and the mean. */
+void perf_sent_over(sc_comm_t *comm, uint64_t sent, int nranks, double *max, double *mean);
+/* A check's count of wrong values (< 0: not checked) as a table cell, "n/a"
+ * when not checked, and as a JSON value, null when not checked. */
+const char *perf_wrong_text(int64_t wrong, char buf[32]);
+void perf_json_wrong(FILE *f, int64_t wrong);
 const char *perf_op_name_of(sc_redop_t op);
 /* Every size of the -b/-e/-f/-i sweep in order; returns 0 after the last. */
 int perf_next_size(const perf_args_t *a, size_t *size);
