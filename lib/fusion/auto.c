@@ -2,8 +2,12 @@
 /* SC_COMPRESS_AUTO: each bucket travels as the cheapest of dense, the fp16
  * wire, gTop-k (with density > 0) and ACP-SGD (a bucket holding a matrix)
  * under the plan's all-reduce model, with the compression's own work
- * measured at plan time. Rank 0 measures and broadcasts, so that every rank
- * prices every bucket alike and chooses the same. What each mode costs is
+ * measured at plan time. Every rank measures at once and all take the
+ * slowest rank's figures (an all-reduce with SC_MAX), so that every rank
+ * prices every bucket alike and chooses the same, and so that ranks sharing
+ * cores (several on one host, or hosts that share a machine) are priced as
+ * they will run: side by side, each slowed by the others, where one rank
+ * timed alone would measure a core of its own. What each mode costs is
  * what the worker runs for it (compress.c): one call per bucket, and under
  * ACP-SGD one all-reduce of every matrix's factor plus one for the bucket's
  * other tensors. */
@@ -56,21 +60,19 @@ static double probe_lowrank(const float *m, int rank) {
 
 sc_result_t sc_fusion_auto_costs(sc_fusion_t *f, double alpha_us, double beta_us_per_byte) {
   double c[4] = {0, 0, 0, 0}; /* half, low rank, sparse alpha, sparse beta */
-  if (f->rank == 0) {
-    float *x = malloc(SC_AUTO_PROBE_ELEMS * sizeof(float));
-    uint16_t *h = malloc(SC_AUTO_PROBE_ELEMS * sizeof(uint16_t));
-    if (x && h) {
-      for (size_t i = 0; i < SC_AUTO_PROBE_ELEMS; i++)
-        x[i] = (float)((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
-      c[0] = probe_half(x, h);
-      c[1] = probe_lowrank(x, f->cfg.lowrank);
-    }
-    free(x);
-    free(h);
+  float *x = malloc(SC_AUTO_PROBE_ELEMS * sizeof(float));
+  uint16_t *h = malloc(SC_AUTO_PROBE_ELEMS * sizeof(uint16_t));
+  if (x && h) {
+    for (size_t i = 0; i < SC_AUTO_PROBE_ELEMS; i++)
+      x[i] = (float)((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
+    c[0] = probe_half(x, h);
+    c[1] = probe_lowrank(x, f->cfg.lowrank);
   }
+  free(x);
+  free(h);
   if (f->cfg.density > 0.0)
     SC_CHECK(sc_fusion_sparse_model(f, alpha_us, beta_us_per_byte, &c[2], &c[3]));
-  SC_CHECK(sc_broadcast(c, c, 4, SC_FLOAT64, 0, f->comm));
+  SC_CHECK(sc_allreduce(c, c, 4, SC_FLOAT64, SC_MAX, f->comm));
   /* The wire's path converts each element three times (to the wire, the
    * owner's widening, the result's widening) and rounds a share once more:
    * three round trips bound it. */

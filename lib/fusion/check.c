@@ -158,32 +158,32 @@ sc_result_t sc_fusion_calibrate(sc_fusion_t *f, double *alpha_us, double *beta_u
 /* OMGS: a sparse bucket costs the gTop-k collective plus the selection.
  * Calibrated: measure exactly that (sc_gtopk_allreduce on float32). From a
  * given dense model: the butterfly's log2(P) rounds of 2k (index + value)
- * bytes, plus a selection rate measured locally on rank 0. */
+ * bytes, plus a selection rate measured on every rank at once (the slowest). */
 sc_result_t sc_fusion_sparse_model(sc_fusion_t *f, double alpha_us, double beta_us_per_byte,
                                    double *sp_alpha, double *sp_beta) {
   if (f->cfg.alpha_us == 0.0 && f->cfg.beta_us_per_byte == 0.0 && f->nranks > 1)
     return sc_fit_op(f, sc_time_gtopk, "gTop-k all-reduce", sp_alpha, sp_beta);
   double rounds = f->nranks > 1 ? ceil(log2((double)f->nranks)) : 0.0;
+  /* The selection's time on every rank at once, the slowest's (as
+   * sc_fusion_auto_costs: ranks that share cores select side by side). */
   double sel[1] = {0};
-  if (f->rank == 0) {
-    enum { N = 1 << 18 };
-    float *v = malloc(N * sizeof(float));
-    uint32_t *idx = malloc(2 * N * sizeof(uint32_t));
-    float *val = malloc(2 * N * sizeof(float));
-    if (v && idx && val) {
-      for (size_t i = 0; i < N; i++) v[i] = (float)((i * 2654435761u) % 1000) - 500.0f;
-      double k = floor(f->cfg.density * N);
-      size_t nnz;
-      double t0 = sc_fusion_now_us();
-      if (sc_topk(v, N, SC_FLOAT32, k < 1 ? 1 : (size_t)k, f->cfg.select, idx, val, &nnz) ==
-          SC_SUCCESS)
-        sel[0] = (sc_fusion_now_us() - t0) / (N * sizeof(float));
-    }
-    free(v);
-    free(idx);
-    free(val);
+  enum { N = 1 << 18 };
+  float *v = malloc(N * sizeof(float));
+  uint32_t *idx = malloc(2 * N * sizeof(uint32_t));
+  float *val = malloc(2 * N * sizeof(float));
+  if (v && idx && val) {
+    for (size_t i = 0; i < N; i++) v[i] = (float)((i * 2654435761u) % 1000) - 500.0f;
+    double k = floor(f->cfg.density * N);
+    size_t nnz;
+    double t0 = sc_fusion_now_us();
+    if (sc_topk(v, N, SC_FLOAT32, k < 1 ? 1 : (size_t)k, f->cfg.select, idx, val, &nnz) ==
+        SC_SUCCESS)
+      sel[0] = (sc_fusion_now_us() - t0) / (N * sizeof(float));
   }
-  SC_CHECK(sc_broadcast(sel, sel, 1, SC_FLOAT64, 0, f->comm));
+  free(v);
+  free(idx);
+  free(val);
+  SC_CHECK(sc_allreduce(sel, sel, 1, SC_FLOAT64, SC_MAX, f->comm));
   /* Per byte of float32 gradient, each round sends density entries of 4 + 4
    * bytes per 4-byte element; what it receives meanwhile is free (links are
    * full duplex: docs/ALGORITHMS.md, "The formulas perf/plot.py draws"). */
