@@ -627,6 +627,7 @@ const sc_transport_ops_t sc_shm_transport = {
     .reg = shm_reg,
     .dereg = shm_dereg,
     .wake = shm_wake,
+    .wait = sc_shm_wait,
     .destroy = sc_shm_destroy,
     .props = sc_shm_props,
     .board_max = sc_shm_board_max,

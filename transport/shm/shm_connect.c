@@ -168,7 +168,8 @@ static sc_result_t open_channels(sc_shm_transport_t *tp, sc_shm_peer_t *p, int f
   __atomic_store_n(&p->rx.ctl->cma_ok, *cma_ok ? 1u : 2u, __ATOMIC_RELEASE);
   p->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
   p->next_check_ms = sc_now_ms() + SC_SHM_CHECK_MS;
-  p->ready = 1;
+  /* Release: sc_shm_wait, on another thread, reads rx once it sees this. */
+  __atomic_store_n(&p->ready, 1, __ATOMIC_RELEASE);
   tp->nready++;
   SC_TRACE(SC_SUBSYS_SHM, "shm: rank %d connected to %s (rings %llu KiB in, %llu KiB out%s)",
            tp->base.rank, p->name, (unsigned long long)(rx_sz >> 10),

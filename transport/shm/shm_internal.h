@@ -39,13 +39,13 @@
  *            receiver opens the handle, copies device to device on its own
  *            stream and, once the copy's event is done, bumps dev_done.
  *
- * Waking: a rank that is about to sleep sets `sleeping` in its own segment
- * and polls an abstract unix datagram socket (its doorbell; abstract names
- * vanish with the process). A peer that changed something the sleeper may
- * wait for (tail, head, cma_done) sends one datagram only when it sees the
- * flag set (a Dekker pair of seq_cst fences makes the check race-free).
- * `oncpu` says whether the owner runs, and where: a waiter with more ranks
- * than cores keeps looking while the peer it waits on runs on another core,
+ * Waking: a thread of a rank that is about to sleep counts itself in
+ * `sleeping` in its own segment (the progress thread and the point-to-point
+ * lane's waiting thread may both sleep) and polls an abstract unix datagram socket (its doorbell;
+ * abstract names vanish with the process). A peer that changed something the sleeper may wait for
+ * (tail, head, cma_done) sends one datagram only when it sees the flag set (a Dekker pair of
+ * seq_cst fences makes the check race-free). `oncpu` says whether the owner runs, and where: a
+ * waiter with more ranks than cores keeps looking while the peer it waits on runs on another core,
  * and yields otherwise (shm.c, shm_progress). */
 #ifndef SC_SHM_INTERNAL_H
 #define SC_SHM_INTERNAL_H
@@ -232,7 +232,7 @@ typedef struct sc_shm_seg_hdr {
   uint64_t probe_value;
   volatile uint64_t ring_budget; /* ring bytes its channels may claim (shm_connect.c) */
   _Alignas(SC_SHM_CACHELINE) volatile uint64_t ring_used; /* claimed so far, by either side */
-  _Alignas(SC_SHM_CACHELINE) volatile uint32_t sleeping;  /* owner is (about to be) in poll */
+  _Alignas(SC_SHM_CACHELINE) volatile uint32_t sleeping; /* owner's threads (about to be) in poll */
   /* 1 + the CPU the owner runs on, 0 while it has given its core up (a
    * yield or a sleep): a hint for peers deciding whether to look again or
    * yield (shm.c, shm_progress). Its own line: written at every yield. */
@@ -311,10 +311,11 @@ typedef struct sc_shm_peer {
   int pidfd; /* -1: liveness by kill(pid, 0) */
   int64_t next_check_ms;
   sc_shm_blob_t blob;
-  int ready;         /* the pair's channels are set up (tx, rx) */
-  int want_channels; /* a post named it: connect the pair, not only map the header */
-  int listening;     /* a receive waits: its channel's control page is reserved here */
-  int asked;         /* its descriptor was asked for over the doorbell (2: sent) */
+  int ready;          /* the pair's channels are set up (tx, rx); set once, atomically */
+  uint64_t wait_tail; /* sc_shm_wait's thread only: the rx tail it last returned for */
+  int want_channels;  /* a post named it: connect the pair, not only map the header */
+  int listening;      /* a receive waits: its channel's control page is reserved here */
+  int asked;          /* its descriptor was asked for over the doorbell (2: sent) */
   int64_t ask_deadline_ms;
   sc_shm_seg_hdr_t *hdr; /* the peer's segment header (NULL until mapped) */
   size_t hdr_len;
@@ -367,6 +368,7 @@ typedef struct sc_shm_transport {
   struct pollfd *pfds; /* 1 + nranks */
   int *pfd_peer;
   sc_shm_dev_t *dev; /* created at the first device request */
+  int db_pending;    /* atomic: sc_shm_wait saw the doorbell ring; progress reads it */
 } sc_shm_transport_t;
 
 static inline sc_shm_transport_t *sc_shm_of(sc_transport_t *tp) {
@@ -418,6 +420,7 @@ sc_result_t sc_shm_pass_all(sc_shm_transport_t *tp, int *moved, int check, char 
 sc_result_t sc_shm_check_peer(sc_shm_transport_t *tp, sc_shm_peer_t *p, int64_t now, int force);
 /* shm_wait.c: the transport's progress (spin, yield, sleep). */
 sc_result_t sc_shm_progress(sc_transport_t *base, int timeout_ms, int *progressed);
+void sc_shm_wait(sc_transport_t *base, int timeout_ms);
 
 static inline int sc_shm_peer_queued(const sc_shm_peer_t *p) {
   return p->nsend + p->ncma + p->ndev + p->nrecv + p->ncopy;

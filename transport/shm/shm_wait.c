@@ -8,7 +8,9 @@
  * without pidfds and the peers' `closed` flags are checked regularly. Each
  * rank publishes in its segment header whether it runs, and where (`oncpu`),
  * for its peers' choice between looking again and yielding. The passes over
- * the rings are shm.c's. */
+ * the rings are shm.c's. sc_shm_wait is the transport's `wait`: a second
+ * thread sleeps on the doorbell without touching a request, while another
+ * may drive progress. */
 #include <errno.h>
 #include <sched.h>
 #include <string.h>
@@ -50,11 +52,11 @@ static void drain_doorbell(sc_shm_transport_t *tp) {
 /* Sleep until a peer rings, a waited-on peer exits, wake() or the slice ends. */
 static sc_result_t sleep_once(sc_shm_transport_t *tp, int timeout_ms, int *moved, char *first_err,
                               size_t errlen) {
-  __atomic_store_n(&tp->hdr->sleeping, 1u, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&tp->hdr->sleeping, 1u, __ATOMIC_RELAXED);
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
   sc_result_t res = sc_shm_pass_all(tp, moved, SC_SHM_CHECK_NONE, first_err, errlen);
   if (*moved || res != SC_SUCCESS) {
-    __atomic_store_n(&tp->hdr->sleeping, 0u, __ATOMIC_RELAXED);
+    __atomic_fetch_sub(&tp->hdr->sleeping, 1u, __ATOMIC_RELAXED);
     return res;
   }
   int n = 0;
@@ -75,7 +77,7 @@ static sc_result_t sleep_once(sc_shm_transport_t *tp, int timeout_ms, int *moved
   int rc = ppoll(tp->pfds, (nfds_t)n, &ts, NULL);
   int err = errno;
   sc_shm_mark_running(tp);
-  __atomic_store_n(&tp->hdr->sleeping, 0u, __ATOMIC_RELAXED);
+  __atomic_fetch_sub(&tp->hdr->sleeping, 1u, __ATOMIC_RELAXED);
   if (rc < 0 && err != EINTR) return SC_ERR(SC_ERR_SYSTEM, "shm progress: poll: %s", strerror(err));
   if (rc > 0 && tp->pfds[0].revents) {
     if (tp->lazy) {
@@ -144,7 +146,18 @@ sc_result_t sc_shm_progress(sc_transport_t *base, int timeout_ms, int *progresse
   if (!tp) return SC_ERR(SC_ERR_INVALID_ARG, "shm progress: NULL transport");
   char first_err[SC_ERRMSG_MAX];
   int moved = 0;
-  sc_result_t res = sc_shm_pass_all(tp, &moved, SC_SHM_CHECK_LAZY, first_err, sizeof(first_err));
+  sc_result_t res = SC_SUCCESS;
+  /* The doorbell rang while sc_shm_wait's thread slept on it: read it here,
+   * or that thread's next wait would return at once, and again. */
+  if (__atomic_exchange_n(&tp->db_pending, 0, __ATOMIC_ACQ_REL)) {
+    if (tp->lazy)
+      res = sc_shm_db_service(tp);
+    else
+      drain_doorbell(tp);
+    if (res != SC_SUCCESS) sc_error_get_detail(first_err, sizeof(first_err));
+  }
+  if (res == SC_SUCCESS)
+    res = sc_shm_pass_all(tp, &moved, SC_SHM_CHECK_LAZY, first_err, sizeof(first_err));
   if (!moved && res == SC_SUCCESS && timeout_ms > 0) {
     if (tp->spin_us > 0 && tp->npending > 0) {
       /* Yielding between looks: with more ranks than cores (or other jobs
@@ -187,4 +200,44 @@ sc_result_t sc_shm_progress(sc_transport_t *base, int timeout_ms, int *progresse
   if (progressed) *progressed = moved;
   if (res != SC_SUCCESS) sc_error_set_detail(first_err);
   return res;
+}
+
+/* Bytes in a ring of a connected peer that no earlier return announced:
+ * read from the rings' shared counters only (the progress thread owns the
+ * rest). A tail already announced is not announced again, so data that the
+ * progress thread leaves in a ring (a dead peer's) does not make every wait
+ * return at once. */
+static int rings_news(sc_shm_transport_t *tp) {
+  int news = 0;
+  for (int i = 0; i < tp->base.nranks; i++) {
+    sc_shm_peer_t *p = &tp->peers[i];
+    if (!p->local || !__atomic_load_n(&p->ready, __ATOMIC_ACQUIRE)) continue;
+    uint64_t tail = __atomic_load_n(&p->rx.ctl->tail, __ATOMIC_ACQUIRE);
+    if (tail == __atomic_load_n(&p->rx.ctl->head, __ATOMIC_ACQUIRE) || tail == p->wait_tail)
+      continue;
+    p->wait_tail = tail;
+    news = 1;
+  }
+  return news;
+}
+
+/* The transport's wait (transport.h): counted in `sleeping`, so that peers
+ * ring the doorbell for what they put in a ring from now on (the fence pairs
+ * with theirs, as in sleep_once); what came before is seen in the rings'
+ * counters. The doorbell is left unread (it also carries the lazy pairs'
+ * setup, which only the progress thread may act on): db_pending has the
+ * next progress read it. */
+void sc_shm_wait(sc_transport_t *base, int timeout_ms) {
+  sc_shm_transport_t *tp = sc_shm_of(base);
+  if (!tp || !tp->connected || tp->db_fd < 0 || timeout_ms <= 0) return;
+  if (__atomic_load_n(&tp->db_pending, __ATOMIC_ACQUIRE)) return;
+  __atomic_fetch_add(&tp->hdr->sleeping, 1u, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  if (!rings_news(tp)) {
+    struct pollfd q = {.fd = tp->db_fd, .events = POLLIN};
+    struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
+    if (ppoll(&q, 1, &ts, NULL) > 0 && (q.revents & POLLIN))
+      __atomic_store_n(&tp->db_pending, 1, __ATOMIC_RELEASE);
+  }
+  __atomic_fetch_sub(&tp->hdr->sleeping, 1u, __ATOMIC_RELAXED);
 }
