@@ -59,7 +59,8 @@ def plot(args):
     ax[1].set_xlabel("step")
     ax[1].set_ylabel("held-out accuracy")
     ax[1].legend(fontsize=8)
-    fig.suptitle("small CNN, synthetic data, %d ranks, PowerSGD/ACP-SGD rank %d" % (d["ranks"], d["rank"]))
+    fig.suptitle("small CNN, synthetic data, %d ranks, learning rate %g, PowerSGD/ACP-SGD rank %d"
+                 % (d["ranks"], d["lr"], d["rank"]))
     fig.tight_layout()
     fig.savefig(args.output, dpi=args.dpi)
     return 0

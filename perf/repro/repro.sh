@@ -24,7 +24,8 @@
 # --scale 0.1; bert = BERT-base, every dense policy; sparse = part (e), with
 # the compute times of its table (-T 90 and -T 200); acpsgd = part (f) on 4
 # and 8 hosts (files acp_<trace>_<N>h.json); convergence = part (f)'s
-# training run on 4 ranks over shared memory (torch). --credit: sc-netbed's
+# training runs on 4 ranks over shared memory (torch; learning rates 0.05
+# and 0.02). --credit: sc-netbed's
 # (default: the bed's own).
 # onebit = sc_onebit_perf at -P (1-bit vs dense ring vs all-gather of signs,
 # 64 MiB); mstopk = sc_gtopk_perf --select (exact, Gaussian, MSTopK) and
@@ -177,6 +178,12 @@ if [ "$plot_only" -eq 0 ]; then
     run convergence env PYTHONPATH="$build/python" SPARSECOLL_LIBRARY="$build/.libs/libsparsecoll.so.0" \
       OMP_NUM_THREADS=1 "$build/sc-run" -n 4 --timeout 800 "$py" "$src/perf/repro/convergence.py" \
       --steps 500 -o "$out/convergence.json"
+    # ACP-SGD's learning rate (docs/ALGORITHMS.md, low-rank compression):
+    # every method at 0.02, three times the steps.
+    run convergence_lr002 env PYTHONPATH="$build/python" \
+      SPARSECOLL_LIBRARY="$build/.libs/libsparsecoll.so.0" OMP_NUM_THREADS=1 "$build/sc-run" -n 4 \
+      --timeout 880 "$py" "$src/perf/repro/convergence.py" --steps 1500 --lr 0.02 \
+      -o "$out/convergence_lr002.json"
   fi
   # 1-bit, MSTopK / HiTopKComm, K-FAC (docs/REPRODUCTION.md, their sections).
   if want onebit; then
@@ -225,6 +232,8 @@ sweep() { for p in $ps; do ls "$out"/gtopk_P"${p}"_r*.json 2>/dev/null; done; }
   [ -n "$acp" ] && "$py" "$src/perf/repro/acpsgd.py" --dpi "$dpi" -o "$out/fig/acpsgd.png" $acp
   [ -s "$out/convergence.json" ] && "$py" "$src/perf/repro/convergence.py" --dpi "$dpi" \
     --plot "$out/convergence.json" -o "$out/fig/convergence.png"
+  [ -s "$out/convergence_lr002.json" ] && "$py" "$src/perf/repro/convergence.py" --dpi "$dpi" \
+    --plot "$out/convergence_lr002.json" -o "$out/fig/convergence_lr002.png"
   # 1-bit, MSTopK, K-FAC: draws what it finds of onebit_P*, select_*, hitopk_*, kfac_P*.
   "$py" "$src/perf/plot_compress.py" --dpi "$dpi" -o "$out/fig" "$out"
 } | tee "$out/plot.txt"

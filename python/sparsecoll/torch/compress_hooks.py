@@ -119,7 +119,10 @@ class PowerSGDState(HookWorker):
 class ACPSGDState(PowerSGDState):
     """State of acpsgd_hook: PowerSGDState's parameters, ACP-SGD's method
     (one all-reduce per step; the factors alternate and reuse the previous
-    step's reduced one)."""
+    step's reduced one). Its estimate projects each gradient on the previous
+    step's factor, so more of it waits in the residual than under PowerSGD:
+    it wants a lower learning rate (docs/ALGORITHMS.md, low-rank
+    compression)."""
 
     _mode = "acpsgd"
 
