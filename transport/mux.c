@@ -192,6 +192,20 @@ static void mux_wake(sc_transport_t *tp) {
   if (m->shm) m->shm->ops->wake(m->shm);
 }
 
+/* With both children, the doorbell for a slice, then a look at the sockets:
+ * a wait may return early, and the lane's thread comes back within a slice
+ * for what arrives over tcp meanwhile. */
+static void mux_wait(sc_transport_t *tp, int timeout_ms) {
+  sc_mux_transport_t *m = mux_of(tp);
+  if (!m) return;
+  if (!m->tcp) {
+    m->shm->ops->wait(m->shm, timeout_ms);
+    return;
+  }
+  m->shm->ops->wait(m->shm, timeout_ms < SC_MUX_SLICE_MS ? timeout_ms : SC_MUX_SLICE_MS);
+  m->tcp->ops->wait(m->tcp, 0);
+}
+
 /* A pair is the child's that carries it: shm's same-host test reads only
  * the two ranks' blobs, so every rank routes every pair alike. */
 static sc_result_t mux_props(sc_transport_t *tp, int a, int b, sc_tp_props_t *out) {
@@ -230,6 +244,7 @@ const sc_transport_ops_t sc_mux_transport = {
     .reg = mux_reg,
     .dereg = mux_dereg,
     .wake = mux_wake,
+    .wait = mux_wait,
     .destroy = mux_destroy,
     .props = mux_props,
     .board_max = mux_board_max,

@@ -18,7 +18,9 @@
 # forced hier falls back, and says so, with one rank per host. And the
 # sparse all-reduces, hier among them, against mr_sparse's references
 # on 4 layouts, and the error-feedback invariant with SC_GTOPK_ALGO auto, tree
-# and hier on 3.
+# and hier on 3. And point-to-point (mr_p2p) with several ranks per host, where
+# the lane's transport is auto's mux of shm and tcp (its wait watches the
+# doorbell, then the sockets).
 # Skipped (77) unless root with network namespaces, veth, bridge and tbf.
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-.}
@@ -106,6 +108,10 @@ for layout in 8:2 7:2 6:2 12:3; do
   check "sparse all-reduces incl. hier, $n ranks at $m per host" \
     "$SC_RUN" --netbed="$PREFIX" --ranks-per-host "$m" -n "$n" --timeout 300 "$MR/mr_sparse"
 done
+# Point-to-point between and inside hosts: every call of mr_p2p, the lane on
+# the mux of both transports.
+check "point-to-point, 7 ranks at 2 per host (shm and tcp under one lane)" \
+  "$SC_RUN" --netbed="$PREFIX" --ranks-per-host 2 -n 7 --timeout 300 "$MR/mr_p2p" all
 # Error feedback over each sparse all-reduce sc_gtopk_allreduce can run across hosts (the
 # tree's and the hierarchy's survival masks; auto: the model's pick), on the same kinds of
 # layout: nothing a rank selected may be lost.
