@@ -599,6 +599,8 @@ static sc_result_t shm_dereg(sc_transport_t *tp, void *handle) {
 static void shm_wake(sc_transport_t *base) {
   sc_shm_transport_t *tp = sc_shm_of(base);
   if (!tp || tp->db_fd < 0) return;
+  /* For a spinning sc_shm_wait, which does not read the doorbell. */
+  __atomic_store_n(&tp->woken, 1, __ATOMIC_RELEASE);
   char b = 0;
   /* EAGAIN: the doorbell already holds a wake-up. */
   while (sendto(tp->db_fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&tp->db_addr,

@@ -369,6 +369,8 @@ typedef struct sc_shm_transport {
   int *pfd_peer;
   sc_shm_dev_t *dev; /* created at the first device request */
   int db_pending;    /* atomic: sc_shm_wait saw the doorbell ring; progress reads it */
+  int woken;         /* atomic: wake() was called (sc_shm_wait's spin reads it) */
+  int wait_fits;     /* sc_shm_wait's thread only: 1 + whether local ranks fit the cores */
 } sc_shm_transport_t;
 
 static inline sc_shm_transport_t *sc_shm_of(sc_transport_t *tp) {

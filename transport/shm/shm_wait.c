@@ -231,6 +231,26 @@ void sc_shm_wait(sc_transport_t *base, int timeout_ms) {
   sc_shm_transport_t *tp = sc_shm_of(base);
   if (!tp || !tp->connected || tp->db_fd < 0 || timeout_ms <= 0) return;
   if (__atomic_load_n(&tp->db_pending, __ATOMIC_ACQUIRE)) return;
+  if (tp->wait_fits == 0) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    tp->wait_fits = 1 + (cpus > 0 && tp->nlocal + 1 <= cpus);
+  }
+  /* Where the local ranks fit the cores, look at the rings for spin_us first,
+   * as progress does: a peer's answer then costs no doorbell (the peer rings
+   * only a rank counted in `sleeping`) and no wake-up. */
+  if (tp->spin_us > 0 && tp->wait_fits == 2) {
+    __atomic_store_n(&tp->woken, 0, __ATOMIC_RELAXED);
+    const int64_t end = sc_now_us() + tp->spin_us;
+    do {
+      for (int i = 0; i < SC_SHM_POLLS_BEFORE_YIELD; i++) {
+        if (rings_news(tp) || __atomic_load_n(&tp->woken, __ATOMIC_ACQUIRE)) return;
+        sc_cpu_relax();
+      }
+      /* The threads that share the cores (this rank's caller, the peer's)
+       * have the work the rings wait for. */
+      sched_yield();
+    } while (sc_now_us() < end);
+  }
   __atomic_fetch_add(&tp->hdr->sleeping, 1u, __ATOMIC_RELAXED);
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
   if (!rings_news(tp)) {
