@@ -281,7 +281,7 @@ void sc_tune_scratch_free(sc_tune_scratch_t *t) {
 }
 
 /* Rank i's schedule, built in t->work, appended to the pool at *used steps
- * (its offset kept in t->s[i].cap until the pool stops moving). */
+ * (its offset kept in t->s[i].cap until the pool has its final address). */
 static sc_result_t sc_tune_scratch_keep(sc_tune_scratch_t *t, int i, size_t *used) {
   const sc_sched_t *w = &t->work;
   if (*used + w->nsteps > t->pool_cap) {
