@@ -124,13 +124,17 @@ static void watch_on_frame(sc_watch_t *w, sc_wconn_t *c, const sc_watch_frame_t 
 
 /* Reads everything available on a live connection. */
 void sc_watch_read(sc_watch_t *w, sc_wconn_t *c) {
+  if (c->fd >= 0 && !c->eof && !sc_wconn_buf(c)) {
+    sc_watch_on_close(w, c, "no memory for its buffers");
+    return;
+  }
   while (c->fd >= 0 && !c->eof) {
     size_t want =
         SC_WATCH_HDR_LEN - (c->in_done < SC_WATCH_HDR_LEN ? c->in_done : SC_WATCH_HDR_LEN);
     sc_watch_frame_t f = {0};
     char why[160];
     if (c->in_done >= SC_WATCH_HDR_LEN) {
-      if (sc_watch_frame_parse(c->in, SC_WATCH_HDR_LEN, w->nranks, &f, why, sizeof(why)) !=
+      if (sc_watch_frame_parse(c->b->in, SC_WATCH_HDR_LEN, w->nranks, &f, why, sizeof(why)) !=
           SC_SUCCESS) {
         sc_watch_on_close(w, c, why);
         return;
@@ -138,11 +142,11 @@ void sc_watch_read(sc_watch_t *w, sc_wconn_t *c) {
       want = SC_WATCH_HDR_LEN + f.len - c->in_done;
       if (want == 0) {
         c->in_done = 0;
-        watch_on_frame(w, c, &f, c->in + SC_WATCH_HDR_LEN);
+        watch_on_frame(w, c, &f, c->b->in + SC_WATCH_HDR_LEN);
         continue;
       }
     }
-    ssize_t n = recv(c->fd, c->in + c->in_done, want, MSG_DONTWAIT);
+    ssize_t n = recv(c->fd, c->b->in + c->in_done, want, MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     if (n <= 0) {
@@ -349,8 +353,14 @@ static void *watch_main(void *arg) {
 
 static void watch_free(sc_watch_t *w) {
   if (!w) return;
-  for (int r = 0; w->conn && r < w->nconn; r++) sc_wconn_close(&w->conn[r]);
-  for (int i = 0; i < SC_WATCH_UNAUTH_MAX; i++) sc_wconn_close(&w->pend[i]);
+  for (int r = 0; w->conn && r < w->nconn; r++) {
+    sc_wconn_close(&w->conn[r]);
+    sc_wconn_reset(&w->conn[r]);
+  }
+  for (int i = 0; i < SC_WATCH_UNAUTH_MAX; i++) {
+    sc_wconn_close(&w->pend[i]);
+    sc_wconn_reset(&w->pend[i]);
+  }
   if (w->listen_fd >= 0) close(w->listen_fd);
   if (w->wake_fd >= 0) close(w->wake_fd);
   memset(w->secret, 0, sizeof(w->secret));

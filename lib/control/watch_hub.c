@@ -151,8 +151,13 @@ void sc_watch_compare(sc_watch_t *w, int r) {
 }
 
 void sc_watch_read_hello(sc_watch_t *w, sc_wconn_t *c) {
+  if (!sc_wconn_buf(c)) {
+    sc_wconn_close(c);
+    c->state = SC_WC_NONE;
+    return;
+  }
   for (;;) {
-    ssize_t n = recv(c->fd, c->in + c->in_done, SC_WATCH_HELLO_LEN - c->in_done, MSG_DONTWAIT);
+    ssize_t n = recv(c->fd, c->b->in + c->in_done, SC_WATCH_HELLO_LEN - c->in_done, MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     if (n <= 0) {
@@ -164,7 +169,7 @@ void sc_watch_read_hello(sc_watch_t *w, sc_wconn_t *c) {
     if (c->in_done < SC_WATCH_HELLO_LEN) continue;
     int r = 0, slot = -1;
     char why[128];
-    if (sc_watch_hello_parse(c->in, c->in_done, w->secret, w->nranks, &r, why, sizeof(why)) !=
+    if (sc_watch_hello_parse(c->b->in, c->in_done, w->secret, w->nranks, &r, why, sizeof(why)) !=
         SC_SUCCESS)
       r = 0;
     else if ((slot = sc_watch_slot(w, r)) < 1)

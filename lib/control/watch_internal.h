@@ -31,16 +31,23 @@ typedef enum sc_wc_state {
   SC_WC_GONE   /* said goodbye or already declared failed: a close is expected */
 } sc_wc_state_t;
 
-typedef struct sc_wconn {
-  int fd;
-  sc_wc_state_t state;
-  int rank; /* the other side; -1 before its hello */
+/* A connection's buffers, allocated at its first read or write: rank 0 has a
+ * slot for every rank, of which only its children and the ranks that fall
+ * back to it ever connect (inline, the slots took 2.6 KiB per rank). */
+typedef struct sc_wconn_buf {
   uint8_t in[SC_WATCH_FRAME_MAX];
-  size_t in_done;
   /* A few frames with text (a parent forwards its children's), a goodbye and
    * a report: a report (heartbeat, forwarded call, quiet) is queued only
    * when nothing waits, so only the peer not reading fills this. */
   uint8_t out[3 * SC_WATCH_FRAME_MAX + 2 * SC_WATCH_HDR_LEN + SC_WATCH_HB_OP_LEN];
+} sc_wconn_buf_t;
+
+typedef struct sc_wconn {
+  int fd;
+  sc_wc_state_t state;
+  int rank;          /* the other side; -1 before its hello */
+  sc_wconn_buf_t *b; /* NULL until used (sc_wconn_buf) */
+  size_t in_done;
   size_t out_off, out_len;
   int64_t last_rx; /* monotonic ms of the last byte received (or of connecting) */
   /* The other side closed. The descriptor stays until this rank's own
@@ -94,8 +101,11 @@ struct sc_watch {
   char held_reason[SC_ERRMSG_MAX + 16];
 };
 
-/* lib/control/watch_wire.c: one connection's buffered I/O. flush: -1 when broken. */
+/* lib/control/watch_wire.c: one connection's buffered I/O. flush: -1 when broken.
+ * reset frees the buffers (a connection's memory is zero before its first reset). */
 void sc_wconn_reset(sc_wconn_t *c);
+/* The connection's buffers, allocated on first use; NULL when out of memory. */
+sc_wconn_buf_t *sc_wconn_buf(sc_wconn_t *c);
 void sc_wconn_close(sc_wconn_t *c);
 int sc_wconn_flush(sc_wconn_t *c);
 void sc_wconn_queue(sc_wconn_t *c, int type, int subject, int code, const char *text);

@@ -3,6 +3,7 @@
  * authentication) and one connection's buffered non-blocking I/O. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -108,9 +109,15 @@ size_t sc_watch_hb_put(const sc_watch_op_t *op, uint8_t out[SC_WATCH_HB_OP_LEN])
 }
 
 void sc_wconn_reset(sc_wconn_t *c) {
+  free(c->b);
   memset(c, 0, sizeof(*c));
   c->fd = -1;
   c->rank = -1;
+}
+
+sc_wconn_buf_t *sc_wconn_buf(sc_wconn_t *c) {
+  if (!c->b) c->b = malloc(sizeof(*c->b));
+  return c->b;
 }
 
 void sc_wconn_close(sc_wconn_t *c) {
@@ -121,9 +128,9 @@ void sc_wconn_close(sc_wconn_t *c) {
 
 /* Sends what is queued; -1 when the connection is broken. */
 int sc_wconn_flush(sc_wconn_t *c) {
-  while (c->out_off < c->out_len) {
+  while (c->out_off < c->out_len) { /* out_len > 0: the buffers exist */
     ssize_t n =
-        send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        send(c->fd, c->b->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
     if (n <= 0) return -1;
@@ -144,13 +151,15 @@ void sc_wconn_queue_bytes(sc_wconn_t *c, int type, int subject, int code, const 
     return;
   size_t tlen = data ? len : 0;
   if (tlen > SC_WATCH_TEXT_MAX) tlen = SC_WATCH_TEXT_MAX;
+  sc_wconn_buf_t *b = sc_wconn_buf(c);
+  if (!b) return; /* as for a peer that reads nothing */
   if (c->out_off) {
-    memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+    memmove(b->out, b->out + c->out_off, c->out_len - c->out_off);
     c->out_len -= c->out_off;
     c->out_off = 0;
   }
-  if (c->out_len + SC_WATCH_HDR_LEN + tlen > sizeof(c->out)) return; /* peer reads nothing */
-  uint8_t *p = c->out + c->out_len;
+  if (c->out_len + SC_WATCH_HDR_LEN + tlen > sizeof(b->out)) return; /* peer reads nothing */
+  uint8_t *p = b->out + c->out_len;
   sc_wire_put_u32(p, SC_WATCH_FRAME_MAGIC);
   p[4] = SC_WATCH_VERSION;
   p[5] = (uint8_t)type;

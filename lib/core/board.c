@@ -164,7 +164,7 @@ static sc_result_t board_wait(sc_comm_t *comm, int peer, uint64_t seq, const voi
     if (failed != SC_SUCCESS && now - start >= SC_EXEC_NOTICE_GRACE_MS * 1000)
       return SC_ERR((sc_result_t)failed, "%s", comm->errmsg);
     if (now - start >= (int64_t)comm->cfg.timeout_ms * 1000) {
-      const char *host = comm->peers ? comm->peers[peer].hostname : "?";
+      const char *host = sc_comm_host(comm, peer);
       return SC_ERR(SC_ERR_TIMEOUT,
                     "no progress for %d ms (SC_TIMEOUT_MS) while waiting for rank %d (%s) to "
                     "post its part on the board (call #%llu)",
@@ -210,10 +210,10 @@ sc_result_t sc_board_run(sc_comm_t *comm, const sc_op_t *op, size_t len) {
     SC_CHECK(board_wait(comm, r, seq, &ex->board_parts[r], &theirs));
     if (theirs != fp) {
       char a[96], b[96];
-      return SC_ERR(
-          SC_ERR_MISMATCH, "rank %d (%s) called %s where rank %d called %s (board call #%llu)", r,
-          comm->peers ? comm->peers[r].hostname : "?", sc_board_describe(theirs, a, sizeof(a)), me,
-          sc_board_describe(fp, b, sizeof(b)), (unsigned long long)seq);
+      return SC_ERR(SC_ERR_MISMATCH,
+                    "rank %d (%s) called %s where rank %d called %s (board call #%llu)", r,
+                    sc_comm_host(comm, r), sc_board_describe(theirs, a, sizeof(a)), me,
+                    sc_board_describe(fp, b, sizeof(b)), (unsigned long long)seq);
     }
   }
   size_t es = sc_dtype_size(op->dtype), n = op->count;

@@ -111,16 +111,17 @@ static void sc_auto_probe(const sc_comm_t *comm, const sc_tp_config_t *tpc, sc_p
 
 /* The auto verdict, from the exchanged table (identical on every rank): keep
  * the mux, or switch to the transport opened beside it. */
-static sc_result_t sc_auto_decide(sc_comm_t *comm, sc_transport_t **alt, size_t *addr_off) {
+static sc_result_t sc_auto_decide(sc_comm_t *comm, const sc_peer_info_t *all, sc_transport_t **alt,
+                                  size_t *addr_off) {
   if (comm->cfg.transport != SC_TP_AUTO) return SC_SUCCESS; /* explicit: as created */
   int cross = 0;
   for (int i = 1; i < comm->nranks && !cross; i++)
-    cross = strcmp(comm->peers[i].hostname, comm->peers[0].hostname) != 0 ||
-            strcmp(comm->peers[i].boot_id, comm->peers[0].boot_id) != 0;
+    cross = strcmp(all[i].hostname, all[0].hostname) != 0 ||
+            strcmp(all[i].boot_id, all[0].boot_id) != 0;
   size_t nrows;
   const sc_tp_entry_t *rows = sc_tp_registry(&nrows);
   const sc_tp_entry_t *sw = sc_tp_auto_switch();
-  int pick = sc_tp_auto_choose(rows, nrows, SC_TP_AUTO, comm->nranks, &comm->peers[0].caps,
+  int pick = sc_tp_auto_choose(rows, nrows, SC_TP_AUTO, comm->nranks, &all[0].caps,
                                sizeof(sc_peer_info_t), cross);
   char muxed[64];
   sc_tp_muxed_names(muxed, sizeof(muxed));
@@ -169,8 +170,7 @@ static void sc_comm_release_resources(sc_comm_t *comm) {
   comm->tp = NULL;
   sc_exec_state_free(&comm->ex);
   sc_fp_free(comm);
-  free(comm->peers);
-  comm->peers = NULL;
+  sc_comm_peers_free(comm);
 }
 
 void *sc_comm_ext(sc_comm_t *comm, sc_comm_ext_id_t id, void *(*create)(void),
@@ -240,6 +240,7 @@ sc_result_t sc_comm_create_child(sc_comm_t **out, int nranks, int rank, const sc
   sc_result_t r;
   sc_transport_t *alt = NULL; /* auto's switch transport, opened beside the mux */
   size_t addr_off = 0;        /* of the chosen transport's blob in each record's tp_addr */
+  sc_peer_info_t *all = NULL; /* the exchanged records */
   SC_CHECK_GOTO(sc_comm_read_config(&comm->cfg), r, fail);
   comm->tpops = sc_tp_by_id(comm->cfg.transport)->ops;
   sc_fdlimit_raise();
@@ -270,9 +271,11 @@ sc_result_t sc_comm_create_child(sc_comm_t **out, int nranks, int rank, const sc
   me.pid = (int32_t)getpid();
   me.rank = rank;
 
-  comm->peers = calloc((size_t)nranks, sizeof(*comm->peers));
-  if (!comm->peers) {
-    r = SC_ERR(SC_ERR_NOMEM, "peer table of %d ranks", nranks);
+  /* Every rank's whole record, until the transports have copied their
+   * addresses and the kept table is made of it. */
+  all = calloc((size_t)nranks, sizeof(*all));
+  if (!all) {
+    r = SC_ERR(SC_ERR_NOMEM, "peer records of %d ranks", nranks);
     goto fail;
   }
   sc_watch_hooks_t hooks;
@@ -281,17 +284,18 @@ sc_result_t sc_comm_create_child(sc_comm_t **out, int nranks, int rank, const sc
                                 &comm->watch, me.watch_addr),
                 r, fail);
   SC_INFO(SC_SUBSYS_INIT, "rank %d of %d: bootstrapping", rank, nranks);
-  SC_CHECK_GOTO(sc_bootstrap_exchange(&root, secret, rank, nranks, &me, sizeof(me), comm->peers,
+  SC_CHECK_GOTO(sc_bootstrap_exchange(&root, secret, rank, nranks, &me, sizeof(me), all,
                                       comm->cfg.timeout_ms),
                 r, fail);
   for (int i = 0; i < nranks; i++) {
-    comm->peers[i].hostname[sizeof(me.hostname) - 1] = '\0';
-    comm->peers[i].boot_id[sizeof(me.boot_id) - 1] = '\0';
+    all[i].hostname[sizeof(me.hostname) - 1] = '\0';
+    all[i].boot_id[sizeof(me.boot_id) - 1] = '\0';
   }
-  SC_CHECK_GOTO(sc_auto_decide(comm, &alt, &addr_off), r, fail);
-  SC_CHECK_GOTO(
-      comm->tpops->connect_all(comm->tp, comm->peers->tp_addr + addr_off, sizeof(sc_peer_info_t)),
-      r, fail);
+  SC_CHECK_GOTO(sc_auto_decide(comm, all, &alt, &addr_off), r, fail);
+  SC_CHECK_GOTO(sc_comm_peers_keep(comm, all), r, fail);
+  SC_CHECK_GOTO(comm->tpops->connect_all(comm->tp, all->tp_addr + addr_off, sizeof(*all)), r, fail);
+  free(all);
+  all = NULL;
   SC_CHECK_GOTO(sc_watch_start(comm->watch), r, fail);
   sc_sched_init(&comm->ex.sched);
   SC_CHECK_GOTO(sc_board_init(comm), r, fail);
@@ -316,6 +320,7 @@ sc_result_t sc_comm_create_child(sc_comm_t **out, int nranks, int rank, const sc
   *out = comm;
   return SC_SUCCESS;
 fail:
+  free(all);
   if (alt) alt->ops->destroy(alt);
   sc_comm_free(comm);
   return r;

@@ -19,16 +19,28 @@
 #include "sparsecoll.h"
 #include "transport/transport.h"
 
+#define SC_HOSTNAME_LEN 64
+
 /* What every rank publishes at bootstrap. Fixed size: the root checks it. */
 typedef struct sc_peer_info {
   uint8_t tp_addr[SC_TP_ADDR_MAX];
-  char hostname[64];
+  char hostname[SC_HOSTNAME_LEN];
   char boot_id[40];
   int32_t pid;
   int32_t rank;
   uint32_t caps;          /* SC_TP_CAP_* (transport/registry.h): what auto may use here */
   uint8_t watch_addr[24]; /* a parent in the watch tree: its listener; [1]: "will connect" */
 } sc_peer_info_t;
+
+/* What a rank keeps of every rank's record after creation (lib/core/peers.c):
+ * the transports copied their addresses at connect_all, and the records'
+ * host names, a few distinct ones, are kept once each. The whole record
+ * (908 bytes) per rank was most of the memory that grew with the job. */
+typedef struct sc_peer {
+  int32_t pid;
+  uint32_t host; /* index into sc_comm_t's hosts */
+  uint8_t watch_addr[24];
+} sc_peer_t;
 
 /* The arguments of a sparse all-reduce (lib/sparse/sparse.c). */
 typedef struct sc_sparse_op {
@@ -274,7 +286,8 @@ struct sc_comm {
   sc_comm_config_t cfg;
   const sc_transport_ops_t *tpops;
   sc_transport_t *tp;
-  sc_peer_info_t *peers;
+  sc_peer_t *peers;               /* [nranks] (lib/core/peers.c) */
+  char (*hosts)[SC_HOSTNAME_LEN]; /* the distinct host names of peers' records */
 
   pthread_mutex_t lock; /* queue, state flags, error */
   pthread_cond_t queue_cv;
@@ -366,6 +379,14 @@ sc_result_t sc_sched_execute(sc_comm_t *comm, const sc_exec_args_t *a);
  * the communicator) unless it exists; NULL when create failed. Thread-safe. */
 void *sc_comm_ext(sc_comm_t *comm, sc_comm_ext_id_t id, void *(*create)(void),
                   void (*free_fn)(void *state));
+/* lib/core/peers.c: keeps of the exchanged records (nranks of them) what is
+ * used after creation: comm->peers and comm->hosts (replacing any it had). */
+sc_result_t sc_comm_peers_keep(sc_comm_t *comm, const sc_peer_info_t *all);
+void sc_comm_peers_free(sc_comm_t *comm);
+/* Rank r's host name from its record; "?" before the records are kept. */
+static inline const char *sc_comm_host(const sc_comm_t *comm, int r) {
+  return comm->peers && r >= 0 && r < comm->nranks ? comm->hosts[comm->peers[r].host] : "?";
+}
 /* lib/core/sym.c: frees the symmetric collectives' scratch. */
 struct sc_sym;
 void sc_sym_free(struct sc_sym *s);

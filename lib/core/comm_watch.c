@@ -42,8 +42,10 @@ static void sc_comm_hook_wake(void *ctx) {
 }
 
 static void sc_comm_hook_peer(void *ctx, int r, sc_watch_peer_t *out) {
-  const sc_peer_info_t *p = &((sc_comm_t *)ctx)->peers[r];
-  out->host = p->hostname;
+  const sc_comm_t *comm = ctx;
+  static const sc_peer_t none; /* before the records are kept */
+  const sc_peer_t *p = comm->peers && r >= 0 && r < comm->nranks ? &comm->peers[r] : &none;
+  out->host = sc_comm_host(comm, r);
   out->pid = (int)p->pid;
   out->watch_addr = p->watch_addr;
 }

@@ -344,7 +344,7 @@ static sc_result_t devar_status(const sc_comm_t *comm, const sc_devar_t *v) {
   uint32_t st = __atomic_load_n((const uint32_t *)(uintptr_t)&v->pinned[1], __ATOMIC_ACQUIRE);
   if (st == 0) return SC_SUCCESS;
   int peer = (int)(st & 0xffffu);
-  const char *host = comm->peers && peer < comm->nranks ? comm->peers[peer].hostname : "?";
+  const char *host = sc_comm_host(comm, peer);
   if ((st & SC_IPCAR_ST_KIND) == SC_IPCAR_ST_ABORTED)
     return SC_ERR(SC_ERR_ABORTED, "rank %d: the all-reduce kernel stopped waiting for rank %d (%s)",
                   comm->rank, peer, host);

@@ -154,7 +154,7 @@ sc_result_t sc_exec_progress(sc_exec_ctx_t *c, int peer, size_t bytes, const cha
                   "no progress for %d ms (SC_TIMEOUT_MS) while waiting to %s, step %zu of %zu",
                   comm->cfg.timeout_ms, dir, c->step + 1, c->a->sched->nsteps);
   if (left <= 0) {
-    const char *host = (peer >= 0 && comm->peers) ? comm->peers[peer].hostname : "?";
+    const char *host = sc_comm_host(comm, peer);
     return SC_ERR(SC_ERR_TIMEOUT,
                   "no progress for %d ms (SC_TIMEOUT_MS) while waiting to %s %zu bytes %s rank "
                   "%d (%s), step %zu of %zu",
@@ -196,12 +196,10 @@ sc_result_t sc_exec_req_failed(const sc_comm_t *comm, const sc_tp_req_t *req, in
     return req->status != SC_SUCCESS ? req->status
                                      : SC_ERR(SC_ERR_REMOTE, "request to rank %d failed", peer);
   if (!req) req = sc_exec_mismatched(comm);
-  const char *me = comm->peers ? comm->peers[comm->rank].hostname : "?";
+  const char *me = sc_comm_host(comm, comm->rank);
   char msg[SC_ERRMSG_MAX];
   if (req) {
-    const char *host = comm->peers && req->peer >= 0 && req->peer < comm->nranks
-                           ? comm->peers[req->peer].hostname
-                           : "?";
+    const char *host = sc_comm_host(comm, req->peer);
     sc_fp_msg_mismatch_text(msg, sizeof(msg), comm->rank, me, req->fp, req->peer, host,
                             req->peer_fp, comm->ex.fp_seq);
   } else {

@@ -284,7 +284,7 @@ sc_result_t sc_small_allgather_schedule(int nranks, int rank, size_t w, sc_sched
 
 static const char *sc_fp_host(const void *ctx, int r) {
   const sc_comm_t *comm = ctx;
-  return comm->peers ? comm->peers[r].hostname : "?";
+  return sc_comm_host(comm, r);
 }
 
 /* The exchange's state, made at the first operation; NULL on failure (with

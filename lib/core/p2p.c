@@ -173,7 +173,8 @@ void sc_p2p_peer_fail(sc_p2p_t *p, int peer, sc_result_t res, const char *why) {
   if (pp->dead) return;
   pp->dead = 1;
   pp->dead_res = res;
-  snprintf(pp->dead_msg, sizeof(pp->dead_msg), "%s", why);
+  free(pp->dead_msg);
+  pp->dead_msg = strndup(why, SC_ERRMSG_MAX / 2 - 1);
   if (res != SC_ERR_ABORTED && !pp->quiet)
     SC_WARN(SC_SUBSYS_COLL, "rank %d: %s", p->comm->rank, why);
   sc_p2p_entry_t *e;
@@ -500,7 +501,7 @@ void sc_p2p_start_op(sc_p2p_t *p, sc_p2p_op_t *op) {
     if (e)
       match_unexp(p, op, e->owner);
     else
-      sc_p2p_op_fail(p, op, pp->dead_res, pp->dead_msg);
+      sc_p2p_op_fail(p, op, pp->dead_res, sc_p2p_dead_msg(pp));
     return;
   }
   if (op->peer == p->comm->rank) {

@@ -75,7 +75,7 @@ typedef struct sc_p2p_peer {
   int used;        /* a message went either way: the transport connected the pair, and a
                       destroy says goodbye over it (a pair never used stays unconnected) */
   sc_result_t dead_res;
-  char dead_msg[SC_ERRMSG_MAX / 2];
+  char *dead_msg; /* why it died (allocated then: every rank keeps one entry per rank) */
   sc_p2p_list_t posted, unexp;
   sc_p2p_op_t *wait_cts, *wait_data;
   uint64_t next_id;
@@ -83,6 +83,10 @@ typedef struct sc_p2p_peer {
   sc_tp_req_t hreq;
   uint8_t hbuf[SC_P2P_HDR_BYTES];
 } sc_p2p_peer_t;
+
+static inline const char *sc_p2p_dead_msg(const sc_p2p_peer_t *pp) {
+  return pp->dead_msg ? pp->dead_msg : "failed (no memory for the reason)";
+}
 
 struct sc_p2p {
   sc_comm_t *comm;

@@ -43,7 +43,7 @@ static void scan_active(sc_p2p_t *p) {
     if (!op->final) continue; /* a rendezvous send waiting for its CTS */
     if (op->fail != SC_SUCCESS) {
       sc_p2p_peer_t *peer = &p->peers[op->peer];
-      sc_p2p_op_fail(p, op, op->fail, peer->dead ? peer->dead_msg : "failed");
+      sc_p2p_op_fail(p, op, op->fail, peer->dead ? sc_p2p_dead_msg(peer) : "failed");
     } else {
       sc_p2p_op_complete(op, SC_SUCCESS);
     }
@@ -485,6 +485,7 @@ void sc_p2p_free(sc_comm_t *comm) {
   pthread_mutex_destroy(&p->lock);
   pthread_mutex_destroy(&p->drive);
   pthread_cond_destroy(&p->cv);
+  for (int i = 0; p->peers && i < p->comm->nranks; i++) free(p->peers[i].dead_msg);
   free(p->peers);
   free(p);
   comm->p2p = NULL;

@@ -61,9 +61,9 @@ static void sc_op_prefix_error(sc_comm_t *comm, const sc_op_t *op, const char *s
   sc_error_get_detail(detail, sizeof(detail));
   char full[SC_ERRMSG_MAX];
   snprintf(full, sizeof(full), "rank %d of %d (%s), %s #%llu (count %zu, %s, %s, root %d)%s: %s",
-           comm->rank, comm->nranks, comm->peers ? comm->peers[comm->rank].hostname : "?",
-           sc_coll_name(op->coll), (unsigned long long)op->seq, op->count, sc_dtype_name(op->dtype),
-           sc_redop_name(op->op), op->root, stage, detail);
+           comm->rank, comm->nranks, sc_comm_host(comm, comm->rank), sc_coll_name(op->coll),
+           (unsigned long long)op->seq, op->count, sc_dtype_name(op->dtype), sc_redop_name(op->op),
+           op->root, stage, detail);
   sc_error_set_detail(full);
 }
 

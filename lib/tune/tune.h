@@ -86,10 +86,17 @@ sc_result_t sc_tune_predict_symmetric(const sc_link_model_t *m, sc_sched_gen_t g
  * kept), so that the candidates of one choice share one allocation: each
  * replay of P ranks allocating P schedules, which the C library handed back
  * to the system between candidates, made the allocations most of an 8-byte
- * choice at 4,096 ranks. Zero-initialise; free with sc_tune_scratch_free. */
+ * choice at 4,096 ranks. Each rank's schedule is built in `work` and copied
+ * into `pool`, end to end: s[i].steps points into the pool, s[i].cap is its
+ * nsteps. A schedule of its own per rank started at 64 steps (2 KiB) however
+ * few it held: 2 MiB of the process's peak at 1,024 ranks, for schedules of
+ * 10 to 40 steps. Zero-initialise; free with sc_tune_scratch_free. */
 typedef struct sc_tune_scratch {
-  sc_sched_t *s;
+  sc_sched_t *s; /* n headers; their steps are in pool */
   int n;
+  sc_sched_t work;
+  sc_step_t *pool;
+  size_t pool_cap; /* steps */
 } sc_tune_scratch_t;
 void sc_tune_scratch_free(sc_tune_scratch_t *t);
 /* sc_tune_predict_symmetric on t's schedules. */

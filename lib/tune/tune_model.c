@@ -274,9 +274,30 @@ int sc_tune_window(const sc_link_model_t *m, const sc_coll_args_t *a, int sym) {
 }
 
 void sc_tune_scratch_free(sc_tune_scratch_t *t) {
-  for (int i = 0; i < t->n; i++) sc_sched_free(&t->s[i]);
+  sc_sched_free(&t->work);
+  free(t->pool);
   free(t->s);
   *t = (sc_tune_scratch_t){0};
+}
+
+/* Rank i's schedule, built in t->work, appended to the pool at *used steps
+ * (its offset kept in t->s[i].cap until the pool has its final address). */
+static sc_result_t sc_tune_scratch_keep(sc_tune_scratch_t *t, int i, size_t *used) {
+  const sc_sched_t *w = &t->work;
+  if (*used + w->nsteps > t->pool_cap) {
+    size_t cap = t->pool_cap ? t->pool_cap : 1024;
+    while (cap < *used + w->nsteps) cap *= 2;
+    sc_step_t *pool = realloc(t->pool, cap * sizeof(*pool));
+    if (!pool) return SC_ERR(SC_ERR_NOMEM, "cost model schedules of %zu steps", cap);
+    t->pool = pool;
+    t->pool_cap = cap;
+  }
+  if (w->nsteps) memcpy(t->pool + *used, w->steps, w->nsteps * sizeof(*w->steps));
+  t->s[i] = *w;
+  t->s[i].steps = NULL;
+  t->s[i].cap = *used;
+  *used += w->nsteps;
+  return SC_SUCCESS;
 }
 
 /* The first w ranks' schedules replayed (w < p: a window, sc_tune_window). */
@@ -293,11 +314,18 @@ static sc_result_t sc_tune_predict_w(const sc_link_model_t *m, sc_sched_gen_t ge
   }
   sc_sched_t *scheds = t->s;
   sc_result_t r = SC_SUCCESS;
+  size_t used = 0;
   for (int i = 0; i < w && r == SC_SUCCESS; i++) {
     sc_coll_args_t ai = *a;
     ai.rank = i;
-    sc_sched_reset(&scheds[i]);
-    r = gen(&ai, &scheds[i]);
+    sc_sched_reset(&t->work);
+    r = gen(&ai, &t->work);
+    if (r == SC_SUCCESS) r = t->work.status;
+    if (r == SC_SUCCESS) r = sc_tune_scratch_keep(t, i, &used);
+  }
+  for (int i = 0; i < w && r == SC_SUCCESS; i++) {
+    scheds[i].steps = t->pool ? t->pool + scheds[i].cap : NULL;
+    scheds[i].cap = scheds[i].nsteps;
   }
   if (r == SC_SUCCESS)
     r = m->host_cores > 0 ? sc_tune_simulate_host(m, p, w, by_xor, a->elem_size, scheds, seconds)

@@ -107,7 +107,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   tp.base.nranks = 2;
   tp.peers = peers;
   sc_tcp_peer_t *p = &peers[1];
-  snprintf(p->name, sizeof(p->name), "rank 1 (fuzz)");
   wstream_t ws[MAX_SOCKS];
   memset(ws, 0, sizeof(ws));
   for (int k = 0; k < MAX_SOCKS; k++) ws[k].fd = -1;
@@ -301,6 +300,7 @@ out:
   }
   for (int k = 0; p->socks && k < nsocks; k++) free(p->socks[k].rq.v);
   free(p->socks);
+  sc_tcp_peer_release(p);
   for (int m = 0; m < nmsgs; m++) {
     free(bufs[m]);
     free(want[m]);

@@ -164,7 +164,7 @@ static void open_fabric(int p) {
     c->rank = r;
     c->nranks = p;
     c->cfg.timeout_ms = 10000;
-    c->peers = peers;
+    assert_int_equal(sc_comm_peers_keep(c, peers), SC_SUCCESS);
     c->tpops = &sc_loopback_transport;
     sc_tp_config_t cfg = {.rank = r, .nranks = p, .timeout_ms = 1000};
     size_t len = 0;
@@ -182,6 +182,7 @@ static void close_fabric(void) {
     c->tpops->cancel_all(c->tp, SC_ERR_ABORTED);
     c->tpops->destroy(c->tp);
     sc_exec_state_free(&c->ex);
+    sc_comm_peers_free(c);
     free(c);
     sc_sched_free(&ranks[r].sched);
   }

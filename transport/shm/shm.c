@@ -19,6 +19,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -79,6 +80,15 @@ void sc_shm_wake_peer(sc_shm_transport_t *tp, sc_shm_peer_t *p) {
   }
 }
 
+void sc_shm_peer_set_err(sc_shm_peer_t *p, const char *fmt, ...) {
+  if (!p->err) p->err = malloc(SC_SHM_ERR_LEN);
+  if (!p->err) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(p->err, SC_SHM_ERR_LEN, fmt, ap);
+  va_end(ap);
+}
+
 /* Marks the peer failed with the text and fails its requests; returns code
  * (SC_ERR_REMOTE, or SC_ERR_MISMATCH for the receive that met another
  * operation's message) with the text. */
@@ -91,8 +101,8 @@ static sc_result_t peer_fail_v(sc_shm_transport_t *tp, sc_shm_peer_t *p, sc_resu
   if (sc_shm_peer_queued(p))
     snprintf(pending, sizeof(pending), " while %d receive%s and %d send%s were pending", nr,
              nr == 1 ? "" : "s", ns, ns == 1 ? "" : "s");
-  snprintf(p->err, sizeof(p->err), "%s %s%s (seen by rank %d over shared memory)", p->name, what,
-           pending, tp->base.rank);
+  sc_shm_peer_set_err(p, "%s %s%s (seen by rank %d over shared memory)", p->name, what, pending,
+                      tp->base.rank);
   p->dead = 1;
   /* A peer never connected to (gone before it was, as at the end of a job
    * the point-to-point lane's goodbyes to ranks that left) is the caller's
@@ -104,10 +114,10 @@ static sc_result_t peer_fail_v(sc_shm_transport_t *tp, sc_shm_peer_t *p, sc_resu
   sc_shm_wake_peer(tp, p);
   fail_all_queues(tp, p, SC_ERR_REMOTE);
   if (quiet)
-    SC_INFO(SC_SUBSYS_SHM, "shm: %s", p->err);
+    SC_INFO(SC_SUBSYS_SHM, "shm: %s", sc_shm_peer_err(p));
   else
-    SC_WARN(SC_SUBSYS_SHM, "shm: %s", p->err);
-  return SC_ERR(code, "%s", p->err);
+    SC_WARN(SC_SUBSYS_SHM, "shm: %s", sc_shm_peer_err(p));
+  return SC_ERR(code, "%s", sc_shm_peer_err(p));
 }
 
 sc_result_t sc_shm_peer_fail(sc_shm_transport_t *tp, sc_shm_peer_t *p, const char *fmt, ...) {
@@ -500,7 +510,7 @@ static sc_result_t shm_isend(sc_transport_t *base, int peer, const void *buf, si
   sc_shm_peer_t *p = &tp->peers[peer];
   if (p->dead) {
     sc_shm_req_finish(req, SC_TP_REQ_ERROR, SC_ERR_REMOTE);
-    return SC_ERR(SC_ERR_REMOTE, "%s", p->err);
+    return SC_ERR(SC_ERR_REMOTE, "%s", sc_shm_peer_err(p));
   }
   if (!p->ready) {
     /* The pair's first post connects it (or asks the peer for its segment:
@@ -527,7 +537,7 @@ static sc_result_t shm_irecv(sc_transport_t *base, int peer, void *buf, size_t l
   sc_shm_peer_t *p = &tp->peers[peer];
   if (p->dead) {
     sc_shm_req_finish(req, SC_TP_REQ_ERROR, SC_ERR_REMOTE);
-    return SC_ERR(SC_ERR_REMOTE, "%s", p->err);
+    return SC_ERR(SC_ERR_REMOTE, "%s", sc_shm_peer_err(p));
   }
   if (!p->ready) {
     /* A receive only waits for the peer's first send to connect the pair
@@ -563,10 +573,10 @@ static void shm_cancel_all(sc_transport_t *base, sc_result_t why) {
      * blocked on this rank fail now, not at their timeout (as tcp does). */
     int failed = why != SC_ERR_ABORTED && why != SC_ERR_INVALID_ARG;
     if ((torn || failed) && !p->dead && p->local) {
-      snprintf(p->err, sizeof(p->err), "%s: shared-memory channel closed by rank %d after %s (%s)",
-               p->name, tp->base.rank,
-               torn ? "requests were cancelled mid-message" : "its communicator failed",
-               sc_strerror(why));
+      sc_shm_peer_set_err(p, "%s: shared-memory channel closed by rank %d after %s (%s)", p->name,
+                          tp->base.rank,
+                          torn ? "requests were cancelled mid-message" : "its communicator failed",
+                          sc_strerror(why));
       p->dead = 1;
       if (p->ready) {
         __atomic_store_n(&p->tx.ctl->closed, 1u, __ATOMIC_RELEASE);

@@ -42,7 +42,7 @@ sc_result_t sc_shm_board_peek(sc_transport_t *base, int peer, uint64_t seq, int6
   }
   sc_shm_peer_t *p = &tp->peers[peer];
   *data = NULL;
-  if (p->dead) return SC_ERR(SC_ERR_REMOTE, "%s", p->err);
+  if (p->dead) return SC_ERR(SC_ERR_REMOTE, "%s", sc_shm_peer_err(p));
   /* Lazy: the header page is mapped at the first look (or asked for). */
   if (!p->hdr) SC_CHECK(sc_shm_peer_attach(tp, p));
   if (!p->hdr && p->asked && now_ms && now_ms >= tp->next_service_ms) {

@@ -382,7 +382,7 @@ static void ask(sc_shm_transport_t *tp, sc_shm_peer_t *p) {
 }
 
 static sc_result_t get_peer(sc_shm_transport_t *tp, sc_shm_peer_t *p, int channels) {
-  if (p->dead) return SC_ERR(SC_ERR_REMOTE, "%s", p->err);
+  if (p->dead) return SC_ERR(SC_ERR_REMOTE, "%s", sc_shm_peer_err(p));
   if (p->asked) return SC_SUCCESS; /* the answer connects it */
   char path[64];
   snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)p->pid, (int)p->blob.seg_fd);

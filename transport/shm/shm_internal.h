@@ -306,7 +306,7 @@ typedef struct sc_shm_peer {
   int gone; /* exited or closed: drain the ring, then fail what is still queued */
   const char *gone_how;
   char name[128]; /* "rank 3 (host, pid 1234)" */
-  char err[384];
+  char *err;      /* why it failed (SC_SHM_ERR_LEN bytes), allocated then */
   pid_t pid;
   int pidfd; /* -1: liveness by kill(pid, 0) */
   int64_t next_check_ms;
@@ -336,6 +336,15 @@ typedef struct sc_shm_peer {
   int nsend, ncma, ndev, nrecv;
   int ncopy; /* receives from the peer whose device copy runs (in tp->dev->copies) */
 } sc_shm_peer_t;
+
+#define SC_SHM_ERR_LEN 384
+/* Sets the peer's error text (allocated on first use: every rank keeps an
+ * entry per rank of the job). */
+void sc_shm_peer_set_err(sc_shm_peer_t *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static inline const char *sc_shm_peer_err(const sc_shm_peer_t *p) {
+  return p->err ? p->err : "failed (no memory for the error text)";
+}
 
 typedef struct sc_shm_transport {
   sc_transport_t base;

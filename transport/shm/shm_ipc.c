@@ -379,7 +379,7 @@ sc_result_t sc_shm_dev_poll(sc_shm_transport_t *tp, int *moved) {
       sc_error_get_detail(detail, sizeof(detail));
       sc_shm_req_finish(r, SC_TP_REQ_ERROR, SC_ERR_REMOTE);
       sc_result_t f =
-          p->dead ? SC_ERR(SC_ERR_REMOTE, "%s", p->err)
+          p->dead ? SC_ERR(SC_ERR_REMOTE, "%s", sc_shm_peer_err(p))
                   : sc_shm_peer_fail(tp, p, "had its device message's copy fail: %.120s", detail);
       if (res == SC_SUCCESS) res = f;
       continue;

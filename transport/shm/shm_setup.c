@@ -270,6 +270,7 @@ void sc_shm_destroy(sc_transport_t *base) {
         munmap(p->hdr, p->hdr_len);
       }
       if (p->pidfd >= 0) close(p->pidfd);
+      free(p->err);
     }
   }
   if (tp->seg) munmap(tp->seg, tp->seg_len);

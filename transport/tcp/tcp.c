@@ -50,7 +50,7 @@ static sc_result_t post(sc_tcp_transport_t *tp, int peer, const void *buf, size_
   if (p->dead) {
     req->status = SC_ERR_REMOTE;
     __atomic_store_n(&req->state, (int)SC_TP_REQ_ERROR, __ATOMIC_RELEASE);
-    return SC_ERR(SC_ERR_REMOTE, "%s", p->err);
+    return SC_ERR(SC_ERR_REMOTE, "%s", sc_tcp_peer_err(p));
   }
   size_t stripe;
   int k = sc_tcp_stripes(len, p->nsocks, &stripe);
@@ -156,16 +156,18 @@ sc_result_t sc_tcp_peer_connected(sc_tcp_transport_t *tp, int peer) {
 sc_result_t sc_tcp_peer_setup_failed(sc_tcp_transport_t *tp, int peer, sc_result_t code,
                                      const char *fmt, ...) {
   sc_tcp_peer_t *p = &tp->peers[peer];
+  char text[SC_TCP_ERR_LEN];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(p->err, sizeof(p->err), fmt, ap);
+  vsnprintf(text, sizeof(text), fmt, ap);
   va_end(ap);
+  sc_tcp_peer_set_err(p, "%s", text);
   p->dead = 1;
   p->link = SC_TCP_LINK_NONE;
   sc_tcp_peer_close(p);
   sc_tcp_peer_cancel(tp, p, code == SC_ERR_TIMEOUT ? SC_ERR_TIMEOUT : SC_ERR_REMOTE);
-  SC_WARN(SC_SUBSYS_NET, "%s", p->err);
-  return SC_ERR(code, "%s", p->err);
+  SC_WARN(SC_SUBSYS_NET, "%s", sc_tcp_peer_err(p));
+  return SC_ERR(code, "%s", sc_tcp_peer_err(p));
 }
 
 /* Whether failure r of one peer is the one a pass reports rather than res,
@@ -417,7 +419,7 @@ sc_result_t sc_tcp_props(sc_transport_t *base, int a, int b, sc_tp_props_t *out)
   const sc_tcp_peer_t *pa = &tp->peers[a], *pb = &tp->peers[b];
   memset(out, 0, sizeof(*out));
   out->kind = SC_TP_KIND_NET;
-  out->locality = sc_tcp_same_host(&pa->addr, &pb->addr) ? SC_TP_SAME_HOST : SC_TP_OTHER_HOST;
+  out->locality = sc_tcp_same_host_packed(pa->addr, pb->addr) ? SC_TP_SAME_HOST : SC_TP_OTHER_HOST;
   out->receiver_spins = sc_tcp_spins(pb->host_ranks, pb->host_cpus);
   return SC_SUCCESS;
 }

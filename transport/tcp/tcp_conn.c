@@ -2,6 +2,7 @@
 /* TCP transport: endpoint creation, the poll sets, teardown. Connections
  * are made in tcp_setup.c (when) and tcp_connect.c (connect_all). */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,9 +71,6 @@ sc_result_t sc_tcp_create(const sc_tp_config_t *cfg, sc_transport_t **out, void 
     res = SC_ERR(SC_ERR_NOMEM, "tcp create: out of memory for %d peers", cfg->nranks);
     goto fail;
   }
-  for (int i = 0; i < cfg->nranks; i++) {
-    snprintf(tp->peers[i].name, sizeof(tp->peers[i].name), "rank %d", i);
-  }
   tp->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (tp->wake_fd < 0) {
     res = SC_ERR(SC_ERR_SYSTEM, "tcp create: eventfd: %s", strerror(errno));
@@ -113,8 +111,11 @@ sc_result_t sc_tcp_peer_init_socks(sc_tcp_transport_t *tp, int peer, int nsocks)
   free(p->socks);
   p->nsocks = 0;
   p->socks = calloc((size_t)nsocks, sizeof(*p->socks));
-  if (!p->socks)
-    return SC_ERR(SC_ERR_NOMEM, "tcp: out of memory for %d sockets to %s", nsocks, p->name);
+  if (!p->socks) {
+    char name[SC_TCP_NAME_LEN];
+    return SC_ERR(SC_ERR_NOMEM, "tcp: out of memory for %d sockets to %s", nsocks,
+                  sc_tcp_peer_name(tp, p, name));
+  }
   for (int k = 0; k < nsocks; k++) p->socks[k].fd = -1;
   p->nsocks = nsocks;
   return SC_SUCCESS;
@@ -172,6 +173,37 @@ void sc_tcp_peer_close(sc_tcp_peer_t *p) {
   }
 }
 
+void sc_tcp_peer_release(sc_tcp_peer_t *p) {
+  free(p->err);
+  p->err = NULL;
+}
+
+const char *sc_tcp_peer_name(const sc_tcp_transport_t *tp, const sc_tcp_peer_t *p,
+                             char buf[SC_TCP_NAME_LEN]) {
+  const int rank = (int)(p - tp->peers);
+  sc_sockaddr_t a;
+  char s[64];
+  if (p->addr[0] && sc_socket_addr_unpack(p->addr, &a) == SC_SUCCESS)
+    snprintf(buf, SC_TCP_NAME_LEN, "rank %d (%s)", rank, sc_socket_addr_str(&a, s, sizeof(s)));
+  else
+    snprintf(buf, SC_TCP_NAME_LEN, "rank %d", rank);
+  return buf;
+}
+
+void sc_tcp_peer_sockaddr(const sc_tcp_peer_t *p, sc_sockaddr_t *out) {
+  if (sc_socket_addr_unpack(p->addr, out) != SC_SUCCESS) memset(out, 0, sizeof(*out));
+}
+
+const char *sc_tcp_peer_set_err(sc_tcp_peer_t *p, const char *fmt, ...) {
+  if (!p->err) p->err = malloc(SC_TCP_ERR_LEN);
+  if (!p->err) return sc_tcp_peer_err(p);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(p->err, SC_TCP_ERR_LEN, fmt, ap);
+  va_end(ap);
+  return p->err;
+}
+
 void sc_tcp_destroy(sc_transport_t *base) {
   if (!base) return;
   sc_tcp_transport_t *tp = sc_tcp_of(base);
@@ -189,6 +221,7 @@ void sc_tcp_destroy(sc_transport_t *base) {
       free(p->socks[k].rq.v);
     }
     free(p->socks);
+    sc_tcp_peer_release(p);
   }
   if (tp->listen_fd >= 0) close(tp->listen_fd);
   if (tp->wake_fd >= 0) close(tp->wake_fd);

@@ -15,34 +15,28 @@
 #include "lib/base/log.h"
 #include "transport/tcp/tcp_internal.h"
 
-int sc_tcp_same_host(const sc_sockaddr_t *a, const sc_sockaddr_t *b) {
-  if (a->sa.ss_family != b->sa.ss_family) return 0;
-  if (a->sa.ss_family == AF_INET)
-    return ((const struct sockaddr_in *)&a->sa)->sin_addr.s_addr ==
-           ((const struct sockaddr_in *)&b->sa)->sin_addr.s_addr;
-  if (a->sa.ss_family == AF_INET6)
-    return memcmp(&((const struct sockaddr_in6 *)&a->sa)->sin6_addr,
-                  &((const struct sockaddr_in6 *)&b->sa)->sin6_addr, sizeof(struct in6_addr)) == 0;
-  return 0;
+/* The packed form (lib/base/socket.c): byte 0 the family (4 or 6), bytes 8..23
+ * the IP address, zero past an IPv4 one. */
+#define ADDR_FAMILY 0
+#define ADDR_IP     8
+
+int sc_tcp_same_host_packed(const uint8_t a[SC_SOCKET_ADDR_WIRE_LEN],
+                            const uint8_t b[SC_SOCKET_ADDR_WIRE_LEN]) {
+  return a[ADDR_FAMILY] != 0 && a[ADDR_FAMILY] == b[ADDR_FAMILY] &&
+         memcmp(a + ADDR_IP, b + ADDR_IP, SC_SOCKET_ADDR_WIRE_LEN - ADDR_IP) == 0;
 }
 
 /* Ranks advertising one address share a host (every rank counts the same
  * from the same table). Sorting the addresses keeps this O(P log P): at
  * thousands of ranks a pairwise count would cost more than the connections. */
 typedef struct addr_key {
-  const sc_sockaddr_t *a;
+  const uint8_t *a; /* packed */
   int rank;
 } addr_key_t;
 
-static int addr_cmp(const sc_sockaddr_t *a, const sc_sockaddr_t *b) {
-  if (a->sa.ss_family != b->sa.ss_family) return a->sa.ss_family < b->sa.ss_family ? -1 : 1;
-  if (a->sa.ss_family == AF_INET)
-    return memcmp(&((const struct sockaddr_in *)&a->sa)->sin_addr,
-                  &((const struct sockaddr_in *)&b->sa)->sin_addr, sizeof(struct in_addr));
-  if (a->sa.ss_family == AF_INET6)
-    return memcmp(&((const struct sockaddr_in6 *)&a->sa)->sin6_addr,
-                  &((const struct sockaddr_in6 *)&b->sa)->sin6_addr, sizeof(struct in6_addr));
-  return 0;
+static int addr_cmp(const uint8_t *a, const uint8_t *b) {
+  if (a[ADDR_FAMILY] != b[ADDR_FAMILY]) return a[ADDR_FAMILY] < b[ADDR_FAMILY] ? -1 : 1;
+  return memcmp(a + ADDR_IP, b + ADDR_IP, SC_SOCKET_ADDR_WIRE_LEN - ADDR_IP);
 }
 
 static int key_cmp(const void *x, const void *y) {
@@ -55,11 +49,11 @@ static sc_result_t count_host_ranks(sc_tcp_transport_t *tp) {
   int n = tp->base.nranks;
   addr_key_t *k = malloc((size_t)n * sizeof(*k));
   if (!k) return SC_ERR(SC_ERR_NOMEM, "tcp connect_all: out of memory for %d addresses", n);
-  for (int i = 0; i < n; i++) k[i] = (addr_key_t){.a = &tp->peers[i].addr, .rank = i};
+  for (int i = 0; i < n; i++) k[i] = (addr_key_t){.a = tp->peers[i].addr, .rank = i};
   qsort(k, (size_t)n, sizeof(*k), key_cmp);
   for (int lo = 0; lo < n;) {
     int hi = lo + 1;
-    while (hi < n && sc_tcp_same_host(k[lo].a, k[hi].a)) hi++;
+    while (hi < n && sc_tcp_same_host_packed(k[lo].a, k[hi].a)) hi++;
     for (int j = lo; j < hi; j++) tp->peers[k[j].rank].host_ranks = hi - lo;
     lo = hi;
   }
@@ -75,14 +69,12 @@ static sc_result_t read_addrs(sc_tcp_transport_t *tp, const void *addrs, size_t 
   for (int i = 0; i < tp->base.nranks; i++) {
     const uint8_t *b = tab + (size_t)i * stride;
     sc_tcp_peer_t *p = &tp->peers[i];
-    if (sc_wire_get_u32(b) != SC_TCP_BLOB_MAGIC ||
-        sc_socket_addr_unpack(b + 4, &p->addr) != SC_SUCCESS)
+    sc_sockaddr_t a;
+    if (sc_wire_get_u32(b) != SC_TCP_BLOB_MAGIC || sc_socket_addr_unpack(b + 4, &a) != SC_SUCCESS)
       return SC_ERR(SC_ERR_INVALID_ARG,
                     "tcp connect_all: address blob of rank %d is not a tcp address", i);
+    memcpy(p->addr, b + 4, SC_SOCKET_ADDR_WIRE_LEN);
     p->host_cpus = (int)sc_wire_get_u32(b + 4 + SC_SOCKET_ADDR_WIRE_LEN);
-    char a[64];
-    snprintf(p->name, sizeof(p->name), "rank %d (%s)", i,
-             sc_socket_addr_str(&p->addr, a, sizeof(a)));
   }
   /* Catches a table in the wrong order before it sends data to the wrong rank. */
   uint8_t mine[SC_SOCKET_ADDR_WIRE_LEN];

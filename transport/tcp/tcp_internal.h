@@ -115,14 +115,20 @@ typedef struct sc_tcp_peer {
   int64_t setup_deadline;        /* ms: the pair must be connected by then */
   sc_tp_req_t *pend, *pend_tail; /* posted before the pair was connected (u.tcp.next) */
   sc_tcp_sock_t *socks;
-  sc_sockaddr_t addr;
-  char name[96];  /* "rank 3 (127.0.0.1:40123)" for error texts */
+  /* Its listener as packed in its address blob (lib/base/socket.h), checked by
+   * connect_all; all zero before. Kept packed and the error text allocated
+   * when the peer fails: every rank holds one entry per rank of the job. */
+  uint8_t addr[SC_SOCKET_ADDR_WIRE_LEN];
   int host_cpus;  /* from its address blob */
   int host_ranks; /* ranks advertising its address: those sharing its host */
   uint32_t send_seq, recv_seq;
   int nsend, nrecv; /* pending requests (not segments) */
-  char err[320];
+  char *err;        /* why it failed (SC_TCP_ERR_LEN bytes), once dead */
 } sc_tcp_peer_t;
+
+/* Bytes of a failed peer's error text and of a peer's name. */
+#define SC_TCP_ERR_LEN  320
+#define SC_TCP_NAME_LEN 96
 
 typedef struct sc_tcp_transport {
   sc_transport_t base;
@@ -248,6 +254,22 @@ sc_result_t sc_tcp_pollset_reserve(sc_tcp_transport_t *tp, size_t n);
 /* Rebuilds wait()'s set from the connected peers (progress thread). */
 sc_result_t sc_tcp_wset_rebuild(sc_tcp_transport_t *tp);
 void sc_tcp_peer_close(sc_tcp_peer_t *p);
+/* Frees what a peer entry holds besides its sockets (its error text). */
+void sc_tcp_peer_release(sc_tcp_peer_t *p);
+/* The peer's name for error texts, "rank 3 (127.0.0.1:40123)" ("rank 3" before
+ * connect_all read its address), in buf of SC_TCP_NAME_LEN bytes. */
+const char *sc_tcp_peer_name(const sc_tcp_transport_t *tp, const sc_tcp_peer_t *p,
+                             char buf[SC_TCP_NAME_LEN]);
+/* The peer's listener unpacked (connect_all checked it). */
+void sc_tcp_peer_sockaddr(const sc_tcp_peer_t *p, sc_sockaddr_t *out);
+/* Sets the peer's error text (allocated on first use); returns it, or a
+ * fixed text when there is no memory for it. */
+const char *sc_tcp_peer_set_err(sc_tcp_peer_t *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The error text of a failed peer ("failed" when none could be kept). */
+static inline const char *sc_tcp_peer_err(const sc_tcp_peer_t *p) {
+  return p->err ? p->err : "failed (no memory for the error text)";
+}
 
 /* tcp.c: the pair's sockets are all established; places its waiting
  * requests. Errors fail the peer. */
@@ -285,7 +307,9 @@ void sc_tcp_setup_waiting(sc_tcp_transport_t *tp, int peer);
 sc_result_t sc_tcp_setup_timeout_error(sc_tcp_transport_t *tp);
 sc_result_t sc_tcp_connect_all(sc_transport_t *tp, const void *addrs, size_t stride);
 sc_result_t sc_tcp_props(sc_transport_t *tp, int a, int b, sc_tp_props_t *out);
-/* The same IP address (the port aside). */
-int sc_tcp_same_host(const sc_sockaddr_t *a, const sc_sockaddr_t *b);
+/* The same IP address (the port aside), of two packed addresses (lib/base/socket.h's
+ * wire form). */
+int sc_tcp_same_host_packed(const uint8_t a[SC_SOCKET_ADDR_WIRE_LEN],
+                            const uint8_t b[SC_SOCKET_ADDR_WIRE_LEN]);
 
 #endif

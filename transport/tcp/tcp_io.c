@@ -111,13 +111,14 @@ static sc_result_t peer_fail_v(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, int soc
              plural(p->nsend, "send was", "sends were"));
   char where[48] = "";
   if (p->nsocks > 1) snprintf(where, sizeof(where), "socket %d of %d, ", sock, p->nsocks);
-  snprintf(p->err, sizeof(p->err), "%s %s%s (%sseen by rank %d)", p->name, what, pending, where,
-           tp->base.rank);
+  char name[SC_TCP_NAME_LEN];
+  sc_tcp_peer_set_err(p, "%s %s%s (%sseen by rank %d)", sc_tcp_peer_name(tp, p, name), what,
+                      pending, where, tp->base.rank);
   p->dead = 1;
   sc_tcp_peer_close(p);
   peer_fail_all(p, SC_ERR_REMOTE);
-  SC_WARN(SC_SUBSYS_NET, "tcp: %s", p->err);
-  return SC_ERR(code, "%s", p->err);
+  SC_WARN(SC_SUBSYS_NET, "tcp: %s", sc_tcp_peer_err(p));
+  return SC_ERR(code, "%s", sc_tcp_peer_err(p));
 }
 
 sc_result_t sc_tcp_peer_fail(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, int sock, const char *fmt,
@@ -365,9 +366,11 @@ void sc_tcp_peer_cancel(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, sc_result_t wh
   if (!torn && !failed) return;
   /* Half a message on the wire leaves the streams out of step with the
    * peer's: the connection cannot carry anything after it. */
-  snprintf(p->err, sizeof(p->err), "%s: connection closed by rank %d after %s (%s)", p->name,
-           tp->base.rank, torn ? "requests were cancelled mid-message" : "its communicator failed",
-           sc_strerror(why));
+  char name[SC_TCP_NAME_LEN];
+  sc_tcp_peer_set_err(p, "%s: connection closed by rank %d after %s (%s)",
+                      sc_tcp_peer_name(tp, p, name), tp->base.rank,
+                      torn ? "requests were cancelled mid-message" : "its communicator failed",
+                      sc_strerror(why));
   p->dead = 1;
   sc_tcp_peer_close(p);
 }

@@ -168,15 +168,19 @@ static sc_result_t setup_established(sc_tcp_transport_t *tp, sc_setup_conn_t *c,
   tp->npeers_connected++;
   waiting_remove(tp->setup, peer);
   *changed = 1;
+  char name[SC_TCP_NAME_LEN];
   SC_TRACE(SC_SUBSYS_NET, "tcp: rank %d connected with %s over %d sockets (%s)", tp->base.rank,
-           p->name, p->nsocks, p->link == SC_TCP_LINK_OUT ? "it connected" : "the peer connected");
+           sc_tcp_peer_name(tp, p, name), p->nsocks,
+           p->link == SC_TCP_LINK_OUT ? "it connected" : "the peer connected");
   return sc_tcp_peer_connected(tp, peer);
 }
 
 static sc_result_t setup_start_connect(sc_tcp_transport_t *tp, sc_setup_conn_t *c) {
   sc_tcp_peer_t *p = &tp->peers[c->peer];
   c->attempts++;
-  int fd = socket(p->addr.sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  sc_sockaddr_t addr;
+  sc_tcp_peer_sockaddr(p, &addr);
+  int fd = socket(addr.sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return SC_ERR(SC_ERR_SYSTEM, "tcp: socket(): %s", strerror(errno));
   sc_result_t r = sc_socket_set_bufsize(fd, tp->sockbuf);
   if (r == SC_SUCCESS) r = sc_socket_set_nodelay(fd);
@@ -185,7 +189,7 @@ static sc_result_t setup_start_connect(sc_tcp_transport_t *tp, sc_setup_conn_t *
     return r;
   }
   c->fd = fd;
-  int err = connect(fd, (const struct sockaddr *)&p->addr.sa, p->addr.len) == 0 ? 0 : errno;
+  int err = connect(fd, (const struct sockaddr *)&addr.sa, addr.len) == 0 ? 0 : errno;
   if (err == 0) {
     c->state = SC_SETUP_SEND_HELLO;
   } else if (err == EINPROGRESS || err == EINTR) {
@@ -194,8 +198,9 @@ static sc_result_t setup_start_connect(sc_tcp_transport_t *tp, sc_setup_conn_t *
     setup_retry(c, err);
   } else {
     setup_close(c);
-    return SC_ERR(SC_ERR_SYSTEM, "tcp: rank %d connecting to %s: %s", tp->base.rank, p->name,
-                  strerror(err));
+    char name[SC_TCP_NAME_LEN];
+    return SC_ERR(SC_ERR_SYSTEM, "tcp: rank %d connecting to %s: %s", tp->base.rank,
+                  sc_tcp_peer_name(tp, p, name), strerror(err));
   }
   return SC_SUCCESS;
 }
@@ -222,12 +227,12 @@ static int setup_io(sc_setup_conn_t *c, int sending, int *err) {
 static sc_result_t setup_fail_out(sc_tcp_transport_t *tp, sc_setup_conn_t *c, int err,
                                   const char *when) {
   sc_tcp_peer_t *p = &tp->peers[c->peer];
-  char text[300];
+  char text[300], name[SC_TCP_NAME_LEN];
   snprintf(text, sizeof(text),
            "tcp: %s %s while rank %d %s on socket %d of %d (does it use the same secret and "
            "nranks=%d?)",
-           p->name, err ? strerror(err) : "closed the connection", tp->base.rank, when, c->sock,
-           p->nsocks, tp->base.nranks);
+           sc_tcp_peer_name(tp, p, name), err ? strerror(err) : "closed the connection",
+           tp->base.rank, when, c->sock, p->nsocks, tp->base.nranks);
   return peer_fails(tp, c->peer, SC_ERR_REMOTE, text);
 }
 
@@ -242,9 +247,9 @@ static sc_result_t setup_on_out(sc_tcp_transport_t *tp, sc_setup_conn_t *c, int 
       setup_retry(c, err);
       return SC_SUCCESS;
     } else {
-      char text[200];
+      char text[200], name[SC_TCP_NAME_LEN];
       snprintf(text, sizeof(text), "tcp: rank %d connecting to %s: %s", tp->base.rank,
-               tp->peers[c->peer].name, strerror(err));
+               sc_tcp_peer_name(tp, &tp->peers[c->peer], name), strerror(err));
       return peer_fails(tp, c->peer, SC_ERR_SYSTEM, text);
     }
   }
@@ -276,11 +281,12 @@ static sc_result_t setup_on_out(sc_tcp_transport_t *tp, sc_setup_conn_t *c, int 
     if (!sc_tcp_ack_valid(c->buf, c->peer, tp->base.rank, c->sock)) {
       uint32_t magic = sc_wire_get_u32(c->buf), from = sc_wire_get_u32(c->buf + 4),
                to = sc_wire_get_u32(c->buf + 8), sock = sc_wire_get_u32(c->buf + 12);
-      char text[300];
+      char text[300], name[SC_TCP_NAME_LEN];
       snprintf(text, sizeof(text),
                "tcp: %s answered rank %d's hello on socket %d with a malformed ack (magic "
                "0x%08x, from %u, to %u, socket %u)",
-               tp->peers[c->peer].name, tp->base.rank, c->sock, magic, from, to, sock);
+               sc_tcp_peer_name(tp, &tp->peers[c->peer], name), tp->base.rank, c->sock, magic, from,
+               to, sock);
       return peer_fails(tp, c->peer, SC_ERR_REMOTE, text);
     }
     return setup_established(tp, c, changed);
@@ -363,7 +369,7 @@ static const char *hello_check(sc_tcp_transport_t *tp, sc_setup_conn_t *c, char 
   int from = (int)m.from, sock = (int)m.sock, nsocks = (int)m.nsocks;
   sc_tcp_peer_t *p = &tp->peers[from];
   if (p->dead) {
-    snprintf(why, whylen, "rank %d failed before (%s)", from, p->err);
+    snprintf(why, whylen, "rank %d failed before (%s)", from, sc_tcp_peer_err(p));
     return why;
   }
   if (p->link == SC_TCP_LINK_OUT) {
@@ -582,7 +588,9 @@ sc_result_t sc_tcp_setup_timeout_error(sc_tcp_transport_t *tp) {
     missing++;
     if (used + 140 >= sizeof(list)) continue;
     char a[64], what[120];
-    sc_socket_addr_str(&p->addr, a, sizeof(a));
+    sc_sockaddr_t addr;
+    sc_tcp_peer_sockaddr(p, &addr);
+    sc_socket_addr_str(&addr, a, sizeof(a));
     describe_pair(tp, i, what, sizeof(what));
     used += (size_t)snprintf(list + used, sizeof(list) - used, "%srank %d (%s: %s)",
                              missing > 1 ? ", " : "", i, a, what);
@@ -621,10 +629,10 @@ sc_result_t sc_tcp_setup_tick(sc_tcp_transport_t *tp, int64_t *wake_at) {
       if (p->setup_deadline < *wake_at) *wake_at = p->setup_deadline;
       continue;
     }
-    char what[120], text[300];
+    char what[120], text[300], name[SC_TCP_NAME_LEN];
     describe_pair(tp, peer, what, sizeof(what));
     snprintf(text, sizeof(text), "tcp: rank %d: connecting with %s timed out after %d ms (%s)",
-             tp->base.rank, p->name, tp->timeout_ms, what);
+             tp->base.rank, sc_tcp_peer_name(tp, p, name), tp->timeout_ms, what);
     sc_result_t r = peer_fails(tp, peer, SC_ERR_TIMEOUT, text);
     if (res == SC_SUCCESS) res = r;
     i = (size_t)-1;

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The peer table a rank keeps: of the records exchanged at bootstrap
+ * (sc_peer_info_t, 908 bytes each, most of it the transport address the
+ * transports copy at connect_all), the pid and the watch address per rank and
+ * the host name once per distinct host. Error texts, the watch and the
+ * fingerprint name peers by host and pid from it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/base/error.h"
+#include "lib/core/comm.h"
+
+typedef struct host_key {
+  const char *name;
+  int rank;
+} host_key_t;
+
+static int host_key_cmp(const void *x, const void *y) {
+  const host_key_t *a = x, *b = y;
+  int c = strcmp(a->name, b->name);
+  return c ? c : (a->rank > b->rank) - (a->rank < b->rank);
+}
+
+void sc_comm_peers_free(sc_comm_t *comm) {
+  free(comm->peers);
+  free(comm->hosts);
+  comm->peers = NULL;
+  comm->hosts = NULL;
+}
+
+sc_result_t sc_comm_peers_keep(sc_comm_t *comm, const sc_peer_info_t *all) {
+  const int n = comm->nranks;
+  /* Sorted by name, the distinct names are the runs: O(P log P) where
+   * comparing every record with every host seen could be P^2. */
+  host_key_t *k = malloc((size_t)n * sizeof(*k));
+  sc_peer_t *peers = calloc((size_t)n, sizeof(*peers));
+  if (!k || !peers) {
+    free(k);
+    free(peers);
+    return SC_ERR(SC_ERR_NOMEM, "peer table of %d ranks", n);
+  }
+  for (int i = 0; i < n; i++) k[i] = (host_key_t){.name = all[i].hostname, .rank = i};
+  qsort(k, (size_t)n, sizeof(*k), host_key_cmp);
+  int nhosts = 0;
+  for (int i = 0; i < n; i++) nhosts += i == 0 || strcmp(k[i].name, k[i - 1].name) != 0;
+  char(*hosts)[SC_HOSTNAME_LEN] = calloc((size_t)(nhosts ? nhosts : 1), sizeof(*hosts));
+  if (!hosts) {
+    free(k);
+    free(peers);
+    return SC_ERR(SC_ERR_NOMEM, "host names of %d ranks", n);
+  }
+  int h = -1;
+  for (int i = 0; i < n; i++) {
+    if (i == 0 || strcmp(k[i].name, k[i - 1].name) != 0) {
+      h++;
+      memcpy(hosts[h], k[i].name, SC_HOSTNAME_LEN - 1);
+    }
+    const sc_peer_info_t *p = &all[k[i].rank];
+    sc_peer_t *q = &peers[k[i].rank];
+    q->pid = p->pid;
+    q->host = (uint32_t)h;
+    memcpy(q->watch_addr, p->watch_addr, sizeof(q->watch_addr));
+  }
+  free(k);
+  sc_comm_peers_free(comm);
+  comm->peers = peers;
+  comm->hosts = hosts;
+  return SC_SUCCESS;
+}
