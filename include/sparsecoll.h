@@ -974,11 +974,11 @@ typedef enum sc_fusion_policy {
  *             (with density > 0) and ACPSGD (buckets holding a matrix) under the
  *             plan's all-reduce model T(m) = alpha + beta m, each mode priced as
  *             the worker runs it (ACP-SGD: one all-reduce of the factors, one of
- *             the other tensors) plus its own
- *             work, measured at plan time on every rank at once, the slowest
- *             rank's figures taken by all, so every rank chooses the same; buckets are planned over the dense bytes; the
- *             choices: sc_fusion_bucket_compress and, at SC_DEBUG=INFO, a line
- *             per bucket with the modelled times
+ *             the other tensors) plus its own work, measured at plan time on
+ *             every rank at once, the slowest rank's figures taken by all, so
+ *             every rank chooses the same; buckets are planned over the dense
+ *             bytes; the choices: sc_fusion_bucket_compress and, at
+ *             SC_DEBUG=INFO, a line per bucket with the modelled times
  * Device tensors: TOPK buckets run the device sc_gtopk_allreduce in place;
  * the other compressed buckets are staged through one host buffer (the size
  * of the largest such bucket, allocated at sc_fusion_plan): the worker copies
