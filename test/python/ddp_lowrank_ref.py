@@ -27,10 +27,10 @@ import torch.distributed as dist
 import torch.nn as nn
 
 import sparsecoll.torch  # noqa: F401
+from lowrank_ref import orth, seed_normals
 from sparsecoll.torch.hooks import ACPSGDState, PowerSGDState, acpsgd_hook, powersgd_hook
 
 STEPS, WARM, RANK, SEED = 9, 2, 2, 5
-MASK = (1 << 64) - 1
 torch.set_num_threads(1)
 dist.init_process_group("gloo")
 R, N = dist.get_rank(), dist.get_world_size()
@@ -41,35 +41,6 @@ checks = 0
 def fail(msg):
     print("rank %d of %d: FAIL %s" % (R, N, msg), file=sys.stderr)
     sys.exit(1)
-
-
-def splitmix64(s):
-    s = (s + 0x9E3779B97F4A7C15) & MASK
-    z = s
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
-    return s, z ^ (z >> 31)
-
-
-def seed_normals(n, seed):
-    out = np.zeros(n)
-    s = seed
-    for x in range(0, n, 2):
-        s, a = splitmix64(s)
-        s, b = splitmix64(s)
-        rad = np.sqrt(-2.0 * np.log(((a >> 11) + 1) * 2.0**-53))
-        th = 6.283185307179586 * ((b >> 11) * 2.0**-53)
-        out[x] = rad * np.cos(th)
-        if x + 1 < n:
-            out[x + 1] = rad * np.sin(th)
-    return out.astype(np.float32).astype(np.float64)
-
-
-def orth(a):
-    q, r = np.linalg.qr(a)
-    d = np.sign(np.diag(r))
-    d[d == 0] = 1
-    return q * d
 
 
 def net():
