@@ -103,6 +103,13 @@ sc_result_t sc_socket_addr_pack(const sc_sockaddr_t *a, uint8_t out[SC_SOCKET_AD
   return SC_SUCCESS;
 }
 
+int sc_socket_addr_ip_cmp(const uint8_t a[SC_SOCKET_ADDR_WIRE_LEN],
+                          const uint8_t b[SC_SOCKET_ADDR_WIRE_LEN]) {
+  if (a[0] != b[0]) return a[0] < b[0] ? -1 : 1;
+  /* Bytes 8..23: the IP address, zero past an IPv4 one (pack's layout). */
+  return memcmp(a + 8, b + 8, SC_SOCKET_ADDR_WIRE_LEN - 8);
+}
+
 sc_result_t sc_socket_addr_unpack(const uint8_t in[SC_SOCKET_ADDR_WIRE_LEN], sc_sockaddr_t *a) {
   uint16_t port = sc_wire_get_u16(in + 2);
   if (port == 0) return SC_ERR(SC_ERR_INVALID_ARG, "packed address has port 0");

@@ -57,6 +57,10 @@ sc_result_t sc_socket_read_all(int fd, void *buf, size_t n, int64_t deadline_ms,
 #define SC_SOCKET_ADDR_WIRE_LEN 24
 sc_result_t sc_socket_addr_pack(const sc_sockaddr_t *a, uint8_t out[SC_SOCKET_ADDR_WIRE_LEN]);
 sc_result_t sc_socket_addr_unpack(const uint8_t in[SC_SOCKET_ADDR_WIRE_LEN], sc_sockaddr_t *a);
+/* Orders two packed addresses by family, then IP address, the port aside
+ * (0: the same host's address). */
+int sc_socket_addr_ip_cmp(const uint8_t a[SC_SOCKET_ADDR_WIRE_LEN],
+                          const uint8_t b[SC_SOCKET_ADDR_WIRE_LEN]);
 /* sockaddr_storage (family set) -> sc_sockaddr_t with the right length. */
 sc_result_t sc_socket_addr_from_storage(const void *ss, sc_sockaddr_t *out);
 /* SO_SNDBUF and SO_RCVBUF; set before listen/connect so that the TCP window

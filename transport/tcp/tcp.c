@@ -419,7 +419,8 @@ sc_result_t sc_tcp_props(sc_transport_t *base, int a, int b, sc_tp_props_t *out)
   const sc_tcp_peer_t *pa = &tp->peers[a], *pb = &tp->peers[b];
   memset(out, 0, sizeof(*out));
   out->kind = SC_TP_KIND_NET;
-  out->locality = sc_tcp_same_host_packed(pa->addr, pb->addr) ? SC_TP_SAME_HOST : SC_TP_OTHER_HOST;
+  out->locality =
+      sc_socket_addr_ip_cmp(pa->addr, pb->addr) == 0 ? SC_TP_SAME_HOST : SC_TP_OTHER_HOST;
   out->receiver_spins = sc_tcp_spins(pb->host_ranks, pb->host_cpus);
   return SC_SUCCESS;
 }

@@ -15,17 +15,6 @@
 #include "lib/base/log.h"
 #include "transport/tcp/tcp_internal.h"
 
-/* The packed form (lib/base/socket.c): byte 0 the family (4 or 6), bytes 8..23
- * the IP address, zero past an IPv4 one. */
-#define ADDR_FAMILY 0
-#define ADDR_IP     8
-
-int sc_tcp_same_host_packed(const uint8_t a[SC_SOCKET_ADDR_WIRE_LEN],
-                            const uint8_t b[SC_SOCKET_ADDR_WIRE_LEN]) {
-  return a[ADDR_FAMILY] != 0 && a[ADDR_FAMILY] == b[ADDR_FAMILY] &&
-         memcmp(a + ADDR_IP, b + ADDR_IP, SC_SOCKET_ADDR_WIRE_LEN - ADDR_IP) == 0;
-}
-
 /* Ranks advertising one address share a host (every rank counts the same
  * from the same table). Sorting the addresses keeps this O(P log P): at
  * thousands of ranks a pairwise count would cost more than the connections. */
@@ -34,14 +23,9 @@ typedef struct addr_key {
   int rank;
 } addr_key_t;
 
-static int addr_cmp(const uint8_t *a, const uint8_t *b) {
-  if (a[ADDR_FAMILY] != b[ADDR_FAMILY]) return a[ADDR_FAMILY] < b[ADDR_FAMILY] ? -1 : 1;
-  return memcmp(a + ADDR_IP, b + ADDR_IP, SC_SOCKET_ADDR_WIRE_LEN - ADDR_IP);
-}
-
 static int key_cmp(const void *x, const void *y) {
   const addr_key_t *a = x, *b = y;
-  int c = addr_cmp(a->a, b->a);
+  int c = sc_socket_addr_ip_cmp(a->a, b->a);
   return c ? c : (a->rank > b->rank) - (a->rank < b->rank);
 }
 
@@ -53,7 +37,7 @@ static sc_result_t count_host_ranks(sc_tcp_transport_t *tp) {
   qsort(k, (size_t)n, sizeof(*k), key_cmp);
   for (int lo = 0; lo < n;) {
     int hi = lo + 1;
-    while (hi < n && sc_tcp_same_host_packed(k[lo].a, k[hi].a)) hi++;
+    while (hi < n && sc_socket_addr_ip_cmp(k[lo].a, k[hi].a) == 0) hi++;
     for (int j = lo; j < hi; j++) tp->peers[k[j].rank].host_ranks = hi - lo;
     lo = hi;
   }

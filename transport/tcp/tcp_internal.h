@@ -307,9 +307,5 @@ void sc_tcp_setup_waiting(sc_tcp_transport_t *tp, int peer);
 sc_result_t sc_tcp_setup_timeout_error(sc_tcp_transport_t *tp);
 sc_result_t sc_tcp_connect_all(sc_transport_t *tp, const void *addrs, size_t stride);
 sc_result_t sc_tcp_props(sc_transport_t *tp, int a, int b, sc_tp_props_t *out);
-/* The same IP address (the port aside), of two packed addresses (lib/base/socket.h's
- * wire form). */
-int sc_tcp_same_host_packed(const uint8_t a[SC_SOCKET_ADDR_WIRE_LEN],
-                            const uint8_t b[SC_SOCKET_ADDR_WIRE_LEN]);
 
 #endif
