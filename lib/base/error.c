@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lib/base/error.h"
@@ -53,4 +54,13 @@ void sc_error_get_detail(char *out, size_t len) {
 
 void sc_error_set_detail(const char *detail) {
   snprintf(sc_errbuf, sizeof(sc_errbuf), "%s", detail ? detail : "");
+}
+
+void sc_errtext_set(char **slot, size_t len, const char *fmt, ...) {
+  if (!*slot) *slot = malloc(len);
+  if (!*slot) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(*slot, len, fmt, ap);
+  va_end(ap);
 }

@@ -20,6 +20,16 @@ sc_result_t sc_error_set(sc_result_t code, const char *file, int line, const cha
 void sc_error_get_detail(char *out, size_t len);
 void sc_error_set_detail(const char *detail);
 
+/* A failed peer's reason, kept by the transports and the point-to-point lane:
+ * allocated (len bytes) when first set, since every rank keeps an entry per
+ * rank of the job and few ever fail. sc_errtext reads one back, with a fixed
+ * text when there was no memory for it. Free *slot with free(). */
+void sc_errtext_set(char **slot, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline const char *sc_errtext(const char *text) {
+  return text ? text : "failed (no memory for the error text)";
+}
+
 #define SC_CHECK(call)                                                                             \
   do {                                                                                             \
     sc_result_t sc_check_res_ = (call);                                                            \

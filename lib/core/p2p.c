@@ -173,8 +173,7 @@ void sc_p2p_peer_fail(sc_p2p_t *p, int peer, sc_result_t res, const char *why) {
   if (pp->dead) return;
   pp->dead = 1;
   pp->dead_res = res;
-  free(pp->dead_msg);
-  pp->dead_msg = strndup(why, SC_ERRMSG_MAX / 2 - 1);
+  sc_errtext_set(&pp->dead_msg, SC_ERRMSG_MAX / 2, "%s", why);
   if (res != SC_ERR_ABORTED && !pp->quiet)
     SC_WARN(SC_SUBSYS_COLL, "rank %d: %s", p->comm->rank, why);
   sc_p2p_entry_t *e;

@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "lib/base/error.h"
 #include "lib/core/p2p.h"
 #include "lib/core/p2p_match.h"
 
@@ -85,7 +86,7 @@ typedef struct sc_p2p_peer {
 } sc_p2p_peer_t;
 
 static inline const char *sc_p2p_dead_msg(const sc_p2p_peer_t *pp) {
-  return pp->dead_msg ? pp->dead_msg : "failed (no memory for the reason)";
+  return sc_errtext(pp->dead_msg);
 }
 
 struct sc_p2p {

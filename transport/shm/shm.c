@@ -80,15 +80,6 @@ void sc_shm_wake_peer(sc_shm_transport_t *tp, sc_shm_peer_t *p) {
   }
 }
 
-void sc_shm_peer_set_err(sc_shm_peer_t *p, const char *fmt, ...) {
-  if (!p->err) p->err = malloc(SC_SHM_ERR_LEN);
-  if (!p->err) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(p->err, SC_SHM_ERR_LEN, fmt, ap);
-  va_end(ap);
-}
-
 /* Marks the peer failed with the text and fails its requests; returns code
  * (SC_ERR_REMOTE, or SC_ERR_MISMATCH for the receive that met another
  * operation's message) with the text. */
@@ -101,8 +92,8 @@ static sc_result_t peer_fail_v(sc_shm_transport_t *tp, sc_shm_peer_t *p, sc_resu
   if (sc_shm_peer_queued(p))
     snprintf(pending, sizeof(pending), " while %d receive%s and %d send%s were pending", nr,
              nr == 1 ? "" : "s", ns, ns == 1 ? "" : "s");
-  sc_shm_peer_set_err(p, "%s %s%s (seen by rank %d over shared memory)", p->name, what, pending,
-                      tp->base.rank);
+  sc_errtext_set(&p->err, SC_SHM_ERR_LEN, "%s %s%s (seen by rank %d over shared memory)", p->name,
+                 what, pending, tp->base.rank);
   p->dead = 1;
   /* A peer never connected to (gone before it was, as at the end of a job
    * the point-to-point lane's goodbyes to ranks that left) is the caller's
@@ -573,10 +564,11 @@ static void shm_cancel_all(sc_transport_t *base, sc_result_t why) {
      * blocked on this rank fail now, not at their timeout (as tcp does). */
     int failed = why != SC_ERR_ABORTED && why != SC_ERR_INVALID_ARG;
     if ((torn || failed) && !p->dead && p->local) {
-      sc_shm_peer_set_err(p, "%s: shared-memory channel closed by rank %d after %s (%s)", p->name,
-                          tp->base.rank,
-                          torn ? "requests were cancelled mid-message" : "its communicator failed",
-                          sc_strerror(why));
+      sc_errtext_set(&p->err, SC_SHM_ERR_LEN,
+                     "%s: shared-memory channel closed by rank %d after %s (%s)", p->name,
+                     tp->base.rank,
+                     torn ? "requests were cancelled mid-message" : "its communicator failed",
+                     sc_strerror(why));
       p->dead = 1;
       if (p->ready) {
         __atomic_store_n(&p->tx.ctl->closed, 1u, __ATOMIC_RELEASE);

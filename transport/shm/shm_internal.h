@@ -58,6 +58,7 @@
 #include <sys/un.h>
 
 #include "kernels/devrt.h"
+#include "lib/base/error.h"
 #include "lib/base/yield.h"
 #include "transport/transport.h"
 
@@ -337,13 +338,9 @@ typedef struct sc_shm_peer {
   int ncopy; /* receives from the peer whose device copy runs (in tp->dev->copies) */
 } sc_shm_peer_t;
 
-#define SC_SHM_ERR_LEN 384
-/* Sets the peer's error text (allocated on first use: every rank keeps an
- * entry per rank of the job). */
-void sc_shm_peer_set_err(sc_shm_peer_t *p, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+#define SC_SHM_ERR_LEN 384 /* a failed peer's text (sc_errtext_set) */
 static inline const char *sc_shm_peer_err(const sc_shm_peer_t *p) {
-  return p->err ? p->err : "failed (no memory for the error text)";
+  return sc_errtext(p->err);
 }
 
 typedef struct sc_shm_transport {

@@ -161,7 +161,7 @@ sc_result_t sc_tcp_peer_setup_failed(sc_tcp_transport_t *tp, int peer, sc_result
   va_start(ap, fmt);
   vsnprintf(text, sizeof(text), fmt, ap);
   va_end(ap);
-  sc_tcp_peer_set_err(p, "%s", text);
+  sc_errtext_set(&p->err, SC_TCP_ERR_LEN, "%s", text);
   p->dead = 1;
   p->link = SC_TCP_LINK_NONE;
   sc_tcp_peer_close(p);

@@ -2,7 +2,6 @@
 /* TCP transport: endpoint creation, the poll sets, teardown. Connections
  * are made in tcp_setup.c (when) and tcp_connect.c (connect_all). */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,16 +191,6 @@ const char *sc_tcp_peer_name(const sc_tcp_transport_t *tp, const sc_tcp_peer_t *
 
 void sc_tcp_peer_sockaddr(const sc_tcp_peer_t *p, sc_sockaddr_t *out) {
   if (sc_socket_addr_unpack(p->addr, out) != SC_SUCCESS) memset(out, 0, sizeof(*out));
-}
-
-const char *sc_tcp_peer_set_err(sc_tcp_peer_t *p, const char *fmt, ...) {
-  if (!p->err) p->err = malloc(SC_TCP_ERR_LEN);
-  if (!p->err) return sc_tcp_peer_err(p);
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(p->err, SC_TCP_ERR_LEN, fmt, ap);
-  va_end(ap);
-  return p->err;
 }
 
 void sc_tcp_destroy(sc_transport_t *base) {

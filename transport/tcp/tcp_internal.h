@@ -49,6 +49,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/base/error.h"
 #include "lib/base/socket.h"
 #include "lib/base/wire.h"
 #include "lib/base/yield.h"
@@ -262,13 +263,9 @@ const char *sc_tcp_peer_name(const sc_tcp_transport_t *tp, const sc_tcp_peer_t *
                              char buf[SC_TCP_NAME_LEN]);
 /* The peer's listener unpacked (connect_all checked it). */
 void sc_tcp_peer_sockaddr(const sc_tcp_peer_t *p, sc_sockaddr_t *out);
-/* Sets the peer's error text (allocated on first use); returns it, or a
- * fixed text when there is no memory for it. */
-const char *sc_tcp_peer_set_err(sc_tcp_peer_t *p, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-/* The error text of a failed peer ("failed" when none could be kept). */
+/* The error text of a failed peer (lib/base/error.h's sc_errtext_set). */
 static inline const char *sc_tcp_peer_err(const sc_tcp_peer_t *p) {
-  return p->err ? p->err : "failed (no memory for the error text)";
+  return sc_errtext(p->err);
 }
 
 /* tcp.c: the pair's sockets are all established; places its waiting

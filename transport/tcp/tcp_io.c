@@ -112,8 +112,8 @@ static sc_result_t peer_fail_v(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, int soc
   char where[48] = "";
   if (p->nsocks > 1) snprintf(where, sizeof(where), "socket %d of %d, ", sock, p->nsocks);
   char name[SC_TCP_NAME_LEN];
-  sc_tcp_peer_set_err(p, "%s %s%s (%sseen by rank %d)", sc_tcp_peer_name(tp, p, name), what,
-                      pending, where, tp->base.rank);
+  sc_errtext_set(&p->err, SC_TCP_ERR_LEN, "%s %s%s (%sseen by rank %d)",
+                 sc_tcp_peer_name(tp, p, name), what, pending, where, tp->base.rank);
   p->dead = 1;
   sc_tcp_peer_close(p);
   peer_fail_all(p, SC_ERR_REMOTE);
@@ -367,10 +367,10 @@ void sc_tcp_peer_cancel(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, sc_result_t wh
   /* Half a message on the wire leaves the streams out of step with the
    * peer's: the connection cannot carry anything after it. */
   char name[SC_TCP_NAME_LEN];
-  sc_tcp_peer_set_err(p, "%s: connection closed by rank %d after %s (%s)",
-                      sc_tcp_peer_name(tp, p, name), tp->base.rank,
-                      torn ? "requests were cancelled mid-message" : "its communicator failed",
-                      sc_strerror(why));
+  sc_errtext_set(&p->err, SC_TCP_ERR_LEN, "%s: connection closed by rank %d after %s (%s)",
+                 sc_tcp_peer_name(tp, p, name), tp->base.rank,
+                 torn ? "requests were cancelled mid-message" : "its communicator failed",
+                 sc_strerror(why));
   p->dead = 1;
   sc_tcp_peer_close(p);
 }
