@@ -41,11 +41,13 @@
  *
  * Waking: a thread of a rank that is about to sleep counts itself in
  * `sleeping` in its own segment (the progress thread and the point-to-point
- * lane's waiting thread may both sleep) and polls an abstract unix datagram socket (its doorbell;
- * abstract names vanish with the process). A peer that changed something the sleeper may wait for
- * (tail, head, cma_done) sends one datagram only when it sees the flag set (a Dekker pair of
- * seq_cst fences makes the check race-free). `oncpu` says whether the owner runs, and where: a
- * waiter with more ranks than cores keeps looking while the peer it waits on runs on another core,
+ * lane's waiting thread may both sleep) and polls an abstract unix datagram
+ * socket (its doorbell; abstract names vanish with the process). A peer that
+ * changed something the sleeper may wait for (tail, head, cma_done) sends one
+ * datagram only when it sees the count nonzero (a Dekker pair of seq_cst
+ * fences makes the check race-free). `oncpu` says whether the owner runs, and
+ * where: a waiter with more ranks than cores keeps looking while the peer it
+ * waits on runs on another core,
  * and yields otherwise (shm.c, shm_progress). */
 #ifndef SC_SHM_INTERNAL_H
 #define SC_SHM_INTERNAL_H
@@ -365,7 +367,10 @@ typedef struct sc_shm_transport {
   int nasked;              /* local peers whose descriptor was asked for and has not come */
   int64_t next_service_ms; /* when the doorbell is next read for requests while awake */
   int npending;            /* requests queued on local peers */
-  int polls_plus1;         /* 1 + looks before the first yield; 0: not decided yet */
+  /* The host's local ranks fit its cores (set at connect_all). If not, the
+   * peer waited for is often not running, and looking again before yielding
+   * only delays it. */
+  int fits_cores;
   uint32_t oncpu;          /* what this rank last stored in hdr->oncpu while running */
   int clock_skips;         /* liveness passes left before the next one reads the clock */
   sc_yield_t yield;        /* whether spinning may yield the core now */
@@ -375,8 +380,7 @@ typedef struct sc_shm_transport {
   int *pfd_peer;
   sc_shm_dev_t *dev; /* created at the first device request */
   int db_pending;    /* atomic: sc_shm_wait saw the doorbell ring; progress reads it */
-  int woken;         /* atomic: wake() was called (sc_shm_wait's spin reads it) */
-  int wait_fits;     /* sc_shm_wait's thread only: 1 + whether local ranks fit the cores */
+  int woken;         /* atomic: wake() was called (sc_shm_wait's spin takes it) */
 } sc_shm_transport_t;
 
 static inline sc_shm_transport_t *sc_shm_of(sc_transport_t *tp) {

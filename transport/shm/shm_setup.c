@@ -215,7 +215,9 @@ sc_result_t sc_shm_connect_all(sc_transport_t *base, const void *addrs, size_t s
                      __ATOMIC_RELAXED);
   }
   if (!tp->lazy) SC_CHECK(sc_shm_connect_eager(tp, deadline));
-  sc_yield_init(&tp->yield, tp->nlocal + 1, (int)sysconf(_SC_NPROCESSORS_ONLN));
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  tp->fits_cores = cpus > 0 && tp->nlocal + 1 <= cpus;
+  sc_yield_init(&tp->yield, tp->nlocal + 1, (int)cpus);
   if (!tp->lazy) {
     close(tp->seg_fd);
     tp->seg_fd = -1;

@@ -102,16 +102,6 @@ static sc_result_t sleep_once(sc_shm_transport_t *tp, int timeout_ms, int *moved
   return res;
 }
 
-/* With more local ranks than cores the peer we wait for is often not
- * running: looking again before yielding only delays it. */
-static int polls_before_yield(sc_shm_transport_t *tp) {
-  if (tp->polls_plus1 == 0) {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    tp->polls_plus1 = 1 + (cpus > 0 && tp->nlocal + 1 <= cpus ? SC_SHM_POLLS_BEFORE_YIELD : 0);
-  }
-  return tp->polls_plus1 - 1;
-}
-
 /* A peer this rank waits on runs now on another CPU, so it may answer
  * within a microsecond or so; one that gave its core up (or shares ours)
  * answers only after a context switch, which a yield brings sooner. */
@@ -172,7 +162,7 @@ sc_result_t sc_shm_progress(sc_transport_t *base, int timeout_ms, int *progresse
        * context switches for none of the work). At P=4 on 2 cores, 8 B,
        * 1.06-1.18 context switches per rank and operation before, 0.45-
        * 0.86 with this (perf/README.md). */
-      int fits = polls_before_yield(tp) > 0;
+      const int fits = tp->fits_cores;
       /* One round of looks per wait, spent whenever the peer is seen
        * running: a peer busy with a long copy runs too, and looks after
        * every yield would take the core from the ranks that share it
@@ -231,19 +221,14 @@ void sc_shm_wait(sc_transport_t *base, int timeout_ms) {
   sc_shm_transport_t *tp = sc_shm_of(base);
   if (!tp || !tp->connected || tp->db_fd < 0 || timeout_ms <= 0) return;
   if (__atomic_load_n(&tp->db_pending, __ATOMIC_ACQUIRE)) return;
-  if (tp->wait_fits == 0) {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    tp->wait_fits = 1 + (cpus > 0 && tp->nlocal + 1 <= cpus);
-  }
   /* Where the local ranks fit the cores, look at the rings for spin_us first,
    * as progress does: a peer's answer then costs no doorbell (the peer rings
    * only a rank counted in `sleeping`) and no wake-up. */
-  if (tp->spin_us > 0 && tp->wait_fits == 2) {
-    __atomic_store_n(&tp->woken, 0, __ATOMIC_RELAXED);
+  if (tp->spin_us > 0 && tp->fits_cores) {
     const int64_t end = sc_now_us() + tp->spin_us;
     do {
       for (int i = 0; i < SC_SHM_POLLS_BEFORE_YIELD; i++) {
-        if (rings_news(tp) || __atomic_load_n(&tp->woken, __ATOMIC_ACQUIRE)) return;
+        if (rings_news(tp) || __atomic_exchange_n(&tp->woken, 0, __ATOMIC_ACQ_REL)) return;
         sc_cpu_relax();
       }
       /* The threads that share the cores (this rank's caller, the peer's)
