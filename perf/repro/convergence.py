@@ -23,6 +23,8 @@ import json
 import os
 import sys
 
+from cnn_task import cnn, data
+
 
 def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -80,22 +82,7 @@ def train(args):
     store = os.path.abspath(args.output) + ".store-" + port
     dist.init_process_group("sparsecoll", init_method="file://" + store, rank=rank, world_size=size)
 
-    def cnn(seed):
-        torch.manual_seed(seed)
-        return nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                             nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                             nn.Flatten(), nn.Linear(32 * 4 * 4, 64), nn.ReLU(), nn.Linear(64, 10))
-
-    # Ten classes, each a fixed random 16 x 16 pattern (entries of standard
-    # deviation 0.3) under unit Gaussian noise: a task the CNN learns in a few
-    # hundred steps, with room for the methods to differ on the way.
-    proto = torch.randn(10, 1, 16, 16, generator=torch.Generator().manual_seed(1234)) * 0.3
-
-    def batch(gen, n):
-        y = torch.randint(0, 10, (n,), generator=gen)
-        return proto[y] + torch.randn(n, 1, 16, 16, generator=gen), y
-
-    x_eval, y_eval = batch(torch.Generator().manual_seed(999), 512)
+    batch, x_eval, y_eval = data()
     loss_fn = nn.CrossEntropyLoss()
     out = {"ranks": size, "steps": args.steps, "batch_per_rank": args.batch, "lr": args.lr,
            "rank": args.rank, "start": args.start, "methods": {}}

@@ -22,6 +22,8 @@ for each method, the largest step of a grid after which 1500 steps bring
 import argparse
 import sys
 
+from cnn_task import cnn, data
+
 
 def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -37,6 +39,20 @@ def parse(argv):
     ap.add_argument("--every", type=int, default=50)
     ap.add_argument("--quadratic", action="store_true")
     return ap.parse_args(argv)
+
+
+def lowrank_step(method, call, m, p, q, orth):
+    """One call's factors (P, Q) of M (with the residual added), numpy or
+    torch alike: PowerSGD P = orth(M Q), Q = M^T P; ACP-SGD alternates
+    between P = M orth(Q) (even calls) and Q = M^T orth(P) (odd calls)."""
+    if method == "powersgd":
+        p = orth(m @ q)
+        return p, m.T @ p
+    if call % 2 == 0:
+        q = orth(q)
+        return m @ q, q
+    p = orth(p)
+    return p, m.T @ p
 
 
 class LowRank:
@@ -55,15 +71,7 @@ class LowRank:
 
     def __call__(self, g):
         m = g + self.e
-        if self.method == "powersgd":
-            self.p = self.orth(m @ self.q)
-            self.q = m.T @ self.p
-        elif self.calls % 2 == 0:
-            self.q = self.orth(self.q)
-            self.p = m @ self.q
-        else:
-            self.p = self.orth(self.p)
-            self.q = m.T @ self.p
+        self.p, self.q = lowrank_step(self.method, self.calls, m, self.p, self.q, self.orth)
         self.calls += 1
         out = self.p @ self.q.T
         if self.feedback:
@@ -77,17 +85,8 @@ def train(args):
     import torch.nn as nn
 
     torch.set_num_threads(1)
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                          nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                          nn.Flatten(), nn.Linear(32 * 4 * 4, 64), nn.ReLU(), nn.Linear(64, 10))
-    proto = torch.randn(10, 1, 16, 16, generator=torch.Generator().manual_seed(1234)) * 0.3
-
-    def batch(gen, n):
-        y = torch.randint(0, 10, (n,), generator=gen)
-        return proto[y] + torch.randn(n, 1, 16, 16, generator=gen), y
-
-    x_eval, y_eval = batch(torch.Generator().manual_seed(999), 512)
+    model = cnn(0)
+    batch, x_eval, y_eval = data()
     loss_fn = nn.CrossEntropyLoss()
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     gens = [torch.Generator().manual_seed(10 + r) for r in range(args.ranks)]
@@ -151,15 +150,7 @@ def quadratic():
                     out = g
                 else:
                     m = g + e
-                    if method == "powersgd":
-                        p = orth(m @ q)
-                        q = m.T @ p
-                    elif t % 2 == 0:
-                        q = orth(q)
-                        p = m @ q
-                    else:
-                        p = orth(p)
-                        q = m.T @ p
+                    p, q = lowrank_step(method, t, m, p, q, orth)
                     out = p @ q.T
                     e = m - out
                 w = w - lr * out

@@ -6,9 +6,9 @@
 # checked on every rank). Every rank's peak resident memory (VmHWM) at 256
 # ranks must stay within 25% of the largest at 16 ranks (the growth that what
 # a rank keeps per peer and the cost model's replay of every rank add) and
-# under 32 MiB. A memory bound, not a speed one: the script took 74 s on a
-# 2-core VM busy with other jobs, most of it the 256 ranks' creation. Skipped under SC_TEST_SAMPLE=1 (the
-# sanitizer runs: their allocators and shadow memory are another budget).
+# under 32 MiB: a memory bound, not a speed one. Skipped under
+# SC_TEST_SAMPLE=1 (the sanitizer runs: their allocators and shadow memory are
+# another budget).
 . "$top_srcdir/test/multi/lib.sh"
 export SC_TRANSPORT=tcp SC_CONNECT=lazy SC_TIMEOUT_MS=240000
 unset SC_ALGO
