@@ -186,7 +186,8 @@ typedef struct sc_request sc_request_t; /* opaque: one outstanding non-blocking 
 /* Makes a unique id and starts, in this process, the bootstrap root service
  * the ranks check in with: a background thread listening on a free port of
  * the interface SC_SOCKET_IFNAME names (default: one the library picks),
- * that lives until all ranks checked in or SC_TIMEOUT_MS passed. Call it in
+ * that lives until all ranks checked in or the bootstrap's limit passed
+ * (SC_BOOTSTRAP_TIMEOUT_MS, else SC_TIMEOUT_MS). Call it in
  * one process and ship *id to every rank before sc_comm_init_rank.
  * id: not NULL.
  * Errors: SC_ERR_INVALID_ARG (NULL id, a malformed SC_* setting);
@@ -211,9 +212,10 @@ sc_result_t sc_get_unique_id(sc_unique_id_t *id);
  * invalid id, ranks disagreeing on nranks or one rank checking in twice, a
  * malformed SC_* setting);
  * SC_ERR_UNSUPPORTED (SC_TRANSPORT names a transport this build lacks);
- * SC_ERR_TIMEOUT (not every rank checked in, or connection setup stalled,
- * within SC_TIMEOUT_MS); SC_ERR_REMOTE (the root refused this rank, e.g. a
- * wrong secret); SC_ERR_SYSTEM; SC_ERR_NOMEM.
+ * SC_ERR_TIMEOUT (not every rank checked in within SC_BOOTSTRAP_TIMEOUT_MS,
+ * else SC_TIMEOUT_MS; or connection setup stalled for SC_TIMEOUT_MS);
+ * SC_ERR_REMOTE (the root refused this rank, e.g. a wrong secret);
+ * SC_ERR_SYSTEM; SC_ERR_NOMEM.
  * Collective over the nranks processes. Any thread. */
 sc_result_t sc_comm_init_rank(sc_comm_t **comm, int nranks, sc_unique_id_t id, int rank);
 /* sc_comm_init_rank with rank, size and root address from the environment;

@@ -57,6 +57,7 @@ static const char *const compress_names[] = {"none", "topk", "powersgd", "acpsgd
  * --density. */
 typedef struct entry {
   int pol, compress, plus;
+  int seq; /* "+powersgd-seq": PowerSGD buckets one at a time */
   double density;
 } entry_t;
 static int any_rewrites; /* some entry compresses or sparsifies */
@@ -278,7 +279,8 @@ static const char *sparse_alias(int pol) {
 static const char *shown_name(const entry_t *e, int k) {
   static char shown[MAX_POLICIES][48];
   if (e->plus) { /* as -p spelt it */
-    snprintf(shown[k], sizeof(shown[k]), "%s+%s", pol_names[e->pol], compress_names[e->compress]);
+    snprintf(shown[k], sizeof(shown[k]), "%s+%s%s", pol_names[e->pol], compress_names[e->compress],
+             e->seq ? "-seq" : "");
     return shown[k];
   }
   const char *alias = e->density > 0 ? sparse_alias(e->pol) : NULL;
@@ -363,6 +365,22 @@ static sc_fusion_config_t replay_config(const entry_t *e) {
   return cfg;
 }
 
+/* Plans f for entry e: a "-seq" entry with SC_FUSION_PIPELINE=0, which the
+ * plan reads (the worker then runs low-rank buckets one at a time). */
+static sc_result_t plan_entry(sc_fusion_t *f, const entry_t *e) {
+  if (!e->seq) return sc_fusion_plan(f);
+  const char *was = getenv("SC_FUSION_PIPELINE");
+  char keep[16] = "";
+  if (was) snprintf(keep, sizeof(keep), "%s", was);
+  setenv("SC_FUSION_PIPELINE", "0", 1);
+  sc_result_t r = sc_fusion_plan(f);
+  if (was)
+    setenv("SC_FUSION_PIPELINE", keep, 1);
+  else
+    unsetenv("SC_FUSION_PIPELINE");
+  return r;
+}
+
 static result_t run_policy(const entry_t *e, const char *name, double compute_ms) {
   result_t res = {.policy = name, .compute_ms = compute_ms};
   sc_fusion_config_t cfg = replay_config(e);
@@ -375,7 +393,7 @@ static result_t run_policy(const entry_t *e, const char *name, double compute_ms
     CHECK(add_layer(f, l, &id));
   }
   double t0 = now_us();
-  CHECK(sc_fusion_plan(f));
+  CHECK(plan_entry(f, e));
   res.plan_ms = max_over_ranks(now_us() - t0) / 1e3;
   CHECK(sc_fusion_num_buckets(f, &res.buckets));
   /* Communication alone: every tensor ready at once, then wait for all. */
@@ -453,7 +471,7 @@ static void run_interleaved(const entry_t *sel, int nsel, double compute_ms, res
       CHECK(add_layer(fs[k], l, &id));
     }
     double t0 = now_us();
-    CHECK(sc_fusion_plan(fs[k]));
+    CHECK(plan_entry(fs[k], &sel[k]));
     res[k].plan_ms = max_over_ranks(now_us() - t0) / 1e3;
     CHECK(sc_fusion_num_buckets(fs[k], &res[k].buckets));
     int dear = waits_in_forward(sel[k].pol);
@@ -528,6 +546,8 @@ static void usage(FILE *f) {
   fprintf(f, " (default all); an entry\n"
              "                       POLICY+MODE travels as --compress MODE (topk and auto at\n"
              "                       --density, the others dense), so modes pair in one run;\n"
+             "                       +powersgd-seq: PowerSGD buckets one at a time\n"
+             "                       (SC_FUSION_PIPELINE=0), not overlapped;\n"
              "                       with --density also");
   for (int p = 0, n = 0; p < npol; p++)
     if (sparse_alias(p)) fprintf(f, "%s %s (= %s)", n++ ? "," : "", sparse_alias(p), pol_names[p]);
@@ -629,7 +649,16 @@ static int select_entries(entry_t *sel) {
     }
     if (nl_ < len) {
       e.plus = 1;
-      e.compress = compress_mode(s + nl_ + 1, len - nl_ - 1);
+      size_t ml = len - nl_ - 1;
+      if (ml > 4 && strncmp(s + nl_ + 1 + ml - 4, "-seq", 4) == 0) {
+        e.seq = 1;
+        ml -= 4;
+      }
+      e.compress = compress_mode(s + nl_ + 1, ml);
+      if (e.seq && e.compress != SC_COMPRESS_POWERSGD) {
+        fprintf(stderr, "-p: %.*s: -seq is for powersgd\n", (int)len, s);
+        exit(2);
+      }
       if (e.compress != SC_COMPRESS_TOPK && e.compress != SC_COMPRESS_AUTO) e.density = 0;
       if (e.compress == SC_COMPRESS_TOPK && !(opt.density > 0)) {
         fprintf(stderr, "-p: %.*s needs --density\n", (int)len, s);

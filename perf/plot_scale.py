@@ -8,11 +8,12 @@ rank count P (log2 axis), a line per library and transport.
 Panels: communicator creation (slowest rank, s), the first 1 MiB all-reduce
 (slowest rank, s), peak RSS per rank (VmHWM of the largest rank, MiB) and rank
 0's descriptors after the calls. Several CSV files are merged; where two give
-the same (library, transport, connect, P), the later file's row wins.
+the same (library, transport, connect, P), the later file's row wins; a job
+that failed or ran out of time (a row without values) is left out.
 --rss-from takes our rows' peak RSS (only that column) from another scale.csv,
 for a table whose memory was measured in a later run than its times.
 --extra adds the peak RSS and descriptors of a sc_scale_probe job run outside
-scale.sh (one JSON line per rank, as perf/README.md's 1,024-rank run over tcp)
+scale.sh (one JSON line per rank, as `sc-run -n P sc_scale_probe` prints over tcp)
 to the tcp line; its times are left out (another machine load). Prints one
 line per series."""
 import argparse
@@ -60,6 +61,8 @@ def main():
                 rows[k]["hwm_mib_max"] = r["hwm_mib_max"]
     series = {}
     for (lib, tp, conn, p), r in sorted(rows.items(), key=lambda kv: kv[0][3]):
+        if r["init_s_max"] == "":
+            continue  # the job failed or ran out of time: its row has no values
         name = ("ours" if lib == "sc" else "Open MPI") + ", " + tp + ("" if lib != "sc" else ", " + conn)
         series.setdefault(name, []).append(
             (p, float(r["init_s_max"]), float(r["ar1m_s_max"]), float(r["hwm_mib_max"]), int(r["fds_rank0"])))

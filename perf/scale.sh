@@ -16,11 +16,14 @@
 #
 # Usage (from a build directory, or with SC_BUILD=dir):
 #   scale.sh [--min P] [--max P] [--transports "tcp shm"] [--connect eager|lazy|eager,lazy]
-#            [--skip ours|mpi] [--timeout SEC] [--out DIR] [--netbed[=scnb-ID]]
+#            [--skip ours|mpi] [--timeout SEC] [--nofile N] [--out DIR] [--netbed[=scnb-ID]]
 # --min 16 and --max 1024 by default (powers of two from MIN); --connect sets
 # SC_CONNECT for ours (default: the library's default, shown as "default");
 # --timeout bounds each job (default 600 s; a job that runs out or fails shows
 # n/a and a '#' line says why, and the larger P of that row are skipped).
+# --nofile N runs each of our ranks under a descriptor limit of N, soft and
+# hard (sh's ulimit before the probe starts; Open MPI's ranks keep the
+# caller's limits).
 # --out DIR (default: a fresh temporary folder, printed) receives scale.md
 # (the table), scale.csv (one row per job) and the ranks' lines (*.jsonl).
 # --netbed runs on an sc-netbed emulated cluster instead (root; default bed
@@ -28,7 +31,8 @@
 # `sc-run --netbed` with SC_TRANSPORT=auto (shm inside a host, tcp between),
 # shown as transport "bed", Open MPI through bed_lib.sh's bed_mpirun.
 # Needs: mpicc/mpirun (apt-get install openmpi-bin libopenmpi-dev) for the
-# Open MPI rows; without them they are skipped with a '#' line.
+# Open MPI rows; without them they are skipped with a '#' line. Our ranks
+# run .libs/sc_scale_probe where sc_scale_probe is libtool's wrapper script.
 set -u
 minp=16
 maxp=1024
@@ -38,7 +42,8 @@ connects=""
 skip=","
 jobtimeout=600
 out=""
-usage() { sed -n '2,31p' "$0"; }
+nofile=""
+usage() { sed -n '2,35p' "$0"; }
 die() { echo "scale.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -48,6 +53,7 @@ while [ $# -gt 0 ]; do
   --connect) connects="$2"; shift 2 ;;
   --skip) skip=",$2,"; shift 2 ;;
   --timeout) jobtimeout="$2"; shift 2 ;;
+  --nofile) nofile="$2"; shift 2 ;;
   --out) out="$2"; shift 2 ;;
   --netbed) bed="${SC_NETBED:-scnb-0}"; shift ;;
   --netbed=*) bed="${1#--netbed=}"; shift ;;
@@ -59,6 +65,7 @@ done
 [ "$maxp" -ge "$minp" ] 2>/dev/null || die "--max must be an integer >= --min ($minp)"
 [ "$maxp" -le 4096 ] || die "--max $maxp: sc-run launches at most 4096 ranks"
 [ "$jobtimeout" -ge 1 ] 2>/dev/null || die "--timeout must be >= 1"
+[ -z "$nofile" ] || [ "$nofile" -ge 64 ] 2>/dev/null || die "--nofile must be an integer >= 64"
 for t in $transports; do
   case "$t" in tcp | shm) ;; *) die "--transports: expected tcp and/or shm, got '$t'" ;; esac
 done
@@ -92,6 +99,19 @@ if ! skipped ours; then
   for b in sc-run sc_scale_probe; do
     [ -x "$build/$b" ] || { note "ours: $build/$b not found (run from a build directory or set SC_BUILD)"; have_ours=0; }
   done
+fi
+# In a build with the shared library, $build/sc_scale_probe is libtool's
+# wrapper: a bash script that runs sed and then execs .libs/sc_scale_probe
+# with the build's library path. Starting P of them on 2 cores took longer
+# than the ranks' creation itself, and a rank's creation time counts the
+# wait for the last rank to start; the ranks run the program itself, as
+# Open MPI's do.
+probe=("$build/sc_scale_probe")
+probe_env=()
+if [ "$have_ours" = 1 ] && [ -x "$build/.libs/sc_scale_probe" ] &&
+  [ "$(head -c 2 "$build/sc_scale_probe")" = '#!' ]; then
+  probe=("$build/.libs/sc_scale_probe")
+  probe_env=(LD_LIBRARY_PATH="$build/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
 fi
 have_mpi=0
 if ! skipped mpi; then
@@ -149,9 +169,13 @@ run_job() {
   if [ "$lib" = sc ]; then
     local env=(SC_TRANSPORT="$tp") where=()
     [ "$tp" = bed ] && env=(SC_TRANSPORT=auto) where=(--netbed="$bed")
+    local prog=("${probe[@]}")
+    env+=("${probe_env[@]}")
     [ "$conn" != default ] && env+=(SC_CONNECT="$conn")
+    # shellcheck disable=SC2016 # $0 is the probe, expanded by the rank's sh
+    [ -n "$nofile" ] && prog=(sh -c "ulimit -Sn $nofile && ulimit -Hn $nofile && exec \"\$0\"" "${prog[@]}")
     env "${env[@]}" "$build/sc-run" "${where[@]}" -n "$p" --timeout "$jobtimeout" \
-      "$build/sc_scale_probe" >"$lines" 2>"$log"
+      "${prog[@]}" >"$lines" 2>"$log"
     st=$?
   elif [ "$tp" = bed ]; then
     bed_mpirun "$p" -- "$out/mpi_scale_probe" >"$lines" 2>"$log"

@@ -14,7 +14,8 @@
 # names other build directories (build-asan$SAN_SUFFIX, build-tsan$SAN_SUFFIX).
 # ASAN_TESTS limits the asan step to some tests (TESTS= of make check, or
 # "multi": every multi-rank script, the algorithm sweep over shm only;
-# default all of make check). Exit status:
+# default all of make check); SC_CHECK_JOBS how many of them at once
+# (default the cores + 1). Exit status:
 # 0 when every selected step passed.
 # All three configure --without-cuda: the sanitizers cannot see into the CUDA
 # runtime (test_cuda_host still runs the kernels' host-device code here).
@@ -26,6 +27,11 @@ abd=build-asan${SAN_SUFFIX:-}
 tbd=build-tsan${SAN_SUFFIX:-}
 status=0
 summary=""
+# ASan's tests run nproc + 1 at once, as in tools/test.sh (SC_CHECK_JOBS):
+# many multi-rank tests mostly wait, on peers, deadlines and the launcher.
+# TSan's stay at two: its few long scripts are 5-15x slower and hold
+# deadlines (peer death, the soak).
+jobs=${SC_CHECK_JOBS:-$(($(nproc) + 1))}
 note() {
   summary="$summary$1
 "
@@ -122,14 +128,14 @@ for step in $steps; do
     # not the dtype or every rank count.
     export VERBS_FAKE_SUITES=${VERBS_FAKE_SUITES-peer_death} SC_TEST_SAMPLE=1
     if [ -n "${ASAN_DIST_FROM:-}" ]; then
-      (cd "$from" && make -j2 distcheck ${tests:+TESTS="$tests"} TEST_TIMEOUT=1800 \
+      (cd "$from" && make -j"$jobs" distcheck ${tests:+TESTS="$tests"} TEST_TIMEOUT=1800 \
         DISTCHECK_CONFIGURE_FLAGS="$flags" >check.out 2>&1)
       rc=$?
       # distcheck removes its tree when it passes and keeps it when it fails.
       logs=$(ls -d "$from"/libsparsecoll-*/_build/sub 2>/dev/null | head -n 1)
     else
       (cd $abd && make -j2 >make.out 2>&1 &&
-        make -j2 check ${tests:+TESTS="$tests"} TEST_TIMEOUT=1800 >check.out 2>&1)
+        make -j"$jobs" check ${tests:+TESTS="$tests"} TEST_TIMEOUT=1800 >check.out 2>&1)
       rc=$?
       logs=$abd
     fi
@@ -166,14 +172,32 @@ for step in $steps; do
     # ranks (their worker thread against the caller's is the same on any count).
     tests=${TSAN_TESTS:-"test/multi/tcp-collectives.sh test/multi/shm-collectives.sh \
 test/multi/tcp-peer_death.sh test/soak/soak.sh test/multi/fusion.sh test/multi/tcp-p2p.sh"}
+    # The default set builds only what its scripts run (make check would
+    # build all 130 programs first, most of this stage's time: check-TESTS
+    # with the check_* lists emptied runs the tests alone); any other set
+    # builds everything.
+    progs=
+    if [ -z "${TSAN_TESTS:-}" ]; then
+      # What the scripts start ("$MR/prog", "$top_builddir/path"); each
+      # transport wrapper (tcp-NAME.sh, shm-NAME.sh) runs the script NAME.sh.
+      srcs=$(for t in $tests; do echo "$t" | sed -E 's#/(tcp|shm)-#/#'; done)
+      progs="libsparsecoll.la sc-run $(cd "$top" && grep -ho '$MR/[A-Za-z0-9_]*\|$top_builddir/[A-Za-z0-9_/.-]*' \
+        $srcs | sed 's|^$MR/|test/multi/|; s|^$top_builddir/||' | sort -u | tr '\n' ' ')"
+    fi
     [ "$tests" = all ] && tests="test/multi/tcp-collectives.sh test/multi/shm-collectives.sh \
 test/multi/tcp-allreduce_algos.sh test/multi/shm-allreduce_algos.sh \
 test/multi/tcp-peer_death.sh test/multi/shm-peer_death.sh \
 test/multi/tcp-env_launchers.sh test/multi/shm-env_launchers.sh test/soak/soak.sh \
 test/multi/fusion.sh test/multi/tcp-p2p.sh"
     start=$(date +%s)
-    (cd $tbd && make -j2 >make.out 2>&1 &&
-      SOAK_OPS=500 SC_TEST_SAMPLE=1 make -j2 check TESTS="$tests" TEST_TIMEOUT=1800 >check.out 2>&1)
+    if [ -n "$progs" ]; then
+      (cd $tbd && make -j2 $progs >make.out 2>&1 &&
+        SOAK_OPS=500 SC_TEST_SAMPLE=1 make -j2 check-TESTS TESTS="$tests" TEST_TIMEOUT=1800 \
+          check_PROGRAMS= check_LTLIBRARIES= check_SCRIPTS= >check.out 2>&1)
+    else
+      (cd $tbd && make -j2 >make.out 2>&1 &&
+        SOAK_OPS=500 SC_TEST_SAMPLE=1 make -j2 check TESTS="$tests" TEST_TIMEOUT=1800 >check.out 2>&1)
+    fi
     rc=$?
     res=$(grep -E '^# (TOTAL|PASS|FAIL|ERROR):' $tbd/check.out 2>/dev/null | tr '\n' ' ')
     if [ $rc -ne 0 ]; then

@@ -10,17 +10,26 @@
  * connects to every peer (its setup is all-to-all) and carries only the
  * remote ones. Each pair's props come from the child that carries it.
  *
- * Waiting on both at once: TCP's poll set is private to it, so while
- * shared-memory requests are pending the mux waits on the shm side (spin,
- * then doorbell) in slices of SC_MUX_SLICE_MS and polls TCP in between; with
- * only TCP requests pending, TCP's own poll sleeps for the whole timeout. */
+ * Waiting on both at once: while shared-memory requests are pending, the
+ * mux tries both children's I/O; where shared memory's local ranks fit the
+ * cores it then looks at both for up to SC_SPIN_US, yielding between
+ * looks, and otherwise sleeps in one poll on TCP's descriptors and shared
+ * memory's doorbell (announced to its peers as shm's own sleep is), so that
+ * a message on either wakes it at once. With only TCP requests pending,
+ * TCP's own poll sleeps for the whole timeout. A device copy, whose end
+ * rings no doorbell, is waited for on the shm side in slices of
+ * SC_MUX_SLICE_MS with TCP polled in between. */
+#include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/base/clock.h"
 #include "lib/base/error.h"
 #include "lib/base/log.h"
 #include "transport/registry.h"
 #include "transport/shm/shm_internal.h"
+#include "transport/tcp/tcp_internal.h"
 
 #define SC_MUX_MAGIC    0x53434d58u /* 'SCMX' */
 #define SC_MUX_TCP_OFF  8
@@ -36,6 +45,10 @@ typedef struct sc_mux_transport {
   sc_transport_t base;
   sc_transport_t *tcp; /* NULL when every peer is on this host */
   sc_transport_t *shm;
+  /* The sleep's poll set: shm's doorbell, then TCP's descriptors; grown,
+   * never per call. */
+  struct pollfd *pfds;
+  size_t pfds_cap;
 } sc_mux_transport_t;
 
 static inline sc_mux_transport_t *mux_of(sc_transport_t *tp) {
@@ -47,6 +60,7 @@ static void mux_destroy(sc_transport_t *tp) {
   if (!m) return;
   if (m->tcp) m->tcp->ops->destroy(m->tcp);
   if (m->shm) m->shm->ops->destroy(m->shm);
+  free(m->pfds);
   free(m);
 }
 
@@ -151,6 +165,82 @@ static sc_result_t prefer_mismatch(sc_transport_t *other, sc_result_t r, int *mo
   return r;
 }
 
+/* TCP's descriptors (*t, n of them) copied after room for the doorbell at
+ * m->pfds[0]. */
+static sc_result_t sleep_set(sc_mux_transport_t *m, struct pollfd **t, int *n) {
+  SC_CHECK(sc_tcp_sleep_set(m->tcp, t, n));
+  if ((size_t)*n + 1 > m->pfds_cap) {
+    size_t cap = (size_t)*n + 1 + 16;
+    struct pollfd *g = realloc(m->pfds, cap * sizeof(*g));
+    if (!g) return SC_ERR(SC_ERR_NOMEM, "mux: a poll set of %zu descriptors", cap);
+    m->pfds = g;
+    m->pfds_cap = cap;
+  }
+  memcpy(m->pfds + 1, *t, (size_t)*n * sizeof(**t));
+  return SC_SUCCESS;
+}
+
+/* Hands poll's results for TCP's n descriptors (m->pfds[1..n]) back to its
+ * set t. */
+static void tcp_polled(sc_mux_transport_t *m, struct pollfd *t, int n) {
+  for (int i = 0; i < n; i++) t[i].revents = m->pfds[i + 1].revents;
+  sc_tcp_slept(m->tcp);
+}
+
+/* The looks before a sleep (shm's own progress spins alike): shm's rings
+ * and a poll(0) of TCP's n descriptors (sleep_set's, valid throughout: only
+ * shm progresses here), yielding between rounds while yields keep the core
+ * (lib/base/yield.h). 1: either has something (*moved: shm moved), or *res
+ * failed. */
+static int spin_both(sc_mux_transport_t *m, struct pollfd *t, int n, int timeout_ms, int *moved,
+                     sc_result_t *res) {
+  sc_shm_transport_t *s = sc_shm_of(m->shm);
+  *res = SC_SUCCESS;
+  if (s->spin_us <= 0 || !s->fits_cores) return 0;
+  int64_t spin = (int64_t)timeout_ms * 1000 < s->spin_us ? (int64_t)timeout_ms * 1000 : s->spin_us;
+  int64_t now = sc_now_us(), end = now + spin;
+  do {
+    *res = m->shm->ops->progress(m->shm, 0, moved);
+    if (*moved || *res != SC_SUCCESS) return 1;
+    if (poll(m->pfds + 1, (nfds_t)n, 0) > 0) {
+      tcp_polled(m, t, n);
+      return 1;
+    }
+    if (!sc_yield_allowed(&s->yield, now)) break;
+    now = sc_yield_core(&s->yield, now);
+  } while (now < end);
+  return 0;
+}
+
+/* One poll on shm's doorbell and TCP's descriptors, at most timeout_ms and
+ * SC_SHM_CHECK_MS (shm's liveness checks run between sleeps; a local peer's
+ * exit is seen there, not by a pidfd in the poll). */
+static sc_result_t sleep_both(sc_mux_transport_t *m, int timeout_ms, int *moved) {
+  sc_result_t r = SC_SUCCESS;
+  int n = 0;
+  struct pollfd *t;
+  SC_CHECK(sleep_set(m, &t, &n));
+  if (spin_both(m, t, n, timeout_ms, moved, &r)) return r;
+  if (sc_shm_sleep_enter(m->shm, &m->pfds[0], moved, &r)) {
+    if (*moved || r != SC_SUCCESS) return r;
+    /* The doorbell rang already, or a device copy runs: shm's own wait. */
+    int p = 0;
+    r = m->shm->ops->progress(m->shm, timeout_ms < SC_MUX_SLICE_MS ? timeout_ms : SC_MUX_SLICE_MS,
+                              &p);
+    *moved = p;
+    return r;
+  }
+  int ms = timeout_ms < SC_SHM_CHECK_MS ? timeout_ms : SC_SHM_CHECK_MS;
+  /* Connections being made have retries and deadlines that TCP's progress keeps. */
+  if (sc_tcp_setup_busy(sc_tcp_of(m->tcp)) && ms > SC_MUX_SLICE_MS) ms = SC_MUX_SLICE_MS;
+  int rc = poll(m->pfds, (nfds_t)n + 1, ms);
+  int err = errno;
+  sc_shm_sleep_leave(m->shm, rc > 0 && (m->pfds[0].revents & POLLIN));
+  if (rc < 0 && err != EINTR) return SC_ERR(SC_ERR_SYSTEM, "mux progress: poll: %s", strerror(err));
+  if (rc > 0) tcp_polled(m, t, n);
+  return SC_SUCCESS;
+}
+
 static sc_result_t mux_progress(sc_transport_t *tp, int timeout_ms, int *progressed) {
   sc_mux_transport_t *m = mux_of(tp);
   if (progressed) *progressed = 0;
@@ -159,10 +249,13 @@ static sc_result_t mux_progress(sc_transport_t *tp, int timeout_ms, int *progres
   if (!tcp) return shm->ops->progress(shm, timeout_ms, progressed);
   if (!sc_shm_pending(shm)) return tcp->ops->progress(tcp, timeout_ms, progressed);
   int p1 = 0, p2 = 0;
-  int slice = timeout_ms < SC_MUX_SLICE_MS ? timeout_ms : SC_MUX_SLICE_MS;
   SC_CHECK(prefer_mismatch(shm, tcp->ops->progress(tcp, 0, &p1), &p1));
-  SC_CHECK(prefer_mismatch(tcp, shm->ops->progress(shm, p1 ? 0 : slice, &p2), &p2));
-  if (!p1 && !p2) SC_CHECK(prefer_mismatch(shm, tcp->ops->progress(tcp, 0, &p1), &p1));
+  SC_CHECK(prefer_mismatch(tcp, shm->ops->progress(shm, 0, &p2), &p2));
+  if (!p1 && !p2 && timeout_ms > 0) {
+    SC_CHECK(prefer_mismatch(tcp, sleep_both(m, timeout_ms, &p2), &p2));
+    SC_CHECK(prefer_mismatch(shm, tcp->ops->progress(tcp, 0, &p1), &p1));
+    if (!p2) SC_CHECK(prefer_mismatch(tcp, shm->ops->progress(shm, 0, &p2), &p2));
+  }
   if (progressed) *progressed = p1 || p2;
   return SC_SUCCESS;
 }
@@ -235,6 +328,7 @@ static sc_result_t mux_board_peek(sc_transport_t *tp, int peer, uint64_t seq, in
 
 const sc_transport_ops_t sc_mux_transport = {
     .name = "auto",
+    .addr_max = SC_TP_AUTO_ALT_OFF,
     .create = mux_create,
     .connect_all = mux_connect_all,
     .isend = mux_isend,

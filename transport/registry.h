@@ -38,7 +38,7 @@ typedef enum sc_tp_auto_role {
 } sc_tp_auto_role_t;
 
 /* Capability bits a rank publishes in its bootstrap record (the caps of
- * lib/core/comm.h's sc_peer_info_t), one per SWITCH row. */
+ * lib/core/comm.h's sc_peer_head_t), one per SWITCH row. */
 #define SC_TP_CAP_UCX_RDMA 0x1u /* a UCP context here opens an RDMA transport (rc, ud, dc) */
 
 /* Under auto, a rank whose SWITCH transport opened publishes that

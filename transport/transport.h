@@ -33,8 +33,9 @@
 
 /* Bytes of an address blob exchanged at bootstrap. A UCP worker address
  * (transport/ucx/) alone is ~215 bytes with TCP and shared memory and grows
- * by tens of bytes per NIC or RDMA device; lib/core/comm.h's sc_peer_info_t
- * (this plus 136 bytes) must stay within lib/control/'s SC_BOOT_BLOB_MAX (1024). */
+ * by tens of bytes per NIC or RDMA device. The largest bootstrap record
+ * (this plus lib/core/comm.h's sc_peer_head_t, 140 bytes) must stay within
+ * lib/control/'s SC_BOOT_BLOB_MAX (1024; checked in lib/core/comm.c). */
 #define SC_TP_ADDR_MAX 768
 
 /* Bytes of an operation's print in a message header: every message says
@@ -61,6 +62,11 @@ typedef struct sc_tp_req {
   /* set by the caller after clearing the request, before posting: buf is
    * device memory (only to a transport whose props say device_mem) */
   int device;
+  /* set by the caller after clearing the request, before posting a send:
+   * the caller's next send to the same peer follows at once, so a transport
+   * may hold this one back until that post or its next progress (TCP: both
+   * leave in one segment, not two through a network's per-packet costs). */
+  int more;
   /* set by the caller after clearing the request, before posting: the print
    * of the operation the message belongs to (lib/core/fingerprint.h's
    * sc_fp_msg_encode; all zero: none). A send carries it in the header its
@@ -177,6 +183,11 @@ typedef struct sc_tp_props {
 
 struct sc_transport_ops {
   const char *name;
+  /* The most bytes of address blob create writes, the same on every rank:
+   * the room a rank's blob gets in its bootstrap record (lib/core/comm.c),
+   * so that the table every rank receives grows by what the transport uses
+   * per rank, not by SC_TP_ADDR_MAX. 0: up to SC_TP_ADDR_MAX. */
+  size_t addr_max;
   /* Open the local endpoint; write its address blob (<= SC_TP_ADDR_MAX bytes)
    * to addr and its length to *addrlen (output only). */
   sc_result_t (*create)(const sc_tp_config_t *cfg, sc_transport_t **tp, void *addr,

@@ -16,7 +16,12 @@ static const sc_config_var_t sc_config_vars[] = {
     {"SC_DEBUG_SUBSYS", "ALL",
      "comma-separated subsystems to log: INIT, BOOT, NET, COLL, TUNE, SHM, ALL"},
     {"SC_TIMEOUT_MS", "300000",
-     "no-progress limit in ms for any operation, for bootstrap and for connection setup"},
+     "no-progress limit in ms for any operation and for connection setup; for bootstrap too "
+     "unless SC_BOOTSTRAP_TIMEOUT_MS is set"},
+    {"SC_BOOTSTRAP_TIMEOUT_MS", "0",
+     "limit in ms for the bootstrap at communicator creation (every rank checking in with the "
+     "root, the table's delivery); 0: SC_TIMEOUT_MS. Ranks that start minutes apart (a slow "
+     "scheduler, a container pull) need it longer than the operations' limit"},
     {"SC_TRANSPORT", "auto",
      /* sc-info appends the choices, from the transport registry (transport/registry.c) */
      "force a transport"},
@@ -54,6 +59,10 @@ static const sc_config_var_t sc_config_vars[] = {
     {"SC_STAGE_SLOTS", "4", "device buffers: pinned staging slots per peer, 1..64"},
     {"SC_P3_STEP_SLICES", "1",
      "fusion P3: bytes one agreement step may send, in slices, 1..64 (the MIN over ranks)"},
+    {"SC_FUSION_PIPELINE", "1",
+     "fusion, PowerSGD buckets: 1 overlaps consecutive buckets on the worker (the next bucket's "
+     "P round computed and sent while this one's Q is in flight), 0 runs them one at a time; the "
+     "same results either way, so ranks may differ (read at sc_fusion_plan)"},
     {"SC_SOCKET_IFNAME", "",
      "interface name or prefix TCP binds and advertises (default: the one that reaches the root)"},
     {"SC_CONNECT", "lazy",

@@ -9,8 +9,11 @@
  * and "negative" planes of its vote (MAJORITY). Padding elements are never
  * read as input, never counted at a server and never written back.
  * Arithmetic is in double whatever the dtype, residuals too, in index order,
- * so that a reference can repeat it bit for bit. Device buffers are staged
- * through host memory of the state's. */
+ * so that a reference can repeat it bit for bit. Each side keeps the value
+ * whose signs it last sent and that value's scale, and forms the residual
+ * from them when the next call reads it (sc_sign_residual): one pass over
+ * the worker's n doubles per call, and one over the server's chunk.
+ * Device buffers are staged through host memory of the state's. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,9 +31,11 @@ struct sc_onebit {
   sc_dtype_t dtype;
   sc_onebit_mode_t mode;
   int nranks;
-  double *w;              /* npad: the worker residual (SCALED), the input (MAJORITY) */
-  double *sres;           /* chunk: the server residual (SCALED) */
-  double *acc;            /* chunk: the server's sum */
+  double *w;              /* npad (SCALED): c of the last call, its residual pending */
+  double wa;              /* the scale sent with w's signs */
+  double *sres;           /* chunk (SCALED): the server's s of the last call */
+  double sb;              /* the scale sent with sres's signs */
+  double *luts;           /* nranks * 64: each rank's sc_sign_lut4_f64 of its scale */
   uint8_t *send1, *recv1; /* nranks * blk1 */
   uint8_t *recv2;         /* nranks * blk2 */
   size_t blk1, blk2;
@@ -47,7 +52,7 @@ sc_result_t sc_onebit_destroy(sc_onebit_t *ob) {
   if (!ob) return SC_SUCCESS;
   free(ob->w);
   free(ob->sres);
-  free(ob->acc);
+  free(ob->luts);
   free(ob->send1);
   free(ob->recv1);
   free(ob->recv2);
@@ -83,71 +88,19 @@ sc_result_t sc_onebit_create(size_t n, sc_dtype_t dtype, sc_onebit_mode_t mode, 
   o->nranks = comm->nranks;
   o->blk1 = o->cb + 8;
   o->blk2 = mode == SC_ONEBIT_SCALED ? o->cb + 8 : 2 * o->cb;
-  const size_t c1 = o->chunk ? o->chunk : 1;
-  o->w = calloc(o->npad ? o->npad : 1, sizeof(double));
-  o->sres = calloc(c1, sizeof(double));
-  o->acc = calloc(c1, sizeof(double));
+  const int scaled = mode == SC_ONEBIT_SCALED;
+  o->w = calloc(scaled && o->npad ? o->npad : 1, sizeof(double));
+  o->sres = calloc(scaled && o->chunk ? o->chunk : 1, sizeof(double));
+  o->luts = calloc(scaled ? 64 * p : 1, sizeof(double));
   o->send1 = calloc(p, o->blk1);
   o->recv1 = calloc(p, o->blk1);
   o->recv2 = calloc(p, o->blk2 ? o->blk2 : 1);
-  if (!o->w || !o->sres || !o->acc || !o->send1 || !o->recv1 || !o->recv2) {
+  if (!o->w || !o->sres || !o->luts || !o->send1 || !o->recv1 || !o->recv2) {
     sc_onebit_destroy(o);
     return SC_ERR(SC_ERR_NOMEM, "sc_onebit_create: state for n = %zu on %d ranks", n, comm->nranks);
   }
   *ob = o;
   return SC_SUCCESS;
-}
-
-/* w[i] = x[i] (add 0) or w[i] += x[i] (add 1), for i < n; returns the sum
- * of the new w[i]^2 in index order. */
-static double load(double *w, const void *x, size_t n, sc_dtype_t t, int add) {
-  double sq = 0.0;
-  if (!add) memset(w, 0, n * sizeof(double));
-  switch (t) {
-  case SC_FLOAT32: {
-    const float *f = x;
-    for (size_t i = 0; i < n; i++) {
-      w[i] += (double)f[i];
-      sq += w[i] * w[i];
-    }
-    break;
-  }
-  case SC_FLOAT64: {
-    const double *d = x;
-    for (size_t i = 0; i < n; i++) {
-      w[i] += d[i];
-      sq += w[i] * w[i];
-    }
-    break;
-  }
-  default: {
-    const uint16_t *h = x;
-    for (size_t i = 0; i < n; i++) {
-      w[i] += (double)(t == SC_FLOAT16 ? sc_half_to_float(h[i]) : sc_bfloat16_to_float(h[i]));
-      sq += w[i] * w[i];
-    }
-  }
-  }
-  return sq;
-}
-
-/* x[i] = v[i] in dtype t, for i < n. */
-static void store(void *x, const double *v, size_t n, sc_dtype_t t) {
-  switch (t) {
-  case SC_FLOAT32: {
-    float *f = x;
-    for (size_t i = 0; i < n; i++) f[i] = (float)v[i];
-    break;
-  }
-  case SC_FLOAT64:
-    memcpy(x, v, n * sizeof(double));
-    break;
-  default: {
-    uint16_t *h = x;
-    for (size_t i = 0; i < n; i++)
-      h[i] = t == SC_FLOAT16 ? sc_float_to_half((float)v[i]) : sc_float_to_bfloat16((float)v[i]);
-  }
-  }
 }
 
 /* ||v||_2 / sqrt(m) from the sum of squares sq; 0 for m == 0. */
@@ -161,143 +114,138 @@ static size_t chunk_len(const sc_onebit_t *o, int j) {
   return base >= o->n ? 0 : (o->n - base < o->chunk ? o->n - base : o->chunk);
 }
 
-/* Phase 1's blocks: chunk j's signs of w and this rank's scale; with
- * `sub`, w keeps w - scale sign(w) (the worker residual). */
-static void worker_pack(sc_onebit_t *o, double scale, int sub) {
-  for (int j = 0; j < o->nranks; j++) {
-    uint8_t *blk = o->send1 + (size_t)j * o->blk1;
-    double *w = o->w + (size_t)j * o->chunk;
-    memset(blk, 0, o->cb);
-    if (sub)
-      sc_sign_pack_sub_f64(blk, w, chunk_len(o, j), scale);
+/* fp16/bf16 go through float32 blocks of this many elements (a multiple of
+ * 8, so that each block's signs start on a byte). */
+enum { HALF_BLOCK = 256 };
+
+static void half_block(float *f, const uint16_t *h, size_t len, sc_dtype_t t) {
+  if (t == SC_FLOAT16)
+    sc_half_to_float_array(f, h, len);
+  else
+    sc_bfloat16_to_float_array(f, h, len);
+}
+
+/* Chunk j of the worker step into blk's signs: SCALED forms c = residual +
+ * x in w (adding c^2 to *sq), MAJORITY takes the signs of x. */
+static void worker_chunk(sc_onebit_t *o, uint8_t *blk, const void *x, size_t base, size_t m,
+                         double *sq) {
+  const int scaled = o->mode == SC_ONEBIT_SCALED;
+  double *w = o->w + base;
+  switch (o->dtype) {
+  case SC_FLOAT32:
+    if (scaled)
+      sc_sign_ef_f32(blk, w, (const float *)x + base, m, o->wa, sq);
     else
-      sc_sign_pack_f64(blk, w, chunk_len(o, j));
-    memcpy(blk + o->cb, &scale, 8);
+      sc_sign_pack_f32(blk, (const float *)x + base, m);
+    return;
+  case SC_FLOAT64:
+    if (scaled)
+      sc_sign_ef_f64(blk, w, (const double *)x + base, m, o->wa, sq);
+    else
+      sc_sign_pack_f64(blk, (const double *)x + base, m);
+    return;
+  default: {
+    const uint16_t *h = (const uint16_t *)x + base;
+    float f[HALF_BLOCK];
+    for (size_t i = 0; i < m; i += HALF_BLOCK) {
+      const size_t len = m - i < HALF_BLOCK ? m - i : HALF_BLOCK;
+      half_block(f, h + i, len, o->dtype);
+      if (scaled)
+        sc_sign_ef_f32(blk + i / 8, w + i, f, len, o->wa, sq);
+      else
+        sc_sign_pack_f32(blk + i / 8, f, len);
+    }
+  }
   }
 }
 
-/* SCALED on float32 in two passes over x and w instead of load's write of
- * c = w + x and worker_pack's second pass over it: the first sums c^2, the
- * second recomputes c (the same double sum), packs its signs and leaves
- * c - scale sign(c) in w. The same bits as load + worker_pack. */
-static void worker_f32(sc_onebit_t *o, const float *x) {
+/* Phase 1's blocks: chunk j's signs and this rank's scale (1 for MAJORITY). */
+static void worker(sc_onebit_t *o, const void *x) {
   double sq = 0.0;
-  for (size_t i = 0; i < o->n; i++) {
-    const double c = o->w[i] + (double)x[i];
-    sq += c * c;
-  }
-  const double scale = rms(sq, o->n);
   for (int j = 0; j < o->nranks; j++) {
     uint8_t *blk = o->send1 + (size_t)j * o->blk1;
-    const size_t base = (size_t)j * o->chunk, m = chunk_len(o, j), full = m / 8;
-    double *w = o->w + base;
-    const float *xj = x + base;
-    memset(blk, 0, o->cb);
-    for (size_t b = 0; b < full; b++) {
-      unsigned byte = 0;
-      for (int k = 0; k < 8; k++) {
-        const double c = w[8 * b + k] + (double)xj[8 * b + k];
-        const unsigned bit = c >= 0.0;
-        byte |= bit << (7 - k);
-        w[8 * b + k] = c - (bit ? scale : -scale);
-      }
-      blk[b] = (uint8_t)byte;
-    }
-    for (size_t i = 8 * full; i < m; i++) {
-      const double c = w[i] + (double)xj[i];
-      const unsigned bit = c >= 0.0;
-      blk[i / 8] |= (uint8_t)(bit << (7 - i % 8));
-      w[i] = c - (bit ? scale : -scale);
-    }
-    memcpy(blk + o->cb, &scale, 8);
+    const size_t m = chunk_len(o, j), nb = sc_sign_bytes(m);
+    worker_chunk(o, blk, x, (size_t)j * o->chunk, m, &sq);
+    memset(blk + nb, 0, o->cb - nb);
   }
-}
-
-/* acc[k] = 0 + the sum over ranks (in rank order) of +-a_i by rank i's
- * sign of element k, for k < m: one pass over acc, 8 elements a byte. */
-static void server_sum(sc_onebit_t *o, size_t m) {
-  const int p = o->nranks, scaled = o->mode == SC_ONEBIT_SCALED;
-  const size_t full = m / 8;
-  for (size_t b = 0; b < full; b++) {
-    double t[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
-    for (int i = 0; i < p; i++) {
-      const uint8_t *blk = o->recv1 + (size_t)i * o->blk1;
-      double a = 1.0;
-      if (scaled) memcpy(&a, blk + o->cb, 8);
-      const unsigned byte = blk[b];
-      for (int k = 0; k < 8; k++) t[k] += byte >> (7 - k) & 1 ? a : -a;
-    }
-    memcpy(o->acc + 8 * b, t, sizeof(t));
-  }
-  for (size_t k = 8 * full; k < m; k++) {
-    double t = 0.0;
-    for (int i = 0; i < p; i++) {
-      const uint8_t *blk = o->recv1 + (size_t)i * o->blk1;
-      double a = 1.0;
-      if (scaled) memcpy(&a, blk + o->cb, 8);
-      t += sc_sign_bit(blk, k) ? a : -a;
-    }
-    o->acc[k] = t;
-  }
+  const double scale = o->mode == SC_ONEBIT_SCALED ? rms(sq, o->n) : 1.0;
+  for (int j = 0; j < o->nranks; j++) memcpy(o->send1 + (size_t)j * o->blk1 + o->cb, &scale, 8);
+  o->wa = scale;
 }
 
 /* The server's step on chunk `me` from recv1; writes its phase-2 block. */
 static void server(sc_onebit_t *o, int me, uint8_t *out) {
-  const size_t m = chunk_len(o, me);
-  server_sum(o, m);
-  const int scaled = o->mode == SC_ONEBIT_SCALED;
-  memset(out, 0, o->blk2);
-  if (!scaled) { /* the vote: +1 plane, then -1 plane; neither is a tie */
-    sc_sign_pack_pos_f64(out, o->acc, m);
-    for (size_t k = 0; k < m; k++) o->acc[k] = -o->acc[k];
-    sc_sign_pack_pos_f64(out + o->cb, o->acc, m);
+  const size_t m = chunk_len(o, me), nb = sc_sign_bytes(m);
+  if (o->mode != SC_ONEBIT_SCALED) { /* the vote: +1 plane, then -1 plane */
+    sc_sign_vote(out, out + o->cb, o->recv1, o->blk1, o->nranks, m);
+    memset(out + nb, 0, o->cb - nb);
+    memset(out + o->cb + nb, 0, o->cb - nb);
     return;
   }
-  const double p = (double)o->nranks;
-  double sq = 0.0;
-  for (size_t k = 0; k < m; k++) {
-    o->sres[k] = o->acc[k] / p + o->sres[k];
-    sq += o->sres[k] * o->sres[k];
+  for (int i = 0; i < o->nranks; i++) {
+    double a;
+    memcpy(&a, o->recv1 + (size_t)i * o->blk1 + o->cb, 8);
+    sc_sign_lut4_f64(o->luts + 64 * (size_t)i, a);
   }
+  double sq = 0.0;
+  sc_sign_sum_ef(out, o->sres, o->recv1, o->blk1, o->luts, o->nranks, m, o->sb, &sq);
+  memset(out + nb, 0, o->cb - nb);
   const double scale = rms(sq, m);
-  sc_sign_pack_sub_f64(out, o->sres, m, scale);
   memcpy(out + o->cb, &scale, 8);
+  o->sb = scale;
 }
 
-/* x = the phase-2 result, chunk by chunk (acc as scratch). */
+/* dst[k] = vals[1 + bit k of pos - bit k of neg] (neg NULL: vals[1 + 2 bit
+ * - 1]) in dtype t, for k < m: the generic unpacking. */
+static void unpack_vals(void *dst, const uint8_t *pos, const uint8_t *neg, size_t m,
+                        const double vals[3], sc_dtype_t t) {
+  for (size_t k = 0; k < m; k++) {
+    const int v = neg ? sc_sign_bit(pos, k) - sc_sign_bit(neg, k) : 2 * sc_sign_bit(pos, k) - 1;
+    const double d = vals[1 + v];
+    switch (t) {
+    case SC_FLOAT32:
+      ((float *)dst)[k] = (float)d;
+      break;
+    case SC_FLOAT64:
+      ((double *)dst)[k] = d;
+      break;
+    case SC_FLOAT16:
+      ((uint16_t *)dst)[k] = sc_float_to_half((float)d);
+      break;
+    default:
+      ((uint16_t *)dst)[k] = sc_float_to_bfloat16((float)d);
+    }
+  }
+}
+
+/* x = the phase-2 result, chunk by chunk. */
 static void unpack_result(sc_onebit_t *o, void *x) {
   const size_t es = sc_dtype_size(o->dtype);
   for (int j = 0; j < o->nranks; j++) {
     const size_t m = chunk_len(o, j);
     const uint8_t *blk = o->recv2 + (size_t)j * o->blk2;
     void *dst = (uint8_t *)x + (size_t)j * o->chunk * es;
-    if (o->mode == SC_ONEBIT_SCALED) {
-      double a;
-      memcpy(&a, blk + o->cb, 8);
-      if (o->dtype == SC_FLOAT32) {
-        sc_sign_unpack_f32(dst, blk, m, a);
-        continue;
-      }
-      sc_sign_unpack_f64(o->acc, blk, m, a);
-    } else {
-      for (size_t k = 0; k < m; k++)
-        o->acc[k] = (double)sc_sign_bit(blk, k) - (double)sc_sign_bit(blk + o->cb, k);
+    if (o->mode != SC_ONEBIT_SCALED) {
+      const double vals[3] = {-1.0, 0.0, 1.0};
+      unpack_vals(dst, blk, blk + o->cb, m, vals, o->dtype);
+      continue;
     }
-    store(dst, o->acc, m, o->dtype);
+    double a;
+    memcpy(&a, blk + o->cb, 8);
+    if (o->dtype == SC_FLOAT32) {
+      sc_sign_unpack_f32(dst, blk, m, a);
+    } else if (o->dtype == SC_FLOAT64) {
+      sc_sign_unpack_f64(dst, blk, m, a);
+    } else {
+      const double vals[3] = {-a, 0.0, a};
+      unpack_vals(dst, blk, NULL, m, vals, o->dtype);
+    }
   }
 }
 
 static sc_result_t run(sc_onebit_t *o, void *x, sc_comm_t *comm) {
   const int me = comm->rank;
-  if (o->mode == SC_ONEBIT_SCALED && o->dtype == SC_FLOAT32) {
-    worker_f32(o, x);
-  } else if (o->mode == SC_ONEBIT_SCALED) {
-    const double scale = rms(load(o->w, x, o->n, o->dtype, 1), o->n);
-    worker_pack(o, scale, 1);
-  } else {
-    load(o->w, x, o->n, o->dtype, 0);
-    worker_pack(o, 1.0, 0);
-  }
+  worker(o, x);
   SC_CHECK(sc_alltoall(o->send1, o->recv1, o->blk1, SC_UINT8, comm));
   uint8_t *mine = o->recv2 + (size_t)me * o->blk2;
   server(o, me, mine);

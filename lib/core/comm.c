@@ -32,10 +32,19 @@ static sc_result_t sc_parse_algo(const char *var, sc_coll_t coll, int *out) {
   return SC_SUCCESS;
 }
 
+sc_result_t sc_comm_boot_timeout(int *ms) {
+  long op, boot;
+  SC_CHECK(sc_config_long("SC_TIMEOUT_MS", 1, 24L * 3600 * 1000, &op));
+  SC_CHECK(sc_config_long("SC_BOOTSTRAP_TIMEOUT_MS", 0, 24L * 3600 * 1000, &boot));
+  *ms = (int)(boot ? boot : op);
+  return SC_SUCCESS;
+}
+
 static sc_result_t sc_comm_read_config(sc_comm_config_t *cfg) {
   long v;
   SC_CHECK(sc_config_long("SC_TIMEOUT_MS", 1, 24L * 3600 * 1000, &v));
   cfg->timeout_ms = (int)v;
+  SC_CHECK(sc_comm_boot_timeout(&cfg->boot_timeout_ms));
   SC_CHECK(sc_config_size("SC_CHUNK_BYTES", 64, (size_t)1 << 30, &cfg->chunk_bytes));
   SC_CHECK(sc_config_size("SC_SOCKBUF_BYTES", 0, (size_t)1 << 30, &cfg->sockbuf_bytes));
   SC_CHECK(sc_config_size("SC_BOARD_BYTES", 0, (size_t)1 << 20, &cfg->board_bytes));
@@ -84,17 +93,32 @@ static sc_result_t sc_comm_read_config(sc_comm_config_t *cfg) {
   return SC_SUCCESS;
 }
 
+_Static_assert(SC_TP_ADDR_MAX + sizeof(sc_peer_head_t) <= SC_BOOT_BLOB_MAX,
+               "a bootstrap record larger than the root accepts");
+
+/* The room of a rank's transport address in its bootstrap record: what the
+ * transport declares, and under auto all of SC_TP_ADDR_MAX where a switch
+ * transport is built in (its address follows the mux's). Every rank of a
+ * job runs one setting, so every record has one size. */
+static size_t sc_peer_room(const sc_comm_t *comm) {
+  size_t room = comm->tpops->addr_max ? comm->tpops->addr_max : SC_TP_ADDR_MAX;
+  const sc_tp_entry_t *sw = sc_tp_auto_switch();
+  if (comm->cfg.transport == SC_TP_AUTO && sw && sw->auto_open) room = SC_TP_ADDR_MAX;
+  return (room + 7) & ~(size_t)7;
+}
+
 /* Under auto, open the transport auto may switch to (the registry's SWITCH
  * row) beside the mux, where its opener finds what it needs, and publish its
- * address after the mux's and its capability bit. */
-static void sc_auto_probe(const sc_comm_t *comm, const sc_tp_config_t *tpc, sc_peer_info_t *me,
-                          sc_transport_t **alt) {
+ * address after the mux's (in tp_addr, SC_TP_ADDR_MAX bytes) and its
+ * capability bit. */
+static void sc_auto_probe(const sc_comm_t *comm, const sc_tp_config_t *tpc, uint8_t *tp_addr,
+                          sc_peer_head_t *me, sc_transport_t **alt) {
   *alt = NULL;
   const sc_tp_entry_t *sw = sc_tp_auto_switch();
   if (comm->cfg.transport != SC_TP_AUTO || comm->nranks < 2 || !sw || !sw->auto_open) return;
-  uint8_t *room = me->tp_addr + SC_TP_AUTO_ALT_OFF;
+  uint8_t *room = tp_addr + SC_TP_AUTO_ALT_OFF;
   size_t len = 0;
-  sc_result_t r = sw->auto_open(tpc, alt, room, sizeof(me->tp_addr) - SC_TP_AUTO_ALT_OFF, &len);
+  sc_result_t r = sw->auto_open(tpc, alt, room, SC_TP_ADDR_MAX - SC_TP_AUTO_ALT_OFF, &len);
   if (r == SC_SUCCESS && *alt) {
     me->caps |= sw->auto_cap;
     return;
@@ -106,23 +130,23 @@ static void sc_auto_probe(const sc_comm_t *comm, const sc_tp_config_t *tpc, sc_p
             sc_last_error(), muxed);
   }
   *alt = NULL;
-  memset(room, 0, sizeof(me->tp_addr) - SC_TP_AUTO_ALT_OFF);
+  memset(room, 0, SC_TP_ADDR_MAX - SC_TP_AUTO_ALT_OFF);
 }
 
 /* The auto verdict, from the exchanged table (identical on every rank): keep
  * the mux, or switch to the transport opened beside it. */
-static sc_result_t sc_auto_decide(sc_comm_t *comm, const sc_peer_info_t *all, sc_transport_t **alt,
-                                  size_t *addr_off) {
+static sc_result_t sc_auto_decide(sc_comm_t *comm, const sc_peer_head_t *h0, size_t stride,
+                                  sc_transport_t **alt, size_t *addr_off) {
   if (comm->cfg.transport != SC_TP_AUTO) return SC_SUCCESS; /* explicit: as created */
   int cross = 0;
-  for (int i = 1; i < comm->nranks && !cross; i++)
-    cross = strcmp(all[i].hostname, all[0].hostname) != 0 ||
-            strcmp(all[i].boot_id, all[0].boot_id) != 0;
+  for (int i = 1; i < comm->nranks && !cross; i++) {
+    const sc_peer_head_t *h = sc_peer_head_at(h0, stride, i);
+    cross = strcmp(h->hostname, h0->hostname) != 0 || strcmp(h->boot_id, h0->boot_id) != 0;
+  }
   size_t nrows;
   const sc_tp_entry_t *rows = sc_tp_registry(&nrows);
   const sc_tp_entry_t *sw = sc_tp_auto_switch();
-  int pick = sc_tp_auto_choose(rows, nrows, SC_TP_AUTO, comm->nranks, &all[0].caps,
-                               sizeof(sc_peer_info_t), cross);
+  int pick = sc_tp_auto_choose(rows, nrows, SC_TP_AUTO, comm->nranks, &h0->caps, stride, cross);
   char muxed[64];
   sc_tp_muxed_names(muxed, sizeof(muxed));
   SC_INFO(SC_SUBSYS_INIT, "SC_TRANSPORT=auto chose %s (%s%s)",
@@ -239,8 +263,8 @@ sc_result_t sc_comm_create_child(sc_comm_t **out, int nranks, int rank, const sc
   sc_log_set_rank(rank);
   sc_result_t r;
   sc_transport_t *alt = NULL; /* auto's switch transport, opened beside the mux */
-  size_t addr_off = 0;        /* of the chosen transport's blob in each record's tp_addr */
-  sc_peer_info_t *all = NULL; /* the exchanged records */
+  size_t addr_off = 0;        /* of the chosen transport's blob in each record */
+  uint8_t *all = NULL;        /* the exchanged records */
   SC_CHECK_GOTO(sc_comm_read_config(&comm->cfg), r, fail);
   comm->tpops = sc_tp_by_id(comm->cfg.transport)->ops;
   sc_fdlimit_raise();
@@ -259,11 +283,22 @@ sc_result_t sc_comm_create_child(sc_comm_t **out, int nranks, int rank, const sc
   tpc.connect_lazy = comm->cfg.connect_lazy;
   tpc.spin_us = comm->cfg.spin_us;
 
-  sc_peer_info_t me;
+  /* This rank's transport address (create may write SC_TP_ADDR_MAX bytes)
+   * and its record head; its record sends room bytes of the address. */
+  uint8_t tp_addr[SC_TP_ADDR_MAX];
+  sc_peer_head_t me;
+  memset(tp_addr, 0, sizeof(tp_addr));
   memset(&me, 0, sizeof(me));
-  size_t addrlen = sizeof(me.tp_addr);
-  SC_CHECK_GOTO(comm->tpops->create(&tpc, &comm->tp, me.tp_addr, &addrlen), r, fail);
-  if (addrlen <= SC_TP_AUTO_ALT_OFF) sc_auto_probe(comm, &tpc, &me, &alt);
+  const size_t room = sc_peer_room(comm), stride = room + sizeof(me);
+  size_t addrlen = sizeof(tp_addr);
+  SC_CHECK_GOTO(comm->tpops->create(&tpc, &comm->tp, tp_addr, &addrlen), r, fail);
+  if (addrlen > room) {
+    r = SC_ERR(SC_ERR_INTERNAL,
+               "transport %s wrote a %zu-byte address, more than the %zu it declares",
+               comm->tpops->name, addrlen, room);
+    goto fail;
+  }
+  if (addrlen <= SC_TP_AUTO_ALT_OFF) sc_auto_probe(comm, &tpc, tp_addr, &me, &alt);
   if (gethostname(me.hostname, sizeof(me.hostname)) != 0)
     snprintf(me.hostname, sizeof(me.hostname), "?");
   me.hostname[sizeof(me.hostname) - 1] = '\0';
@@ -271,9 +306,11 @@ sc_result_t sc_comm_create_child(sc_comm_t **out, int nranks, int rank, const sc
   me.pid = (int32_t)getpid();
   me.rank = rank;
 
-  /* Every rank's whole record, until the transports have copied their
-   * addresses and the kept table is made of it. */
-  all = calloc((size_t)nranks, sizeof(*all));
+  /* Every rank's record, until the transports have copied their addresses
+   * and the kept table is made of it; and SC_TP_ADDR_MAX zero bytes after
+   * it: a transport may read its whole room or its stride from the last
+   * record's address (auto's switch transport from SC_TP_AUTO_ALT_OFF in). */
+  all = calloc((size_t)nranks * stride + SC_TP_ADDR_MAX, 1);
   if (!all) {
     r = SC_ERR(SC_ERR_NOMEM, "peer records of %d ranks", nranks);
     goto fail;
@@ -284,16 +321,21 @@ sc_result_t sc_comm_create_child(sc_comm_t **out, int nranks, int rank, const sc
                                 &comm->watch, me.watch_addr),
                 r, fail);
   SC_INFO(SC_SUBSYS_INIT, "rank %d of %d: bootstrapping", rank, nranks);
-  SC_CHECK_GOTO(sc_bootstrap_exchange(&root, secret, rank, nranks, &me, sizeof(me), all,
-                                      comm->cfg.timeout_ms),
+  uint8_t rec[SC_TP_ADDR_MAX + sizeof(sc_peer_head_t)];
+  memcpy(rec, tp_addr, room);
+  memcpy(rec + room, &me, sizeof(me));
+  SC_CHECK_GOTO(sc_bootstrap_exchange(&root, secret, rank, nranks, rec, stride, all,
+                                      comm->cfg.boot_timeout_ms),
                 r, fail);
+  const sc_peer_head_t *heads = (const sc_peer_head_t *)(all + room);
   for (int i = 0; i < nranks; i++) {
-    all[i].hostname[sizeof(me.hostname) - 1] = '\0';
-    all[i].boot_id[sizeof(me.boot_id) - 1] = '\0';
+    sc_peer_head_t *h = (sc_peer_head_t *)sc_peer_head_at(heads, stride, i);
+    h->hostname[sizeof(h->hostname) - 1] = '\0';
+    h->boot_id[sizeof(h->boot_id) - 1] = '\0';
   }
-  SC_CHECK_GOTO(sc_auto_decide(comm, all, &alt, &addr_off), r, fail);
-  SC_CHECK_GOTO(sc_comm_peers_keep(comm, all), r, fail);
-  SC_CHECK_GOTO(comm->tpops->connect_all(comm->tp, all->tp_addr + addr_off, sizeof(*all)), r, fail);
+  SC_CHECK_GOTO(sc_auto_decide(comm, heads, stride, &alt, &addr_off), r, fail);
+  SC_CHECK_GOTO(sc_comm_peers_keep(comm, heads, stride), r, fail);
+  SC_CHECK_GOTO(comm->tpops->connect_all(comm->tp, all + addr_off, stride), r, fail);
   free(all);
   all = NULL;
   SC_CHECK_GOTO(sc_watch_start(comm->watch), r, fail);
@@ -350,7 +392,7 @@ sc_result_t sc_get_unique_id(sc_unique_id_t *id) {
   SC_CHECK(sc_random_bytes(secret, sizeof(secret)));
   sc_sockaddr_t bind, bound;
   SC_CHECK(sc_socket_pick_addr(cfg.ifname, NULL, &bind));
-  SC_CHECK(sc_bootstrap_root_start(&bind, secret, cfg.timeout_ms, &bound));
+  SC_CHECK(sc_bootstrap_root_start(&bind, secret, cfg.boot_timeout_ms, &bound));
   return sc_unique_id_encode(&bound, secret, id);
 }
 

@@ -21,21 +21,24 @@
 
 #define SC_HOSTNAME_LEN 64
 
-/* What every rank publishes at bootstrap. Fixed size: the root checks it. */
-typedef struct sc_peer_info {
-  uint8_t tp_addr[SC_TP_ADDR_MAX];
+/* What every rank publishes at bootstrap besides its transport address. A
+ * rank's bootstrap record (lib/core/comm.c) is its transport's address blob
+ * in the room the transport declares (sc_transport_ops_t.addr_max, rounded
+ * up to 8 bytes), then this: one size for every rank of a job, which the
+ * root checks (tcp: 172 bytes; every transport's SC_TP_ADDR_MAX, 908 bytes,
+ * was most of the table each rank receives). */
+typedef struct sc_peer_head {
   char hostname[SC_HOSTNAME_LEN];
   char boot_id[40];
   int32_t pid;
   int32_t rank;
   uint32_t caps;          /* SC_TP_CAP_* (transport/registry.h): what auto may use here */
   uint8_t watch_addr[24]; /* a parent in the watch tree: its listener; [1]: "will connect" */
-} sc_peer_info_t;
+} sc_peer_head_t;
 
 /* What a rank keeps of every rank's record after creation (lib/core/peers.c):
  * the transports copied their addresses at connect_all, and the records'
- * host names, a few distinct ones, are kept once each. The whole record
- * (908 bytes) per rank was most of the memory that grew with the job. */
+ * host names, a few distinct ones, are kept once each. */
 typedef struct sc_peer {
   int32_t pid;
   uint32_t host; /* index into sc_comm_t's hosts */
@@ -88,7 +91,9 @@ typedef struct sc_op {
 struct sc_request {
   sc_op_t op;
   struct sc_request *next;
-  _Atomic uint32_t done; /* futex word: 0 pending, 1 finished */
+  /* futex word: 0 pending, 1 finished, 2 pending with a thread asleep on it
+   * (only then does the completion make the futex wake call). */
+  _Atomic uint32_t done;
   sc_result_t result;
   char errmsg[SC_ERRMSG_MAX];
   /* A stream form's request (lib/core/stream.c): its events and pool slot;
@@ -96,9 +101,12 @@ struct sc_request {
    * out under comm->lock in queue order. */
   struct sc_stream_slot *stream;
   uint32_t ticket;
-  /* A blocking point-to-point call's communicator: sc_wait drives its lane
-   * meanwhile (lib/core/p2p_lane.c); NULL for the others. */
+  /* A point-to-point call's communicator: sc_wait and sc_test drive its
+   * lane meanwhile (lib/core/p2p_lane.c); NULL for the others. */
   struct sc_comm *p2p_comm;
+  /* From a stack of spare blocks (lib/base/spares.h): op.c's requests of
+   * collectives without v arrays, lib/core/p2p_pool.c's operations. */
+  int spare;
 };
 
 /* Settings read once at creation. */
@@ -120,6 +128,7 @@ static inline int sc_tune_measures(int tuning, int nhosts, int unfitted) {
 
 typedef struct sc_comm_config {
   int timeout_ms;
+  int boot_timeout_ms; /* SC_BOOTSTRAP_TIMEOUT_MS, SC_TIMEOUT_MS when unset or 0 */
   size_t chunk_bytes;
   size_t sockbuf_bytes;
   size_t board_bytes; /* SC_BOARD_BYTES: the board's posts at most (lib/core/board.c) */
@@ -144,6 +153,10 @@ typedef struct sc_comm_config {
   size_t p2p_unexp_bytes; /* SC_P2P_UNEXPECTED_BYTES: unmatched arrivals buffered at most */
   char ifname[64];
 } sc_comm_config_t;
+
+/* The bootstrap's limit: SC_BOOTSTRAP_TIMEOUT_MS, or SC_TIMEOUT_MS when that
+ * is 0. Fails on a malformed setting. */
+sc_result_t sc_comm_boot_timeout(int *ms);
 
 /* State only the progress thread touches while it runs. */
 /* What the schedule in sc_exec_state_t was built for: a training loop
@@ -334,6 +347,9 @@ sc_result_t sc_op_submit(sc_comm_t *comm, const sc_op_t *op, sc_request_t **req)
  * form's request gets its ticket) unless the communicator refuses. */
 sc_result_t sc_op_enqueue(sc_comm_t *comm, sc_request_t *req);
 void sc_request_complete(sc_request_t *req, sc_result_t res);
+static inline int sc_request_done(const sc_request_t *req) {
+  return atomic_load_explicit(&req->done, memory_order_acquire) == 1;
+}
 sc_result_t sc_comm_check_usable(sc_comm_t *comm);
 /* SC_SUCCESS unless the communicator was aborted or failed: then the error,
  * worded as a refusal at submission is, with the call's number
@@ -381,7 +397,14 @@ void *sc_comm_ext(sc_comm_t *comm, sc_comm_ext_id_t id, void *(*create)(void),
                   void (*free_fn)(void *state));
 /* lib/core/peers.c: keeps of the exchanged records (nranks of them) what is
  * used after creation: comm->peers and comm->hosts (replacing any it had). */
-sc_result_t sc_comm_peers_keep(sc_comm_t *comm, const sc_peer_info_t *all);
+/* head: rank 0's record head; rank i's is stride bytes after rank i - 1's. */
+sc_result_t sc_comm_peers_keep(sc_comm_t *comm, const sc_peer_head_t *head, size_t stride);
+/* Rank i's record head in the exchanged table: head is rank 0's, the
+ * records stride bytes apart. */
+static inline const sc_peer_head_t *sc_peer_head_at(const sc_peer_head_t *head, size_t stride,
+                                                    int i) {
+  return (const sc_peer_head_t *)((const uint8_t *)head + (size_t)i * stride);
+}
 void sc_comm_peers_free(sc_comm_t *comm);
 /* Rank r's host name from its record; "?" before the records are kept. */
 static inline const char *sc_comm_host(const sc_comm_t *comm, int r) {

@@ -99,8 +99,8 @@ sc_result_t sc_comm_init_env(sc_comm_t **comm) {
     SC_CHECK(sc_parse_long(src->port_var, getenv(src->port_var), 1, 65535, &p));
     port = (uint16_t)p;
   }
-  long timeout;
-  SC_CHECK(sc_config_long("SC_TIMEOUT_MS", 1, 24L * 3600 * 1000, &timeout));
+  int timeout;
+  SC_CHECK(sc_comm_boot_timeout(&timeout));
   uint8_t secret[SC_SECRET_LEN];
   const char *token = sc_config_get("SC_AUTH_TOKEN");
   SC_CHECK(sc_secret_from_token(token, secret));
@@ -110,7 +110,7 @@ sc_result_t sc_comm_init_env(sc_comm_t **comm) {
   SC_CHECK(sc_socket_resolve(host, port, &root));
   if (rank == 0) {
     sc_sockaddr_t bound;
-    sc_result_t br = sc_bootstrap_root_start(&root, secret, (int)timeout, &bound);
+    sc_result_t br = sc_bootstrap_root_start(&root, secret, timeout, &bound);
     if (br != SC_SUCCESS) {
       /* A bare "Address already in use" does not say that the port is the
        * launcher's choice, nor what else may hold it. */

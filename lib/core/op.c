@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "lib/base/log.h"
+#include "lib/base/spares.h"
 #include "lib/base/yield.h"
 #include "lib/core/comm.h"
 #include "lib/core/p2p.h"
@@ -35,8 +36,11 @@ static void sc_futex_wake_all(_Atomic uint32_t *word) {
 void sc_request_complete(sc_request_t *req, sc_result_t res) {
   req->result = res;
   if (res != SC_SUCCESS) sc_error_get_detail(req->errmsg, sizeof(req->errmsg));
-  atomic_store_explicit(&req->done, 1, memory_order_release);
-  sc_futex_wake_all(&req->done);
+  /* The wake system call only for a waiter asleep: it cost every small
+   * operation one. Afterwards req may be freed at once; the wake touches
+   * only the address. */
+  if (atomic_exchange_explicit(&req->done, 1, memory_order_acq_rel) == 2)
+    sc_futex_wake_all(&req->done);
 }
 
 /* SC_SUCCESS while the communicator accepts work; otherwise the reason, with
@@ -115,17 +119,33 @@ sc_result_t sc_op_enqueue(sc_comm_t *comm, sc_request_t *req) {
   return SC_SUCCESS;
 }
 
+/* A request's memory: a collective's comes from req_spares unless it
+ * carries v arrays (a calloc of over 1 KiB per call is the allocator's slow
+ * path); a point-to-point call's is its operation (lib/core/p2p_pool.c). */
+static sc_spares_t req_spares = SC_SPARES_INIT(sizeof(sc_request_t), 64);
+
+static void request_free(sc_request_t *req) {
+  if (req->p2p_comm)
+    sc_p2p_request_free(req);
+  else if (req->spare)
+    sc_spares_put(&req_spares, req);
+  else
+    free(req);
+}
+
 sc_result_t sc_op_submit(sc_comm_t *comm, const sc_op_t *op, sc_request_t **out) {
   /* A v collective's arrays travel with the request, in the same allocation:
    * the caller may reuse them once the call returns. */
   const size_t nv = sc_op_v_len(op, comm->nranks);
-  sc_request_t *req = calloc(1, sizeof(*req) + nv * sizeof(size_t));
+  sc_request_t *req = nv ? malloc(sizeof(*req) + nv * sizeof(size_t)) : sc_spares_get(&req_spares);
   if (!req) return SC_ERR(SC_ERR_NOMEM, "request for %s", sc_coll_name(op->coll));
+  memset(req, 0, sizeof(*req));
+  req->spare = nv == 0;
   req->op = *op;
   if (nv) sc_op_v_own(&req->op, comm->nranks, (size_t *)(req + 1));
   sc_result_t r = sc_op_enqueue(comm, req);
   if (r != SC_SUCCESS) {
-    free(req);
+    request_free(req);
     return r;
   }
   *out = req;
@@ -185,16 +205,20 @@ static sc_result_t sc_request_finish(sc_request_t **reqp) {
   sc_request_t *req = *reqp;
   sc_result_t r = req->result;
   if (r != SC_SUCCESS) sc_error_set_detail(req->errmsg);
-  free(req);
+  request_free(req);
   *reqp = NULL;
   return r;
 }
 
 sc_result_t sc_test(sc_request_t **req, int *done) {
   if (!req || !*req || !done) return SC_ERR(SC_ERR_INVALID_ARG, "sc_test: NULL request or done");
-  if (!atomic_load_explicit(&(*req)->done, memory_order_acquire)) {
-    *done = 0;
-    return SC_IN_PROGRESS;
+  if (!sc_request_done(*req)) {
+    sc_comm_t *pc = (*req)->p2p_comm;
+    if (pc) sc_p2p_poll(pc);
+    if (!pc || !sc_request_done(*req)) {
+      *done = 0;
+      return SC_IN_PROGRESS;
+    }
   }
   *done = 1;
   return sc_request_finish(req);
@@ -206,11 +230,18 @@ sc_result_t sc_wait(sc_request_t **req) {
   /* The progress thread bounds every operation by the no-progress timeout and
    * completes the request with SC_ERR_TIMEOUT, so this loop ends. */
   for (int i = 0; i < SC_WAIT_SPIN_ITERS; i++) {
-    if (atomic_load_explicit(&r->done, memory_order_acquire)) return sc_request_finish(req);
+    if (sc_request_done(r)) return sc_request_finish(req);
     sc_cpu_relax();
   }
-  if (r->p2p_comm && !atomic_load_explicit(&r->done, memory_order_acquire))
-    sc_p2p_drive(r->p2p_comm, req, 1);
-  while (!atomic_load_explicit(&r->done, memory_order_acquire)) sc_futex_wait(&r->done, 0, 100);
+  if (r->p2p_comm && !sc_request_done(r)) sc_p2p_drive(r->p2p_comm, req, 1);
+  for (;;) {
+    uint32_t v = atomic_load_explicit(&r->done, memory_order_acquire);
+    if (v == 1) break;
+    /* Marked asleep first: the completer's exchange then sees the 2 and wakes. */
+    if (v == 0 && !atomic_compare_exchange_strong_explicit(&r->done, &v, 2, memory_order_acq_rel,
+                                                           memory_order_acquire))
+      continue;
+    sc_futex_wait(&r->done, 2, 100);
+  }
   return sc_request_finish(req);
 }

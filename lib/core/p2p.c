@@ -33,9 +33,14 @@
 
 /* ---- operations ---- */
 
+void sc_p2p_describe(const char *fn, int is_send, int peer, int tag, uint64_t count,
+                     sc_dtype_t dtype, char *out, size_t len) {
+  snprintf(out, len, "%s %s rank %d (tag %d, count %" PRIu64 " of %s)", fn, is_send ? "to" : "from",
+           peer, tag, count, sc_dtype_name(dtype));
+}
+
 void sc_p2p_op_describe(const sc_p2p_op_t *op, char *out, size_t len) {
-  snprintf(out, len, "%s %s rank %d (tag %d, count %" PRIu64 " of %s)", op->fn,
-           op->is_send ? "to" : "from", op->peer, op->tag, op->count, sc_dtype_name(op->dtype));
+  sc_p2p_describe(op->fn, op->is_send, op->peer, op->tag, op->count, op->dtype, out, len);
 }
 
 sc_result_t sc_p2p_dev_copy(sc_p2p_t *p, int device, void *dst, const void *src, size_t bytes) {
@@ -122,9 +127,11 @@ static sc_p2p_op_t *wait_take_id(sc_p2p_op_t **list, uint64_t id) {
   return NULL;
 }
 
-sc_result_t sc_p2p_tp_post(sc_p2p_t *p, int is_send, int peer, void *buf, size_t len,
-                           sc_tp_req_t *req) {
+/* more: the message's payload is posted next (sc_tp_req_t's `more`). */
+static sc_result_t tp_post(sc_p2p_t *p, int is_send, int peer, void *buf, size_t len,
+                           sc_tp_req_t *req, int more) {
   memset(req, 0, sizeof(*req));
+  req->more = more;
   if (is_send) p->peers[peer].used = 1;
   sc_result_t r = is_send ? p->ops->isend(p->tp, peer, buf, len, req)
                           : p->ops->irecv(p->tp, peer, buf, len, req);
@@ -135,6 +142,11 @@ sc_result_t sc_p2p_tp_post(sc_p2p_t *p, int is_send, int peer, void *buf, size_t
     req->state = SC_TP_REQ_ERROR;
   }
   return r;
+}
+
+sc_result_t sc_p2p_tp_post(sc_p2p_t *p, int is_send, int peer, void *buf, size_t len,
+                           sc_tp_req_t *req) {
+  return tp_post(p, is_send, peer, buf, len, req, 0);
 }
 
 /* ---- peers ---- */
@@ -155,14 +167,14 @@ static void send_ctl(sc_p2p_t *p, int peer, sc_p2p_kind_t kind, uint64_t id) {
   sc_p2p_hdr_t h = {.kind = kind, .dtype = SC_UINT8, .id = id};
   sc_p2p_hdr_encode(&h, c->hdr);
   c->peer = peer;
-  sc_p2p_tp_post(p, 1, peer, c->hdr, SC_P2P_HDR_BYTES, &c->req); /* a failure shows in c->req */
+  sc_p2p_tp_post(p, 1, peer, c->hdr, SC_P2P_FRAME_BYTES, &c->req); /* a failure shows in c->req */
   c->next = p->ctls;
   p->ctls = c;
 }
 
 void sc_p2p_unexp_free(sc_p2p_unexp_t *u) {
   u->lane->unexp_bytes -= u->charge;
-  free(u->data);
+  if (u->data != u->small) free(u->data);
   free(u);
 }
 
@@ -227,7 +239,7 @@ void sc_p2p_peer_post_header(sc_p2p_t *p, int peer) {
   sc_p2p_peer_t *pp = &p->peers[peer];
   if (pp->dead) return;
   pp->hposted = 1; /* a failed post is seen as a failed request */
-  sc_p2p_tp_post(p, 0, peer, pp->hbuf, SC_P2P_HDR_BYTES, &pp->hreq);
+  sc_p2p_tp_post(p, 0, peer, pp->hbuf, SC_P2P_FRAME_BYTES, &pp->hreq);
 }
 
 /* ---- matching ---- */
@@ -343,6 +355,18 @@ static void unexp_receive(sc_p2p_t *p, sc_p2p_unexp_t *u) {
   p->pending = u;
 }
 
+/* An inline payload (in the frame just read) kept for a later receive. */
+static void unexp_inline(sc_p2p_t *p, sc_p2p_unexp_t *u, const uint8_t *src) {
+  u->arrived = 1;
+  if (!u->bytes) return;
+  u->data = u->bytes <= sizeof(u->small) ? u->small : malloc(u->bytes);
+  if (!u->data) {
+    sc_p2p_peer_fail(p, u->peer, SC_ERR_NOMEM, "no memory to buffer an unexpected message");
+    return;
+  }
+  memcpy(u->data, src, u->bytes);
+}
+
 static void protocol_error(sc_p2p_t *p, int peer) {
   char why[SC_ERRMSG_MAX / 2];
   sc_error_get_detail(why, sizeof(why));
@@ -365,12 +389,19 @@ void sc_p2p_on_header(sc_p2p_t *p, int peer) {
   case SC_P2P_RTS: {
     sc_p2p_entry_t *e = sc_p2p_list_take(&pp->posted, h.tag);
     sc_p2p_op_t *op = e ? e->owner : NULL;
+    const int inl = h.kind == SC_P2P_EAGER && h.bytes <= SC_P2P_INLINE_BYTES;
     if (op && h.kind == SC_P2P_EAGER) {
       if (!sc_p2p_mismatch(rank, peer, h.tag, op->count, op->dtype, h.count, h.dtype)) {
-        recv_payload(p, op);
+        if (!inl) {
+          recv_payload(p, op);
+          break;
+        }
+        if (h.bytes) memcpy(op->buf, pp->hbuf + SC_P2P_HDR_BYTES, h.bytes);
+        sc_p2p_op_complete(op, SC_SUCCESS);
         break;
       }
       sc_p2p_op_complete(op, SC_ERR_MISMATCH);
+      if (inl) break; /* nothing follows the frame to discard */
     }
     sc_p2p_unexp_t *u = unexp_new(p, peer, &h);
     if (!u) {
@@ -384,7 +415,10 @@ void sc_p2p_on_header(sc_p2p_t *p, int peer) {
       match_unexp(p, op, u); /* a rendezvous: CTS, or DROP on a mismatch */
     } else {
       sc_p2p_list_push(&pp->unexp, &u->ent);
-      if (h.kind == SC_P2P_EAGER) unexp_receive(p, u);
+      if (inl)
+        unexp_inline(p, u, pp->hbuf + SC_P2P_HDR_BYTES);
+      else if (h.kind == SC_P2P_EAGER)
+        unexp_receive(p, u);
     }
     break;
   }
@@ -401,7 +435,7 @@ void sc_p2p_on_header(sc_p2p_t *p, int peer) {
                         .id = op->id};
       sc_p2p_hdr_encode(&d, op->hdr2);
       op->deadline_ms = sc_now_ms() + p->comm->cfg.timeout_ms;
-      if (sc_p2p_tp_post(p, 1, peer, op->hdr2, SC_P2P_HDR_BYTES, &op->tr[op->ntr++]) == SC_SUCCESS)
+      if (tp_post(p, 1, peer, op->hdr2, SC_P2P_FRAME_BYTES, &op->tr[op->ntr++], 1) == SC_SUCCESS)
         sc_p2p_tp_post(p, 1, peer, op->buf, op->bytes, &op->tr[op->ntr++]);
     }
     op->final = 1;
@@ -524,8 +558,11 @@ void sc_p2p_start_op(sc_p2p_t *p, sc_p2p_op_t *op) {
                     .bytes = op->bytes,
                     .id = op->id};
   sc_p2p_hdr_encode(&h, op->hdr);
-  sc_result_t r = sc_p2p_tp_post(p, 1, op->peer, op->hdr, SC_P2P_HDR_BYTES, &op->tr[op->ntr++]);
-  if (r == SC_SUCCESS && eager && op->bytes)
+  const int inl = eager && op->bytes <= SC_P2P_INLINE_BYTES;
+  if (inl && op->bytes) memcpy(op->hdr + SC_P2P_HDR_BYTES, op->buf, op->bytes);
+  const int more = eager && !inl && op->bytes;
+  sc_result_t r = tp_post(p, 1, op->peer, op->hdr, SC_P2P_FRAME_BYTES, &op->tr[op->ntr++], more);
+  if (r == SC_SUCCESS && more)
     sc_p2p_tp_post(p, 1, op->peer, op->buf, op->bytes, &op->tr[op->ntr++]);
   if (eager) {
     op->final = 1;

@@ -29,8 +29,15 @@ void sc_p2p_stop(sc_comm_t *comm);
  * thread gave it up; else, or once the lane closes, returns at once and the
  * caller waits for the lane thread as for any request. */
 void sc_p2p_drive(sc_comm_t *comm, sc_request_t *const *reqs, int n);
+/* One round of the lane's engine (no waiting in the transport) from the
+ * calling thread if nobody holds it: sc_test's progress. */
+void sc_p2p_poll(sc_comm_t *comm);
 /* Frees what sc_p2p_stop left (the struct itself). */
 void sc_p2p_free(sc_comm_t *comm);
+
+/* Frees a point-to-point call's request (its operation; lib/core/p2p_pool.c)
+ * once its waiter is done with it. */
+void sc_p2p_request_free(sc_request_t *req);
 
 /* A blocking collective called inside a group: the request of its
  * non-blocking form, which sc_group_end waits for. 1 when a group is open on

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The point-to-point API: argument checks, requests, the hand-off to the
  * lane thread, and the per-thread groups of sc_group_start / sc_group_end. */
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,9 +54,8 @@ static sc_result_t p2p_new(const char *fn, int is_send, const void *buf, size_t 
   if (stage > SIZE_MAX - sizeof(sc_p2p_op_t))
     return SC_ERR(SC_ERR_INVALID_ARG, "%s: count %zu of %s is too large to stage", fn, count,
                   sc_dtype_name(dtype));
-  sc_p2p_op_t *op = malloc(sizeof(*op) + stage);
+  sc_p2p_op_t *op = sc_p2p_op_alloc(stage);
   if (!op) return SC_ERR(SC_ERR_NOMEM, "%s: request (%zu bytes of host staging)", fn, stage);
-  memset(op, 0, sizeof(*op));
   if (kind == SC_MEM_DEVICE) {
     op->lane = comm->p2p;
     op->device = sc_buffers_device(1, &buf);
@@ -65,7 +65,7 @@ static sc_result_t p2p_new(const char *fn, int is_send, const void *buf, size_t 
       if (r != SC_SUCCESS) {
         char why[SC_ERRMSG_MAX / 2];
         sc_error_get_detail(why, sizeof(why));
-        free(op);
+        sc_p2p_op_free(op);
         return SC_ERR(r, "%s: copying buf from device memory: %s", fn, why);
       }
     }
@@ -88,24 +88,33 @@ static sc_result_t p2p_new(const char *fn, int is_send, const void *buf, size_t 
   return SC_SUCCESS;
 }
 
+sc_result_t sc_p2p_closing_error(const sc_p2p_t *p, const char *fn) {
+  return SC_ERR(SC_ERR_ABORTED, "rank %d: %s: the communicator was aborted or is being destroyed",
+                p->comm->rank, fn);
+}
+
+/* (p->lock) SC_ERR_ABORTED once the lane is closing; else starts the lane
+ * thread the first time. */
+static sc_result_t lane_open_locked(sc_p2p_t *p, const char *fn) {
+  if (p->closed) return sc_p2p_closing_error(p, fn);
+  if (p->started) return SC_SUCCESS;
+  int e = pthread_create(&p->thread, NULL, sc_p2p_main, p);
+  if (e)
+    return SC_ERR(SC_ERR_SYSTEM, "pthread_create of the point-to-point thread: %s", strerror(e));
+  p->started = 1;
+  return SC_SUCCESS;
+}
+
 /* Hands ops (a qnext chain) to the lane, starting its thread the first
  * time. wake: rouse the lane thread; a blocking caller leaves that to its
  * sc_wait, which may drive the ops itself (sc_p2p_drive). */
 static sc_result_t p2p_submit(sc_comm_t *comm, sc_p2p_op_t *head, sc_p2p_op_t *tail, int wake) {
   sc_p2p_t *p = comm->p2p;
   pthread_mutex_lock(&p->lock);
-  if (p->closed) {
+  sc_result_t r = lane_open_locked(p, head->fn);
+  if (r != SC_SUCCESS) {
     pthread_mutex_unlock(&p->lock);
-    return SC_ERR(SC_ERR_ABORTED, "rank %d: %s: the communicator was aborted or is being destroyed",
-                  comm->rank, head->fn);
-  }
-  if (!p->started) {
-    int e = pthread_create(&p->thread, NULL, sc_p2p_main, p);
-    if (e) {
-      pthread_mutex_unlock(&p->lock);
-      return SC_ERR(SC_ERR_SYSTEM, "pthread_create of the point-to-point thread: %s", strerror(e));
-    }
-    p->started = 1;
+    return r;
   }
   tail->qnext = NULL;
   if (p->qtail)
@@ -120,6 +129,16 @@ static sc_result_t p2p_submit(sc_comm_t *comm, sc_p2p_op_t *head, sc_p2p_op_t *t
   }
   pthread_mutex_unlock(&p->lock);
   return SC_SUCCESS;
+}
+
+/* Starts the lane thread if it is not yet: the engine's owner when no
+ * caller drives. SC_ERR_ABORTED once the lane is closing. */
+static sc_result_t p2p_lane_up(sc_comm_t *comm, const char *fn) {
+  sc_p2p_t *p = comm->p2p;
+  pthread_mutex_lock(&p->lock);
+  sc_result_t r = lane_open_locked(p, fn);
+  pthread_mutex_unlock(&p->lock);
+  return r;
 }
 
 /* ---- groups ---- */
@@ -142,6 +161,28 @@ typedef struct sc_p2p_batch {
   sc_p2p_scall_t call[];
 } sc_p2p_batch_t;
 
+/* What a group's call is, for sc_group_end's error text: formatted only
+ * for a call that failed (a printf per call costs a small exchange a tenth
+ * of its time). */
+typedef struct sc_group_call {
+  const char *fn;
+  int dir; /* 1 a send (to peer), 0 a receive (from peer), -1 a collective */
+  int peer, tag;
+  uint64_t count;
+  sc_dtype_t dtype;
+} sc_group_call_t;
+
+/* msg: "sc_group_end: call idx of n, <the call>: <the error>". */
+static void group_error(char *msg, size_t len, int idx, int n, const sc_group_call_t *c) {
+  char what[160];
+  if (c->dir < 0)
+    snprintf(what, sizeof(what), "%s (count %" PRIu64 " of %s)", c->fn, c->count,
+             sc_dtype_name(c->dtype));
+  else
+    sc_p2p_describe(c->fn, c->dir, c->peer, c->tag, c->count, c->dtype, what, sizeof(what));
+  snprintf(msg, len, "sc_group_end: call %d of %d, %s: %s", idx, n, what, sc_last_error());
+}
+
 typedef struct sc_group_item {
   struct sc_group_item *next;
   sc_comm_t *comm;
@@ -151,7 +192,7 @@ typedef struct sc_group_item {
   int on_stream;         /* a stream form: scall on stream, enqueued at the end */
   sc_stream_t stream;
   sc_p2p_scall_t scall;
-  char what[160];
+  sc_group_call_t call;
 } sc_group_item_t;
 
 static _Thread_local struct {
@@ -161,14 +202,14 @@ static _Thread_local struct {
 } sc_group;
 
 static sc_result_t group_add(sc_comm_t *comm, sc_p2p_op_t *deferred, sc_request_t *req,
-                             const char *what, sc_group_item_t **out) {
+                             const sc_group_call_t *call, sc_group_item_t **out) {
   sc_group_item_t *it = calloc(1, sizeof(*it));
   if (!it) return SC_ERR(SC_ERR_NOMEM, "group entry");
   it->comm = comm;
   it->deferred = deferred;
   it->req = req;
   it->idx = sc_group.n + 1;
-  snprintf(it->what, sizeof(it->what), "%s", what);
+  it->call = *call;
   if (sc_group.tail)
     sc_group.tail->next = it;
   else
@@ -267,9 +308,8 @@ int sc_group_take_coll(const char *fn, sc_comm_t *comm, const sc_op_t *op, sc_re
   sc_request_t *req = NULL;
   *out = sc_op_submit(comm, op, &req);
   if (*out != SC_SUCCESS) return 1;
-  char what[160];
-  snprintf(what, sizeof(what), "%s (count %zu of %s)", fn, op->count, sc_dtype_name(op->dtype));
-  *out = group_add(comm, NULL, req, what, NULL);
+  const sc_group_call_t call = {fn, -1, -1, -1, op->count, op->dtype};
+  *out = group_add(comm, NULL, req, &call, NULL);
   if (*out != SC_SUCCESS) sc_wait(&req);
   return 1;
 }
@@ -299,14 +339,10 @@ sc_result_t sc_group_end(void) {
   /* The stream forms first: they are enqueued, not waited for. */
   for (sc_group_item_t *it = items; it; it = it->next) {
     if (!it->on_stream) continue;
-    const int idx = it->idx;
-    char what[sizeof(it->what)];
-    snprintf(what, sizeof(what), "%s", it->what);
     sc_result_t r = group_enqueue_stream(it);
     if (r != SC_SUCCESS && first == SC_SUCCESS) {
       first = r;
-      snprintf(msg, sizeof(msg), "sc_group_end: call %d of %d, %s: %s", idx, n, what,
-               sc_last_error());
+      group_error(msg, sizeof(msg), it->idx, n, &it->call);
     }
   }
   /* Everything is started before anything is waited for: that is what makes
@@ -327,12 +363,11 @@ sc_result_t sc_group_end(void) {
       if (r == SC_SUCCESS)
         x->req = &x->deferred->req;
       else
-        free(x->deferred);
+        sc_p2p_op_free(x->deferred);
       x->deferred = NULL;
       if (r != SC_SUCCESS && first == SC_SUCCESS) {
         first = r;
-        snprintf(msg, sizeof(msg), "sc_group_end: call %d of %d, %s: %s", x->idx, n, x->what,
-                 sc_last_error());
+        group_error(msg, sizeof(msg), x->idx, n, &x->call);
       }
       if (x == last) break;
     }
@@ -354,8 +389,7 @@ sc_result_t sc_group_end(void) {
       sc_result_t r = sc_wait(&it->req);
       if (r != SC_SUCCESS && first == SC_SUCCESS) {
         first = r;
-        snprintf(msg, sizeof(msg), "sc_group_end: call %d of %d, %s: %s", it->idx, n, it->what,
-                 sc_last_error());
+        group_error(msg, sizeof(msg), it->idx, n, &it->call);
       }
     }
     free(it);
@@ -369,20 +403,31 @@ static sc_result_t p2p_post(const char *fn, int is_send, const void *buf, size_t
                             sc_request_t **req) {
   sc_p2p_op_t *op;
   SC_CHECK(p2p_new(fn, is_send, buf, count, dtype, peer, tag, comm, &op));
-  /* A blocking call's wait drives the lane itself. A non-blocking one's is
-   * left to the lane thread, which starts it at once: a caller's sc_wait
-   * driving as well would only contend with it for the engine. */
-  if (!req) op->req.p2p_comm = comm;
+  /* The wait (or sc_test) drives the lane itself when nobody else does. */
+  op->req.p2p_comm = comm;
   if (!req && sc_group.depth > 0) {
-    char what[160];
-    sc_p2p_op_describe(op, what, sizeof(what));
-    sc_result_t r = group_add(comm, op, NULL, what, NULL);
-    if (r != SC_SUCCESS) free(op);
+    const sc_group_call_t call = {fn, is_send, peer, tag, count, dtype};
+    sc_result_t r = group_add(comm, op, NULL, &call, NULL);
+    if (r != SC_SUCCESS) sc_p2p_op_free(op);
     return r;
   }
-  sc_result_t r = p2p_submit(comm, op, op, req != NULL);
+  /* A non-blocking call starts its op in this thread when the engine is
+   * free: no hand-off to the lane thread and back, which cost a small
+   * isend/irecv/wait exchange several times the blocking group's time
+   * (perf/README.md, "Send and receive on one host"). A blocking one leaves
+   * that to its wait, which drives. */
+  sc_result_t r = SC_SUCCESS;
+  if (req && p2p_lane_up(comm, fn) == SC_SUCCESS && sc_p2p_start_inline(comm->p2p, op, &r)) {
+    if (r != SC_SUCCESS) {
+      sc_p2p_op_free(op);
+      return r;
+    }
+    *req = &op->req;
+    return SC_SUCCESS;
+  }
+  r = p2p_submit(comm, op, op, req != NULL);
   if (r != SC_SUCCESS) {
-    free(op);
+    sc_p2p_op_free(op);
     return r;
   }
   sc_request_t *mine = &op->req;
@@ -443,11 +488,9 @@ static sc_result_t p2p_on_stream(const char *fn, int is_send, const void *buf, s
                       "%s: inside a group, every stream-form call on one communicator must use "
                       "one stream (call %d of this group used stream %p, this one %p)",
                       fn, x->idx, x->stream, stream);
-    char what[160];
-    snprintf(what, sizeof(what), "%s %s rank %d (tag %d, count %zu of %s)", fn,
-             is_send ? "to" : "from", peer, tag, count, sc_dtype_name(dtype));
+    const sc_group_call_t gcall = {fn, is_send, peer, tag, count, dtype};
     sc_group_item_t *it;
-    SC_CHECK(group_add(comm, NULL, NULL, what, &it));
+    SC_CHECK(group_add(comm, NULL, NULL, &gcall, &it));
     it->on_stream = 1;
     it->stream = stream;
     it->scall = call;

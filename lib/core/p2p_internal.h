@@ -45,7 +45,7 @@ typedef struct sc_p2p_op {
   sc_result_t fail; /* decided while requests were still in flight */
   int ntr;
   sc_tp_req_t tr[SC_TR_MAX];
-  uint8_t hdr[SC_P2P_HDR_BYTES], hdr2[SC_P2P_HDR_BYTES];
+  uint8_t hdr[SC_P2P_FRAME_BYTES], hdr2[SC_P2P_FRAME_BYTES];
 } sc_p2p_op_t;
 
 /* A message that arrived before a receive wanted it (or one being dropped). */
@@ -55,9 +55,10 @@ typedef struct sc_p2p_unexp {
   sc_p2p_kind_t kind;
   uint64_t bytes, id;
   int peer, arrived, drop;
-  uint8_t *data;
-  sc_p2p_op_t *recv;      /* matched while its payload was still arriving */
-  sc_p2p_op_t *self_send; /* a send to this rank: its buffer, not a copy */
+  uint8_t *data;                      /* small, or allocated */
+  uint8_t small[SC_P2P_INLINE_BYTES]; /* an inline payload: no allocation of its own */
+  sc_p2p_op_t *recv;                  /* matched while its payload was still arriving */
+  sc_p2p_op_t *self_send;             /* a send to this rank: its buffer, not a copy */
   sc_tp_req_t req;
   struct sc_p2p *lane;
   uint64_t charge; /* its share of the lane's unexp_bytes */
@@ -67,7 +68,7 @@ typedef struct sc_p2p_ctl {
   struct sc_p2p_ctl *next;
   int peer;
   sc_tp_req_t req;
-  uint8_t hdr[SC_P2P_HDR_BYTES];
+  uint8_t hdr[SC_P2P_FRAME_BYTES];
 } sc_p2p_ctl_t;
 
 typedef struct sc_p2p_peer {
@@ -82,7 +83,7 @@ typedef struct sc_p2p_peer {
   uint64_t next_id;
   int hposted;
   sc_tp_req_t hreq;
-  uint8_t hbuf[SC_P2P_HDR_BYTES];
+  uint8_t hbuf[SC_P2P_FRAME_BYTES];
 } sc_p2p_peer_t;
 
 static inline const char *sc_p2p_dead_msg(const sc_p2p_peer_t *pp) {
@@ -124,6 +125,9 @@ struct sc_p2p {
 #define SC_P2P_UNEXP_OVERHEAD 128
 
 /* lib/core/p2p.c: the protocol, on the lane thread. */
+/* "fn to/from rank peer (tag, count of dtype)": a call in an error's text. */
+void sc_p2p_describe(const char *fn, int is_send, int peer, int tag, uint64_t count,
+                     sc_dtype_t dtype, char *out, size_t len);
 void sc_p2p_op_describe(const sc_p2p_op_t *op, char *out, size_t len);
 /* The last thing done to op: it may be freed at once by its waiter. */
 void sc_p2p_op_complete(sc_p2p_op_t *op, sc_result_t res);
@@ -147,10 +151,23 @@ void sc_p2p_unexp_free(sc_p2p_unexp_t *u);
 void sc_p2p_on_header(sc_p2p_t *p, int peer);
 void sc_p2p_start_op(sc_p2p_t *p, sc_p2p_op_t *op);
 
+/* p2p_pool.c: an operation with stage bytes of device staging after it,
+ * zeroed (NULL: no memory), and its release (NULL is ignored). */
+sc_p2p_op_t *sc_p2p_op_alloc(size_t stage);
+void sc_p2p_op_free(sc_p2p_op_t *op);
+
 /* p2p_api.c: frees the stream-form batches that never ran (the
  * communicator failed or was destroyed before their turn). */
 void sc_p2p_batches_free(sc_p2p_t *p);
 
+/* p2p_api.c: a call refused because the lane is closing (SC_ERR_ABORTED). */
+sc_result_t sc_p2p_closing_error(const sc_p2p_t *p, const char *fn);
 /* p2p_lane.c: the lane thread's body (started by the first submission). */
 void *sc_p2p_main(void *arg);
+/* Starts op (after whatever is queued) on the calling thread when the
+ * engine can be taken without waiting, and gives the engine back: 1 when
+ * done so (op then belongs to the lane) or when the lane is closing (*err:
+ * SC_ERR_ABORTED, recorded; op still the caller's), 0 when the caller must
+ * queue op for whoever holds the engine. */
+int sc_p2p_start_inline(sc_p2p_t *p, sc_p2p_op_t *op, sc_result_t *err);
 #endif

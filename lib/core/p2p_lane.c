@@ -185,7 +185,7 @@ static void say_bye(sc_p2p_t *p) {
     bye[i].req.state = SC_TP_REQ_DONE;
     if (i == p->comm->rank || p->peers[i].dead || !p->peers[i].used) continue;
     sc_p2p_hdr_encode(&h, bye[i].hdr);
-    sc_p2p_tp_post(p, 1, i, bye[i].hdr, SC_P2P_HDR_BYTES, &bye[i].req);
+    sc_p2p_tp_post(p, 1, i, bye[i].hdr, SC_P2P_FRAME_BYTES, &bye[i].req);
   }
   const int64_t end = sc_now_ms() + 1000;
   for (int pending = 1; pending && sc_now_ms() < end;) {
@@ -354,36 +354,96 @@ void *sc_p2p_main(void *arg) {
 
 static int all_done(sc_request_t *const *reqs, int n) {
   for (int i = 0; i < n; i++)
-    if (reqs[i] && !atomic_load(&reqs[i]->done)) return 0;
+    if (reqs[i] && !sc_request_done(reqs[i])) return 0;
   return 1;
+}
+
+/* Leaves the engine after a caller's turn at it. What waits for a peer is
+ * the lane thread's again: rouse: wake it now if it parked; otherwise it
+ * takes over at the end of its park (SC_P2P_POLL_MS at most), or the
+ * caller's own sc_wait/sc_test drives it first. Bytes still to write always
+ * rouse it: its transport wait does not watch for room to write. */
+static void engine_leave(sc_p2p_t *p, int rouse) {
+  const int sending = lane_sending(p), left = lane_pending(p);
+  pthread_mutex_unlock(&p->drive);
+  pthread_mutex_lock(&p->lock);
+  if (left) {
+    p->kicked = 1; /* also for a lane thread about to park */
+    if (p->parked && (rouse || sending)) pthread_cond_signal(&p->cv);
+  }
+  if (sending && !p->closed) p->ops->wake(p->tp);
+  pthread_mutex_unlock(&p->lock);
+}
+
+/* The engine, if a caller may take it now without waiting: 1 with drive
+ * held. Only where the lane thread gives it up (a transport with a wait op)
+ * and once the thread posted its header receives (it runs first). */
+static int engine_try(sc_p2p_t *p) {
+  if (!p->tp || !p->ops->wait || pthread_mutex_trylock(&p->drive) != 0) return 0;
+  if (p->ready) return 1;
+  pthread_mutex_unlock(&p->drive);
+  return 0;
+}
+
+int sc_p2p_start_inline(sc_p2p_t *p, sc_p2p_op_t *op, sc_result_t *err) {
+  *err = SC_SUCCESS;
+  if (!engine_try(p)) return 0;
+  int closed;
+  /* What this or another thread queued before goes first: order per (pair,
+   * tag) is the order of the calls. */
+  sc_p2p_op_t *q = take_queue(p, 0, &closed);
+  if (closed) {
+    pthread_mutex_unlock(&p->drive);
+    *err = sc_p2p_closing_error(p, op->fn);
+    return 1;
+  }
+  op->qnext = NULL;
+  if (q) {
+    sc_p2p_op_t *t = q;
+    while (t->qnext) t = t->qnext;
+    t->qnext = op;
+  } else {
+    q = op;
+  }
+  lane_round(p, q, 0);
+  /* A large message needs its peer's answer (CTS, or the receiver's DATA)
+   * taken at once to overlap with the caller's work: rouse the lane thread. */
+  engine_leave(p, op->bytes > SC_P2P_EAGER_BYTES);
+  return 1;
+}
+
+void sc_p2p_poll(sc_comm_t *comm) {
+  sc_p2p_t *p = comm->p2p;
+  if (!p || !engine_try(p)) return;
+  int closed;
+  sc_p2p_op_t *q = take_queue(p, 0, &closed);
+  if (!closed) lane_round(p, q, 0);
+  engine_leave(p, 0);
 }
 
 void sc_p2p_drive(sc_comm_t *comm, sc_request_t *const *reqs, int n) {
   sc_p2p_t *p = comm->p2p;
   if (!p || !p->tp || !p->ops->wait || all_done(reqs, n)) return;
-  int drove = 0;
   if (pthread_mutex_trylock(&p->drive) == 0) {
-    /* ready: the lane thread posted its header receives (it runs first). */
     if (p->ready) {
-      drove = 1;
       atomic_fetch_add(&p->drivers, 1);
       int closed = 0;
       while (!all_done(reqs, n) && !closed) {
         sc_p2p_op_t *q = take_queue(p, 0, &closed);
         if (!closed) lane_round(p, q, SC_P2P_POLL_MS);
       }
+      atomic_fetch_sub(&p->drivers, 1);
+      /* The lane thread takes over what waits for a peer, or bytes still to
+       * write. A closing lane was woken by its closer. */
+      engine_leave(p, 1);
+      return;
     }
-    const int sending = drove && lane_sending(p), left = !drove || lane_pending(p);
-    if (drove) atomic_fetch_sub(&p->drivers, 1);
+    /* ready: the lane thread posted its header receives (it runs first). */
     pthread_mutex_unlock(&p->drive);
-    /* The lane thread takes over what waits for a peer, or bytes still to
-     * write. A closing lane was woken by its closer. */
     pthread_mutex_lock(&p->lock);
-    if (left) {
-      p->kicked = 1; /* also for a lane thread about to park */
-      if (p->parked) pthread_cond_signal(&p->cv);
-    }
-    if ((sending || !drove) && !p->closed) p->ops->wake(p->tp);
+    p->kicked = 1;
+    if (p->parked) pthread_cond_signal(&p->cv);
+    if (!p->closed) p->ops->wake(p->tp);
     pthread_mutex_unlock(&p->lock);
   } else {
     /* Whoever holds the engine starts what is queued at its next round; a
@@ -396,6 +456,26 @@ void sc_p2p_drive(sc_comm_t *comm, sc_request_t *const *reqs, int n) {
 }
 
 /* ---- life cycle ---- */
+
+/* w bytes from every rank into all (rank order) over the collectives'
+ * transport. No print: the exchange is no call of the user's. */
+static sc_result_t lane_allgather(sc_comm_t *comm, const void *mine, void *all, size_t w) {
+  sc_sched_t s;
+  sc_sched_init(&s);
+  sc_result_t r = sc_small_allgather_schedule(comm->nranks, comm->rank, w, &s);
+  if (r == SC_SUCCESS) {
+    sc_op_t xop = {.coll = SC_COLL_ALLGATHER,
+                   .sendbuf = mine,
+                   .recvbuf = all,
+                   .count = w,
+                   .dtype = SC_UINT8,
+                   .op = SC_SUM};
+    sc_exec_args_t a = {.op = &xop, .sched = &s, .elem_size = 1};
+    r = sc_sched_execute(comm, &a);
+  }
+  sc_sched_free(&s);
+  return r;
+}
 
 sc_result_t sc_p2p_create(sc_comm_t *comm, const sc_tp_config_t *tpc) {
   if (!comm->cfg.p2p) return SC_SUCCESS;
@@ -415,35 +495,42 @@ sc_result_t sc_p2p_create(sc_comm_t *comm, const sc_tp_config_t *tpc) {
   p->peers = calloc((size_t)n, sizeof(*p->peers));
   if (!p->peers) return SC_ERR(SC_ERR_NOMEM, "point-to-point peers of %d ranks", n);
   if (n < 2) return SC_SUCCESS;
-  const size_t w = SC_TP_ADDR_MAX;
-  uint8_t *all = calloc((size_t)n + 1, w);
-  if (!all) return SC_ERR(SC_ERR_NOMEM, "point-to-point addresses of %d ranks", n);
-  uint8_t *mine = all + (size_t)n * w;
-  size_t len = w;
+  uint8_t mine[SC_TP_ADDR_MAX] = {0};
+  size_t len = sizeof(mine);
   /* The lane's setup logs what the collectives' transport logged already. */
   sc_log_repeating(1);
   sc_result_t r = p->ops->create(tpc, &p->tp, mine, &len);
   if (r != SC_SUCCESS) {
     sc_log_repeating(0);
     p->tp = NULL;
-    free(all);
     return r;
   }
-  /* No print: the exchange is no call of the user's. */
-  sc_sched_t s;
-  sc_sched_init(&s);
-  r = sc_small_allgather_schedule(n, comm->rank, w, &s);
+  /* The table is as wide as the longest address (UCX's differ by host),
+   * agreed on first: at SC_TP_ADDR_MAX per rank it was 0.77 MiB at 1,024
+   * ranks over tcp, whose address is 32 bytes, and it stayed resident in the
+   * C library's heap after creation. The tail keeps a transport that copies
+   * a whole header from the last slot inside the table. */
+  uint32_t *lens = calloc((size_t)n, sizeof(*lens));
+  uint8_t *all = NULL;
+  size_t w = 0;
+  if (!lens) r = SC_ERR(SC_ERR_NOMEM, "point-to-point address lengths of %d ranks", n);
   if (r == SC_SUCCESS) {
-    sc_op_t xop = {.coll = SC_COLL_ALLGATHER,
-                   .sendbuf = mine,
-                   .recvbuf = all,
-                   .count = w,
-                   .dtype = SC_UINT8,
-                   .op = SC_SUM};
-    sc_exec_args_t a = {.op = &xop, .sched = &s, .elem_size = 1};
-    r = sc_sched_execute(comm, &a);
+    const uint32_t l32 = (uint32_t)len;
+    r = lane_allgather(comm, &l32, lens, sizeof(l32));
   }
-  sc_sched_free(&s);
+  for (int i = 0; r == SC_SUCCESS && i < n; i++) {
+    if (lens[i] == 0 || lens[i] > SC_TP_ADDR_MAX)
+      r = SC_ERR(SC_ERR_REMOTE, "point-to-point lane: rank %d published an address of %u bytes", i,
+                 (unsigned)lens[i]);
+    else if (lens[i] > w)
+      w = lens[i];
+  }
+  free(lens);
+  if (r == SC_SUCCESS) {
+    all = calloc((size_t)n * w + SC_TP_ADDR_MAX, 1);
+    if (!all) r = SC_ERR(SC_ERR_NOMEM, "point-to-point addresses of %d ranks", n);
+  }
+  if (r == SC_SUCCESS) r = lane_allgather(comm, mine, all, w);
   if (r == SC_SUCCESS) r = p->ops->connect_all(p->tp, all, w);
   sc_log_repeating(0);
   free(all);

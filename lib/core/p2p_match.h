@@ -15,10 +15,16 @@
 
 #include "sparsecoll.h"
 
-/* Bytes of a frame's control header; a payload message of exactly the
- * header's `bytes` follows EAGER and DATA frames (none when 0). */
-#define SC_P2P_HDR_BYTES 40
-#define SC_P2P_MAGIC     0x53435032u /* "SCP2" */
+/* Bytes of a frame's control header. Every frame is one transport message of
+ * SC_P2P_FRAME_BYTES (a transport needs the exact length posted): the
+ * header, then for an EAGER message of at most SC_P2P_INLINE_BYTES its
+ * payload, so that a small message is one message each way. A payload
+ * message of exactly the header's `bytes` follows a larger EAGER's frame and
+ * a DATA frame (none when 0). */
+#define SC_P2P_HDR_BYTES    40
+#define SC_P2P_FRAME_BYTES  128
+#define SC_P2P_INLINE_BYTES (SC_P2P_FRAME_BYTES - SC_P2P_HDR_BYTES)
+#define SC_P2P_MAGIC        0x53435032u /* "SCP2" */
 
 typedef enum sc_p2p_kind {
   SC_P2P_EAGER = 1, /* sender -> receiver, payload follows */

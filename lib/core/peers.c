@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The peer table a rank keeps: of the records exchanged at bootstrap
- * (sc_peer_info_t, 908 bytes each, most of it the transport address the
- * transports copy at connect_all), the pid and the watch address per rank and
- * the host name once per distinct host. Error texts, the watch and the
+ * (sc_peer_head_t after each transport address, which the transports copy
+ * at connect_all), the pid and the watch address per rank and the host name
+ * once per distinct host. Error texts, the watch and the
  * fingerprint name peers by host and pid from it. */
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +28,7 @@ void sc_comm_peers_free(sc_comm_t *comm) {
   comm->hosts = NULL;
 }
 
-sc_result_t sc_comm_peers_keep(sc_comm_t *comm, const sc_peer_info_t *all) {
+sc_result_t sc_comm_peers_keep(sc_comm_t *comm, const sc_peer_head_t *head, size_t stride) {
   const int n = comm->nranks;
   /* Sorted by name, the distinct names are the runs: O(P log P) where
    * comparing every record with every host seen could be P^2. */
@@ -39,7 +39,8 @@ sc_result_t sc_comm_peers_keep(sc_comm_t *comm, const sc_peer_info_t *all) {
     free(peers);
     return SC_ERR(SC_ERR_NOMEM, "peer table of %d ranks", n);
   }
-  for (int i = 0; i < n; i++) k[i] = (host_key_t){.name = all[i].hostname, .rank = i};
+  for (int i = 0; i < n; i++)
+    k[i] = (host_key_t){.name = sc_peer_head_at(head, stride, i)->hostname, .rank = i};
   qsort(k, (size_t)n, sizeof(*k), host_key_cmp);
   int nhosts = 0;
   for (int i = 0; i < n; i++) nhosts += i == 0 || strcmp(k[i].name, k[i - 1].name) != 0;
@@ -55,7 +56,7 @@ sc_result_t sc_comm_peers_keep(sc_comm_t *comm, const sc_peer_info_t *all) {
       h++;
       memcpy(hosts[h], k[i].name, SC_HOSTNAME_LEN - 1);
     }
-    const sc_peer_info_t *p = &all[k[i].rank];
+    const sc_peer_head_t *p = sc_peer_head_at(head, stride, k[i].rank);
     sc_peer_t *q = &peers[k[i].rank];
     q->pid = p->pid;
     q->host = (uint32_t)h;

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "lib/base/clock.h"
+#include "lib/base/config.h"
 #include "lib/base/log.h"
 #include "lib/core/device.h"
 #include "lib/fusion/fusion.h"
@@ -230,6 +231,11 @@ sc_result_t sc_fusion_plan(sc_fusion_t *f) {
   if (!f) return SC_ERR(SC_ERR_INVALID_ARG, "%s: f is NULL", fn);
   if (f->planned) return SC_ERR(SC_ERR_INVALID_ARG, "%s: already planned", fn);
   if (f->b) return SC_ERR(SC_ERR_INVALID_ARG, "%s: an earlier plan failed: destroy and create", fn);
+  /* Local (the collectives' order is the same either way), read before the
+   * first collective so that a bad value fails here, not halfway. */
+  long pipe = 1;
+  SC_CHECK(sc_parse_long("SC_FUSION_PIPELINE", sc_config_get("SC_FUSION_PIPELINE"), 0, 1, &pipe));
+  f->lr_pipeline = (int)pipe;
   SC_CHECK(sc_fusion_check_same(f));
   if (f->nt == 0) return SC_ERR(SC_ERR_INVALID_ARG, "%s: no tensors registered (on any rank)", fn);
   SC_CHECK(sc_fusion_agree_times(f));

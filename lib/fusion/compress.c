@@ -83,9 +83,10 @@ static sc_result_t setup(sc_fusion_t *f, sc_fbucket_t *b, size_t i) {
               cost[2], cost[3]);
   }
   b->comp = m;
+  /* Every bucket the worker runs (a dense one too) keeps its failure's detail. */
+  if (f->worker_mode && !(b->errmsg = calloc(1, SC_ERRMSG_MAX)))
+    return SC_ERR(SC_ERR_NOMEM, "sc_fusion_plan: bucket %zu", i);
   if (m == SC_COMPRESS_NONE) return SC_SUCCESS;
-  b->errmsg = calloc(1, SC_ERRMSG_MAX);
-  if (!b->errmsg) return SC_ERR(SC_ERR_NOMEM, "sc_fusion_plan: bucket %zu", i);
   switch (m) {
   case SC_COMPRESS_TOPK: {
     double k = f->cfg.density * (double)b->count;
@@ -144,6 +145,14 @@ static int staged(const sc_fusion_t *f, const sc_fbucket_t *b) {
   return f->device && b->comp != SC_COMPRESS_NONE && b->comp != SC_COMPRESS_TOPK;
 }
 
+/* PowerSGD only: its second round is what a next bucket's first can hide
+ * behind. ACP-SGD's one round leaves only its reconstruction to overlap,
+ * and on CPU-bound ranks moving the next bucket's product ahead of it
+ * measured slower (docs/REPRODUCTION.md, part (f)). */
+int sc_fusion_bucket_pipelined(const sc_fusion_t *f, const sc_fbucket_t *b) {
+  return f->lr_pipeline && b->comp == SC_COMPRESS_POWERSGD && !staged(f, b);
+}
+
 sc_result_t sc_fusion_compress_setup(sc_fusion_t *f, sc_fbucket_t *b, size_t i) {
   SC_CHECK(setup(f, b, i));
   if (!staged(f, b)) return SC_SUCCESS;
@@ -169,56 +178,11 @@ void sc_fusion_compress_free(sc_fusion_t *f, sc_fbucket_t *b) {
 
 /* Low rank: each round's factors of every matrix summed in one all-reduce
  * (ACP-SGD's fused bucket; PowerSGD's two rounds), the vectors averaged in
- * one more. */
+ * one more; the steps of lowrank.c back to back. */
 static sc_result_t reduce_lowrank(sc_fusion_t *f, sc_fbucket_t *b, char *buf) {
-  const size_t nt = b->last - b->first;
-  int rounds = 0;
-  for (size_t j = 0; j < nt; j++)
-    if (b->lr[j] && sc_lowrank_rounds(b->lr[j]) > rounds) rounds = sc_lowrank_rounds(b->lr[j]);
-  for (int k = 0; k < rounds; k++) {
-    size_t at = 0, es = 0;
-    sc_dtype_t dt = SC_FLOAT32;
-    for (size_t j = 0; j < nt; j++) {
-      if (!b->lr[j] || k >= sc_lowrank_rounds(b->lr[j])) continue;
-      void *fac;
-      size_t n;
-      sc_lowrank_before(b->lr[j], buf + f->t[b->first + j].offset, k, &fac, &n, &dt);
-      es = sc_dtype_size(dt);
-      memcpy(b->fbuf + at, fac, n * es);
-      at += n * es;
-    }
-    if (at) SC_CHECK(sc_allreduce(b->fbuf, b->fbuf, at / es, dt, SC_SUM, f->comm));
-    at = 0;
-    for (size_t j = 0; j < nt; j++) {
-      if (!b->lr[j] || k >= sc_lowrank_rounds(b->lr[j])) continue;
-      void *fac;
-      size_t n;
-      sc_lowrank_factor(b->lr[j], k, &fac, &n, &dt);
-      memcpy(fac, b->fbuf + at, n * es);
-      at += n * es;
-    }
-  }
-  size_t at = 0;
-  for (size_t l = b->first; l < b->last; l++) {
-    const sc_ftensor_t *t = &f->t[l];
-    if (b->lr[l - b->first]) {
-      if (sc_lowrank_rounds(b->lr[l - b->first]))
-        sc_lowrank_finish(b->lr[l - b->first], buf + t->offset, f->nranks);
-      continue;
-    }
-    memcpy(b->dense + at, buf + t->offset, t->bytes);
-    at += t->bytes;
-  }
-  if (!b->dense_count) return SC_SUCCESS;
-  SC_CHECK(sc_allreduce(b->dense, b->dense, b->dense_count, b->dtype, SC_AVG, f->comm));
-  at = 0;
-  for (size_t l = b->first; l < b->last; l++) {
-    const sc_ftensor_t *t = &f->t[l];
-    if (b->lr[l - b->first]) continue;
-    memcpy(buf + t->offset, b->dense + at, t->bytes);
-    at += t->bytes;
-  }
-  return SC_SUCCESS;
+  SC_CHECK(sc_fusion_lr_issue(f, b, buf));
+  SC_CHECK(sc_fusion_lr_next(f, b, buf));
+  return sc_fusion_lr_finish(f, b, buf);
 }
 
 /* One round of bucket b in buf: its fused buffer, or that buffer's host image. */

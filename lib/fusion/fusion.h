@@ -52,6 +52,10 @@ typedef struct sc_fbucket {
   char *dense;        /* low rank: the bucket's vectors gathered into one run */
   char *fbuf;         /* low rank: every matrix's factor of a round, summed in one all-reduce */
   size_t dense_count; /* elements of dense */
+  /* Low rank in flight (lowrank.c): the factors' all-reduce of round
+   * lr_round, and the vectors'. */
+  sc_request_t *lr_req, *lr_dreq;
+  int lr_round;
   int sparse_done;
   sc_result_t sparse_res;
   char *errmsg;
@@ -97,7 +101,8 @@ struct sc_fusion {
   void *dev_done;        /* recorded on dstream: the copies */
   pthread_mutex_t dlock; /* dstream's events serve one thread at a time */
   int dlock_init;
-  char *hstage; /* host image of a compressed bucket, for the worker (compress.c) */
+  int lr_pipeline; /* PowerSGD buckets overlap (worker.c); SC_FUSION_PIPELINE=0: one at a time */
+  char *hstage;    /* host image of a compressed bucket, for the worker (compress.c) */
   size_t hstage_bytes;
 };
 
@@ -143,6 +148,18 @@ sc_result_t sc_fusion_auto_costs(sc_fusion_t *f, double alpha_us, double beta_us
 sc_compress_t sc_fusion_auto_choose(const sc_fusion_t *f, const sc_fbucket_t *b, double cost[4]);
 /* The worker: one round of bucket b, blocking. */
 sc_result_t sc_fusion_bucket_reduce(sc_fusion_t *f, sc_fbucket_t *b);
+/* Whether the worker may overlap bucket b with its neighbours: a PowerSGD
+ * bucket of host memory (a staged one shares the one host image). */
+int sc_fusion_bucket_pipelined(const sc_fusion_t *f, const sc_fbucket_t *b);
+
+/* lowrank.c: a low-rank bucket's round of buf (its fused buffer or host
+ * image) in three steps, each blocking only on its own bucket's requests:
+ * issue starts round 0 and the vectors' all-reduce, next runs the later
+ * rounds (PowerSGD's Q: waits for P), finish waits for the last and writes
+ * the results. On failure a step leaves nothing in flight. */
+sc_result_t sc_fusion_lr_issue(sc_fusion_t *f, sc_fbucket_t *b, char *buf);
+sc_result_t sc_fusion_lr_next(sc_fusion_t *f, sc_fbucket_t *b, char *buf);
+sc_result_t sc_fusion_lr_finish(sc_fusion_t *f, sc_fbucket_t *b, char *buf);
 
 /* worker.c */
 sc_result_t sc_fusion_worker_start(sc_fusion_t *f);

@@ -14,10 +14,22 @@ static size_t plan_wfbp(const sc_fplan_in_t *in, const sc_fusion_config_t *cfg, 
   return sc_fplan_none(in, first);
 }
 
+/* The largest bucket. SC_COMPRESS_AUTO with top-k among its candidates
+ * prices top-k by the sparse model, which is measured only up to
+ * SC_FUSION_OMGS_MAX_BYTES (the selection slows several times per element
+ * past the caches), so its buckets stay within that, as OMGS's do: a larger
+ * one would be priced far below what its selection costs. */
+static size_t plan_cap(const sc_fusion_config_t *cfg) {
+  if (sc_fusion_mode(cfg) == SC_COMPRESS_AUTO && cfg->density > 0.0 &&
+      cfg->bucket_bytes > SC_FUSION_OMGS_MAX_BYTES)
+    return SC_FUSION_OMGS_MAX_BYTES;
+  return cfg->bucket_bytes;
+}
+
 static size_t plan_size(const sc_fplan_in_t *in, const sc_fusion_config_t *cfg, double alpha,
                         double beta, size_t *first) {
   (void)alpha, (void)beta;
-  return sc_fplan_size(in, cfg->bucket_bytes, first);
+  return sc_fplan_size(in, plan_cap(cfg), first);
 }
 
 /* With density: OMGS, the optimum under the sparse cost (its startup includes
@@ -29,7 +41,7 @@ static size_t plan_mgwfbp(const sc_fplan_in_t *in, const sc_fusion_config_t *cfg
                          cfg->bucket_bytes < SC_FUSION_OMGS_MAX_BYTES ? cfg->bucket_bytes
                                                                       : SC_FUSION_OMGS_MAX_BYTES,
                          first);
-  return sc_fplan_mgwfbp_cap(in, alpha, beta, cfg->bucket_bytes, first);
+  return sc_fplan_mgwfbp_cap(in, alpha, beta, plan_cap(cfg), first);
 }
 
 static size_t plan_dear(const sc_fplan_in_t *in, const sc_fusion_config_t *cfg, double alpha,

@@ -14,6 +14,8 @@
 #ifndef SC_TUNE_H
 #define SC_TUNE_H
 
+#include <stdint.h>
+
 #include "algorithms/registry.h"
 #include "algorithms/sparse_registry.h"
 
@@ -82,21 +84,60 @@ int sc_tune_window(const sc_link_model_t *m, const sc_coll_args_t *a, int sym);
  * sym (sc_algo_sym_t: every peer shifted by r mod P, or XOR r). */
 sc_result_t sc_tune_predict_symmetric(const sc_link_model_t *m, sc_sched_gen_t gen,
                                       const sc_coll_args_t *a, int sym, double *seconds);
-/* Schedules kept from one prediction to the next (emptied, their capacity
+/* What the timing simulations read of a step (16 bytes where sc_step_t
+ * holds 32: a replay of 1,024 ranks keeps tens of thousands of steps, and
+ * they were most of the cost model's memory). The buffers and offsets a
+ * step touches matter only to the one-host model's cache term, which is
+ * worked out from the whole step as it is kept (sc_tune_replay_t.cold). */
+typedef struct sc_tune_step {
+  size_t count;
+  int32_t peer;
+  uint8_t kind;  /* sc_step_kind_t */
+  uint8_t flags; /* SC_SPF_* of the sparse steps */
+} sc_tune_step_t;
+
+/* The replayed ranks' schedules, end to end in one array: rank i's are
+ * steps[first[i] .. first[i + 1]). With a model that prices cold memory
+ * (host_cores > 0, cold_s_per_b > 0), cold[k] is step k's CPU for its cold
+ * bytes. Kept from one prediction to the next (emptied, their capacity
  * kept), so that the candidates of one choice share one allocation: each
  * replay of P ranks allocating P schedules, which the C library handed back
  * to the system between candidates, made the allocations most of an 8-byte
- * choice at 4,096 ranks. Each rank's schedule is built in `work` and copied
- * into `pool`, end to end: s[i].steps points into the pool, s[i].cap is its
- * nsteps. A schedule of its own per rank started at 64 steps (2 KiB) however
- * few it held: 2 MiB of the process's peak at 1,024 ranks, for schedules of
- * 10 to 40 steps. Zero-initialise; free with sc_tune_scratch_free. */
+ * choice at 4,096 ranks. Zero-initialise; free with sc_tune_replay_free. */
+typedef struct sc_tune_replay {
+  sc_tune_step_t *steps;
+  double *cold; /* valid where with_cold */
+  size_t nsteps, cap, cold_cap;
+  int with_cold;
+  size_t *first; /* w + 1 entries */
+  int w, first_cap;
+  /* The cache term's table of one rank's regions, reused rank after rank. */
+  uint64_t *key;
+  double *last;
+  size_t key_cap;
+} sc_tune_replay_t;
+/* Rank i's steps in r, and how many. */
+static inline const sc_tune_step_t *sc_tune_replay_steps(const sc_tune_replay_t *r, int i) {
+  return r->steps + r->first[i];
+}
+static inline size_t sc_tune_replay_len(const sc_tune_replay_t *r, int i) {
+  return r->first[i + 1] - r->first[i];
+}
+/* Empties r for a replay (keeping its capacity); with_cold: keep cold[]. */
+void sc_tune_replay_reset(sc_tune_replay_t *r, int with_cold);
+/* Appends the next rank's schedule (rank r->w), and with cold its cache
+ * term under m for elements of es bytes. */
+sc_result_t sc_tune_replay_add(sc_tune_replay_t *r, const sc_link_model_t *m, size_t es,
+                               const sc_sched_t *s);
+void sc_tune_replay_free(sc_tune_replay_t *r);
+
+/* Each rank's schedule is built in `work`, then kept in `replay`. A
+ * schedule of its own per rank started at 64 steps (2 KiB) however few it
+ * held: 2 MiB of the process's peak at 1,024 ranks, for schedules of 10 to
+ * 40 steps. Zero-initialise; free with sc_tune_scratch_free. */
 typedef struct sc_tune_scratch {
-  sc_sched_t *s; /* n headers; their steps are in pool */
-  int n;
   sc_sched_t work;
-  sc_step_t *pool;
-  size_t pool_cap; /* steps */
+  sc_tune_replay_t replay;
 } sc_tune_scratch_t;
 void sc_tune_scratch_free(sc_tune_scratch_t *t);
 /* sc_tune_predict_symmetric on t's schedules. */
@@ -105,10 +146,11 @@ sc_result_t sc_tune_predict_in(const sc_link_model_t *m, sc_sched_gen_t gen,
                                double *seconds);
 
 /* Arrival times of the messages on one link, first in first out (both
- * timing simulations use one per ordered pair of ranks that exchange one). */
+ * timing simulations use one per ordered pair of ranks that exchange one).
+ * 24 bytes: a replay of 1,024 ranks keeps tens of thousands. */
 typedef struct sc_arrivals {
   double *t;
-  size_t head, len, cap;
+  uint32_t head, len, cap;
   int pooled; /* t is a slice of sc_tune_pairs_t.pool, sized to the receives */
 } sc_arrivals_t;
 sc_result_t sc_arrivals_push(sc_arrivals_t *q, double t);
@@ -120,14 +162,13 @@ typedef struct sc_tune_pairs {
   int by_xor; /* the window maps ranks by XOR (SC_SYM_XOR), not by a shift */
   size_t *first;
   int *from;
-  sc_arrivals_t *q;
+  sc_arrivals_t *q;     /* one per pair, in from's order */
   double *pool;         /* every queue's times: as many as its pair's receive steps */
   sc_arrivals_t unread; /* messages no receive step reads */
 } sc_tune_pairs_t;
-int sc_tune_step_is_recv(const sc_step_t *st);
-/* scheds[0 .. w - 1]: the ranks replayed (lib/tune/tune_pairs.c). */
-sc_result_t sc_tune_pairs_build(sc_tune_pairs_t *t, int p, int w, int by_xor,
-                                const sc_sched_t *scheds);
+int sc_tune_step_is_recv(const sc_tune_step_t *st);
+/* rp's w ranks: the ranks replayed (lib/tune/tune_pairs.c). */
+sc_result_t sc_tune_pairs_build(sc_tune_pairs_t *t, int p, int by_xor, const sc_tune_replay_t *rp);
 /* The pair of the window that carries from's messages to to. */
 void sc_tune_pair_map(int p, int w, int by_xor, int *from, int *to);
 /* The queue of the messages from rank from to rank to (O(log) of to's senders). */
@@ -141,8 +182,15 @@ void sc_tune_pairs_free(sc_tune_pairs_t *t);
 /* The latency the other ranks' turns on a shared core add to each message
  * on p ranks (0 when every rank has a core). */
 double sc_tune_host_turns(const sc_link_model_t *m, int p);
+sc_result_t sc_tune_replay_host(const sc_link_model_t *m, int p, int by_xor, size_t es,
+                                const sc_tune_replay_t *rp, double *seconds);
+/* sc_tune_replay_host of scheds[0 .. w - 1] as they are. */
 sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, int w, int by_xor, size_t es,
                                   const sc_sched_t *scheds, double *seconds);
+/* The cache term of one rank's steps (n of them) into cold[0 .. n), with
+ * key[] and last[] (cap slots, a power of two >= 4 n) as its table. */
+void sc_tune_host_cold(const sc_link_model_t *m, size_t es, const sc_step_t *steps, size_t n,
+                       uint64_t *key, double *last, size_t cap, double *cold);
 
 /* The cheapest candidate algorithm for a->coll under m: its index in *best
  * and every candidate's estimate in est[] (INFINITY when it cannot run).

@@ -163,47 +163,18 @@ static double sc_host_cold(const sc_link_model_t *m, sc_host_cache_t *r, const s
   return cold * m->cold_s_per_b;
 }
 
-/* Every replayed rank's cold CPU per step, into one array (rk[i].cold its slice). */
-static sc_result_t sc_host_cold_steps(const sc_link_model_t *m, int w, size_t es,
-                                      const sc_sched_t *scheds, sc_host_rank_t *rk, double **all) {
-  size_t total = 0, most = 0;
-  for (int i = 0; i < w; i++) {
-    total += scheds[i].nsteps;
-    if (scheds[i].nsteps > most) most = scheds[i].nsteps;
-  }
-  size_t cap = 16;
-  while (cap < 4 * most) cap *= 2;
-  sc_host_cache_t c = {.key = malloc(cap * sizeof(uint64_t)), .last = malloc(cap * sizeof(double))};
-  *all = malloc((total ? total : 1) * sizeof(double));
-  sc_result_t res = SC_SUCCESS;
-  if (!c.key || !c.last || !*all) {
-    res = SC_ERR(SC_ERR_NOMEM, "host cost model cache state for %zu steps", total);
-    goto done;
-  }
-  total = 0;
-  for (int i = 0; i < w; i++) {
-    c.cap = 16;
-    while (c.cap < 4 * scheds[i].nsteps) c.cap *= 2;
-    memset(c.key, 0, c.cap * sizeof(uint64_t));
-    c.clock = c.per_op = 0;
-    for (size_t k = 0; k < scheds[i].nsteps; k++)
-      c.per_op += (double)scheds[i].steps[k].count * (double)es;
-    double *cold = *all + total;
-    for (size_t k = 0; k < scheds[i].nsteps; k++)
-      cold[k] = sc_host_cold(m, &c, &scheds[i].steps[k], es);
-    rk[i].cold = cold;
-    total += scheds[i].nsteps;
-  }
-done:
-  free(c.key);
-  free(c.last);
-  return res;
+void sc_tune_host_cold(const sc_link_model_t *m, size_t es, const sc_step_t *steps, size_t n,
+                       uint64_t *key, double *last, size_t cap, double *cold) {
+  sc_host_cache_t c = {.key = key, .last = last, .cap = cap};
+  memset(c.key, 0, c.cap * sizeof(uint64_t));
+  for (size_t k = 0; k < n; k++) c.per_op += (double)steps[k].count * (double)es;
+  for (size_t k = 0; k < n; k++) cold[k] = sc_host_cold(m, &c, &steps[k], es);
 }
 
 /* CPU seconds of one step on the rank that executes it. A message copied
  * twice (into the kernel or the ring, out of it) costs each side half; a
  * single-copy one costs its receiver the single copy. */
-static double sc_host_step_work(const sc_link_model_t *m, const sc_step_t *st, size_t es) {
+static double sc_host_step_work(const sc_link_model_t *m, const sc_tune_step_t *st, size_t es) {
   double bytes = (double)st->count * (double)es;
   int pulled = m->pull_min_b > 0 && bytes >= m->pull_min_b;
   double send = pulled ? 0.0 : 0.5 * bytes * m->host_s_per_b;
@@ -222,13 +193,14 @@ static double sc_host_step_work(const sc_link_model_t *m, const sc_step_t *st, s
 
 /* Moves rank i to its next startable state at time now: starts the step's
  * work, or marks it waiting for a message not yet sent or not yet arrived. */
-static void sc_host_begin_step(const sc_link_model_t *m, const sc_sched_t *s, size_t es,
-                               sc_tune_pairs_t *q, int i, sc_host_rank_t *r, double now) {
+static void sc_host_begin_step(const sc_link_model_t *m, const sc_tune_step_t *steps, size_t nsteps,
+                               size_t es, sc_tune_pairs_t *q, int i, sc_host_rank_t *r,
+                               double now) {
   int was_waiting = r->waiting;
   r->waiting = 0;
   r->work = -1;
-  if (r->step >= s->nsteps) return;
-  const sc_step_t *st = &s->steps[r->step];
+  if (r->step >= nsteps) return;
+  const sc_tune_step_t *st = &steps[r->step];
   double wake_cpu = 0;
   if (st->kind == SC_STEP_RECV || st->kind == SC_STEP_RECV_REDUCE) {
     sc_arrivals_t *in = sc_tune_pairs_q(q, st->peer, i);
@@ -307,13 +279,15 @@ static int sc_host_event_live(const sc_link_model_t *m, const sc_host_rank_t *r,
 
 /* Moves rank i on at time now (sc_host_begin_step) and files what follows:
  * runnable on its core's heap, or waiting with the events of its wait. */
-static sc_result_t sc_host_move_on(const sc_link_model_t *m, sc_host_sim_t *h, const sc_sched_t *s,
-                                   size_t es, sc_tune_pairs_t *q, sc_host_rank_t *rk, int i,
-                                   double now) {
+static sc_result_t sc_host_move_on(const sc_link_model_t *m, sc_host_sim_t *h,
+                                   const sc_tune_replay_t *rp, size_t es, sc_tune_pairs_t *q,
+                                   sc_host_rank_t *rk, int i, double now) {
+  const sc_tune_step_t *steps = sc_tune_replay_steps(rp, i);
+  const size_t nsteps = sc_tune_replay_len(rp, i);
   sc_host_rank_t *r = &rk[i];
   const int c = i % h->cores, was_waiting = r->waiting;
   const double arrival = was_waiting ? r->arrival : INFINITY;
-  sc_host_begin_step(m, s, es, q, i, r, now);
+  sc_host_begin_step(m, steps, nsteps, es, q, i, r, now);
   if (r->waiting) {
     if (!was_waiting && m->spin_s > 0) {
       r->polling = 1;
@@ -328,7 +302,7 @@ static sc_result_t sc_host_move_on(const sc_link_model_t *m, sc_host_sim_t *h, c
     r->polling = 0;
     h->npoll[c]--;
   }
-  if (r->step >= s->nsteps) return SC_SUCCESS;
+  if (r->step >= nsteps) return SC_SUCCESS;
   r->end = h->vclock[c] + r->work;
   h->nrun[c]++;
   sc_ready_push(h->run + (size_t)c * (size_t)h->run_cap, &h->nrun_heap[c],
@@ -338,8 +312,20 @@ static sc_result_t sc_host_move_on(const sc_link_model_t *m, sc_host_sim_t *h, c
 
 sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, int w, int by_xor, size_t es,
                                   const sc_sched_t *scheds, double *seconds) {
+  sc_tune_replay_t rp = {0};
+  sc_tune_replay_reset(&rp, m->cold_s_per_b > 0);
+  sc_result_t res = SC_SUCCESS;
+  for (int i = 0; i < w && res == SC_SUCCESS; i++) res = sc_tune_replay_add(&rp, m, es, &scheds[i]);
+  if (res == SC_SUCCESS) res = sc_tune_replay_host(m, p, by_xor, es, &rp, seconds);
+  sc_tune_replay_free(&rp);
+  return res;
+}
+
+sc_result_t sc_tune_replay_host(const sc_link_model_t *m, int p, int by_xor, size_t es,
+                                const sc_tune_replay_t *rp, double *seconds) {
+  const int w = rp->w;
   sc_tune_pairs_t pairs, *q = &pairs;
-  sc_result_t res = sc_tune_pairs_build(q, p, w, by_xor, scheds);
+  sc_result_t res = sc_tune_pairs_build(q, p, by_xor, rp);
   if (res != SC_SUCCESS) return res;
   sc_host_sim_t h = {.cores = m->host_cores > 0 ? m->host_cores : 1};
   /* A window rank stands for the p / w ranks its schedule maps onto, all on
@@ -353,21 +339,23 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, int w, int by
   h.nrun_heap = calloc((size_t)h.cores, sizeof(int));
   h.run = calloc((size_t)h.cores * (size_t)h.run_cap, sizeof(sc_ready_t));
   h.pending = calloc((size_t)w, sizeof(int));
-  double *speed = calloc((size_t)h.cores, sizeof(*speed)), *cold = NULL;
+  double *speed = calloc((size_t)h.cores, sizeof(*speed));
   if (!rk || !h.vclock || !h.nrun || !h.npoll || !h.nrun_heap || !h.run || !h.pending || !speed) {
     res = SC_ERR(SC_ERR_NOMEM, "host cost model state for %d ranks", p);
     goto done;
   }
-  if (m->cold_s_per_b > 0) {
-    res = sc_host_cold_steps(m, w, es, scheds, rk, &cold);
-    if (res != SC_SUCCESS) goto done;
+  if (m->cold_s_per_b > 0 && !rp->with_cold) {
+    res = SC_ERR(SC_ERR_INTERNAL, "host cost model: schedules kept without their cache term");
+    goto done;
   }
+  for (int i = 0; i < w && m->cold_s_per_b > 0 && rp->cold; i++)
+    rk[i].cold = rp->cold + rp->first[i];
   double now = 0;
   const double alpha = m->alpha_s + sc_tune_host_turns(m, p);
   int unfinished = 0;
   for (int i = 0; i < w; i++) {
     rk[i].work = -1;
-    if (scheds[i].nsteps) unfinished++;
+    if (sc_tune_replay_len(rp, i)) unfinished++;
     sc_host_wake(&h, rk, i);
   }
   for (;;) {
@@ -376,8 +364,8 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, int w, int by
     for (int k = 0; k < h.npending && res == SC_SUCCESS; k++) {
       const int i = h.pending[k];
       rk[i].pending = 0;
-      if (rk[i].step < scheds[i].nsteps && rk[i].work < 0)
-        res = sc_host_move_on(m, &h, &scheds[i], es, q, rk, i, now);
+      if (rk[i].step < sc_tune_replay_len(rp, i) && rk[i].work < 0)
+        res = sc_host_move_on(m, &h, rp, es, q, rk, i, now);
     }
     h.npending = 0;
     if (res != SC_SUCCESS || !unfinished) break;
@@ -414,7 +402,7 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, int w, int by
       sc_ready_t *heap = h.run + (size_t)c * (size_t)h.run_cap;
       while (h.nrun_heap[c] > 0 && heap[0].key - h.vclock[c] <= 1e-15) {
         const int i = sc_ready_pop(heap, &h.nrun_heap[c]).rank;
-        const sc_step_t *st = &scheds[i].steps[rk[i].step];
+        const sc_tune_step_t *st = &sc_tune_replay_steps(rp, i)[rk[i].step];
         h.nrun[c]--;
         if (st->kind == SC_STEP_SEND) {
           double lat = alpha + (i % h.cores == st->peer % h.cores ? m->same_core_s : 0.0);
@@ -423,7 +411,7 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, int w, int by
           /* Its reader: the replayed rank standing for the receiver. */
           if (rk[st->peer % w].waiting) sc_host_wake(&h, rk, st->peer % w);
         }
-        if (++rk[i].step >= scheds[i].nsteps) unfinished--;
+        if (++rk[i].step >= sc_tune_replay_len(rp, i)) unfinished--;
         rk[i].work = -1;
         sc_host_wake(&h, rk, i);
       }
@@ -444,7 +432,6 @@ sc_result_t sc_tune_simulate_host(const sc_link_model_t *m, int p, int w, int by
   if (res == SC_SUCCESS) *seconds = now;
 done:
   sc_tune_pairs_free(q);
-  free(cold);
   free(rk);
   free(h.vclock);
   free(h.nrun);

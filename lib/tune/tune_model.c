@@ -3,6 +3,7 @@
  * (see lib/tune/tune.h). Runs once per (collective, size) a communicator sees; the
  * result is cached by the caller. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,16 +14,17 @@
 sc_result_t sc_arrivals_push(sc_arrivals_t *q, double t) {
   if (q->head + q->len == q->cap) {
     if (q->head > 0) {
-      memmove(q->t, q->t + q->head, q->len * sizeof(double));
+      memmove(q->t, q->t + q->head, (size_t)q->len * sizeof(double));
       q->head = 0;
     } else {
       /* More messages than its receiver reads (a slice of the pool is full). */
-      size_t ncap = q->cap ? 2 * q->cap : 8;
+      size_t ncap = q->cap ? 2 * (size_t)q->cap : 8;
+      if (ncap > UINT32_MAX) return SC_ERR(SC_ERR_NOMEM, "cost model queue of %zu", ncap);
       double *n = realloc(q->pooled ? NULL : q->t, ncap * sizeof(double));
       if (!n) return SC_ERR(SC_ERR_NOMEM, "cost model queue of %zu", ncap);
-      if (q->pooled) memcpy(n, q->t, q->len * sizeof(double));
+      if (q->pooled) memcpy(n, q->t, (size_t)q->len * sizeof(double));
       q->t = n;
-      q->cap = ncap;
+      q->cap = (uint32_t)ncap;
       q->pooled = 0;
     }
   }
@@ -120,7 +122,7 @@ typedef struct sc_rank_clock {
 /* Bytes a step moves or computes on. A sparse set (count k, entries of
  * 4 + es bytes) is priced at its bound: its 8-byte count, k entries, and
  * with SC_SPF_MASK a byte per entry. A merge reads two sets. */
-static double sc_tune_step_bytes(const sc_step_t *st, size_t es, size_t k) {
+static double sc_tune_step_bytes(const sc_tune_step_t *st, size_t es, size_t k) {
   const double set = (double)k * (double)(4 + es);
   switch (st->kind) {
   case SC_STEP_SPARSE_SEND:
@@ -139,11 +141,11 @@ static double sc_tune_step_bytes(const sc_step_t *st, size_t es, size_t k) {
 
 /* Queues rank i if its next step can run: a send or a local step at its
  * clock, a receive once its message is on the way (at the later of the two). */
-static void sc_tune_offer(sc_rank_clock_t *rc, const sc_sched_t *scheds, sc_tune_pairs_t *q, int i,
-                          sc_ready_t *heap, int *nheap) {
+static void sc_tune_offer(sc_rank_clock_t *rc, const sc_tune_replay_t *rp, sc_tune_pairs_t *q,
+                          int i, sc_ready_t *heap, int *nheap) {
   sc_rank_clock_t *c = &rc[i];
-  if (c->queued || c->step == scheds[i].nsteps) return;
-  const sc_step_t *st = &scheds[i].steps[c->step];
+  if (c->queued || c->step == sc_tune_replay_len(rp, i)) return;
+  const sc_tune_step_t *st = &sc_tune_replay_steps(rp, i)[c->step];
   double key = c->now;
   if (sc_tune_step_is_recv(st)) {
     const sc_arrivals_t *in = sc_tune_pairs_q(q, st->peer, i);
@@ -164,11 +166,12 @@ static void sc_tune_offer(sc_rank_clock_t *rc, const sc_sched_t *scheds, sc_tune
  * booked a host's link for one rank's later message before its host-mate's
  * earlier one, and priced two rails sharing a link (hier) a third above
  * their critical path. */
-static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, int w, int by_xor, size_t es,
-                                    size_t k, const int *host_of, sc_sched_t *scheds,
+static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, int by_xor, size_t es,
+                                    size_t k, const int *host_of, const sc_tune_replay_t *rp,
                                     double *seconds) {
+  const int w = rp->w;
   sc_tune_pairs_t pairs, *q = &pairs;
-  sc_result_t r = sc_tune_pairs_build(q, p, w, by_xor, scheds);
+  sc_result_t r = sc_tune_pairs_build(q, p, by_xor, rp);
   if (r != SC_SUCCESS) return r;
   sc_rank_clock_t *rc = calloc((size_t)p, sizeof(*rc));
   double *nic = calloc(2 * (size_t)p, sizeof(double)); /* out [0, p), in [p, 2p) */
@@ -180,14 +183,14 @@ static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, int w, int 
   }
   if (m->local_beta_s_per_b <= 0) host_of = NULL;
   for (int i = 0; i < w; i++) {
-    finished += scheds[i].nsteps == 0;
-    sc_tune_offer(rc, scheds, q, i, heap, &nheap);
+    finished += sc_tune_replay_len(rp, i) == 0;
+    sc_tune_offer(rc, rp, q, i, heap, &nheap);
   }
   while (nheap > 0 && r == SC_SUCCESS) {
     const int i = sc_ready_pop(heap, &nheap).rank;
     sc_rank_clock_t *c = &rc[i];
     c->queued = 0;
-    const sc_step_t *st = &scheds[i].steps[c->step];
+    const sc_tune_step_t *st = &sc_tune_replay_steps(rp, i)[c->step];
     const int hi = host_of ? host_of[i] : i;
     double bytes = sc_tune_step_bytes(st, es, k);
     const int local = host_of && st->peer >= 0 && host_of[st->peer] == host_of[i];
@@ -200,7 +203,7 @@ static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, int w, int 
                            *link + (local ? m->local_alpha_s : m->alpha_s));
       if (r != SC_SUCCESS) break;
       /* Its reader (in a window, maybe this rank: offered below, at its next step). */
-      if (st->peer % w != i) sc_tune_offer(rc, scheds, q, st->peer % w, heap, &nheap);
+      if (st->peer % w != i) sc_tune_offer(rc, rp, q, st->peer % w, heap, &nheap);
     } else if (sc_tune_step_is_recv(st)) {
       sc_arrivals_t *in = sc_tune_pairs_q(q, st->peer, i);
       double arrival = in->t[in->head++];
@@ -217,8 +220,8 @@ static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, int w, int 
     } else {
       c->now += bytes * m->gamma_s_per_b;
     }
-    if (++c->step == scheds[i].nsteps) finished++;
-    sc_tune_offer(rc, scheds, q, i, heap, &nheap);
+    if (++c->step == sc_tune_replay_len(rp, i)) finished++;
+    sc_tune_offer(rc, rp, q, i, heap, &nheap);
   }
   if (r == SC_SUCCESS && finished < w)
     r = SC_ERR(SC_ERR_INTERNAL, "cost model: the schedules of %d ranks deadlock", p);
@@ -275,29 +278,8 @@ int sc_tune_window(const sc_link_model_t *m, const sc_coll_args_t *a, int sym) {
 
 void sc_tune_scratch_free(sc_tune_scratch_t *t) {
   sc_sched_free(&t->work);
-  free(t->pool);
-  free(t->s);
+  sc_tune_replay_free(&t->replay);
   *t = (sc_tune_scratch_t){0};
-}
-
-/* Rank i's schedule, built in t->work, appended to the pool at *used steps
- * (its offset kept in t->s[i].cap until the pool has its final address). */
-static sc_result_t sc_tune_scratch_keep(sc_tune_scratch_t *t, int i, size_t *used) {
-  const sc_sched_t *w = &t->work;
-  if (*used + w->nsteps > t->pool_cap) {
-    size_t cap = t->pool_cap ? t->pool_cap : 1024;
-    while (cap < *used + w->nsteps) cap *= 2;
-    sc_step_t *pool = realloc(t->pool, cap * sizeof(*pool));
-    if (!pool) return SC_ERR(SC_ERR_NOMEM, "cost model schedules of %zu steps", cap);
-    t->pool = pool;
-    t->pool_cap = cap;
-  }
-  if (w->nsteps) memcpy(t->pool + *used, w->steps, w->nsteps * sizeof(*w->steps));
-  t->s[i] = *w;
-  t->s[i].steps = NULL;
-  t->s[i].cap = *used;
-  *used += w->nsteps;
-  return SC_SUCCESS;
 }
 
 /* The first w ranks' schedules replayed (w < p: a window, sc_tune_window). */
@@ -305,32 +287,21 @@ static sc_result_t sc_tune_predict_w(const sc_link_model_t *m, sc_sched_gen_t ge
                                      const sc_coll_args_t *a, int w, int by_xor,
                                      sc_tune_scratch_t *t, double *seconds) {
   int p = a->nranks;
-  if (t->n < w) {
-    sc_sched_t *s = realloc(t->s, (size_t)w * sizeof(*s));
-    if (!s) return SC_ERR(SC_ERR_NOMEM, "cost model schedules for %d ranks", p);
-    for (int i = t->n; i < w; i++) sc_sched_init(&s[i]);
-    t->s = s;
-    t->n = w;
-  }
-  sc_sched_t *scheds = t->s;
+  sc_tune_replay_t *rp = &t->replay;
+  sc_tune_replay_reset(rp, m->host_cores > 0 && m->cold_s_per_b > 0);
   sc_result_t r = SC_SUCCESS;
-  size_t used = 0;
   for (int i = 0; i < w && r == SC_SUCCESS; i++) {
     sc_coll_args_t ai = *a;
     ai.rank = i;
     sc_sched_reset(&t->work);
     r = gen(&ai, &t->work);
     if (r == SC_SUCCESS) r = t->work.status;
-    if (r == SC_SUCCESS) r = sc_tune_scratch_keep(t, i, &used);
-  }
-  for (int i = 0; i < w && r == SC_SUCCESS; i++) {
-    scheds[i].steps = t->pool ? t->pool + scheds[i].cap : NULL;
-    scheds[i].cap = scheds[i].nsteps;
+    if (r == SC_SUCCESS) r = sc_tune_replay_add(rp, m, a->elem_size, &t->work);
   }
   if (r == SC_SUCCESS)
-    r = m->host_cores > 0 ? sc_tune_simulate_host(m, p, w, by_xor, a->elem_size, scheds, seconds)
-                          : sc_tune_simulate(m, p, w, by_xor, a->elem_size, a->count, a->host_of,
-                                             scheds, seconds);
+    r = m->host_cores > 0
+            ? sc_tune_replay_host(m, p, by_xor, a->elem_size, rp, seconds)
+            : sc_tune_simulate(m, p, by_xor, a->elem_size, a->count, a->host_of, rp, seconds);
   return r;
 }
 

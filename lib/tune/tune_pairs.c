@@ -17,19 +17,14 @@
 #include "lib/base/error.h"
 #include "lib/tune/tune.h"
 
-int sc_tune_step_is_recv(const sc_step_t *st) {
+int sc_tune_step_is_recv(const sc_tune_step_t *st) {
   return st->kind == SC_STEP_RECV || st->kind == SC_STEP_RECV_REDUCE ||
          st->kind == SC_STEP_SPARSE_RECV || st->kind == SC_STEP_SPARSE_RECV_MERGE;
 }
 
-typedef struct sc_pair {
-  int to, from;
-} sc_pair_t;
-
-static int sc_pair_cmp(const void *a, const void *b) {
-  const sc_pair_t *x = a, *y = b;
-  if (x->to != y->to) return (x->to > y->to) - (x->to < y->to);
-  return (x->from > y->from) - (x->from < y->from);
+static int sc_int_cmp(const void *a, const void *b) {
+  const int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
 }
 
 void sc_tune_pair_map(int p, int w, int by_xor, int *from, int *to) {
@@ -38,55 +33,73 @@ void sc_tune_pair_map(int p, int w, int by_xor, int *from, int *to) {
   *to = by_xor ? *to ^ d : (*to - d + p) % p;
 }
 
-sc_result_t sc_tune_pairs_build(sc_tune_pairs_t *t, int p, int w, int by_xor,
-                                const sc_sched_t *scheds) {
+/* The receives' senders bucketed by receiver (a counting sort into `from`),
+ * sorted and made unique in place, then one queue per pair: no table of
+ * (receiver, sender) records beside them, and no queue per receive step (a
+ * pair's steps share one), which was most of a replay's memory at 1,024
+ * ranks. */
+sc_result_t sc_tune_pairs_build(sc_tune_pairs_t *t, int p, int by_xor, const sc_tune_replay_t *rp) {
+  const int w = rp->w;
   *t = (sc_tune_pairs_t){.p = p, .w = w, .by_xor = by_xor};
-  size_t total = 0;
-  for (int j = 0; j < w; j++)
-    for (size_t s = 0; s < scheds[j].nsteps; s++)
-      total += sc_tune_step_is_recv(&scheds[j].steps[s]);
-  sc_pair_t *pairs = malloc((total ? total : 1) * sizeof(*pairs));
   t->first = calloc((size_t)p + 1, sizeof(*t->first));
-  t->from = malloc((total ? total : 1) * sizeof(*t->from));
-  if (!pairs || !t->first || !t->from) {
-    free(pairs);
-    sc_tune_pairs_free(t);
-    return SC_ERR(SC_ERR_NOMEM, "cost model queues for %d ranks", p);
-  }
+  if (!t->first) return SC_ERR(SC_ERR_NOMEM, "cost model queues for %d ranks", p);
   size_t n = 0;
-  for (int j = 0; j < w; j++)
-    for (size_t s = 0; s < scheds[j].nsteps; s++) {
-      const sc_step_t *st = &scheds[j].steps[s];
-      if (!sc_tune_step_is_recv(st) || st->peer < 0 || st->peer >= p) continue;
-      sc_pair_t e = {.to = j, .from = st->peer};
-      sc_tune_pair_map(p, w, by_xor, &e.from, &e.to);
-      pairs[n++] = e;
+  for (int pass = 0; pass < 2; pass++) {
+    for (int j = 0; j < w; j++)
+      for (size_t s = rp->first[j]; s < rp->first[j + 1]; s++) {
+        const sc_tune_step_t *st = &rp->steps[s];
+        if (!sc_tune_step_is_recv(st) || st->peer < 0 || st->peer >= p) continue;
+        int from = st->peer, to = j;
+        sc_tune_pair_map(p, w, by_xor, &from, &to);
+        if (pass == 0)
+          t->first[to + 1]++;
+        else
+          t->from[t->first[to]++] = from; /* first[to]: its next free slot */
+      }
+    if (pass == 0) {
+      for (int j = 0; j < p; j++) t->first[j + 1] += t->first[j];
+      n = t->first[p];
+      t->from = malloc((n ? n : 1) * sizeof(*t->from));
+      t->pool = malloc((n ? n : 1) * sizeof(double));
+      if (!t->from || !t->pool) {
+        sc_tune_pairs_free(t);
+        return SC_ERR(SC_ERR_NOMEM, "cost model queues for %d ranks", p);
+      }
     }
-  qsort(pairs, n, sizeof(*pairs), sc_pair_cmp);
-  /* One queue per pair, its times a slice of one pool as long as the pair's
-   * receive steps: a malloc per queue was most of a replay's time at 1,024
-   * ranks. */
-  t->q = calloc(n ? n : 1, sizeof(*t->q));
-  t->pool = malloc((n ? n : 1) * sizeof(double));
-  if (!t->q || !t->pool) {
-    free(pairs);
+  }
+  /* first[j] is now where receiver j's senders end: back to their starts. */
+  for (int j = p; j > 0; j--) t->first[j] = t->first[j - 1];
+  t->first[0] = 0;
+  /* Each receiver's senders sorted; the pairs counted, then made unique
+   * (moved down over the gaps), a queue each: its times a slice of the pool
+   * as long as its receive steps (a malloc per queue was most of a replay's
+   * time at 1,024 ranks). */
+  size_t u = 0;
+  for (int j = 0; j < p; j++) {
+    const size_t lo = t->first[j], hi = t->first[j + 1];
+    qsort(t->from + lo, hi - lo, sizeof(*t->from), sc_int_cmp);
+    for (size_t k = lo; k < hi; k++) u += k == lo || t->from[k] != t->from[k - 1];
+  }
+  t->q = calloc(u ? u : 1, sizeof(*t->q));
+  if (!t->q) {
     sc_tune_pairs_free(t);
     return SC_ERR(SC_ERR_NOMEM, "cost model queues for %d ranks", p);
   }
-  size_t u = 0;
-  for (size_t k = 0; k < n; k++) {
-    if (u == 0 || pairs[k].to != pairs[u - 1].to || pairs[k].from != pairs[u - 1].from) {
-      pairs[u++] = pairs[k];
-      t->q[u - 1] = (sc_arrivals_t){.t = t->pool + k, .pooled = 1};
+  u = 0;
+  size_t lo = 0;
+  for (int j = 0; j < p; j++) {
+    const size_t hi = t->first[j + 1];
+    t->first[j] = u;
+    for (size_t k = lo; k < hi; k++) {
+      if (k == lo || t->from[k] != t->from[k - 1]) {
+        t->q[u] = (sc_arrivals_t){.t = t->pool + k, .pooled = 1};
+        t->from[u++] = t->from[k];
+      }
+      t->q[u - 1].cap++;
     }
-    t->q[u - 1].cap++;
+    lo = hi;
   }
-  for (size_t k = 0; k < u; k++) {
-    t->from[k] = pairs[k].from;
-    t->first[pairs[k].to + 1]++;
-  }
-  for (int j = 0; j < p; j++) t->first[j + 1] += t->first[j];
-  free(pairs);
+  t->first[p] = u;
   return SC_SUCCESS;
 }
 

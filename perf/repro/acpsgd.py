@@ -11,7 +11,9 @@ iteration in ms (range) and its communication alone, and the paired
 comparisons the targets name, round by round: ACP-SGD against PowerSGD and
 against the dense baseline (rounds won, the median of the per-round ratios
 T_other / T_acpsgd), and auto against the best of the modes it chooses from
-(dense, fp16, topk, acpsgd: the one with the smallest median), as the median of the per-round ratios T_auto / T_best.
+(dense, fp16, topk, acpsgd: the one with the smallest median), as the median of the per-round ratios T_auto / T_best;
+with a +powersgd-seq entry (PowerSGD buckets one at a time), the overlapped
+PowerSGD against it, the same way.
 With -o, one figure: a group of bars per run, a bar per mode (median, the
 range as error bar), on a log scale, and the compute alone (dashed).
 """
@@ -20,13 +22,14 @@ import os
 import statistics
 import sys
 
-MODES = [("dense", None), ("powersgd", "+powersgd"), ("acpsgd", "+acpsgd"), ("topk", "+topk"),
-         ("fp16", "+fp16"), ("auto", "+auto")]
+MODES = [("dense", None), ("powersgd", "+powersgd"), ("powersgd-seq", "+powersgd-seq"),
+         ("acpsgd", "+acpsgd"), ("topk", "+topk"), ("fp16", "+fp16"),
+         ("auto", "+auto")]
 AUTO_CHOOSES = ("dense", "fp16", "topk", "acpsgd")
 
 
 def mode_of(name):
-    for mode, suffix in MODES[1:]:
+    for mode, suffix in sorted(MODES[1:], key=lambda m: -len(m[1])):
         if name.endswith(suffix):
             return mode
     return "dense"
@@ -81,30 +84,40 @@ def main(argv):
         sys.stderr.write(__doc__.strip() + "\n")
         return 2
     loaded = [load(f) for f in files]
-    print("| run | " + " | ".join(m for m, _ in MODES) + " |")
-    print("| --- |" + " --- |" * len(MODES))
+    shown = [(m, x) for m, x in MODES if any(m in runs for _, runs in loaded)]
+    print("| run | " + " | ".join(m for m, _ in shown) + " |")
+    print("| --- |" + " --- |" * len(shown))
     for d, runs in loaded:
         cells = []
-        for m, _ in MODES:
+        for m, _ in shown:
             r = runs.get(m)
             cells.append("%.0f (%.0f-%.0f)" % (r["median"], r["min"], r["max"]) if r else "")
-        print("| %s, -T %g, %d rounds | %s |" % (label(d), d["iter_ms_target"],
-                                                 len(runs["dense"]["samples"]), " | ".join(cells)))
+        rounds = max(len(r["samples"]) for r in runs.values())
+        print("| %s, -T %g, %d rounds | %s |" % (label(d), d["iter_ms_target"], rounds, " | ".join(cells)))
         print("| comm alone | %s |" % " | ".join("%.0f" % runs[m]["comm"] if m in runs else ""
-                                                  for m, _ in MODES))
+                                                  for m, _ in shown))
     print()
     print("| run | ACP-SGD vs PowerSGD: won, ratio | ACP-SGD vs dense: won, ratio | best of %s | auto / best |"
           % "/".join(AUTO_CHOOSES))
     print("| --- | --- | --- | --- | --- |")
     for d, runs in loaded:
         acp = runs["acpsgd"]["samples"]
-        n1, w1, r1 = paired(runs["powersgd"]["samples"], acp)
-        n2, w2, r2 = paired(runs["dense"]["samples"], acp)
+        n1, w1, r1 = paired(runs["powersgd"]["samples"], acp) if "powersgd" in runs else (0, 0, float("nan"))
+        # A run may leave the slow dense baseline to another run (no pairing then).
+        n2, w2, r2 = paired(runs["dense"]["samples"], acp) if "dense" in runs else (0, 0, float("nan"))
         cand = [m for m in AUTO_CHOOSES if m in runs]
         best = min(cand, key=lambda m: runs[m]["median"])
         n3, w3, r3 = paired(runs["auto"]["samples"], runs[best]["samples"]) if "auto" in runs else (0, 0, 0)
         print("| %s | %d of %d, %.2fx | %d of %d, %.2fx | %s | %.2f (auto ahead in %d of %d) |"
               % (label(d), w1, n1, r1, w2, n2, r2, best, r3, n3 - w3, n3))
+    seq = [(d, runs) for d, runs in loaded if "powersgd-seq" in runs and "powersgd" in runs]
+    if seq:
+        print()
+        print("| run | PowerSGD overlapped vs one bucket at a time: won, ratio |")
+        print("| --- | --- |")
+        for d, runs in seq:
+            n, w, r = paired(runs["powersgd-seq"]["samples"], runs["powersgd"]["samples"])
+            print("| %s | %d of %d, %.2fx |" % (label(d), w, n, r))
     if out:
         import matplotlib
 
@@ -123,7 +136,10 @@ def main(argv):
                 ys.append(r["median"])
                 lo.append(r["median"] - r["min"])
                 hi.append(r["max"] - r["median"])
-            name = "dense (%s)" % loaded[0][1]["dense"]["policy"].split("+")[0] if m == "dense" else m
+            name = m
+            if m == "dense":
+                pol = [runs["dense"]["policy"] for _, runs in loaded if "dense" in runs]
+                name = "dense (%s)" % pol[0].split("+")[0] if pol else m
             ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=name)
         for g, (d, _) in enumerate(loaded):
             ax.hlines(d["compute_ms"], g - 0.42, g + 0.42, colors="k", linestyles="--",

@@ -163,13 +163,20 @@ if [ "$plot_only" -eq 0 ]; then
   # compressed modes, each entry POLICY+MODE, paired round by round in one
   # run per trace and host count; topk and auto at density 0.001, the
   # low-rank modes at rank 4. -T: a GPU's compute for the trace, so that the
-  # dense iteration is communication-bound, as in the paper.
+  # dense iteration is communication-bound, as in the paper. The -seq entry
+  # runs the PowerSGD buckets one at a time (SC_FUSION_PIPELINE=0) beside the
+  # overlapped default; on BERT-base in a run of their own, as every entry
+  # with error feedback holds a copy of the 438 MB gradient per rank (four
+  # such entries are what 8 ranks fit in 23 GB).
   if want acpsgd; then
     for n in 4 8; do
       A="$R -n $n $build/sc_fusion_replay --contiguous --interleave -w 1 --density 0.001"
-      A="$A -p p3+none,mgwfbp+powersgd,mgwfbp+acpsgd,mgwfbp+topk,mgwfbp+fp16,mgwfbp+auto"
-      run "acp_r50_${n}h" $A -t resnet50 -T 200 -i 7 -J "$out/acp_r50_${n}h.json"
-      run "acp_bert_${n}h" $A -t bert_base -T 400 -i 5 -J "$out/acp_bert_${n}h.json"
+      M="p3+none,mgwfbp+powersgd,mgwfbp+acpsgd,mgwfbp+topk,mgwfbp+fp16,mgwfbp+auto"
+      run "acp_r50_${n}h" $A -p "$M,mgwfbp+powersgd-seq" -t resnet50 -T 200 -i 7 \
+        -J "$out/acp_r50_${n}h.json"
+      run "acp_bert_${n}h" $A -p "$M" -t bert_base -T 400 -i 5 -J "$out/acp_bert_${n}h.json"
+      run "acp_bert_${n}h_seq" $A -p mgwfbp+powersgd,mgwfbp+powersgd-seq,mgwfbp+acpsgd \
+        -t bert_base -T 400 -i 3 -J "$out/acp_bert_${n}h_seq.json"
     done
   fi
   # The training run needs no bed: 4 ranks over shared memory, the package
@@ -226,7 +233,7 @@ sweep() { for p in $ps; do ls "$out"/gtopk_P"${p}"_r*.json 2>/dev/null; done; }
   for f in r50_dense vgg16_dense r50_scaled bert_dense r50_sparse bert_sparse; do
     [ -s "$out/$f.json" ] && plot -o "$out/fig" "$out/$f.json"
   done
-  acp=$(for f in r50_4h bert_4h r50_8h bert_8h; do
+  acp=$(for f in r50_4h bert_4h r50_8h bert_8h bert_4h_seq bert_8h_seq; do
     [ -s "$out/acp_$f.json" ] && echo "$out/acp_$f.json"
   done)
   [ -n "$acp" ] && "$py" "$src/perf/repro/acpsgd.py" --dpi "$dpi" -o "$out/fig/acpsgd.png" $acp

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Comm's all-to-all, gather, scatter and uneven all-gather (mixed into Comm:
-uses its handle, size, rank, _run and _out; see docs/PYTHON.md)."""
+uses its handle, size, rank, _run and _out; see docs/PYTHON.md). stream=:
+the stream form, as for Comm's dense calls."""
 import ctypes
 
 from ._buf import buf, empty_like, same_kind
@@ -53,7 +54,7 @@ class RootedAndUneven:
                 if d0 + c0 > d1:
                     raise ArgumentError("%s: blocks %d (at %d) and %d (at %d) overlap" % (what, i0, d0, i1, d1))
 
-    def alltoall(self, send, recv=None, async_op=False):
+    def alltoall(self, send, recv=None, async_op=False, stream=None):
         """send holds size blocks of m elements (flattened), block j for rank
         j; recv receives size blocks, block i from rank i: a new array of
         send's shape unless recv is given. recv may be send itself (in place).
@@ -71,9 +72,11 @@ class RootedAndUneven:
             sp, n, dt = buf(hs, "alltoall input", writable=in_place)
             rp = sp if in_place else self._out(hs, hr, n, "alltoall")
         return self._run(lib.sc_alltoall, lib.sc_ialltoall,
-                         (sp, rp, n // self.size, dt, self.handle), recv, (hs, hr), async_op, st)
+                         (sp, rp, n // self.size, dt, self.handle), recv, (hs, hr), async_op, st,
+                         stream)
 
-    def alltoallv(self, send, sendcounts, recv, recvcounts, sdispls=None, rdispls=None, async_op=False):
+    def alltoallv(self, send, sendcounts, recv, recvcounts, sdispls=None, rdispls=None, async_op=False,
+                  stream=None):
         """All-to-all with a count per pair: sendcounts[j] elements at
         send[sdispls[j]:] go to rank j, recvcounts[i] elements from rank i
         land at recv[rdispls[i]:]. Displacements default to the prefix sums
@@ -96,9 +99,9 @@ class RootedAndUneven:
             if sp and rp and ns and nr and sp < rp + nr * es and rp < sp + ns * es:
                 raise ArgumentError("alltoallv: send and recv overlap (the uneven all-to-all has no in-place form)")
         return self._run(lib.sc_alltoallv, lib.sc_ialltoallv, (sp, sc, sd, rp, rc, rd, dt, self.handle),
-                         recv, (hs, hr, sc, sd, rc, rd), async_op, st)
+                         recv, (hs, hr, sc, sd, rc, rd), async_op, st, stream)
 
-    def gather(self, send, recv=None, root=0, async_op=False):
+    def gather(self, send, recv=None, root=0, async_op=False, stream=None):
         """Every rank's send (m elements each) lands on root in rank order:
         root's recv (size*m elements; a new array of shape
         (size*send.shape[0], ...) unless given) is returned there. The other
@@ -117,9 +120,9 @@ class RootedAndUneven:
             sp, n, dt = buf(hs, "gather input")
             rp = self._out(hs, hr, n * self.size, "gather")
         return self._run(lib.sc_gather, lib.sc_igather, (sp, rp, n, dt, root, self.handle),
-                         out, (hs, hr), async_op, st)
+                         out, (hs, hr), async_op, st, stream)
 
-    def scatter(self, send, recv, root=0, async_op=False):
+    def scatter(self, send, recv, root=0, async_op=False, stream=None):
         """root's send holds size blocks of m elements (flattened), block i
         for rank i; every rank's recv (m elements) receives its block. Off
         the root send is not used (None is fine). Returns recv."""
@@ -140,9 +143,9 @@ class RootedAndUneven:
                     raise ArgumentError("scatter: send has %d elements, needs %d (%d ranks x %d)"
                                         % (ns, m * self.size, self.size, m))
         return self._run(lib.sc_scatter, lib.sc_iscatter, (sp, rp, m, dt, root, self.handle),
-                         recv, (hs, hr), async_op, st)
+                         recv, (hs, hr), async_op, st, stream)
 
-    def allgatherv(self, send, recv, recvcounts, displs=None, async_op=False):
+    def allgatherv(self, send, recv, recvcounts, displs=None, async_op=False, stream=None):
         """All-gather with a count per rank: rank i's send (recvcounts[i]
         elements) lands at recv[displs[i]:] on every rank; displs default to
         the prefix sums of recvcounts. recvcounts and displs must be the same
@@ -157,7 +160,7 @@ class RootedAndUneven:
             rp, nr, _ = buf(hr, "allgatherv output", writable=True)
             self._fits(rcl, rdl, nr, "allgatherv recv", disjoint=True)
         return self._run(lib.sc_allgatherv, lib.sc_iallgatherv, (sp, ns, rp, rc, rd, dt, self.handle),
-                         recv, (hs, hr, rc, rd), async_op, st)
+                         recv, (hs, hr, rc, rd), async_op, st, stream)
 
     def ialltoall(self, send, recv=None):
         return self.alltoall(send, recv, async_op=True)

@@ -4,7 +4,7 @@ torch tensors (see docs/PYTHON.md for the conventions)."""
 import contextlib
 import ctypes
 
-from . import _coll_more, _compress, _consts, _p2p, _staging
+from . import _coll_more, _compress, _consts, _p2p, _staging, _stream
 from ._calls import aborting as _aborting
 from ._calls import count as _count
 from ._calls import stage_in_out as _stage_in_out
@@ -305,9 +305,14 @@ class Comm(_p2p.PointToPoint, _coll_more.RootedAndUneven, _compress.Compressed):
     # ---- dense collectives ----
     # x is both input and (when out is None) output: in place like
     # torch.distributed. out= gives an out-of-place call. async_op=True
-    # returns a Request whose wait() gives the result.
+    # returns a Request whose wait() gives the result. stream= (a raw stream
+    # handle, 0 for the legacy default stream, or a torch.cuda.Stream) runs
+    # the stream form (sc_*_on_stream) on device memory: enqueued on that
+    # stream, it returns at once, after no host synchronisation (_stream).
 
-    def _run(self, fn, ifn, args, result, keep, async_op, st=None):
+    def _run(self, fn, ifn, args, result, keep, async_op, st=None, stream=None):
+        if stream is not None:
+            return _stream.run(fn, args, result, st, stream, async_op)
         if st is not None:
             st.ready()
         guard = st.guard() if st is not None else contextlib.nullcontext()
@@ -338,7 +343,7 @@ class Comm(_p2p.PointToPoint, _coll_more.RootedAndUneven, _compress.Compressed):
             raise ArgumentError("%s: out has %d elements, needs %d" % (what, n, n_out))
         return p
 
-    def allreduce(self, x, op="sum", out=None, async_op=False):
+    def allreduce(self, x, op="sum", out=None, async_op=False, stream=None):
         op = _enum(OPS, op, "op")
         res = x if out is None else out
         st, hx, hout = _stage_pair(x, out)
@@ -346,9 +351,9 @@ class Comm(_p2p.PointToPoint, _coll_more.RootedAndUneven, _compress.Compressed):
             xp, n, dt = buf(hx, "allreduce input", writable=out is None)
             op_ = self._out(hx, hout, n, "allreduce")
         return self._run(lib.sc_allreduce, lib.sc_iallreduce,
-                         (xp, op_ or xp, n, dt, op, self.handle), res, (hx, hout), async_op, st)
+                         (xp, op_ or xp, n, dt, op, self.handle), res, (hx, hout), async_op, st, stream)
 
-    def reduce_scatter(self, x, op="sum", out=None, async_op=False):
+    def reduce_scatter(self, x, op="sum", out=None, async_op=False, stream=None):
         """x: size*m elements (flattened); returns this rank's m-element block
         of the reduction (a new 1-D array unless out is given)."""
         n = _count(x, "reduce_scatter input")
@@ -363,9 +368,9 @@ class Comm(_p2p.PointToPoint, _coll_more.RootedAndUneven, _compress.Compressed):
             xp, n, dt = buf(hx, "reduce_scatter input")
             op_ = self._out(hx, hout, m, "reduce_scatter")
         return self._run(lib.sc_reduce_scatter, lib.sc_ireduce_scatter,
-                         (xp, op_, m, dt, op, self.handle), out, (hx, hout), async_op, st)
+                         (xp, op_, m, dt, op, self.handle), out, (hx, hout), async_op, st, stream)
 
-    def allgather(self, x, out=None, async_op=False):
+    def allgather(self, x, out=None, async_op=False, stream=None):
         """Concatenation of every rank's x (in rank order) along the first
         axis: a new array of shape (size*x.shape[0], ...) unless out is given."""
         n = _count(x, "allgather input")
@@ -379,18 +384,19 @@ class Comm(_p2p.PointToPoint, _coll_more.RootedAndUneven, _compress.Compressed):
             xp, n, dt = buf(hx, "allgather input")
             op_ = self._out(hx, hout, n * self.size, "allgather")
         return self._run(lib.sc_allgather, lib.sc_iallgather,
-                         (xp, op_, n, dt, self.handle), out, (hx, hout), async_op, st)
+                         (xp, op_, n, dt, self.handle), out, (hx, hout), async_op, st, stream)
 
-    def broadcast(self, x, root=0, out=None, async_op=False):
+    def broadcast(self, x, root=0, out=None, async_op=False, stream=None):
         res = x if out is None else out
         st, hx, hout = _stage_pair(x, out)
         with _aborting(st):
             xp, n, dt = buf(hx, "broadcast buffer", writable=out is None)
             op_ = self._out(hx, hout, n, "broadcast")
         return self._run(lib.sc_broadcast, lib.sc_ibroadcast,
-                         (xp, op_ or xp, n, dt, int(root), self.handle), res, (hx, hout), async_op, st)
+                         (xp, op_ or xp, n, dt, int(root), self.handle), res, (hx, hout), async_op,
+                         st, stream)
 
-    def reduce(self, x, op="sum", root=0, out=None, async_op=False):
+    def reduce(self, x, op="sum", root=0, out=None, async_op=False, stream=None):
         """The reduction lands on root, in x (or out); on the other ranks the
         output buffer is not meaningful (sc_reduce's rule)."""
         op = _enum(OPS, op, "op")
@@ -400,7 +406,8 @@ class Comm(_p2p.PointToPoint, _coll_more.RootedAndUneven, _compress.Compressed):
             xp, n, dt = buf(hx, "reduce input", writable=out is None)
             op_ = self._out(hx, hout, n, "reduce")
         return self._run(lib.sc_reduce, lib.sc_ireduce,
-                         (xp, op_ or xp, n, dt, op, int(root), self.handle), res, (hx, hout), async_op, st)
+                         (xp, op_ or xp, n, dt, op, int(root), self.handle), res, (hx, hout), async_op,
+                         st, stream)
 
     # ---- compressed all-reduce ----
 
@@ -507,14 +514,16 @@ class Comm(_p2p.PointToPoint, _coll_more.RootedAndUneven, _compress.Compressed):
                                       buf(ov, "out")[0], ctypes.byref(on), self.handle))
         return oi[: on.value], ov[: on.value]
 
-    def gtopk_allreduce(self, grad, k, ef=None, method="exact"):
+    def gtopk_allreduce(self, grad, k, ef=None, method="exact", stream=None):
         """Error-feedback gTop-k all-reduce of a dense gradient, in place:
         grad becomes the dense average of the global top-k (zeros elsewhere).
         ef: an ErrorFeedback of the same size and dtype; True: one this
         communicator keeps per gradient buffer (address, size, dtype); None or
         False: no residual. A CUDA gradient is reduced on the device when the
         library takes device memory, else through a pinned host copy (see
-        _staging)."""
+        _staging). stream=: the stream form (sc_gtopk_allreduce_on_stream) on
+        a device gradient, enqueued on that stream; ef then keeps its residual
+        on the device."""
         n, dt = _count(grad, "gtopk_allreduce gradient"), dtype_of(grad)
         efp = None
         if ef is True:
@@ -535,5 +544,5 @@ class Comm(_p2p.PointToPoint, _coll_more.RootedAndUneven, _compress.Compressed):
         with _aborting(st):
             gp, n, dt = buf(hg, "gtopk_allreduce gradient", writable=True)
         self._run(lib.sc_gtopk_allreduce, None, (gp, n, dt, int(k), sel, efp, self.handle),
-                  grad, None, False, st)
+                  grad, None, False, st, stream)
         return grad

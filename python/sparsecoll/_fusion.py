@@ -7,7 +7,7 @@ fields the caller names are set: a field added to the C struct later keeps its
 library default."""
 import ctypes
 
-from . import _consts
+from . import _consts, _staging
 from ._buf import buf
 from ._comm import SELECT, _enum
 from ._lib import ArgumentError, check, enum_names, lib
@@ -135,9 +135,7 @@ class Fusion:
         if dev is not None:
             # The library reads the gradient once it is ready, off torch's
             # stream order: the kernels producing it must have finished.
-            import torch
-
-            torch.cuda.current_stream(dev).synchronize()
+            _staging.sync_current(dev)
         check(lib.sc_fusion_ready(self._f, int(tid)))
 
     def skip(self, tid):

@@ -163,6 +163,18 @@ _PROTOS = {
     "sc_fusion_policy_name": (_R, [_R, ctypes.POINTER(ctypes.c_char_p)]),
     # Optional (a newer library or a CUDA build): looked up, not required.
     "sc_cuda_available": (_I, []),
+    # The stream forms: the plain form's arguments, then an sc_stream_t.
+    "sc_allreduce_on_stream": (_R, [_P, _P, _S, _R, _R, _P, _P]),
+    "sc_reduce_scatter_on_stream": (_R, [_P, _P, _S, _R, _R, _P, _P]),
+    "sc_allgather_on_stream": (_R, [_P, _P, _S, _R, _P, _P]),
+    "sc_broadcast_on_stream": (_R, [_P, _P, _S, _R, _I, _P, _P]),
+    "sc_reduce_on_stream": (_R, [_P, _P, _S, _R, _R, _I, _P, _P]),
+    "sc_alltoall_on_stream": (_R, [_P, _P, _S, _R, _P, _P]),
+    "sc_alltoallv_on_stream": (_R, [_P, _PS, _PS, _P, _PS, _PS, _R, _P, _P]),
+    "sc_gather_on_stream": (_R, [_P, _P, _S, _R, _I, _P, _P]),
+    "sc_scatter_on_stream": (_R, [_P, _P, _S, _R, _I, _P, _P]),
+    "sc_allgatherv_on_stream": (_R, [_P, _S, _P, _PS, _PS, _R, _P, _P]),
+    "sc_gtopk_allreduce_on_stream": (_R, [_P, _S, _R, _S, _R, _P, _P, _P]),
 }
 
 for _name, (_res, _args) in _PROTOS.items():

@@ -10,7 +10,9 @@ finished), and makes the tensor's device current for the call. A blocking
 call returns once the result is in the tensor, so any later work on any
 stream sees it; an async request's wait() likewise. Objects with a
 __cuda_array_interface__ always go this way (the binding has no means to copy
-them); their interface's stream, if any, is synchronized the same way.
+them); their interface's stream, if any, is synchronized the same way. The
+stream forms (stream=, sparsecoll._stream) take this path without the
+synchronization: the stream orders the producers.
 
 Staged (the fallback, for a library without a device runtime: built without
 CUDA, or no device visible to it while torch sees one):
@@ -35,6 +37,7 @@ import contextlib
 import os
 import threading
 
+from . import _stream
 from ._lib import ArgumentError, UnsupportedError
 
 # Tests set this to route CPU tensors through the staging path as well (the
@@ -141,12 +144,19 @@ def pool():
         return _pool
 
 
-def _sync_streams(devices):
+def sync_current(device):
+    """Waits from the host for torch's current stream of device, counted
+    (sparsecoll.torch.stats()'s host_syncs)."""
     import torch
 
+    _stream.count("host_syncs")
+    torch.cuda.current_stream(device).synchronize()
+
+
+def _sync_streams(devices):
     for d in devices:
         if d.type == "cuda":
-            torch.cuda.current_stream(d).synchronize()
+            sync_current(d)
 
 
 class Staging:
@@ -240,6 +250,7 @@ def _sync_stream_handle(stream):
     for), through torch or CuPy, whichever is there."""
     if stream is None:
         return
+    _stream.count("host_syncs")
     try:
         import torch
 

@@ -12,6 +12,9 @@
  *   nranks:      rank 1 has SC_WORLD_SIZE one larger: every rank fails at once
  *                with SC_ERR_INVALID_ARG naming rank 1's nranks.
  *   nranks-root: the same with rank 0 holding the larger size.
+ *   late:        rank 2 starts 2.5 s after the others, past SC_TIMEOUT_MS=1000
+ *                but within SC_BOOTSTRAP_TIMEOUT_MS=8000: every rank's init
+ *                succeeds and an all-reduce gives the sum.
  * Usage: fail_init MODE (SC_TIMEOUT_MS from the environment, default 4000). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -44,7 +47,39 @@ typedef struct expect {
   const char *kw[4];
 } expect_t;
 
+/* Mode late: init must succeed on every rank, then a 3-rank all-reduce of
+ * (rank + 1) must give 1 + 2 + 3 in every element. */
+static int run_late_rank(int rank) {
+  char v[16];
+  snprintf(v, sizeof(v), "%d", rank);
+  setenv("SC_RANK", v, 1);
+  snprintf(v, sizeof(v), "%d", NRANKS);
+  setenv("SC_WORLD_SIZE", v, 1);
+  if (rank == NRANKS - 1) usleep(2500 * 1000);
+  sc_comm_t *comm = NULL;
+  double t0 = fail_now();
+  sc_result_t r = sc_comm_init_env(&comm);
+  if (r != SC_SUCCESS) {
+    fprintf(stderr, "rank %d FAIL late: init after %.2f s: %s\n", rank, fail_now() - t0,
+            sc_last_error());
+    return 1;
+  }
+  float x[1000];
+  for (int i = 0; i < 1000; i++) x[i] = (float)(rank + 1);
+  r = sc_allreduce(x, x, 1000, SC_FLOAT32, SC_SUM, comm);
+  int bad = r != SC_SUCCESS;
+  for (int i = 0; !bad && i < 1000; i++) bad = x[i] != (float)(NRANKS * (NRANKS + 1) / 2);
+  if (bad)
+    fprintf(stderr, "rank %d FAIL late: all-reduce %s\n", rank,
+            r == SC_SUCCESS ? "gave a wrong sum" : sc_last_error());
+  else
+    fprintf(stderr, "rank %d RESULT late: init in %.2f s, sum correct\n", rank, fail_now() - t0);
+  sc_comm_destroy(comm);
+  return bad;
+}
+
 static int run_rank(int rank, const char *mode, double timeout_s) {
+  if (!strcmp(mode, "late")) return run_late_rank(rank);
   int bad = !strcmp(mode, "auth") || !strcmp(mode, "nranks") ? 1 : 0;
   int auth = !strncmp(mode, "auth", 4);
   char v[64];
@@ -94,9 +129,14 @@ static int run_rank(int rank, const char *mode, double timeout_s) {
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "auth";
   if (strcmp(mode, "auth") && strcmp(mode, "auth-root") && strcmp(mode, "nranks") &&
-      strcmp(mode, "nranks-root")) {
-    fprintf(stderr, "usage: fail_init auth|auth-root|nranks|nranks-root\n");
+      strcmp(mode, "nranks-root") && strcmp(mode, "late")) {
+    fprintf(stderr, "usage: fail_init auth|auth-root|nranks|nranks-root|late\n");
     return 2;
+  }
+  if (!strcmp(mode, "late")) {
+    setenv("SC_TIMEOUT_MS", "1000", 1);
+    setenv("SC_BOOTSTRAP_TIMEOUT_MS", "8000", 1);
+    setenv("SC_AUTH_TOKEN", "the-job-secret", 1);
   }
   const char *t = getenv("SC_TIMEOUT_MS");
   if (!t || !*t) setenv("SC_TIMEOUT_MS", t = "4000", 1);

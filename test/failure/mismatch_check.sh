@@ -35,7 +35,8 @@ absent() { # absent TP N: rank 1 stops calling; the others time out in the excha
   # Rank 1 stays alive until every rank has reported (MR_REPORT_DIR), at most
   # SC_TIMEOUT_MS + 1 s, so that the others time out and do not see it exit.
   rep=$(mktemp -d "$tmpdir/reported.XXXXXX")
-  SC_TRANSPORT=$1 SC_CHECK_MISMATCH=1 SC_TIMEOUT_MS=1500 SC_DEBUG=NONE MR_REPORT_DIR=$rep \
+  SC_TRANSPORT=$1 SC_CHECK_MISMATCH=1 SC_TIMEOUT_MS=1500 SC_BOOTSTRAP_TIMEOUT_MS=30000 \
+    SC_DEBUG=NONE MR_REPORT_DIR=$rep \
     "$SC_RUN" -n "$2" --grace 30 --timeout 60 "$PROG" absent report >"$tmpdir/run" 2>&1
   rc=$?
   cat "$tmpdir/run"

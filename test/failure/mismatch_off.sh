@@ -27,7 +27,7 @@ BOUND=${MISMATCH_BOUND_S:-2}
 TMO=${MISMATCH_TIMEOUT_MS:-4000}
 outcome() { # outcome TP N SCENARIO mismatch|either WORD1 WORD2
   rep=$(mktemp -d "$tmpdir/reported.XXXXXX")
-  SC_TRANSPORT=$1 SC_TIMEOUT_MS=$TMO SC_DEBUG=NONE MR_REPORT_DIR=$rep \
+  SC_TRANSPORT=$1 SC_TIMEOUT_MS=$TMO SC_BOOTSTRAP_TIMEOUT_MS=30000 SC_DEBUG=NONE MR_REPORT_DIR=$rep \
     "$SC_RUN" -n "$2" --grace 30 --timeout 60 "$PROG" "$3" report >"$tmpdir/run" 2>&1
   rc=$?
   cat "$tmpdir/run"

@@ -48,7 +48,7 @@ matched() { # matched N
 absent() { # absent N: rank 1 stops calling; the others time out in the exchange
   # Under ASan: UCX 1.13's own leaks after a forced close (test/failure/ucx_lsan.supp).
   LSAN_OPTIONS="suppressions=$top_srcdir/test/failure/ucx_lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}" \
-    SC_CHECK_MISMATCH=1 SC_TIMEOUT_MS=1500 SC_DEBUG=NONE \
+    SC_CHECK_MISMATCH=1 SC_TIMEOUT_MS=1500 SC_BOOTSTRAP_TIMEOUT_MS=30000 SC_DEBUG=NONE \
     "$SC_RUN" -n "$1" --grace 30 --timeout 60 "$PROG" absent report >"$tmpdir/run" 2>&1
   rc=$?
   cat "$tmpdir/run"

@@ -12,7 +12,7 @@
 #   LOG_DIR    one log per step, and summary.txt
 #   STEPS      any of "unit kernels perf mps multi" (default: all five;
 #              mps needs nvidia-cuda-mps-control; multi includes the Python
-#              binding with CUDA tensors)
+#              binding and the torch backend with CUDA tensors)
 # SC_GPU_UNIT_S and SC_GPU_MULTI_S bound each unit and multi step (seconds).
 # Run from the source tree's root. Prints one line per step.
 B=$(cd "$1" && pwd) || exit 2
@@ -208,6 +208,10 @@ for s in $steps; do
     wait "$s1" "$s2" "$s3" "$s4"
     touch "$L/multi-stream.over" "$L/multi-device.over" "$L/multi-dev_sparse.over"
     unset SC_TEST_DEVICE
+    # The torch backend's stream-ordered path alone on the GPU (late
+    # producers are timed on it): every collective, Work.wait, DDP and the
+    # gTop-k hook with host synchronisations counted; then SPARSECOLL_CUDA_SYNC=1.
+    step "python-cuda_stream_order" 300 sh test/python/cuda_stream_order.sh
     ;;
   esac
 done

@@ -36,7 +36,7 @@ check "mismatch n=4 auto" env SC_TRANSPORT=auto "$SC_RUN" -n 4 --timeout 120 "$M
 check "death n=3" env SC_TRANSPORT=shm "$SC_RUN" -n 3 --timeout 120 "$MR/mr_board" death
 check "death n=2 no watch" env SC_TRANSPORT=shm SC_HEARTBEAT_MS=-1 "$SC_RUN" -n 2 --timeout 120 \
   "$MR/mr_board" death
-check "late n=2" env SC_TRANSPORT=shm SC_TIMEOUT_MS=500 "$SC_RUN" -n 2 --timeout 120 \
+check "late n=2" env SC_TRANSPORT=shm SC_TIMEOUT_MS=500 SC_BOOTSTRAP_TIMEOUT_MS=30000 "$SC_RUN" -n 2 --timeout 120 \
   "$MR/mr_board" late
 check "abort n=2" env SC_TRANSPORT=shm "$SC_RUN" -n 2 --timeout 120 "$MR/mr_board" abort
 finish

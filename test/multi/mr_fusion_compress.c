@@ -12,8 +12,9 @@
  * not float32 (and a low-rank bucket without a matrix) densely. Also: the fp16 and bf16 results
  * within their rounding of the exact average; sc_fusion_bucket_compress; AUTO's choices (the same
  * on every rank; on a slow network every float32 bucket compressed, on a fast one none) and its
- * results as the chosen modes'; the refusals (a dense-only policy, TOPK without density, lowrank 0,
- * density with another mode). Run under sc-run. */
+ * results as the chosen modes'; AUTO's buckets within 2 MiB with top-k a candidate; the refusals (a
+ * dense-only policy, TOPK without density, lowrank 0, density with another mode). Run under sc-run.
+ */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,6 +249,43 @@ static void run_mode(sc_compress_t mode, sc_fusion_policy_t policy, const char *
   if (mr_rank == 0) printf("%s: %d buckets, %d rounds checked\n", name, nb, ROUNDS);
 }
 
+/* AUTO with top-k among its candidates prices top-k by the sparse model,
+ * measured up to 2 MiB: under MG-WFBP with a startup that merges everything,
+ * no bucket may pass 2 MiB (twelve 512 KiB tensors: three buckets of four). */
+static void auto_cap(void) {
+  enum { N = 12, LEN = 131072 };
+  sc_fusion_config_t cfg;
+  sc_fusion_config_init(&cfg);
+  cfg.policy = SC_FUSE_MGWFBP;
+  cfg.compress = SC_COMPRESS_AUTO;
+  cfg.density = 0.01;
+  cfg.lowrank = 2;
+  cfg.alpha_us = 1e9;
+  cfg.beta_us_per_byte = 0.001;
+  sc_fusion_t *f = NULL;
+  MR_OK(sc_fusion_create(comm, &cfg, &f));
+  if (!f) return;
+  float *buf = calloc((size_t)N * LEN, sizeof(float));
+  int id[N];
+  for (int l = 0; l < N; l++)
+    MR_OK(sc_fusion_add_tensor(f, buf + (size_t)l * LEN, LEN, SC_FLOAT32, 10.0, &id[l]));
+  MR_OK(sc_fusion_plan(f));
+  int nb = 0;
+  MR_OK(sc_fusion_num_buckets(f, &nb));
+  size_t bytes[N] = {0};
+  for (int l = 0; l < N; l++) {
+    int b = -1;
+    MR_OK(sc_fusion_bucket_of(f, id[l], &b));
+    if (b >= 0 && b < N) bytes[b] += LEN * sizeof(float);
+  }
+  mr_checks++;
+  if (nb != 3) mr_fail("auto cap: %d buckets of twelve 512 KiB tensors, want 3", nb);
+  for (int b = 0; b < N; b++)
+    if (bytes[b] > ((size_t)2 << 20)) mr_fail("auto cap: bucket %d holds %zu bytes", b, bytes[b]);
+  MR_OK(sc_fusion_destroy(f));
+  free(buf);
+}
+
 static void refusal(const char *what, sc_result_t want, void (*set)(sc_fusion_config_t *)) {
   sc_fusion_config_t cfg;
   sc_fusion_config_init(&cfg);
@@ -303,6 +341,7 @@ int main(void) {
   run_mode(SC_COMPRESS_AUTO, SC_FUSE_SIZE, "auto size, slow network", 1.0);
   run_mode(SC_COMPRESS_AUTO, SC_FUSE_NONE, "auto wfbp, slow network", 1.0);
   run_mode(SC_COMPRESS_AUTO, SC_FUSE_SIZE, "auto size, fast network", 1e-9);
+  auto_cap();
   refusal("SC_FUSE_DEAR with fp16", SC_ERR_UNSUPPORTED, set_dear);
   refusal("SC_COMPRESS_TOPK without density", SC_ERR_INVALID_ARG, set_topk0);
   refusal("lowrank 0", SC_ERR_INVALID_ARG, set_rank0);

@@ -300,6 +300,22 @@ static void test_mismatch(sc_comm_t *comm) {
     OK(sc_recv(buf, 5, SC_INT32, 0, 500, comm));
     expect((uint8_t *)buf, 20, 0, 501, 0, "message after a mismatch");
   }
+  /* Inside a group the error names the call that failed, its place in the
+   * group and its arguments. */
+  if (rank == 0) {
+    OK(sc_send(buf, 4, SC_FLOAT32, 1, 502, comm));
+    OK(sc_send(buf, 3, SC_FLOAT32, 1, 503, comm));
+  } else if (rank == 1) {
+    OK(sc_group_start());
+    OK(sc_recv(buf, 4, SC_FLOAT32, 0, 502, comm));
+    OK(sc_recv(buf + 4, 4, SC_FLOAT32, 0, 503, comm));
+    sc_result_t r = sc_group_end();
+    const char *e = sc_last_error();
+    checks++;
+    if (r != SC_ERR_MISMATCH ||
+        !strstr(e, "sc_group_end: call 2 of 2, sc_recv from rank 0 (tag 503, count 4 of float32)"))
+      FAIL("group mismatch: %s: %s", sc_strerror(r), e);
+  }
   free(buf);
   OK(sc_barrier(comm));
 }

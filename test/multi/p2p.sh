@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# Point-to-point messaging (test/multi/mr_p2p.c) over the transport
+# Point-to-point messaging (test/multi/mr_p2p.c, mr_p2p_inline.c) over the transport
 # SC_TRANSPORT names: 1 to 8 ranks, odd counts and non-powers of two; a rank
 # killed mid-exchange; sc_comm_abort with a receive pending;
 # SC_TIMEOUT_MS; SC_P2P_UNEXPECTED_BYTES; a sender that leaves at once; SC_P2P=0.
@@ -14,6 +14,12 @@ sizes="1 2 3 5 8"
 for n in $sizes; do
   check "p2p, n=$n" "$SC_RUN" -n "$n" --timeout 120 --label "$MR/mr_p2p" all
 done
+# Sizes around the frame's inline payload and the eager threshold, and
+# several user threads calling at once (test/multi/mr_p2p_inline.c).
+for n in $sizes; do
+  check "p2p inline sizes and threads, n=$n" "$SC_RUN" -n "$n" --timeout 120 --label \
+    "$MR/mr_p2p_inline"
+done
 # The survivors notice the death through their lane (or the liveness watch);
 # the timeout is the bound when neither does. sc-run reports the victim's
 # signal: what counts is that every survivor said how it failed.
@@ -26,7 +32,7 @@ survivors() { # survivors N
 check "p2p, peer killed, n=2" survivors 2
 check "p2p, peer killed, n=3" survivors 3
 check "p2p, abort with a receive pending, n=2" "$SC_RUN" -n 2 --timeout 60 --label "$MR/mr_p2p" abort
-check "p2p, unmatched calls time out, n=2" env SC_TIMEOUT_MS=1500 "$SC_RUN" -n 2 --timeout 60 \
+check "p2p, unmatched calls time out, n=2" env SC_TIMEOUT_MS=1500 SC_BOOTSTRAP_TIMEOUT_MS=30000 "$SC_RUN" -n 2 --timeout 60 \
   --label "$MR/mr_p2p" timeout
 check "p2p, unreceived messages past SC_P2P_UNEXPECTED_BYTES fail their sender's ops, n=2" \
   env SC_P2P_UNEXPECTED_BYTES=1048576 SC_TIMEOUT_MS=5000 "$SC_RUN" -n 2 --timeout 60 --label \

@@ -59,7 +59,7 @@ count_mismatch() {
   # Each rank stays until both have reported (MR_REPORT_DIR), at most
   # SC_TIMEOUT_MS + 1 s, so that neither reports the other's exit.
   mkdir "$tmpdir/mm_reported"
-  SC_TIMEOUT_MS=3000 SC_DEBUG=NONE MR_REPORT_DIR="$tmpdir/mm_reported" "$SC_RUN" -n 2 --grace 30 \
+  SC_TIMEOUT_MS=3000 SC_BOOTSTRAP_TIMEOUT_MS=30000 SC_DEBUG=NONE MR_REPORT_DIR="$tmpdir/mm_reported" "$SC_RUN" -n 2 --grace 30 \
     --timeout 60 "$top_builddir/test/failure/fail_mismatch" count report >"$tmpdir/mm" 2>&1
   cat "$tmpdir/mm"
   [ "$(grep -c '^rank [01]: ranks called mismatched collectives in' "$tmpdir/mm")" -eq 2 ] &&

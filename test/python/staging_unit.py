@@ -2,8 +2,10 @@
 """The decisions of the CUDA staging path (sparsecoll._staging) on CPU
 tensors, one process: which path an operation takes, the pool's size
 classes, reuse and trimming, and a Staging round trip with a fake stream
-synchronizer that records when it is called. The references are computed
-here from the rules in the module's docstring, not taken from it."""
+synchronizer that records when it is called; then the torch backend's choice
+of its stream-ordered path (sparsecoll.torch._ordered.wanted) and the stream
+handles Comm's stream= takes. The references are computed here from the
+rules in the modules' docstrings, not taken from them."""
 import sys
 
 import torch
@@ -196,4 +198,41 @@ raises(ArgumentError, lambda: _buf.buf(FakeCAI(6, readonly=True), "x", writable=
 raises(ArgumentError, lambda: _buf.buf(FakeCAI(6, "<c8"), "x"), "complex typestr: refused")
 raises(ArgumentError, lambda: _buf.empty_like(FakeCAI(6), 6), "no allocation like an interface object")
 raises(ArgumentError, lambda: _buf.same_kind(FakeCAI(6), torch.zeros(6), "out"), "mixing with a tensor: refused")
+
+# ---- the torch backend's choice of the stream-ordered path (sparsecoll.torch._ordered) ----
+from sparsecoll import _stream  # noqa: E402
+from sparsecoll.torch import _ordered  # noqa: E402
+
+
+class Dev:
+    """A stand-in for a tensor: only its device is asked."""
+
+    def __init__(self, kind, index=None):
+        self.device = torch.device(kind, index) if index is not None else torch.device(kind)
+
+
+cuda0, cuda1, cpu = Dev("cuda", 0), Dev("cuda", 1), Dev("cpu")
+ok(_ordered.wanted([cuda0, cuda0], {}, lib_cuda=True, lib_streams=True), "CUDA tensors, device runtime: ordered")
+ok(not _ordered.wanted([cuda0], {"SPARSECOLL_CUDA_SYNC": "1"}, lib_cuda=True, lib_streams=True),
+   "SPARSECOLL_CUDA_SYNC=1: the synchronizing path")
+ok(_ordered.wanted([cuda0], {"SPARSECOLL_CUDA_SYNC": "0"}, lib_cuda=True, lib_streams=True),
+   "SPARSECOLL_CUDA_SYNC=0: ordered")
+ok(not _ordered.wanted([cuda0], {}, lib_cuda=False, lib_streams=True), "no device runtime (staged): synchronizing")
+ok(not _ordered.wanted([cuda0], {"SPARSECOLL_CUDA_DIRECT": "0"}, lib_cuda=True, lib_streams=True),
+   "SPARSECOLL_CUDA_DIRECT=0 (staged): synchronizing")
+ok(not _ordered.wanted([cuda0], {}, lib_cuda=True, lib_streams=False), "no stream forms: synchronizing")
+ok(not _ordered.wanted([cpu], {}, lib_cuda=True, lib_streams=True), "CPU tensors: never ordered")
+ok(not _ordered.wanted([cuda0, cpu], {}, lib_cuda=True, lib_streams=True), "CUDA and CPU mixed: synchronizing")
+ok(not _ordered.wanted([cuda0, cuda1], {}, lib_cuda=True, lib_streams=True), "two devices: synchronizing")
+ok(not _ordered.wanted([], {}, lib_cuda=True, lib_streams=True), "no tensors: synchronizing")
+ok(_stream.handle(0).value is None and _stream.handle(1234).value == 1234, "stream handles: 0 is NULL")
+
+
+class FakeStream:
+    cuda_stream = 77
+
+
+ok(_stream.handle(FakeStream()).value == 77, "stream handle from .cuda_stream")
+raises(ArgumentError, lambda: _stream.handle("s"), "a string is no stream handle")
+raises(ArgumentError, lambda: _stream.handle(-5), "a negative handle is refused")
 print("staging unit: %d checks passed" % checks)

@@ -3,8 +3,10 @@
 WORLD_SIZE, MASTER_ADDR, MASTER_PORT; torch's TCPStore listens on MASTER_PORT):
 every collective against a reference computed locally from every rank's
 seeded input, synchronous and async (Work.wait / is_completed / get_future)."""
+import datetime
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -100,6 +102,40 @@ for i, (x, w) in enumerate(zip(xs, ws)):
 # Errors: an op without counterpart, a non-contiguous tensor.
 raises("SC_ERR_INVALID_ARG", lambda: dist.all_reduce(torch.zeros(4, dtype=torch.int32), op=dist.ReduceOp.BAND), "BAND")
 raises("SC_ERR_INVALID_ARG", lambda: dist.all_reduce(torch.zeros(4, 4).t()), "non-contiguous")
+
+# Work.wait(timeout): rank 0 waits 0.2 s on a collective rank P-1 joins 1.5 s
+# late: SC_ERR_TIMEOUT (a RuntimeError, as gloo's), the collective goes on and
+# a second wait takes its result; the same for a receive.
+if P > 1:
+    x = torch.full((5,), float(R + 1))
+    if R == P - 1:
+        time.sleep(1.5)
+    w = dist.all_reduce(x, async_op=True)
+    if R == 0:
+        t0 = time.monotonic()
+        try:
+            w.wait(timeout=datetime.timedelta(seconds=0.2))
+            ok(False, "wait(timeout) on a late collective returned")
+        except RuntimeError as e:
+            dt = time.monotonic() - t0
+            ok(isinstance(e, sparsecoll.Error) and e.code == "SC_ERR_TIMEOUT" and 0.15 < dt < 1.2,
+               "wait(timeout): %r after %.2f s" % (e, dt))
+    ok(w.wait(timeout=datetime.timedelta(0)) and torch.equal(x, torch.full((5,), P * (P + 1) / 2)),
+       "the collective after a timed-out wait")
+    y = torch.zeros(3)
+    if R == 0:
+        w = dist.irecv(y, src=1)
+        try:
+            w.wait(timeout=datetime.timedelta(seconds=0.2))
+            ok(False, "wait(timeout) on a late receive returned")
+        except RuntimeError as e:
+            ok(isinstance(e, sparsecoll.Error) and e.code == "SC_ERR_TIMEOUT", "recv wait(timeout): %r" % e)
+        w.wait()
+        ok(torch.equal(y, torch.arange(3.0)), "the receive after a timed-out wait")
+    elif R == 1:
+        time.sleep(1.0)
+        dist.send(torch.arange(3.0), dst=0)
+    dist.barrier()
 
 # A new group: its own communicator, bootstrapped through the same store.
 if P > 1:

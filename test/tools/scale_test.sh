@@ -6,8 +6,10 @@
 # least their eager floor: a tcp rank holds SC_NSOCKS (2) sockets to each
 # peer for the collectives and as many for the point-to-point lane, and a
 # shm rank's two segments hold a 256 KiB ring and a 4 KiB control page per
-# peer. Plus the usage errors (a missing bed among them). Open MPI is left
-# out (--skip mpi).
+# peer. --nofile N puts each rank under a descriptor limit of N, soft and
+# hard (a stand-in probe prints its limits); behind a wrapper script (as
+# libtool's) the ranks run the program in .libs. Plus the usage errors (a
+# missing bed among them). Open MPI is left out (--skip mpi).
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-..}
 pass=0
@@ -65,6 +67,51 @@ for p in 2 4; do
     bad "shm, $p ranks: '$owned' MiB of shared memory owned"
   fi
 done
+
+# A stand-in for the probe that reports its descriptor limits as the
+# descriptor columns: soft as "fds", hard as "fds_init" (columns 21 and 19).
+mkdir -p "$tmp/fake"
+ln -s "$(cd "$top_builddir" && pwd)/sc-run" "$tmp/fake/sc-run"
+cat >"$tmp/fake/sc_scale_probe" <<'EOF'
+#!/bin/sh
+echo "{\"lib\":\"sc\",\"rank\":$SC_RANK,\"init_s\":0,\"fds_init\":$(ulimit -Hn),\"fds\":$(ulimit -Sn),\"ok\":1}"
+EOF
+chmod +x "$tmp/fake/sc_scale_probe"
+SC_BUILD="$tmp/fake" bash "$top_srcdir/perf/scale.sh" --min 2 --max 2 --transports tcp \
+  --connect lazy --skip mpi --nofile 100 --timeout 60 --out "$tmp/nofile" >"$tmp/out" 2>"$tmp/err"
+lim=$(grep '^sc,tcp,lazy,2,2,' "$tmp/nofile/scale.csv" | cut -d, -f19,21)
+if [ "$lim" = "100,100" ]; then
+  ok "--nofile 100: each rank's descriptor limit is 100, soft and hard"
+else
+  bad "--nofile 100: limits (hard,soft) '$lim'"
+fi
+# A build whose sc_scale_probe is a wrapper script (as libtool's) and whose
+# program is in .libs: the ranks run the program, with .libs on the library
+# path (the wrapper's line would say "ok":0).
+mkdir -p "$tmp/wrap/.libs"
+ln -s "$(cd "$top_builddir" && pwd)/sc-run" "$tmp/wrap/sc-run"
+printf '#!/bin/sh\necho "{\\"rank\\":$SC_RANK,\\"init_s\\":0,\\"ok\\":0}"\n' >"$tmp/wrap/sc_scale_probe"
+cat >"$tmp/wrap/.libs/sc_scale_probe" <<'EOF'
+#!/bin/sh
+case "$LD_LIBRARY_PATH" in */wrap/.libs*) ok=1 ;; *) ok=0 ;; esac
+echo "{\"rank\":$SC_RANK,\"init_s\":0,\"ok\":$ok}"
+EOF
+chmod +x "$tmp/wrap/sc_scale_probe" "$tmp/wrap/.libs/sc_scale_probe"
+SC_BUILD="$tmp/wrap" bash "$top_srcdir/perf/scale.sh" --min 2 --max 2 --transports tcp \
+  --connect lazy --skip mpi --timeout 60 --out "$tmp/wrapped" >"$tmp/out" 2>"$tmp/err"
+okr=$(grep '^sc,tcp,lazy,2,' "$tmp/wrapped/scale.csv" | cut -d, -f5)
+if [ "$okr" = 2 ]; then
+  ok "behind a wrapper script the ranks run .libs/sc_scale_probe with .libs on the library path"
+else
+  bad "wrapper script: $okr of 2 ranks ran the program in .libs"
+fi
+if bash "$top_srcdir/perf/scale.sh" --nofile 10 >"$tmp/out" 2>"$tmp/err"; then
+  bad "--nofile 10 accepted"
+elif grep -q "nofile must be" "$tmp/err"; then
+  ok "--nofile below 64 refused"
+else
+  bad "--nofile 10: no message"
+fi
 
 if SC_NETBED_STATE_DIR="$tmp/none" bash "$top_srcdir/perf/scale.sh" --netbed=scnb-absent \
   >"$tmp/out" 2>"$tmp/err"; then

@@ -149,7 +149,7 @@ typedef struct rank {
 
 static rank_t ranks[MAXP];
 static int nranks;
-static sc_peer_info_t peers[MAXP];
+static sc_peer_head_t peers[MAXP];
 
 static void open_fabric(int p) {
   static uint8_t addrs[MAXP][SC_TP_ADDR_MAX];
@@ -164,7 +164,7 @@ static void open_fabric(int p) {
     c->rank = r;
     c->nranks = p;
     c->cfg.timeout_ms = 10000;
-    assert_int_equal(sc_comm_peers_keep(c, peers), SC_SUCCESS);
+    assert_int_equal(sc_comm_peers_keep(c, peers, sizeof(peers[0])), SC_SUCCESS);
     c->tpops = &sc_loopback_transport;
     sc_tp_config_t cfg = {.rank = r, .nranks = p, .timeout_ms = 1000};
     size_t len = 0;

@@ -622,6 +622,7 @@ int sc_shm_pending(sc_transport_t *base) {
 
 const sc_transport_ops_t sc_shm_transport = {
     .name = "shm",
+    .addr_max = SC_SHM_BLOB_LEN,
     .create = shm_create,
     .connect_all = sc_shm_connect_all,
     .isend = shm_isend,

@@ -433,6 +433,17 @@ sc_result_t sc_shm_check_peer(sc_shm_transport_t *tp, sc_shm_peer_t *p, int64_t 
 /* shm_wait.c: the transport's progress (spin, yield, sleep). */
 sc_result_t sc_shm_progress(sc_transport_t *base, int timeout_ms, int *progressed);
 void sc_shm_wait(sc_transport_t *base, int timeout_ms);
+/* For the mux (transport/mux.c), which sleeps on the doorbell and its tcp
+ * sockets at once as sleep_once does on the doorbell alone, by the thread
+ * that drives progress: enter counts this rank in `sleeping`, so that peers
+ * ring for what they put in a ring from now on, then looks at the rings for
+ * what came before. 0: poll *db with the other descriptors, then
+ * sc_shm_sleep_leave (rang: *db reported POLLIN; the next progress reads
+ * it). 1: do not sleep, and no leave: the rings moved (*moved), failed
+ * (*res, with its detail), the doorbell rang already or a device copy runs
+ * (its end rings no doorbell). */
+int sc_shm_sleep_enter(sc_transport_t *base, struct pollfd *db, int *moved, sc_result_t *res);
+void sc_shm_sleep_leave(sc_transport_t *base, int rang);
 
 static inline int sc_shm_peer_queued(const sc_shm_peer_t *p) {
   return p->nsend + p->ncma + p->ndev + p->nrecv + p->ncopy;

@@ -49,16 +49,25 @@ static void drain_doorbell(sc_shm_transport_t *tp) {
   }
 }
 
+/* Counts this thread in `sleeping` (peers ring the doorbell for what they
+ * put in a ring from now on; the fence pairs with theirs), then looks at the
+ * rings for what came before: 1 with the count kept, to sleep; 0 with it
+ * taken back when they moved (*moved) or failed (*res, first_err). */
+static int sleep_announce(sc_shm_transport_t *tp, int *moved, sc_result_t *res, char *first_err,
+                          size_t errlen) {
+  __atomic_fetch_add(&tp->hdr->sleeping, 1u, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  *res = sc_shm_pass_all(tp, moved, SC_SHM_CHECK_NONE, first_err, errlen);
+  if (!*moved && *res == SC_SUCCESS) return 1;
+  __atomic_fetch_sub(&tp->hdr->sleeping, 1u, __ATOMIC_RELAXED);
+  return 0;
+}
+
 /* Sleep until a peer rings, a waited-on peer exits, wake() or the slice ends. */
 static sc_result_t sleep_once(sc_shm_transport_t *tp, int timeout_ms, int *moved, char *first_err,
                               size_t errlen) {
-  __atomic_fetch_add(&tp->hdr->sleeping, 1u, __ATOMIC_RELAXED);
-  __atomic_thread_fence(__ATOMIC_SEQ_CST);
-  sc_result_t res = sc_shm_pass_all(tp, moved, SC_SHM_CHECK_NONE, first_err, errlen);
-  if (*moved || res != SC_SUCCESS) {
-    __atomic_fetch_sub(&tp->hdr->sleeping, 1u, __ATOMIC_RELAXED);
-    return res;
-  }
+  sc_result_t res;
+  if (!sleep_announce(tp, moved, &res, first_err, errlen)) return res;
   int n = 0;
   tp->pfds[n] = (struct pollfd){.fd = tp->db_fd, .events = POLLIN};
   tp->pfd_peer[n++] = -1;
@@ -100,6 +109,30 @@ static sc_result_t sleep_once(sc_shm_transport_t *tp, int timeout_ms, int *moved
     }
   }
   return res;
+}
+
+int sc_shm_sleep_enter(sc_transport_t *base, struct pollfd *db, int *moved, sc_result_t *res) {
+  sc_shm_transport_t *tp = sc_shm_of(base);
+  char first_err[SC_ERRMSG_MAX];
+  *moved = 0;
+  *res = SC_SUCCESS;
+  if (tp->db_fd < 0 || sc_shm_dev_inflight(tp) ||
+      __atomic_load_n(&tp->db_pending, __ATOMIC_ACQUIRE))
+    return 1;
+  if (!sleep_announce(tp, moved, res, first_err, sizeof(first_err))) {
+    if (*res != SC_SUCCESS) sc_error_set_detail(first_err);
+    return 1;
+  }
+  *db = (struct pollfd){.fd = tp->db_fd, .events = POLLIN};
+  mark_off_cpu(tp);
+  return 0;
+}
+
+void sc_shm_sleep_leave(sc_transport_t *base, int rang) {
+  sc_shm_transport_t *tp = sc_shm_of(base);
+  sc_shm_mark_running(tp);
+  __atomic_fetch_sub(&tp->hdr->sleeping, 1u, __ATOMIC_RELAXED);
+  if (rang) __atomic_store_n(&tp->db_pending, 1, __ATOMIC_RELEASE);
 }
 
 /* A peer this rank waits on runs now on another CPU, so it may answer

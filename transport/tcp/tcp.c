@@ -82,13 +82,15 @@ static sc_result_t post(sc_tcp_transport_t *tp, int peer, const void *buf, size_
     p->nsend++;
   else
     p->nrecv++;
-  /* A socket with older segments queued is pushed by progress() in order. */
+  /* A socket with older segments queued is pushed by progress() in order,
+   * unless they were held back for this one (req->more). */
   for (int sock = 0; sock < k && !p->dead; sock++) {
     sc_tcp_sock_t *sk = &p->socks[sock];
     size_t moved = 0;
-    if (sending && sk->sq.count == 1)
-      SC_CHECK(sc_tcp_send_progress(tp, p, sock, &moved));
-    else if (!sending && sk->rq.count == 1)
+    if (sending && (sk->sq.count == 1 || sk->held)) {
+      sk->held = req->more;
+      if (!req->more) SC_CHECK(sc_tcp_send_progress(tp, p, sock, &moved));
+    } else if (!sending && sk->rq.count == 1)
       SC_CHECK(sc_tcp_recv_progress(tp, p, sock, &moved));
   }
   return SC_SUCCESS;
@@ -354,6 +356,21 @@ static sc_result_t tcp_progress(sc_transport_t *base, int timeout_ms, int *progr
   return res;
 }
 
+sc_result_t sc_tcp_sleep_set(sc_transport_t *base, struct pollfd **fds, int *n) {
+  sc_tcp_transport_t *tp = sc_tcp_of(base);
+  int data = 1;
+  *fds = NULL;
+  *n = 0;
+  SC_CHECK(build_pollset(tp, n, &data));
+  *fds = tp->pfds;
+  return SC_SUCCESS;
+}
+
+void sc_tcp_slept(sc_transport_t *base) {
+  sc_tcp_transport_t *tp = sc_tcp_of(base);
+  if (tp->pfds[0].revents) drain_wake(tp);
+}
+
 static void tcp_cancel_all(sc_transport_t *base, sc_result_t why) {
   if (!base) return;
   sc_tcp_transport_t *tp = sc_tcp_of(base);
@@ -427,6 +444,7 @@ sc_result_t sc_tcp_props(sc_transport_t *base, int a, int b, sc_tp_props_t *out)
 
 const sc_transport_ops_t sc_tcp_transport = {
     .name = "tcp",
+    .addr_max = SC_TCP_BLOB_LEN,
     .create = sc_tcp_create,
     .connect_all = sc_tcp_connect_all,
     .isend = tcp_isend,

@@ -98,6 +98,7 @@ typedef struct sc_tcp_ring {
 typedef struct sc_tcp_sock {
   int fd;
   sc_tcp_ring_t sq, rq;
+  int held; /* a send posted with `more` is queued unsent: the next post pushes it */
 } sc_tcp_sock_t;
 
 typedef enum sc_tcp_link {
@@ -304,5 +305,13 @@ void sc_tcp_setup_waiting(sc_tcp_transport_t *tp, int peer);
 sc_result_t sc_tcp_setup_timeout_error(sc_tcp_transport_t *tp);
 sc_result_t sc_tcp_connect_all(sc_transport_t *tp, const void *addrs, size_t stride);
 sc_result_t sc_tcp_props(sc_transport_t *tp, int a, int b, sc_tp_props_t *out);
+/* tcp.c, for the mux (transport/mux.c), which sleeps on these and shared
+ * memory's doorbell at once: the descriptors a progress would sleep on (the
+ * wake-up, the setup's, every socket with bytes to move, each with what it
+ * waits for), valid until the next progress; then sc_tcp_slept with their
+ * revents, which consumes a wake-up (it would make every later sleep return
+ * at once). The bytes are moved by the next progress. */
+sc_result_t sc_tcp_sleep_set(sc_transport_t *tp, struct pollfd **fds, int *n);
+void sc_tcp_slept(sc_transport_t *tp);
 
 #endif

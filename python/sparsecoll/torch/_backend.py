@@ -10,6 +10,11 @@ thread, as the library's non-blocking form (so every rank queues operations
 in program order); one waiter thread per group waits on the requests in that
 order and completes each Work's torch Future (its then() callbacks, e.g.
 DDP's, run on that thread). No C++ extension is needed.
+
+CUDA tensors go the stream-ordered way by default (._ordered: the library's
+stream forms on a stream of the group's that waits for torch's current
+stream; no host synchronisation); SPARSECOLL_CUDA_SYNC=1 keeps the
+synchronizing path above for them.
 """
 import collections
 import inspect
@@ -20,7 +25,10 @@ import torch.distributed as dist
 
 from .._comm import Comm, get_unique_id
 from .._lib import ArgumentError, UnsupportedError
+from .._staging import sync_current
+from . import _ordered
 from ._p2p import PointToPoint
+from ._timeout import expired, seconds
 
 try:
     from torch._C._distributed_c10d import ProcessGroup, Work
@@ -69,7 +77,9 @@ class _Work(Work):
             self._done.set()
 
     def wait(self, timeout=None):
-        self._done.wait()
+        s = seconds(timeout)
+        if not self._done.wait(s):
+            raise expired("the collective", s)
         if self._error is not None:
             raise self._error
         return True
@@ -156,6 +166,7 @@ class ProcessGroupSparsecoll(PointToPoint, ProcessGroup):
             uid = store.get(key)  # blocks until rank 0 has set it (store timeout)
         self._comm = Comm(size, bytes(uid), rank)
         self._waiter = _Waiter()
+        self._streams = _ordered.Streams()
 
     # ---- plumbing ----
 
@@ -172,8 +183,9 @@ class ProcessGroupSparsecoll(PointToPoint, ProcessGroup):
 
     def _check(self, tensors):
         for t in tensors:
-            # CUDA tensors: Comm synchronizes their current streams before the
-            # library reads them, on either path (sparsecoll._staging).
+            # CUDA tensors: stream-ordered (._ordered), or with
+            # SPARSECOLL_CUDA_SYNC=1 Comm synchronizes their current streams
+            # before the library reads them (sparsecoll._staging).
             if t.device.type not in ("cpu", "cuda"):
                 raise UnsupportedError(
                     "sparsecoll backend: tensor on %s; it takes CPU and CUDA tensors" % t.device
@@ -181,7 +193,18 @@ class ProcessGroupSparsecoll(PointToPoint, ProcessGroup):
             if not t.is_contiguous():
                 raise ArgumentError("sparsecoll backend: tensors must be contiguous")
 
-    def _launch(self, outputs, req, after=None):
+    def _ops(self, tensors):
+        """What issues the collective on these tensors: the Comm (its
+        i-forms; the waiter completes the Work), or for CUDA tensors an
+        _ordered.Issuer of the stream forms. Called after the last work on
+        the current stream that the collective reads."""
+        if _ordered.wanted(tensors):
+            return _ordered.Issuer(self._comm, self._streams, tensors[0].device)
+        return self._comm
+
+    def _launch(self, outputs, req, after=None, ops=None):
+        if isinstance(ops, _ordered.Issuer):
+            return ops.work(outputs, after)
         w = _Work(outputs)
         self._waiter.put(req, w, after)
         return w
@@ -197,8 +220,9 @@ class ProcessGroupSparsecoll(PointToPoint, ProcessGroup):
     def allreduce(self, tensors, opts=None):
         op = _redop(opts.reduceOp) if opts is not None else "sum"
         self._check(tensors)
-        reqs = [self._comm.iallreduce(t, op) for t in tensors]
-        return self._launch(list(tensors), _Many(reqs))
+        ops = self._ops(tensors)
+        reqs = [ops.iallreduce(t, op) for t in tensors]
+        return self._launch(list(tensors), _Many(reqs), ops=ops)
 
     def allreduce_coalesced(self, tensors, opts=None):
         """all_reduce_coalesced: the tensors concatenated, one all-reduce, the
@@ -209,21 +233,24 @@ class ProcessGroupSparsecoll(PointToPoint, ProcessGroup):
         self._check(tensors)
         _same_dtype_device(tensors, "all_reduce_coalesced")
         flat = torch.cat([t.reshape(-1) for t in tensors])
-        req = self._comm.iallreduce(flat, op)
-        return self._launch(list(tensors), req, _unpack(flat, tensors))
+        ops = self._ops([flat])
+        req = ops.iallreduce(flat, op)
+        return self._launch(list(tensors), req, _unpack(flat, tensors), ops)
 
     def broadcast(self, tensors, opts=None):
         root = opts.rootRank if opts is not None else 0
         self._check(tensors)
-        reqs = [self._comm.ibroadcast(t, root) for t in tensors]
-        return self._launch(list(tensors), _Many(reqs))
+        ops = self._ops(tensors)
+        reqs = [ops.ibroadcast(t, root) for t in tensors]
+        return self._launch(list(tensors), _Many(reqs), ops=ops)
 
     def reduce(self, tensors, opts=None):
         op = _redop(opts.reduceOp) if opts is not None else "sum"
         root = opts.rootRank if opts is not None else 0
         t = self._one(tensors, "reduce")
         self._check([t])
-        return self._launch([t], self._comm.ireduce(t, op, root))
+        ops = self._ops([t])
+        return self._launch([t], ops.ireduce(t, op, root), ops=ops)
 
     def allgather(self, output_tensors, input_tensors, opts=None):
         """output_tensors[0]: one tensor per rank; input_tensors[0]: this
@@ -243,11 +270,12 @@ class ProcessGroupSparsecoll(PointToPoint, ProcessGroup):
             raise ArgumentError("allgather: output tensor %d (this rank's) has %d elements, the input %d"
                                 % (self.rank(), counts[self.rank()], inp.numel()))
         flat = torch.empty(sum(counts), dtype=inp.dtype, device=inp.device)
+        ops = self._ops([inp, flat] + list(outs))
         if all(c == inp.numel() for c in counts):
-            req = self._comm.iallgather(inp, flat)
+            req = ops.iallgather(inp, flat)
         else:
-            req = self._comm.iallgatherv(inp, flat, counts)
-        return self._launch(output_tensors, req, _unpack(flat, outs))
+            req = ops.iallgatherv(inp, flat, counts)
+        return self._launch(output_tensors, req, _unpack(flat, outs), ops)
 
     def allgather_coalesced(self, output_lists, input_list, opts=None):
         """all_gather_coalesced: output_lists[r] receives rank r's
@@ -272,16 +300,18 @@ class ProcessGroupSparsecoll(PointToPoint, ProcessGroup):
         flat_in = torch.cat([t.reshape(-1) for t in input_list])
         n = flat_in.numel()
         flat = torch.empty(n * size, dtype=flat_in.dtype, device=flat_in.device)
-        req = self._comm.iallgather(flat_in, flat)
         everything = [o for outs in output_lists for o in outs]
-        return self._launch(output_lists, req, _unpack(flat, everything))
+        ops = self._ops([flat_in, flat] + everything)
+        req = ops.iallgather(flat_in, flat)
+        return self._launch(output_lists, req, _unpack(flat, everything), ops)
 
     def _allgather_base(self, output, input, opts=None):
         """all_gather_into_tensor: output is size times input, ranks in order."""
         self._check([output, input])
         if output.numel() != input.numel() * self.size():
             raise ArgumentError("all_gather_into_tensor: output must have world_size times the input's elements")
-        return self._launch([output], self._comm.iallgather(input, output))
+        ops = self._ops([output, input])
+        return self._launch([output], ops.iallgather(input, output), ops=ops)
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         """output_tensors[0]: this rank's block; input_tensors[0]: one per rank."""
@@ -293,14 +323,16 @@ class ProcessGroupSparsecoll(PointToPoint, ProcessGroup):
         self._check([out] + list(ins))
         # The library wants the blocks in one buffer: one copy of the input.
         flat = torch.cat([t.reshape(-1) for t in ins])
-        return self._launch([out], self._comm.ireduce_scatter(flat, op, out))
+        ops = self._ops([flat, out])
+        return self._launch([out], ops.ireduce_scatter(flat, op, out), ops=ops)
 
     def _reduce_scatter_base(self, output, input, opts=None):
         op = _redop(opts.reduceOp) if opts is not None else "sum"
         self._check([output, input])
         if input.numel() != output.numel() * self.size():
             raise ArgumentError("reduce_scatter_tensor: input must have world_size times the output's elements")
-        return self._launch([output], self._comm.ireduce_scatter(input, op, output))
+        ops = self._ops([output, input])
+        return self._launch([output], ops.ireduce_scatter(input, op, output), ops=ops)
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         """all_to_all_single: input's rows (dim 0) split into one block per
@@ -319,10 +351,12 @@ class ProcessGroupSparsecoll(PointToPoint, ProcessGroup):
                 if t.size(0) % self.size():
                     raise ArgumentError("all_to_all_single: dim 0 of the %s (%d) does not split evenly over %d "
                                         "ranks; pass split sizes" % (what, t.size(0), self.size()))
-            return self._launch([output], self._comm.ialltoall(input, output))
+            ops = self._ops([output, input])
+            return self._launch([output], ops.ialltoall(input, output), ops=ops)
         send = self._splits(input, input_split_sizes, "input")
         recv = self._splits(output, output_split_sizes, "output")
-        return self._launch([output], self._comm.ialltoallv(input, send, output, recv))
+        ops = self._ops([output, input])
+        return self._launch([output], ops.ialltoallv(input, send, output, recv), ops=ops)
 
     def _splits(self, t, sizes, what):
         """Element counts per rank of t's rows split by sizes (or evenly)."""
@@ -355,8 +389,9 @@ class ProcessGroupSparsecoll(PointToPoint, ProcessGroup):
         send = torch.cat([t.reshape(-1) for t in input_tensors])
         counts = [t.numel() for t in output_tensors]
         flat = torch.empty(sum(counts), dtype=send.dtype, device=send.device)
-        req = self._comm.ialltoallv(send, [t.numel() for t in input_tensors], flat, counts)
-        return self._launch(list(output_tensors), req, _unpack(flat, output_tensors))
+        ops = self._ops([send, flat])
+        req = ops.ialltoallv(send, [t.numel() for t in input_tensors], flat, counts)
+        return self._launch(list(output_tensors), req, _unpack(flat, output_tensors), ops)
 
     def gather(self, output_tensors, input_tensors, opts=None):
         """output_tensors: [gather_list] on the root (one tensor per rank, of
@@ -368,7 +403,8 @@ class ProcessGroupSparsecoll(PointToPoint, ProcessGroup):
             if len(output_tensors) and any(len(o) for o in output_tensors):
                 raise ArgumentError("gather: rank %d is not the root (%d): it passes no output tensors "
                                     "(gather_list)" % (self.rank(), root))
-            return self._launch([], self._comm.igather(inp, None, root))
+            ops = self._ops([inp])
+            return self._launch([], ops.igather(inp, None, root), ops=ops)
         outs = self._one(output_tensors, "gather")
         if len(outs) != self.size():
             raise ArgumentError("gather: %d output tensors (gather_list) for %d ranks" % (len(outs), self.size()))
@@ -378,7 +414,8 @@ class ProcessGroupSparsecoll(PointToPoint, ProcessGroup):
                 raise ArgumentError("gather: output tensor %d is %s %s, the input %s %s: every one must match it"
                                     % (i, o.dtype, tuple(o.shape), inp.dtype, tuple(inp.shape)))
         flat = torch.empty(inp.numel() * self.size(), dtype=inp.dtype, device=inp.device)
-        return self._launch(output_tensors, self._comm.igather(inp, flat, root), _unpack(flat, outs))
+        ops = self._ops([inp, flat] + list(outs))
+        return self._launch(output_tensors, ops.igather(inp, flat, root), _unpack(flat, outs), ops)
 
     def scatter(self, output_tensors, input_tensors, opts=None):
         """output_tensors: [this rank's]; input_tensors: [scatter_list] on the
@@ -390,7 +427,8 @@ class ProcessGroupSparsecoll(PointToPoint, ProcessGroup):
             if len(input_tensors) and any(len(i) for i in input_tensors):
                 raise ArgumentError("scatter: rank %d is not the root (%d): it passes no input tensors "
                                     "(scatter_list)" % (self.rank(), root))
-            return self._launch([out], self._comm.iscatter(None, out, root))
+            ops = self._ops([out])
+            return self._launch([out], ops.iscatter(None, out, root), ops=ops)
         ins = self._one(input_tensors, "scatter")
         if len(ins) != self.size():
             raise ArgumentError("scatter: %d input tensors (scatter_list) for %d ranks" % (len(ins), self.size()))
@@ -400,7 +438,8 @@ class ProcessGroupSparsecoll(PointToPoint, ProcessGroup):
                 raise ArgumentError("scatter: input tensor %d is %s %s, the output %s %s: every one must match it"
                                     % (i, t.dtype, tuple(t.shape), out.dtype, tuple(out.shape)))
         flat = torch.cat([t.reshape(-1) for t in ins])  # the library takes the blocks in one buffer
-        return self._launch([out], self._comm.iscatter(flat, out, root))
+        ops = self._ops([flat, out])
+        return self._launch([out], ops.iscatter(flat, out, root), ops=ops)
 
     def barrier(self, opts=None):
         return self._launch([], self._comm.ibarrier())
@@ -450,15 +489,17 @@ def _same_dtype_device(tensors, what):
 
 def _unpack(flat, outs):
     """A callable that copies flat's consecutive parts into outs (their
-    element counts), run on the waiter thread once the operation finished."""
-    def copy_out():
+    element counts), run on the waiter thread once the operation finished
+    (sync: the copies done before the Work completes), or on the group's
+    stream behind a stream-ordered collective (sync=False)."""
+    def copy_out(sync=True):
         at = 0
         for o in outs:
             n = o.numel()
             o.copy_(flat[at:at + n].view_as(o))
             at += n
-        if flat.is_cuda:  # done before the Work completes, as the staged copies are
-            torch.cuda.current_stream(flat.device).synchronize()
+        if flat.is_cuda and sync:  # done before the Work completes, as the staged copies are
+            sync_current(flat.device)
 
     return copy_out
 

@@ -18,6 +18,7 @@ import torch
 
 from .._lib import ArgumentError, UnsupportedError
 from .._p2p import group_end, group_start
+from ._timeout import poll_until, seconds
 
 try:
     from torch._C._distributed_c10d import Work
@@ -70,6 +71,7 @@ class _P2PWork(Work):
             self._settle(err)
 
     def wait(self, timeout=None):
+        poll_until(self.is_completed, seconds(timeout), "the send or receive with rank %d" % self._peer)
         self._complete()
         if self._error is not None:
             raise self._error
@@ -135,6 +137,8 @@ class _BatchWork(Work):
         self._works = works
 
     def wait(self, timeout=None):
+        s = seconds(timeout)
+        poll_until(self.is_completed, s, "the batch of %d sends and receives" % len(self._works))
         err = None
         for w in self._works:
             try:

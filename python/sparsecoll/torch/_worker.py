@@ -13,6 +13,7 @@ import torch
 import torch.distributed as dist
 
 from .._lib import ArgumentError
+from .._staging import sync_current
 
 
 def group_comm(process_group, what):
@@ -91,4 +92,4 @@ def bucket_tensor(bucket):
 def sync_device(t):
     if t.device.type != "cpu":
         # The worker thread reads device memory outside the stream order.
-        torch.cuda.current_stream(t.device).synchronize()
+        sync_current(t.device)

@@ -28,6 +28,7 @@ import torch
 
 from .._comm import SELECT, ErrorFeedback, _dtype_enum
 from .._lib import ArgumentError
+from . import _ordered
 from ._worker import HookWorker, bucket_tensor, group_comm, sync_device
 from .compress_hooks import (ACPSGDState, OneBitState, PowerSGDState, acpsgd_hook, majority_vote_hook,
                              onebit_hook, powersgd_hook)
@@ -51,6 +52,9 @@ class GTopkState(HookWorker):
     communicator (split from the group's at construction, a collective: build
     the state on every rank at the same point), so nothing it issues can
     interleave differently on different ranks with the group's other work.
+    CUDA buckets instead go stream-ordered (the stream form on a stream of
+    the state's that waits for torch's current stream; no host
+    synchronisation), unless SPARSECOLL_CUDA_SYNC=1 (see the backend).
     """
 
     def __init__(self, process_group=None, density=0.01, select="exact", error_feedback=True):
@@ -63,6 +67,7 @@ class GTopkState(HookWorker):
         self.select = select
         self.error_feedback = bool(error_feedback)
         self.residuals = {}  # bucket index -> ErrorFeedback
+        self._streams = _ordered.Streams()
         self._start_worker(comm, "sparsecoll-gtopk")
 
     def k_of(self, n):
@@ -84,10 +89,20 @@ class GTopkState(HookWorker):
         self.comm.gtopk_allreduce(t, self.k_of(t.numel()), ef=ef, method=self.select)
         return t
 
+    def _on_stream(self, t, index):
+        """The bucket's gTop-k enqueued on the state's stream for its device,
+        from the calling thread; a CUDA future of the bucket."""
+        ef = self._residual(index, t) if self.error_feedback else None
+        issuer = _ordered.Issuer(self.comm, self._streams, t.device)
+        issuer.igtopk_allreduce(t, self.k_of(t.numel()), ef, self.select)
+        return issuer.work(t).get_future()
+
 
 def gtopk_hook(state, bucket):
     """DDP comm hook: gTop-k with error feedback of the bucket (see GTopkState)."""
     t = bucket_tensor(bucket)
+    if _ordered.wanted([t]):
+        return state._on_stream(t, bucket.index())
     sync_device(t)
     return state.submit((t, bucket.index()))
 
