@@ -5,6 +5,8 @@
  * where each op is a byte (low 3 bits: which) and its arguments:
  *   0 put n | 1 put n padding | 2 publish tail | 3 get n | 4 skip n |
  *   5 publish head | 6 peer writes u64 tail | 7 peer writes u64 head, or
+ *   (bit 4 set, bit 3 clear) a rewind: the producer's when bit 0 is clear,
+ *   the consumer's (as at a rewind record) when set, or
  *   (bit 3 set) a record: u8 flags, u16 posted length, 40 record bytes,
  *   16 bytes of the posted print (all zero: the receive checks none).
  * Record flags: bit 0 this side accepts single copy; bit 1 starts from the
@@ -17,8 +19,10 @@
  * the stream must deliver exactly what was put (byte q of the stream has a
  * value computed from q), and room and data are never overstated nor hidden
  * when asked for; after a forged counter, every answer must be "corrupted"
- * ((uint64_t)-1) or at most the ring size. Records are compared with a model
- * written from the format in shm_internal.h. */
+ * ((uint64_t)-1) or at most the ring size. A rewind must happen exactly when
+ * the rule in shm_internal.h says (then the stream's bytes are no longer
+ * checked). Records are compared with a model written from the format in
+ * shm_internal.h. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,9 +118,45 @@ static void check_record(in_stream_t *s) {
   free(fp);
 }
 
+/* The rule, from shm_internal.h: a producer at least a window into a ring of
+ * more than two windows, whose record would not wrap, who did not look at the
+ * consumer's counter in the last quarter window, and whose consumer took
+ * everything, writes a rewind record and goes on at the ring's start. A
+ * consumer takes one anywhere a record fits before the ring's end. */
+static void check_rewind(sc_shm_ring_t *prod, sc_shm_ring_t *cons, int consumer, int *forged,
+                         int *padded) {
+  sc_shm_ring_t *r = consumer ? cons : prod;
+  const uint64_t size = r->size, pos = r->pos, off = pos & (size - 1);
+  if (consumer) {
+    int ok = sc_shm_ring_rewound(r);
+    FUZZ_REQUIRE(ok == (off + SC_SHM_REC_LEN <= size), "consumer rewind at %llu answered %d",
+                 (unsigned long long)off, ok);
+    FUZZ_REQUIRE(r->pos == (ok ? pos + size - off : pos), "consumer rewind moved to %llu",
+                 (unsigned long long)r->pos);
+    if (ok) *padded = 1;
+    /* Past what the producer wrote, the counters no longer agree: as forged. */
+    if ((int64_t)(r->pos - __atomic_load_n(&r->ctl->tail, __ATOMIC_RELAXED)) > 0) *forged = 1;
+    return;
+  }
+  uint64_t head = __atomic_load_n(&prod->ctl->head, __ATOMIC_RELAXED);
+  int want = off >= SC_SHM_RING_HOT && size > 2 * SC_SHM_RING_HOT && off + SC_SHM_REC_LEN <= size &&
+             pos >= r->next_rewind && head == pos;
+  int did = sc_shm_ring_rewind(r);
+  FUZZ_REQUIRE(did == want, "rewind at %llu (head %llu) answered %d", (unsigned long long)pos,
+               (unsigned long long)head, did);
+  FUZZ_REQUIRE(r->pos == (did ? pos + size - off : pos), "rewind moved to %llu",
+               (unsigned long long)r->pos);
+  if (did) {
+    *padded = 1;
+    uint64_t room = sc_shm_ring_space(r, 1);
+    FUZZ_REQUIRE(*forged || room == off, "room %llu after a rewind from %llu",
+                 (unsigned long long)room, (unsigned long long)off);
+  }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   in_stream_t s = {data, size};
-  uint64_t rsize = (uint64_t)8 << (take(&s, 1) % 10); /* 8 B .. 4 KiB */
+  uint64_t rsize = (uint64_t)8 << (take(&s, 1) % 14); /* 8 B .. 64 KiB */
   sc_shm_chan_ctl_t *ctl = aligned_alloc(SC_SHM_CACHELINE, sizeof(*ctl));
   uint8_t *ring = malloc(rsize);
   uint8_t *buf = malloc(rsize);
@@ -131,6 +171,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t op = (uint8_t)take(&s, 1);
     if (op & 8) {
       check_record(&s);
+      continue;
+    }
+    if (op & 16) {
+      check_rewind(&prod, &cons, op & 1, &forged, &padded);
       continue;
     }
     switch (op & 7) {

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Shared-memory transport: the SPSC ring (wrap-around, padding, bogus
- * counters, a producer and a consumer thread streaming a checked sequence),
- * the same-host verdict, and whole transports in one process (several ranks
- * as threads): small, ring-streamed and single-copy messages arrive exactly,
- * a length mismatch and a closed peer fail with SC_ERR_REMOTE, wake() ends a
- * blocked progress, and no segment name survives connect_all. */
+ * counters, the rewind to its start, a producer and a consumer thread
+ * streaming a checked sequence), the same-host verdict, and whole transports
+ * in one process (several ranks as threads): small, ring-streamed and
+ * single-copy messages arrive exactly, a length mismatch and a closed peer
+ * fail with SC_ERR_REMOTE, wake() ends a blocked progress, and no segment
+ * name survives connect_all. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -43,12 +44,18 @@ static ring_mem_t ring_mem(uint64_t size) {
   return m;
 }
 
+/* A ring of `size` bytes with its producer and consumer ends. */
+static ring_mem_t ring_pair(uint64_t size, sc_shm_ring_t *tx, sc_shm_ring_t *rx) {
+  ring_mem_t m = ring_mem(size);
+  sc_shm_ring_init(tx, m.ctl, m.data, size, 1);
+  sc_shm_ring_init(rx, m.ctl, m.data, size, 0);
+  return m;
+}
+
 static void test_ring_basic(void **state) {
   (void)state;
-  ring_mem_t m = ring_mem(64);
   sc_shm_ring_t tx, rx;
-  sc_shm_ring_init(&tx, m.ctl, m.data, 64, 1);
-  sc_shm_ring_init(&rx, m.ctl, m.data, 64, 0);
+  ring_mem_t m = ring_pair(64, &tx, &rx);
   assert_int_equal(sc_shm_ring_space(&tx, 1), 64);
   assert_int_equal(sc_shm_ring_avail(&rx, 1), 0);
   uint8_t a[48], b[48];
@@ -92,10 +99,8 @@ static void test_ring_basic(void **state) {
 
 static void test_ring_bogus_counters(void **state) {
   (void)state;
-  ring_mem_t m = ring_mem(64);
   sc_shm_ring_t tx, rx;
-  sc_shm_ring_init(&tx, m.ctl, m.data, 64, 1);
-  sc_shm_ring_init(&rx, m.ctl, m.data, 64, 0);
+  ring_mem_t m = ring_pair(64, &tx, &rx);
   /* A consumer head ahead of the tail, a producer tail more than a ring
    * ahead: neither may be used to index the ring. */
   m.ctl->head = 1000;
@@ -105,6 +110,178 @@ static void test_ring_bogus_counters(void **state) {
   assert_true(sc_shm_ring_avail(&rx, 1) == (uint64_t)-1);
   m.ctl->tail = 64;
   assert_int_equal(sc_shm_ring_avail(&rx, 1), 64);
+  free(m.ctl);
+}
+
+/* The model of the rewind rule, written from shm_internal.h: a producer at
+ * offset HOT or beyond in a ring larger than two windows, whose record would
+ * not wrap, whose consumer took everything, goes back to the ring's start. */
+static int rewind_expected(uint64_t pos, uint64_t head, uint64_t size) {
+  uint64_t off = pos % size;
+  return off >= SC_SHM_RING_HOT && size > 2 * SC_SHM_RING_HOT && off + SC_SHM_REC_LEN <= size &&
+         head == pos;
+}
+
+static uint32_t rec_type(const sc_shm_ring_t *rx) {
+  uint8_t rec[SC_SHM_REC_LEN];
+  sc_shm_ring_peek(rx, rec, SC_SHM_REC_LEN);
+  uint32_t t;
+  memcpy(&t, rec, sizeof(t));
+  return t;
+}
+
+/* Moves both sides to stream position `to` (consumer drained). */
+static void ring_advance(sc_shm_ring_t *tx, sc_shm_ring_t *rx, uint64_t to) {
+  static uint8_t junk[4096];
+  while (tx->pos < to) {
+    uint64_t n = to - tx->pos < sizeof(junk) ? to - tx->pos : sizeof(junk);
+    sc_shm_ring_put(tx, junk, n);
+    sc_shm_ring_publish(tx);
+    assert_int_equal(sc_shm_ring_avail(rx, n), n);
+    sc_shm_ring_skip(rx, n);
+    sc_shm_ring_publish(rx);
+  }
+}
+
+static void test_ring_rewind_rule(void **state) {
+  (void)state;
+  const uint64_t size = 4 * SC_SHM_RING_HOT;
+  sc_shm_ring_t tx, rx;
+  ring_mem_t m = ring_pair(size, &tx, &rx);
+  /* Inside the window: no rewind. */
+  ring_advance(&tx, &rx, SC_SHM_RING_HOT - 8);
+  assert_int_equal(sc_shm_ring_rewind(&tx), 0);
+  /* Past it with the consumer behind: none, and no second look at the
+   * consumer's counter for a quarter window even once it caught up. */
+  uint8_t a[64] = {1};
+  sc_shm_ring_put(&tx, a, 16);
+  sc_shm_ring_publish(&tx);
+  assert_int_equal(sc_shm_ring_rewind(&tx), 0);
+  sc_shm_ring_skip(&rx, 16);
+  sc_shm_ring_publish(&rx);
+  assert_true(rewind_expected(tx.pos, m.ctl->head, size));
+  assert_int_equal(sc_shm_ring_rewind(&tx), 0);
+  ring_advance(&tx, &rx, SC_SHM_RING_HOT + 8 + SC_SHM_RING_HOT / 4);
+  /* Now it goes back: a rewind record, then the ring's start. */
+  uint64_t before = tx.pos;
+  assert_int_equal(sc_shm_ring_rewind(&tx), 1);
+  assert_int_equal(tx.pos, size);
+  assert_true(sc_shm_ring_space(&tx, 1) >= before % size);
+  for (int i = 0; i < 64; i++) a[i] = (uint8_t)(3 * i + 1);
+  sc_shm_ring_put(&tx, a, 64);
+  sc_shm_ring_publish(&tx);
+  assert_memory_equal(m.data, a, 64);
+  assert_int_equal(sc_shm_ring_avail(&rx, SC_SHM_REC_LEN), size - before + 64);
+  assert_int_equal(rec_type(&rx), SC_SHM_REC_REWIND);
+  assert_int_equal(sc_shm_ring_rewound(&rx), 1);
+  assert_int_equal(rx.pos, size);
+  uint8_t b[64];
+  assert_int_equal(sc_shm_ring_avail(&rx, 64), 64);
+  sc_shm_ring_get(&rx, b, 64);
+  assert_memory_equal(a, b, 64);
+  sc_shm_ring_publish(&rx);
+  assert_int_equal(sc_shm_ring_space(&tx, size), size);
+  /* A record that would wrap: the ring's end comes next anyway. */
+  ring_advance(&tx, &rx, 2 * size - SC_SHM_REC_LEN + 8);
+  assert_false(rewind_expected(tx.pos, m.ctl->head, size));
+  assert_int_equal(sc_shm_ring_rewind(&tx), 0);
+  /* One that just fits: the record ends the ring. */
+  ring_advance(&tx, &rx, 3 * size - SC_SHM_REC_LEN);
+  assert_int_equal(sc_shm_ring_rewind(&tx), 1);
+  assert_int_equal(tx.pos, 3 * size);
+  sc_shm_ring_publish(&tx);
+  assert_int_equal(rec_type(&rx), SC_SHM_REC_REWIND);
+  assert_int_equal(sc_shm_ring_rewound(&rx), 1);
+  assert_int_equal(rx.pos, 3 * size);
+  /* A consumer refuses a rewind record where none could have been written. */
+  rx.pos = 4 * size - 8;
+  assert_int_equal(sc_shm_ring_rewound(&rx), 0);
+  assert_int_equal(rx.pos, 4 * size - 8);
+  free(m.ctl);
+  /* A ring of two windows never rewinds. */
+  m = ring_pair(2 * SC_SHM_RING_HOT, &tx, &rx);
+  ring_advance(&tx, &rx, SC_SHM_RING_HOT + SC_SHM_RING_HOT / 2);
+  assert_int_equal(sc_shm_ring_rewind(&tx), 0);
+  free(m.ctl);
+}
+
+static uint8_t msg_byte(uint64_t msg, uint64_t i) {
+  return (uint8_t)(msg * 31 + i * 7 + (i >> 8));
+}
+
+/* Framed messages as the transport writes them (record, padded payload),
+ * producer and consumer steps interleaved at random: every message arrives
+ * exactly, rewinds happen, and while the consumer keeps up small traffic
+ * stays in the window. */
+static void test_ring_rewind_stream(void **state) {
+  (void)state;
+  const uint64_t size = 8 * SC_SHM_RING_HOT;
+  sc_shm_ring_t tx, rx;
+  ring_mem_t m = ring_pair(size, &tx, &rx);
+  unsigned seed = 7;
+  enum { MAXLEN = 3000, NMSG = 20000 };
+  static uint8_t msg[MAXLEN], got[MAXLEN];
+  uint64_t sent = 0, recvd = 0, rewinds = 0, max_off_lockstep = 0;
+  uint64_t lens[64]; /* lengths of the messages in flight, by index mod 64 */
+  while (recvd < NMSG) {
+    int lockstep = recvd < NMSG / 2; /* first half: the consumer drains after each message */
+    int produce =
+        sent < NMSG && sent - recvd < 64 && (lockstep ? sent == recvd : rand_r(&seed) % 2);
+    if (produce) {
+      uint64_t len = rand_r(&seed) % 8 == 0 ? 1 + rand_r(&seed) % MAXLEN : rand_r(&seed) % 64;
+      uint64_t need = SC_SHM_REC_LEN + sc_shm_pad8(len);
+      uint64_t head_before = m.ctl->head, pos_before = tx.pos;
+      int want = rewind_expected(tx.pos, head_before, size) && tx.pos >= tx.next_rewind;
+      int did = sc_shm_ring_rewind(&tx);
+      assert_int_equal(did, want);
+      if (did) {
+        rewinds++;
+        assert_int_equal(tx.pos % size, 0);
+        assert_true(tx.pos > pos_before && tx.pos - pos_before <= size);
+      }
+      uint64_t room = sc_shm_ring_space(&tx, need);
+      assert_true(room != (uint64_t)-1);
+      if (room >= need) {
+        uint8_t rec[SC_SHM_REC_LEN];
+        sc_shm_rec_encode(rec, SC_SHM_REC_EAGER, len, 0, NULL);
+        if (lockstep && tx.pos % size + need > max_off_lockstep)
+          max_off_lockstep = tx.pos % size + need;
+        sc_shm_ring_put(&tx, rec, SC_SHM_REC_LEN);
+        for (uint64_t i = 0; i < len; i++) msg[i] = msg_byte(sent, i);
+        sc_shm_ring_put(&tx, msg, len);
+        sc_shm_ring_put_pad(&tx, sc_shm_pad8(len) - len);
+        lens[sent % 64] = len;
+        sent++;
+      }
+      sc_shm_ring_publish(&tx);
+      if (!lockstep) continue;
+    }
+    /* Consumer: one record (and its payload), if there. */
+    uint64_t have = sc_shm_ring_avail(&rx, SC_SHM_REC_LEN);
+    assert_true(have != (uint64_t)-1);
+    if (have < SC_SHM_REC_LEN) continue;
+    if (rec_type(&rx) == SC_SHM_REC_REWIND) {
+      assert_int_equal(sc_shm_ring_rewound(&rx), 1);
+      sc_shm_ring_publish(&rx);
+      continue;
+    }
+    sc_shm_rec_t h;
+    uint8_t rec[SC_SHM_REC_LEN];
+    sc_shm_ring_peek(&rx, rec, SC_SHM_REC_LEN);
+    assert_int_equal(sc_shm_rec_check(rec, lens[recvd % 64], NULL, 0, &h), SC_SHM_REC_OK);
+    /* The producer published the record with its payload. */
+    assert_true(have >= SC_SHM_REC_LEN + sc_shm_pad8(h.len));
+    sc_shm_ring_skip(&rx, SC_SHM_REC_LEN);
+    sc_shm_ring_get(&rx, got, h.len);
+    sc_shm_ring_skip(&rx, sc_shm_pad8(h.len) - h.len);
+    for (uint64_t i = 0; i < h.len; i++)
+      if (got[i] != msg_byte(recvd, i))
+        fail_msg("message %llu byte %llu", (unsigned long long)recvd, (unsigned long long)i);
+    recvd++;
+    sc_shm_ring_publish(&rx);
+  }
+  assert_true(rewinds > 10);
+  assert_true(max_off_lockstep <= SC_SHM_RING_HOT + SC_SHM_REC_LEN + sc_shm_pad8(MAXLEN));
   free(m.ctl);
 }
 
@@ -566,6 +743,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ring_basic),
       cmocka_unit_test(test_ring_bogus_counters),
+      cmocka_unit_test(test_ring_rewind_rule),
+      cmocka_unit_test(test_ring_rewind_stream),
       cmocka_unit_test(test_ring_threads),
       cmocka_unit_test(test_same_host),
       cmocka_unit_test(test_exchange_cma),

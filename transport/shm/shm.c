@@ -179,6 +179,7 @@ static sc_result_t send_pass(sc_shm_transport_t *tp, sc_shm_peer_t *p, int *move
       continue;
     }
     if (!r->u.shm.rec_done) {
+      sc_shm_ring_rewind(&p->tx);
       uint64_t room = sc_shm_ring_space(&p->tx, SC_SHM_REC_LEN);
       if (room == (uint64_t)-1) return sc_shm_peer_fail(tp, p, "corrupted its ring's head counter");
       if (room < SC_SHM_REC_LEN) break;
@@ -278,6 +279,16 @@ static sc_result_t recv_pass(sc_shm_transport_t *tp, sc_shm_peer_t *p, int *move
       if (have < SC_SHM_REC_LEN) break;
       uint8_t rec[SC_SHM_REC_LEN + SC_SHM_DEV_EXT_LEN];
       sc_shm_ring_peek(&p->rx, rec, SC_SHM_REC_LEN);
+      uint32_t type;
+      memcpy(&type, rec, sizeof(type));
+      if (type == SC_SHM_REC_REWIND) {
+        if (!sc_shm_ring_rewound(&p->rx)) {
+          res = sc_shm_peer_fail(tp, p, "sent a rewind record at the end of its ring");
+          break;
+        }
+        *moved = 1;
+        continue;
+      }
       sc_shm_rec_t h;
       int cma_ok = __atomic_load_n(&p->rx.ctl->cma_ok, __ATOMIC_RELAXED) == 1;
       sc_shm_rec_verdict_t v = sc_shm_rec_check_dev(rec, r->len, r->fp, cma_ok, r->device, &h);

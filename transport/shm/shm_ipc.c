@@ -213,6 +213,7 @@ sc_result_t sc_shm_dev_encode(sc_shm_transport_t *tp, const sc_tp_req_t *r,
 /* A device send leaves only its record (and handle) in the ring, then waits
  * for the receiver's copy; a buffer that has no handle fails the send. */
 sc_result_t sc_shm_dev_send(sc_shm_transport_t *tp, sc_shm_peer_t *p, sc_tp_req_t *r, int *moved) {
+  sc_shm_ring_rewind(&p->tx);
   uint64_t room = sc_shm_ring_space(&p->tx, SC_SHM_REC_LEN + SC_SHM_DEV_EXT_LEN);
   if (room == (uint64_t)-1) return sc_shm_peer_fail(tp, p, "corrupted its ring's head counter");
   if (room < SC_SHM_REC_LEN + SC_SHM_DEV_EXT_LEN) return SC_SUCCESS;

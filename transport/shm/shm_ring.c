@@ -19,6 +19,7 @@ void sc_shm_ring_init(sc_shm_ring_t *r, sc_shm_chan_ctl_t *ctl, uint8_t *data, u
   r->seen = producer ? __atomic_load_n(&ctl->head, __ATOMIC_ACQUIRE)
                      : __atomic_load_n(&ctl->tail, __ATOMIC_ACQUIRE);
   r->published = r->pos;
+  r->next_rewind = 0;
   r->producer = producer;
 }
 
@@ -82,6 +83,35 @@ int sc_shm_ring_publish(sc_shm_ring_t *r) {
   else
     __atomic_store_n(&r->ctl->head, r->pos, __ATOMIC_RELEASE);
   r->published = r->pos;
+  return 1;
+}
+
+int sc_shm_ring_rewind(sc_shm_ring_t *r) {
+  const uint64_t off = r->pos & (r->size - 1);
+  /* Not in a ring no larger than two windows, and not for a record that
+   * would wrap (the ring's end comes next anyway). */
+  if (off < SC_SHM_RING_HOT || r->size <= 2 * SC_SHM_RING_HOT || off > r->size - SC_SHM_REC_LEN ||
+      r->pos < r->next_rewind)
+    return 0;
+  /* Everything written was consumed (nothing unpublished can be). */
+  uint64_t head = __atomic_load_n(&r->ctl->head, __ATOMIC_ACQUIRE);
+  if (head != r->pos) {
+    r->next_rewind = r->pos + SC_SHM_RING_HOT / 4;
+    return 0;
+  }
+  r->seen = head;
+  uint8_t rec[SC_SHM_REC_LEN];
+  sc_shm_rec_encode(rec, SC_SHM_REC_REWIND, 0, 0, NULL);
+  sc_shm_ring_put(r, rec, SC_SHM_REC_LEN);
+  /* From where the record started: one that ends the ring needs no jump. */
+  r->pos += r->size - off - SC_SHM_REC_LEN;
+  return 1;
+}
+
+int sc_shm_ring_rewound(sc_shm_ring_t *r) {
+  const uint64_t off = r->pos & (r->size - 1);
+  if (off > r->size - SC_SHM_REC_LEN) return 0;
+  r->pos += r->size - off;
   return 1;
 }
 
