@@ -197,11 +197,15 @@ static void test_ring_rewind_rule(void **state) {
   rx.pos = 4 * size - 8;
   assert_int_equal(sc_shm_ring_rewound(&rx), 0);
   assert_int_equal(rx.pos, 4 * size - 8);
+  rx.pos = 4 * size + SC_SHM_RING_HOT - 8; /* inside the window */
+  assert_int_equal(sc_shm_ring_rewound(&rx), 0);
+  assert_int_equal(rx.pos, 4 * size + SC_SHM_RING_HOT - 8);
   free(m.ctl);
   /* A ring of two windows never rewinds. */
   m = ring_pair(2 * SC_SHM_RING_HOT, &tx, &rx);
   ring_advance(&tx, &rx, SC_SHM_RING_HOT + SC_SHM_RING_HOT / 2);
   assert_int_equal(sc_shm_ring_rewind(&tx), 0);
+  assert_int_equal(sc_shm_ring_rewound(&rx), 0);
   free(m.ctl);
 }
 

@@ -135,7 +135,7 @@ int sc_shm_ring_publish(sc_shm_ring_t *r);
 /* Producer, before a record: 1 when it rewound (a record is written). */
 int sc_shm_ring_rewind(sc_shm_ring_t *r);
 /* Consumer, at a rewind record (not consumed yet): 1 with the position at
- * the ring's start, 0 for a record that could not have been written so. */
+ * the ring's start, 0 where the rule above could not have written one. */
 int sc_shm_ring_rewound(sc_shm_ring_t *r);
 
 /* ---- wire ---- */

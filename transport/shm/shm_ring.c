@@ -110,7 +110,9 @@ int sc_shm_ring_rewind(sc_shm_ring_t *r) {
 
 int sc_shm_ring_rewound(sc_shm_ring_t *r) {
   const uint64_t off = r->pos & (r->size - 1);
-  if (off > r->size - SC_SHM_REC_LEN) return 0;
+  /* Only where sc_shm_ring_rewind could have written it. */
+  if (off < SC_SHM_RING_HOT || r->size <= 2 * SC_SHM_RING_HOT || off > r->size - SC_SHM_REC_LEN)
+    return 0;
   r->pos += r->size - off;
   return 1;
 }
