@@ -3,7 +3,7 @@
 # A rank SIGKILLed in the middle of a 64 MiB all-reduce over shared memory:
 # every survivor fails with SC_ERR_REMOTE naming a rank and its host, within
 # the timeout (mr_shm checks that), and nothing of this job (no /dev/shm
-# entry holding one of the pids the ranks print) is left behind. Then rank 1
+# entry holding one of the ranks' pids) is left behind. Then rank 1
 # killed at several moments around connection setup, the others stopped by
 # sc-run a second later (as after any failure): still nothing left, and
 # the job ends (sc-run stops it) well before its own timeout.
@@ -16,8 +16,10 @@ killed() { # killed N TRANSPORT
   bad=$(grep -c 'FAIL' "$tmpdir/run")
   nothing_left "$1" && [ "$got" -eq $(($1 - 1)) ] && [ "$bad" -eq 0 ]
 }
-nothing_left() { # nothing_left N: every rank printed its pid, /dev/shm holds none of them
-  pids=$(sed -n 's/^\[[0-9]*\] pid \([0-9][0-9]*\)$/\1/p' "$tmpdir/run")
+nothing_left() { # nothing_left N: /dev/shm holds none of the N ranks' pids
+  # From sc-run's summary, which names every rank it started: a rank stopped
+  # before its main() (a loaded machine) prints no pid of its own.
+  pids=$(sed -n 's/^sc-run:   rank [0-9]* (pid \([0-9][0-9]*\)).*/\1/p' "$tmpdir/run")
   npids=$(echo "$pids" | grep -c .)
   left=""
   for p in $pids; do

@@ -283,7 +283,7 @@ static sc_result_t recv_pass(sc_shm_transport_t *tp, sc_shm_peer_t *p, int *move
       memcpy(&type, rec, sizeof(type));
       if (type == SC_SHM_REC_REWIND) {
         if (!sc_shm_ring_rewound(&p->rx)) {
-          res = sc_shm_peer_fail(tp, p, "sent a rewind record at the end of its ring");
+          res = sc_shm_peer_fail(tp, p, "sent a rewind record where none can stand");
           break;
         }
         *moved = 1;

@@ -86,13 +86,15 @@ int sc_shm_ring_publish(sc_shm_ring_t *r) {
   return 1;
 }
 
+/* Where a rewind record may stand: a window or more into a ring larger than
+ * two windows, with the record not wrapping (the ring's end comes next anyway). */
+static int rewind_allowed_at(const sc_shm_ring_t *r, uint64_t off) {
+  return off >= SC_SHM_RING_HOT && r->size > 2 * SC_SHM_RING_HOT && off <= r->size - SC_SHM_REC_LEN;
+}
+
 int sc_shm_ring_rewind(sc_shm_ring_t *r) {
   const uint64_t off = r->pos & (r->size - 1);
-  /* Not in a ring no larger than two windows, and not for a record that
-   * would wrap (the ring's end comes next anyway). */
-  if (off < SC_SHM_RING_HOT || r->size <= 2 * SC_SHM_RING_HOT || off > r->size - SC_SHM_REC_LEN ||
-      r->pos < r->next_rewind)
-    return 0;
+  if (r->pos < r->next_rewind || !rewind_allowed_at(r, off)) return 0;
   /* Everything written was consumed (nothing unpublished can be). */
   uint64_t head = __atomic_load_n(&r->ctl->head, __ATOMIC_ACQUIRE);
   if (head != r->pos) {
@@ -100,19 +102,17 @@ int sc_shm_ring_rewind(sc_shm_ring_t *r) {
     return 0;
   }
   r->seen = head;
+  const uint64_t start = r->pos + r->size - off;
   uint8_t rec[SC_SHM_REC_LEN];
   sc_shm_rec_encode(rec, SC_SHM_REC_REWIND, 0, 0, NULL);
   sc_shm_ring_put(r, rec, SC_SHM_REC_LEN);
-  /* From where the record started: one that ends the ring needs no jump. */
-  r->pos += r->size - off - SC_SHM_REC_LEN;
+  r->pos = start;
   return 1;
 }
 
 int sc_shm_ring_rewound(sc_shm_ring_t *r) {
   const uint64_t off = r->pos & (r->size - 1);
-  /* Only where sc_shm_ring_rewind could have written it. */
-  if (off < SC_SHM_RING_HOT || r->size <= 2 * SC_SHM_RING_HOT || off > r->size - SC_SHM_REC_LEN)
-    return 0;
+  if (!rewind_allowed_at(r, off)) return 0;
   r->pos += r->size - off;
   return 1;
 }
