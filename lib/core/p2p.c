@@ -159,7 +159,7 @@ void sc_p2p_tp_failed(sc_p2p_t *p, int peer, sc_result_t st) {
 }
 
 static void send_ctl(sc_p2p_t *p, int peer, sc_p2p_kind_t kind, uint64_t id) {
-  sc_p2p_ctl_t *c = calloc(1, sizeof(*c));
+  sc_p2p_ctl_t *c = sc_p2p_ctl_get();
   if (!c) {
     sc_p2p_peer_fail(p, peer, SC_ERR_NOMEM, "no memory for a control frame");
     return;
@@ -175,7 +175,7 @@ static void send_ctl(sc_p2p_t *p, int peer, sc_p2p_kind_t kind, uint64_t id) {
 void sc_p2p_unexp_free(sc_p2p_unexp_t *u) {
   u->lane->unexp_bytes -= u->charge;
   if (u->data != u->small) free(u->data);
-  free(u);
+  sc_p2p_unexp_put(u);
 }
 
 /* Every operation with peer fails, now or once its requests settle; the peer
@@ -322,7 +322,7 @@ static sc_p2p_unexp_t *unexp_new(sc_p2p_t *p, int peer, const sc_p2p_hdr_t *h) {
       return NULL;
     }
   }
-  sc_p2p_unexp_t *u = calloc(1, sizeof(*u));
+  sc_p2p_unexp_t *u = sc_p2p_unexp_get();
   if (!u) return NULL;
   u->lane = p;
   u->charge = charge;

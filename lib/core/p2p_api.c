@@ -9,6 +9,7 @@
 
 #include "lib/base/dtype.h"
 #include "lib/base/log.h"
+#include "lib/base/spares.h"
 #include "lib/core/device.h"
 #include "lib/core/p2p_internal.h"
 #include "lib/core/stream.h"
@@ -201,10 +202,15 @@ static _Thread_local struct {
   int n;
 } sc_group;
 
+/* A group's entries, one per call, are made and freed per call: from a stack
+ * of spares, as the operations are (lib/core/p2p_pool.c). */
+static sc_spares_t group_spares = SC_SPARES_INIT(sizeof(sc_group_item_t), 64);
+
 static sc_result_t group_add(sc_comm_t *comm, sc_p2p_op_t *deferred, sc_request_t *req,
                              const sc_group_call_t *call, sc_group_item_t **out) {
-  sc_group_item_t *it = calloc(1, sizeof(*it));
+  sc_group_item_t *it = sc_spares_get(&group_spares);
   if (!it) return SC_ERR(SC_ERR_NOMEM, "group entry");
+  memset(it, 0, sizeof(*it));
   it->comm = comm;
   it->deferred = deferred;
   it->req = req;
@@ -392,7 +398,7 @@ sc_result_t sc_group_end(void) {
         group_error(msg, sizeof(msg), it->idx, n, &it->call);
       }
     }
-    free(it);
+    sc_spares_put(&group_spares, it);
   }
   if (first != SC_SUCCESS) sc_error_set_detail(msg);
   return first;

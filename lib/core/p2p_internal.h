@@ -155,6 +155,12 @@ void sc_p2p_start_op(sc_p2p_t *p, sc_p2p_op_t *op);
  * zeroed (NULL: no memory), and its release (NULL is ignored). */
 sc_p2p_op_t *sc_p2p_op_alloc(size_t stage);
 void sc_p2p_op_free(sc_p2p_op_t *op);
+/* An unexpected message's record and a control frame (CTS, DROP), zeroed;
+ * NULL: no memory. Given back with the matching put. */
+sc_p2p_unexp_t *sc_p2p_unexp_get(void);
+void sc_p2p_unexp_put(sc_p2p_unexp_t *u);
+sc_p2p_ctl_t *sc_p2p_ctl_get(void);
+void sc_p2p_ctl_put(sc_p2p_ctl_t *c);
 
 /* p2p_api.c: frees the stream-form batches that never ran (the
  * communicator failed or was destroyed before their turn). */

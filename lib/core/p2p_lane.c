@@ -83,7 +83,7 @@ static void scan_ctls(sc_p2p_t *p) {
     }
     *cp = c->next;
     if (c->req.state == SC_TP_REQ_ERROR) sc_p2p_tp_failed(p, c->peer, c->req.status);
-    free(c);
+    sc_p2p_ctl_put(c);
   }
 }
 

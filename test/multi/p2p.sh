@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# Point-to-point messaging (test/multi/mr_p2p.c, mr_p2p_inline.c) over the transport
+# Point-to-point messaging (test/multi/mr_p2p.c, mr_p2p_inline.c, mr_p2p_alloc.c) over the transport
 # SC_TRANSPORT names: 1 to 8 ranks, odd counts and non-powers of two; a rank
 # killed mid-exchange; sc_comm_abort with a receive pending;
 # SC_TIMEOUT_MS; SC_P2P_UNEXPECTED_BYTES; a sender that leaves at once; SC_P2P=0.
@@ -19,6 +19,11 @@ done
 for n in $sizes; do
   check "p2p inline sizes and threads, n=$n" "$SC_RUN" -n "$n" --timeout 120 --label \
     "$MR/mr_p2p_inline"
+done
+# Warm ring shifts of 8 B, 88 B and 256 KiB allocate nothing per message (mr_p2p_alloc.c).
+for n in $sizes; do
+  check "p2p without allocation per message, n=$n" "$SC_RUN" -n "$n" --timeout 120 --label \
+    "$MR/mr_p2p_alloc"
 done
 # The survivors notice the death through their lane (or the liveness watch);
 # the timeout is the bound when neither does. sc-run reports the victim's
