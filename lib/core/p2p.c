@@ -247,7 +247,7 @@ void sc_p2p_peer_post_header(sc_p2p_t *p, int peer) {
 /* A matched message's payload lands in op's buffer: receive it. */
 static void recv_payload(sc_p2p_t *p, sc_p2p_op_t *op) {
   op->final = 1;
-  op->deadline_ms = sc_now_ms() + p->comm->cfg.timeout_ms;
+  op->deadline_ms = SC_P2P_UNSTAMPED;
   if (op->bytes) sc_p2p_tp_post(p, 0, op->peer, op->buf, op->bytes, &op->tr[op->ntr++]);
   active_add(p, op);
 }
@@ -278,7 +278,7 @@ static void match_unexp(sc_p2p_t *p, sc_p2p_op_t *op, sc_p2p_unexp_t *u) {
       op->wnext = p->peers[op->peer].wait_data;
       p->peers[op->peer].wait_data = op;
       op->waiting = 1;
-      op->deadline_ms = sc_now_ms() + p->comm->cfg.timeout_ms;
+      op->deadline_ms = SC_P2P_UNSTAMPED;
     }
     sc_p2p_unexp_free(u);
     return;
@@ -434,7 +434,7 @@ void sc_p2p_on_header(sc_p2p_t *p, int peer) {
                         .bytes = op->bytes,
                         .id = op->id};
       sc_p2p_hdr_encode(&d, op->hdr2);
-      op->deadline_ms = sc_now_ms() + p->comm->cfg.timeout_ms;
+      op->deadline_ms = SC_P2P_UNSTAMPED;
       if (tp_post(p, 1, peer, op->hdr2, SC_P2P_FRAME_BYTES, &op->tr[op->ntr++], 1) == SC_SUCCESS)
         sc_p2p_tp_post(p, 1, peer, op->buf, op->bytes, &op->tr[op->ntr++]);
     }
@@ -528,7 +528,7 @@ static void start_self(sc_p2p_t *p, sc_p2p_op_t *op) {
 
 void sc_p2p_start_op(sc_p2p_t *p, sc_p2p_op_t *op) {
   sc_p2p_peer_t *pp = &p->peers[op->peer];
-  op->deadline_ms = sc_now_ms() + p->comm->cfg.timeout_ms;
+  op->deadline_ms = SC_P2P_UNSTAMPED;
   if (pp->dead) {
     sc_p2p_entry_t *e = pp->bye && !op->is_send ? sc_p2p_list_take(&pp->unexp, op->tag) : NULL;
     if (e)

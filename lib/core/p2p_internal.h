@@ -21,6 +21,13 @@
 /* How long the lane thread waits in the transport before it looks at its
  * queue and deadlines again without being woken. */
 #define SC_P2P_POLL_MS 20
+/* An operation's deadline before the lane's deadline check first sees it:
+ * that check sets it to SC_TIMEOUT_MS from then (at most SC_P2P_POLL_MS
+ * late, never early), so a message done sooner never reads the clock. */
+#define SC_P2P_UNSTAMPED INT64_MAX
+/* Rounds that moved something between two readings of the clock; a round
+ * that moved nothing (it may have waited) reads it. */
+#define SC_P2P_CLOCK_EVERY 16
 
 enum { SC_TR_MAX = 3 };
 
@@ -108,6 +115,7 @@ struct sc_p2p {
   int kicked; /* (lock) a caller left operations waiting for peers: do not park */
   int busy;   /* a header was handled: the next round must not block */
   int64_t next_check;
+  int clock_skips; /* rounds left before the clock is read again */
   sc_p2p_peer_t *peers;
   sc_p2p_op_t *active;
   sc_p2p_unexp_t *pending;

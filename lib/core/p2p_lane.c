@@ -90,8 +90,17 @@ static void scan_ctls(sc_p2p_t *p) {
 /* Operations past SC_TIMEOUT_MS fail. One that waits in a list leaves it
  * alone; one whose messages are in the transport cannot be taken back from
  * it, so the whole lane is failed (cancel_all) and every operation with it. */
+/* Whether op's deadline has passed; an unstamped one gets its deadline now. */
+static int expired(sc_p2p_op_t *op, int64_t now, int timeout_ms) {
+  if (op->deadline_ms == SC_P2P_UNSTAMPED) {
+    op->deadline_ms = now + timeout_ms;
+    return 0;
+  }
+  return now >= op->deadline_ms;
+}
+
 static void check_deadlines(sc_p2p_t *p, int64_t now) {
-  const int n = p->comm->nranks;
+  const int n = p->comm->nranks, timeout_ms = p->comm->cfg.timeout_ms;
   char why[160];
   snprintf(why, sizeof(why), "no progress for %d ms (SC_TIMEOUT_MS)", p->comm->cfg.timeout_ms);
   for (int i = 0; i < n; i++) {
@@ -99,14 +108,14 @@ static void check_deadlines(sc_p2p_t *p, int64_t now) {
     for (sc_p2p_entry_t *e = pp->posted.head, *next; e; e = next) {
       next = e->next;
       sc_p2p_op_t *op = e->owner;
-      if (now < op->deadline_ms) continue;
+      if (!expired(op, now, timeout_ms)) continue;
       sc_p2p_list_remove(&pp->posted, e);
       sc_p2p_op_fail(p, op, SC_ERR_TIMEOUT, why);
     }
     for (sc_p2p_entry_t *e = pp->unexp.head, *next; e; e = next) {
       next = e->next;
       sc_p2p_unexp_t *u = e->owner;
-      if (!u->self_send || now < u->self_send->deadline_ms) continue;
+      if (!u->self_send || !expired(u->self_send, now, timeout_ms)) continue;
       sc_p2p_list_remove(&pp->unexp, e);
       sc_p2p_op_fail(p, u->self_send, SC_ERR_TIMEOUT, why);
       sc_p2p_unexp_free(u);
@@ -115,7 +124,7 @@ static void check_deadlines(sc_p2p_t *p, int64_t now) {
          list = list == &pp->wait_cts ? &pp->wait_data : NULL) {
       for (sc_p2p_op_t *op = *list, *next; op; op = next) {
         next = op->wnext;
-        if (now < op->deadline_ms) continue;
+        if (!expired(op, now, timeout_ms)) continue;
         sc_p2p_wait_remove(list, op);
         if (op->in_active) {
           op->final = 1;
@@ -127,8 +136,8 @@ static void check_deadlines(sc_p2p_t *p, int64_t now) {
     }
   }
   int stuck = 0;
-  for (sc_p2p_op_t *op = p->active; op && !stuck; op = op->anext)
-    stuck = sc_p2p_op_tr_pending(op) && now >= op->deadline_ms;
+  for (sc_p2p_op_t *op = p->active; op; op = op->anext)
+    stuck |= sc_p2p_op_tr_pending(op) && expired(op, now, timeout_ms);
   if (!stuck) return;
   SC_ERR(SC_ERR_TIMEOUT, "rank %d: point-to-point messages %s", p->comm->rank, why);
   sc_error_get_detail(p->tp_msg, sizeof(p->tp_msg));
@@ -260,6 +269,8 @@ static void lane_round(sc_p2p_t *p, sc_p2p_op_t *q, int block_ms) {
     }
     pthread_mutex_unlock(&p->lock);
   }
+  if (p->busy && --p->clock_skips > 0) return;
+  p->clock_skips = SC_P2P_CLOCK_EVERY;
   int64_t now = sc_now_ms();
   if (now >= p->next_check) {
     check_comm_failed(p);

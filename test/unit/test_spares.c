@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The stack of spare blocks (lib/base/spares.c): a block given back is the
- * next one taken (last in, first out), at most `max` are kept, NULL is
- * ignored, a block taken is whole and writable, threads taking and giving
- * back at once never hold one block together, and (built with
+ * next one taken (last in, first out, through the thread's cache and the
+ * shared stack alike), at most SC_SPARES_LOCAL are kept in a thread's cache
+ * and `max` shared, NULL is ignored, a block taken is whole and writable,
+ * threads taking and giving back at once never hold one block together,
+ * what a thread kept goes to the shared stack when it exits, and (built with
  * AddressSanitizer) a read of a block after it was given back is reported
- * like a use after free. */
+ * like a use after free. The stacks are static, as the library's are. */
 #include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -29,28 +31,20 @@
 #endif
 #endif
 
-enum { BLOCK = 200 };
-
-/* Gives every kept block back to the allocator (the stacks are meant to
- * live as long as the process; each test makes its own). */
-static void drain(sc_spares_t *s) {
-  while (s->n > 0) free(sc_spares_get(s));
-}
+enum { BLOCK = 200, LOCAL = SC_SPARES_LOCAL };
 
 static void test_last_in_first_out(void **state) {
   (void)state;
-  sc_spares_t s = SC_SPARES_INIT(BLOCK, 8);
+  static sc_spares_t s = SC_SPARES_INIT(BLOCK, 8);
   void *a = sc_spares_get(&s), *b = sc_spares_get(&s);
   assert_non_null(a);
   assert_non_null(b);
   assert_ptr_not_equal(a, b);
-  assert_int_equal(s.n, 0);
   sc_spares_put(&s, a);
   sc_spares_put(&s, b);
-  assert_int_equal(s.n, 2);
+  assert_int_equal(s.n, 0); /* both in this thread's cache */
   assert_ptr_equal(sc_spares_get(&s), b);
   assert_ptr_equal(sc_spares_get(&s), a);
-  assert_int_equal(s.n, 0);
   /* Taken again, each is whole: every byte can be written and read back. */
   memset(a, 0x5A, BLOCK);
   memset(b, 0xA5, BLOCK);
@@ -60,28 +54,69 @@ static void test_last_in_first_out(void **state) {
   }
   free(a);
   free(b);
+  /* Past the cache's LOCAL the shared stack takes them; the cache is
+   * served first, each last in first out. */
+  void *x[LOCAL + 2];
+  for (int i = 0; i < LOCAL + 2; i++) x[i] = sc_spares_get(&s);
+  for (int i = 0; i < LOCAL + 2; i++) sc_spares_put(&s, x[i]);
+  assert_int_equal(s.n, 2);
+  for (int i = LOCAL - 1; i >= 0; i--) assert_ptr_equal(sc_spares_get(&s), x[i]);
+  assert_ptr_equal(sc_spares_get(&s), x[LOCAL + 1]);
+  assert_ptr_equal(sc_spares_get(&s), x[LOCAL]);
+  assert_int_equal(s.n, 0);
+  for (int i = 0; i < LOCAL + 2; i++) free(x[i]);
 }
 
 static void test_keeps_at_most_max(void **state) {
   (void)state;
-  enum { MAX = 3, MADE = 7 };
-  sc_spares_t s = SC_SPARES_INIT(BLOCK, MAX);
+  enum { MAX = 3, MADE = LOCAL + MAX + 2 };
+  static sc_spares_t s = SC_SPARES_INIT(BLOCK, MAX);
   void *blk[MADE];
   for (int i = 0; i < MADE; i++) blk[i] = sc_spares_get(&s);
   for (int i = 0; i < MADE; i++) {
     sc_spares_put(&s, blk[i]);
-    assert_int_equal(s.n, i + 1 < MAX ? i + 1 : MAX);
+    const int shared = i + 1 - LOCAL;
+    assert_int_equal(s.n, shared < 0 ? 0 : shared < MAX ? shared : MAX);
   }
   sc_spares_put(&s, NULL);
   assert_int_equal(s.n, MAX);
-  /* The first MAX given back are the ones kept, newest first. */
-  for (int i = MAX - 1; i >= 0; i--) {
+  /* Kept: the first LOCAL in the cache, the next MAX shared; the last two
+   * were freed. */
+  for (int i = LOCAL - 1; i >= 0; i--) {
+    void *b = sc_spares_get(&s);
+    assert_ptr_equal(b, blk[i]);
+    free(b);
+  }
+  for (int i = LOCAL + MAX - 1; i >= LOCAL; i--) {
     void *b = sc_spares_get(&s);
     assert_ptr_equal(b, blk[i]);
     free(b);
   }
   assert_int_equal(s.n, 0);
   assert_null(s.head);
+}
+
+/* More stacks than the caches have slots: the later ones are shared only,
+ * and still last in, first out. */
+static void test_more_stacks_than_slots(void **state) {
+  (void)state;
+  static sc_spares_t extra[SC_SPARES_KINDS] = {SC_SPARES_INIT(BLOCK, 4), SC_SPARES_INIT(BLOCK, 4),
+                                               SC_SPARES_INIT(BLOCK, 4), SC_SPARES_INIT(BLOCK, 4),
+                                               SC_SPARES_INIT(BLOCK, 4), SC_SPARES_INIT(BLOCK, 4),
+                                               SC_SPARES_INIT(BLOCK, 4), SC_SPARES_INIT(BLOCK, 4)};
+  for (int e = 0; e < SC_SPARES_KINDS; e++) {
+    void *a = sc_spares_get(&extra[e]), *b = sc_spares_get(&extra[e]);
+    sc_spares_put(&extra[e], a);
+    sc_spares_put(&extra[e], b);
+    /* Slots run out on the way: from then on both go to the shared stack. */
+    const int cached = atomic_load(&extra[e].kind) > 0;
+    assert_int_equal(extra[e].n, cached ? 0 : 2);
+    assert_ptr_equal(sc_spares_get(&extra[e]), b);
+    assert_ptr_equal(sc_spares_get(&extra[e]), a);
+    free(a);
+    free(b);
+  }
+  assert_int_equal(atomic_load(&extra[SC_SPARES_KINDS - 1].kind), -1);
 }
 
 typedef struct {
@@ -121,7 +156,7 @@ static void *worker(void *arg) {
 static void test_threads(void **state) {
   (void)state;
   enum { NT = 4, MAX = 6 };
-  sc_spares_t s = SC_SPARES_INIT(BLOCK, MAX);
+  static sc_spares_t s = SC_SPARES_INIT(BLOCK, MAX);
   pthread_t th[NT];
   worker_t w[NT];
   for (int i = 0; i < NT; i++) {
@@ -132,7 +167,9 @@ static void test_threads(void **state) {
     assert_int_equal(pthread_join(th[i], NULL), 0);
     assert_int_equal(w[i].bad, 0);
   }
-  assert_true(s.n > 0 && s.n <= MAX);
+  /* Each worker's last round gave four blocks back into its cache, and its
+   * exit handed them on: NT * 4 offered, MAX kept. */
+  assert_int_equal(s.n, MAX);
   /* The kept blocks are distinct and as many as counted. */
   void *seen[MAX];
   int n = 0;
@@ -142,23 +179,17 @@ static void test_threads(void **state) {
     seen[n++] = b;
   }
   assert_int_equal(n, s.n);
-  drain(&s);
+  /* This thread never used s: its cache is empty, every get is shared. */
+  while (s.n > 0) free(sc_spares_get(&s));
 }
 
-static void test_use_after_put_reported(void **state) {
-  (void)state;
-#ifndef ASAN_BUILD
-  skip(); /* only AddressSanitizer can see it */
-#else
-  sc_spares_t s = SC_SPARES_INIT(BLOCK, 4);
-  unsigned char *b = sc_spares_get(&s);
-  memset(b, 1, BLOCK);
-  sc_spares_put(&s, b);
+#ifdef ASAN_BUILD
+/* Reads byte BLOCK / 2 of b in a child; whether the child was stopped. */
+static int child_read_stopped(const unsigned char *b) {
   fflush(NULL);
   pid_t pid = fork();
-  assert_true(pid >= 0);
+  if (pid < 0) return 0;
   if (pid == 0) {
-    /* The child reads the block it gave back: AddressSanitizer stops it. */
     int devnull = open("/dev/null", O_WRONLY);
     if (devnull >= 0) dup2(devnull, 2);
     volatile unsigned char v = b[BLOCK / 2];
@@ -166,14 +197,34 @@ static void test_use_after_put_reported(void **state) {
     _exit(0);
   }
   int st = 0;
-  assert_int_equal(waitpid(pid, &st, 0), pid);
-  assert_false(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  /* Taken again, the block is usable in full. */
-  unsigned char *again = sc_spares_get(&s);
-  assert_ptr_equal(again, b);
-  memset(again, 2, BLOCK);
-  assert_int_equal(again[BLOCK - 1], 2);
-  free(again);
+  if (waitpid(pid, &st, 0) != pid) return 0;
+  return !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+#endif
+
+static void test_use_after_put_reported(void **state) {
+  (void)state;
+#ifndef ASAN_BUILD
+  skip(); /* only AddressSanitizer can see it */
+#else
+  static sc_spares_t s = SC_SPARES_INIT(BLOCK, 4);
+  unsigned char *b[LOCAL + 1];
+  for (int i = 0; i <= LOCAL; i++) {
+    b[i] = sc_spares_get(&s);
+    memset(b[i], 1, BLOCK);
+  }
+  for (int i = 0; i <= LOCAL; i++) sc_spares_put(&s, b[i]);
+  assert_int_equal(s.n, 1);
+  assert_true(child_read_stopped(b[0]));     /* in this thread's cache */
+  assert_true(child_read_stopped(b[LOCAL])); /* in the shared stack */
+  /* Taken again, the blocks are usable in full. */
+  for (int i = LOCAL - 1; i >= 0; i--) assert_ptr_equal(sc_spares_get(&s), b[i]);
+  assert_ptr_equal(sc_spares_get(&s), b[LOCAL]);
+  for (int i = 0; i <= LOCAL; i++) {
+    memset(b[i], 2, BLOCK);
+    assert_int_equal(b[i][BLOCK - 1], 2);
+    free(b[i]);
+  }
 #endif
 }
 
@@ -183,6 +234,8 @@ int main(void) {
       cmocka_unit_test(test_keeps_at_most_max),
       cmocka_unit_test(test_threads),
       cmocka_unit_test(test_use_after_put_reported),
+      /* Last: it uses up the caches' slots. */
+      cmocka_unit_test(test_more_stacks_than_slots),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
