@@ -308,8 +308,8 @@ struct sc_comm {
   uint64_t next_seq;
   int thread_started;
   pthread_t thread;
-  int stopping;
-  int busy; /* an operation is executing (progress thread or a blocking caller) */
+  _Atomic int stopping; /* written under lock; atomic for sc_comm_check_usable's look */
+  int busy;             /* an operation is executing (progress thread or a blocking caller) */
   _Atomic int aborted;
   _Atomic int error; /* sc_result_t of the first failure */
   char errmsg[SC_ERRMSG_MAX];

@@ -86,6 +86,10 @@ sc_result_t sc_op_check_runnable(sc_comm_t *comm, const sc_op_t *op) {
 }
 
 sc_result_t sc_comm_check_usable(sc_comm_t *comm) {
+  /* Every point-to-point call asks: the usable case takes no lock. */
+  if (!atomic_load(&comm->aborted) && atomic_load(&comm->error) == SC_SUCCESS &&
+      !atomic_load(&comm->stopping))
+    return SC_SUCCESS;
   pthread_mutex_lock(&comm->lock);
   sc_result_t r = sc_comm_check_usable_locked(comm, NULL);
   pthread_mutex_unlock(&comm->lock);
