@@ -87,9 +87,6 @@ static void scan_ctls(sc_p2p_t *p) {
   }
 }
 
-/* Operations past SC_TIMEOUT_MS fail. One that waits in a list leaves it
- * alone; one whose messages are in the transport cannot be taken back from
- * it, so the whole lane is failed (cancel_all) and every operation with it. */
 /* Whether op's deadline has passed; an unstamped one gets its deadline now. */
 static int expired(sc_p2p_op_t *op, int64_t now, int timeout_ms) {
   if (op->deadline_ms == SC_P2P_UNSTAMPED) {
@@ -99,6 +96,9 @@ static int expired(sc_p2p_op_t *op, int64_t now, int timeout_ms) {
   return now >= op->deadline_ms;
 }
 
+/* Operations past SC_TIMEOUT_MS fail. One that waits in a list leaves it
+ * alone; one whose messages are in the transport cannot be taken back from
+ * it, so the whole lane is failed (cancel_all) and every operation with it. */
 static void check_deadlines(sc_p2p_t *p, int64_t now) {
   const int n = p->comm->nranks, timeout_ms = p->comm->cfg.timeout_ms;
   char why[160];
