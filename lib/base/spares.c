@@ -9,16 +9,11 @@
 #include "lib/base/spares.h"
 
 #include <stdlib.h>
+#include <string.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SC_SPARES_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SC_SPARES_ASAN 1
-#endif
-#endif
+#include "lib/base/sanitize.h"
 
-#ifdef SC_SPARES_ASAN
+#if SC_ASAN
 #include <sanitizer/asan_interface.h>
 #define POISON(b, n)   ASAN_POISON_MEMORY_REGION((b), (n))
 #define UNPOISON(b, n) ASAN_UNPOISON_MEMORY_REGION((b), (n))
@@ -69,19 +64,25 @@ static void make_exit_key(void) {
   exit_key_ok = pthread_key_create(&exit_key, thread_exit) == 0;
 }
 
-/* s's slot in the caches, or -1: none (more stacks than slots). */
-static int kind_of(sc_spares_t *s) {
-  int k = atomic_load_explicit(&s->kind, memory_order_acquire);
-  if (k != 0) return k - 1;
+/* At s's first use: gives it the next slot in the caches, if one is left;
+ * returns s->kind. */
+static int kind_register(sc_spares_t *s) {
   pthread_mutex_lock(&s->lock);
-  k = atomic_load_explicit(&s->kind, memory_order_relaxed);
+  int k = atomic_load_explicit(&s->kind, memory_order_relaxed);
   if (k == 0) {
-    int slot = atomic_fetch_add(&nkinds, 1);
+    const int slot = atomic_fetch_add(&nkinds, 1);
     if (slot < SC_SPARES_KINDS) kinds[slot] = s;
     k = slot < SC_SPARES_KINDS ? slot + 1 : -1;
     atomic_store_explicit(&s->kind, k, memory_order_release);
   }
   pthread_mutex_unlock(&s->lock);
+  return k;
+}
+
+/* s's slot in the caches, or -1: none (more stacks than slots). */
+static int kind_of(sc_spares_t *s) {
+  int k = atomic_load_explicit(&s->kind, memory_order_acquire);
+  if (k == 0) k = kind_register(s);
   return k > 0 ? k - 1 : -1;
 }
 
@@ -102,6 +103,12 @@ void *sc_spares_get(sc_spares_t *s) {
   pthread_mutex_unlock(&s->lock);
   if (!b) return malloc(s->bytes);
   UNPOISON(b, s->bytes);
+  return b;
+}
+
+void *sc_spares_get_zeroed(sc_spares_t *s) {
+  void *b = sc_spares_get(s);
+  if (b) memset(b, 0, s->bytes);
   return b;
 }
 

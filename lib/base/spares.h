@@ -36,6 +36,8 @@ typedef struct sc_spares {
 
 /* A block of s->bytes (not zeroed), a spare or a new one; NULL: no memory. */
 void *sc_spares_get(sc_spares_t *s);
+/* The same, zeroed. */
+void *sc_spares_get_zeroed(sc_spares_t *s);
 /* Gives b (from sc_spares_get on s; NULL is ignored) back. */
 void sc_spares_put(sc_spares_t *s, void *b);
 

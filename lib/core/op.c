@@ -43,6 +43,14 @@ void sc_request_complete(sc_request_t *req, sc_result_t res) {
     sc_futex_wake_all(&req->done);
 }
 
+/* The common case, read from the atomic flags with or without the lock:
+ * neither aborted nor failed, and (for a call not yet queued) not being
+ * destroyed. */
+static int comm_usable(sc_comm_t *comm, int queued) {
+  return !atomic_load(&comm->aborted) && atomic_load(&comm->error) == SC_SUCCESS &&
+         (queued || !atomic_load(&comm->stopping));
+}
+
 /* SC_SUCCESS while the communicator accepts work; otherwise the reason, with
  * the first failure's detail and the refused operation (op may be NULL).
  * Every path that refuses a call (at submission, or when the queued call's
@@ -53,9 +61,7 @@ void sc_request_complete(sc_request_t *req, sc_result_t res) {
 static sc_result_t sc_comm_refusal_locked(sc_comm_t *comm, const sc_op_t *op, int queued) {
   /* The common case words nothing: formatting the call's name cost a small
    * all-reduce about 40% of its instructions. */
-  if (!atomic_load(&comm->aborted) && atomic_load(&comm->error) == SC_SUCCESS &&
-      (queued || !comm->stopping))
-    return SC_SUCCESS;
+  if (comm_usable(comm, queued)) return SC_SUCCESS;
   char what[128] = "", seq[32] = "";
   if (op && queued) snprintf(seq, sizeof(seq), " #%llu", (unsigned long long)op->seq);
   if (op)
@@ -78,7 +84,7 @@ static sc_result_t sc_comm_check_usable_locked(sc_comm_t *comm, const sc_op_t *o
 }
 
 sc_result_t sc_op_check_runnable(sc_comm_t *comm, const sc_op_t *op) {
-  if (!atomic_load(&comm->aborted) && atomic_load(&comm->error) == SC_SUCCESS) return SC_SUCCESS;
+  if (comm_usable(comm, 1)) return SC_SUCCESS;
   pthread_mutex_lock(&comm->lock);
   sc_result_t r = sc_comm_refusal_locked(comm, op, 1);
   pthread_mutex_unlock(&comm->lock);
@@ -87,9 +93,7 @@ sc_result_t sc_op_check_runnable(sc_comm_t *comm, const sc_op_t *op) {
 
 sc_result_t sc_comm_check_usable(sc_comm_t *comm) {
   /* Every point-to-point call asks: the usable case takes no lock. */
-  if (!atomic_load(&comm->aborted) && atomic_load(&comm->error) == SC_SUCCESS &&
-      !atomic_load(&comm->stopping))
-    return SC_SUCCESS;
+  if (comm_usable(comm, 0)) return SC_SUCCESS;
   pthread_mutex_lock(&comm->lock);
   sc_result_t r = sc_comm_check_usable_locked(comm, NULL);
   pthread_mutex_unlock(&comm->lock);

@@ -208,9 +208,8 @@ static sc_spares_t group_spares = SC_SPARES_INIT(sizeof(sc_group_item_t), 64);
 
 static sc_result_t group_add(sc_comm_t *comm, sc_p2p_op_t *deferred, sc_request_t *req,
                              const sc_group_call_t *call, sc_group_item_t **out) {
-  sc_group_item_t *it = sc_spares_get(&group_spares);
+  sc_group_item_t *it = sc_spares_get_zeroed(&group_spares);
   if (!it) return SC_ERR(SC_ERR_NOMEM, "group entry");
-  memset(it, 0, sizeof(*it));
   it->comm = comm;
   it->deferred = deferred;
   it->req = req;

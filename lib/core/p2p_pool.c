@@ -43,9 +43,7 @@ void sc_p2p_request_free(sc_request_t *req) {
 }
 
 sc_p2p_unexp_t *sc_p2p_unexp_get(void) {
-  sc_p2p_unexp_t *u = sc_spares_get(&unexp_spares);
-  if (u) memset(u, 0, sizeof(*u));
-  return u;
+  return sc_spares_get_zeroed(&unexp_spares);
 }
 
 void sc_p2p_unexp_put(sc_p2p_unexp_t *u) {
@@ -53,9 +51,7 @@ void sc_p2p_unexp_put(sc_p2p_unexp_t *u) {
 }
 
 sc_p2p_ctl_t *sc_p2p_ctl_get(void) {
-  sc_p2p_ctl_t *c = sc_spares_get(&ctl_spares);
-  if (c) memset(c, 0, sizeof(*c));
-  return c;
+  return sc_spares_get_zeroed(&ctl_spares);
 }
 
 void sc_p2p_ctl_put(sc_p2p_ctl_t *c) {

@@ -22,19 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/base/sanitize.h"
 #include "sparsecoll.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) ||                         \
-    __has_feature(memory_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
+#define SANITIZED (SC_ASAN || SC_TSAN)
 
 /* Under a sanitizer nothing is counted: a few rounds check the payloads. */
 enum { WARM = SANITIZED ? 5 : 100, ROUNDS = SANITIZED ? 20 : 300, MOST = ROUNDS / 10, NWHERE = 8 };

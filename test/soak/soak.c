@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/base/sanitize.h"
 #include "test/multi/mr_common.h"
 
 #define GUARD             16
@@ -31,16 +32,7 @@
 /* Under ASan/TSan freed memory sits in a quarantine, so resident memory grows
  * with the number of operations whatever the library does; there
  * LeakSanitizer (and valgrind, tools/sanitize.sh) look for leaks instead. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SOAK_RSS_CHECK 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SOAK_RSS_CHECK 0
-#endif
-#endif
-#ifndef SOAK_RSS_CHECK
-#define SOAK_RSS_CHECK 1
-#endif
+#define SOAK_RSS_CHECK (!SC_ASAN && !SC_TSAN)
 
 enum { C_ALLREDUCE, C_REDUCE_SCATTER, C_ALLGATHER, C_BROADCAST, C_REDUCE, C_BARRIER, C_NKINDS };
 static const char *const kind_names[] = {"allreduce", "reduce_scatter", "allgather",
