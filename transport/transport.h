@@ -188,6 +188,11 @@ struct sc_transport_ops {
    * so that the table every rank receives grows by what the transport uses
    * per rank, not by SC_TP_ADDR_MAX. 0: up to SC_TP_ADDR_MAX. */
   size_t addr_max;
+  /* Memory one connected same-host pair takes in its receiver's budget at
+   * full size (shm's channel: a control page and a ring), which the cost
+   * model keeps the algorithms that connect every pair within
+   * (lib/core/peers.c); 0: none. */
+  size_t pair_bytes;
   /* Open the local endpoint; write its address blob (<= SC_TP_ADDR_MAX bytes)
    * to addr and its length to *addrlen (output only). */
   sc_result_t (*create)(const sc_tp_config_t *cfg, sc_transport_t **tp, void *addr,
@@ -256,5 +261,13 @@ extern const sc_transport_ops_t sc_ucx_transport;
 /* ibverbs RC (transport/verbs/), libibverbs loaded at run time. */
 extern const sc_transport_ops_t sc_verbs_transport;
 #endif
+
+/* The shared-memory budget of a rank whose host has mem_bytes of memory and
+ * `local` ranks, where SC_SHM_BUDGET_BYTES does not set it: both transports
+ * of a communicator (collectives and point-to-point) have a segment, a
+ * quarter of the memory at most between them. */
+static inline uint64_t sc_tp_shm_default_budget(uint64_t mem_bytes, int local) {
+  return local < 1 || mem_bytes == 0 ? UINT64_MAX : mem_bytes / 8 / (uint64_t)local;
+}
 
 #endif

@@ -152,6 +152,12 @@ sc_result_t sc_p2p_tp_post(sc_p2p_t *p, int is_send, int peer, void *buf, size_t
 /* ---- peers ---- */
 
 void sc_p2p_tp_failed(sc_p2p_t *p, int peer, sc_result_t st) {
+  sc_p2p_peer_t *pp = &p->peers[peer];
+  /* A peer that left before the pair carried anything, with no receive of
+   * the caller's from it, ends only the lane's standing receive: the end of
+   * a job whose ranks finish at different times, not news for the log. A
+   * later call with it fails with the text all the same. */
+  if (!pp->used && !pp->posted.head) pp->quiet = 1;
   char why[SC_ERRMSG_MAX / 2];
   snprintf(why, sizeof(why), "the point-to-point lane to rank %d failed: %s", peer,
            p->tp_msg[0] ? p->tp_msg : sc_strerror(st));

@@ -14,7 +14,8 @@
  * with a short SC_TIMEOUT_MS. flood: run with SC_P2P_UNEXPECTED_BYTES=1048576;
  * rank 0 sends rank 1 more than that in messages it does not receive.
  * leave: rank 0 sends rank 1 three messages and destroys its communicator at
- * once; rank 1 receives them all after the goodbye. */
+ * once; rank 1 receives them all after the goodbye. leave-stopped: the same
+ * with rank 1 stopped (SIGSTOP) until rank 0's communicator is gone. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -537,6 +538,80 @@ static int run_leave(sc_comm_t *comm) {
   return failures ? 1 : 0;
 }
 
+/* State of process pid as /proc/PID/stat tells it ('T': stopped), or '?'. */
+static char proc_state(int pid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return '?';
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *e = strrchr(buf, ')');
+  return e && e[1] == ' ' ? e[2] : '?';
+}
+
+/* leave-stopped: rank 1 stops itself before it ever looks at its pair with
+ * rank 0; rank 0 sends it two eager messages, destroys its communicator and
+ * only then resumes it. Rank 1's first look at the pair comes after rank
+ * 0's transport is gone, and it still receives both messages; a receive
+ * nothing was sent for fails, and so does a send to rank 0, naming it. */
+static int run_leave_stopped(sc_comm_t *comm) {
+  enum { SMALL = 100, MID = 1000 };
+  uint8_t small[SMALL], mid[MID], x = 0;
+  int *pids = calloc((size_t)nranks, sizeof(int)), me = (int)getpid();
+  if (!pids) return 1;
+  OK(sc_allgather(&me, pids, 1, SC_INT32, comm));
+  if (nranks >= 2 && rank == 1) {
+    raise(SIGSTOP);
+    OK(sc_recv(mid, MID, SC_UINT8, 0, 2, comm));
+    expect(mid, MID, 0, 2, 0, "eager message received after its sender left, unconnected");
+    OK(sc_recv(small, SMALL, SC_UINT8, 0, 1, comm));
+    expect(small, SMALL, 0, 1, 0, "eager message received after its sender left, unconnected");
+    sc_result_t r = sc_recv(&x, 1, SC_UINT8, 0, 99, comm);
+    checks++;
+    if (r != SC_ERR_REMOTE || !strstr(sc_last_error(), "rank 0"))
+      FAIL("receive after rank 0 left: %s: %s", sc_strerror(r), sc_last_error());
+    r = sc_send(&x, 1, SC_UINT8, 0, 5, comm);
+    checks++;
+    if (r != SC_ERR_REMOTE || !strstr(sc_last_error(), "rank 0"))
+      FAIL("send after rank 0 left: %s: %s", sc_strerror(r), sc_last_error());
+  } else if (nranks >= 2 && rank == 0) {
+    double until = now_s() + 20;
+    while (proc_state(pids[1]) != 'T' && now_s() < until) usleep(1000);
+    checks++;
+    if (proc_state(pids[1]) != 'T') FAIL("rank 1 (pid %d) did not stop", pids[1]);
+    fill(small, SMALL, 0, 1, 0);
+    fill(mid, MID, 0, 2, 0);
+    sc_request_t *q[2] = {NULL, NULL};
+    OK(sc_isend(small, SMALL, SC_UINT8, 1, 1, comm, &q[0]));
+    OK(sc_isend(mid, MID, SC_UINT8, 1, 2, comm, &q[1]));
+    /* A transport whose connection setup needs the receiver's answer (tcp)
+     * cannot finish while rank 1 is stopped: it is resumed first. */
+    int left = (q[0] != NULL) + (q[1] != NULL);
+    for (until = now_s() + 2; left > 0 && now_s() < until; usleep(100))
+      for (int i = 0; i < 2; i++) {
+        int done = 0;
+        if (!q[i]) continue;
+        sc_result_t r = sc_test(&q[i], &done);
+        if (r != SC_IN_PROGRESS) left--;
+        if (r != SC_SUCCESS && r != SC_IN_PROGRESS) FAIL("send %d: %s", i, sc_last_error());
+      }
+    if (left) kill(pids[1], SIGCONT);
+    for (int i = 0; i < 2; i++)
+      if (q[i]) OK(sc_wait(&q[i]));
+    sc_comm_destroy(comm);
+    printf("rank 0: sends done %s rank 1 resumed\n", left ? "after" : "before");
+    fflush(stdout);
+    if (!left) kill(pids[1], SIGCONT);
+    free(pids);
+    return failures ? 1 : 0;
+  }
+  free(pids);
+  sc_comm_destroy(comm);
+  return failures ? 1 : 0;
+}
+
 /* SC_P2P=0: every call refused with SC_ERR_UNSUPPORTED saying why; the
  * collectives unaffected. */
 static int run_off(sc_comm_t *comm) {
@@ -569,6 +644,7 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "timeout")) return run_timeout(comm);
   if (!strcmp(mode, "flood")) return run_flood(comm);
   if (!strcmp(mode, "leave")) return run_leave(comm);
+  if (!strcmp(mode, "leave-stopped")) return run_leave_stopped(comm);
   int rc = run_all(comm);
   sc_comm_destroy(comm);
   return rc;

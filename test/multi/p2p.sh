@@ -3,7 +3,8 @@
 # Point-to-point messaging (test/multi/mr_p2p.c, mr_p2p_inline.c, mr_p2p_alloc.c) over the transport
 # SC_TRANSPORT names: 1 to 8 ranks, odd counts and non-powers of two; a rank
 # killed mid-exchange; sc_comm_abort with a receive pending;
-# SC_TIMEOUT_MS; SC_P2P_UNEXPECTED_BYTES; a sender that leaves at once; SC_P2P=0.
+# SC_TIMEOUT_MS; SC_P2P_UNEXPECTED_BYTES; a sender that leaves at once, also
+# before its receiver connected back; SC_P2P=0.
 . "$top_srcdir/test/multi/lib.sh"
 # UCX's worker setup costs seconds per rank on two shared cores: one size there.
 sizes="1 2 3 5 8"
@@ -44,5 +45,17 @@ check "p2p, unreceived messages past SC_P2P_UNEXPECTED_BYTES fail their sender's
   "$MR/mr_p2p" flood
 check "p2p, messages sent before the sender's destroy are received after it, n=3" \
   "$SC_RUN" -n 3 --timeout 60 --label "$MR/mr_p2p" leave
+# The receiver is stopped (SIGSTOP) until the sender's destroy: over shared
+# memory its first look at the pair comes after the sender's transport is
+# gone, and what the sender left in the ring is still delivered. Over tcp the
+# sender's connection needs the receiver's answer, so rank 1 is resumed first.
+stopped() {
+  "$SC_RUN" -n 3 --timeout 60 --label "$MR/mr_p2p" leave-stopped >"$tmpdir/stopped" 2>&1
+  rc=$?
+  cat "$tmpdir/stopped"
+  [ "$rc" -eq 0 ] || return 1
+  [ "${SC_TRANSPORT:-}" != shm ] || grep -q "sends done before rank 1 resumed" "$tmpdir/stopped"
+}
+check "p2p, messages from a sender that left before the pair was connected back, n=3" stopped
 check "p2p off (SC_P2P=0), n=2" env SC_P2P=0 "$SC_RUN" -n 2 --timeout 60 --label "$MR/mr_p2p" off
 finish

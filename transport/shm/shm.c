@@ -523,6 +523,14 @@ static sc_result_t shm_isend(sc_transport_t *base, int peer, const void *buf, si
       return c;
     }
   }
+  if (p->gone) {
+    /* Nobody reads it. The receives queued first take what the peer left;
+     * the rest fail with the send. */
+    int moved = 0;
+    sc_shm_req_finish(req, SC_TP_REQ_ERROR, SC_ERR_REMOTE);
+    SC_CHECK(recv_pass(tp, p, &moved));
+    return sc_shm_peer_fail(tp, p, "%s", p->gone_how);
+  }
   req_init(req, peer, 1, buf, len);
   sc_shm_q_push(&p->sq_head, &p->sq_tail, req);
   p->nsend++;
@@ -634,6 +642,7 @@ int sc_shm_pending(sc_transport_t *base) {
 const sc_transport_ops_t sc_shm_transport = {
     .name = "shm",
     .addr_max = SC_SHM_BLOB_LEN,
+    .pair_bytes = SC_SHM_CTL_BYTES + SC_SHM_RING_BYTES,
     .create = shm_create,
     .connect_all = sc_shm_connect_all,
     .isend = shm_isend,

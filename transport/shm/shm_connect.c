@@ -86,10 +86,8 @@ static sc_result_t map_peer(sc_shm_transport_t *tp, int i, int fd) {
 
 uint64_t sc_shm_default_budget(int local) {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page <= 0 || local < 1) return UINT64_MAX;
-  /* Both transports of a communicator (collectives and point-to-point)
-   * have a segment: a quarter of the memory at most between them. */
-  return (uint64_t)pages * (uint64_t)page / 8 / (uint64_t)local;
+  if (pages <= 0 || page <= 0) return UINT64_MAX;
+  return sc_tp_shm_default_budget((uint64_t)pages * (uint64_t)page, local);
 }
 
 /* A full ring while the segment's claimed ring bytes stay within its
@@ -381,6 +379,31 @@ static void ask(sc_shm_transport_t *tp, sc_shm_peer_t *p) {
   if (send_msg(tp, p, SC_SHM_ASK_MAGIC, -1) == 0) p->asked = 2;
 }
 
+/* The peer connected the pair (its channel in this segment is sized) and
+ * then left, exited or destroyed its transport, before this rank connected
+ * back: its segment is gone, but what it wrote is in this rank's own
+ * segment, and a clean goodbye after a completed send must not lose it. The
+ * pair is connected for receiving only: the ring from this segment, the
+ * send side a closed channel of the transport's own; the peer counts as
+ * gone, so sends fail at their post and the liveness check drains the ring,
+ * then fails the receives it could not satisfy. */
+static sc_result_t drain_only(sc_shm_transport_t *tp, sc_shm_peer_t *p, const char *how) {
+  int i = (int)(p - tp->peers);
+  uint8_t *mine = tp->seg + chan_off(i);
+  uint64_t rx_sz = 0;
+  SC_CHECK(claim(p, -1, tp->hdr, mine, chan_off(i), &rx_sz));
+  sc_shm_ring_init(&p->rx, (sc_shm_chan_ctl_t *)mine, mine + SC_SHM_CTL_BYTES, rx_sz, 0);
+  __atomic_store_n(&tp->left_tx.closed, 1u, __ATOMIC_RELEASE);
+  sc_shm_ring_init(&p->tx, &tp->left_tx, NULL, 0, 1);
+  p->gone = 1;
+  p->gone_how = how;
+  __atomic_store_n(&p->ready, 1, __ATOMIC_RELEASE);
+  tp->nready++;
+  SC_TRACE(SC_SUBSYS_SHM, "shm: rank %d drains what %s left in its ring (%s)", tp->base.rank,
+           p->name, how);
+  return SC_SUCCESS;
+}
+
 static sc_result_t get_peer(sc_shm_transport_t *tp, sc_shm_peer_t *p, int channels) {
   if (p->dead) return SC_ERR(SC_ERR_REMOTE, "%s", sc_shm_peer_err(p));
   if (p->asked) return SC_SUCCESS; /* the answer connects it */
@@ -394,10 +417,13 @@ static sc_result_t get_peer(sc_shm_transport_t *tp, sc_shm_peer_t *p, int channe
   if (fd >= 0) return complete(tp, p, fd, channels);
   /* No such descriptor: the process exited (or is a zombie) or destroyed
    * its transport. Refused (EACCES, EPERM: ptrace rules): ask for it. */
-  if (err == ENOENT || pid_gone(p->pid))
+  if (err == ENOENT || pid_gone(p->pid)) {
+    if (channels && !p->ready && sc_shm_peer_came(tp, p))
+      return drain_only(tp, p, pid_gone(p->pid) ? "exited" : "closed its transport");
     return sc_shm_peer_fail(tp, p,
                             "exited or closed its transport before its shared-memory "
                             "channel was set up");
+  }
   ask(tp, p);
   return SC_SUCCESS;
 }

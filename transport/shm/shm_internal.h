@@ -397,6 +397,10 @@ typedef struct sc_shm_transport {
   sc_shm_dev_t *dev; /* created at the first device request */
   int db_pending;    /* atomic: sc_shm_wait saw the doorbell ring; progress reads it */
   int woken;         /* atomic: wake() was called (sc_shm_wait's spin takes it) */
+  /* The send side of every pair whose peer left before this rank connected
+   * back (shm_connect.c, drain_only): closed, with no ring; nothing is ever
+   * sent through it. */
+  sc_shm_chan_ctl_t left_tx;
 } sc_shm_transport_t;
 
 static inline sc_shm_transport_t *sc_shm_of(sc_transport_t *tp) {
