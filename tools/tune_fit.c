@@ -1,9 +1,16 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* sc_tune_fit: fits the one-host cost model (lib/tune/tune_host.c) to measured
- * all-reduce times, and shows how its choices fare against them.
+ * all-reduce and all-to-all times, and shows how its choices fare against
+ * them.
  *
  *   sc-run -n P -x SC_TRANSPORT=T sc_allreduce_perf -a compare -J run.json ...
- *   sc_tune_fit -t T run*.json
+ *   sc-run -n P -x SC_TRANSPORT=T sc_alltoall_perf -a compare -J a2a.json ...
+ *   sc_tune_fit -t T run*.json a2a*.json
+ *
+ * The all-to-all's points matter for the price of a message itself
+ * (host_s_per_msg): the all-reduce's candidates send about as many messages
+ * as each other, so their picks hardly depend on it, while pairwise sends
+ * P - 1 per rank against Bruck's log2 P.
  *
  * The input is any number of -a compare JSON files of one transport (rank
  * counts and sizes mixed freely; repeated runs of the same point are
@@ -28,10 +35,12 @@
 #include "transport/shm/shm_internal.h"
 #include "transport/tcp/tcp_internal.h"
 
-#define NALG   4 /* ring, tree, rd, rabenseifner: sc_tune_best's order */
+#define NALG   4 /* at most: ring, tree, rd, rabenseifner (sc_tune_best's order) */
 #define MAXREP 64
 
 typedef struct point {
+  sc_coll_t coll; /* SC_COLL_ALLREDUCE, or SC_COLL_ALLTOALL (pairwise, bruck) */
+  int nalg;       /* the candidates timed: 4, or 2 */
   int p;
   size_t size;
   double t[NALG][MAXREP]; /* us */
@@ -79,9 +88,9 @@ static const char *after(const char *s, const char *key) {
   return k ? k + strlen(key) : NULL;
 }
 
-static point_t *point_at(fit_t *f, int p, size_t size) {
+static point_t *point_at(fit_t *f, sc_coll_t coll, int p, size_t size) {
   for (int i = 0; i < f->npts; i++)
-    if (f->pts[i].p == p && f->pts[i].size == size) return &f->pts[i];
+    if (f->pts[i].coll == coll && f->pts[i].p == p && f->pts[i].size == size) return &f->pts[i];
   if (f->npts == f->cap) {
     f->cap = f->cap ? 2 * f->cap : 64;
     point_t *n = realloc(f->pts, (size_t)f->cap * sizeof(*n));
@@ -90,6 +99,8 @@ static point_t *point_at(fit_t *f, int p, size_t size) {
   }
   point_t *pt = &f->pts[f->npts++];
   memset(pt, 0, sizeof(*pt));
+  pt->coll = coll;
+  pt->nalg = coll == SC_COLL_ALLTOALL ? 2 : NALG;
   pt->p = p;
   pt->size = size;
   return pt;
@@ -113,10 +124,12 @@ static int read_json(fit_t *f, const char *path) {
   const char *mode = after(buf, "\"mode\":");
   const char *coll = after(buf, "\"collective\":");
   /* The reduce-scatter's and all-gather's compare files look alike but time other
-   * algorithms: the fit is of the all-reduce's. */
+   * algorithms: the fit is of the all-reduce's and the all-to-all's (its hier
+   * is the flat one on one host). */
+  int a2a = coll && strncmp(coll, " \"alltoall\"", 11) == 0;
   if (!s || !mode || strncmp(mode, " \"compare\"", 10) != 0 || !coll ||
-      strncmp(coll, " \"allreduce\"", 12) != 0) {
-    fprintf(stderr, "%s: not the JSON of sc_allreduce_perf -a compare\n", path);
+      (!a2a && strncmp(coll, " \"allreduce\"", 12) != 0) || after(buf, "\"uneven\": true")) {
+    fprintf(stderr, "%s: not the JSON of sc_allreduce_perf or sc_alltoall_perf -a compare\n", path);
     return -1;
   }
   const char *dtype = after(buf, "\"dtype\":");
@@ -125,14 +138,16 @@ static int read_json(fit_t *f, const char *path) {
     return -1;
   }
   int p = atoi(s);
-  static const char *names[NALG] = {"\"ring\":", "\"tree\":", "\"rd\":", "\"rabenseifner\":"};
+  static const char *ar_names[NALG] = {"\"ring\":", "\"tree\":", "\"rd\":", "\"rabenseifner\":"};
+  static const char *a2a_names[NALG] = {"\"pairwise\":", "\"bruck\":", NULL, NULL};
+  const char *const *names = a2a ? a2a_names : ar_names;
   for (s = after(buf, "\"rows\":"); s && (s = after(s, "\"size\":"));) {
     size_t size = strtoull(s, NULL, 10);
     const char *t = after(s, "\"time_us\":"), *end = t ? strchr(t, '}') : NULL;
     if (!end) break;
-    point_t *pt = point_at(f, p, size);
+    point_t *pt = point_at(f, a2a ? SC_COLL_ALLTOALL : SC_COLL_ALLREDUCE, p, size);
     if (!pt) return -1;
-    for (int a = 0; a < NALG; a++) {
+    for (int a = 0; a < pt->nalg; a++) {
       const char *v = after(t, names[a]);
       if (!v || v > end) continue;
       char *stop;
@@ -155,7 +170,7 @@ static void finish_points(fit_t *f) {
   for (int i = 0; i < f->npts; i++) {
     point_t *pt = &f->pts[i];
     int ok = 1;
-    for (int a = 0; a < NALG; a++) {
+    for (int a = 0; a < pt->nalg; a++) {
       if (!pt->n[a]) {
         ok = 0;
         break;
@@ -171,6 +186,7 @@ static void finish_points(fit_t *f) {
 
 static int by_point(const void *a, const void *b) {
   const point_t *x = a, *y = b;
+  if (x->coll != y->coll) return (int)x->coll - (int)y->coll;
   if (x->p != y->p) return x->p - y->p;
   return (x->size > y->size) - (x->size < y->size);
 }
@@ -212,27 +228,39 @@ static score_t evaluate(const fit_t *f, const double *x, int print) {
     const point_t *pt = &f->pts[i];
     sc_link_model_t m;
     model_for(f, x, pt->p, &m);
-    sc_coll_args_t a = {.coll = SC_COLL_ALLREDUCE,
+    const int n = pt->nalg;
+    /* An all-to-all's size is one rank's send buffer: P blocks. */
+    size_t count = pt->coll == SC_COLL_ALLTOALL ? pt->size / 4 / (size_t)pt->p : pt->size / 4;
+    sc_coll_args_t a = {.coll = pt->coll,
                         .nranks = pt->p,
-                        .count = pt->size / 4,
+                        .count = count,
                         .elem_size = 4,
                         .chunk_elems = f->chunk_bytes / 4 ? f->chunk_bytes / 4 : 1};
     int pick, fastest = 0;
     double est[SC_TUNE_MAX_CANDIDATES];
-    if (sc_tune_best(&m, &a, &pick, est) != SC_SUCCESS) continue;
-    for (int k = 1; k < NALG; k++)
+    if (sc_tune_best(&m, &a, &pick, est) != SC_SUCCESS || pick >= n) continue;
+    for (int k = 1; k < n; k++)
       if (pt->med[k] < pt->med[fastest]) fastest = k;
     double r = pt->med[pick] / pt->med[fastest];
     regret += log(r);
-    for (int k = 0; k < NALG; k++) error += fabs(log(est[k] * 1e6 / pt->med[k])) / NALG;
+    for (int k = 0; k < n; k++) error += fabs(log(est[k] * 1e6 / pt->med[k])) / n;
     if (r > 1.10) sc.misses++;
     if (r > sc.worst) sc.worst = r;
-    if (print)
-      printf("%3d %10zu  %9.1f %9.1f %9.1f %9.1f | %9.1f %9.1f %9.1f %9.1f | %-12s %-12s %5.2f%s\n",
-             pt->p, pt->size, pt->med[0], pt->med[1], pt->med[2], pt->med[3], est[0] * 1e6,
-             est[1] * 1e6, est[2] * 1e6, est[3] * 1e6,
-             sc_tune_candidate_name(SC_COLL_ALLREDUCE, pick),
-             sc_tune_candidate_name(SC_COLL_ALLREDUCE, fastest), r, r > 1.10 ? " over 10%" : "");
+    if (!print) continue;
+    printf("%3d %10zu ", pt->p, pt->size);
+    for (int k = 0; k < NALG; k++)
+      if (k < n)
+        printf(" %9.1f", pt->med[k]);
+      else
+        printf(" %9s", "-");
+    printf(" |");
+    for (int k = 0; k < NALG; k++)
+      if (k < n)
+        printf(" %9.1f", est[k] * 1e6);
+      else
+        printf(" %9s", "-");
+    printf(" | %-12s %-12s %5.2f%s\n", sc_tune_candidate_name(pt->coll, pick),
+           sc_tune_candidate_name(pt->coll, fastest), r, r > 1.10 ? " over 10%" : "");
   }
   sc.objective = (regret + f->weight * error) / (f->npts ? f->npts : 1);
   return sc;
@@ -287,8 +315,9 @@ static void search(const fit_t *f, double *x, int starts, int iters) {
 
 static void usage(FILE *o) {
   fprintf(o, "Usage: sc_tune_fit -t TRANSPORT [options] FILE.json...\n"
-             "Fits the one-host cost model to sc_allreduce_perf -a compare -J files of one\n"
-             "transport, or with -n only evaluates the model as it is.\n\n"
+             "Fits the one-host cost model to sc_allreduce_perf and sc_alltoall_perf -a\n"
+             "compare -J files of one transport (the all-to-all's: pairwise and bruck), or\n"
+             "with -n only evaluates the model as it is.\n\n"
              "  -t, --transport T   tcp or shm: the defaults to start from (required)\n"
              "  -c, --cores N       cores of the host the files come from (default: this one's)\n"
              "  -n, --no-fit        evaluate the defaults only\n"
@@ -356,7 +385,7 @@ int main(int argc, char **argv) {
     if (read_json(&f, argv[i]) != 0) return 1;
   finish_points(&f);
   if (!f.npts) {
-    fprintf(stderr, "sc_tune_fit: no point has all four algorithms measured\n");
+    fprintf(stderr, "sc_tune_fit: no point has all its algorithms measured\n");
     return 1;
   }
   qsort(f.pts, (size_t)f.npts, sizeof(point_t), by_point);
@@ -384,7 +413,7 @@ int main(int argc, char **argv) {
          f.transport, f.cores);
   printf(
       "#  P       size       ring      tree        rd  rabenseif |      ring      tree        rd "
-      " rabenseif |\n");
+      " rabenseif |   (all-to-all rows: pairwise, bruck)\n");
   score_t sc = evaluate(&f, x, 1);
   printf("# %d points: %d with regret over 1.10, worst %.2f, objective %.4f\n", f.npts, sc.misses,
          sc.worst, sc.objective);

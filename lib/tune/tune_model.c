@@ -81,21 +81,27 @@ void sc_tune_default_model(sc_tune_kind_t kind, int host_cores, size_t single_co
     return;
   }
   if (kind == SC_TUNE_HOST_TCP) {
-    /* Loopback TCP: a message costs little CPU of its own, but a receiver
-     * that sleeps in poll (every one when ranks outnumber cores: TCP does
-     * not spin then) pays ~9 us of CPU to be woken by the socket; memory out
-     * of cache (a region not touched in the last 3.9 MB of a rank's
-     * traffic) costs a sixth more per byte. same_core_s is not fitted here
-     * (0): these values, fitted to one set of runs, pick within 10% of the
-     * fastest without it. */
-    m->alpha_s = 3.735e-6;
+    /* Loopback TCP: a message costs ~9 us of CPU between its two ends (the
+     * system calls on both sides and the socket's wake-up), whether its
+     * receiver slept or not; memory out of cache (a region not touched in
+     * the last 3.9 MB of a rank's traffic) costs a sixth more per byte.
+     * The all-reduce's candidates send about as many messages as each
+     * other, so their picks are the same with anything from 0.4 to 12 us
+     * per message; the all-to-all's are not (pairwise sends P - 1 messages
+     * per rank, Bruck log2 P), and with 0.4 us, as the all-reduce's runs
+     * alone had it, the model put pairwise at 50 us on 16 ranks where it
+     * took 900 (Bruck: 424). The per-message terms were fitted to both
+     * collectives' runs (3-8 ranks, and the all-to-all's on 4, 8 and 16),
+     * the per-byte ones kept from the all-reduce's fit. same_core_s is not
+     * fitted here (0): these pick within 10% of the fastest without it. */
+    m->alpha_s = 2.369e-6;
     m->beta_s_per_b = 2.44e-10;
     m->host_s_per_b = 2.44e-10;
-    m->host_s_per_msg = 0.4115e-6;
-    m->turn_s = 2.338e-6;
-    m->wake_s = 2.187e-6;
-    m->wake_cpu_s = 9.395e-6;
-    m->poll_cpu = 0.17;
+    m->host_s_per_msg = 9.322e-6;
+    m->turn_s = 1.61e-6;
+    m->wake_s = 3.154e-6;
+    m->wake_cpu_s = 0.1151e-6;
+    m->poll_cpu = 0.1285;
     m->cold_s_per_b = 4.379e-11;
     m->reuse_b = 3.905e6;
     return;
@@ -242,9 +248,20 @@ static int sc_tune_pow2(int x) {
   return x > 0 && (x & (x - 1)) == 0;
 }
 
+/* An uneven all-gather whose blocks are equal and in rank order: its ranks'
+ * schedules are then shifts of each other. */
+static int sc_tune_even_blocks(const sc_coll_args_t *a) {
+  if (!a->recvcounts || !a->rdispls) return 0;
+  for (int i = 0; i < a->nranks; i++)
+    if (a->recvcounts[i] != a->recvcounts[0] || a->rdispls[i] != (size_t)i * a->recvcounts[0])
+      return 0;
+  return 1;
+}
+
 int sc_tune_window(const sc_link_model_t *m, const sc_coll_args_t *a, int sym) {
   const int p = a->nranks;
   if (p <= SC_TUNE_FULL_REPLAY_RANKS || sym == SC_SYM_NONE) return p;
+  if (a->coll == SC_COLL_ALLGATHERV && !sc_tune_even_blocks(a)) return p;
   /* An all-reduce's P blocks: with fewer elements than ranks some are empty and
    * the ranks' schedules differ (and are short: the whole replay is cheap). */
   if (a->coll == SC_COLL_ALLREDUCE && a->count < (size_t)p) return p;

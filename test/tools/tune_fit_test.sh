@@ -68,9 +68,40 @@ if ! "$top_builddir/sc-run" -n 3 --timeout 120 -x SC_TRANSPORT=shm \
   exit 1
 fi
 if "$top_builddir/sc_tune_fit" -t shm -n "$tmp/ag.json" >"$tmp/ag" 2>&1 ||
-  ! grep -q 'not the JSON of sc_allreduce_perf -a compare' "$tmp/ag"; then
+  ! grep -q 'not the JSON of sc_allreduce_perf or sc_alltoall_perf -a compare' "$tmp/ag"; then
   echo "FAIL: sc_tune_fit took an all-gather's file"
   cat "$tmp/ag"
   exit 1
 fi
-echo "PASS: sc_tune_fit's medians and regrets match the files; a held parameter stays; an all-gather's file is refused"
+# An all-to-all's compare file: its rows carry pairwise and Bruck, medians
+# and the regret of the model's pick as in the file, the size that of one
+# rank's send buffer.
+if ! "$top_builddir/sc-run" -n 4 --timeout 120 -x SC_TRANSPORT=tcp \
+  "$top_builddir/sc_alltoall_perf" -a compare -b 64 -e 4K -f 64 -n 4 -w 1 \
+  -J "$tmp/a2a.json" >"$tmp/out" 2>&1; then
+  echo "FAIL: sc_alltoall_perf -a compare"
+  tail -n 20 "$tmp/out"
+  exit 1
+fi
+if ! "$top_builddir/sc_tune_fit" -t tcp -n "$tmp/a2a.json" >"$tmp/a2a" 2>&1; then
+  echo "FAIL: sc_tune_fit -n on an all-to-all's file"
+  cat "$tmp/a2a"
+  exit 1
+fi
+"$py" - "$tmp/a2a" "$tmp/a2a.json" <<'PYEOF' || exit 1
+import json, sys
+algs = ["pairwise", "bruck"]
+times = {row["size"]: [row["time_us"][a] for a in algs] for row in json.load(open(sys.argv[2]))["rows"]}
+rows = [l.split() for l in open(sys.argv[1]) if l.strip() and not l.startswith("#")]
+assert len(rows) == len(times) == 2, (rows, times)
+for r in rows:
+    p, size = int(r[0]), int(r[1])
+    assert p == 4 and r[4] == "-" and r[5] == "-", r
+    med = times[size]
+    for k in range(2):
+        assert abs(float(r[2 + k]) - med[k]) <= 0.05 + 1e-3 * med[k], (r, med)
+    pick = r[12]
+    assert pick in algs and r[13] == algs[med.index(min(med))], (r, med)
+    assert abs(float(r[14]) - med[algs.index(pick)] / min(med)) <= 0.006, r
+PYEOF
+echo "PASS: sc_tune_fit's medians and regrets match the files (all-reduce and all-to-all); a held parameter stays; an all-gather's file is refused"

@@ -438,7 +438,8 @@ static void test_default_models_pinned(void **state) {
   assert_true(m.alpha_s == 0.7223e-6 && m.host_s_per_b == 6.311e-11 && m.host_cores == 2);
   assert_true(m.pull_min_b == 262144.0 && m.same_core_s == 2.446e-6);
   sc_tune_default_model(SC_TUNE_HOST_TCP, 2, 0, &m);
-  assert_true(m.alpha_s == 3.735e-6 && m.wake_cpu_s == 9.395e-6 && m.pull_min_b == 0);
+  assert_true(m.alpha_s == 2.369e-6 && m.wake_cpu_s == 0.1151e-6 && m.pull_min_b == 0);
+  assert_true(m.host_s_per_msg == 9.322e-6 && m.peer_budget == 0);
   sc_tune_default_model(SC_TUNE_NET, 0, 0, &m);
   assert_true(m.alpha_s == 40e-6 && m.beta_s_per_b == 1.0 / 1.5e9 && m.host_cores == 0);
   sc_tune_host_waiting(0, 50, &m);
