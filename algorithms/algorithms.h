@@ -133,6 +133,11 @@ sc_result_t sc_hier_alltoall_schedule(const sc_coll_args_t *a, sc_sched_t *s);
  * message per pair even when empty, so that counts the two ends disagree on fail the
  * receive. */
 sc_result_t sc_pairwise_alltoallv_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+/* The same exchange without the empty blocks: a pair with no data in either
+ * direction is never connected. Only after the counts were found to agree
+ * (lib/core/fingerprint.c, sc_fp_check_counts): an empty block is then no
+ * message on either side. */
+sc_result_t sc_sparse_alltoallv_schedule(const sc_coll_args_t *a, sc_sched_t *s);
 /* Gather and scatter (gather_scatter.c): binomial tree (log P steps, subtrees'
  * blocks forwarded together) or linear (the root exchanges with every rank). */
 sc_result_t sc_binomial_gather_schedule(const sc_coll_args_t *a, sc_sched_t *s);

@@ -31,6 +31,10 @@ typedef struct sc_algo_entry {
    * replay a window of ranks (lib/tune/tune.h, sc_tune_predict_symmetric)
    * instead of all P: sc_algo_sym_t. */
   int sym;
+  /* 1: some rank's schedule talks to every other rank (P - 1 peers, each a
+   * connection and its descriptors); the cost model keeps such a candidate
+   * within the job's descriptor limit (lib/tune/tune.h, peer_budget). */
+  int all_peers;
 } sc_algo_entry_t;
 
 /* The candidates of coll, in a fixed order (the tuner's indices): n >= 1. */

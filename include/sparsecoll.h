@@ -396,7 +396,12 @@ sc_result_t sc_alltoall(const void *sendbuf, void *recvbuf, size_t count, sc_dty
  * SC_ERR_INVALID_ARG.
  * sendcounts[j] on rank i must equal recvcounts[i] on rank j: otherwise the
  * receiving rank fails with SC_ERR_MISMATCH naming the pair and both counts
- * (with SC_CHECK_MISMATCH=1, checked before any data moves). No in place:
+ * (with SC_CHECK_MISMATCH=1, checked before any data moves). The sparse form
+ * (SC_A2AV_ALGO=sparse; auto where the pairwise exchange's connection to
+ * every peer would not fit the job's descriptor limit) sends nothing for an
+ * empty block and checks the counts first with one all-reduce: on a
+ * difference every rank fails with SC_ERR_MISMATCH, the pair's ranks naming
+ * it. No in place:
  * sendbuf and recvbuf must not overlap (SC_ERR_INVALID_ARG). The arrays are
  * read during the call (copied by the sc_i and stream forms: they may be
  * reused once the call returns). */

@@ -16,7 +16,8 @@
 #
 # Usage (from a build directory, or with SC_BUILD=dir):
 #   scale.sh [--min P] [--max P] [--transports "tcp shm"] [--connect eager|lazy|eager,lazy]
-#            [--skip ours|mpi] [--timeout SEC] [--nofile N] [--out DIR] [--netbed[=scnb-ID]]
+#            [--skip ours|mpi] [--timeout SEC] [--nofile N] [--suite] [--out DIR]
+#            [--netbed[=scnb-ID]]
 # --min 16 and --max 1024 by default (powers of two from MIN); --connect sets
 # SC_CONNECT for ours (default: the library's default, shown as "default");
 # --timeout bounds each job (default 600 s; a job that runs out or fails shows
@@ -24,6 +25,9 @@
 # --nofile N runs each of our ranks under a descriptor limit of N, soft and
 # hard (sh's ulimit before the probe starts; Open MPI's ranks keep the
 # caller's limits).
+# --suite: our ranks also run the quick conformance suite after the two
+# all-reduces (sc_scale_probe --suite: every collective and a ring shift once,
+# checked); the table adds its time and the descriptors after it.
 # --out DIR (default: a fresh temporary folder, printed) receives scale.md
 # (the table), scale.csv (one row per job) and the ranks' lines (*.jsonl).
 # --netbed runs on an sc-netbed emulated cluster instead (root; default bed
@@ -43,7 +47,8 @@ skip=","
 jobtimeout=600
 out=""
 nofile=""
-usage() { sed -n '2,35p' "$0"; }
+suite=()
+usage() { sed -n '2,39p' "$0"; }
 die() { echo "scale.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -54,6 +59,7 @@ while [ $# -gt 0 ]; do
   --skip) skip=",$2,"; shift 2 ;;
   --timeout) jobtimeout="$2"; shift 2 ;;
   --nofile) nofile="$2"; shift 2 ;;
+  --suite) suite=(--suite); shift ;;
   --out) out="$2"; shift 2 ;;
   --netbed) bed="${SC_NETBED:-scnb-0}"; shift ;;
   --netbed=*) bed="${1#--netbed=}"; shift ;;
@@ -130,7 +136,7 @@ root_flag=()
 
 csv="$out/scale.csv"
 md="$out/scale.md"
-echo "lib,transport,connect,nranks,ok_ranks,job_s,init_s_rank0,init_s_max,init_cpu_s_mean,calls_cpu_s_mean,ar8_s_max,ar1m_s_max,hwm_mib_rank0,hwm_mib_max,shmem_mib_rank0,shmem_mib_max,owned_mib_rank0,owned_mib_max,fds_init_rank0,fds_rank0,fds_max" >"$csv"
+echo "lib,transport,connect,nranks,ok_ranks,job_s,init_s_rank0,init_s_max,init_cpu_s_mean,calls_cpu_s_mean,ar8_s_max,ar1m_s_max,hwm_mib_rank0,hwm_mib_max,shmem_mib_rank0,shmem_mib_max,owned_mib_rank0,owned_mib_max,fds_init_rank0,fds_rank0,fds_max,suite_s_max,fds_suite_rank0,fds_suite_max" >"$csv"
 
 # summarize FILE LIB TP CONN P JOB_S: one CSV row from the ranks' JSON lines.
 summarize() {
@@ -150,11 +156,17 @@ summarize() {
       if (i > imax) imax = i; if (a > amax) amax = a; if (b > bmax) bmax = b
       if (h > hmax) hmax = h; if (s > smax) smax = s; if (f > fmax) fmax = f; if (o > omax) omax = o
       if (r == 0) { i0 = i; h0 = h; s0 = s; o0 = o; f0 = f; fi0 = num("fds_init") }
+      # The suite fields: -1 where it did not run (and in the Open MPI probe).
+      if (num("suite") == 1) {
+        su++; t = num("suite_s"); g = num("fds_suite")
+        if (t > tmax) tmax = t; if (g > gmax) gmax = g; if (r == 0) g0 = g
+      }
     }
     END {
-      if (n == 0) { printf "%s,%s,%s,%d,0,%s,,,,,,,,,,,,,,,\n", lib, tp, conn, p, job; exit }
-      printf "%s,%s,%s,%d,%d,%s,%.4f,%.4f,%.4f,%.4f,%.6f,%.6f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%d,%d,%d\n",
+      if (n == 0) { printf "%s,%s,%s,%d,0,%s,,,,,,,,,,,,,,,,,,\n", lib, tp, conn, p, job; exit }
+      printf "%s,%s,%s,%d,%d,%s,%.4f,%.4f,%.4f,%.4f,%.6f,%.6f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%d,%d,%d,",
         lib, tp, conn, p, ok, job, i0, imax, ic / n, cc / n, amax, bmax, h0, hmax, s0, smax, o0, omax, fi0, f0, fmax
+      if (su == n) printf "%.4f,%d,%d\n", tmax, g0, gmax; else printf ",,\n"
     }' "$1"
 }
 
@@ -169,11 +181,11 @@ run_job() {
   if [ "$lib" = sc ]; then
     local env=(SC_TRANSPORT="$tp") where=()
     [ "$tp" = bed ] && env=(SC_TRANSPORT=auto) where=(--netbed="$bed")
-    local prog=("${probe[@]}")
+    local prog=("${probe[@]}" "${suite[@]}")
     env+=("${probe_env[@]}")
     [ "$conn" != default ] && env+=(SC_CONNECT="$conn")
     # shellcheck disable=SC2016 # $0 is the probe, expanded by the rank's sh
-    [ -n "$nofile" ] && prog=(sh -c "ulimit -Sn $nofile && ulimit -Hn $nofile && exec \"\$0\"" "${prog[@]}")
+    [ -n "$nofile" ] && prog=(sh -c "ulimit -Sn $nofile && ulimit -Hn $nofile && exec \"\$0\" \"\$@\"" "${prog[@]}")
     env "${env[@]}" "$build/sc-run" "${where[@]}" -n "$p" --timeout "$jobtimeout" \
       "${prog[@]}" >"$lines" 2>"$log"
     st=$?
@@ -213,17 +225,19 @@ for ((p = minp; p <= maxp; p *= 2)); do
 done
 
 {
-  echo "| P | library | transport | connect | creation s (rank 0 / max) | creation CPU s (mean) | first 8 B ms | first 1 MiB ms | peak RSS MiB (rank 0 / max) | shared MiB owned (rank 0 / max) | shared MiB resident (max) | descriptors (rank 0 / max) | job s |"
-  echo "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| P | library | transport | connect | creation s (rank 0 / max) | creation CPU s (mean) | first 8 B ms | first 1 MiB ms | peak RSS MiB (rank 0 / max) | shared MiB owned (rank 0 / max) | shared MiB resident (max) | descriptors (rank 0 / max) | suite s (max) | descriptors after the suite (rank 0 / max) | job s |"
+  echo "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   tail -n +2 "$csv" | sort -t, -k4,4n -k2,2 -k1,1r -k3,3 | awk -F, '
     {
       lib = $1 == "sc" ? "ours" : "Open MPI"
       if ($5 != $4 || $7 == "") {
-        printf "| %s | %s | %s | %s | n/a (%s of %s ranks ok) | | | | | | | | %s |\n", $4, lib, $2, $3, $5, $4, $6
+        printf "| %s | %s | %s | %s | n/a (%s of %s ranks ok) | | | | | | | | | | %s |\n", $4, lib, $2, $3, $5, $4, $6
         next
       }
-      printf "| %s | %s | %s | %s | %.3f / %.3f | %.3f | %.1f | %.1f | %.1f / %.1f | %.1f / %.1f | %.1f | %d / %d | %s |\n",
-        $4, lib, $2, $3, $7, $8, $9, $11 * 1000, $12 * 1000, $13, $14, $17, $18, $16, $20, $21, $6
+      st = $22 == "" ? "-" : sprintf("%.3f", $22)
+      sf = $22 == "" ? "-" : sprintf("%d / %d", $23, $24)
+      printf "| %s | %s | %s | %s | %.3f / %.3f | %.3f | %.1f | %.1f | %.1f / %.1f | %.1f / %.1f | %.1f | %d / %d | %s | %s | %s |\n",
+        $4, lib, $2, $3, $7, $8, $9, $11 * 1000, $12 * 1000, $13, $14, $17, $18, $16, $20, $21, st, sf, $6
     }'
 } >"$md"
 cat "$md"

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "perf/proc_self.h"
+#include "perf/scale_suite.h"
 #include "sparsecoll.h"
 
 #define SC_PROBE_BIG (1u << 20) /* bytes of the second all-reduce */
@@ -82,8 +83,20 @@ static int allreduce_timed(sc_comm_t *comm, size_t count, int rank, int nranks, 
 }
 
 int main(int argc, char **argv) {
-  /* --list-fds: rank 0 names its descriptors on stderr at the end. */
-  int list = argc > 1 && strcmp(argv[1], "--list-fds") == 0;
+  /* --list-fds: rank 0 names its descriptors on stderr at the end.
+   * --suite: after the two all-reduces, the quick conformance suite
+   * (perf/scale_suite.c), its time, and the descriptors after it. */
+  int list = 0, suite = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--list-fds") == 0)
+      list = 1;
+    else if (strcmp(argv[i], "--suite") == 0)
+      suite = 1;
+    else {
+      fprintf(stderr, "usage: sc_scale_probe [--list-fds] [--suite]\n");
+      return 2;
+    }
+  }
   sc_comm_t *comm = NULL;
   double c0 = proc_cpu_s(), t0 = proc_now_s();
   sc_result_t r = sc_comm_init_env(&comm);
@@ -107,6 +120,17 @@ int main(int argc, char **argv) {
   long fds = proc_count_fds(list && rank == 0), shmem = proc_status_kb("RssShmem"),
        hwm = proc_status_kb("VmHWM");
   long owned = owned_shm_kb();
+  double suite_s = 0;
+  long fds_suite = -1, owned_suite = -1;
+  char what[1200] = "";
+  if (suite && st == 0) {
+    double t1 = proc_now_s();
+    st = scale_suite_run(comm, rank, nranks, what, sizeof(what));
+    suite_s = proc_now_s() - t1;
+    fds_suite = proc_count_fds(0);
+    owned_suite = owned_shm_kb();
+    if (st != 0) fprintf(stderr, "sc_scale_probe: rank %d: suite: %s\n", rank, what);
+  }
   const char *tp = getenv("SC_TRANSPORT"), *conn = getenv("SC_CONNECT");
   /* The schedules the two calls ran (the board's path on shm not told apart). */
   const char *algo_small = "?", *algo_big = "?";
@@ -117,10 +141,11 @@ int main(int argc, char **argv) {
          "\"init_s\":%.6f,\"init_cpu_s\":%.6f,\"calls_cpu_s\":%.6f,\"ar8_s\":%.6f,\"ar1m_s\":%.6f,"
          "\"hwm_kb\":%ld,\"rss_init_kb\":%ld,"
          "\"shmem_init_kb\":%ld,\"shmem_kb\":%ld,\"shm_owned_kb\":%ld,\"fds_init\":%ld,\"fds\":%ld,"
-         "\"algo8\":\"%s\",\"algo1m\":\"%s\",\"ok\":%d}\n",
+         "\"algo8\":\"%s\",\"algo1m\":\"%s\",\"suite\":%d,\"suite_s\":%.6f,"
+         "\"fds_suite\":%ld,\"shm_owned_suite_kb\":%ld,\"ok\":%d}\n",
          rank, nranks, tp ? tp : "auto", conn ? conn : "default", init_s, init_cpu, calls_cpu,
          small_s, big_s, hwm, rss_init, shmem_init, shmem, owned, fds_init, fds, algo_small,
-         algo_big, st == 0);
+         algo_big, suite, suite_s, fds_suite, owned_suite, st == 0);
   fflush(stdout);
   r = sc_comm_destroy(comm);
   if (r != SC_SUCCESS && st == 0) {

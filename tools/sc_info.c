@@ -86,6 +86,8 @@ static const char *meaning_of(const sc_config_var_t *v, char *buf, size_t len) {
     coll = SC_COLL_GATHER;
   else if (!strcmp(v->name, "SC_AGV_ALGO"))
     coll = SC_COLL_ALLGATHERV;
+  else if (!strcmp(v->name, "SC_A2AV_ALGO"))
+    coll = SC_COLL_ALLTOALLV;
   else
     return v->meaning;
   int n;

@@ -52,6 +52,7 @@ static const sc_config_var_t sc_config_vars[] = {
     {"SC_A2A_ALGO", "auto", "force the all-to-all algorithm"},
     {"SC_GATHER_ALGO", "auto", "force the gather/scatter algorithm"},
     {"SC_AGV_ALGO", "auto", "force the uneven all-gather (sc_allgatherv) algorithm"},
+    {"SC_A2AV_ALGO", "auto", "force the uneven all-to-all (sc_alltoallv) algorithm"},
     {"SC_CHUNK_BYTES", "524288", "pipelining chunk of ring, chain broadcast and chain reduce"},
     {"SC_STAGE_CHUNK_BYTES", "1048576",
      "device buffers over a transport without device support: bytes per staged chunk through "

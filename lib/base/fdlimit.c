@@ -47,6 +47,14 @@ void sc_fdlimit_raise(void) {
   pthread_once(&g_once, raise_once);
 }
 
+int32_t sc_fdlimit_soft(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+      rl.rlim_cur > (rlim_t)INT32_MAX)
+    return INT32_MAX;
+  return (int32_t)rl.rlim_cur;
+}
+
 void sc_fdlimit_note_need(long need, const char *what) {
   pthread_mutex_lock(&g_lock);
   if (need > g_need) {

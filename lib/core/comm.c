@@ -58,6 +58,7 @@ static sc_result_t sc_comm_read_config(sc_comm_config_t *cfg) {
   SC_CHECK(sc_parse_algo("SC_A2A_ALGO", SC_COLL_ALLTOALL, &cfg->a2a_algo));
   SC_CHECK(sc_parse_algo("SC_GATHER_ALGO", SC_COLL_GATHER, &cfg->gather_algo));
   SC_CHECK(sc_parse_algo("SC_AGV_ALGO", SC_COLL_ALLGATHERV, &cfg->agv_algo));
+  SC_CHECK(sc_parse_algo("SC_A2AV_ALGO", SC_COLL_ALLTOALLV, &cfg->a2av_algo));
   /* auto, or a sparse algorithm the cost model may pick (algorithms/sparse_registry.h). */
   const char *gtopks[SC_SPARSE_ALGO_COUNT + 1] = {"auto"};
   int gtopk_algos[SC_SPARSE_ALGO_COUNT + 1] = {-1}, ngtopk = 1, nsparse;
@@ -305,6 +306,14 @@ sc_result_t sc_comm_create_child(sc_comm_t **out, int nranks, int rank, const sc
   sc_read_boot_id(me.boot_id, sizeof(me.boot_id));
   me.pid = (int32_t)getpid();
   me.rank = rank;
+  me.nofile = sc_fdlimit_soft();
+  {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    me.mem_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+    size_t budget = 0;
+    SC_CHECK_GOTO(sc_config_size("SC_SHM_BUDGET_BYTES", 0, (size_t)1 << 50, &budget), r, fail);
+    me.shm_budget = budget;
+  }
 
   /* Every rank's record, until the transports have copied their addresses
    * and the kept table is made of it; and SC_TP_ADDR_MAX zero bytes after

@@ -25,7 +25,7 @@
  * rank's bootstrap record (lib/core/comm.c) is its transport's address blob
  * in the room the transport declares (sc_transport_ops_t.addr_max, rounded
  * up to 8 bytes), then this: one size for every rank of a job, which the
- * root checks (tcp: 172 bytes; every transport's SC_TP_ADDR_MAX, 908 bytes,
+ * root checks (tcp: 192 bytes; every transport's SC_TP_ADDR_MAX, 928 bytes,
  * was most of the table each rank receives). */
 typedef struct sc_peer_head {
   char hostname[SC_HOSTNAME_LEN];
@@ -34,6 +34,9 @@ typedef struct sc_peer_head {
   int32_t rank;
   uint32_t caps;          /* SC_TP_CAP_* (transport/registry.h): what auto may use here */
   uint8_t watch_addr[24]; /* a parent in the watch tree: its listener; [1]: "will connect" */
+  int32_t nofile;         /* its descriptor limit, raised (sc_fdlimit_soft) */
+  uint64_t mem_bytes;     /* its host's memory, for the shared-memory budget */
+  uint64_t shm_budget;    /* its SC_SHM_BUDGET_BYTES; 0: the default share of mem_bytes */
 } sc_peer_head_t;
 
 /* What a rank keeps of every rank's record after creation (lib/core/peers.c):
@@ -139,6 +142,7 @@ typedef struct sc_comm_config {
   int a2a_algo;       /* SC_A2A_ALGO: index of an all-to-all candidate, -1 auto */
   int gather_algo;    /* SC_GATHER_ALGO: index of a gather (= scatter) candidate, -1 auto */
   int agv_algo;       /* SC_AGV_ALGO: index of an uneven all-gather candidate, -1 auto */
+  int a2av_algo;      /* SC_A2AV_ALGO: index of an uneven all-to-all candidate, -1 auto */
   int gtopk_algo;     /* SC_GTOPK_ALGO: an sc_sparse_algo_t, -1 auto */
   int tuning;         /* SC_TUNE: SC_TUNING_AUTO, _MODEL or _MEASURE */
   int transport;      /* SC_TRANSPORT: an sc_tp_id_t (transport/registry.h) */
@@ -278,9 +282,14 @@ typedef struct sc_tune_state {
   /* lib/core/locality.c: hosts from the transport's props, numbered by their lowest rank. */
   int *host_of; /* [nranks] */
   int nhosts, host_index, local_rank, local_size;
-  int hier_ok;    /* the hierarchical all-reduce has a hierarchy (sc_hier_useful) */
-  int calibrated; /* the model's fit was measured on this communicator or its parent */
-  int unfitted;   /* pairs of one host the defaults were not fitted to (sc_links_t) */
+  int hier_ok;      /* the hierarchical all-reduce has a hierarchy (sc_hier_useful) */
+  int calibrated;   /* the model's fit was measured on this communicator or its parent */
+  int unfitted;     /* pairs of one host the defaults were not fitted to (sc_links_t) */
+  int32_t fd_limit; /* the least descriptor limit of any rank (bootstrap records) */
+  /* Same-host pairs the least shared-memory budget of any rank holds at full
+   * size (transport ops' pair_bytes; INT32_MAX: no such budget), and the most
+   * ranks of one host (lib/core/peers.c). */
+  int32_t shm_pairs, local_max;
 } sc_tune_state_t;
 
 /* State that a layer above lib/core (lib/compress) keeps per communicator:
@@ -429,6 +438,11 @@ sc_result_t sc_tune_calibrate(sc_comm_t *comm);
  * links; every rank's parent holds the same fit, so all agree). */
 void sc_tune_inherit(sc_comm_t *comm, const sc_comm_t *parent);
 sc_result_t sc_tune_build_schedule(sc_comm_t *comm, const sc_op_t *op, sc_sched_t *s);
+/* Whether the uneven all-to-all runs its sparse form (SC_A2AV_ALGO's choice,
+ * else only where pairwise's connections to every peer would not fit the
+ * job's descriptor limit): then its counts are checked first
+ * (sc_fp_check_counts). The same on every rank. */
+int sc_tune_a2av_sparse(sc_comm_t *comm);
 /* The name of the algorithm coll runs on comm for count elements of dtype (per rank's block
  * for the reduce-scatter and all-gather): the forced one, else the cost model's (cached).
  * Behind sc_allreduce_algo, sc_reduce_scatter_algo and sc_allgather_algo. */

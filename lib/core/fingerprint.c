@@ -404,3 +404,60 @@ sc_result_t sc_fp_check_pairs(sc_comm_t *comm, const sc_op_t *op) {
   free(mem);
   return r;
 }
+
+/* Pair (from, to) with count: one term of the count check's sum. */
+static uint64_t sc_fp_pair_term(int from, int to, uint64_t count) {
+  uint64_t x = ((uint64_t)(uint32_t)from << 32 | (uint32_t)to) * 0x9E3779B97F4A7C15ull;
+  x ^= (count + 0x632BE59BD9B4E019ull) * 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 31;
+  x *= 0x94D049BB133111EBull;
+  x ^= x >> 29;
+  return x;
+}
+
+sc_result_t sc_fp_check_counts(sc_comm_t *comm, const sc_op_t *op) {
+  const int n = comm->nranks, me = comm->rank;
+  if (op->coll != SC_COLL_ALLTOALLV || n < 2) return SC_SUCCESS;
+  const size_t *sendcounts = op->v[0], *recvcounts = op->v[2];
+  uint64_t mine = 0, sum = 0;
+  for (int j = 0; j < n; j++)
+    mine += sc_fp_pair_term(me, j, sendcounts[j]) - sc_fp_pair_term(j, me, recvcounts[j]);
+  sc_sched_t s;
+  sc_sched_init(&s);
+  sc_coll_args_t a = {.coll = SC_COLL_ALLREDUCE,
+                      .nranks = n,
+                      .rank = me,
+                      .count = 1,
+                      .elem_size = sizeof(uint64_t),
+                      .chunk_elems = 1};
+  sc_result_t r = sc_rd_allreduce_schedule(&a, &s);
+  if (r == SC_SUCCESS) {
+    sc_op_t xop = {.coll = SC_COLL_ALLREDUCE,
+                   .sendbuf = &mine,
+                   .recvbuf = &sum,
+                   .count = 1,
+                   .dtype = SC_UINT64,
+                   .op = SC_SUM,
+                   .seq = op->seq};
+    sc_exec_args_t x = {.op = &xop, .sched = &s, .elem_size = sizeof(uint64_t)};
+    r = sc_sched_execute(comm, &x);
+  }
+  sc_sched_free(&s);
+  if (r != SC_SUCCESS || sum == 0) return r;
+  /* Naming the pair takes a message between every two ranks: only where
+   * those connections fit. */
+  const int budget = comm->tune.model.peer_budget;
+  if (budget <= 0 || n - 1 <= budget) {
+    r = sc_fp_check_pairs(comm, op);
+    if (r != SC_SUCCESS) return r;
+  }
+  return SC_ERR(SC_ERR_MISMATCH,
+                "rank %d: alltoallv #%llu: the counts of a pair of ranks disagree (the sparse "
+                "all-to-allv's count check; %s): sendcounts[j] on rank i must equal "
+                "recvcounts[i] on rank j",
+                me, (unsigned long long)op->seq,
+                budget <= 0 || n - 1 <= budget
+                    ? "this rank's own pairs agree, the pair's ranks name it"
+                    : "the pair is not named: that takes a connection between every two ranks, "
+                      "more than the descriptor limit allows");
+}

@@ -132,6 +132,14 @@ sc_result_t sc_fp_check(struct sc_comm *comm, const struct sc_op *op);
  * SC_ERR_MISMATCH on both ranks of a pair whose counts disagree, naming the
  * pair and the four counts. */
 sc_result_t sc_fp_check_pairs(struct sc_comm *comm, const struct sc_op *op);
+/* The sparse all-to-allv's count check: one all-reduce of a 64-bit sum over
+ * the pairs (a pair's term hashes its two ranks and the count, added by the
+ * sender and taken away by the receiver), zero when every pair agrees but
+ * for a chance of 2^-64. On a difference every rank fails with
+ * SC_ERR_MISMATCH: the pair's two ranks name it (sc_fp_check_pairs, unless
+ * its connections to every peer would not fit the descriptor limit), the
+ * others say that some pair disagrees. */
+sc_result_t sc_fp_check_counts(struct sc_comm *comm, const struct sc_op *op);
 void sc_fp_free(struct sc_comm *comm);
 
 #endif

@@ -50,17 +50,32 @@ sc_result_t sc_comm_peers_keep(sc_comm_t *comm, const sc_peer_head_t *head, size
     free(peers);
     return SC_ERR(SC_ERR_NOMEM, "host names of %d ranks", n);
   }
+  /* The least descriptor limit and shared-memory budget of any rank: every
+   * rank computes the same from the same records (lib/core/select.c). */
+  const uint64_t pair = comm->tpops ? comm->tpops->pair_bytes : 0;
+  sc_tune_state_t *t = &comm->tune;
+  t->fd_limit = t->shm_pairs = INT32_MAX;
+  t->local_max = 0;
   int h = -1;
-  for (int i = 0; i < n; i++) {
+  for (int i = 0, run = 0; i < n; i++) {
     if (i == 0 || strcmp(k[i].name, k[i - 1].name) != 0) {
       h++;
       memcpy(hosts[h], k[i].name, SC_HOSTNAME_LEN - 1);
+      for (run = 1; i + run < n && !strcmp(k[i + run].name, k[i].name);) run++;
+      if (run > t->local_max) t->local_max = run;
     }
     const sc_peer_head_t *p = sc_peer_head_at(head, stride, k[i].rank);
     sc_peer_t *q = &peers[k[i].rank];
     q->pid = p->pid;
     q->host = (uint32_t)h;
     memcpy(q->watch_addr, p->watch_addr, sizeof(q->watch_addr));
+    if (p->nofile > 0 && p->nofile < t->fd_limit) t->fd_limit = p->nofile;
+    if (pair && run > 1) {
+      const uint64_t budget =
+          p->shm_budget ? p->shm_budget : sc_tp_shm_default_budget(p->mem_bytes, run);
+      const uint64_t pairs = budget / pair;
+      if (pairs < (uint64_t)t->shm_pairs) t->shm_pairs = (int32_t)pairs;
+    }
   }
   free(k);
   sc_comm_peers_free(comm);

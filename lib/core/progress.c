@@ -82,6 +82,13 @@ static sc_result_t sc_op_execute(sc_comm_t *comm, const sc_op_t *op, const uint8
     if (r != SC_SUCCESS && r != SC_ERR_ABORTED && r != SC_ERR_MISMATCH)
       sc_op_prefix_error(comm, op, ", count exchange (SC_CHECK_MISMATCH)");
     if (r != SC_SUCCESS) return r;
+  } else if (op->coll == SC_COLL_ALLTOALLV && sc_tune_a2av_sparse(comm)) {
+    /* Its empty blocks send nothing: no receive sees counts that disagree. */
+    sc_result_t r = sc_fp_check_counts(comm, op);
+    if (r != SC_SUCCESS && r != SC_ERR_ABORTED && r != SC_ERR_MISMATCH)
+      sc_op_prefix_error(comm, op, ", count check (sparse all-to-allv)");
+    *verdict = r == SC_ERR_MISMATCH;
+    if (r != SC_SUCCESS) return r;
   }
   if (sc_devar_takes(comm, op)) {
     int ran = 0;

@@ -17,6 +17,7 @@
 #include "lib/core/comm.h"
 #include "lib/core/links.h"
 #include "lib/tune/tune.h"
+#include "transport/registry.h"
 
 /* Every ordered pair, until no further pair could change the model: the
  * props are the same on every rank, so is the model. */
@@ -60,8 +61,8 @@ static const char *sc_forcing_var(const sc_comm_t *comm, sc_coll_t coll, int *fo
     *forced = comm->cfg.a2a_algo;
     return "SC_A2A_ALGO";
   case SC_COLL_ALLTOALLV:
-    /* The uneven form has one algorithm; SC_A2A_ALGO names the even one's. */
-    return "SC_A2A_ALGO";
+    *forced = comm->cfg.a2av_algo;
+    return "SC_A2AV_ALGO";
   case SC_COLL_GATHER:
   case SC_COLL_SCATTER:
     b = sc_algo_candidates(SC_COLL_GATHER, &n);
@@ -73,6 +74,36 @@ static const char *sc_forcing_var(const sc_comm_t *comm, sc_coll_t coll, int *fo
   default:
     return NULL;
   }
+}
+
+/* Descriptors a rank keeps apart from its peers' connections: the lanes'
+ * listeners and doorbells, the liveness watch, what the application and the
+ * launcher hold. */
+#define SC_FD_RESERVE 128
+
+/* The most peers one rank may connect: within the least descriptor limit of
+ * the job's ranks, the limit less the reserve over the descriptors a peer
+ * takes (SC_NSOCKS sockets where tcp may carry the pair, one otherwise: a
+ * pidfd, an endpoint), none for a limit no job of SC_RANKS_MAX ranks
+ * reaches; and where a host's ranks connected to each other would not fit
+ * the least shared-memory budget at full ring size, as many as it holds
+ * (shared memory would shrink the rings to their floor and still hold P^2
+ * of them a host: 4.4 GiB after one call of each collective at 256 ranks on
+ * 24 GiB). 0: no bound. */
+static int sc_tune_peer_budget(const sc_comm_t *comm) {
+  const sc_tune_state_t *t = &comm->tune;
+  int budget = 0;
+  if (t->fd_limit > 0 && t->fd_limit < 4 * SC_RANKS_MAX) {
+    const int tcp = comm->cfg.transport == SC_TP_TCP || comm->cfg.transport == SC_TP_AUTO;
+    const int per = tcp && comm->cfg.nsocks > 0 ? comm->cfg.nsocks : 1;
+    budget = (t->fd_limit - SC_FD_RESERVE) / per;
+    if (budget < 1) budget = 1;
+  }
+  if (t->shm_pairs < INT32_MAX && t->local_max - 1 > t->shm_pairs) {
+    const int pairs = t->shm_pairs > 1 ? t->shm_pairs : 1;
+    if (budget == 0 || pairs < budget) budget = pairs;
+  }
+  return budget;
 }
 
 sc_result_t sc_tune_init(sc_comm_t *comm) {
@@ -97,6 +128,14 @@ sc_result_t sc_tune_init(sc_comm_t *comm) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int host_cores = comm->nranks > 1 ? (int)(cores > 0 ? cores : 1) : 0;
   sc_links_model(&l, host_cores, comm->cfg.spin_us, &t->model);
+  t->model.peer_budget = sc_tune_peer_budget(comm);
+  if (t->model.peer_budget > 0 && comm->nranks - 1 > t->model.peer_budget && comm->rank == 0)
+    SC_INFO(SC_SUBSYS_TUNE,
+            "connections: room for %d peers per rank (the least descriptor limit of any rank "
+            "is %d; the least shared-memory budget holds %d pairs at full size, %d ranks on "
+            "the fullest host): the algorithms that connect every pair (pairwise, linear, "
+            "direct) are left out where another can run",
+            t->model.peer_budget, (int)t->fd_limit, (int)t->shm_pairs, (int)t->local_max);
   t->unfitted = l.other_host ? 0 : l.unfitted;
   if (t->hier_ok) {
     /* Several hosts, one with several ranks: price its pairs apart. */
@@ -198,6 +237,19 @@ static void sc_tune_cache_put(sc_tune_state_t *t, int key, size_t bytes, size_t 
   pthread_mutex_unlock(&t->lock);
 }
 
+int sc_tune_a2av_sparse(sc_comm_t *comm) {
+  int n;
+  const sc_algo_entry_t *c = sc_algo_candidates(SC_COLL_ALLTOALLV, &n);
+  const int sparse = sc_algo_find(SC_COLL_ALLTOALLV, "sparse");
+  const int forced = sc_forced_index(comm, SC_COLL_ALLTOALLV);
+  if (forced >= 0) return forced == sparse;
+  /* The two forms move the same blocks and differ in the empty ones, which
+   * no rank's own counts tell for the whole job, and the sparse form's count
+   * check is an all-reduce more: pairwise, unless its connection to every
+   * peer does not fit the job's descriptors. */
+  return comm->nranks > 1 && sc_tune_over_budget(&comm->tune.model, &c[0], comm->nranks);
+}
+
 /* Index of the candidate to use for (coll, count*es bytes). */
 static sc_result_t sc_tune_choose(sc_comm_t *comm, sc_coll_t coll, size_t count, size_t es,
                                   const sc_op_t *op, int *choice, int *rail) {
@@ -211,6 +263,10 @@ static sc_result_t sc_tune_choose(sc_comm_t *comm, sc_coll_t coll, size_t count,
   /* A forced all-reduce hier still asks the model (cached) which algorithm its rails run. */
   if ((forced >= 0 && (forced != hier || !rails)) || n == 1 || comm->nranks == 1) {
     *choice = forced >= 0 ? forced : 0;
+    return SC_SUCCESS;
+  }
+  if (coll == SC_COLL_ALLTOALLV) {
+    *choice = sc_tune_a2av_sparse(comm) ? sc_algo_find(coll, "sparse") : 0;
     return SC_SUCCESS;
   }
   const size_t bytes = count * es;
@@ -227,20 +283,47 @@ static sc_result_t sc_tune_choose(sc_comm_t *comm, sc_coll_t coll, size_t count,
   sc_coll_args_t a;
   sc_tune_fill_args(comm, coll, count, es, 0, 0, &a);
   if (op) sc_tune_args_v(op, &a);
+  /* The uneven all-gather past SC_TUNE_FULL_REPLAY_RANKS is priced on blocks
+   * of the mean count, whose schedules rotate (replayed on a window): its own
+   * counts take a replay of P (P - 1) steps per candidate, 40 MB and seconds
+   * of every rank's time at 1,024 ranks, at each new size. */
+  size_t *even = NULL;
+  const int p = comm->nranks;
+  if (coll == SC_COLL_ALLGATHERV && a.recvcounts && p > SC_TUNE_FULL_REPLAY_RANKS) {
+    even = malloc(2 * (size_t)p * sizeof(size_t));
+    if (!even) return SC_ERR(SC_ERR_NOMEM, "cost model blocks of %d ranks", p);
+    size_t total = 0;
+    for (int i = 0; i < p; i++) total += a.recvcounts[i];
+    const size_t mean = (total + (size_t)p - 1) / (size_t)p;
+    for (int i = 0; i < p; i++) {
+      even[i] = mean;
+      even[p + i] = (size_t)i * mean;
+    }
+    a.recvcounts = even;
+    a.rdispls = even + p;
+    a.count = mean * (size_t)p;
+  }
   if (forced >= 0) {
     best = forced; /* hier: only the all-reduce's reaches here, for its rails */
     for (int i = 0; i < n; i++) est[i] = NAN;
     best_rail = sc_tune_hier_rail(&model, &a, NULL);
   } else {
-    SC_CHECK(sc_tune_best_rail(&model, &a, &best, est, &best_rail));
+    sc_result_t r = sc_tune_best_rail(&model, &a, &best, est, &best_rail);
+    if (r != SC_SUCCESS) {
+      free(even);
+      return r;
+    }
   }
+  free(even);
   if (sc_log_enabled(SC_LOG_INFO, SC_SUBSYS_TUNE)) {
     char line[512];
     size_t used = 0;
     if (forced >= 0) used = (size_t)snprintf(line, sizeof(line), "forced by SC_ALGO");
     for (int i = 0; forced < 0 && i < n && used < sizeof(line); i++)
-      used += (size_t)snprintf(line + used, sizeof(line) - used, "%s%s %.1f us", i ? ", " : "",
-                               c[i].name, est[i] * 1e6);
+      used += (size_t)snprintf(
+          line + used, sizeof(line) - used, "%s%s %.1f us%s", i ? ", " : "", c[i].name,
+          est[i] * 1e6,
+          sc_tune_over_budget(&model, &c[i], comm->nranks) ? " (over the connection budget)" : "");
     SC_INFO(SC_SUBSYS_TUNE, "%s of %zu B on %d ranks: %s -> %s%s%s", sc_coll_name(coll), bytes,
             comm->nranks, line, c[best].name, best == hier ? ", rails " : "",
             best == hier ? (rails ? c[best_rail].name : "ring") : "");

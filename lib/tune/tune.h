@@ -60,6 +60,11 @@ typedef struct sc_link_model {
    * on the 1 Gbit/s bed, 8 hosts, Rabenseifner took 1.3-1.5x the ring's time
    * from 1 to 32 MiB, at 200 Mbit/s too, where the model put it ahead. */
   double allreduce_beta_scale[SC_TUNE_MAX_CANDIDATES];
+  /* > 0: the most peers one rank may connect within the job's descriptor
+   * limit; a candidate that connects every pair (sc_algo_entry_t.all_peers)
+   * is not chosen when P - 1 is more, unless nothing else can run. 0: no
+   * bound. */
+  int peer_budget;
 } sc_link_model_t;
 
 /* Predicted seconds for the collective a describes (a->rank ignored) with
@@ -193,9 +198,13 @@ void sc_tune_host_cold(const sc_link_model_t *m, size_t es, const sc_step_t *ste
                        uint64_t *key, double *last, size_t cap, double *cold);
 
 /* The cheapest candidate algorithm for a->coll under m: its index in *best
- * and every candidate's estimate in est[] (INFINITY when it cannot run).
+ * and every candidate's estimate in est[] (INFINITY when it cannot run, or
+ * when it is over the peer budget and another can run).
  * Pure: the same inputs give the same choice on every rank. */
 sc_result_t sc_tune_best(const sc_link_model_t *m, const sc_coll_args_t *a, int *best, double *est);
+/* Whether candidate c connects more peers on some rank of nranks than m's
+ * peer_budget allows. */
+int sc_tune_over_budget(const sc_link_model_t *m, const sc_algo_entry_t *c, int nranks);
 /* sc_tune_best, and in *rail the flat all-reduce the chosen hier's rails run, as priced
  * there (sc_tune_hier_rail; 0 when the choice is not the all-reduce's hier). */
 sc_result_t sc_tune_best_rail(const sc_link_model_t *m, const sc_coll_args_t *a, int *best,

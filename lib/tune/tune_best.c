@@ -38,22 +38,35 @@ static sc_result_t sc_tune_predict_scaled(const sc_link_model_t *m, sc_sched_gen
   return sc_tune_predict_in(&mi, gen, a, sym, t, est);
 }
 
+int sc_tune_over_budget(const sc_link_model_t *m, const sc_algo_entry_t *c, int nranks) {
+  return c->all_peers && m->peer_budget > 0 && nranks - 1 > m->peer_budget;
+}
+
 sc_result_t sc_tune_best_rail(const sc_link_model_t *m, const sc_coll_args_t *a, int *best,
                               double *est, int *rail) {
   int n, hier_rail = 0;
   const sc_algo_entry_t *c = sc_algo_candidates(a->coll, &n);
   sc_tune_scratch_t t = {0};
   *best = 0;
-  for (int i = 0; i < n; i++) {
-    est[i] = INFINITY;
-    if (c[i].hier && (!sc_hier_useful(a) || m->local_beta_s_per_b <= 0 || m->host_cores > 0)) {
-      continue; /* without a hierarchy it is a slower flat algorithm: not a choice */
-    } else if (c[i].hier && a->coll == SC_COLL_ALLREDUCE) {
-      hier_rail = sc_tune_hier_rail(m, a, &est[i]);
-    } else if (sc_tune_predict_scaled(m, c[i].gen, a, i, c[i].sym, &t, &est[i]) != SC_SUCCESS) {
-      est[i] = INFINITY; /* a candidate that cannot build its schedule here */
+  /* The first pass leaves out what needs more connections than the job's
+   * descriptors allow; the second, only when nothing else is left, takes
+   * them back (the connections that then fail say which limit to raise). */
+  for (int pass = 0; pass < 2 && (pass == 0 || est[*best] == INFINITY); pass++) {
+    for (int i = 0; i < n; i++) {
+      if (pass == 1 && !sc_tune_over_budget(m, &c[i], a->nranks)) continue;
+      est[i] = INFINITY;
+      if (pass == 0 && sc_tune_over_budget(m, &c[i], a->nranks)) {
+        continue;
+      } else if (c[i].hier &&
+                 (!sc_hier_useful(a) || m->local_beta_s_per_b <= 0 || m->host_cores > 0)) {
+        continue; /* without a hierarchy it is a slower flat algorithm: not a choice */
+      } else if (c[i].hier && a->coll == SC_COLL_ALLREDUCE) {
+        hier_rail = sc_tune_hier_rail(m, a, &est[i]);
+      } else if (sc_tune_predict_scaled(m, c[i].gen, a, i, c[i].sym, &t, &est[i]) != SC_SUCCESS) {
+        est[i] = INFINITY; /* a candidate that cannot build its schedule here */
+      }
+      if (est[i] < est[*best]) *best = i;
     }
-    if (est[i] < est[*best]) *best = i;
   }
   sc_tune_scratch_free(&t);
   if (rail) *rail = c[*best].hier ? hier_rail : 0;

@@ -56,6 +56,9 @@ done
 for algo in ring direct; do
   forced SC_AGV_ALGO $algo --agv-only 3 3 5 8
 done
+for algo in pairwise sparse; do
+  forced SC_A2AV_ALGO $algo --a2av-only 3 3 5 8
+done
 # The forced algorithm is the one each call runs (the TUNE trace names it),
 # where the cost model would pick another on one host.
 trace_says() { # trace_says ALGO COLL...: in $tmpdir/trace every call of each COLL ran ALGO
@@ -82,19 +85,27 @@ check "SC_A2A_ALGO=bruck: every all-to-all runs Bruck's" runs_forced SC_A2A_ALGO
 check "SC_GATHER_ALGO=linear: every gather and scatter runs linear" \
   runs_forced SC_GATHER_ALGO=linear gather scatter
 check "SC_AGV_ALGO=ring: every uneven all-gather runs the ring" runs_forced SC_AGV_ALGO=ring allgatherv
+check "SC_A2AV_ALGO=sparse: every uneven all-to-all runs the sparse form" \
+  runs_forced SC_A2AV_ALGO=sparse alltoallv
 # Blocks of many pipeline chunks, the multi-MiB calls of thousands.
 run "every collective n=3 SC_CHUNK_BYTES=4096" 3 "SC_CHUNK_BYTES=4096"
 # One pair's counts disagree: rank 0 sends the last rank 2 elements more,
 # or fewer, than it expects. The program checks each rank's result and
 # prints it; the launcher's timeout catches a hang.
-mismatch() { # mismatch N more|fewer CHECK
-  run "alltoallv counts disagree n=$1, 2 $2, SC_CHECK_MISMATCH=$3" "$1" \
-    "SC_CHECK_MISMATCH=$3 SC_TIMEOUT_MS=10000" --mismatch "$2"
+# Under SC_A2AV_ALGO=sparse (no message for an empty block) the count check
+# finds it, none of 3 included, and every rank fails.
+mismatch() { # mismatch N more|fewer|zero CHECK [VAR=VALUE]
+  run "alltoallv counts disagree n=$1, $2, SC_CHECK_MISMATCH=$3${4:+ $4}" "$1" \
+    "SC_CHECK_MISMATCH=$3 SC_TIMEOUT_MS=10000 $4" --mismatch "$2"
 }
 mismatch 3 more 1
 mismatch 2 fewer 1
 mismatch 3 more 0
 mismatch 2 fewer 0
+mismatch 3 zero 0
+mismatch 4 more 0 SC_A2AV_ALGO=sparse
+mismatch 3 zero 0 SC_A2AV_ALGO=sparse
+mismatch 2 fewer 1 SC_A2AV_ALGO=sparse
 # Calls that differ: an all-to-all's count on the last rank, the uneven
 # all-gather's counts on rank 0, a gather's root on the last rank.
 differ() { # differ N a2a|agv|root CHECK

@@ -16,13 +16,14 @@
  *   --quick     a sample of dtypes and roots, no multi-MiB calls;
  *   --a2a-only  the all-to-all alone and sc_alltoall_algo against
  *               SC_A2A_ALGO (for each forced algorithm);
- *   --gather-only, --agv-only  gather and scatter, or the uneven all-gather,
- *               alone (for SC_GATHER_ALGO / SC_AGV_ALGO);
+ *   --gather-only, --agv-only, --a2av-only  gather and scatter, the uneven
+ *               all-gather, or the uneven all-to-all alone (for
+ *               SC_GATHER_ALGO / SC_AGV_ALGO / SC_A2AV_ALGO);
  *   --device    the buffers in device memory (the stand-in of
  *               SC_DEVRT_STANDIN, or CUDA), the stream forms too;
- *   --mismatch more|fewer  one uneven all-to-all where rank 0 sends the
- *               last rank 2 elements more (fewer) than that rank expects:
- *               see test_mismatch;
+ *   --mismatch more|fewer|zero  one uneven all-to-all where rank 0 sends
+ *               the last rank 2 elements more (fewer; none) than that rank
+ *               expects: see test_mismatch;
  *   --mismatch a2a|agv|root  calls that differ in a count or the root: see
  *               test_calls_differ. */
 #include <stdio.h>
@@ -911,8 +912,10 @@ static void test_bad_arguments(void) {
 }
 
 /* An uneven all-to-all whose counts disagree on one pair: rank 0 sends the
- * last rank 2 elements more (fewer) than the last rank expects from it,
- * every other pair agrees. With SC_CHECK_MISMATCH=1 both ranks of the pair
+ * last rank 2 elements more (fewer; none of the 3) than the last rank
+ * expects from it, every other pair agrees. Under SC_A2AV_ALGO=sparse
+ * (without SC_CHECK_MISMATCH) the count check must fail every rank with
+ * SC_ERR_MISMATCH, the pair's ranks naming it. With SC_CHECK_MISMATCH=1 both ranks of the pair
  * must fail with SC_ERR_MISMATCH naming the pair, and the others must fail
  * too (the pair's data never comes). Without it the receiving rank must fail
  * (the other ranks may fail or not); nobody may hang or write past its
@@ -931,9 +934,11 @@ static void first_failure_stays(const char *role, sc_result_t res) {
 
 static void test_mismatch(const char *how) {
   const int p = mr_nranks, me = mr_rank, a = 0, b = p - 1;
-  const int more = !strcmp(how, "more");
-  const char *chk = getenv("SC_CHECK_MISMATCH");
+  const int more = !strcmp(how, "more"), zero = !strcmp(how, "zero");
+  const char *chk = getenv("SC_CHECK_MISMATCH"), *v = getenv("SC_A2AV_ALGO");
   const int checked = chk && !strcmp(chk, "1");
+  /* The sparse form's count check: every rank fails, the pair's ranks name it. */
+  const int counted = !checked && v && !strcmp(v, "sparse");
   if (p < 2) {
     printf("rank %d: one rank has no pair to disagree\n", me);
     return;
@@ -947,7 +952,7 @@ static void test_mismatch(const char *how) {
    * into the guard. */
   rd[a] = (size_t)(p - 1) * 3;
   rd[p - 1] = (size_t)a * 3;
-  if (me == a) sc[b] = more ? 5 : 1;
+  if (me == a) sc[b] = more ? 5 : zero ? 0 : 1;
   const size_t send_end = sd[p - 1] + sc[p - 1], recv_end = (size_t)p * 3;
   int32_t *s = malloc(send_end * sizeof(int32_t)), *r = malloc((recv_end + GUARD) * 4);
   for (size_t i = 0; i < send_end; i++) s[i] = (int32_t)(1000 * me + (int)i);
@@ -959,12 +964,25 @@ static void test_mismatch(const char *how) {
   const double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
   const char *role = me == b ? "receiving rank" : me == a ? "sending rank" : "bystander";
   printf("rank %d (%s): alltoallv, %s, %s: %s after %.2f s: %s\n", me, role,
-         more ? "2 elements more" : "2 elements fewer",
+         more   ? "2 elements more"
+         : zero ? "none of 3"
+                : "2 elements fewer",
          checked ? "SC_CHECK_MISMATCH=1" : "no SC_CHECK_MISMATCH", sc_strerror(res), secs,
          res != SC_SUCCESS ? sc_last_error() : "");
   fflush(stdout);
   mr_checks++;
-  if (me == b || me == a) {
+  if (counted) {
+    char pair[64], pair2[64];
+    snprintf(pair, sizeof(pair), "(rank %d, rank %d)", a, b);
+    snprintf(pair2, sizeof(pair2), "(rank %d, rank %d)", b, a);
+    const char *msg = sc_last_error();
+    if (res != SC_ERR_MISMATCH)
+      mr_fail("%s: %s under the count check, want SC_ERR_MISMATCH on every rank", role,
+              sc_strerror(res));
+    else if (!strstr(msg, "disagree") ||
+             ((me == a || me == b) && !strstr(msg, pair) && !strstr(msg, pair2)))
+      mr_fail("%s: the detail \"%s\" does not say that the pair %s disagrees", role, msg, pair);
+  } else if (me == b || me == a) {
     if (checked) {
       char pair1[64], pair2[64];
       snprintf(pair1, sizeof(pair1), "(rank %d, rank %d)", a, b);
@@ -1066,13 +1084,14 @@ int main(int argc, char **argv) {
   const int a2a_only = arg(argc, argv, "--a2a-only") != 0;
   const int gather_only = arg(argc, argv, "--gather-only") != 0;
   const int agv_only = arg(argc, argv, "--agv-only") != 0;
+  const int a2av_only = arg(argc, argv, "--a2av-only") != 0;
   const int mm = arg(argc, argv, "--mismatch");
   const char *how = mm && mm + 1 < argc ? argv[mm + 1] : NULL;
-  if (mm && (!how || (strcmp(how, "more") && strcmp(how, "fewer") && strcmp(how, "a2a") &&
-                      strcmp(how, "agv") && strcmp(how, "root")))) {
+  if (mm && (!how || (strcmp(how, "more") && strcmp(how, "fewer") && strcmp(how, "zero") &&
+                      strcmp(how, "a2a") && strcmp(how, "agv") && strcmp(how, "root")))) {
     fprintf(stderr,
-            "usage: %s [--quick] [--device] [--a2a-only] [--gather-only] [--agv-only] | "
-            "--mismatch more|fewer|a2a|agv|root\n",
+            "usage: %s [--quick] [--device] [--a2a-only] [--gather-only] [--agv-only] "
+            "[--a2av-only] | --mismatch more|fewer|zero|a2a|agv|root\n",
             argv[0]);
     return 2;
   }
@@ -1097,7 +1116,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (mm) {
-    if (!strcmp(how, "more") || !strcmp(how, "fewer"))
+    if (!strcmp(how, "more") || !strcmp(how, "fewer") || !strcmp(how, "zero"))
       test_mismatch(how);
     else
       test_calls_differ(how);
@@ -1122,13 +1141,13 @@ int main(int argc, char **argv) {
     ds = a;
     dr = b;
   }
-  const int all = !a2a_only && !gather_only && !agv_only;
+  const int all = !a2a_only && !gather_only && !agv_only && !a2av_only;
   if (all) test_bad_arguments();
   if (all || a2a_only) {
     test_alltoall_algo();
     test_alltoall();
   }
-  if (all) test_alltoallv();
+  if (all || a2av_only) test_alltoallv();
   if (all || gather_only) test_gather_scatter();
   if (all || agv_only) test_allgatherv();
   if (all) test_mixed();

@@ -376,11 +376,14 @@ typedef enum v_shape { V_RANDOM, V_ZEROS, V_ONE_TARGET, V_ALL_ZERO } v_shape_t;
 static const char *const v_names[] = {"random", "sparse", "one-target", "all-zero"};
 
 /* C[i*p + j]: elements rank i sends rank j. bad: rank 1 expects one element
- * more, or none instead of some, from rank 0 (the run must fail). */
-static void run_alltoallv(int p, v_shape_t shape, size_t es, sc_sim_model_t model, int bad) {
+ * more, or none instead of some, from rank 0 (the run must fail). sparse:
+ * the sparse form, one message per non-empty block of another rank (its
+ * counts are checked before it runs: never with bad). */
+static void run_alltoallv(int p, v_shape_t shape, size_t es, sc_sim_model_t model, int bad,
+                          int sparse) {
   char label[160];
-  snprintf(label, sizeof(label), "alltoallv P=%d %s es=%zu %s%s", p, v_names[shape], es,
-           model_name(model), bad ? " (counts disagree)" : "");
+  snprintf(label, sizeof(label), "alltoallv%s P=%d %s es=%zu %s%s", sparse ? " sparse" : "", p,
+           v_names[shape], es, model_name(model), bad ? " (counts disagree)" : "");
   size_t *c = calloc((size_t)p * (size_t)p, sizeof(size_t));
   size_t *v = calloc(4 * (size_t)p * (size_t)p, sizeof(size_t));
   const int target = (int)rnd((size_t)p);
@@ -415,7 +418,8 @@ static void run_alltoallv(int p, v_shape_t shape, size_t es, sc_sim_model_t mode
                         .sdispls = sd,
                         .recvcounts = rc,
                         .rdispls = rd};
-    ok = sc_pairwise_alltoallv_schedule(&a, &w.sched[r]) == SC_SUCCESS;
+    ok = (sparse ? sc_sparse_alltoallv_schedule
+                 : sc_pairwise_alltoallv_schedule)(&a, &w.sched[r]) == SC_SUCCESS;
     uint8_t *send = world_alloc(&w, r, 0, ssz), *recv = world_alloc(&w, r, 1, rsz);
     for (int j = 0; j < p; j++) fill(send + sd[j] * es, r, j, sc[j], es);
     w.sr[r] = (sc_sim_rank_t){
@@ -445,9 +449,13 @@ static void run_alltoallv(int p, v_shape_t shape, size_t es, sc_sim_model_t mode
       free(mark);
     }
     if (ok) expect(1, "%s", label);
-    /* Every pair exchanges one message, empty or not. */
-    expect(w.stats.messages == (size_t)p * (size_t)(p - 1), "%s: %zu messages, want P(P-1)", label,
-           w.stats.messages);
+    /* Every pair exchanges one message, empty or not; the sparse form one per
+     * non-empty block between two ranks. */
+    size_t want = (size_t)p * (size_t)(p - 1);
+    for (int i = 0; sparse && i < p; i++)
+      for (int j = 0; j < p; j++)
+        if (i != j && !c[(size_t)i * (size_t)p + (size_t)j]) want--;
+    expect(w.stats.messages == want, "%s: %zu messages, want %zu", label, w.stats.messages, want);
   }
   world_free(&w);
   free(c);
@@ -460,8 +468,9 @@ static void sweep_alltoallv(void) {
     for (int shape = V_RANDOM; shape <= V_ALL_ZERO; shape++)
       for (int m = 0; m < 2; m++, combo++) {
         const int p = sweep_ps[pi];
-        run_alltoallv(p, (v_shape_t)shape, sweep_es[combo % 3], (sc_sim_model_t)m, 0);
-        if (p > 1) run_alltoallv(p, (v_shape_t)shape, 4, (sc_sim_model_t)m, 1);
+        run_alltoallv(p, (v_shape_t)shape, sweep_es[combo % 3], (sc_sim_model_t)m, 0, 0);
+        run_alltoallv(p, (v_shape_t)shape, sweep_es[(combo + 1) % 3], (sc_sim_model_t)m, 0, 1);
+        if (p > 1) run_alltoallv(p, (v_shape_t)shape, 4, (sc_sim_model_t)m, 1, 0);
       }
   /* A rank whose own counts disagree is refused before anything moves. */
   size_t one[1] = {1}, two[1] = {2}, zero[1] = {0};
@@ -700,6 +709,7 @@ static void test_bad_args(void) {
       {"bruck_alltoall", SC_COLL_ALLTOALL, sc_bruck_alltoall_schedule},
       {"hier_alltoall", SC_COLL_ALLTOALL, sc_hier_alltoall_schedule},
       {"pairwise_alltoallv", SC_COLL_ALLTOALLV, sc_pairwise_alltoallv_schedule},
+      {"sparse_alltoallv", SC_COLL_ALLTOALLV, sc_sparse_alltoallv_schedule},
       {"binomial_gather", SC_COLL_GATHER, sc_binomial_gather_schedule},
       {"linear_gather", SC_COLL_GATHER, sc_linear_gather_schedule},
       {"binomial_scatter", SC_COLL_SCATTER, sc_binomial_scatter_schedule},

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # perf/scale.sh with sc_scale_probe on 2 and 4 ranks over tcp and shm, every
 # pair connected at creation (SC_CONNECT=eager): every rank's line arrives
-# with its all-reduces checked, and the counts docs/SCALE.md models hold at
+# with its all-reduces and the quick suite (--suite) checked, and the counts docs/SCALE.md models hold at
 # least their eager floor: a tcp rank holds SC_NSOCKS (2) sockets to each
 # peer for the collectives and as many for the point-to-point lane, and a
 # shm rank's two segments hold a 256 KiB ring and a 4 KiB control page per
@@ -24,7 +24,7 @@ bad() {
 }
 
 SC_BUILD="$top_builddir" bash "$top_srcdir/perf/scale.sh" --min 2 --max 4 --connect eager \
-  --skip mpi --timeout 120 --out "$tmp/run" >"$tmp/out" 2>"$tmp/err"
+  --skip mpi --suite --timeout 120 --out "$tmp/run" >"$tmp/out" 2>"$tmp/err"
 rc=$?
 if [ $rc -eq 0 ] && [ -f "$tmp/run/scale.csv" ] && [ -f "$tmp/run/scale.md" ]; then
   ok "scale.sh ran (exit 0, scale.csv and scale.md written)"
@@ -39,8 +39,11 @@ for tp in tcp shm; do
     r=$(row $tp $p)
     okr=$(echo "$r" | cut -d, -f5)
     lines=$(grep -c '"ok":1' "$tmp/run/sc-$tp-eager-$p.jsonl" 2>/dev/null)
-    if [ -n "$r" ] && [ "$okr" = "$p" ] && [ "$lines" = "$p" ]; then
-      ok "$tp, $p ranks: $p lines, every all-reduce checked"
+    # Columns 22-24: the suite's time and the descriptors after it.
+    suite=$(echo "$r" | cut -d, -f22-24)
+    if [ -n "$r" ] && [ "$okr" = "$p" ] && [ "$lines" = "$p" ] &&
+      echo "$suite" | grep -Eq '^[0-9.]+,[0-9]+,[0-9]+$'; then
+      ok "$tp, $p ranks: $p lines, every all-reduce and the suite checked (suite: $suite)"
     else
       bad "$tp, $p ranks: row '$r', $lines ok lines"
     fi

@@ -76,17 +76,22 @@ static void test_window_size(void **state) {
   free(h);
 }
 
-/* The window's prediction against the full replay's. */
-static void expect_same_sym(const sc_link_model_t *m, sc_sched_gen_t gen, const sc_coll_args_t *a,
-                            int sym, const char *what) {
+/* The window's prediction against the full replay's, within tol of it. */
+static void expect_near_sym(const sc_link_model_t *m, sc_sched_gen_t gen, const sc_coll_args_t *a,
+                            int sym, double tol, const char *what) {
   double full, win;
   assert_int_equal(sc_tune_predict(m, gen, a, &full), SC_SUCCESS);
   assert_int_equal(sc_tune_predict_symmetric(m, gen, a, sym, &win), SC_SUCCESS);
-  if (!(fabs(win - full) <= 1e-3 * full)) {
+  if (!(fabs(win - full) <= tol * full)) {
     print_error("%s: P %d, count %zu, chunk %zu, window %d: full %.6g s, window %.6g s\n", what,
                 a->nranks, a->count, a->chunk_elems, sc_tune_window(m, a, sym), full, win);
     fail();
   }
+}
+
+static void expect_same_sym(const sc_link_model_t *m, sc_sched_gen_t gen, const sc_coll_args_t *a,
+                            int sym, const char *what) {
+  expect_near_sym(m, gen, a, sym, 1e-3, what);
 }
 
 static void expect_same(const sc_link_model_t *m, sc_sched_gen_t gen, const sc_coll_args_t *a,
@@ -94,10 +99,36 @@ static void expect_same(const sc_link_model_t *m, sc_sched_gen_t gen, const sc_c
   expect_same_sym(m, gen, a, SC_SYM_SHIFT, what);
 }
 
+/* The uneven all-gather (a->coll) with every block a->count elements in rank
+ * order, a->count then the total: the arrays (free them), else NULL. */
+static size_t *even_blocks(sc_coll_args_t *a) {
+  if (a->coll != SC_COLL_ALLGATHERV) return NULL;
+  const int p = a->nranks;
+  size_t *v = malloc(2 * (size_t)p * sizeof(size_t));
+  assert_non_null(v);
+  for (int r = 0; r < p; r++) {
+    v[r] = a->count;
+    v[p + r] = (size_t)r * a->count;
+  }
+  a->recvcounts = v;
+  a->rdispls = v + p;
+  a->count *= (size_t)p;
+  return v;
+}
+
+/* Blocks that differ (one element more on rank 1) are replayed in full. */
+static void uneven_no_window(const sc_link_model_t *m, sc_coll_args_t *a, size_t *v) {
+  if (!v) return;
+  const int p = a->nranks;
+  v[1]++;
+  for (int r = 2; r < p; r++) v[p + r]++;
+  assert_int_equal(sc_tune_window(m, a, SC_SYM_SHIFT), p);
+}
+
 static void test_window_matches_full(void **state) {
   (void)state;
   const sc_coll_t colls[] = {SC_COLL_ALLREDUCE, SC_COLL_REDUCE_SCATTER, SC_COLL_ALLGATHER,
-                             SC_COLL_ALLTOALL};
+                             SC_COLL_ALLTOALL, SC_COLL_ALLGATHERV};
   const struct {
     int p, per_host; /* 0: no host map */
     size_t count, chunk;
@@ -123,13 +154,16 @@ static void test_window_matches_full(void **state) {
                             .elem_size = 4,
                             .chunk_elems = cases[k].chunk,
                             .host_of = h};
+        size_t *v = even_blocks(&a);
         assert_true(sc_tune_window(&m, &a, SC_SYM_SHIFT) < cases[k].p);
         expect_same(&m, c[i].gen, &a, c[i].name);
+        uneven_no_window(&m, &a, v);
+        free(v);
         free(h);
       }
     }
   }
-  assert_true(rotating >= 4); /* the rings of three collectives and pairwise */
+  assert_true(rotating >= 6); /* the rings of four collectives, pairwise and direct */
 
   /* hier on ring rails rotates by one host. */
   int n;
@@ -162,7 +196,7 @@ static void test_window_matches_full(void **state) {
 static void test_host_window_matches_full(void **state) {
   (void)state;
   const sc_coll_t colls[] = {SC_COLL_ALLREDUCE, SC_COLL_REDUCE_SCATTER, SC_COLL_ALLGATHER,
-                             SC_COLL_ALLTOALL};
+                             SC_COLL_ALLTOALL, SC_COLL_ALLGATHERV};
   const struct {
     int p, cores;
     size_t per_rank, chunk;
@@ -190,12 +224,21 @@ static void test_host_window_matches_full(void **state) {
                             .count = count,
                             .elem_size = 4,
                             .chunk_elems = cases[k].chunk ? cases[k].chunk : count};
+        size_t *v = even_blocks(&a);
         assert_int_equal(sc_tune_window(&m, &a, SC_SYM_SHIFT), cases[k].cores);
-        expect_same(&m, c[i].gen, &a, c[i].name);
+        /* Bruck's ranks rotate their blocks by their rank before the steps, so
+         * which of a rank's regions are out of cache differs a little from
+         * rank to rank (the cache term keys them by offset): the window was
+         * 0.9% off at 96 ranks. Its full replay holds P steps per rank (one
+         * copy per block), 5 million at 1,024 ranks. */
+        const int bruck = colls[ci] == SC_COLL_ALLTOALL && !strcmp(c[i].name, "bruck");
+        expect_near_sym(&m, c[i].gen, &a, SC_SYM_SHIFT, bruck ? 0.02 : 1e-3, c[i].name);
+        uneven_no_window(&m, &a, v);
+        free(v);
       }
     }
   }
-  assert_true(rotating >= 4);
+  assert_true(rotating >= 6);
 }
 
 /* Recursive doubling and halving: rank r's schedule is rank 0's with every
