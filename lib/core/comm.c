@@ -307,6 +307,11 @@ sc_result_t sc_comm_create_child(sc_comm_t **out, int nranks, int rank, const sc
   me.pid = (int32_t)getpid();
   me.rank = rank;
   me.nofile = sc_fdlimit_soft();
+  /* SC_NSOCKS sockets where tcp may carry a pair; a pidfd or an endpoint otherwise. */
+  me.fds_per_peer = (comm->cfg.transport == SC_TP_TCP || comm->cfg.transport == SC_TP_AUTO) &&
+                            comm->cfg.nsocks > 0
+                        ? comm->cfg.nsocks
+                        : 1;
   {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     me.mem_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;

@@ -25,7 +25,7 @@
  * rank's bootstrap record (lib/core/comm.c) is its transport's address blob
  * in the room the transport declares (sc_transport_ops_t.addr_max, rounded
  * up to 8 bytes), then this: one size for every rank of a job, which the
- * root checks (tcp: 192 bytes; every transport's SC_TP_ADDR_MAX, 928 bytes,
+ * root checks (tcp: 200 bytes; every transport's SC_TP_ADDR_MAX, 936 bytes,
  * was most of the table each rank receives). */
 typedef struct sc_peer_head {
   char hostname[SC_HOSTNAME_LEN];
@@ -35,6 +35,7 @@ typedef struct sc_peer_head {
   uint32_t caps;          /* SC_TP_CAP_* (transport/registry.h): what auto may use here */
   uint8_t watch_addr[24]; /* a parent in the watch tree: its listener; [1]: "will connect" */
   int32_t nofile;         /* its descriptor limit, raised (sc_fdlimit_soft) */
+  int32_t fds_per_peer;   /* descriptors its transport takes per connected peer */
   uint64_t mem_bytes;     /* its host's memory, for the shared-memory budget */
   uint64_t shm_budget;    /* its SC_SHM_BUDGET_BYTES; 0: the default share of mem_bytes */
 } sc_peer_head_t;
@@ -286,6 +287,7 @@ typedef struct sc_tune_state {
   int calibrated;   /* the model's fit was measured on this communicator or its parent */
   int unfitted;     /* pairs of one host the defaults were not fitted to (sc_links_t) */
   int32_t fd_limit; /* the least descriptor limit of any rank (bootstrap records) */
+  int32_t fd_peers; /* the fewest peers any rank's descriptors hold (INT32_MAX: no bound) */
   /* Same-host pairs the least shared-memory budget of any rank holds at full
    * size (transport ops' pair_bytes; INT32_MAX: no such budget), and the most
    * ranks of one host (lib/core/peers.c). */

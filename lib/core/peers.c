@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "lib/base/error.h"
+#include "lib/base/socket.h"
 #include "lib/core/comm.h"
 
 typedef struct host_key {
@@ -27,6 +28,11 @@ void sc_comm_peers_free(sc_comm_t *comm) {
   comm->peers = NULL;
   comm->hosts = NULL;
 }
+
+/* Descriptors a rank keeps apart from its peers' connections: the lanes'
+ * listeners and doorbells, the liveness watch, what the application and the
+ * launcher hold. */
+#define SC_FD_RESERVE 128
 
 sc_result_t sc_comm_peers_keep(sc_comm_t *comm, const sc_peer_head_t *head, size_t stride) {
   const int n = comm->nranks;
@@ -54,7 +60,7 @@ sc_result_t sc_comm_peers_keep(sc_comm_t *comm, const sc_peer_head_t *head, size
    * rank computes the same from the same records (lib/core/select.c). */
   const uint64_t pair = comm->tpops ? comm->tpops->pair_bytes : 0;
   sc_tune_state_t *t = &comm->tune;
-  t->fd_limit = t->shm_pairs = INT32_MAX;
+  t->fd_limit = t->fd_peers = t->shm_pairs = INT32_MAX;
   t->local_max = 0;
   int h = -1;
   for (int i = 0, run = 0; i < n; i++) {
@@ -70,6 +76,13 @@ sc_result_t sc_comm_peers_keep(sc_comm_t *comm, const sc_peer_head_t *head, size
     q->host = (uint32_t)h;
     memcpy(q->watch_addr, p->watch_addr, sizeof(q->watch_addr));
     if (p->nofile > 0 && p->nofile < t->fd_limit) t->fd_limit = p->nofile;
+    /* A limit no job of SC_RANKS_MAX ranks reaches bounds nothing. */
+    if (p->nofile > 0 && p->nofile < 4 * SC_RANKS_MAX) {
+      const int per = p->fds_per_peer > 0 ? p->fds_per_peer : 1;
+      int32_t held = (p->nofile - SC_FD_RESERVE) / per;
+      if (held < 1) held = 1;
+      if (held < t->fd_peers) t->fd_peers = held;
+    }
     if (pair && run > 1) {
       const uint64_t budget =
           p->shm_budget ? p->shm_budget : sc_tp_shm_default_budget(p->mem_bytes, run);

@@ -17,7 +17,6 @@
 #include "lib/core/comm.h"
 #include "lib/core/links.h"
 #include "lib/tune/tune.h"
-#include "transport/registry.h"
 
 /* Every ordered pair, until no further pair could change the model: the
  * props are the same on every rank, so is the model. */
@@ -76,29 +75,16 @@ static const char *sc_forcing_var(const sc_comm_t *comm, sc_coll_t coll, int *fo
   }
 }
 
-/* Descriptors a rank keeps apart from its peers' connections: the lanes'
- * listeners and doorbells, the liveness watch, what the application and the
- * launcher hold. */
-#define SC_FD_RESERVE 128
-
-/* The most peers one rank may connect: within the least descriptor limit of
- * the job's ranks, the limit less the reserve over the descriptors a peer
- * takes (SC_NSOCKS sockets where tcp may carry the pair, one otherwise: a
- * pidfd, an endpoint), none for a limit no job of SC_RANKS_MAX ranks
- * reaches; and where a host's ranks connected to each other would not fit
- * the least shared-memory budget at full ring size, as many as it holds
- * (shared memory would shrink the rings to their floor and still hold P^2
- * of them a host: 4.4 GiB after one call of each collective at 256 ranks on
- * 24 GiB). 0: no bound. */
+/* The most peers one rank may connect: the fewest any rank's descriptors
+ * hold (lib/core/peers.c: its limit less a reserve, over what a peer takes);
+ * and where a host's ranks connected to each other would not fit the least
+ * shared-memory budget at full ring size, as many as it holds (shared memory
+ * would shrink the rings to their floor and still hold P^2 of them a host:
+ * 4.4 GiB after one call of each collective at 256 ranks on 24 GiB). 0: no
+ * bound. */
 static int sc_tune_peer_budget(const sc_comm_t *comm) {
   const sc_tune_state_t *t = &comm->tune;
-  int budget = 0;
-  if (t->fd_limit > 0 && t->fd_limit < 4 * SC_RANKS_MAX) {
-    const int tcp = comm->cfg.transport == SC_TP_TCP || comm->cfg.transport == SC_TP_AUTO;
-    const int per = tcp && comm->cfg.nsocks > 0 ? comm->cfg.nsocks : 1;
-    budget = (t->fd_limit - SC_FD_RESERVE) / per;
-    if (budget < 1) budget = 1;
-  }
+  int budget = t->fd_peers < INT32_MAX ? t->fd_peers : 0;
   if (t->shm_pairs < INT32_MAX && t->local_max - 1 > t->shm_pairs) {
     const int pairs = t->shm_pairs > 1 ? t->shm_pairs : 1;
     if (budget == 0 || pairs < budget) budget = pairs;

@@ -4,7 +4,8 @@
 # SC_TEST_SAMPLE=1) over tcp and over shm, pairs connected on first use (the
 # default): sc_scale_probe --suite runs every collective and a point-to-point
 # ring shift once, each checked on every rank against its closed form
-# (perf/scale_suite.c). Each rank runs under a descriptor limit of 128 + n/2
+# (perf/scale_suite.c). Each rank (then one rank alone) runs under a
+# descriptor limit of 128 + n/2
 # (ulimit -n, soft and hard; 160 at 64 ranks): the library keeps 128 of them
 # apart, so the rest is too few for a connection to every peer: the cost
 # model leaves out the algorithms that connect every pair
@@ -26,10 +27,12 @@ if [ -x "$top_builddir/.libs/sc_scale_probe" ] && [ "$(head -c 2 "$probe")" = '#
   export LD_LIBRARY_PATH
 fi
 
-suite() { # suite TRANSPORT
+suite() { # suite TRANSPORT [RANK]: every rank under the limit, or RANK alone
+  cap="ulimit -Sn $lim && ulimit -Hn $lim"
+  [ -n "${2:-}" ] && cap="if [ \"\$SC_RANK\" = $2 ]; then $cap; fi"
   # shellcheck disable=SC2016 # $0 and $@ are the rank's sh's
   env -u SC_CONNECT -u SC_A2A_ALGO -u SC_A2AV_ALGO SC_TRANSPORT="$1" SC_TIMEOUT_MS=120000 \
-    "$SC_RUN" -n "$n" --timeout 300 sh -c "ulimit -Sn $lim && ulimit -Hn $lim"' && exec "$0" "$@"' \
+    "$SC_RUN" -n "$n" --timeout 300 sh -c "$cap"' && exec "$0" "$@"' \
     "$probe" --suite >"$tmpdir/$1" 2>"$tmpdir/$1.err"
   rc=$?
   grep -v '^{' "$tmpdir/$1" | head -5
@@ -50,4 +53,7 @@ suite() { # suite TRANSPORT
 }
 check "$n ranks over tcp under ulimit -n $lim: the quick suite, fewer descriptors opened than peers" suite tcp
 check "$n ranks over shm under ulimit -n $lim: the quick suite, fewer descriptors opened than peers" suite shm
+# The ranks agree on the least limit: with rank 3 alone under it, every rank
+# leaves the same algorithms out (choices that differed would mismatch).
+check "$n ranks over tcp, rank 3 alone under ulimit -n $lim: every rank keeps to its budget" suite tcp 3
 finish
