@@ -21,15 +21,7 @@ typedef struct {
   int rank, p;
   int32_t *a, *b; /* p * SUITE_MAXC elements each */
   size_t *sc, *sd, *rc, *rd;
-  char *what;
-  size_t what_len;
 } suite_t;
-
-static int fail(suite_t *s, const char *call, sc_result_t r) {
-  snprintf(s->what, s->what_len, "%s: %s", call,
-           r == SC_SUCCESS ? "wrong result" : sc_last_error());
-  return r == SC_SUCCESS ? 1 : 2;
-}
 
 static void fill(int32_t *x, size_t n, int32_t v) {
   for (size_t i = 0; i < n; i++) x[i] = v;
@@ -40,8 +32,8 @@ static int allreduce_sum(suite_t *s) {
   for (int i = 0; i < 5; i++) s->a[i] = r + i;
   sc_result_t rc = sc_allreduce(s->a, s->b, 5, SC_INT32, SC_SUM, s->comm);
   for (int i = 0; rc == SC_SUCCESS && i < 5; i++)
-    if (s->b[i] != p * (p - 1) / 2 + p * i) return fail(s, "sc_allreduce (int32 sum)", rc);
-  return rc == SC_SUCCESS ? 0 : fail(s, "sc_allreduce (int32 sum)", rc);
+    if (s->b[i] != p * (p - 1) / 2 + p * i) return 1;
+  return rc == SC_SUCCESS ? 0 : 2;
 }
 
 static int allreduce_max_inplace(suite_t *s) {
@@ -52,8 +44,8 @@ static int allreduce_max_inplace(suite_t *s) {
   for (int j = 0; j < s->p; j++)
     if ((j * 7919) % s->p > most) most = (j * 7919) % s->p;
   for (int i = 0; rc == SC_SUCCESS && i < 3; i++)
-    if (v[i] != (double)most * (i + 1)) return fail(s, "sc_allreduce (float64 max, in place)", rc);
-  return rc == SC_SUCCESS ? 0 : fail(s, "sc_allreduce (float64 max, in place)", rc);
+    if (v[i] != (double)most * (i + 1)) return 1;
+  return rc == SC_SUCCESS ? 0 : 2;
 }
 
 static int iallreduce(suite_t *s) {
@@ -62,8 +54,8 @@ static int iallreduce(suite_t *s) {
   sc_result_t rc = sc_iallreduce(s->a, s->b, 2, SC_INT32, SC_SUM, s->comm, &req);
   if (rc == SC_SUCCESS) rc = sc_wait(&req);
   for (int i = 0; rc == SC_SUCCESS && i < 2; i++)
-    if (s->b[i] != s->p * (1 + i)) return fail(s, "sc_iallreduce + sc_wait", rc);
-  return rc == SC_SUCCESS ? 0 : fail(s, "sc_iallreduce + sc_wait", rc);
+    if (s->b[i] != s->p * (1 + i)) return 1;
+  return rc == SC_SUCCESS ? 0 : 2;
 }
 
 static int reduce(suite_t *s) {
@@ -72,8 +64,8 @@ static int reduce(suite_t *s) {
   fill(s->b, 4, -1);
   sc_result_t rc = sc_reduce(s->a, s->b, 4, SC_INT32, SC_SUM, root, s->comm);
   for (int i = 0; rc == SC_SUCCESS && s->rank == root && i < 4; i++)
-    if (s->b[i] != p * (p - 1) / 2 * (i + 1)) return fail(s, "sc_reduce (root P-1)", rc);
-  return rc == SC_SUCCESS ? 0 : fail(s, "sc_reduce (root P-1)", rc);
+    if (s->b[i] != p * (p - 1) / 2 * (i + 1)) return 1;
+  return rc == SC_SUCCESS ? 0 : 2;
 }
 
 static int broadcast(suite_t *s) {
@@ -81,8 +73,8 @@ static int broadcast(suite_t *s) {
   for (int i = 0; i < 7; i++) s->a[i] = s->rank == root ? root * 8 + i : -1;
   sc_result_t rc = sc_broadcast(s->a, s->a, 7, SC_INT32, root, s->comm);
   for (int i = 0; rc == SC_SUCCESS && i < 7; i++)
-    if (s->a[i] != root * 8 + i) return fail(s, "sc_broadcast (root P/2, in place)", rc);
-  return rc == SC_SUCCESS ? 0 : fail(s, "sc_broadcast (root P/2, in place)", rc);
+    if (s->a[i] != root * 8 + i) return 1;
+  return rc == SC_SUCCESS ? 0 : 2;
 }
 
 static int allgather(suite_t *s) {
@@ -90,8 +82,8 @@ static int allgather(suite_t *s) {
   fill(s->b, (size_t)s->p * 2, -1);
   sc_result_t rc = sc_allgather(s->a, s->b, 2, SC_INT32, s->comm);
   for (int i = 0; rc == SC_SUCCESS && i < 2 * s->p; i++)
-    if (s->b[i] != i) return fail(s, "sc_allgather", rc);
-  return rc == SC_SUCCESS ? 0 : fail(s, "sc_allgather", rc);
+    if (s->b[i] != i) return 1;
+  return rc == SC_SUCCESS ? 0 : 2;
 }
 
 static int reduce_scatter(suite_t *s) {
@@ -100,13 +92,13 @@ static int reduce_scatter(suite_t *s) {
     for (int i = 0; i < 2; i++) s->a[j * 2 + i] = r + j + i;
   sc_result_t rc = sc_reduce_scatter(s->a, s->b, 2, SC_INT32, SC_SUM, s->comm);
   for (int i = 0; rc == SC_SUCCESS && i < 2; i++)
-    if (s->b[i] != p * (p - 1) / 2 + p * (r + i)) return fail(s, "sc_reduce_scatter", rc);
-  return rc == SC_SUCCESS ? 0 : fail(s, "sc_reduce_scatter", rc);
+    if (s->b[i] != p * (p - 1) / 2 + p * (r + i)) return 1;
+  return rc == SC_SUCCESS ? 0 : 2;
 }
 
 static int barrier(suite_t *s) {
   sc_result_t rc = sc_barrier(s->comm);
-  return rc == SC_SUCCESS ? 0 : fail(s, "sc_barrier", rc);
+  return rc == SC_SUCCESS ? 0 : 2;
 }
 
 static int alltoall(suite_t *s) {
@@ -117,8 +109,8 @@ static int alltoall(suite_t *s) {
   sc_result_t rc = sc_alltoall(s->a, s->b, 2, SC_INT32, s->comm);
   for (int j = 0; rc == SC_SUCCESS && j < p; j++)
     for (int i = 0; i < 2; i++)
-      if (s->b[j * 2 + i] != (j * p + r) * 2 + i) return fail(s, "sc_alltoall", rc);
-  return rc == SC_SUCCESS ? 0 : fail(s, "sc_alltoall", rc);
+      if (s->b[j * 2 + i] != (j * p + r) * 2 + i) return 1;
+  return rc == SC_SUCCESS ? 0 : 2;
 }
 
 /* Elements rank `from` sends to rank `to` in the sparse all-to-allv: 1 to
@@ -145,9 +137,8 @@ static int alltoallv(suite_t *s) {
   sc_result_t rc = sc_alltoallv(s->a, s->sc, s->sd, s->b, s->rc, s->rd, SC_INT32, s->comm);
   for (int j = 0; rc == SC_SUCCESS && j < p; j++)
     for (size_t k = 0; k < s->rc[j]; k++)
-      if (s->b[s->rd[j] + k] != (j * 3 + (int)k) * 4 + r % 4)
-        return fail(s, "sc_alltoallv (sparse, top-2)", rc);
-  return rc == SC_SUCCESS ? 0 : fail(s, "sc_alltoallv (sparse, top-2)", rc);
+      if (s->b[s->rd[j] + k] != (j * 3 + (int)k) * 4 + r % 4) return 1;
+  return rc == SC_SUCCESS ? 0 : 2;
 }
 
 static int gather(suite_t *s) {
@@ -155,8 +146,8 @@ static int gather(suite_t *s) {
   fill(s->b, (size_t)s->p * 2, -1);
   sc_result_t rc = sc_gather(s->a, s->b, 2, SC_INT32, 0, s->comm);
   for (int i = 0; rc == SC_SUCCESS && s->rank == 0 && i < 2 * s->p; i++)
-    if (s->b[i] != i) return fail(s, "sc_gather (root 0)", rc);
-  return rc == SC_SUCCESS ? 0 : fail(s, "sc_gather (root 0)", rc);
+    if (s->b[i] != i) return 1;
+  return rc == SC_SUCCESS ? 0 : 2;
 }
 
 static int scatter(suite_t *s) {
@@ -165,8 +156,8 @@ static int scatter(suite_t *s) {
   fill(s->b, 2, -1);
   sc_result_t rc = sc_scatter(s->a, s->b, 2, SC_INT32, root, s->comm);
   for (int i = 0; rc == SC_SUCCESS && i < 2; i++)
-    if (s->b[i] != (s->rank * 2 + i) * 3) return fail(s, "sc_scatter (root P-1)", rc);
-  return rc == SC_SUCCESS ? 0 : fail(s, "sc_scatter (root P-1)", rc);
+    if (s->b[i] != (s->rank * 2 + i) * 3) return 1;
+  return rc == SC_SUCCESS ? 0 : 2;
 }
 
 /* Rank i contributes i % 3 elements (zero included), rank i's k-th = i * 3 + k. */
@@ -183,8 +174,8 @@ static int allgatherv(suite_t *s) {
   sc_result_t rc = sc_allgatherv(s->a, (size_t)(r % 3), s->b, s->rc, s->rd, SC_INT32, s->comm);
   for (int j = 0; rc == SC_SUCCESS && j < p; j++)
     for (size_t k = 0; k < s->rc[j]; k++)
-      if (s->b[s->rd[j] + k] != j * 3 + (int)k) return fail(s, "sc_allgatherv", rc);
-  return rc == SC_SUCCESS ? 0 : fail(s, "sc_allgatherv", rc);
+      if (s->b[s->rd[j] + k] != j * 3 + (int)k) return 1;
+  return rc == SC_SUCCESS ? 0 : 2;
 }
 
 /* A ring shift as one group: send to r + 1, receive from r - 1. */
@@ -200,12 +191,12 @@ static int ring_shift(suite_t *s) {
     if (rc == SC_SUCCESS) rc = a != SC_SUCCESS ? a : b;
   }
   for (int i = 0; rc == SC_SUCCESS && i < 3; i++)
-    if (s->b[i] != from * 3 + i) return fail(s, "sc_send/sc_recv ring shift (group)", rc);
-  return rc == SC_SUCCESS ? 0 : fail(s, "sc_send/sc_recv ring shift (group)", rc);
+    if (s->b[i] != from * 3 + i) return 1;
+  return rc == SC_SUCCESS ? 0 : 2;
 }
 
 int scale_suite_run(sc_comm_t *comm, int rank, int nranks, char *what, size_t what_len) {
-  suite_t s = {.comm = comm, .rank = rank, .p = nranks, .what = what, .what_len = what_len};
+  suite_t s = {.comm = comm, .rank = rank, .p = nranks};
   const size_t n = (size_t)nranks * SUITE_MAXC;
   s.a = malloc(n * sizeof(int32_t));
   s.b = malloc(n * sizeof(int32_t));
@@ -216,16 +207,34 @@ int scale_suite_run(sc_comm_t *comm, int rank, int nranks, char *what, size_t wh
     s.sd = s.sc + nranks;
     s.rc = s.sd + nranks;
     s.rd = s.rc + nranks;
-    int (*const calls[])(suite_t *) = {allreduce_sum,  allreduce_max_inplace,
-                                       iallreduce,     reduce,
-                                       broadcast,      allgather,
-                                       reduce_scatter, barrier,
-                                       alltoall,       alltoallv,
-                                       gather,         scatter,
-                                       allgatherv,     ring_shift};
+    /* Each returns 0, 1 (a wrong result) or 2 (the call failed: sc_last_error). */
+    const struct {
+      const char *name;
+      int (*run)(suite_t *);
+    } calls[] = {
+        {"sc_allreduce (int32 sum)", allreduce_sum},
+        {"sc_allreduce (float64 max, in place)", allreduce_max_inplace},
+        {"sc_iallreduce + sc_wait", iallreduce},
+        {"sc_reduce (root P-1)", reduce},
+        {"sc_broadcast (root P/2, in place)", broadcast},
+        {"sc_allgather", allgather},
+        {"sc_reduce_scatter", reduce_scatter},
+        {"sc_barrier", barrier},
+        {"sc_alltoall", alltoall},
+        {"sc_alltoallv (sparse, top-2)", alltoallv},
+        {"sc_gather (root 0)", gather},
+        {"sc_scatter (root P-1)", scatter},
+        {"sc_allgatherv", allgatherv},
+        {"sc_send/sc_recv ring shift (group)", ring_shift},
+    };
     st = 0;
     what[0] = '\0';
-    for (size_t i = 0; st == 0 && i < sizeof(calls) / sizeof(calls[0]); i++) st = calls[i](&s);
+    for (size_t i = 0; st == 0 && i < sizeof(calls) / sizeof(calls[0]); i++) {
+      st = calls[i].run(&s);
+      if (st)
+        snprintf(what, what_len, "%s: %s", calls[i].name,
+                 st == 2 ? sc_last_error() : "wrong result");
+    }
   }
   free(s.a);
   free(s.b);

@@ -329,7 +329,7 @@ static sc_result_t mux_board_peek(sc_transport_t *tp, int peer, uint64_t seq, in
 const sc_transport_ops_t sc_mux_transport = {
     .name = "auto",
     .addr_max = SC_TP_AUTO_ALT_OFF,
-    .pair_bytes = SC_SHM_CTL_BYTES + SC_SHM_RING_BYTES, /* same-host pairs are shm's */
+    .pair_bytes = SC_SHM_PAIR_BYTES, /* same-host pairs are shm's */
     .create = mux_create,
     .connect_all = mux_connect_all,
     .isend = mux_isend,

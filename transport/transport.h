@@ -26,6 +26,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "lib/base/socket.h"
@@ -261,6 +262,15 @@ extern const sc_transport_ops_t sc_ucx_transport;
 /* ibverbs RC (transport/verbs/), libibverbs loaded at run time. */
 extern const sc_transport_ops_t sc_verbs_transport;
 #endif
+
+/* SC_SHM_BUDGET_BYTES's largest value. */
+#define SC_SHM_BUDGET_MAX ((size_t)1 << 50)
+
+/* This host's memory in bytes (0: unknown). */
+static inline uint64_t sc_tp_host_mem_bytes(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+}
 
 /* The shared-memory budget of a rank whose host has mem_bytes of memory and
  * `local` ranks, where SC_SHM_BUDGET_BYTES does not set it: both transports

@@ -227,6 +227,14 @@ static void sc_comm_free(sc_comm_t *comm) {
   free(comm);
 }
 
+/* Descriptors a connected peer takes: SC_NSOCKS sockets where tcp may carry
+ * the pair (tcp, and auto's peers on other hosts), a pidfd or an endpoint
+ * otherwise. */
+static int sc_comm_fds_per_peer(const sc_comm_config_t *cfg) {
+  const int tcp = cfg->transport == SC_TP_TCP || cfg->transport == SC_TP_AUTO;
+  return tcp && cfg->nsocks > 0 ? cfg->nsocks : 1;
+}
+
 /* What an out-of-descriptors error names: a tcp-connected communicator
  * holds its sockets per peer for the collectives, as many again for the
  * point-to-point lane (SC_P2P), and one liveness connection; other
@@ -235,7 +243,7 @@ static void sc_comm_free(sc_comm_t *comm) {
 static void sc_comm_note_fd_need(const sc_comm_t *comm) {
   const long peers = comm->nranks - 1;
   const int lanes = comm->cfg.p2p ? 2 : 1;
-  const int per = comm->cfg.transport == SC_TP_TCP ? comm->cfg.nsocks : 1;
+  const int per = sc_comm_fds_per_peer(&comm->cfg);
   char what[200];
   snprintf(what, sizeof what, "%s, %s%ld peers x %d socket%s%s, and the liveness watch",
            sc_tp_by_id(comm->cfg.transport)->name,
@@ -307,18 +315,11 @@ sc_result_t sc_comm_create_child(sc_comm_t **out, int nranks, int rank, const sc
   me.pid = (int32_t)getpid();
   me.rank = rank;
   me.nofile = sc_fdlimit_soft();
-  /* SC_NSOCKS sockets where tcp may carry a pair; a pidfd or an endpoint otherwise. */
-  me.fds_per_peer = (comm->cfg.transport == SC_TP_TCP || comm->cfg.transport == SC_TP_AUTO) &&
-                            comm->cfg.nsocks > 0
-                        ? comm->cfg.nsocks
-                        : 1;
-  {
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    me.mem_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
-    size_t budget = 0;
-    SC_CHECK_GOTO(sc_config_size("SC_SHM_BUDGET_BYTES", 0, (size_t)1 << 50, &budget), r, fail);
-    me.shm_budget = budget;
-  }
+  me.fds_per_peer = sc_comm_fds_per_peer(&comm->cfg);
+  me.mem_bytes = sc_tp_host_mem_bytes();
+  size_t shm_budget = 0;
+  SC_CHECK_GOTO(sc_config_size("SC_SHM_BUDGET_BYTES", 0, SC_SHM_BUDGET_MAX, &shm_budget), r, fail);
+  me.shm_budget = shm_budget;
 
   /* Every rank's record, until the transports have copied their addresses
    * and the kept table is made of it; and SC_TP_ADDR_MAX zero bytes after

@@ -286,12 +286,12 @@ typedef struct sc_tune_state {
   int hier_ok;      /* the hierarchical all-reduce has a hierarchy (sc_hier_useful) */
   int calibrated;   /* the model's fit was measured on this communicator or its parent */
   int unfitted;     /* pairs of one host the defaults were not fitted to (sc_links_t) */
-  int32_t fd_limit; /* the least descriptor limit of any rank (bootstrap records) */
   int32_t fd_peers; /* the fewest peers any rank's descriptors hold (INT32_MAX: no bound) */
   /* Same-host pairs the least shared-memory budget of any rank holds at full
    * size (transport ops' pair_bytes; INT32_MAX: no such budget), and the most
    * ranks of one host (lib/core/peers.c). */
   int32_t shm_pairs, local_max;
+  int a2av_sparse; /* the uneven all-to-all runs its sparse form (sc_tune_a2av_sparse) */
 } sc_tune_state_t;
 
 /* State that a layer above lib/core (lib/compress) keeps per communicator:
@@ -443,8 +443,10 @@ sc_result_t sc_tune_build_schedule(sc_comm_t *comm, const sc_op_t *op, sc_sched_
 /* Whether the uneven all-to-all runs its sparse form (SC_A2AV_ALGO's choice,
  * else only where pairwise's connections to every peer would not fit the
  * job's descriptor limit): then its counts are checked first
- * (sc_fp_check_counts). The same on every rank. */
-int sc_tune_a2av_sparse(sc_comm_t *comm);
+ * (sc_fp_check_counts). Decided at creation; the same on every rank. */
+static inline int sc_tune_a2av_sparse(const sc_comm_t *comm) {
+  return comm->tune.a2av_sparse;
+}
 /* The name of the algorithm coll runs on comm for count elements of dtype (per rank's block
  * for the reduce-scatter and all-gather): the forced one, else the cost model's (cached).
  * Behind sc_allreduce_algo, sc_reduce_scatter_algo and sc_allgather_algo. */

@@ -18,10 +18,12 @@
 #define SC_FP_VERSION 2
 
 typedef struct sc_fp_state {
-  sc_sched_t sched;
+  sc_sched_t sched; /* the prints' exchange (SC_CHECK_MISMATCH), with wire */
   uint8_t mine[SC_FP_WIRE_BYTES];
-  uint8_t *wire;         /* nranks prints, rank-major */
+  uint8_t *wire;         /* nranks prints, rank-major; NULL until the first exchange */
   sc_fingerprint_t *all; /* decoded, only on a difference */
+  sc_sched_t counts;     /* the sparse all-to-allv's count check, once counts_built */
+  int counts_built;
 } sc_fp_state_t;
 
 static int sc_fp_has_root(int coll) {
@@ -287,8 +289,8 @@ static const char *sc_fp_host(const void *ctx, int r) {
   return sc_comm_host(comm, r);
 }
 
-/* The exchange's state, made at the first operation; NULL on failure (with
- * the error recorded). */
+/* The checks' state, made at the first operation that needs one; NULL on
+ * failure (with the error recorded). */
 static sc_fp_state_t *sc_fp_state_get(sc_comm_t *comm) {
   if (comm->fp) return comm->fp;
   sc_fp_state_t *st = calloc(1, sizeof(*st));
@@ -297,26 +299,35 @@ static sc_fp_state_t *sc_fp_state_get(sc_comm_t *comm) {
     return NULL;
   }
   sc_sched_init(&st->sched);
+  sc_sched_init(&st->counts);
   comm->fp = st;
-  size_t n = (size_t)comm->nranks;
-  st->wire = malloc(n * SC_FP_WIRE_BYTES);
-  st->all = malloc(n * sizeof(*st->all));
-  if (!st->wire || !st->all) {
-    SC_ERR(SC_ERR_NOMEM, "fingerprints of %d ranks", comm->nranks);
-    sc_fp_free(comm);
-    return NULL;
-  }
-  if (sc_fp_schedule(comm->nranks, comm->rank, &st->sched) != SC_SUCCESS) {
-    sc_fp_free(comm);
-    return NULL;
-  }
   return st;
+}
+
+/* The prints' exchange: its buffers and schedule, at the first check. */
+static sc_result_t sc_fp_prints_ready(sc_comm_t *comm, sc_fp_state_t *st) {
+  if (st->wire) return SC_SUCCESS;
+  size_t n = (size_t)comm->nranks;
+  uint8_t *wire = malloc(n * SC_FP_WIRE_BYTES);
+  sc_fingerprint_t *all = malloc(n * sizeof(*all));
+  sc_sched_reset(&st->sched);
+  sc_result_t r = wire && all ? sc_fp_schedule(comm->nranks, comm->rank, &st->sched)
+                              : SC_ERR(SC_ERR_NOMEM, "fingerprints of %d ranks", comm->nranks);
+  if (r != SC_SUCCESS) {
+    free(wire);
+    free(all);
+    return r;
+  }
+  st->wire = wire;
+  st->all = all;
+  return SC_SUCCESS;
 }
 
 void sc_fp_free(sc_comm_t *comm) {
   sc_fp_state_t *st = comm->fp;
   if (!st) return;
   sc_sched_free(&st->sched);
+  sc_sched_free(&st->counts);
   free(st->wire);
   free(st->all);
   free(st);
@@ -327,6 +338,7 @@ sc_result_t sc_fp_check(sc_comm_t *comm, const sc_op_t *op) {
   if (comm->nranks < 2) return SC_SUCCESS;
   sc_fp_state_t *st = sc_fp_state_get(comm);
   if (!st) return SC_ERR_NOMEM;
+  SC_CHECK(sc_fp_prints_ready(comm, st));
   sc_fingerprint_t fp;
   sc_fp_from_op(op, &fp);
   sc_fp_encode(&fp, st->mine);
@@ -419,35 +431,37 @@ sc_result_t sc_fp_check_counts(sc_comm_t *comm, const sc_op_t *op) {
   const int n = comm->nranks, me = comm->rank;
   if (op->coll != SC_COLL_ALLTOALLV || n < 2) return SC_SUCCESS;
   const size_t *sendcounts = op->v[0], *recvcounts = op->v[2];
+  sc_fp_state_t *st = sc_fp_state_get(comm);
+  if (!st) return SC_ERR_NOMEM;
+  if (!st->counts_built) {
+    sc_coll_args_t a = {.coll = SC_COLL_ALLREDUCE,
+                        .nranks = n,
+                        .rank = me,
+                        .count = 1,
+                        .elem_size = sizeof(uint64_t),
+                        .chunk_elems = 1};
+    sc_sched_reset(&st->counts);
+    SC_CHECK(sc_rd_allreduce_schedule(&a, &st->counts));
+    SC_CHECK(st->counts.status);
+    st->counts_built = 1;
+  }
   uint64_t mine = 0, sum = 0;
   for (int j = 0; j < n; j++)
     mine += sc_fp_pair_term(me, j, sendcounts[j]) - sc_fp_pair_term(j, me, recvcounts[j]);
-  sc_sched_t s;
-  sc_sched_init(&s);
-  sc_coll_args_t a = {.coll = SC_COLL_ALLREDUCE,
-                      .nranks = n,
-                      .rank = me,
-                      .count = 1,
-                      .elem_size = sizeof(uint64_t),
-                      .chunk_elems = 1};
-  sc_result_t r = sc_rd_allreduce_schedule(&a, &s);
-  if (r == SC_SUCCESS) {
-    sc_op_t xop = {.coll = SC_COLL_ALLREDUCE,
-                   .sendbuf = &mine,
-                   .recvbuf = &sum,
-                   .count = 1,
-                   .dtype = SC_UINT64,
-                   .op = SC_SUM,
-                   .seq = op->seq};
-    sc_exec_args_t x = {.op = &xop, .sched = &s, .elem_size = sizeof(uint64_t)};
-    r = sc_sched_execute(comm, &x);
-  }
-  sc_sched_free(&s);
+  sc_op_t xop = {.coll = SC_COLL_ALLREDUCE,
+                 .sendbuf = &mine,
+                 .recvbuf = &sum,
+                 .count = 1,
+                 .dtype = SC_UINT64,
+                 .op = SC_SUM,
+                 .seq = op->seq};
+  sc_exec_args_t x = {.op = &xop, .sched = &st->counts, .elem_size = sizeof(uint64_t)};
+  sc_result_t r = sc_sched_execute(comm, &x);
   if (r != SC_SUCCESS || sum == 0) return r;
   /* Naming the pair takes a message between every two ranks: only where
    * those connections fit. */
-  const int budget = comm->tune.model.peer_budget;
-  if (budget <= 0 || n - 1 <= budget) {
+  const int budget = comm->tune.model.peer_budget, named = budget <= 0 || n - 1 <= budget;
+  if (named) {
     r = sc_fp_check_pairs(comm, op);
     if (r != SC_SUCCESS) return r;
   }
@@ -456,8 +470,7 @@ sc_result_t sc_fp_check_counts(sc_comm_t *comm, const sc_op_t *op) {
                 "all-to-allv's count check; %s): sendcounts[j] on rank i must equal "
                 "recvcounts[i] on rank j",
                 me, (unsigned long long)op->seq,
-                budget <= 0 || n - 1 <= budget
-                    ? "this rank's own pairs agree, the pair's ranks name it"
-                    : "the pair is not named: that takes a connection between every two ranks, "
-                      "more than the descriptor limit allows");
+                named ? "this rank's own pairs agree, the pair's ranks name it"
+                      : "the pair is not named: that takes a connection between every two "
+                        "ranks, more than the descriptor limit allows");
 }

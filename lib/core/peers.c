@@ -56,11 +56,12 @@ sc_result_t sc_comm_peers_keep(sc_comm_t *comm, const sc_peer_head_t *head, size
     free(peers);
     return SC_ERR(SC_ERR_NOMEM, "host names of %d ranks", n);
   }
-  /* The least descriptor limit and shared-memory budget of any rank: every
-   * rank computes the same from the same records (lib/core/select.c). */
+  /* The fewest peers any rank's descriptors hold, and the fewest channels any
+   * rank's shared-memory budget holds: every rank computes the same from the
+   * same records (lib/core/select.c). */
   const uint64_t pair = comm->tpops ? comm->tpops->pair_bytes : 0;
   sc_tune_state_t *t = &comm->tune;
-  t->fd_limit = t->fd_peers = t->shm_pairs = INT32_MAX;
+  t->fd_peers = t->shm_pairs = INT32_MAX;
   t->local_max = 0;
   int h = -1;
   for (int i = 0, run = 0; i < n; i++) {
@@ -75,7 +76,6 @@ sc_result_t sc_comm_peers_keep(sc_comm_t *comm, const sc_peer_head_t *head, size
     q->pid = p->pid;
     q->host = (uint32_t)h;
     memcpy(q->watch_addr, p->watch_addr, sizeof(q->watch_addr));
-    if (p->nofile > 0 && p->nofile < t->fd_limit) t->fd_limit = p->nofile;
     /* A limit no job of SC_RANKS_MAX ranks reaches bounds nothing. */
     if (p->nofile > 0 && p->nofile < 4 * SC_RANKS_MAX) {
       const int per = p->fds_per_peer > 0 ? p->fds_per_peer : 1;

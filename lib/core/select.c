@@ -117,11 +117,20 @@ sc_result_t sc_tune_init(sc_comm_t *comm) {
   t->model.peer_budget = sc_tune_peer_budget(comm);
   if (t->model.peer_budget > 0 && comm->nranks - 1 > t->model.peer_budget && comm->rank == 0)
     SC_INFO(SC_SUBSYS_TUNE,
-            "connections: room for %d peers per rank (the least descriptor limit of any rank "
-            "is %d; the least shared-memory budget holds %d pairs at full size, %d ranks on "
-            "the fullest host): the algorithms that connect every pair (pairwise, linear, "
+            "connections: room for %d peers per rank (the descriptors of every rank hold %d; "
+            "the least shared-memory budget holds %d pairs at full size, %d ranks on the "
+            "fullest host): the algorithms that connect every pair (pairwise, linear, "
             "direct) are left out where another can run",
-            t->model.peer_budget, (int)t->fd_limit, (int)t->shm_pairs, (int)t->local_max);
+            t->model.peer_budget, (int)t->fd_peers, (int)t->shm_pairs, (int)t->local_max);
+  /* The uneven all-to-all's two forms move the same blocks and differ in the
+   * empty ones, which no rank's own counts tell for the whole job, and the
+   * sparse form's count check is an all-reduce more: pairwise, unless its
+   * connection to every peer does not fit (or SC_A2AV_ALGO says otherwise). */
+  int nv;
+  const sc_algo_entry_t *v = sc_algo_candidates(SC_COLL_ALLTOALLV, &nv);
+  t->a2av_sparse = comm->cfg.a2av_algo >= 0
+                       ? comm->cfg.a2av_algo == sc_algo_find(SC_COLL_ALLTOALLV, "sparse")
+                       : comm->nranks > 1 && sc_tune_over_budget(&t->model, &v[0], comm->nranks);
   t->unfitted = l.other_host ? 0 : l.unfitted;
   if (t->hier_ok) {
     /* Several hosts, one with several ranks: price its pairs apart. */
@@ -221,19 +230,6 @@ static void sc_tune_cache_put(sc_tune_state_t *t, int key, size_t bytes, size_t 
                                                                            .choice = choice,
                                                                            .rail = rail};
   pthread_mutex_unlock(&t->lock);
-}
-
-int sc_tune_a2av_sparse(sc_comm_t *comm) {
-  int n;
-  const sc_algo_entry_t *c = sc_algo_candidates(SC_COLL_ALLTOALLV, &n);
-  const int sparse = sc_algo_find(SC_COLL_ALLTOALLV, "sparse");
-  const int forced = sc_forced_index(comm, SC_COLL_ALLTOALLV);
-  if (forced >= 0) return forced == sparse;
-  /* The two forms move the same blocks and differ in the empty ones, which
-   * no rank's own counts tell for the whole job, and the sparse form's count
-   * check is an all-reduce more: pairwise, unless its connection to every
-   * peer does not fit the job's descriptors. */
-  return comm->nranks > 1 && sc_tune_over_budget(&comm->tune.model, &c[0], comm->nranks);
 }
 
 /* Index of the candidate to use for (coll, count*es bytes). */

@@ -14,14 +14,20 @@ for c in /usr/bin/python3 python3; do
 done
 [ -n "$py" ] || { echo "SKIP: no python3 to read the JSON"; exit 77; }
 
-for rep in 1 2 3; do
-  if ! "$top_builddir/sc-run" -n 3 --timeout 120 -x SC_TRANSPORT=shm \
-    "$top_builddir/sc_allreduce_perf" -a compare -b 8 -e 64K -f 32 -n 4 -w 1 \
-    -J "$tmp/r$rep.json" >"$tmp/out" 2>&1; then
-    echo "FAIL: sc_allreduce_perf -a compare run $rep"
+# compare N TRANSPORT PERF JSON SIZES...: one -a compare run into JSON; exits on failure.
+compare() {
+  n=$1 tp=$2 perf=$3 json=$4
+  shift 4
+  if ! "$top_builddir/sc-run" -n "$n" --timeout 120 -x SC_TRANSPORT="$tp" \
+    "$top_builddir/$perf" -a compare "$@" -n 4 -w 1 -J "$json" >"$tmp/out" 2>&1; then
+    echo "FAIL: $perf -a compare ($json)"
     tail -n 20 "$tmp/out"
     exit 1
   fi
+}
+
+for rep in 1 2 3; do
+  compare 3 shm sc_allreduce_perf "$tmp/r$rep.json" -b 8 -e 64K -f 32
 done
 if ! "$top_builddir/sc_tune_fit" -t shm -n "$tmp"/r1.json "$tmp"/r2.json "$tmp"/r3.json \
   >"$tmp/eval" 2>&1; then
@@ -60,11 +66,9 @@ if ! "$top_builddir/sc_tune_fit" -t tcp -s 1 -i 40 -x turn_s=0 "$tmp"/r*.json >"
   exit 1
 fi
 # An all-gather's compare file has the same shape and other algorithms: refused.
-if ! "$top_builddir/sc-run" -n 3 --timeout 120 -x SC_TRANSPORT=shm \
-  "$top_builddir/sc_allgather_perf" -a compare -b 1K -e 4K -f 4 -n 4 -w 1 \
-  -J "$tmp/ag.json" >"$tmp/out" 2>&1 || ! grep -q '"collective": "allgather"' "$tmp/ag.json"; then
-  echo "FAIL: sc_allgather_perf -a compare"
-  tail -n 20 "$tmp/out"
+compare 3 shm sc_allgather_perf "$tmp/ag.json" -b 1K -e 4K -f 4
+if ! grep -q '"collective": "allgather"' "$tmp/ag.json"; then
+  echo "FAIL: sc_allgather_perf -a compare wrote no all-gather file"
   exit 1
 fi
 if "$top_builddir/sc_tune_fit" -t shm -n "$tmp/ag.json" >"$tmp/ag" 2>&1 ||
@@ -76,13 +80,7 @@ fi
 # An all-to-all's compare file: its rows carry pairwise and Bruck, medians
 # and the regret of the model's pick as in the file, the size that of one
 # rank's send buffer.
-if ! "$top_builddir/sc-run" -n 4 --timeout 120 -x SC_TRANSPORT=tcp \
-  "$top_builddir/sc_alltoall_perf" -a compare -b 64 -e 4K -f 64 -n 4 -w 1 \
-  -J "$tmp/a2a.json" >"$tmp/out" 2>&1; then
-  echo "FAIL: sc_alltoall_perf -a compare"
-  tail -n 20 "$tmp/out"
-  exit 1
-fi
+compare 4 tcp sc_alltoall_perf "$tmp/a2a.json" -b 64 -e 4K -f 64
 if ! "$top_builddir/sc_tune_fit" -t tcp -n "$tmp/a2a.json" >"$tmp/a2a" 2>&1; then
   echo "FAIL: sc_tune_fit -n on an all-to-all's file"
   cat "$tmp/a2a"

@@ -642,7 +642,7 @@ int sc_shm_pending(sc_transport_t *base) {
 const sc_transport_ops_t sc_shm_transport = {
     .name = "shm",
     .addr_max = SC_SHM_BLOB_LEN,
-    .pair_bytes = SC_SHM_CTL_BYTES + SC_SHM_RING_BYTES,
+    .pair_bytes = SC_SHM_PAIR_BYTES,
     .create = shm_create,
     .connect_all = sc_shm_connect_all,
     .isend = shm_isend,

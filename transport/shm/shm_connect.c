@@ -85,9 +85,7 @@ static sc_result_t map_peer(sc_shm_transport_t *tp, int i, int fd) {
 /* ---- ring sizes ---- */
 
 uint64_t sc_shm_default_budget(int local) {
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page <= 0) return UINT64_MAX;
-  return sc_tp_shm_default_budget((uint64_t)pages * (uint64_t)page, local);
+  return sc_tp_shm_default_budget(sc_tp_host_mem_bytes(), local);
 }
 
 /* A full ring while the segment's claimed ring bytes stay within its
@@ -417,9 +415,10 @@ static sc_result_t get_peer(sc_shm_transport_t *tp, sc_shm_peer_t *p, int channe
   if (fd >= 0) return complete(tp, p, fd, channels);
   /* No such descriptor: the process exited (or is a zombie) or destroyed
    * its transport. Refused (EACCES, EPERM: ptrace rules): ask for it. */
-  if (err == ENOENT || pid_gone(p->pid)) {
+  const int exited = pid_gone(p->pid);
+  if (err == ENOENT || exited) {
     if (channels && !p->ready && sc_shm_peer_came(tp, p))
-      return drain_only(tp, p, pid_gone(p->pid) ? "exited" : "closed its transport");
+      return drain_only(tp, p, exited ? "exited" : "closed its transport");
     return sc_shm_peer_fail(tp, p,
                             "exited or closed its transport before its shared-memory "
                             "channel was set up");

@@ -223,7 +223,9 @@ int sc_shm_blob_valid(const sc_shm_blob_t *b);
 
 #define SC_SHM_SEG_MAGIC  0x5343534547000001ull
 #define SC_SHM_RING_BYTES ((uint64_t)256 << 10) /* a full ring; a channel's room */
-#define SC_SHM_RING_MIN   ((uint64_t)16 << 10)  /* a ring the budget cannot refuse */
+/* A connected pair's channel at full size, in its receiver's segment. */
+#define SC_SHM_PAIR_BYTES (SC_SHM_CTL_BYTES + SC_SHM_RING_BYTES)
+#define SC_SHM_RING_MIN   ((uint64_t)16 << 10) /* a ring the budget cannot refuse */
 #define SC_SHM_HDR_BYTES  4096
 #define SC_SHM_STEP       ((uint64_t)64 << 10) /* ring bytes copied between publishes */
 #define SC_SHM_CHECK_MS   100                  /* liveness check period while waiting */

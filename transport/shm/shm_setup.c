@@ -155,7 +155,7 @@ sc_result_t sc_shm_create_mode(const sc_tp_config_t *cfg, int partial, sc_transp
   }
   for (int i = 0; i < tp->base.nranks; i++) tp->peers[i].pidfd = -1;
   size_t budget = 0;
-  SC_CHECK_GOTO(sc_config_size("SC_SHM_BUDGET_BYTES", 0, (size_t)1 << 50, &budget), r, fail);
+  SC_CHECK_GOTO(sc_config_size("SC_SHM_BUDGET_BYTES", 0, SC_SHM_BUDGET_MAX, &budget), r, fail);
   tp->budget_set = budget > 0;
   /* Until connect_all knows the host's ranks: as if all were on it. */
   tp->budget = tp->budget_set ? budget : sc_shm_default_budget(tp->base.nranks);
