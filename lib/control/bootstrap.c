@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -86,6 +87,15 @@ sc_result_t sc_unique_id_decode(const sc_unique_id_t *id, sc_sockaddr_t *root,
  * on 2 cores the root's header took over 2 s after the connection, the
  * ranks dropped it, and the root had no second try. */
 #define SC_BOOT_ANSWER_HDR_MS 15000
+/* Passing the table on: the longest wait for a child's listener to take the
+ * connection (it listens before it checks in, so a refusal means it is gone)
+ * and for the child to read the answer, before its own children are answered
+ * in its place. */
+#define SC_BOOT_FORWARD_CONNECT_MS 2000
+#define SC_BOOT_FORWARD_MS         15000
+/* Answer header and reply header in front of the payload, so that the same
+ * buffer goes on to the children in one write. */
+#define SC_BOOT_FORWARD_HEAD (SC_BOOT_ANSWER_LEN + SC_BOOT_REPLY_LEN)
 
 /* Reads a reply (header, then the table or the error text) from fd;
  * table_len 0: the ack. *final: the error is complete as it is (garbage, or
@@ -155,6 +165,61 @@ static sc_result_t boot_await_answer(int lfd, const uint8_t secret[SC_SECRET_LEN
   }
 }
 
+static int64_t boot_min(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
+
+/* Sends buf (SC_BOOT_FORWARD_HEAD bytes of room, then the payload) to the
+ * listener of rank k, or, when k cannot be reached or does not take it, to
+ * k's children in the answer's tree in its place. The rank itself already has
+ * the table: a failure here is a warning, and k's subtree hears of it from
+ * its own wait. Recursion depth is the tree's height (at most 17 levels). */
+static void boot_forward_to(int rank, int k, int nranks, const uint8_t *addrs, const uint8_t *buf,
+                            size_t len, int64_t deadline) {
+  sc_sockaddr_t a;
+  char name[64] = "?";
+  int fd = -1;
+  int64_t now = sc_now_ms();
+  sc_result_t r = sc_socket_addr_unpack(addrs + (size_t)k * SC_SOCKET_ADDR_WIRE_LEN, &a);
+  if (r == SC_SUCCESS) {
+    sc_socket_addr_str(&a, name, sizeof(name));
+    r = sc_socket_connect(&a, boot_min(deadline, now + SC_BOOT_FORWARD_CONNECT_MS), &fd);
+  }
+  if (r == SC_SUCCESS)
+    r = sc_socket_write_all(fd, buf, len, boot_min(deadline, now + SC_BOOT_FORWARD_MS), name);
+  if (fd >= 0) close(fd);
+  if (r == SC_SUCCESS) {
+    SC_TRACE(SC_SUBSYS_BOOT, "bootstrap: rank %d passed the table to rank %d", rank, k);
+    return;
+  }
+  int kids[SC_BOOT_TREE_MAX];
+  int n = sc_boot_tree_children(k, nranks, kids);
+  SC_WARN(SC_SUBSYS_BOOT,
+          "bootstrap: rank %d cannot pass the table to rank %d at %s (%s); passing it to its %d "
+          "children instead",
+          rank, k, name, sc_last_error(), n);
+  for (int i = 0; i < n && sc_ms_until(deadline) > 0; i++)
+    boot_forward_to(rank, kids[i], nranks, addrs, buf, len, deadline);
+}
+
+/* Passes the answer (payload at buf + SC_BOOT_FORWARD_HEAD) on to this
+ * rank's children in the answer's tree. */
+static void boot_forward(const uint8_t secret[SC_SECRET_LEN], int rank, int nranks, size_t bloblen,
+                         uint8_t *buf, size_t payload_len, int64_t deadline) {
+  int kids[SC_BOOT_TREE_MAX];
+  int n = sc_boot_tree_children(rank, nranks, kids);
+  if (n == 0) return;
+  sc_boot_answer_build(buf, secret);
+  sc_wire_put_u32(buf + SC_BOOT_ANSWER_LEN, SC_BOOT_REPLY_MAGIC);
+  sc_wire_put_u32(buf + SC_BOOT_ANSWER_LEN + 4, SC_SUCCESS);
+  sc_wire_put_u32(buf + SC_BOOT_ANSWER_LEN + 8, (uint32_t)payload_len);
+  const uint8_t *addrs = buf + SC_BOOT_FORWARD_HEAD + (size_t)nranks * bloblen;
+  for (int i = 0; i < n; i++)
+    boot_forward_to(rank, kids[i], nranks, addrs, buf, SC_BOOT_FORWARD_HEAD + payload_len,
+                    deadline);
+  memset(buf + 8, 0, SC_SECRET_LEN);
+}
+
 sc_result_t sc_bootstrap_exchange(const sc_sockaddr_t *root, const uint8_t secret[SC_SECRET_LEN],
                                   int rank, int nranks, const void *blob, size_t bloblen, void *all,
                                   int timeout_ms) {
@@ -183,10 +248,16 @@ sc_result_t sc_bootstrap_exchange(const sc_sockaddr_t *root, const uint8_t secre
   int64_t reply_deadline = deadline + grace;
   int fd = -1, lfd = -1, final = 0;
   char inner[SC_ERRMSG_MAX];
+  size_t payload_len = sc_boot_payload_len(nranks, bloblen);
+  uint8_t *buf = malloc(SC_BOOT_FORWARD_HEAD + payload_len);
+  if (!buf)
+    return SC_ERR(SC_ERR_NOMEM, "bootstrap: no memory for the %zu-byte table of %d ranks",
+                  payload_len, nranks);
 
   sc_result_t r = sc_socket_connect(root, deadline, &fd);
   if (r != SC_SUCCESS) {
     sc_error_get_detail(inner, sizeof(inner));
+    free(buf);
     if (r == SC_ERR_TIMEOUT)
       return SC_ERR(SC_ERR_TIMEOUT,
                     "bootstrap timeout after %d ms: rank %d of %d could not reach the root at %s "
@@ -224,18 +295,27 @@ sc_result_t sc_bootstrap_exchange(const sc_sockaddr_t *root, const uint8_t secre
   if (r != SC_SUCCESS) goto fail_io;
   SC_TRACE(SC_SUBSYS_BOOT, "bootstrap: rank %d checked in with %s in %lld ms", rank, raddr,
            (long long)(sc_now_ms() - start));
-  r = boot_await_answer(lfd, secret, who, rank, all, (size_t)nranks * bloblen, reply_deadline,
-                        &final);
+  r = boot_await_answer(lfd, secret, who, rank, buf + SC_BOOT_FORWARD_HEAD, payload_len,
+                        reply_deadline, &final);
   if (r != SC_SUCCESS) goto fail_io;
   close(lfd);
-  SC_TRACE(SC_SUBSYS_BOOT, "bootstrap: rank %d got the table from %s in %lld ms", rank, raddr,
+  lfd = -1;
+  if (bloblen) memcpy(all, buf + SC_BOOT_FORWARD_HEAD, (size_t)nranks * bloblen);
+  SC_TRACE(SC_SUBSYS_BOOT, "bootstrap: rank %d got the table in %lld ms", rank,
            (long long)(sc_now_ms() - start));
+  boot_forward(secret, rank, nranks, bloblen, buf, payload_len, reply_deadline);
+  free(buf);
   return SC_SUCCESS;
 
 fail_io:
   if (final) goto fail;
   sc_error_get_detail(inner, sizeof(inner));
-  if (r == SC_ERR_TIMEOUT)
+  if (r == SC_ERR_TIMEOUT && sc_boot_tree_parent(rank) >= 0)
+    r = SC_ERR(SC_ERR_TIMEOUT,
+               "bootstrap timeout after %d ms: rank %d of %d checked in with the root at %s "
+               "but got no table (it comes from the root through rank %d) (%s)",
+               timeout_ms, rank, nranks, raddr, sc_boot_tree_parent(rank), inner);
+  else if (r == SC_ERR_TIMEOUT)
     r = SC_ERR(SC_ERR_TIMEOUT,
                "bootstrap timeout after %d ms: rank %d of %d checked in with the root at %s "
                "but got no table (%s)",
@@ -250,5 +330,6 @@ fail_io:
 fail:
   if (fd >= 0) close(fd);
   if (lfd >= 0) close(lfd);
+  free(buf);
   return r;
 }

@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* MPI-free rendezvous. A bootstrap root service (a thread in the process that
  * called sc_get_unique_id, or in rank 0 for the environment path) collects one
- * fixed-size blob from every rank and sends the whole table back. A rank's
- * connection to the root carries its blob and an ack, then closes; the root
- * delivers the table over connections it opens to the ranks' listeners, a
- * bounded number (SC_BOOT_CONN_MAX) at a time, so it never holds one
+ * fixed-size blob from every rank, and the whole table goes back down a
+ * binomial tree. A rank's connection to the root carries its blob and an
+ * ack, then closes; the root delivers the table, with every rank's listener
+ * address, to its ceil(log2(nranks + 1)) children in the tree over
+ * connections it opens to their listeners, and each rank passes it on to its
+ * own children before sc_bootstrap_exchange returns; a failed job's reason
+ * goes from the root to every rank. The root has a bounded number of
+ * connections open at once (SC_BOOT_CONN_MAX), so it never holds one
  * descriptor per rank. Every connection presents the job secret first; a
  * wrong secret or garbage is dropped and logged, and the rendezvous goes on.
  * Everything is bounded by a timeout; the root's error names the ranks that
@@ -41,10 +45,14 @@ void sc_bootstrap_root_drain(int max_ms);
 /* Check in with the root (retrying until it listens) and receive every rank's
  * blob: all = nranks * bloblen bytes, rank-major. Listens meanwhile on a free
  * port of the address its connection to the root leaves from, where the root
- * delivers the table; a connection there without the root's header and the
- * secret is dropped with a warning. Errors: SC_ERR_TIMEOUT (names
- * the missing ranks when the root could tell), SC_ERR_INVALID_ARG (the root
- * reported wrong nranks / duplicate rank), SC_ERR_REMOTE (garbage from root). */
+ * or this rank's parent in the tree delivers the table; a connection there
+ * without the answer's header and the secret is dropped with a warning. Then
+ * passes the table on to this rank's children (a child that cannot be
+ * reached is logged, and its children served in its place; that is no error
+ * of this rank's). Errors: SC_ERR_TIMEOUT (names the missing ranks when the
+ * root could tell, else the rank the table comes through), SC_ERR_INVALID_ARG
+ * (the root reported wrong nranks / duplicate rank), SC_ERR_REMOTE (garbage
+ * from the root), SC_ERR_NOMEM. */
 sc_result_t sc_bootstrap_exchange(const sc_sockaddr_t *root, const uint8_t secret[SC_SECRET_LEN],
                                   int rank, int nranks, const void *blob, size_t bloblen, void *all,
                                   int timeout_ms);

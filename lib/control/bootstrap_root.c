@@ -1,15 +1,16 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Bootstrap root service: a detached thread that collects every rank's blob
- * and then sends the whole table to every rank (wire format in
- * bootstrap_wire.h). A rank's connection carries its hello and blob and an
- * ack, then closes; once every rank checked in, the root opens a connection
- * to each rank's listener in turn to deliver the table (or, when the job
- * failed, the reason). At most SC_BOOT_CONN_MAX connections are open at
- * once, so the process hosting the root (rank 0 on the environment path)
- * needs a bounded number of descriptors however many ranks there are; the
- * others wait in the listener's backlog. One poll loop serves every
- * connection, so a silent or slow client cannot hold up the others; nothing
- * is allocated for a connection before its header has been checked. */
+ * and then starts the table down the answer's tree (wire format in
+ * bootstrap_wire.h; the answering side in bootstrap_answer.c). A rank's
+ * connection carries its hello and blob and an ack, then closes; once every
+ * rank checked in, the root answers its children in the tree and the ranks
+ * pass the table on; when the job failed, the root tells every rank the
+ * reason itself. At most SC_BOOT_CONN_MAX connections are open at once, so
+ * the process hosting the root (rank 0 on the environment path) needs a
+ * bounded number of descriptors however many ranks there are; the others
+ * wait in the listener's backlog. One poll loop serves every connection, so
+ * a silent or slow client cannot hold up the others; nothing is allocated
+ * for a connection before its header has been checked. */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -20,13 +21,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "lib/base/error.h"
 #include "lib/base/log.h"
 #include "lib/base/socket.h"
 #include "lib/control/bootstrap.h"
+#include "lib/control/bootstrap_root_internal.h"
 #include "lib/control/bootstrap_wire.h"
 
 /* At the connection limit, a connection that has not sent its hello within
@@ -39,63 +40,6 @@
 /* Root services (detached threads) alive in this process. */
 static _Atomic int sc_broot_running;
 
-typedef enum sc_bconn_state {
-  SC_BCONN_HELLO, /* reading the fixed header; not yet authenticated */
-  SC_BCONN_BLOB,  /* header valid; reading the blob (into the table, or discarded) */
-  SC_BCONN_DIAL,  /* connecting to a rank's listener to answer it */
-  SC_BCONN_REPLY, /* writing the ack, the table or an error, then closing */
-  SC_BCONN_CLOSED
-} sc_bconn_state_t;
-
-typedef struct sc_bconn {
-  int fd;
-  sc_bconn_state_t state;
-  char name[64]; /* peer address for logs */
-  uint8_t hdr[SC_BOOT_HELLO_LEN];
-  size_t hdr_done;
-  int rank;                              /* rank named in a valid header, -1 before */
-  int claimed;                           /* this connection holds rank's slot */
-  int discard;                           /* blob is read and thrown away (job already failed) */
-  uint8_t addr[SC_SOCKET_ADDR_WIRE_LEN]; /* from the hello: where the rank listens */
-  size_t blob_len;
-  size_t blob_off; /* in the table, from sc_boot_blob_offset */
-  size_t blob_done;
-  int answer; /* a connection the root opened to rank's listener */
-  uint8_t head[SC_BOOT_ANSWER_LEN + SC_BOOT_REPLY_LEN]; /* [answer header] reply header */
-  size_t head_len;
-  const uint8_t *payload;
-  size_t payload_len;
-  size_t out_done; /* of head_len + payload_len */
-  int64_t since;   /* accept time, to drop the oldest unauthenticated one */
-} sc_bconn_t;
-
-typedef struct sc_broot {
-  int listen_fd;
-  uint8_t secret[SC_SECRET_LEN];
-  int timeout_ms;
-  int64_t deadline;
-  char addr[64];
-  sc_bconn_t conns[SC_BOOT_CONN_MAX];
-  size_t nconns;               /* open, and closed ones until broot_compact */
-  int64_t accept_paused_until; /* after accept failed (e.g. EMFILE): do not spin on it */
-  struct pollfd pfds[SC_BOOT_CONN_MAX + 1];
-  /* Fixed by the first valid hello. */
-  int nranks;
-  size_t bloblen;
-  int first_rank;
-  uint8_t *table;
-  uint8_t *slot;                             /* per rank: 0 free, 1 blob arriving, 2 checked in */
-  uint8_t *told;                             /* per rank: the final answer was delivered */
-  uint8_t (*raddr)[SC_SOCKET_ADDR_WIRE_LEN]; /* per checked-in rank: where to answer */
-  int checked_in;
-  int complete;  /* everyone checked in; table is being sent */
-  int dial_next; /* answering (complete or failed): the next rank to answer */
-  sc_result_t fail_code;
-  char fail_text[SC_BOOT_ERRTEXT_MAX];
-  size_t fail_len;
-  uint8_t discard[SC_BOOT_BLOB_MAX];
-} sc_broot_t;
-
 static void broot_close(sc_broot_t *r, sc_bconn_t *c) {
   if (c->state == SC_BCONN_CLOSED) return;
   if (c->claimed && r->slot) {
@@ -107,31 +51,11 @@ static void broot_close(sc_broot_t *r, sc_bconn_t *c) {
   c->state = SC_BCONN_CLOSED;
 }
 
-static void broot_drop(sc_broot_t *r, sc_bconn_t *c, const char *why) {
+void sc_broot_drop(sc_broot_t *r, sc_bconn_t *c, const char *why) {
   SC_WARN(SC_SUBSYS_BOOT, "bootstrap root %s: dropping connection from %s%s: %s", r->addr, c->name,
           c->claimed ? " (rank gave up its slot)" : "", why);
+  if (c->answer && r->complete) sc_broot_adopt(r, c->rank);
   broot_close(r, c);
-}
-
-static void broot_start_reply(sc_broot_t *r, sc_bconn_t *c, sc_result_t status,
-                              const uint8_t *payload, size_t len) {
-  size_t h = 0;
-  if (c->answer) {
-    sc_boot_answer_build(c->head, r->secret);
-    h = SC_BOOT_ANSWER_LEN;
-  }
-  sc_wire_put_u32(c->head + h, SC_BOOT_REPLY_MAGIC);
-  sc_wire_put_u32(c->head + h + 4, (uint32_t)status);
-  sc_wire_put_u32(c->head + h + 8, (uint32_t)len);
-  c->head_len = h + SC_BOOT_REPLY_LEN;
-  c->payload = payload;
-  c->payload_len = len;
-  c->out_done = 0;
-  c->state = SC_BCONN_REPLY;
-}
-
-static void broot_reply_error(sc_broot_t *r, sc_bconn_t *c) {
-  broot_start_reply(r, c, r->fail_code, (const uint8_t *)r->fail_text, r->fail_len);
 }
 
 /* The job cannot succeed: every authenticated client, now and later, is told why. */
@@ -146,7 +70,7 @@ static void broot_fail(sc_broot_t *r, sc_result_t code, const char *fmt, ...) {
   r->fail_len = strlen(r->fail_text);
   r->fail_code = code;
   SC_WARN(SC_SUBSYS_BOOT, "bootstrap root %s: failing the job: %s", r->addr, r->fail_text);
-  /* The ranks that checked in are answered by broot_dial; a blob still
+  /* The ranks that checked in are answered by sc_broot_dial; a blob still
    * arriving is read to its end and answered with the error. */
   for (size_t i = 0; i < r->nconns; i++)
     if (r->conns[i].state == SC_BCONN_BLOB) r->conns[i].discard = 1;
@@ -199,7 +123,7 @@ static void broot_on_header(sc_broot_t *r, sc_bconn_t *c) {
   sc_boot_hello_t h;
   char why[128];
   if (sc_boot_hello_parse(c->hdr, c->hdr_done, r->secret, &h, why, sizeof(why)) != SC_SUCCESS) {
-    broot_drop(r, c, why);
+    sc_broot_drop(r, c, why);
     return;
   }
   uint32_t rank = h.rank, nranks = h.nranks, bloblen = h.bloblen;
@@ -209,19 +133,21 @@ static void broot_on_header(sc_broot_t *r, sc_bconn_t *c) {
   memcpy(c->addr, h.addr, sizeof(c->addr));
   if (r->fail_code == SC_SUCCESS && r->nranks == 0) {
     /* First valid hello: its nranks/bloblen are the job's; everything is bounded above. */
-    r->table = calloc((size_t)nranks * bloblen + 1, 1);
+    r->payload_len = sc_boot_payload_len((int)nranks, bloblen);
+    r->table = calloc(r->payload_len, 1);
     r->slot = calloc(nranks, 1);
     r->told = calloc(nranks, 1);
-    r->raddr = calloc(nranks, sizeof(*r->raddr));
-    if (!r->table || !r->slot || !r->told || !r->raddr) {
+    r->treeq = calloc(nranks, sizeof(*r->treeq));
+    if (!r->table || !r->slot || !r->told || !r->treeq) {
       free(r->table);
       free(r->slot);
       free(r->told);
-      free(r->raddr);
+      free(r->treeq);
       r->table = r->slot = r->told = NULL;
-      r->raddr = NULL;
+      r->treeq = NULL;
       broot_fail(r, SC_ERR_NOMEM, "bootstrap root out of memory for %u ranks", nranks);
     } else {
+      r->raddr = (uint8_t(*)[SC_SOCKET_ADDR_WIRE_LEN])(r->table + (size_t)nranks * bloblen);
       r->nranks = (int)nranks;
       r->bloblen = bloblen;
       r->first_rank = (int)rank;
@@ -266,83 +192,30 @@ static void broot_on_header(sc_broot_t *r, sc_bconn_t *c) {
 
 static void broot_on_blob_done(sc_broot_t *r, sc_bconn_t *c) {
   if (c->discard || r->fail_code != SC_SUCCESS) {
-    broot_reply_error(r, c);
+    sc_broot_reply_error(r, c);
     return;
   }
   r->slot[c->rank] = 2;
   memcpy(r->raddr[c->rank], c->addr, sizeof(c->addr));
   c->claimed = 0; /* the slot stays filled after this connection closes */
   r->checked_in++;
-  broot_start_reply(r, c, SC_SUCCESS, NULL, 0); /* the ack */
+  sc_broot_start_reply(r, c, SC_SUCCESS, NULL, 0); /* the ack */
   SC_TRACE(SC_SUBSYS_BOOT, "bootstrap root %s: rank %d checked in from %s (%d of %d)", r->addr,
            c->rank, c->name, r->checked_in, r->nranks);
   if (r->checked_in < r->nranks) return;
   r->complete = 1;
-  SC_INFO(SC_SUBSYS_BOOT, "bootstrap root %s: all %d ranks checked in, sending the table", r->addr,
-          r->nranks);
+  r->treeq_len = sc_boot_tree_children(-1, r->nranks, r->treeq);
+  SC_INFO(SC_SUBSYS_BOOT,
+          "bootstrap root %s: all %d ranks checked in, sending the table down a tree (%d "
+          "children)",
+          r->addr, r->nranks, r->treeq_len);
   for (size_t i = 0; i < r->nconns; i++) {
     sc_bconn_t *o = &r->conns[i];
     if (o->state == SC_BCONN_HELLO || o->state == SC_BCONN_BLOB)
-      broot_drop(r, o, "rendezvous already complete");
+      sc_broot_drop(r, o, "rendezvous already complete");
   }
   close(r->listen_fd);
   r->listen_fd = -1;
-}
-
-/* Answering (the job is complete or failed): opens connections to the
- * listeners of the ranks that checked in, as many as the limit allows. A rank
- * that cannot be reached (it died after checking in) is skipped with a
- * warning: it is not waiting any more. */
-static void broot_dial(sc_broot_t *r) {
-  if (!r->complete && r->fail_code == SC_SUCCESS) return;
-  while (r->dial_next < r->nranks && r->nconns < SC_BOOT_CONN_MAX) {
-    int k = r->dial_next++;
-    if (r->slot[k] != 2 || r->told[k]) continue;
-    sc_sockaddr_t a;
-    char name[64] = "?";
-    int fd = -1, err = 0;
-    if (sc_socket_addr_unpack(r->raddr[k], &a) != SC_SUCCESS) {
-      err = EINVAL;
-    } else {
-      sc_socket_addr_str(&a, name, sizeof(name));
-      fd = socket(a.sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-      if (fd < 0 || (connect(fd, (const struct sockaddr *)&a.sa, a.len) != 0 &&
-                     errno != EINPROGRESS && errno != EINTR))
-        err = errno;
-    }
-    if (err) {
-      SC_WARN(SC_SUBSYS_BOOT, "bootstrap root %s: cannot answer rank %d at %s: %s", r->addr, k,
-              name, strerror(err));
-      if (fd >= 0) close(fd);
-      continue;
-    }
-    sc_bconn_t *c = &r->conns[r->nconns++];
-    memset(c, 0, sizeof(*c));
-    c->fd = fd;
-    c->state = SC_BCONN_DIAL;
-    c->rank = k;
-    c->answer = 1;
-    c->since = sc_now_ms();
-    snprintf(c->name, sizeof(c->name), "%s", name);
-  }
-}
-
-/* A connection to a rank's listener completed (or failed): send the answer. */
-static void broot_dialed(sc_broot_t *r, sc_bconn_t *c) {
-  int err = 0;
-  socklen_t el = sizeof(err);
-  if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0) err = errno;
-  if (err) {
-    char why[160];
-    snprintf(why, sizeof(why), "cannot answer rank %d: %s", c->rank, strerror(err));
-    broot_drop(r, c, why);
-    return;
-  }
-  sc_socket_set_nodelay(c->fd);
-  if (r->complete)
-    broot_start_reply(r, c, SC_SUCCESS, r->table, (size_t)r->nranks * r->bloblen);
-  else
-    broot_reply_error(r, c);
 }
 
 /* Reads what is available; returns 0 when the connection was closed. */
@@ -370,7 +243,7 @@ static int broot_read(sc_broot_t *r, sc_bconn_t *c) {
       char why[96];
       snprintf(why, sizeof(why), "%s",
                n == 0 ? "closed before the rendezvous ended" : strerror(errno));
-      broot_drop(r, c, why);
+      sc_broot_drop(r, c, why);
       return 0;
     }
     if (c->state == SC_BCONN_HELLO) {
@@ -385,41 +258,6 @@ static int broot_read(sc_broot_t *r, sc_bconn_t *c) {
   }
 }
 
-static void broot_write(sc_broot_t *r, sc_bconn_t *c) {
-  size_t total = c->head_len + c->payload_len;
-  while (c->out_done < total) {
-    struct iovec iov[2];
-    int n = 0;
-    if (c->out_done < c->head_len) {
-      iov[n].iov_base = c->head + c->out_done;
-      iov[n++].iov_len = c->head_len - c->out_done;
-      iov[n].iov_base = (void *)c->payload;
-      iov[n++].iov_len = c->payload_len;
-    } else {
-      size_t off = c->out_done - c->head_len;
-      iov[n].iov_base = (void *)(c->payload + off);
-      iov[n++].iov_len = c->payload_len - off;
-    }
-    struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-    ssize_t w = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    if (w <= 0) {
-      broot_drop(r, c, w < 0 ? strerror(errno) : "send made no progress");
-      return;
-    }
-    c->out_done += (size_t)w;
-  }
-  /* The final word reached the rank: its answer, or the error in place of an
-   * ack (unless the rank is checked in from another connection: a duplicate). */
-  if (c->rank >= 0 && c->rank < r->nranks && r->told &&
-      (c->answer || (c->payload_len && r->slot[c->rank] != 2)))
-    r->told[c->rank] = 1;
-  close(c->fd);
-  c->fd = -1;
-  c->state = SC_BCONN_CLOSED;
-}
-
 /* At the connection limit: drops the oldest connection that has not sent its
  * hello within SC_BOOT_HELLO_MS. Returns the time to look again (0: none). */
 static int64_t broot_evict_idle(sc_broot_t *r, int64_t now) {
@@ -432,7 +270,7 @@ static int64_t broot_evict_idle(sc_broot_t *r, int64_t now) {
   if (oldest == SIZE_MAX) return 0;
   if (now - r->conns[oldest].since < SC_BOOT_HELLO_MS)
     return r->conns[oldest].since + SC_BOOT_HELLO_MS;
-  broot_drop(r, &r->conns[oldest], "no hello while the root is at its connection limit");
+  sc_broot_drop(r, &r->conns[oldest], "no hello while the root is at its connection limit");
   return 0;
 }
 
@@ -464,13 +302,6 @@ static void broot_compact(sc_broot_t *r) {
   r->nconns = k;
 }
 
-static int broot_all_told(const sc_broot_t *r) {
-  if (r->nranks == 0) return 0;
-  for (int i = 0; i < r->nranks; i++)
-    if (!r->told[i]) return 0;
-  return 1;
-}
-
 static void broot_free(sc_broot_t *r) {
   for (size_t i = 0; i < r->nconns; i++)
     if (r->conns[i].state != SC_BCONN_CLOSED) close(r->conns[i].fd);
@@ -478,7 +309,7 @@ static void broot_free(sc_broot_t *r) {
   free(r->table);
   free(r->slot);
   free(r->told);
-  free(r->raddr);
+  free(r->treeq);
   memset(r->secret, 0, sizeof(r->secret));
   free(r);
 }
@@ -493,21 +324,24 @@ static void *broot_main(void *arg) {
       flush_deadline = now + SC_BOOT_FLUSH_MS;
       for (size_t i = 0; i < r->nconns; i++)
         if (r->conns[i].state == SC_BCONN_HELLO || r->conns[i].state == SC_BCONN_BLOB)
-          broot_drop(r, &r->conns[i], "bootstrap timed out");
+          sc_broot_drop(r, &r->conns[i], "bootstrap timed out");
       if (r->listen_fd >= 0) close(r->listen_fd);
       r->listen_fd = -1;
     }
     int64_t evict_at = broot_evict_idle(r, now);
+    int64_t expire_at = sc_broot_expire_answers(r, now);
     broot_compact(r);
-    broot_dial(r);
-    int answered = r->nconns == 0 && r->dial_next >= r->nranks;
+    sc_broot_dial(r);
+    int answered =
+        r->nconns == 0 && (r->complete ? r->treeq_head >= r->treeq_len : r->dial_next >= r->nranks);
     if (flush_deadline && (answered || now >= flush_deadline)) break;
     if (r->complete && answered) break;
-    if (r->fail_code != SC_SUCCESS && answered && broot_all_told(r)) break;
+    if (r->fail_code != SC_SUCCESS && answered && sc_broot_all_told(r)) break;
 
     size_t np = 0;
     int64_t wake_at = flush_deadline ? flush_deadline : r->deadline;
     if (evict_at && evict_at < wake_at) wake_at = evict_at;
+    if (expire_at && expire_at < wake_at) wake_at = expire_at;
     int accepting =
         r->listen_fd >= 0 && now >= r->accept_paused_until && r->nconns < SC_BOOT_CONN_MAX;
     if (r->listen_fd >= 0 && now < r->accept_paused_until && r->accept_paused_until < wake_at)
@@ -532,9 +366,9 @@ static void *broot_main(void *arg) {
       sc_bconn_t *c = &r->conns[i];
       short ev = r->pfds[first_conn + i].revents;
       if (!ev || c->state == SC_BCONN_CLOSED) continue;
-      if (c->state == SC_BCONN_DIAL) broot_dialed(r, c);
+      if (c->state == SC_BCONN_DIAL) sc_broot_dialed(r, c);
       if (c->state == SC_BCONN_REPLY)
-        broot_write(r, c);
+        sc_broot_write(r, c);
       else if (c->state == SC_BCONN_HELLO || c->state == SC_BCONN_BLOB)
         broot_read(r, c);
     }

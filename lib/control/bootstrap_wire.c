@@ -148,3 +148,22 @@ sc_result_t sc_boot_blob_offset(const sc_boot_hello_t *h, size_t table_len, size
   *off = o;
   return SC_SUCCESS;
 }
+
+int sc_boot_tree_children(int rank, int nranks, int out[SC_BOOT_TREE_MAX]) {
+  if (nranks < 1 || nranks > SC_RANKS_MAX || rank < -1 || rank >= nranks) return 0;
+  int64_t v = (int64_t)rank + 1, nodes = (int64_t)nranks + 1;
+  int64_t below = v ? (v & -v) : ((int64_t)1 << 40);
+  int n = 0;
+  /* The largest subtree first: it has the most hops still to go. */
+  for (int k = SC_BOOT_TREE_MAX - 1; k >= 0; k--) {
+    int64_t step = (int64_t)1 << k;
+    if (step < below && v + step < nodes) out[n++] = (int)(v + step - 1);
+  }
+  return n;
+}
+
+int sc_boot_tree_parent(int rank) {
+  if (rank < 0) return -1;
+  int64_t v = (int64_t)rank + 1;
+  return (int)(v - (v & -v)) - 1;
+}

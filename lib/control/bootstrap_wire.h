@@ -9,15 +9,21 @@
  *   ack    root -> client, on the hello's connection, which then closes: a
  *                           reply; status 0 with len 0 (checked in: the answer
  *                           comes later) or an error text
- *   answer root -> client, over a connection the root opens to addr:
+ *   answer root or parent -> client, over a connection opened to addr:
  *                           u32 magic 'SCBD', u16 version, u16 0, u8 secret[32],
- *                           then a reply carrying the table or an error text
+ *                           then a reply carrying the payload or an error text
  *   reply                 : u32 magic 'SCBR', u32 status (sc_result_t), u32 len,
- *                           then the table (status 0, len = nranks*bloblen) or an
- *                           error text (len <= SC_BOOT_ERRTEXT_MAX)
- * No connection stays open while the root waits for the other ranks, so the
- * root holds at most SC_BOOT_CONN_MAX descriptors (besides its listener)
- * whatever the number of ranks. */
+ *                           then the payload (status 0, len = nranks*(bloblen +
+ *                           SC_SOCKET_ADDR_WIRE_LEN): the table, rank-major, then
+ *                           every rank's listener address) or an error text
+ *                           (len <= SC_BOOT_ERRTEXT_MAX)
+ * The payload goes down a binomial tree (sc_boot_tree_children): the root
+ * answers its own children, each rank passes what it got on to its children,
+ * and a child that cannot be reached has its children answered in its place.
+ * A failed job is answered by the root to every rank, each directly. No
+ * connection stays open while the root waits for the other ranks, so the root
+ * holds at most SC_BOOT_CONN_MAX descriptors (besides its listener) whatever
+ * the number of ranks, and sends the table ceil(log2(nranks + 1)) times. */
 #ifndef SC_BOOTSTRAP_WIRE_H
 #define SC_BOOTSTRAP_WIRE_H
 
@@ -30,7 +36,7 @@
 #define SC_BOOT_HELLO_MAGIC  0x53434248u /* 'SCBH' */
 #define SC_BOOT_REPLY_MAGIC  0x53434252u /* 'SCBR' */
 #define SC_BOOT_ANSWER_MAGIC 0x53434244u /* 'SCBD' */
-#define SC_BOOT_VERSION      2
+#define SC_BOOT_VERSION      3
 #define SC_BOOT_HELLO_LEN    (4 + 2 + 2 + SC_SECRET_LEN + 4 + 4 + 4 + SC_SOCKET_ADDR_WIRE_LEN)
 #define SC_BOOT_ANSWER_LEN   (4 + 2 + 2 + SC_SECRET_LEN)
 #define SC_BOOT_REPLY_LEN    12
@@ -38,6 +44,24 @@
  * being written); more ranks wait in the listener's backlog or for their turn. */
 #define SC_BOOT_CONN_MAX    64
 #define SC_BOOT_ERRTEXT_MAX 1024
+/* Children a node of the answer's tree has at most (ranks < 2^31). */
+#define SC_BOOT_TREE_MAX 32
+
+/* The answer's payload for a job of nranks ranks of bloblen-byte blobs. */
+static inline size_t sc_boot_payload_len(int nranks, size_t bloblen) {
+  return (size_t)nranks * (bloblen + SC_SOCKET_ADDR_WIRE_LEN);
+}
+
+/* The answer's binomial tree over node 0 (the root service) and node r + 1
+ * (rank r): the children of `rank` (-1: the root service) in a job of nranks
+ * ranks, written to out[SC_BOOT_TREE_MAX] as ranks, the farthest first (the
+ * largest subtree, unless nranks cuts it short); returns how many. Node v's children are v + 2^k
+ * for every 2^k below v's lowest set bit (every 2^k for node 0) that stays under nranks + 1, so
+ * every rank has one parent and lies within ceil(log2(nranks + 1)) hops of
+ * the root. Out-of-range arguments have no children. */
+int sc_boot_tree_children(int rank, int nranks, int out[SC_BOOT_TREE_MAX]);
+/* The parent of rank in that tree (-1: the root service). */
+int sc_boot_tree_parent(int rank);
 
 /* Pure parsers of what arrives from an untrusted peer: bytes in, a parsed
  * struct or a reason out. They touch no socket, and their verdict is the

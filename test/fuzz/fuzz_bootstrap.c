@@ -31,7 +31,7 @@ static const uint8_t *job_secret(void) {
 /* The model: what the wire format says about one header. */
 static int model_valid(const uint8_t *h, size_t len) {
   if (len != SC_BOOT_HELLO_LEN) return 0;
-  if (be32(h) != 0x53434248u || h[4] != 0 || h[5] != 2) return 0;
+  if (be32(h) != 0x53434248u || h[4] != 0 || h[5] != 3) return 0;
   if (memcmp(h + 8, job_secret(), SC_SECRET_LEN) != 0) return 0;
   uint32_t rank = be32(h + 40), nranks = be32(h + 44), bloblen = be32(h + 48);
   if (!(nranks >= 1 && nranks <= 65536 && rank < nranks && bloblen <= 1024)) return 0;
