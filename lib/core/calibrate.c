@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* SC_TUNE=measure (and auto across hosts, or over UCX or verbs on one host:
  * sc_tune_measures): a short calibration at communicator creation. alpha from
- * dissemination barriers (ceil(log2 P) message rounds each), beta from the
- * steps of a ring all-gather (at most SC_CALIB_RING_STEPS of m bytes), gamma from the local
- * reduction kernel. Rank 0's fit is broadcast so every rank chooses alike. */
+ * dissemination barriers (ceil(log2 P) message rounds each), and across
+ * hosts its split into the wire's latency and each message's CPU from a fan
+ * (the barrier's ceil(log2 P) messages out and in per rank, posted at once);
+ * beta from the steps of a ring all-gather (at most SC_CALIB_RING_STEPS of m
+ * bytes), gamma from the local reduction kernel. Rank 0's fit is broadcast
+ * so every rank chooses alike. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +54,26 @@ static sc_result_t sc_calib_ring_steps_schedule(const sc_coll_args_t *a, sc_sche
   return s->status;
 }
 
+/* The fan: ceil(log2 P) messages of count bytes out, to r + 2^j, and as many
+ * in, from r - 2^j, all posted at once: the dissemination barrier's partners,
+ * so that it connects no pair the barrier did not. Received blocks land one
+ * after the other in RECV. */
+static int sc_calib_fan_width(int p) {
+  int k = 0;
+  while ((1L << k) < p) k++;
+  return k;
+}
+
+static sc_result_t sc_calib_fan_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
+  const int p = a->nranks, r = a->rank, k = sc_calib_fan_width(p);
+  const size_t n = a->count;
+  if (n == 0 || p < 2) return s->status;
+  for (int j = 0; j < k; j++) sc_sched_send(s, (r + (1 << j)) % p, SC_BUF_SEND, 0, n);
+  for (int j = 0; j < k; j++)
+    sc_sched_recv(s, (r - (1 << j) % p + p) % p, SC_BUF_RECV, (size_t)j * n, n);
+  return s->status;
+}
+
 /* send: per_rank bytes apart from buf (P blocks of per_rank bytes), which
  * the steps fill from its second block on. */
 static sc_result_t sc_calib_ring_allgather(sc_comm_t *comm, const void *send, void *buf,
@@ -78,7 +101,7 @@ static double sc_calib_median(double *t, int n) {
   return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
-/* fit = {alpha s, beta s/B, gamma s/B, host s/B} and the all-reduce
+/* fit = {alpha s, beta s/B, gamma s/B, host s/B, message CPU s} and the all-reduce
  * candidates' network factors (either NULL: kept) become comm's model; the
  * choices and the schedules cached under the old one are dropped. */
 static void install(sc_comm_t *comm, const double *fit, const double *scale) {
@@ -88,6 +111,7 @@ static void install(sc_comm_t *comm, const double *fit, const double *scale) {
     comm->tune.model.beta_s_per_b = fit[1];
     comm->tune.model.gamma_s_per_b = fit[2];
     comm->tune.model.host_s_per_b = fit[3];
+    comm->tune.model.msg_cpu_s = fit[4];
     comm->tune.calibrated = 1;
   }
   if (scale)
@@ -99,12 +123,14 @@ static void install(sc_comm_t *comm, const double *fit, const double *scale) {
   sc_exec_device_model_changed(comm);
 }
 
-static void install_fit(sc_comm_t *comm, const double fit[4], const double *scale, const char *how,
+static void install_fit(sc_comm_t *comm, const double fit[5], const double *scale, const char *how,
                         const char *whose) {
   install(comm, fit, scale);
   SC_INFO(SC_SUBSYS_TUNE,
-          "%s on %d ranks%s: alpha %.1f us, link %.3g GB/s, host %.3g GB/s, reduce %.3g GB/s", how,
-          comm->nranks, whose, fit[0] * 1e6, 1e-9 / fit[1], 1e-9 / fit[3], 1e-9 / fit[2]);
+          "%s on %d ranks%s: alpha %.1f us, message CPU %.1f us, link %.3g GB/s, host %.3g GB/s, "
+          "reduce %.3g GB/s",
+          how, comm->nranks, whose, fit[0] * 1e6, fit[4] * 1e6, 1e-9 / fit[1], 1e-9 / fit[3],
+          1e-9 / fit[2]);
 }
 
 /* The all-reduce candidates' network factors (sc_link_model_t's
@@ -130,10 +156,10 @@ static sc_result_t calib_allreduce_scales(sc_comm_t *comm) {
   pthread_mutex_unlock(&comm->tune.lock);
   const int p = comm->nranks;
   /* 1 MiB, or more up to 4 MiB where startups weigh more than a fifth of
-   * the bytes (5 P alpha / beta), unless the ring would take over 20 ms: on
+   * the bytes (5 P (alpha + message CPU) / beta), unless the ring would take over 20 ms: on
    * a slow network (100 Mbit/s, 2 hosts) 1 MiB made the step 1.2 s at
    * creation; no less than 256 KiB, twice tbf's burst. */
-  double want = 5.0 * p * m.alpha_s / m.beta_s_per_b, ring_s;
+  double want = 5.0 * p * (m.alpha_s + m.msg_cpu_s) / m.beta_s_per_b, ring_s;
   size_t bytes = (size_t)256 << 10;
   while (bytes < ((size_t)4 << 20) && (bytes < ((size_t)1 << 20) || (double)bytes < want)) {
     sc_coll_args_t a2;
@@ -214,7 +240,7 @@ sc_result_t sc_tune_calibrate(sc_comm_t *comm) {
   double t[reps];
   /* Below shm's single-copy size: the fit is of host_s_per_b (two copies). */
   const size_t m = 64 * 1024;
-  double fit[4] = {0, 0, 0, 0};
+  double fit[5] = {0, 0, 0, 0, 0};
   void *buf = malloc(m * (size_t)p);
   float *x = malloc(m * sizeof(float)), *y = malloc(m * sizeof(float));
   sc_result_t r = SC_SUCCESS;
@@ -262,7 +288,26 @@ sc_result_t sc_tune_calibrate(sc_comm_t *comm) {
   fit[1] = beta > 1e-12 ? beta : 1e-12; /* a noisy fit must not make bytes free */
   fit[2] = gamma;
   fit[3] = host > 1e-12 ? host : 1e-12;
-  SC_CHECK_GOTO(sc_broadcast(fit, fit, 4, SC_FLOAT64, 0, comm), r, done);
+  /* Across hosts: the round's split into the wire and each message's CPU,
+   * which a round of one message each cannot tell apart. */
+  if (cores <= 0 && sc_calib_fan_width(p) >= 2) {
+    sc_op_t fan = {.coll = SC_COLL_ALLGATHER,
+                   .sendbuf = x,
+                   .recvbuf = buf,
+                   .count = 1,
+                   .dtype = SC_UINT8,
+                   .op = SC_SUM,
+                   .gen = sc_calib_fan_schedule};
+    SC_CHECK_GOTO(sc_op_run_blocking(comm, &fan), r, done);
+    for (int i = 0; i < reps && r == SC_SUCCESS; i++) {
+      double f0 = sc_seconds();
+      r = sc_op_run_blocking(comm, &fan);
+      t[i] = sc_seconds() - f0;
+    }
+    if (r != SC_SUCCESS) goto done;
+    sc_tune_fit_msg(alpha, sc_calib_median(t, reps), sc_calib_fan_width(p), &fit[0], &fit[4]);
+  }
+  SC_CHECK_GOTO(sc_broadcast(fit, fit, 5, SC_FLOAT64, 0, comm), r, done);
   install_fit(comm, fit, NULL, "calibrated", " (rank 0's fit)");
   /* Only across hosts: on one host the replay (lib/tune/tune_host.c) is fitted. */
   if (comm->tune.model.host_cores <= 0) r = calib_allreduce_scales(comm);
@@ -281,8 +326,9 @@ done:
 void sc_tune_inherit(sc_comm_t *comm, const sc_comm_t *parent) {
   sc_comm_t *pc = (sc_comm_t *)parent; /* its lock only */
   pthread_mutex_lock(&pc->tune.lock);
-  double fit[4] = {pc->tune.model.alpha_s, pc->tune.model.beta_s_per_b,
-                   pc->tune.model.gamma_s_per_b, pc->tune.model.host_s_per_b};
+  double fit[5] = {pc->tune.model.alpha_s, pc->tune.model.beta_s_per_b,
+                   pc->tune.model.gamma_s_per_b, pc->tune.model.host_s_per_b,
+                   pc->tune.model.msg_cpu_s};
   double scale[SC_TUNE_MAX_CANDIDATES];
   memcpy(scale, pc->tune.model.allreduce_beta_scale, sizeof(scale));
   pthread_mutex_unlock(&pc->tune.lock);

@@ -2,7 +2,8 @@
 /* The alpha-beta cost model behind algorithm choice. A prediction runs every
  * rank's schedule through a timing simulation: a message of b bytes leaves
  * when the sender's link is free, occupies it for b*beta, arrives alpha
- * later; a receive waits for the arrival and a reduction adds b*gamma. The
+ * later; a receive waits for the arrival and a reduction adds b*gamma
+ * (between hosts each end also spends CPU on the message, msg_cpu_s). The
  * finishing time of the last rank is the prediction, so the critical path
  * (messages and bytes on it) falls out of each algorithm's own schedule and
  * crossovers are not constants in code. When every rank shares one host
@@ -51,6 +52,13 @@ typedef struct sc_link_model {
    * between hosts share their host's one network link (0: the host map is ignored). */
   double local_alpha_s;
   double local_beta_s_per_b;
+  /* The network model: CPU seconds a message between hosts costs its two
+   * ends, half on the sender as it posts it (its next step starts that much
+   * later) and half on the receiver as it takes it; alpha_s is then the wire
+   * latency between the two. What makes P - 1 messages posted at once cost
+   * more than log2 P in turn (pairwise against Bruck's all-to-all). Measured
+   * by the calibration (sc_tune_fit_msg); 0: none. */
+  double msg_cpu_s;
   /* Measured per all-reduce candidate (lib/core/calibrate.c, across hosts): the
    * factor its network time takes over the replay's, applied to beta when it
    * is priced (0: none measured, 1). A replay has every rank in step; on a
@@ -66,6 +74,14 @@ typedef struct sc_link_model {
    * bound. */
   int peer_budget;
 } sc_link_model_t;
+
+/* From the calibration's rounds: round_s, one message out and one in per rank
+ * (a dissemination barrier's round), and fan_s, k messages out and k in per
+ * rank posted at once (k >= 2), the per-message CPU of the network model,
+ * (fan_s - round_s) / (k - 1) within [0, round_s], into *msg_cpu_s and the
+ * rest of a round, the wire latency, into *alpha_s. With k < 2 or no fan:
+ * 0 and round_s. */
+void sc_tune_fit_msg(double round_s, double fan_s, int k, double *alpha_s, double *msg_cpu_s);
 
 /* Predicted seconds for the collective a describes (a->rank ignored) with
  * generator gen on the model. Returns SC_ERR_INTERNAL if the schedules

@@ -115,6 +115,14 @@ void sc_tune_default_model(sc_tune_kind_t kind, int host_cores, size_t single_co
   m->host_s_per_msg = 15e-6;
 }
 
+void sc_tune_fit_msg(double round_s, double fan_s, int k, double *alpha_s, double *msg_cpu_s) {
+  double msg = k >= 2 && fan_s > 0 ? (fan_s - round_s) / (k - 1) : 0.0;
+  if (!(msg > 0)) msg = 0; /* also NaN */
+  if (msg > round_s) msg = round_s;
+  *msg_cpu_s = msg;
+  *alpha_s = round_s - msg;
+}
+
 void sc_tune_host_waiting(int spins, int spin_us, sc_link_model_t *m) {
   m->spin_s = spins && spin_us > 0 ? spin_us * 1e-6 : 0;
 }
@@ -171,7 +179,8 @@ static void sc_tune_offer(sc_rank_clock_t *rc, const sc_tune_replay_t *rp, sc_tu
  * first come, first served: replaying each rank until it blocks instead
  * booked a host's link for one rank's later message before its host-mate's
  * earlier one, and priced two rails sharing a link (hier) a third above
- * their critical path. */
+ * their critical path. A message between hosts also costs its sender and its
+ * receiver half of msg_cpu_s each, on their clocks. */
 static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, int by_xor, size_t es,
                                     size_t k, const int *host_of, const sc_tune_replay_t *rp,
                                     double *seconds) {
@@ -201,8 +210,10 @@ static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, int by_xor,
     double bytes = sc_tune_step_bytes(st, es, k);
     const int local = host_of && st->peer >= 0 && host_of[st->peer] == host_of[i];
     const double beta = local ? m->local_beta_s_per_b : m->beta_s_per_b;
+    const double half_msg = local ? 0.0 : 0.5 * m->msg_cpu_s;
     if (st->kind == SC_STEP_SEND || st->kind == SC_STEP_SPARSE_SEND) {
       double *link = local ? &c->local_free : &nic[hi];
+      c->now += half_msg; /* posting it: the rank's next step waits */
       double start = c->now > *link ? c->now : *link;
       *link = start + bytes * beta;
       r = sc_arrivals_push(sc_tune_pairs_q(q, i, st->peer),
@@ -220,6 +231,7 @@ static sc_result_t sc_tune_simulate(const sc_link_model_t *m, int p, int by_xor,
       double ingress = *ingress_free + bytes * beta;
       if (ingress > t) t = ingress;
       *ingress_free = t;
+      t += half_msg;
       if (st->kind == SC_STEP_RECV_REDUCE) t += bytes * m->gamma_s_per_b;
       if (st->kind == SC_STEP_SPARSE_RECV_MERGE) t += 2 * bytes * m->gamma_s_per_b;
       c->now = t;
