@@ -30,7 +30,8 @@ static const sc_config_var_t sc_config_vars[] = {
      "force the dense all-reduce algorithm"},
     {"SC_TUNE", "auto",
      "alpha-beta inputs of the cost model: model (the transport's defaults), measure (a short "
-     "calibration at communicator creation, rank 0's fit broadcast), or auto (measure when the "
+     "calibration at communicator creation, rank 0's fit broadcast; across hosts also each "
+     "message's CPU at its two ends), or auto (measure when the "
      "ranks span hosts or run over ucx or verbs, model on one host over shm and tcp)"},
     {"SC_BCAST_ALGO", "auto", "force the broadcast/reduce algorithm"},
     {"SC_GTOPK_ALGO", "auto",
