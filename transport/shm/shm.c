@@ -80,6 +80,8 @@ void sc_shm_wake_peer(sc_shm_transport_t *tp, sc_shm_peer_t *p) {
   }
 }
 
+#define SC_SHM_CLOSED_TEXT "closed its end of the shared-memory channel"
+
 /* Marks the peer failed with the text and fails its requests; returns code
  * (SC_ERR_REMOTE, or SC_ERR_MISMATCH for the receive that met another
  * operation's message) with the text. */
@@ -97,8 +99,13 @@ static sc_result_t peer_fail_v(sc_shm_transport_t *tp, sc_shm_peer_t *p, sc_resu
   p->dead = 1;
   /* A peer never connected to (gone before it was, as at the end of a job
    * the point-to-point lane's goodbyes to ranks that left) is the caller's
-   * error, not news for the log. */
-  int quiet = !p->ready;
+   * error, not news for the log. Nor is one that closed its end (destroyed
+   * its communicator) while only receives of ours waited on it: at the end of
+   * a job the point-to-point lane's standing receive, whose peer took this
+   * rank's goodbye and left; a caller's receive fails with the text, and its
+   * caller reports it. */
+  int quiet = !p->ready ||
+              (p->gone && ns == 0 && p->gone_how && strcmp(p->gone_how, SC_SHM_CLOSED_TEXT) == 0);
   /* Tell the peer, in case it is alive and waits on us. */
   if (p->tx.ctl) __atomic_store_n(&p->tx.ctl->closed, 1u, __ATOMIC_RELEASE);
   if (p->rx.ctl) __atomic_store_n(&p->rx.ctl->closed, 1u, __ATOMIC_RELEASE);
@@ -233,8 +240,6 @@ static int chan_closed(const sc_shm_peer_t *p) {
   return p->ready && (__atomic_load_n(&p->rx.ctl->closed, __ATOMIC_ACQUIRE) ||
                       __atomic_load_n(&p->tx.ctl->closed, __ATOMIC_ACQUIRE));
 }
-
-#define SC_SHM_CLOSED_TEXT "closed its end of the shared-memory channel"
 
 /* A sender that cancels sets `closed` before it may reuse the buffer, so a
  * read that overlapped the reuse sees the flag when it looks afterwards. */
@@ -385,6 +390,10 @@ static sc_result_t peer_gone(sc_shm_transport_t *tp, sc_shm_peer_t *p, const cha
 }
 
 const char *sc_shm_peer_left(const sc_shm_peer_t *p) {
+  /* A peer that closed its end first (its communicator destroyed, or its
+   * own failure told) left cleanly, whether its process is still there or
+   * not; one that exited without closing did not. */
+  if (chan_closed(p)) return SC_SHM_CLOSED_TEXT;
   int exited = 0;
   if (p->pidfd >= 0) {
     struct pollfd q = {.fd = p->pidfd, .events = POLLIN};
@@ -392,8 +401,7 @@ const char *sc_shm_peer_left(const sc_shm_peer_t *p) {
   } else {
     exited = kill(p->pid, 0) != 0 && errno == ESRCH;
   }
-  if (exited) return "exited";
-  return chan_closed(p) ? SC_SHM_CLOSED_TEXT : NULL;
+  return exited ? "exited" : NULL;
 }
 
 sc_result_t sc_shm_check_peer(sc_shm_transport_t *tp, sc_shm_peer_t *p, int64_t now, int force) {
