@@ -88,11 +88,9 @@ sc_result_t sc_unique_id_decode(const sc_unique_id_t *id, sc_sockaddr_t *root,
  * ranks dropped it, and the root had no second try. */
 #define SC_BOOT_ANSWER_HDR_MS 15000
 /* Passing the table on: the longest wait for a child's listener to take the
- * connection (it listens before it checks in, so a refusal means it is gone)
- * and for the child to read the answer, before its own children are answered
- * in its place. */
+ * connection (it listens before it checks in, so a refusal means it is
+ * gone); the answer then has SC_BOOT_ANSWER_MS. */
 #define SC_BOOT_FORWARD_CONNECT_MS 2000
-#define SC_BOOT_FORWARD_MS         15000
 /* Answer header and reply header in front of the payload, so that the same
  * buffer goes on to the children in one write. */
 #define SC_BOOT_FORWARD_HEAD (SC_BOOT_ANSWER_LEN + SC_BOOT_REPLY_LEN)
@@ -186,7 +184,7 @@ static void boot_forward_to(int rank, int k, int nranks, const uint8_t *addrs, c
     r = sc_socket_connect(&a, boot_min(deadline, now + SC_BOOT_FORWARD_CONNECT_MS), &fd);
   }
   if (r == SC_SUCCESS)
-    r = sc_socket_write_all(fd, buf, len, boot_min(deadline, now + SC_BOOT_FORWARD_MS), name);
+    r = sc_socket_write_all(fd, buf, len, boot_min(deadline, now + SC_BOOT_ANSWER_MS), name);
   if (fd >= 0) close(fd);
   if (r == SC_SUCCESS) {
     SC_TRACE(SC_SUBSYS_BOOT, "bootstrap: rank %d passed the table to rank %d", rank, k);
@@ -210,9 +208,7 @@ static void boot_forward(const uint8_t secret[SC_SECRET_LEN], int rank, int nran
   int n = sc_boot_tree_children(rank, nranks, kids);
   if (n == 0) return;
   sc_boot_answer_build(buf, secret);
-  sc_wire_put_u32(buf + SC_BOOT_ANSWER_LEN, SC_BOOT_REPLY_MAGIC);
-  sc_wire_put_u32(buf + SC_BOOT_ANSWER_LEN + 4, SC_SUCCESS);
-  sc_wire_put_u32(buf + SC_BOOT_ANSWER_LEN + 8, (uint32_t)payload_len);
+  sc_boot_reply_build(buf + SC_BOOT_ANSWER_LEN, SC_SUCCESS, (uint32_t)payload_len);
   const uint8_t *addrs = buf + SC_BOOT_FORWARD_HEAD + (size_t)nranks * bloblen;
   for (int i = 0; i < n; i++)
     boot_forward_to(rank, kids[i], nranks, addrs, buf, SC_BOOT_FORWARD_HEAD + payload_len,
@@ -310,17 +306,16 @@ sc_result_t sc_bootstrap_exchange(const sc_sockaddr_t *root, const uint8_t secre
 fail_io:
   if (final) goto fail;
   sc_error_get_detail(inner, sizeof(inner));
-  if (r == SC_ERR_TIMEOUT && sc_boot_tree_parent(rank) >= 0)
+  if (r == SC_ERR_TIMEOUT) {
+    char via[48] = "";
+    if (sc_boot_tree_parent(rank) >= 0)
+      snprintf(via, sizeof(via), " (it comes from the root through rank %d)",
+               sc_boot_tree_parent(rank));
     r = SC_ERR(SC_ERR_TIMEOUT,
                "bootstrap timeout after %d ms: rank %d of %d checked in with the root at %s "
-               "but got no table (it comes from the root through rank %d) (%s)",
-               timeout_ms, rank, nranks, raddr, sc_boot_tree_parent(rank), inner);
-  else if (r == SC_ERR_TIMEOUT)
-    r = SC_ERR(SC_ERR_TIMEOUT,
-               "bootstrap timeout after %d ms: rank %d of %d checked in with the root at %s "
-               "but got no table (%s)",
-               timeout_ms, rank, nranks, raddr, inner);
-  else if (r == SC_ERR_REMOTE)
+               "but got no table%s (%s)",
+               timeout_ms, rank, nranks, raddr, via, inner);
+  } else if (r == SC_ERR_REMOTE)
     r = SC_ERR(SC_ERR_REMOTE,
                "bootstrap: the root at %s dropped rank %d (wrong secret or not a "
                "libsparsecoll root?): %s",

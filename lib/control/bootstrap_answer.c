@@ -19,12 +19,13 @@
 #include "lib/control/bootstrap_root_internal.h"
 #include "lib/control/bootstrap_wire.h"
 
-/* A rank of the answer's tree the root could not answer: its children are
- * answered in its place (each rank enters the queue once, from its parent). */
+/* Queues the children of rank in the answer's tree: the root's own (rank
+ * -1), or those of a rank the root could not answer, in its place. Each rank
+ * enters the queue once, from its parent. */
 void sc_broot_adopt(sc_broot_t *r, int rank) {
   int kids[SC_BOOT_TREE_MAX];
   int n = sc_boot_tree_children(rank, r->nranks, kids);
-  if (n)
+  if (n && rank >= 0)
     SC_WARN(SC_SUBSYS_BOOT, "bootstrap root %s: answering the %d children of rank %d instead",
             r->addr, n, rank);
   for (int i = 0; i < n && r->treeq_len < r->nranks; i++) r->treeq[r->treeq_len++] = kids[i];
@@ -37,9 +38,7 @@ void sc_broot_start_reply(sc_broot_t *r, sc_bconn_t *c, sc_result_t status, cons
     sc_boot_answer_build(c->head, r->secret);
     h = SC_BOOT_ANSWER_LEN;
   }
-  sc_wire_put_u32(c->head + h, SC_BOOT_REPLY_MAGIC);
-  sc_wire_put_u32(c->head + h + 4, (uint32_t)status);
-  sc_wire_put_u32(c->head + h + 8, (uint32_t)len);
+  sc_boot_reply_build(c->head + h, (uint32_t)status, (uint32_t)len);
   c->head_len = h + SC_BOOT_REPLY_LEN;
   c->payload = payload;
   c->payload_len = len;

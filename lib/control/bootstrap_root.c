@@ -204,7 +204,7 @@ static void broot_on_blob_done(sc_broot_t *r, sc_bconn_t *c) {
            c->rank, c->name, r->checked_in, r->nranks);
   if (r->checked_in < r->nranks) return;
   r->complete = 1;
-  r->treeq_len = sc_boot_tree_children(-1, r->nranks, r->treeq);
+  sc_broot_adopt(r, -1); /* the root's own children: the tree's first level */
   SC_INFO(SC_SUBSYS_BOOT,
           "bootstrap root %s: all %d ranks checked in, sending the table down a tree (%d "
           "children)",

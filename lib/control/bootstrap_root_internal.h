@@ -13,11 +13,6 @@
 #include "lib/base/socket.h"
 #include "lib/control/bootstrap_wire.h"
 
-/* Longest a child of the root in the answer's tree may take to accept and
- * read the table before its children are answered in its place (a rank
- * stopped after checking in must not hold up its subtree to the deadline). */
-#define SC_BOOT_ANSWER_MS 15000
-
 typedef enum sc_bconn_state {
   SC_BCONN_HELLO, /* reading the fixed header; not yet authenticated */
   SC_BCONN_BLOB,  /* header valid; reading the blob (into the table, or discarded) */
@@ -89,7 +84,8 @@ void sc_broot_start_reply(sc_broot_t *r, sc_bconn_t *c, sc_result_t status, cons
                           size_t len);
 /* The failed job's reason as c's reply. */
 void sc_broot_reply_error(sc_broot_t *r, sc_bconn_t *c);
-/* Queues the children of a rank of the answer's tree the root could not answer. */
+/* Queues the children of rank in the answer's tree: the root's own (-1), or
+ * those of a rank the root could not answer. */
 void sc_broot_adopt(sc_broot_t *r, int rank);
 /* Answering: opens connections to the next ranks to answer, up to the limit. */
 void sc_broot_dial(sc_broot_t *r);

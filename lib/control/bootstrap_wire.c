@@ -50,6 +50,12 @@ void sc_boot_answer_build(uint8_t out[SC_BOOT_ANSWER_LEN], const uint8_t secret[
   head_build(out, SC_BOOT_ANSWER_MAGIC, secret);
 }
 
+void sc_boot_reply_build(uint8_t out[SC_BOOT_REPLY_LEN], uint32_t status, uint32_t len) {
+  sc_wire_put_u32(out, SC_BOOT_REPLY_MAGIC);
+  sc_wire_put_u32(out + 4, status);
+  sc_wire_put_u32(out + 8, len);
+}
+
 sc_result_t sc_boot_answer_parse(const uint8_t *buf, size_t len,
                                  const uint8_t secret[SC_SECRET_LEN], char *why, size_t whylen) {
   if (len != SC_BOOT_ANSWER_LEN) {

@@ -44,6 +44,11 @@
  * being written); more ranks wait in the listener's backlog or for their turn. */
 #define SC_BOOT_CONN_MAX    64
 #define SC_BOOT_ERRTEXT_MAX 1024
+/* Longest a parent in the answer's tree (the root, or a rank passing the
+ * table on) gives a child to take the connection and read the answer before
+ * it answers the child's children in its place: a rank stopped after
+ * checking in must not hold up its subtree to the deadline. */
+#define SC_BOOT_ANSWER_MS 15000
 /* Children a node of the answer's tree has at most (ranks < 2^31). */
 #define SC_BOOT_TREE_MAX 32
 
@@ -108,6 +113,9 @@ sc_result_t sc_boot_blob_offset(const sc_boot_hello_t *h, size_t table_len, size
  * checks len == SC_BOOT_ANSWER_LEN, magic, version and secret (SC_SUCCESS, or
  * SC_ERR_REMOTE with the reason in why). */
 void sc_boot_answer_build(uint8_t out[SC_BOOT_ANSWER_LEN], const uint8_t secret[SC_SECRET_LEN]);
+/* The reply header: the root's ack, table or error text, and a rank's table
+ * passed on to its children. */
+void sc_boot_reply_build(uint8_t out[SC_BOOT_REPLY_LEN], uint32_t status, uint32_t len);
 sc_result_t sc_boot_answer_parse(const uint8_t *buf, size_t len,
                                  const uint8_t secret[SC_SECRET_LEN], char *why, size_t whylen);
 

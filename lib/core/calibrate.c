@@ -54,38 +54,25 @@ static sc_result_t sc_calib_ring_steps_schedule(const sc_coll_args_t *a, sc_sche
   return s->status;
 }
 
-/* The fan: ceil(log2 P) messages of count bytes out, to r + 2^j, and as many
- * in, from r - 2^j, all posted at once: the dissemination barrier's partners,
- * so that it connects no pair the barrier did not. Received blocks land one
- * after the other in RECV. */
-static int sc_calib_fan_width(int p) {
+/* ceil(log2 P): a dissemination barrier's rounds, and the fan's width. */
+static int sc_calib_rounds(int p) {
   int k = 0;
   while ((1L << k) < p) k++;
   return k;
 }
 
+/* The fan: ceil(log2 P) messages of count bytes out, to r + 2^j, and as many
+ * in, from r - 2^j, all posted at once: the dissemination barrier's partners,
+ * so that it connects no pair the barrier did not. Received blocks land one
+ * after the other in RECV. */
 static sc_result_t sc_calib_fan_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
-  const int p = a->nranks, r = a->rank, k = sc_calib_fan_width(p);
+  const int p = a->nranks, r = a->rank, k = sc_calib_rounds(p);
   const size_t n = a->count;
   if (n == 0 || p < 2) return s->status;
   for (int j = 0; j < k; j++) sc_sched_send(s, (r + (1 << j)) % p, SC_BUF_SEND, 0, n);
   for (int j = 0; j < k; j++)
     sc_sched_recv(s, (r - (1 << j) % p + p) % p, SC_BUF_RECV, (size_t)j * n, n);
   return s->status;
-}
-
-/* send: per_rank bytes apart from buf (P blocks of per_rank bytes), which
- * the steps fill from its second block on. */
-static sc_result_t sc_calib_ring_allgather(sc_comm_t *comm, const void *send, void *buf,
-                                           size_t per_rank) {
-  sc_op_t op = {.coll = SC_COLL_ALLGATHER,
-                .sendbuf = send,
-                .recvbuf = buf,
-                .count = per_rank,
-                .dtype = SC_UINT8,
-                .op = SC_SUM,
-                .gen = sc_calib_ring_steps_schedule};
-  return sc_op_run_blocking(comm, &op);
 }
 
 static int sc_calib_cmp(const void *a, const void *b) {
@@ -99,6 +86,27 @@ static int sc_calib_cmp(const void *a, const void *b) {
 static double sc_calib_median(double *t, int n) {
   qsort(t, (size_t)n, sizeof(*t), sc_calib_cmp);
   return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+/* Runs gen's schedule (count bytes a block from send into recv) once to warm
+ * up, then reps times timed (t: reps entries), into *median seconds. */
+static sc_result_t sc_calib_time(sc_comm_t *comm, sc_sched_gen_t gen, const void *send, void *recv,
+                                 size_t count, double *t, int reps, double *median) {
+  sc_op_t op = {.coll = SC_COLL_ALLGATHER,
+                .sendbuf = send,
+                .recvbuf = recv,
+                .count = count,
+                .dtype = SC_UINT8,
+                .op = SC_SUM,
+                .gen = gen};
+  SC_CHECK(sc_op_run_blocking(comm, &op));
+  for (int i = 0; i < reps; i++) {
+    double t0 = sc_seconds();
+    SC_CHECK(sc_op_run_blocking(comm, &op));
+    t[i] = sc_seconds() - t0;
+  }
+  *median = sc_calib_median(t, reps);
+  return SC_SUCCESS;
 }
 
 /* fit = {alpha s, beta s/B, gamma s/B, host s/B, message CPU s} and the all-reduce
@@ -256,16 +264,12 @@ sc_result_t sc_tune_calibrate(sc_comm_t *comm) {
     t[i] = sc_seconds() - t0;
   }
   if (r != SC_SUCCESS) goto done;
-  double rounds = ceil(log2((double)p));
-  double alpha = sc_calib_median(t, reps) / rounds;
-  SC_CHECK_GOTO(sc_calib_ring_allgather(comm, x, buf, m), r, done);
-  for (int i = 0; i < reps && r == SC_SUCCESS; i++) {
-    double t0 = sc_seconds();
-    r = sc_calib_ring_allgather(comm, x, buf, m);
-    t[i] = sc_seconds() - t0;
-  }
-  if (r != SC_SUCCESS) goto done;
-  double step = sc_calib_median(t, reps) / sc_calib_ring_steps(p);
+  double alpha = sc_calib_median(t, reps) / sc_calib_rounds(p), ring;
+  /* The ring's send is m bytes apart from buf (P blocks of m bytes), which
+   * its steps fill from the second block on. */
+  SC_CHECK_GOTO(sc_calib_time(comm, sc_calib_ring_steps_schedule, x, buf, m, t, reps, &ring), r,
+                done);
+  double step = ring / sc_calib_ring_steps(p);
   double beta = (step - alpha) / (double)m;
   double t0 = sc_seconds();
   for (int i = 0; i < reps; i++) sc_reduce_kernel(SC_FLOAT32, SC_SUM, x, x, y, m);
@@ -290,22 +294,10 @@ sc_result_t sc_tune_calibrate(sc_comm_t *comm) {
   fit[3] = host > 1e-12 ? host : 1e-12;
   /* Across hosts: the round's split into the wire and each message's CPU,
    * which a round of one message each cannot tell apart. */
-  if (cores <= 0 && sc_calib_fan_width(p) >= 2) {
-    sc_op_t fan = {.coll = SC_COLL_ALLGATHER,
-                   .sendbuf = x,
-                   .recvbuf = buf,
-                   .count = 1,
-                   .dtype = SC_UINT8,
-                   .op = SC_SUM,
-                   .gen = sc_calib_fan_schedule};
-    SC_CHECK_GOTO(sc_op_run_blocking(comm, &fan), r, done);
-    for (int i = 0; i < reps && r == SC_SUCCESS; i++) {
-      double f0 = sc_seconds();
-      r = sc_op_run_blocking(comm, &fan);
-      t[i] = sc_seconds() - f0;
-    }
-    if (r != SC_SUCCESS) goto done;
-    sc_tune_fit_msg(alpha, sc_calib_median(t, reps), sc_calib_fan_width(p), &fit[0], &fit[4]);
+  if (cores <= 0 && sc_calib_rounds(p) >= 2) {
+    double fan;
+    SC_CHECK_GOTO(sc_calib_time(comm, sc_calib_fan_schedule, x, buf, 1, t, reps, &fan), r, done);
+    sc_tune_fit_msg(alpha, fan, sc_calib_rounds(p), &fit[0], &fit[4]);
   }
   SC_CHECK_GOTO(sc_broadcast(fit, fit, 5, SC_FLOAT64, 0, comm), r, done);
   install_fit(comm, fit, NULL, "calibrated", " (rank 0's fit)");
