@@ -281,6 +281,10 @@ sc_result_t sc_tcp_recv_progress(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, int s
     if (s->hdr_done < SC_TCP_HDR_LEN) {
       iov[n].iov_base = s->hdr + s->hdr_done;
       iov[n++].iov_len = SC_TCP_HDR_LEN - s->hdr_done;
+      if (s->len > 0 && s->len <= SC_TCP_STAGE_BYTES) {
+        iov[n].iov_base = tp->stage;
+        iov[n++].iov_len = s->len;
+      }
     } else {
       iov[n].iov_base = s->req->buf + s->off + s->done;
       iov[n++].iov_len = s->len - s->done;
@@ -302,8 +306,21 @@ sc_result_t sc_tcp_recv_progress(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, int s
     *moved += (size_t)got;
     size_t left = (size_t)got;
     if (s->hdr_done < SC_TCP_HDR_LEN) {
-      s->hdr_done += left;
-      if (s->hdr_done == SC_TCP_HDR_LEN) SC_CHECK(head_header_done(tp, p, sock));
+      const size_t h = SC_TCP_HDR_LEN - s->hdr_done;
+      if (left < h) {
+        s->hdr_done += left;
+        continue;
+      }
+      s->hdr_done = SC_TCP_HDR_LEN;
+      left -= h;
+      SC_CHECK(head_header_done(tp, p, sock));
+      /* Staged payload bytes arrive only after a whole header. */
+      if (left == 0) continue;
+      memcpy(s->req->buf + s->off, tp->stage, left);
+      s->done = left;
+      if (s->done < s->len) continue;
+      ring_pop(q);
+      seg_complete(p, s, 0);
       continue;
     }
     size_t b = s->len - s->done;
