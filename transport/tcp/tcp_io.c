@@ -227,7 +227,8 @@ static void fp_hex(char out[2 * SC_TP_FP_LEN + 1], const uint8_t fp[SC_TP_FP_LEN
   for (int i = 0; i < SC_TP_FP_LEN; i++) snprintf(out + 2 * i, 3, "%02x", fp[i]);
 }
 
-/* The head segment's header is complete: check it before any payload is read. */
+/* The head segment's header is complete: check it before any payload reaches the
+ * receive's buffer. */
 static sc_result_t head_header_done(sc_tcp_transport_t *tp, sc_tcp_peer_t *p, int sock) {
   sc_tcp_ring_t *q = &p->socks[sock].rq;
   sc_tcp_seg_t *s = ring_at(q, 0);
