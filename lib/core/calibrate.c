@@ -32,6 +32,13 @@ static double sc_seconds(void) {
  * creation). */
 enum { SC_CALIB_RING_STEPS = 8 };
 
+/* The longest run of one all-reduce candidate the calibration makes (as the
+ * fit just made predicts it): the ring's 2 (P - 1) steps and the others'
+ * log2 P grow with P, and past this a candidate keeps factor 1 instead of
+ * lengthening every communicator's creation (the ring at 256 KiB is about
+ * 60 ms at 1,024 ranks on a 10 Gbit/s network, seconds at 16,384). */
+#define SC_CALIB_CANDIDATE_MAX_S 0.1
+
 static int sc_calib_ring_steps(int p) {
   return p - 1 < SC_CALIB_RING_STEPS ? p - 1 : SC_CALIB_RING_STEPS;
 }
@@ -151,7 +158,9 @@ static void install_fit(sc_comm_t *comm, const double fit[5], const double *scal
  * made from ring steps, so what the ring misses is the fit's error, common
  * to all; only an algorithm slower than the ring's measure is charged more
  * (clamped to [1, 4]: a fast run on a noisy network never makes a
- * candidate cheaper than the replay says). Rank 0's factors are broadcast:
+ * candidate cheaper than the replay says). A candidate whose run the fit
+ * predicts longer than SC_CALIB_CANDIDATE_MAX_S is not run and keeps factor
+ * 1 (all do when the ring is one of them). Rank 0's factors are broadcast:
  * every rank chooses alike. */
 static sc_result_t calib_allreduce_scales(sc_comm_t *comm) {
   int n;
@@ -189,7 +198,8 @@ static sc_result_t calib_allreduce_scales(sc_comm_t *comm) {
     m0.beta_s_per_b = 0;
     double pred, pred0;
     if (sc_tune_predict(&m, c[i].gen, &a, &pred) != SC_SUCCESS ||
-        sc_tune_predict(&m0, c[i].gen, &a, &pred0) != SC_SUCCESS || !(pred > pred0))
+        sc_tune_predict(&m0, c[i].gen, &a, &pred0) != SC_SUCCESS || !(pred > pred0) ||
+        pred > SC_CALIB_CANDIDATE_MAX_S)
       continue;
     sc_op_t op = {.coll = SC_COLL_ALLREDUCE,
                   .sendbuf = buf,

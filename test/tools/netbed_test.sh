@@ -282,13 +282,17 @@ rc2=$?
 link=$(sed -n 's/.*calibrated on 2 ranks.*link \([0-9.e+-]*\) GB\/s.*/\1/p' "$tmp/auto.err" | head -n 1)
 n_auto=$(grep -c 'calibrated on 2 ranks' "$tmp/auto.err")
 n_model=$(grep -c 'calibrated on' "$tmp/model.err")
+# At 100 Mbit/s every all-reduce candidate's run is predicted below the
+# calibration's 100 ms: each rank ran the ring and logged its factor.
+n_ran=$(grep -c 'network factors over the ring.*: ring 1.00 (' "$tmp/auto.err")
 cp "$tmp/auto.err" "$tmp/err"
 if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$n_auto" -eq 2 ] && [ "$n_model" -eq 0 ] &&
+  [ "$n_ran" -eq 2 ] &&
   [ -n "$link" ] && python3 -c "import sys; r = float(sys.argv[1]) / ($RATE_BPS / 8e9)
 sys.exit(0 if 1 / 3 <= r <= 2 else 1)" "$link"; then
   ok "SC_TUNE unset across hosts: both ranks calibrate, link $link GB/s (the bed: $RATE_BPS bit/s); SC_TUNE=model: no calibration"
 else
-  bad "SC_TUNE across hosts (rc=$rc1,$rc2 calibrated: $n_auto of 2 by default, $n_model with model; link '$link' GB/s for $RATE_BPS bit/s)"
+  bad "SC_TUNE across hosts (rc=$rc1,$rc2 calibrated: $n_auto of 2 by default, $n_model with model; candidates run on $n_ran of 2; link '$link' GB/s for $RATE_BPS bit/s)"
 fi
 
 # --- a split's communicator across the hosts takes its parent's fit instead of
@@ -308,6 +312,27 @@ if [ $rc -eq 0 ] && [ "$n_parent" -eq 4 ] && [ "$n_child" -eq 0 ] && [ "$n_inh" 
   ok "split across hosts: the parent calibrated on 4 ranks, the 2-host child inherited its fit"
 else
   bad "split across hosts (rc=$rc: parent calibrations $n_parent of 4, child calibrations $n_child, inherited $n_inh of 2)"
+fi
+
+# --- on a slow link the calibration leaves out the all-reduce candidates whose
+# run it predicts past 100 ms (at 10 Mbit/s, 256 KiB: 220 ms each, three runs
+# of four candidates, 2.6 s of creation): the fit still comes, the factors
+# are none. The bed goes down and up at 10 Mbit/s for it.
+"$NETBED" --id "$ID" down >/dev/null 2>&1
+if "$NETBED" --id "$ID" up 2 10mbit >"$tmp/out" 2>"$tmp/err"; then
+  calib "$tmp/slow"
+  rc=$?
+  n_fit=$(grep -c 'calibrated on 2 ranks' "$tmp/slow.err")
+  n_none=$(grep -c 'network factors over the ring.*: none$' "$tmp/slow.err")
+  cp "$tmp/slow.err" "$tmp/err"
+  if [ $rc -eq 0 ] && [ "$n_fit" -eq 2 ] && [ "$n_none" -eq 2 ] &&
+    grep -q '^# Out of bounds values : 0 OK$' "$tmp/slow.out"; then
+    ok "10 Mbit/s: both ranks calibrate, no all-reduce candidate run past 100 ms"
+  else
+    bad "10 Mbit/s calibration (rc=$rc: fits $n_fit of 2, no candidates run on $n_none of 2)"
+  fi
+else
+  bad "sc-netbed up 2 10mbit"
 fi
 
 # --- down removes everything; down again succeeds; status says not up
