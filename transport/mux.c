@@ -150,6 +150,20 @@ static sc_result_t mux_irecv(sc_transport_t *tp, int peer, void *buf, size_t len
   return sub->ops->irecv(sub, peer, buf, len, req);
 }
 
+static sc_result_t mux_rget(sc_transport_t *tp, int peer, void *buf, uint64_t at, size_t len) {
+  sc_mux_transport_t *m = mux_of(tp);
+  if (!m) return SC_ERR(SC_ERR_INVALID_ARG, "mux rget: NULL transport");
+  sc_transport_t *sub = route(m, peer);
+  return sub->ops->rget ? sub->ops->rget(sub, peer, buf, at, len) : SC_ERR_UNSUPPORTED;
+}
+
+static void mux_withdraw(sc_transport_t *tp, int peer) {
+  sc_mux_transport_t *m = mux_of(tp);
+  if (!m) return;
+  sc_transport_t *sub = route(m, peer);
+  if (sub->ops->withdraw) sub->ops->withdraw(sub, peer);
+}
+
 /* r: what one child's progress returned. A mismatch the other child meets
  * now outranks r, as within each child: the executor must see it to name
  * both calls, and r is mostly its echo (a peer closing after its own
@@ -345,4 +359,6 @@ const sc_transport_ops_t sc_mux_transport = {
     .board_max = mux_board_max,
     .board_post = mux_board_post,
     .board_peek = mux_board_peek,
+    .rget = mux_rget,
+    .withdraw = mux_withdraw,
 };

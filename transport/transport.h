@@ -247,6 +247,21 @@ struct sc_transport_ops {
    * without posting fails with SC_ERR_REMOTE naming it. */
   sc_result_t (*board_peek)(sc_transport_t *tp, int peer, uint64_t seq, int64_t now_ms,
                             const void **data, uint64_t *fp);
+  /* Optional (NULL where a transport has none): a read of len bytes at
+   * address `at` of peer's memory into buf, now, in the calling thread (the
+   * point-to-point lane's rendezvous: its sender offers its buffer, and
+   * keeps it in place until the receiver says it is read). SC_SUCCESS;
+   * SC_ERR_UNSUPPORTED, nothing failed and no error text, where this pair
+   * cannot (another host, reads not permitted, the address not readable):
+   * the caller asks for the data instead; SC_ERR_REMOTE, the peer failed as
+   * for a request, where it exited or closed its end, also after the read
+   * began (it withdrew: the bytes may be torn). */
+  sc_result_t (*rget)(sc_transport_t *tp, int peer, void *buf, uint64_t at, size_t len);
+  /* Optional, with rget: closes the pair, so that the peer's rget of this
+   * rank's memory fails from now on, including one under way (it sees the
+   * close once its read ends). The owner of an offered buffer calls it
+   * before it gives the buffer back without the peer having read it. */
+  void (*withdraw)(sc_transport_t *tp, int peer);
 };
 
 extern const sc_transport_ops_t sc_tcp_transport;

@@ -112,6 +112,11 @@ static const sc_config_var_t sc_config_vars[] = {
     {"SC_P2P", "1",
      "1: every communicator opens a second connection of its transport for sc_send/sc_recv "
      "and their kin; 0: none, point-to-point calls fail with SC_ERR_UNSUPPORTED"},
+    {"SC_P2P_READ", "1",
+     "1: a point-to-point message past the eager size offers its host buffer in its request "
+     "to send, and a receiver on the same host reads it from there at once (shared memory's "
+     "single copy), one hop between the ranks instead of three; 0: the receiver always asks "
+     "for the data (clear to send)"},
     {"SC_P2P_UNEXPECTED_BYTES", "268435456",
      "point-to-point messages that arrived before their receive, buffered per communicator, at "
      "most this many bytes (payloads and 128 bytes per message): the message that would pass "

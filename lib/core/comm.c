@@ -88,6 +88,8 @@ static sc_result_t sc_comm_read_config(sc_comm_config_t *cfg) {
   cfg->check_mismatch = (int)v;
   SC_CHECK(sc_config_long("SC_P2P", 0, 1, &v));
   cfg->p2p = (int)v;
+  SC_CHECK(sc_config_long("SC_P2P_READ", 0, 1, &v));
+  cfg->p2p_read = (int)v;
   SC_CHECK(sc_config_size("SC_P2P_UNEXPECTED_BYTES", (size_t)128 << 10, (size_t)1 << 40,
                           &cfg->p2p_unexp_bytes));
   snprintf(cfg->ifname, sizeof(cfg->ifname), "%s", sc_config_get("SC_SOCKET_IFNAME"));

@@ -156,6 +156,7 @@ typedef struct sc_comm_config {
   int check_mismatch;
   int p2p;                /* SC_P2P: open the point-to-point lane (lib/core/p2p.c) */
   size_t p2p_unexp_bytes; /* SC_P2P_UNEXPECTED_BYTES: unmatched arrivals buffered at most */
+  int p2p_read;           /* SC_P2P_READ: rendezvous sends offer their buffer for reading */
   char ifname[64];
 } sc_comm_config_t;
 

@@ -75,6 +75,10 @@ sc_result_t sc_p2p_dev_copy(sc_p2p_t *p, int device, void *dst, const void *src,
  * error detail (res != SC_SUCCESS) was recorded on this thread just before.
  * A receive into device memory is copied there first. */
 void sc_p2p_op_complete(sc_p2p_op_t *op, sc_result_t res) {
+  /* A buffer offered and not read goes back only once the receiver can no
+   * longer read it. */
+  if (res != SC_SUCCESS && op->offered && op->lane->ops->withdraw)
+    op->lane->ops->withdraw(op->lane->tp, op->peer);
   if (res == SC_SUCCESS && op->dev && op->bytes &&
       (res = sc_p2p_dev_copy(op->lane, op->device, op->dev, op->buf, op->bytes)) != SC_SUCCESS) {
     char why[SC_ERRMSG_MAX / 2], what[160];
@@ -100,7 +104,7 @@ int sc_p2p_op_tr_pending(const sc_p2p_op_t *op) {
   return 0;
 }
 
-static void active_add(sc_p2p_t *p, sc_p2p_op_t *op) {
+void sc_p2p_active_add(sc_p2p_t *p, sc_p2p_op_t *op) {
   if (op->in_active) return;
   op->in_active = 1;
   op->anext = p->active;
@@ -116,7 +120,7 @@ void sc_p2p_wait_remove(sc_p2p_op_t **list, sc_p2p_op_t *op) {
     }
 }
 
-static sc_p2p_op_t *wait_take_id(sc_p2p_op_t **list, uint64_t id) {
+sc_p2p_op_t *sc_p2p_wait_take_id(sc_p2p_op_t **list, uint64_t id) {
   for (sc_p2p_op_t **pp = list; *pp; pp = &(*pp)->wnext)
     if ((*pp)->id == id) {
       sc_p2p_op_t *op = *pp;
@@ -164,7 +168,7 @@ void sc_p2p_tp_failed(sc_p2p_t *p, int peer, sc_result_t st) {
   sc_p2p_peer_fail(p, peer, st == SC_ERR_ABORTED || st == SC_ERR_TIMEOUT ? st : SC_ERR_REMOTE, why);
 }
 
-static void send_ctl(sc_p2p_t *p, int peer, sc_p2p_kind_t kind, uint64_t id) {
+void sc_p2p_send_ctl(sc_p2p_t *p, int peer, sc_p2p_kind_t kind, uint64_t id) {
   sc_p2p_ctl_t *c = sc_p2p_ctl_get();
   if (!c) {
     sc_p2p_peer_fail(p, peer, SC_ERR_NOMEM, "no memory for a control frame");
@@ -255,7 +259,7 @@ static void recv_payload(sc_p2p_t *p, sc_p2p_op_t *op) {
   op->final = 1;
   op->deadline_ms = SC_P2P_UNSTAMPED;
   if (op->bytes) sc_p2p_tp_post(p, 0, op->peer, op->buf, op->bytes, &op->tr[op->ntr++]);
-  active_add(p, op);
+  sc_p2p_active_add(p, op);
 }
 
 /* Receive op meets unexpected message u (both taken off their lists). */
@@ -276,7 +280,11 @@ static void match_unexp(sc_p2p_t *p, sc_p2p_op_t *op, sc_p2p_unexp_t *u) {
     return;
   }
   if (u->kind == SC_P2P_RTS) {
-    send_ctl(p, op->peer, bad ? SC_P2P_DROP : SC_P2P_CTS, u->id);
+    if (!bad && sc_p2p_read_offer(p, op, u)) {
+      sc_p2p_unexp_free(u);
+      return;
+    }
+    sc_p2p_send_ctl(p, op->peer, bad ? SC_P2P_DROP : SC_P2P_CTS, u->id);
     if (bad) {
       sc_p2p_op_complete(op, SC_ERR_MISMATCH);
     } else {
@@ -414,6 +422,7 @@ void sc_p2p_on_header(sc_p2p_t *p, int peer) {
       sc_p2p_peer_fail(p, peer, SC_ERR_NOMEM, "no memory for an incoming message");
       return;
     }
+    if (h.kind == SC_P2P_RTS) u->offer = sc_p2p_offer_get(pp->hbuf);
     if (op && h.kind == SC_P2P_EAGER) {
       u->drop = 1; /* its receive failed above: the payload is read and discarded */
       unexp_receive(p, u);
@@ -429,8 +438,9 @@ void sc_p2p_on_header(sc_p2p_t *p, int peer) {
     break;
   }
   case SC_P2P_CTS:
-  case SC_P2P_DROP: {
-    sc_p2p_op_t *op = wait_take_id(&pp->wait_cts, h.id);
+  case SC_P2P_DROP:
+  case SC_P2P_FIN: {
+    sc_p2p_op_t *op = sc_p2p_wait_take_id(&pp->wait_cts, h.id);
     if (!op) break; /* the send timed out meanwhile */
     if (h.kind == SC_P2P_CTS) {
       sc_p2p_hdr_t d = {.kind = SC_P2P_DATA,
@@ -446,11 +456,17 @@ void sc_p2p_on_header(sc_p2p_t *p, int peer) {
     }
     op->final = 1;
     if (op->in_active || sc_p2p_op_tr_pending(op))
-      active_add(p, op);
+      sc_p2p_active_add(p, op);
     else
       sc_p2p_op_complete(op, SC_SUCCESS);
     break;
   }
+  case SC_P2P_REVOKE:
+    sc_p2p_on_revoke(p, peer, h.id);
+    break;
+  case SC_P2P_REVOKED:
+    sc_p2p_on_revoked(p, peer, h.id);
+    break;
   case SC_P2P_BYE: {
     char why[128];
     snprintf(why, sizeof(why),
@@ -462,7 +478,7 @@ void sc_p2p_on_header(sc_p2p_t *p, int peer) {
     return; /* nothing follows: no header receive left pending for its close */
   }
   case SC_P2P_DATA: {
-    sc_p2p_op_t *op = wait_take_id(&pp->wait_data, h.id);
+    sc_p2p_op_t *op = sc_p2p_wait_take_id(&pp->wait_data, h.id);
     if (op && op->bytes != h.bytes) {
       SC_ERR(SC_ERR_REMOTE,
              "point-to-point DATA from rank %d: %" PRIu64 " bytes, %" PRIu64
@@ -564,6 +580,11 @@ void sc_p2p_start_op(sc_p2p_t *p, sc_p2p_op_t *op) {
                     .bytes = op->bytes,
                     .id = op->id};
   sc_p2p_hdr_encode(&h, op->hdr);
+  if (!eager && !op->device && p->ops->rget && p->comm->cfg.p2p_read) {
+    op->offered = 1;
+    op->lane = p;
+    sc_p2p_offer_put(op->hdr, (uint64_t)(uintptr_t)op->buf);
+  }
   const int inl = eager && op->bytes <= SC_P2P_INLINE_BYTES;
   if (inl && op->bytes) memcpy(op->hdr + SC_P2P_HDR_BYTES, op->buf, op->bytes);
   const int more = eager && !inl && op->bytes;
@@ -577,5 +598,5 @@ void sc_p2p_start_op(sc_p2p_t *p, sc_p2p_op_t *op) {
     pp->wait_cts = op;
     op->waiting = 1;
   }
-  active_add(p, op);
+  sc_p2p_active_add(p, op);
 }

@@ -49,6 +49,8 @@ typedef struct sc_p2p_op {
   int device;
   int64_t deadline_ms;
   int in_active, final, waiting;
+  int offered;      /* its RTS offered buf for the receiver to read (lane set too) */
+  int revoking;     /* it timed out waiting: REVOKE sent, the receiver's answer awaited */
   sc_result_t fail; /* decided while requests were still in flight */
   int ntr;
   sc_tp_req_t tr[SC_TR_MAX];
@@ -61,6 +63,7 @@ typedef struct sc_p2p_unexp {
   struct sc_p2p_unexp *pnext; /* the lane's list of payloads in flight */
   sc_p2p_kind_t kind;
   uint64_t bytes, id;
+  uint64_t offer; /* an RTS's offered buffer in its sender's memory (0: none) */
   int peer, arrived, drop;
   uint8_t *data;                      /* small, or allocated */
   uint8_t small[SC_P2P_INLINE_BYTES]; /* an inline payload: no allocation of its own */
@@ -158,6 +161,28 @@ void sc_p2p_unexp_free(sc_p2p_unexp_t *u);
  * the next header's. */
 void sc_p2p_on_header(sc_p2p_t *p, int peer);
 void sc_p2p_start_op(sc_p2p_t *p, sc_p2p_op_t *op);
+/* A control frame (CTS, DROP, FIN, REVOKE, REVOKED) of message id to peer. */
+void sc_p2p_send_ctl(sc_p2p_t *p, int peer, sc_p2p_kind_t kind, uint64_t id);
+/* Takes the operation of message id off a peer's wait list (NULL: none). */
+sc_p2p_op_t *sc_p2p_wait_take_id(sc_p2p_op_t **list, uint64_t id);
+/* op's transport requests are watched until they settle. */
+void sc_p2p_active_add(sc_p2p_t *p, sc_p2p_op_t *op);
+
+/* p2p_offer.c: offered buffers. A matched RTS whose sender offered its
+ * buffer: reads it now and answers FIN (op completed or failed: 1); 0: not
+ * read (no offer, a device receive, a transport that cannot here): the
+ * caller asks for the data with CTS. */
+int sc_p2p_read_offer(sc_p2p_t *p, sc_p2p_op_t *op, const sc_p2p_unexp_t *u);
+/* op, an offered send waiting for its receiver, timed out: asks the
+ * receiver to drop its RTS unread. The answer (REVOKED, or a FIN, CTS or
+ * DROP that left first) settles op; until then the buffer stays offered. */
+void sc_p2p_revoke(sc_p2p_t *p, sc_p2p_op_t *op);
+/* REVOKE of message id from peer: its RTS is dropped if no receive took it;
+ * answered REVOKED either way. */
+void sc_p2p_on_revoke(sc_p2p_t *p, int peer, uint64_t id);
+/* REVOKED: the send still waiting fails with SC_ERR_TIMEOUT, its buffer
+ * no longer offered. */
+void sc_p2p_on_revoked(sc_p2p_t *p, int peer, uint64_t id);
 
 /* p2p_pool.c: an operation with stage bytes of device staging after it,
  * zeroed (NULL: no memory), and its release (NULL is ignored). */

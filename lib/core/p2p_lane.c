@@ -125,6 +125,12 @@ static void check_deadlines(sc_p2p_t *p, int64_t now) {
       for (sc_p2p_op_t *op = *list, *next; op; op = next) {
         next = op->wnext;
         if (!expired(op, now, timeout_ms)) continue;
+        /* An offered buffer goes back once the receiver cannot read it: it
+         * drops the offer, or (no answer either) the pair is closed. */
+        if (op->offered && !op->revoking && !pp->dead) {
+          sc_p2p_revoke(p, op);
+          continue;
+        }
         sc_p2p_wait_remove(list, op);
         if (op->in_active) {
           op->final = 1;

@@ -16,6 +16,14 @@ void sc_p2p_hdr_encode(const sc_p2p_hdr_t *h, uint8_t out[SC_P2P_HDR_BYTES]) {
   sc_wire_put_u64(out + 32, h->id);
 }
 
+void sc_p2p_offer_put(uint8_t frame[SC_P2P_FRAME_BYTES], uint64_t addr) {
+  sc_wire_put_u64(frame + SC_P2P_HDR_BYTES, addr);
+}
+
+uint64_t sc_p2p_offer_get(const uint8_t frame[SC_P2P_FRAME_BYTES]) {
+  return sc_wire_get_u64(frame + SC_P2P_HDR_BYTES);
+}
+
 sc_result_t sc_p2p_hdr_decode(const uint8_t in[SC_P2P_HDR_BYTES], int peer, uint64_t max_bytes,
                               sc_p2p_hdr_t *h) {
   uint32_t magic = sc_wire_get_u32(in), kind = sc_wire_get_u32(in + 4);
@@ -26,14 +34,14 @@ sc_result_t sc_p2p_hdr_decode(const uint8_t in[SC_P2P_HDR_BYTES], int peer, uint
   if (magic != SC_P2P_MAGIC)
     return SC_ERR(SC_ERR_REMOTE, "point-to-point header from rank %d: bad magic 0x%08x", peer,
                   magic);
-  if (kind < SC_P2P_EAGER || kind > SC_P2P_BYE)
+  if (kind < SC_P2P_EAGER || kind > SC_P2P_REVOKED)
     return SC_ERR(SC_ERR_REMOTE, "point-to-point header from rank %d: unknown kind %u", peer, kind);
   h->kind = (sc_p2p_kind_t)kind;
   if (tag > (uint32_t)INT32_MAX)
     return SC_ERR(SC_ERR_REMOTE, "point-to-point header from rank %d: negative tag", peer);
   h->tag = (int)tag;
   h->dtype = (sc_dtype_t)dtype;
-  if (kind == SC_P2P_CTS || kind == SC_P2P_DROP || kind == SC_P2P_BYE) return SC_SUCCESS;
+  if (kind != SC_P2P_EAGER && kind != SC_P2P_RTS && kind != SC_P2P_DATA) return SC_SUCCESS;
   size_t es = dtype <= (uint32_t)SC_FLOAT64 ? sc_dtype_size((sc_dtype_t)dtype) : 0;
   if (es == 0)
     return SC_ERR(SC_ERR_REMOTE, "point-to-point header from rank %d: invalid dtype %u", peer,

@@ -32,7 +32,10 @@ typedef enum sc_p2p_kind {
   SC_P2P_CTS,       /* receiver -> sender: send message `id` now */
   SC_P2P_DROP,      /* receiver -> sender: message `id` was refused, complete it */
   SC_P2P_DATA,      /* sender -> receiver after a CTS, payload follows */
-  SC_P2P_BYE        /* the sender's communicator is being destroyed: no more frames */
+  SC_P2P_BYE,       /* the sender's communicator is being destroyed: no more frames */
+  SC_P2P_FIN,       /* receiver -> sender: message `id`'s offered buffer was read */
+  SC_P2P_REVOKE,    /* sender -> receiver: message `id` timed out, drop its RTS unread */
+  SC_P2P_REVOKED    /* receiver -> sender: done (a FIN, CTS or DROP came first if matched) */
 } sc_p2p_kind_t;
 
 typedef struct sc_p2p_hdr {
@@ -43,6 +46,12 @@ typedef struct sc_p2p_hdr {
 } sc_p2p_hdr_t;
 
 void sc_p2p_hdr_encode(const sc_p2p_hdr_t *h, uint8_t out[SC_P2P_HDR_BYTES]);
+/* An RTS frame may offer the sender's buffer for the receiver to read
+ * (transport.h's rget): its address, after the header; 0 (the frame's
+ * zeros) offers nothing. The receiver that reads it answers FIN, one that
+ * cannot answers CTS as for any RTS. */
+void sc_p2p_offer_put(uint8_t frame[SC_P2P_FRAME_BYTES], uint64_t addr);
+uint64_t sc_p2p_offer_get(const uint8_t frame[SC_P2P_FRAME_BYTES]);
 /* Decodes and checks a header from the network: magic, kind, dtype, tag >= 0,
  * bytes == count x dtype size for EAGER/RTS/DATA, an EAGER payload's bytes <=
  * max_bytes (the eager threshold: the receiver may have to buffer it; DATA

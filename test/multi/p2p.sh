@@ -58,4 +58,23 @@ stopped() {
 }
 check "p2p, messages from a sender that left before the pair was connected back, n=3" stopped
 check "p2p off (SC_P2P=0), n=2" env SC_P2P=0 "$SC_RUN" -n 2 --timeout 60 --label "$MR/mr_p2p" off
+# A rendezvous message's sender offers its buffer: a receiver that can read the
+# sender's memory (shared memory) takes it so and answers FIN; one that cannot
+# (tcp, ucx) or may not (SC_P2P_READ=0) asks for the data with CTS. Five
+# checked 1 MiB messages each way (a warm-up, three timed, one checked).
+reads() { # reads [SC_P2P_READ]: how many offered buffers 2 ranks read
+  "$SC_RUN" -n 2 --timeout 60 -x SC_DEBUG=TRACE -x SC_DEBUG_SUBSYS=COLL ${1:+-x SC_P2P_READ=$1} \
+    "$top_builddir/sc_sendrecv_perf" -b 1M -e 1M -n 3 -w 1 -d uint8 >"$tmpdir/reads" 2>&1 &&
+    grep -q '^# Out of bounds values : 0 OK$' "$tmpdir/reads" &&
+    grep -c "offered buffer" "$tmpdir/reads"
+}
+want=0
+[ "${SC_TRANSPORT:-}" = shm ] && want=10
+offered() { [ "$(reads)" = "$want" ] && [ "$(reads 0)" = 0 ]; }
+check "p2p rendezvous: offered buffers read $want times, none with SC_P2P_READ=0" offered
+# The suite with every rendezvous message asked for (on shm the path a device
+# buffer takes, single-copy DATA after CTS).
+[ "${SC_TRANSPORT:-}" = shm ] &&
+  check "p2p, clear to send (SC_P2P_READ=0), n=3" env SC_P2P_READ=0 "$SC_RUN" -n 3 --timeout 120 \
+    --label "$MR/mr_p2p" all
 finish

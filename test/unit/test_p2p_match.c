@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "lib/base/wire.h"
 #include "lib/core/p2p_match.h"
 
 enum { MAXE = 256 };
@@ -234,6 +235,32 @@ static void test_header(void **state) {
   h = (sc_p2p_hdr_t){.kind = SC_P2P_RTS, .dtype = SC_INT64, .count = UINT64_MAX / 4, .bytes = 0};
   sc_p2p_hdr_encode(&h, w);
   assert_int_equal(sc_p2p_hdr_decode(w, 2, 1 << 16, &g), SC_ERR_REMOTE);
+  /* the read's answer is a control frame like CTS; the kind after the last is unknown */
+  h = (sc_p2p_hdr_t){.kind = SC_P2P_FIN, .dtype = SC_UINT8, .id = 42};
+  sc_p2p_hdr_encode(&h, w);
+  assert_int_equal(sc_p2p_hdr_decode(w, 2, 1 << 16, &g), SC_SUCCESS);
+  assert_int_equal(g.kind, SC_P2P_FIN);
+  assert_true(g.id == 42);
+  sc_wire_put_u32(w + 4, (uint32_t)SC_P2P_REVOKED + 1);
+  assert_int_equal(sc_p2p_hdr_decode(w, 2, 1 << 16, &g), SC_ERR_REMOTE);
+  assert_non_null(strstr(sc_last_error(), "unknown kind"));
+}
+
+/* An RTS frame's offer: the address after the header, all 64 bits; a frame
+ * of zeros offers nothing. */
+static void test_offer(void **state) {
+  (void)state;
+  uint8_t f[SC_P2P_FRAME_BYTES] = {0};
+  sc_p2p_hdr_t h = {.kind = SC_P2P_RTS, .dtype = SC_UINT8, .count = 1 << 20, .bytes = 1 << 20}, g;
+  sc_p2p_hdr_encode(&h, f);
+  assert_true(sc_p2p_offer_get(f) == 0);
+  const uint64_t addr = 0xfedcba9876543210ull;
+  sc_p2p_offer_put(f, addr);
+  assert_true(sc_p2p_offer_get(f) == addr);
+  /* it leaves the header as it was */
+  assert_int_equal(sc_p2p_hdr_decode(f, 1, 1 << 16, &g), SC_SUCCESS);
+  assert_true(g.kind == SC_P2P_RTS && g.bytes == h.bytes);
+  for (int i = SC_P2P_HDR_BYTES + 8; i < SC_P2P_FRAME_BYTES; i++) assert_int_equal(f[i], 0);
 }
 
 int main(void) {
@@ -246,6 +273,7 @@ int main(void) {
       cmocka_unit_test(test_remove),
       cmocka_unit_test(test_mismatch_text),
       cmocka_unit_test(test_header),
+      cmocka_unit_test(test_offer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -79,8 +78,6 @@ void sc_shm_wake_peer(sc_shm_transport_t *tp, sc_shm_peer_t *p) {
          errno == EINTR) {
   }
 }
-
-#define SC_SHM_CLOSED_TEXT "closed its end of the shared-memory channel"
 
 /* Marks the peer failed with the text and fails its requests; returns code
  * (SC_ERR_REMOTE, or SC_ERR_MISMATCH for the receive that met another
@@ -236,31 +233,8 @@ static sc_result_t send_pass(sc_shm_transport_t *tp, sc_shm_peer_t *p, int *move
 
 /* ---- receive side ---- */
 
-static int chan_closed(const sc_shm_peer_t *p) {
-  return p->ready && (__atomic_load_n(&p->rx.ctl->closed, __ATOMIC_ACQUIRE) ||
-                      __atomic_load_n(&p->tx.ctl->closed, __ATOMIC_ACQUIRE));
-}
-
-/* A sender that cancels sets `closed` before it may reuse the buffer, so a
- * read that overlapped the reuse sees the flag when it looks afterwards. */
 static sc_result_t cma_read(sc_shm_transport_t *tp, sc_shm_peer_t *p, sc_tp_req_t *r, uint64_t at) {
-  if (chan_closed(p)) return sc_shm_peer_fail(tp, p, SC_SHM_CLOSED_TEXT);
-  size_t done = 0;
-  while (done < r->len) {
-    struct iovec l = {.iov_base = r->buf + done, .iov_len = r->len - done};
-    struct iovec rm = {.iov_base = (void *)(uintptr_t)(at + done), .iov_len = r->len - done};
-    ssize_t n = process_vm_readv(p->pid, &l, 1, &rm, 1, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == ESRCH) return sc_shm_peer_fail(tp, p, "exited");
-    if (n <= 0 && chan_closed(p)) return sc_shm_peer_fail(tp, p, SC_SHM_CLOSED_TEXT);
-    if (n <= 0)
-      return sc_shm_peer_fail(tp, p, "could not be read at %#llx (%zu bytes): %s",
-                              (unsigned long long)(at + done), r->len - done,
-                              n < 0 ? strerror(errno) : "no progress");
-    done += (size_t)n;
-  }
-  if (chan_closed(p)) return sc_shm_peer_fail(tp, p, SC_SHM_CLOSED_TEXT);
-  return SC_SUCCESS;
+  return sc_shm_cma_copy(tp, p, r->buf, r->len, at, NULL);
 }
 
 static void recv_done(sc_shm_transport_t *tp, sc_shm_peer_t *p) {
@@ -393,7 +367,7 @@ const char *sc_shm_peer_left(const sc_shm_peer_t *p) {
   /* A peer that closed its end first (its communicator destroyed, or its
    * own failure told) left cleanly, whether its process is still there or
    * not; one that exited without closing did not. */
-  if (chan_closed(p)) return SC_SHM_CLOSED_TEXT;
+  if (sc_shm_chan_closed(p)) return SC_SHM_CLOSED_TEXT;
   int exited = 0;
   if (p->pidfd >= 0) {
     struct pollfd q = {.fd = p->pidfd, .events = POLLIN};
@@ -609,6 +583,24 @@ static void shm_cancel_all(sc_transport_t *base, sc_result_t why) {
   sc_shm_dev_cancel(tp, why, tp->timeout_ms);
 }
 
+static void shm_withdraw(sc_transport_t *base, int peer) {
+  sc_shm_transport_t *tp = sc_shm_of(base);
+  if (!tp || !tp->peers || peer < 0 || peer >= tp->base.nranks || peer == tp->base.rank) return;
+  sc_shm_peer_t *p = &tp->peers[peer];
+  if (p->dead || !p->local) return;
+  fail_all_queues(tp, p, SC_ERR_REMOTE);
+  sc_errtext_set(&p->err, SC_SHM_ERR_LEN,
+                 "%s: shared-memory channel closed by rank %d after a send whose buffer it "
+                 "offered for reading failed",
+                 p->name, tp->base.rank);
+  p->dead = 1;
+  if (p->ready) {
+    __atomic_store_n(&p->tx.ctl->closed, 1u, __ATOMIC_RELEASE);
+    __atomic_store_n(&p->rx.ctl->closed, 1u, __ATOMIC_RELEASE);
+    sc_shm_wake_peer(tp, p);
+  }
+}
+
 static sc_result_t shm_create(const sc_tp_config_t *cfg, sc_transport_t **tp, void *addr,
                               size_t *addrlen) {
   return sc_shm_create_mode(cfg, 0, tp, addr, addrlen);
@@ -666,4 +658,6 @@ const sc_transport_ops_t sc_shm_transport = {
     .board_max = sc_shm_board_max,
     .board_post = sc_shm_board_post,
     .board_peek = sc_shm_board_peek,
+    .rget = sc_shm_rget,
+    .withdraw = shm_withdraw,
 };

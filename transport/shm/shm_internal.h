@@ -486,6 +486,24 @@ int sc_shm_pending(sc_transport_t *tp);
 /* Ranks a and b reach each other through shared memory (from their blobs:
  * the same answer on every rank). */
 int sc_shm_pair_local(sc_transport_t *tp, int a, int b);
+/* What a peer that closed its end of the pair is said to have done. */
+#define SC_SHM_CLOSED_TEXT "closed its end of the shared-memory channel"
+
+/* Either side closed the pair's channels (a cancel, a withdraw, a close). */
+static inline int sc_shm_chan_closed(const sc_shm_peer_t *p) {
+  return p->ready && (__atomic_load_n(&p->rx.ctl->closed, __ATOMIC_ACQUIRE) ||
+                      __atomic_load_n(&p->tx.ctl->closed, __ATOMIC_ACQUIRE));
+}
+
+/* shm_read.c: len bytes at the peer's address `at` into buf by single copy.
+ * unreadable (NULL: the peer fails instead): set, and SC_ERR_UNSUPPORTED
+ * returned, when the address could not be read while the peer is there. A
+ * pair closed before or during the read fails the peer. */
+sc_result_t sc_shm_cma_copy(sc_shm_transport_t *tp, sc_shm_peer_t *p, uint8_t *buf, size_t len,
+                            uint64_t at, int *unreadable);
+/* The transport's rget (transport.h). */
+sc_result_t sc_shm_rget(sc_transport_t *tp, int peer, void *buf, uint64_t at, size_t len);
+
 /* Mark the peer failed with the text; fails its requests. */
 sc_result_t sc_shm_peer_fail(sc_shm_transport_t *tp, sc_shm_peer_t *p, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
