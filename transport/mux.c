@@ -157,6 +157,13 @@ static sc_result_t mux_rget(sc_transport_t *tp, int peer, void *buf, uint64_t at
   return sub->ops->rget ? sub->ops->rget(sub, peer, buf, at, len) : SC_ERR_UNSUPPORTED;
 }
 
+static int mux_peer_reads(sc_transport_t *tp, int peer) {
+  sc_mux_transport_t *m = mux_of(tp);
+  if (!m) return 0;
+  sc_transport_t *sub = route(m, peer);
+  return sub->ops->peer_reads && sub->ops->peer_reads(sub, peer);
+}
+
 static void mux_withdraw(sc_transport_t *tp, int peer) {
   sc_mux_transport_t *m = mux_of(tp);
   if (!m) return;
@@ -360,5 +367,6 @@ const sc_transport_ops_t sc_mux_transport = {
     .board_post = mux_board_post,
     .board_peek = mux_board_peek,
     .rget = mux_rget,
+    .peer_reads = mux_peer_reads,
     .withdraw = mux_withdraw,
 };

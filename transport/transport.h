@@ -257,6 +257,10 @@ struct sc_transport_ops {
    * for a request, where it exited or closed its end, also after the read
    * began (it withdrew: the bytes may be torn). */
   sc_result_t (*rget)(sc_transport_t *tp, int peer, void *buf, uint64_t at, size_t len);
+  /* Optional, with rget: whether peer's rget of this rank's memory can work
+   * now (the pair is set up and the peer found it may read this process),
+   * so that an owner offers its buffer only where it will be read. */
+  int (*peer_reads)(sc_transport_t *tp, int peer);
   /* Optional, with rget: closes the pair, so that the peer's rget of this
    * rank's memory fails from now on, including one under way (it sees the
    * close once its read ends). The owner of an offered buffer calls it

@@ -580,7 +580,8 @@ void sc_p2p_start_op(sc_p2p_t *p, sc_p2p_op_t *op) {
                     .bytes = op->bytes,
                     .id = op->id};
   sc_p2p_hdr_encode(&h, op->hdr);
-  if (!eager && !op->device && p->ops->rget && p->comm->cfg.p2p_read) {
+  if (!eager && !op->device && p->comm->cfg.p2p_read && p->ops->peer_reads &&
+      p->ops->peer_reads(p->tp, op->peer)) {
     op->offered = 1;
     op->lane = p;
     sc_p2p_offer_put(op->hdr, (uint64_t)(uintptr_t)op->buf);

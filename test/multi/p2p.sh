@@ -58,20 +58,24 @@ stopped() {
 }
 check "p2p, messages from a sender that left before the pair was connected back, n=3" stopped
 check "p2p off (SC_P2P=0), n=2" env SC_P2P=0 "$SC_RUN" -n 2 --timeout 60 --label "$MR/mr_p2p" off
-# A rendezvous message's sender offers its buffer: a receiver that can read the
-# sender's memory (shared memory) takes it so and answers FIN; one that cannot
-# (tcp, ucx) or may not (SC_P2P_READ=0) asks for the data with CTS. Five
-# checked 1 MiB messages each way (a warm-up, three timed, one checked).
+# A rendezvous message's sender offers its buffer where the receiver can read
+# it (shared memory, once the pair is set up), which takes it so and answers
+# FIN; elsewhere (tcp, ucx) or with SC_P2P_READ=0 the receiver asks for the
+# data with CTS. Five checked 1 MiB messages each way (a warm-up, three
+# timed, one checked): over shm each rank's first may leave before its
+# pair's setup is seen (SC_CONNECT=lazy), the others are read.
 reads() { # reads [SC_P2P_READ]: how many offered buffers 2 ranks read
   "$SC_RUN" -n 2 --timeout 60 -x SC_DEBUG=TRACE -x SC_DEBUG_SUBSYS=COLL ${1:+-x SC_P2P_READ=$1} \
     "$top_builddir/sc_sendrecv_perf" -b 1M -e 1M -n 3 -w 1 -d uint8 >"$tmpdir/reads" 2>&1 &&
-    grep -q '^# Out of bounds values : 0 OK$' "$tmpdir/reads" &&
-    grep -c "offered buffer" "$tmpdir/reads"
+    grep -q '^# Out of bounds values : 0 OK$' "$tmpdir/reads" || return 1
+  grep -c "offered buffer" "$tmpdir/reads" || true
 }
-want=0
-[ "${SC_TRANSPORT:-}" = shm ] && want=10
-offered() { [ "$(reads)" = "$want" ] && [ "$(reads 0)" = 0 ]; }
-check "p2p rendezvous: offered buffers read $want times, none with SC_P2P_READ=0" offered
+lo=0 hi=0
+[ "${SC_TRANSPORT:-}" = shm ] && lo=8 hi=10
+offered() {
+  n=$(reads) && [ "$n" -ge "$lo" ] && [ "$n" -le "$hi" ] && [ "$(reads 0)" = 0 ]
+}
+check "p2p rendezvous: offered buffers read $lo-$hi times, none with SC_P2P_READ=0" offered
 # The suite with every rendezvous message asked for (on shm the path a device
 # buffer takes, single-copy DATA after CTS).
 [ "${SC_TRANSPORT:-}" = shm ] &&

@@ -5,9 +5,9 @@
  * reads the peer's rules refuse, is SC_ERR_UNSUPPORTED with the pair
  * intact (the lane then asks for the data); after the owner withdraws, a
  * read fails with SC_ERR_REMOTE naming the close, and the owner's side of
- * the pair is closed too; under the mux a peer on another host (TCP) has no
- * read. Ranks are threads of this process (test/unit/shm_nodes.c), so a
- * read is of this process's memory by its own pid. */
+ * the pair is closed too; peer_reads tells the owner whether its peer can
+ * read it; under the mux a peer on another host (TCP) has no read. Ranks are threads of this
+ * process (test/unit/shm_nodes.c), so a read is of this process's memory by its own pid. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -65,10 +65,15 @@ static void test_read(void **state) {
   assert_string_equal(sc_last_error(), "");
   small_message(2, 0, 1);
   small_message(2, 1, 0);
-  /* Reads refused, as the connect's probe records it. */
+  /* Reads refused, as the connect's probe records it: the owner knows too,
+   * and offers nothing. */
+  assert_int_equal(ops->peer_reads(nodes[0].tp, 1), 1);
   sc_shm_of(nodes[1].tp)->peers[0].rx.ctl->cma_ok = 2;
   assert_int_equal(ops->rget(nodes[1].tp, 0, dst, addr_of(src), 64), SC_ERR_UNSUPPORTED);
+  assert_int_equal(ops->peer_reads(nodes[0].tp, 1), 0);
   sc_shm_of(nodes[1].tp)->peers[0].rx.ctl->cma_ok = 1;
+  assert_int_equal(ops->peer_reads(nodes[0].tp, 1), 1);
+  assert_int_equal(ops->peer_reads(nodes[0].tp, 0), 0);
   /* Itself and a rank out of range are the caller's mistakes. */
   assert_int_equal(ops->rget(nodes[1].tp, 1, dst, addr_of(src), 64), SC_ERR_INVALID_ARG);
   assert_int_equal(ops->rget(nodes[1].tp, 2, dst, addr_of(src), 64), SC_ERR_INVALID_ARG);
@@ -83,6 +88,7 @@ static void test_withdraw(void **state) {
   uint8_t src[256], dst[256];
   fill(src, sizeof(src), 3);
   ops->withdraw(nodes[0].tp, 1);
+  assert_int_equal(ops->peer_reads(nodes[0].tp, 1), 0);
   /* The reader sees the close, also where the bytes themselves were there. */
   assert_int_equal(ops->rget(nodes[1].tp, 0, dst, addr_of(src), sizeof(src)), SC_ERR_REMOTE);
   assert_non_null(strstr(sc_last_error(), "rank 0 ("));
@@ -107,6 +113,8 @@ static void test_mux(void **state) {
   assert_int_equal(ops->rget(nodes[1].tp, 0, dst, addr_of(src), sizeof(src)), SC_SUCCESS);
   assert_memory_equal(dst, src, sizeof(src));
   assert_int_equal(ops->rget(nodes[2].tp, 0, dst, addr_of(src), sizeof(src)), SC_ERR_UNSUPPORTED);
+  assert_int_equal(ops->peer_reads(nodes[0].tp, 1), 1);
+  assert_int_equal(ops->peer_reads(nodes[0].tp, 2), 0);
   ops->withdraw(nodes[0].tp, 2);
   small_message(3, 0, 2);
   teardown_n(3);

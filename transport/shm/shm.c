@@ -659,5 +659,6 @@ const sc_transport_ops_t sc_shm_transport = {
     .board_post = sc_shm_board_post,
     .board_peek = sc_shm_board_peek,
     .rget = sc_shm_rget,
+    .peer_reads = sc_shm_peer_reads,
     .withdraw = shm_withdraw,
 };

@@ -501,8 +501,9 @@ static inline int sc_shm_chan_closed(const sc_shm_peer_t *p) {
  * pair closed before or during the read fails the peer. */
 sc_result_t sc_shm_cma_copy(sc_shm_transport_t *tp, sc_shm_peer_t *p, uint8_t *buf, size_t len,
                             uint64_t at, int *unreadable);
-/* The transport's rget (transport.h). */
+/* The transport's rget and peer_reads (transport.h). */
 sc_result_t sc_shm_rget(sc_transport_t *tp, int peer, void *buf, uint64_t at, size_t len);
+int sc_shm_peer_reads(sc_transport_t *tp, int peer);
 
 /* Mark the peer failed with the text; fails its requests. */
 sc_result_t sc_shm_peer_fail(sc_shm_transport_t *tp, sc_shm_peer_t *p, const char *fmt, ...)

@@ -50,3 +50,11 @@ sc_result_t sc_shm_rget(sc_transport_t *base, int peer, void *buf, uint64_t at, 
   int unreadable = 0;
   return sc_shm_cma_copy(tp, p, buf, len, at, &unreadable);
 }
+
+int sc_shm_peer_reads(sc_transport_t *base, int peer) {
+  sc_shm_transport_t *tp = sc_shm_of(base);
+  if (!tp || !tp->peers || peer < 0 || peer >= tp->base.nranks || peer == tp->base.rank) return 0;
+  const sc_shm_peer_t *p = &tp->peers[peer];
+  return p->local && p->ready && !p->dead &&
+         __atomic_load_n(&p->tx.ctl->cma_ok, __ATOMIC_ACQUIRE) == 1;
+}
