@@ -14,7 +14,11 @@
 # pairs the schedules use are connected: the descriptors a rank opened
 # between creation and the suite's end are fewer than its peers, where
 # every pair connected would take at least one per peer (a socket over tcp,
-# a pidfd over shm; docs/SCALE.md).
+# a pidfd over shm; docs/SCALE.md). Over shm the clean job also logs no WARN
+# line: at its end a rank's peers close their ends after its goodbye while
+# the point-to-point lane's standing receive still waits on them, which is
+# no failure (with that reported as one, 64 ranks logged 1-3 such lines in
+# two runs of three).
 . "$top_srcdir/test/multi/lib.sh"
 n=${SC_TEST_SCALE_RANKS:-64}
 [ -n "${SC_TEST_SAMPLE:-}" ] && n=${SC_TEST_SCALE_RANKS:-24}
@@ -38,6 +42,10 @@ suite() { # suite TRANSPORT [RANK]: every rank under the limit, or RANK alone
   grep -v '^{' "$tmpdir/$1" | head -5
   head -20 "$tmpdir/$1.err"
   [ "$rc" -eq 0 ] || return 1
+  if [ "$1" = shm ] && grep -q ' SC WARN ' "$tmpdir/$1.err"; then
+    echo "WARN lines in a job that succeeded: $(grep -c ' SC WARN ' "$tmpdir/$1.err")"
+    return 1
+  fi
   awk -v n="$n" '
     function num(key,   m) {
       if (!match($0, "\"" key "\":-?[0-9.]+")) return -1
@@ -52,7 +60,7 @@ suite() { # suite TRANSPORT [RANK]: every rank under the limit, or RANK alone
     }' "$tmpdir/$1"
 }
 check "$n ranks over tcp under ulimit -n $lim: the quick suite, fewer descriptors opened than peers" suite tcp
-check "$n ranks over shm under ulimit -n $lim: the quick suite, fewer descriptors opened than peers" suite shm
+check "$n ranks over shm under ulimit -n $lim: the quick suite, fewer descriptors opened than peers, no WARN line" suite shm
 # The ranks agree on the least limit: with rank 3 alone under it, every rank
 # leaves the same algorithms out (choices that differed would mismatch).
 check "$n ranks over tcp, rank 3 alone under ulimit -n $lim: every rank keeps to its budget" suite tcp 3
