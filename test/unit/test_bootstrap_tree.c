@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -97,6 +98,22 @@ static void fake_check_in(sc_sockaddr_t root, const uint8_t secret[SC_SECRET_LEN
   close(fd);
 }
 
+/* Closes listener lfd and keeps its port bound, not listening: a connection
+ * to it is refused, as to a rank that is gone, and no listener opened later
+ * in this process (the clients' own) can be given the port. Had one been, the
+ * table passed to the gone rank would reach that client instead, and the gone
+ * rank's children would wait for it until their timeout. */
+static int hold_port(int lfd) {
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof(ss);
+  assert_int_equal(getsockname(lfd, (struct sockaddr *)&ss, &len), 0);
+  close(lfd);
+  int fd = socket(ss.ss_family, SOCK_STREAM, 0);
+  assert_true(fd >= 0);
+  assert_int_equal(bind(fd, (struct sockaddr *)&ss, len), 0);
+  return fd;
+}
+
 /* Ranks gone after checking in: rank 1 (a child of the root) and rank 5 (a
  * child of rank 3) in a job of 8. The root answers rank 1's child (rank 2)
  * in its place and rank 3 passes the table to rank 5's child (rank 6):
@@ -118,8 +135,8 @@ static void test_tree_adopts_gone_ranks(void **state) {
   int gone[2];
   fake_check_in(root, secret, 1, N, &gone[0]);
   fake_check_in(root, secret, 5, N, &gone[1]);
-  close(gone[0]);
-  close(gone[1]);
+  gone[0] = hold_port(gone[0]);
+  gone[1] = hold_port(gone[1]);
   client_t c[N];
   for (int r = 0; r < N; r++)
     if (r != 1 && r != 5) client_start(&c[r], root, secret, r, N, 8000);
@@ -129,6 +146,8 @@ static void test_tree_adopts_gone_ranks(void **state) {
     check_table(&c[r]);
     free(c[r].table);
   }
+  close(gone[0]);
+  close(gone[1]);
 }
 
 /* A rank that checked in and then stopped (its listener takes the connection
