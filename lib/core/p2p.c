@@ -98,6 +98,19 @@ void sc_p2p_op_fail(sc_p2p_t *p, sc_p2p_op_t *op, sc_result_t res, const char *w
   sc_p2p_op_complete(op, res);
 }
 
+void sc_p2p_op_fail_later(sc_p2p_t *p, sc_p2p_op_t *op, sc_result_t res, const char *why) {
+  if (op->in_active) {
+    op->fail = res;
+    op->final = 1;
+  } else {
+    sc_p2p_op_fail(p, op, res, why);
+  }
+}
+
+void sc_p2p_timeout_why(const sc_p2p_t *p, char *out, size_t len) {
+  snprintf(out, len, "no progress for %d ms (SC_TIMEOUT_MS)", p->comm->cfg.timeout_ms);
+}
+
 int sc_p2p_op_tr_pending(const sc_p2p_op_t *op) {
   for (int i = 0; i < op->ntr; i++)
     if (op->tr[i].state == SC_TP_REQ_PENDING) return 1;
@@ -224,12 +237,7 @@ void sc_p2p_peer_fail(sc_p2p_t *p, int peer, sc_result_t res, const char *why) {
     while ((op = *list)) {
       *list = op->wnext;
       op->waiting = 0;
-      if (op->in_active) {
-        op->fail = res;
-        op->final = 1;
-      } else {
-        sc_p2p_op_fail(p, op, res, why);
-      }
+      sc_p2p_op_fail_later(p, op, res, why);
     }
   }
   /* After a goodbye, a payload being received was sent in full before it

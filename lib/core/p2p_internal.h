@@ -144,6 +144,11 @@ void sc_p2p_op_describe(const sc_p2p_op_t *op, char *out, size_t len);
 void sc_p2p_op_complete(sc_p2p_op_t *op, sc_result_t res);
 /* Records res with op's description and the reason, then completes op. */
 void sc_p2p_op_fail(sc_p2p_t *p, sc_p2p_op_t *op, sc_result_t res, const char *why);
+/* op, off its wait list, fails with res: now, or, while its transport
+ * requests are watched (in_active), once they settle. */
+void sc_p2p_op_fail_later(sc_p2p_t *p, sc_p2p_op_t *op, sc_result_t res, const char *why);
+/* "no progress for N ms (SC_TIMEOUT_MS)": why an operation timed out. */
+void sc_p2p_timeout_why(const sc_p2p_t *p, char *out, size_t len);
 /* Copies bytes between host and device memory of device, through the lane's
  * staging stream, and waits for it (bounded by SC_TIMEOUT_MS). */
 sc_result_t sc_p2p_dev_copy(sc_p2p_t *p, int device, void *dst, const void *src, size_t bytes);

@@ -102,7 +102,7 @@ static int expired(sc_p2p_op_t *op, int64_t now, int timeout_ms) {
 static void check_deadlines(sc_p2p_t *p, int64_t now) {
   const int n = p->comm->nranks, timeout_ms = p->comm->cfg.timeout_ms;
   char why[160];
-  snprintf(why, sizeof(why), "no progress for %d ms (SC_TIMEOUT_MS)", p->comm->cfg.timeout_ms);
+  sc_p2p_timeout_why(p, why, sizeof(why));
   for (int i = 0; i < n; i++) {
     sc_p2p_peer_t *pp = &p->peers[i];
     for (sc_p2p_entry_t *e = pp->posted.head, *next; e; e = next) {
@@ -132,12 +132,7 @@ static void check_deadlines(sc_p2p_t *p, int64_t now) {
           continue;
         }
         sc_p2p_wait_remove(list, op);
-        if (op->in_active) {
-          op->final = 1;
-          op->fail = SC_ERR_TIMEOUT;
-        } else {
-          sc_p2p_op_fail(p, op, SC_ERR_TIMEOUT, why);
-        }
+        sc_p2p_op_fail_later(p, op, SC_ERR_TIMEOUT, why);
       }
     }
   }

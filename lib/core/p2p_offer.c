@@ -9,7 +9,6 @@
  * every other failure closes the pair first (sc_p2p_op_complete's
  * withdraw). On the lane's engine, as the rest of p2p.c. */
 #include <inttypes.h>
-#include <stdio.h>
 
 #include "lib/base/log.h"
 #include "lib/core/p2p_internal.h"
@@ -54,13 +53,6 @@ void sc_p2p_on_revoked(sc_p2p_t *p, int peer, uint64_t id) {
   if (!op) return; /* it was read, or cleared to send, first */
   op->offered = 0; /* the receiver dropped the offer unread */
   char why[160];
-  snprintf(why, sizeof(why), "no progress for %d ms (SC_TIMEOUT_MS)", p->comm->cfg.timeout_ms);
-  if (op->in_active || sc_p2p_op_tr_pending(op)) {
-    SC_ERR(SC_ERR_TIMEOUT, "rank %d: %s", p->comm->rank, why);
-    op->final = 1;
-    op->fail = SC_ERR_TIMEOUT;
-    sc_p2p_active_add(p, op);
-  } else {
-    sc_p2p_op_fail(p, op, SC_ERR_TIMEOUT, why);
-  }
+  sc_p2p_timeout_why(p, why, sizeof(why));
+  sc_p2p_op_fail_later(p, op, SC_ERR_TIMEOUT, why);
 }

@@ -234,7 +234,7 @@ static sc_result_t send_pass(sc_shm_transport_t *tp, sc_shm_peer_t *p, int *move
 /* ---- receive side ---- */
 
 static sc_result_t cma_read(sc_shm_transport_t *tp, sc_shm_peer_t *p, sc_tp_req_t *r, uint64_t at) {
-  return sc_shm_cma_copy(tp, p, r->buf, r->len, at, NULL);
+  return sc_shm_cma_copy(tp, p, r->buf, r->len, at, 0);
 }
 
 static void recv_done(sc_shm_transport_t *tp, sc_shm_peer_t *p) {
@@ -551,6 +551,18 @@ static sc_result_t shm_irecv(sc_transport_t *base, int peer, void *buf, size_t l
   return recv_pass(tp, p, &moved);
 }
 
+/* Marks p failed (its text already set) and closes both channels, so that
+ * the peer's waits on this rank and its reads of this rank's memory fail
+ * now. */
+static void close_pair(sc_shm_transport_t *tp, sc_shm_peer_t *p) {
+  p->dead = 1;
+  if (p->ready) {
+    __atomic_store_n(&p->tx.ctl->closed, 1u, __ATOMIC_RELEASE);
+    __atomic_store_n(&p->rx.ctl->closed, 1u, __ATOMIC_RELEASE);
+    sc_shm_wake_peer(tp, p);
+  }
+}
+
 static void shm_cancel_all(sc_transport_t *base, sc_result_t why) {
   sc_shm_transport_t *tp = sc_shm_of(base);
   if (!tp || !tp->peers) return;
@@ -570,12 +582,7 @@ static void shm_cancel_all(sc_transport_t *base, sc_result_t why) {
                      tp->base.rank,
                      torn ? "requests were cancelled mid-message" : "its communicator failed",
                      sc_strerror(why));
-      p->dead = 1;
-      if (p->ready) {
-        __atomic_store_n(&p->tx.ctl->closed, 1u, __ATOMIC_RELEASE);
-        __atomic_store_n(&p->rx.ctl->closed, 1u, __ATOMIC_RELEASE);
-        sc_shm_wake_peer(tp, p);
-      }
+      close_pair(tp, p);
     }
   }
   if (tp->lazy && why != SC_ERR_ABORTED && why != SC_ERR_INVALID_ARG) sc_shm_close_unconnected(tp);
@@ -585,20 +592,14 @@ static void shm_cancel_all(sc_transport_t *base, sc_result_t why) {
 
 static void shm_withdraw(sc_transport_t *base, int peer) {
   sc_shm_transport_t *tp = sc_shm_of(base);
-  if (!tp || !tp->peers || peer < 0 || peer >= tp->base.nranks || peer == tp->base.rank) return;
-  sc_shm_peer_t *p = &tp->peers[peer];
-  if (p->dead || !p->local) return;
+  sc_shm_peer_t *p = sc_shm_other(tp, peer);
+  if (!p || p->dead || !p->local) return;
   fail_all_queues(tp, p, SC_ERR_REMOTE);
   sc_errtext_set(&p->err, SC_SHM_ERR_LEN,
                  "%s: shared-memory channel closed by rank %d after a send whose buffer it "
                  "offered for reading failed",
                  p->name, tp->base.rank);
-  p->dead = 1;
-  if (p->ready) {
-    __atomic_store_n(&p->tx.ctl->closed, 1u, __ATOMIC_RELEASE);
-    __atomic_store_n(&p->rx.ctl->closed, 1u, __ATOMIC_RELEASE);
-    sc_shm_wake_peer(tp, p);
-  }
+  close_pair(tp, p);
 }
 
 static sc_result_t shm_create(const sc_tp_config_t *cfg, sc_transport_t **tp, void *addr,

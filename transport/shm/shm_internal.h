@@ -495,12 +495,19 @@ static inline int sc_shm_chan_closed(const sc_shm_peer_t *p) {
                       __atomic_load_n(&p->tx.ctl->closed, __ATOMIC_ACQUIRE));
 }
 
+/* Rank peer's state, or NULL when peer is not another rank of tp's. */
+static inline sc_shm_peer_t *sc_shm_other(sc_shm_transport_t *tp, int peer) {
+  return tp && tp->peers && peer >= 0 && peer < tp->base.nranks && peer != tp->base.rank
+             ? &tp->peers[peer]
+             : NULL;
+}
+
 /* shm_read.c: len bytes at the peer's address `at` into buf by single copy.
- * unreadable (NULL: the peer fails instead): set, and SC_ERR_UNSUPPORTED
- * returned, when the address could not be read while the peer is there. A
- * pair closed before or during the read fails the peer. */
+ * An address that cannot be read while the peer is there fails the peer, or
+ * with `offered` (the lane's read of an offered buffer) is SC_ERR_UNSUPPORTED
+ * with no text. A pair closed before or during the read fails the peer. */
 sc_result_t sc_shm_cma_copy(sc_shm_transport_t *tp, sc_shm_peer_t *p, uint8_t *buf, size_t len,
-                            uint64_t at, int *unreadable);
+                            uint64_t at, int offered);
 /* The transport's rget and peer_reads (transport.h). */
 sc_result_t sc_shm_rget(sc_transport_t *tp, int peer, void *buf, uint64_t at, size_t len);
 int sc_shm_peer_reads(sc_transport_t *tp, int peer);

@@ -14,7 +14,7 @@
  * before it may reuse the buffer, so a read that overlapped the reuse sees
  * the flag when it looks afterwards. */
 sc_result_t sc_shm_cma_copy(sc_shm_transport_t *tp, sc_shm_peer_t *p, uint8_t *buf, size_t len,
-                            uint64_t at, int *unreadable) {
+                            uint64_t at, int offered) {
   if (sc_shm_chan_closed(p)) return sc_shm_peer_fail(tp, p, SC_SHM_CLOSED_TEXT);
   size_t done = 0;
   while (done < len) {
@@ -24,10 +24,7 @@ sc_result_t sc_shm_cma_copy(sc_shm_transport_t *tp, sc_shm_peer_t *p, uint8_t *b
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == ESRCH) return sc_shm_peer_fail(tp, p, "exited");
     if (n <= 0 && sc_shm_chan_closed(p)) return sc_shm_peer_fail(tp, p, SC_SHM_CLOSED_TEXT);
-    if (n <= 0 && unreadable) {
-      *unreadable = 1;
-      return SC_ERR_UNSUPPORTED;
-    }
+    if (n <= 0 && offered) return SC_ERR_UNSUPPORTED;
     if (n <= 0)
       return sc_shm_peer_fail(tp, p, "could not be read at %#llx (%zu bytes): %s",
                               (unsigned long long)(at + done), len - done,
@@ -41,20 +38,16 @@ sc_result_t sc_shm_cma_copy(sc_shm_transport_t *tp, sc_shm_peer_t *p, uint8_t *b
 /* The pair must be set up: the offer came over its ring. */
 sc_result_t sc_shm_rget(sc_transport_t *base, int peer, void *buf, uint64_t at, size_t len) {
   sc_shm_transport_t *tp = sc_shm_of(base);
-  if (!tp || !tp->peers || peer < 0 || peer >= tp->base.nranks || peer == tp->base.rank || !buf)
-    return SC_ERR(SC_ERR_INVALID_ARG, "shm rget: bad arguments (peer %d)", peer);
-  sc_shm_peer_t *p = &tp->peers[peer];
+  sc_shm_peer_t *p = sc_shm_other(tp, peer);
+  if (!p || !buf) return SC_ERR(SC_ERR_INVALID_ARG, "shm rget: bad arguments (peer %d)", peer);
   if (p->dead) return SC_ERR(SC_ERR_REMOTE, "%s", sc_shm_peer_err(p));
   if (!p->local || !p->ready || __atomic_load_n(&p->rx.ctl->cma_ok, __ATOMIC_ACQUIRE) != 1)
     return SC_ERR_UNSUPPORTED;
-  int unreadable = 0;
-  return sc_shm_cma_copy(tp, p, buf, len, at, &unreadable);
+  return sc_shm_cma_copy(tp, p, buf, len, at, 1);
 }
 
 int sc_shm_peer_reads(sc_transport_t *base, int peer) {
-  sc_shm_transport_t *tp = sc_shm_of(base);
-  if (!tp || !tp->peers || peer < 0 || peer >= tp->base.nranks || peer == tp->base.rank) return 0;
-  const sc_shm_peer_t *p = &tp->peers[peer];
-  return p->local && p->ready && !p->dead &&
+  const sc_shm_peer_t *p = sc_shm_other(sc_shm_of(base), peer);
+  return p && p->local && p->ready && !p->dead &&
          __atomic_load_n(&p->tx.ctl->cma_ok, __ATOMIC_ACQUIRE) == 1;
 }
