@@ -231,6 +231,7 @@ void sc_p2p_peer_fail(sc_p2p_t *p, int peer, sc_result_t res, const char *why) {
     else
       u->drop = 1; /* freed when its request settles */
   }
+  sc_p2p_reads_fail(p, peer, res, why);
   for (sc_p2p_op_t **list = &pp->wait_cts; list;
        list = list == &pp->wait_cts ? &pp->wait_data : NULL) {
     sc_p2p_op_t *op;
@@ -270,6 +271,15 @@ static void recv_payload(sc_p2p_t *p, sc_p2p_op_t *op) {
   sc_p2p_active_add(p, op);
 }
 
+void sc_p2p_ask_data(sc_p2p_t *p, sc_p2p_op_t *op, uint64_t id) {
+  sc_p2p_send_ctl(p, op->peer, SC_P2P_CTS, id);
+  op->id = id;
+  op->wnext = p->peers[op->peer].wait_data;
+  p->peers[op->peer].wait_data = op;
+  op->waiting = 1;
+  op->deadline_ms = SC_P2P_UNSTAMPED;
+}
+
 /* Receive op meets unexpected message u (both taken off their lists). */
 static void match_unexp(sc_p2p_t *p, sc_p2p_op_t *op, sc_p2p_unexp_t *u) {
   const int rank = p->comm->rank;
@@ -292,15 +302,11 @@ static void match_unexp(sc_p2p_t *p, sc_p2p_op_t *op, sc_p2p_unexp_t *u) {
       sc_p2p_unexp_free(u);
       return;
     }
-    sc_p2p_send_ctl(p, op->peer, bad ? SC_P2P_DROP : SC_P2P_CTS, u->id);
     if (bad) {
+      sc_p2p_send_ctl(p, op->peer, SC_P2P_DROP, u->id);
       sc_p2p_op_complete(op, SC_ERR_MISMATCH);
     } else {
-      op->id = u->id;
-      op->wnext = p->peers[op->peer].wait_data;
-      p->peers[op->peer].wait_data = op;
-      op->waiting = 1;
-      op->deadline_ms = SC_P2P_UNSTAMPED;
+      sc_p2p_ask_data(p, op, u->id);
     }
     sc_p2p_unexp_free(u);
     return;

@@ -49,9 +49,11 @@ typedef struct sc_p2p_op {
   int device;
   int64_t deadline_ms;
   int in_active, final, waiting;
-  int offered;      /* its RTS offered buf for the receiver to read (lane set too) */
-  int revoking;     /* it timed out waiting: REVOKE sent, the receiver's answer awaited */
-  sc_result_t fail; /* decided while requests were still in flight */
+  int offered;         /* its RTS offered buf for the receiver to read (lane set too) */
+  int revoking;        /* it timed out waiting: REVOKE sent, the receiver's answer awaited */
+  uint64_t offer;      /* a receive reading its sender's offered buffer: its address there */
+  uint64_t offer_done; /* and the bytes read so far (on the lane's reads list by wnext) */
+  sc_result_t fail;    /* decided while requests were still in flight */
   int ntr;
   sc_tp_req_t tr[SC_TR_MAX];
   uint8_t hdr[SC_P2P_FRAME_BYTES], hdr2[SC_P2P_FRAME_BYTES];
@@ -113,16 +115,24 @@ struct sc_p2p {
    * threads driving now (the lane thread then waits on cv, not the sockets). */
   pthread_mutex_t drive;
   _Atomic int drivers;
-  int ready;  /* the lane thread posted the header receives */
-  int parked; /* (lock) the lane thread waits on cv, not in the transport */
-  int kicked; /* (lock) a caller left operations waiting for peers: do not park */
-  int busy;   /* a header was handled: the next round must not block */
+  /* A caller left the engine with operations pending (counted), or gave up
+   * waiting for it and sleeps (grace_cut): the lane thread's grace below. */
+  _Atomic unsigned left_seq;
+  _Atomic int grace_cut;
+  unsigned seen_seq;    /* (lane thread) left_seq when it last looked */
+  int64_t grace_end_us; /* (lane thread) it leaves the engine to callers until then */
+  int ready;            /* the lane thread posted the header receives */
+  int parked;           /* (lock) the lane thread waits on cv, not in the transport: 1 for a
+                           grace, 2 for longer */
+  int kicked;           /* (lock) a caller left operations waiting for peers: do not park */
+  int busy;             /* a header was handled: the next round must not block */
   int64_t next_check;
   int clock_skips; /* rounds left before the clock is read again */
   sc_p2p_peer_t *peers;
   sc_p2p_op_t *active;
   sc_p2p_unexp_t *pending;
   sc_p2p_ctl_t *ctls;
+  sc_p2p_op_t *reads; /* receives reading offered buffers, oldest first (by wnext) */
   int comm_failed;
   uint64_t unexp_bytes;           /* held by messages from peers no receive has taken yet */
   char tp_msg[SC_ERRMSG_MAX / 2]; /* the transport's last failure */
@@ -173,11 +183,26 @@ sc_p2p_op_t *sc_p2p_wait_take_id(sc_p2p_op_t **list, uint64_t id);
 /* op's transport requests are watched until they settle. */
 void sc_p2p_active_add(sc_p2p_t *p, sc_p2p_op_t *op);
 
+/* Receive op, matched to message id (a rendezvous), asks its sender for the
+ * data (CTS) and waits for it. */
+void sc_p2p_ask_data(sc_p2p_t *p, sc_p2p_op_t *op, uint64_t id);
+
+/* p2p_life.c: a destroy (not an abort) says goodbye to every peer still
+ * there that the lane exchanged messages with; bounded by a second. Called
+ * by whoever owns the lane. */
+void sc_p2p_say_bye(sc_p2p_t *p);
+
 /* p2p_offer.c: offered buffers. A matched RTS whose sender offered its
- * buffer: reads it now and answers FIN (op completed or failed: 1); 0: not
- * read (no offer, a device receive, a transport that cannot here): the
- * caller asks for the data with CTS. */
+ * buffer: op joins the lane's reads (1); 0: it cannot be read (no offer, a
+ * device receive, a transport without rget): the caller asks for the data
+ * with CTS. */
 int sc_p2p_read_offer(sc_p2p_t *p, sc_p2p_op_t *op, const sc_p2p_unexp_t *u);
+/* Reads the next SC_P2P_READ_CHUNK bytes of the oldest read; a read done
+ * answers FIN and completes its receive, one the transport cannot do after
+ * all asks for the data with CTS. Returns whether reads remain. */
+int sc_p2p_reads_step(sc_p2p_t *p);
+/* The reads from peer fail with res. */
+void sc_p2p_reads_fail(sc_p2p_t *p, int peer, sc_result_t res, const char *why);
 /* op, an offered send waiting for its receiver, timed out: asks the
  * receiver to drop its RTS unread. The answer (REVOKED, or a FIN, CTS or
  * DROP that left first) settles op; until then the buffer stays offered. */

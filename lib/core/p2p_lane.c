@@ -1,19 +1,17 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The point-to-point lane's thread and life cycle: it takes the submitted
+/* The point-to-point lane's thread and engine: it takes the submitted
  * operations, drives the lane's transport, settles requests, enforces
- * SC_TIMEOUT_MS and the communicator's failure, and at the close says
- * goodbye and fails what is left; creation connects the lane (an all-gather
- * of its addresses over the collectives' transport). */
+ * SC_TIMEOUT_MS and the communicator's failure, and at the close fails what
+ * is left; a caller in a blocking call or a wait drives the same engine
+ * itself (sc_p2p_drive). Creation and the close are in p2p_life.c. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#include "algorithms/algorithms.h"
-#include "kernels/devrt.h"
 #include "lib/base/clock.h"
 #include "lib/base/log.h"
-#include "lib/core/fingerprint.h"
 #include "lib/core/p2p_internal.h"
 
 /* ---- the lane thread ---- */
@@ -180,39 +178,10 @@ static sc_p2p_op_t *take_queue(sc_p2p_t *p, int lane, int *closed) {
   return q;
 }
 
-/* A destroy (not an abort) says goodbye to every peer still there that the
- * lane exchanged messages with, so that their lanes take the close that
- * follows for what it is rather than a failure; bounded by a second. A pair
- * never used has no connection to close (SC_CONNECT=lazy). Called by
- * whoever owns the lane. */
-static void say_bye(sc_p2p_t *p) {
-  const int n = p->comm->nranks;
-  if (!p->tp || atomic_load(&p->comm->aborted)) return;
-  sc_p2p_ctl_t *bye = calloc((size_t)n, sizeof(*bye));
-  if (!bye) return;
-  sc_p2p_hdr_t h = {.kind = SC_P2P_BYE, .dtype = SC_UINT8};
-  for (int i = 0; i < n; i++) {
-    bye[i].req.state = SC_TP_REQ_DONE;
-    if (i == p->comm->rank || p->peers[i].dead || !p->peers[i].used) continue;
-    sc_p2p_hdr_encode(&h, bye[i].hdr);
-    sc_p2p_tp_post(p, 1, i, bye[i].hdr, SC_P2P_FRAME_BYTES, &bye[i].req);
-  }
-  const int64_t end = sc_now_ms() + 1000;
-  for (int pending = 1; pending && sc_now_ms() < end;) {
-    int progressed;
-    if (p->ops->progress(p->tp, 10, &progressed) != SC_SUCCESS)
-      sc_error_get_detail(p->tp_msg, sizeof(p->tp_msg));
-    pending = 0;
-    for (int i = 0; i < n; i++) pending |= bye[i].req.state == SC_TP_REQ_PENDING;
-  }
-  p->ops->cancel_all(p->tp, SC_ERR_ABORTED);
-  free(bye);
-}
-
 /* The lane closes: everything still pending fails with SC_ERR_ABORTED. */
 static void fail_all(sc_p2p_t *p, sc_p2p_op_t *queued) {
   const char *why = "the communicator was aborted or destroyed";
-  say_bye(p);
+  sc_p2p_say_bye(p);
   if (p->tp) p->ops->cancel_all(p->tp, SC_ERR_ABORTED);
   for (sc_p2p_op_t *op = queued, *next; op; op = next) {
     next = op->qnext;
@@ -233,14 +202,14 @@ static void fail_all(sc_p2p_t *p, sc_p2p_op_t *queued) {
  * move bytes (waiting in the transport at most block_ms), act on arrived
  * headers, settle what finished, and every SC_P2P_POLL_MS the deadlines and
  * the communicator's failure. */
-static void lane_round(sc_p2p_t *p, sc_p2p_op_t *q, int block_ms) {
+static void lane_round(sc_p2p_t *p, sc_p2p_op_t *q, int block_ms, int reads) {
   for (sc_p2p_op_t *op = q, *next; op; op = next) {
     next = op->qnext;
     sc_p2p_start_op(p, op);
   }
   if (p->tp) {
     int progressed = 0;
-    sc_result_t r = p->ops->progress(p->tp, q || p->busy ? 0 : block_ms, &progressed);
+    sc_result_t r = p->ops->progress(p->tp, q || p->busy || p->reads ? 0 : block_ms, &progressed);
     /* A header handled now posts the next header's receive, and a transport
      * may fill that at once from what it has read already (TCP): then the
      * next round must not wait in the transport for more. */
@@ -261,6 +230,7 @@ static void lane_round(sc_p2p_t *p, sc_p2p_op_t *q, int block_ms) {
     scan_active(p);
     scan_pending(p);
     scan_ctls(p);
+    if (reads && sc_p2p_reads_step(p)) p->busy = 1;
   } else if (!q && block_ms > 0) {
     pthread_mutex_lock(&p->lock);
     if (!p->qhead && !p->closed) {
@@ -280,10 +250,11 @@ static void lane_round(sc_p2p_t *p, sc_p2p_op_t *q, int block_ms) {
   }
 }
 
-/* Bytes of this lane still to be written: the transport's wait() does not
- * watch for room to write, so the engine must keep moving them itself. */
+/* Bytes of this lane still to be written, or to be read from offered
+ * buffers: the transport's wait() watches for neither, so the engine must
+ * keep moving them itself. */
 static int lane_sending(const sc_p2p_t *p) {
-  if (p->ctls) return 1;
+  if (p->ctls || p->reads) return 1;
   for (const sc_p2p_op_t *op = p->active; op; op = op->anext)
     if (op->is_send && sc_p2p_op_tr_pending(op)) return 1;
   return 0;
@@ -303,7 +274,7 @@ static int lane_may_idle(sc_p2p_t *p) {
 /* Whether an operation of the lane waits for a peer: then a peer's message
  * needs an answer or completes it, and must be taken when it comes. */
 static int lane_pending(const sc_p2p_t *p) {
-  if (p->active || p->pending || p->ctls) return 1;
+  if (p->active || p->pending || p->ctls || p->reads) return 1;
   for (int i = 0; i < p->comm->nranks; i++) {
     const sc_p2p_peer_t *pp = &p->peers[i];
     if (pp->posted.head || pp->wait_cts || pp->wait_data) return 1;
@@ -311,28 +282,90 @@ static int lane_pending(const sc_p2p_t *p) {
   return 0;
 }
 
-/* The lane thread's wait with the engine free. With operations waiting for
- * peers and no caller driving, in the transport until a peer may have sent
- * something; otherwise parked on cv for SC_P2P_POLL_MS at most, so that the
- * messages a driving caller takes itself do not wake this thread too (a
- * message nothing waits for is taken within that time, or by the receive
- * that wants it). Submissions, the close and a caller leaving operations
- * waiting behind it wake it. */
-static void lane_idle(sc_p2p_t *p, int watch) {
-  if (watch && atomic_load(&p->drivers) == 0) {
-    p->ops->wait(p->tp, SC_P2P_POLL_MS);
-    if (atomic_load(&p->drivers) == 0) return; /* else the message is the driver's */
+/* Whether a large message of the lane is under way or awaited: a read of an
+ * offered buffer, a rendezvous waiting for its answer or its data, or a
+ * receive posted for one. Its peer's next frame must be taken as it comes
+ * for the message to move while its caller computes. */
+static int lane_rendezvous(const sc_p2p_t *p) {
+  if (p->reads) return 1;
+  for (int i = 0; i < p->comm->nranks; i++) {
+    const sc_p2p_peer_t *pp = &p->peers[i];
+    if (pp->wait_cts || pp->wait_data) return 1;
+    for (const sc_p2p_entry_t *e = pp->posted.head; e; e = e->next)
+      if (((const sc_p2p_op_t *)e->owner)->bytes > SC_P2P_EAGER_BYTES) return 1;
   }
+  return 0;
+}
+
+/* A caller that leaves the engine with operations pending is usually back
+ * within microseconds (irecv, isend, then wait): for this long the lane
+ * thread leaves the engine to it. Where ranks outnumber cores, a lane thread
+ * that took over at once competed for a core with its own caller and the
+ * peers: a 256 KiB isend/irecv/wait exchange took three times the blocking
+ * group's time (perf/README.md, "Send and receive on one host"). What a
+ * caller leaves for longer (its compute) the lane thread moves after it. */
+#define SC_P2P_GRACE_US 100
+
+/* Whether the lane thread is in a caller's grace now; *end: until when. */
+static int in_grace(sc_p2p_t *p, int64_t *end) {
+  const unsigned seq = atomic_load(&p->left_seq);
+  const int64_t now = sc_now_us();
+  if (seq != p->seen_seq) {
+    p->seen_seq = seq;
+    p->grace_end_us = now + SC_P2P_GRACE_US;
+  }
+  if (atomic_exchange(&p->grace_cut, 0)) p->grace_end_us = 0;
+  *end = p->grace_end_us;
+  return now < p->grace_end_us;
+}
+
+static int lane_closing(sc_p2p_t *p) {
   pthread_mutex_lock(&p->lock);
-  if (!p->qhead && !p->closed && !p->kicked) {
-    p->parked = 1;
+  const int c = p->closed || p->qhead;
+  pthread_mutex_unlock(&p->lock);
+  return c;
+}
+
+/* Parks on cv until until_us (CLOCK_MONOTONIC) at most; a submission, the
+ * close and, unless grace, a caller's kick end it early or prevent it. */
+static void lane_park(sc_p2p_t *p, int64_t until_us, int grace) {
+  pthread_mutex_lock(&p->lock);
+  if (!p->qhead && !p->closed && (grace || !p->kicked)) {
+    p->parked = grace ? 1 : 2;
     struct timespec ts;
-    sc_clock_deadline_ts(SC_P2P_POLL_MS, &ts);
+    ts.tv_sec = (time_t)(until_us / 1000000);
+    ts.tv_nsec = (long)(until_us % 1000000) * 1000;
     pthread_cond_timedwait(&p->cv, &p->lock, &ts);
     p->parked = 0;
   }
-  p->kicked = 0;
+  if (!grace) p->kicked = 0;
   pthread_mutex_unlock(&p->lock);
+}
+
+/* The lane thread's wait with the engine free. In a caller's grace, parked
+ * until it ends. With operations waiting for peers and no caller driving, in
+ * the transport until a peer may have sent something; otherwise parked on
+ * cv for SC_P2P_POLL_MS at most, so that the messages a driving caller takes
+ * itself do not wake this thread too (a message nothing waits for is taken
+ * within that time, or by the receive that wants it). Submissions, the close
+ * and a caller leaving operations waiting behind it wake it. */
+static void lane_idle(sc_p2p_t *p, int watch) {
+  int64_t end;
+  if (atomic_load(&p->drivers) == 0 && in_grace(p, &end)) {
+    do lane_park(p, end, 1);
+    while (atomic_load(&p->drivers) == 0 && in_grace(p, &end) && !lane_closing(p));
+    if (atomic_load(&p->drivers) == 0) return;
+  }
+  if (watch && atomic_load(&p->drivers) == 0) {
+    p->ops->wait(p->tp, SC_P2P_POLL_MS);
+    if (atomic_load(&p->drivers) == 0) {
+      /* A caller that came back meanwhile takes its message itself. */
+      while (in_grace(p, &end) && atomic_load(&p->drivers) == 0 && !lane_closing(p))
+        lane_park(p, end, 1);
+      if (atomic_load(&p->drivers) == 0) return;
+    }
+  }
+  lane_park(p, sc_now_us() + SC_P2P_POLL_MS * 1000, 0);
 }
 
 void *sc_p2p_main(void *arg) {
@@ -345,7 +378,8 @@ void *sc_p2p_main(void *arg) {
   p->ready = 1;
   for (;;) {
     int block = SC_P2P_POLL_MS;
-    if (lane_may_idle(p)) {
+    int64_t end;
+    if (lane_may_idle(p) || in_grace(p, &end)) {
       const int watch = lane_pending(p);
       pthread_mutex_unlock(&p->drive);
       lane_idle(p, watch);
@@ -358,7 +392,7 @@ void *sc_p2p_main(void *arg) {
       fail_all(p, q);
       break;
     }
-    lane_round(p, q, block);
+    lane_round(p, q, block, 1);
   }
   pthread_mutex_unlock(&p->drive);
   return NULL;
@@ -377,11 +411,13 @@ static int all_done(sc_request_t *const *reqs, int n) {
  * rouse it: its transport wait does not watch for room to write. */
 static void engine_leave(sc_p2p_t *p, int rouse) {
   const int sending = lane_sending(p), left = lane_pending(p);
+  if (left) atomic_fetch_add(&p->left_seq, 1); /* the lane thread's grace starts */
   pthread_mutex_unlock(&p->drive);
   pthread_mutex_lock(&p->lock);
   if (left) {
     p->kicked = 1; /* also for a lane thread about to park */
-    if (p->parked && (rouse || sending)) pthread_cond_signal(&p->cv);
+    /* One parked for longer than a grace parks again for the grace only. */
+    if (p->parked == 2 && (rouse || sending)) pthread_cond_signal(&p->cv);
   }
   if (sending && !p->closed) p->ops->wake(p->tp);
   pthread_mutex_unlock(&p->lock);
@@ -417,7 +453,9 @@ int sc_p2p_start_inline(sc_p2p_t *p, sc_p2p_op_t *op, sc_result_t *err) {
   } else {
     q = op;
   }
-  lane_round(p, q, 0);
+  /* No read of an offered buffer here: the caller's next call (its send's
+   * RTS, which the peer waits for) goes first, and the lane thread reads. */
+  lane_round(p, q, 0, 0);
   /* A large message needs its peer's answer (CTS, or the receiver's DATA)
    * taken at once to overlap with the caller's work: rouse the lane thread. */
   engine_leave(p, op->bytes > SC_P2P_EAGER_BYTES);
@@ -429,8 +467,16 @@ void sc_p2p_poll(sc_comm_t *comm) {
   if (!p || !engine_try(p)) return;
   int closed;
   sc_p2p_op_t *q = take_queue(p, 0, &closed);
-  if (!closed) lane_round(p, q, 0);
+  if (!closed) lane_round(p, q, 0, 1);
   engine_leave(p, 0);
+}
+
+static void drive_until_done(sc_p2p_t *p, sc_request_t *const *reqs, int n) {
+  int closed = 0;
+  while (!all_done(reqs, n) && !closed) {
+    sc_p2p_op_t *q = take_queue(p, 0, &closed);
+    if (!closed) lane_round(p, q, SC_P2P_POLL_MS, 1);
+  }
 }
 
 void sc_p2p_drive(sc_comm_t *comm, sc_request_t *const *reqs, int n) {
@@ -439,15 +485,12 @@ void sc_p2p_drive(sc_comm_t *comm, sc_request_t *const *reqs, int n) {
   if (pthread_mutex_trylock(&p->drive) == 0) {
     if (p->ready) {
       atomic_fetch_add(&p->drivers, 1);
-      int closed = 0;
-      while (!all_done(reqs, n) && !closed) {
-        sc_p2p_op_t *q = take_queue(p, 0, &closed);
-        if (!closed) lane_round(p, q, SC_P2P_POLL_MS);
-      }
+      drive_until_done(p, reqs, n);
       atomic_fetch_sub(&p->drivers, 1);
       /* The lane thread takes over what waits for a peer, or bytes still to
-       * write. A closing lane was woken by its closer. */
-      engine_leave(p, 1);
+       * write; at once where a large message is under way. A closing lane
+       * was woken by its closer. */
+      engine_leave(p, lane_rendezvous(p));
       return;
     }
     /* ready: the lane thread posted its header receives (it runs first). */
@@ -457,135 +500,14 @@ void sc_p2p_drive(sc_comm_t *comm, sc_request_t *const *reqs, int n) {
     if (p->parked) pthread_cond_signal(&p->cv);
     if (!p->closed) p->ops->wake(p->tp);
     pthread_mutex_unlock(&p->lock);
-  } else {
-    /* Whoever holds the engine starts what is queued at its next round; a
-     * lane thread waiting in the transport must be roused for it. */
-    pthread_mutex_lock(&p->lock);
-    if (p->qhead && p->parked) pthread_cond_signal(&p->cv);
-    if (p->qhead && !p->closed) p->ops->wake(p->tp);
-    pthread_mutex_unlock(&p->lock);
+    return;
   }
-}
-
-/* ---- life cycle ---- */
-
-/* w bytes from every rank into all (rank order) over the collectives'
- * transport. No print: the exchange is no call of the user's. */
-static sc_result_t lane_allgather(sc_comm_t *comm, const void *mine, void *all, size_t w) {
-  sc_sched_t s;
-  sc_sched_init(&s);
-  sc_result_t r = sc_small_allgather_schedule(comm->nranks, comm->rank, w, &s);
-  if (r == SC_SUCCESS) {
-    sc_op_t xop = {.coll = SC_COLL_ALLGATHER,
-                   .sendbuf = mine,
-                   .recvbuf = all,
-                   .count = w,
-                   .dtype = SC_UINT8,
-                   .op = SC_SUM};
-    sc_exec_args_t a = {.op = &xop, .sched = &s, .elem_size = 1};
-    r = sc_sched_execute(comm, &a);
-  }
-  sc_sched_free(&s);
-  return r;
-}
-
-sc_result_t sc_p2p_create(sc_comm_t *comm, const sc_tp_config_t *tpc) {
-  if (!comm->cfg.p2p) return SC_SUCCESS;
-  sc_p2p_t *p = calloc(1, sizeof(*p));
-  if (!p) return SC_ERR(SC_ERR_NOMEM, "point-to-point state");
-  p->comm = comm;
-  p->ops = comm->tpops;
-  pthread_mutex_init(&p->lock, NULL);
-  pthread_mutex_init(&p->drive, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&p->cv, &ca);
-  pthread_condattr_destroy(&ca);
-  comm->p2p = p;
-  const int n = comm->nranks;
-  p->peers = calloc((size_t)n, sizeof(*p->peers));
-  if (!p->peers) return SC_ERR(SC_ERR_NOMEM, "point-to-point peers of %d ranks", n);
-  if (n < 2) return SC_SUCCESS;
-  uint8_t mine[SC_TP_ADDR_MAX] = {0};
-  size_t len = sizeof(mine);
-  /* The lane's setup logs what the collectives' transport logged already. */
-  sc_log_repeating(1);
-  sc_result_t r = p->ops->create(tpc, &p->tp, mine, &len);
-  if (r != SC_SUCCESS) {
-    sc_log_repeating(0);
-    p->tp = NULL;
-    return r;
-  }
-  /* The table is as wide as the longest address (UCX's differ by host),
-   * agreed on first: at SC_TP_ADDR_MAX per rank it was 0.77 MiB at 1,024
-   * ranks over tcp, whose address is 32 bytes, and it stayed resident in the
-   * C library's heap after creation. The tail keeps a transport that copies
-   * a whole header from the last slot inside the table. */
-  uint32_t *lens = calloc((size_t)n, sizeof(*lens));
-  uint8_t *all = NULL;
-  size_t w = 0;
-  if (!lens) r = SC_ERR(SC_ERR_NOMEM, "point-to-point address lengths of %d ranks", n);
-  if (r == SC_SUCCESS) {
-    const uint32_t l32 = (uint32_t)len;
-    r = lane_allgather(comm, &l32, lens, sizeof(l32));
-  }
-  for (int i = 0; r == SC_SUCCESS && i < n; i++) {
-    if (lens[i] == 0 || lens[i] > SC_TP_ADDR_MAX)
-      r = SC_ERR(SC_ERR_REMOTE, "point-to-point lane: rank %d published an address of %u bytes", i,
-                 (unsigned)lens[i]);
-    else if (lens[i] > w)
-      w = lens[i];
-  }
-  free(lens);
-  if (r == SC_SUCCESS) {
-    all = calloc((size_t)n * w + SC_TP_ADDR_MAX, 1);
-    if (!all) r = SC_ERR(SC_ERR_NOMEM, "point-to-point addresses of %d ranks", n);
-  }
-  if (r == SC_SUCCESS) r = lane_allgather(comm, mine, all, w);
-  if (r == SC_SUCCESS) r = p->ops->connect_all(p->tp, all, w);
-  sc_log_repeating(0);
-  free(all);
-  if (r != SC_SUCCESS) {
-    char d[SC_ERRMSG_MAX];
-    sc_error_get_detail(d, sizeof(d));
-    return SC_ERR(r, "connecting the point-to-point lane (SC_P2P=0 goes without): %s", d);
-  }
-  return SC_SUCCESS;
-}
-
-void sc_p2p_stop(sc_comm_t *comm) {
-  sc_p2p_t *p = comm->p2p;
-  if (!p) return;
+  /* The lane thread has the engine. It moves the operations with no grace
+   * (this caller sleeps until they are done), and starts what is queued at
+   * its next round: one waiting in the transport is roused for that. */
+  atomic_store(&p->grace_cut, 1);
   pthread_mutex_lock(&p->lock);
-  int started = p->started, was = p->closed;
-  p->closed = 1;
-  pthread_cond_broadcast(&p->cv);
+  if (p->parked == 1 || (p->qhead && p->parked)) pthread_cond_signal(&p->cv);
+  if (p->qhead && !p->closed) p->ops->wake(p->tp);
   pthread_mutex_unlock(&p->lock);
-  if (was) return;
-  if (started) {
-    if (p->tp) p->ops->wake(p->tp);
-    pthread_join(p->thread, NULL);
-  }
-  if (p->tp) {
-    if (!started) say_bye(p);
-    p->ops->cancel_all(p->tp, SC_ERR_ABORTED);
-    p->ops->destroy(p->tp);
-    p->tp = NULL;
-  }
-}
-
-void sc_p2p_free(sc_comm_t *comm) {
-  sc_p2p_t *p = comm->p2p;
-  if (!p) return;
-  sc_p2p_stop(comm);
-  sc_p2p_batches_free(p);
-  if (p->dstream) sc_devrt()->stream_destroy(p->dstream);
-  pthread_mutex_destroy(&p->lock);
-  pthread_mutex_destroy(&p->drive);
-  pthread_cond_destroy(&p->cv);
-  for (int i = 0; p->peers && i < p->comm->nranks; i++) free(p->peers[i].dead_msg);
-  free(p->peers);
-  free(p);
-  comm->p2p = NULL;
 }

@@ -5,8 +5,9 @@
  * threshold and multi-MiB (rendezvous); self-sends; ring shifts of blocking
  * calls inside a group in both call orders; an all-to-all of isend/irecv
  * posted in random order; tags received in another order than sent; a send
- * between two collectives on one rank only; mismatched counts and dtypes;
- * argument errors.
+ * between two collectives on one rank only; a rendezvous message moved while
+ * its sender, then its receiver, stays out of the library; mismatched counts
+ * and dtypes; argument errors.
  * Usage: mr_p2p [all | death | abort]. death: rank 1 is killed while the
  * others exchange with it; they must fail with SC_ERR_REMOTE or
  * SC_ERR_TIMEOUT within seconds. abort: rank 0's pending receive is ended by
@@ -232,6 +233,51 @@ static void test_between_collectives(sc_comm_t *comm) {
   OK(sc_barrier(comm));
 }
 
+/* A rendezvous message moves while one side is out of the library (the
+ * lane thread answers for it): the side away posts its call and stays out
+ * for AWAY_S; the other side's wait must end before that. The moment it
+ * ended reaches the side away in a message after (CLOCK_MONOTONIC is one
+ * clock for the host's processes: every transport's ranks here share it).
+ * Rank 0 sends, rank 1 receives; first the receiver is away, then the
+ * sender. */
+#define AWAY_S 1.0
+static void test_unattended(sc_comm_t *comm) {
+  if (nranks < 2) return;
+  const size_t bytes = (size_t)4 << 20;
+  uint8_t *b = rank < 2 ? malloc(bytes) : NULL;
+  for (int away = 1; away >= 0; away--) {
+    OK(sc_barrier(comm)); /* the side away leaves once the other side is here */
+    if (rank > 1) continue;
+    const int tag = 500 + away, peer = 1 - rank;
+    sc_request_t *req = NULL;
+    if (rank == 0) {
+      fill(b, bytes, 0, tag, 0);
+      OK(sc_isend(b, bytes, SC_UINT8, 1, tag, comm, &req));
+    } else {
+      memset(b, 0xEE, bytes);
+      OK(sc_irecv(b, bytes, SC_UINT8, 0, tag, comm, &req));
+    }
+    if (rank == away) {
+      const double end = now_s() + AWAY_S;
+      while (now_s() < end) usleep(10000);
+      if (req) OK(sc_wait(&req));
+      double done_at = 0;
+      OK(sc_recv(&done_at, 1, SC_FLOAT64, peer, tag + 10, comm));
+      checks++;
+      if (done_at >= end)
+        FAIL("rank %d's %s ended %.3f s after rank %d came back: nothing moved it meanwhile", peer,
+             peer ? "receive" : "send", done_at - end, rank);
+    } else {
+      if (req) OK(sc_wait(&req));
+      const double done_at = now_s();
+      OK(sc_send(&done_at, 1, SC_FLOAT64, peer, tag + 10, comm));
+    }
+    if (rank == 1) expect(b, bytes, 0, tag, 0, "a message whose other side was away");
+  }
+  free(b);
+  OK(sc_barrier(comm));
+}
+
 static void test_mismatch(sc_comm_t *comm) {
   if (nranks < 2) return;
   const size_t big = (1u << 20) + 1;
@@ -322,6 +368,7 @@ static int run_all(sc_comm_t *comm) {
   for (unsigned seed = 1; seed <= 3; seed++) test_alltoall(comm, seed);
   test_tags(comm);
   test_between_collectives(comm);
+  test_unattended(comm);
   test_mismatch(comm);
   printf("rank %d: %ld checks, %ld failures, %.2f s\n", rank, checks, failures, now_s() - t0);
   return failures ? 1 : 0;
