@@ -302,11 +302,12 @@ static int lane_rendezvous(const sc_p2p_t *p) {
 
 /* A caller whose non-blocking call (sc_isend, sc_irecv, sc_test) leaves the
  * engine with operations pending is usually back within microseconds (irecv,
- * isend, then wait): for this long the lane thread leaves the engine to it. Where ranks outnumber
- * cores, a lane thread that took over at once competed for a core with its own caller and the
- * peers: a 256 KiB isend/irecv/wait exchange took three times the blocking
- * group's time (perf/README.md, "Send and receive on one host"). What a
- * caller leaves for longer (its compute) the lane thread moves after it. */
+ * isend, then wait): for this long the lane thread leaves the engine to it.
+ * Where ranks outnumber cores, a lane thread that took over at once competed
+ * for a core with its own caller and the peers: a 256 KiB isend/irecv/wait
+ * exchange took three times the blocking group's time (perf/README.md, "Send
+ * and receive on one host"). What a caller leaves for longer (its compute)
+ * the lane thread moves after it. */
 #define SC_P2P_GRACE_US 100
 
 /* Whether the lane thread is in a caller's grace now; *end: until when. */
@@ -322,7 +323,8 @@ static int in_grace(sc_p2p_t *p, int64_t *end) {
   return now < p->grace_end_us;
 }
 
-static int lane_closing(sc_p2p_t *p) {
+/* Whether the lane closes or a submission waits: no grace holds either. */
+static int lane_called(sc_p2p_t *p) {
   pthread_mutex_lock(&p->lock);
   const int c = p->closed || p->qhead;
   pthread_mutex_unlock(&p->lock);
@@ -356,14 +358,14 @@ static void lane_idle(sc_p2p_t *p, int watch) {
   int64_t end;
   if (atomic_load(&p->drivers) == 0 && in_grace(p, &end)) {
     do lane_park(p, end, 1);
-    while (atomic_load(&p->drivers) == 0 && in_grace(p, &end) && !lane_closing(p));
+    while (atomic_load(&p->drivers) == 0 && in_grace(p, &end) && !lane_called(p));
     if (atomic_load(&p->drivers) == 0) return;
   }
   if (watch && atomic_load(&p->drivers) == 0) {
     p->ops->wait(p->tp, SC_P2P_POLL_MS);
     if (atomic_load(&p->drivers) == 0) {
       /* A caller that came back meanwhile takes its message itself. */
-      while (in_grace(p, &end) && atomic_load(&p->drivers) == 0 && !lane_closing(p))
+      while (in_grace(p, &end) && atomic_load(&p->drivers) == 0 && !lane_called(p))
         lane_park(p, end, 1);
       if (atomic_load(&p->drivers) == 0) return;
     }
