@@ -310,32 +310,28 @@ static int lane_rendezvous(const sc_p2p_t *p) {
  * the lane thread moves after it. */
 #define SC_P2P_GRACE_US 100
 
-/* Whether the lane thread is in a caller's grace now; *end: until when. */
+/* Whether the lane thread is in a caller's grace now; *end: until when. No
+ * clock read on the lane thread's busy rounds while no grace runs. */
 static int in_grace(sc_p2p_t *p, int64_t *end) {
   const unsigned seq = atomic_load(&p->left_seq);
+  const int fresh = seq != p->seen_seq;
+  *end = 0;
+  if (!fresh && !p->grace_end_us && !atomic_load(&p->grace_cut)) return 0;
+  p->seen_seq = seq;
   const int64_t now = sc_now_us();
-  if (seq != p->seen_seq) {
-    p->seen_seq = seq;
-    p->grace_end_us = now + SC_P2P_GRACE_US;
-  }
-  if (atomic_exchange(&p->grace_cut, 0)) p->grace_end_us = 0;
+  if (fresh) p->grace_end_us = now + SC_P2P_GRACE_US;
+  if (atomic_exchange(&p->grace_cut, 0) || now >= p->grace_end_us) p->grace_end_us = 0;
   *end = p->grace_end_us;
-  return now < p->grace_end_us;
-}
-
-/* Whether the lane closes or a submission waits: no grace holds either. */
-static int lane_called(sc_p2p_t *p) {
-  pthread_mutex_lock(&p->lock);
-  const int c = p->closed || p->qhead;
-  pthread_mutex_unlock(&p->lock);
-  return c;
+  return p->grace_end_us != 0;
 }
 
 /* Parks on cv until until_us (CLOCK_MONOTONIC) at most; a submission, the
- * close and, unless grace, a caller's kick end it early or prevent it. */
-static void lane_park(sc_p2p_t *p, int64_t until_us, int grace) {
+ * close and, unless grace, a caller's kick end it early or prevent it.
+ * Returns 0 when a submission or the close prevented it. */
+static int lane_park(sc_p2p_t *p, int64_t until_us, int grace) {
   pthread_mutex_lock(&p->lock);
-  if (!p->qhead && !p->closed && (grace || !p->kicked)) {
+  const int called = p->qhead || p->closed;
+  if (!called && (grace || !p->kicked)) {
     p->parked = grace ? 1 : 2;
     struct timespec ts;
     ts.tv_sec = (time_t)(until_us / 1000000);
@@ -345,6 +341,19 @@ static void lane_park(sc_p2p_t *p, int64_t until_us, int grace) {
   }
   if (!grace) p->kicked = 0;
   pthread_mutex_unlock(&p->lock);
+  return !called;
+}
+
+/* Parks while no caller drives and a caller's grace runs; returns whether
+ * one ran (a submission or the close ends it early). */
+static int sit_out_grace(sc_p2p_t *p) {
+  int64_t end;
+  int sat = 0;
+  while (atomic_load(&p->drivers) == 0 && in_grace(p, &end)) {
+    sat = 1;
+    if (!lane_park(p, end, 1)) break; /* a submission or the close: the thread goes on */
+  }
+  return sat;
 }
 
 /* The lane thread's wait with the engine free. In a caller's grace, parked
@@ -355,20 +364,11 @@ static void lane_park(sc_p2p_t *p, int64_t until_us, int grace) {
  * within that time, or by the receive that wants it). Submissions, the close
  * and a caller leaving operations waiting behind it wake it. */
 static void lane_idle(sc_p2p_t *p, int watch) {
-  int64_t end;
-  if (atomic_load(&p->drivers) == 0 && in_grace(p, &end)) {
-    do lane_park(p, end, 1);
-    while (atomic_load(&p->drivers) == 0 && in_grace(p, &end) && !lane_called(p));
-    if (atomic_load(&p->drivers) == 0) return;
-  }
+  if (sit_out_grace(p) && atomic_load(&p->drivers) == 0) return;
   if (watch && atomic_load(&p->drivers) == 0) {
     p->ops->wait(p->tp, SC_P2P_POLL_MS);
-    if (atomic_load(&p->drivers) == 0) {
-      /* A caller that came back meanwhile takes its message itself. */
-      while (in_grace(p, &end) && atomic_load(&p->drivers) == 0 && !lane_called(p))
-        lane_park(p, end, 1);
-      if (atomic_load(&p->drivers) == 0) return;
-    }
+    sit_out_grace(p); /* a caller that came back meanwhile takes its message itself */
+    if (atomic_load(&p->drivers) == 0) return;
   }
   lane_park(p, sc_now_us() + SC_P2P_POLL_MS * 1000, 0);
 }
@@ -413,12 +413,14 @@ static int all_done(sc_request_t *const *reqs, int n) {
  * the lane thread's again: rouse: wake it now if it parked; otherwise it
  * takes over at the end of its park (SC_P2P_POLL_MS at most), or the
  * caller's own sc_wait/sc_test drives it first. Bytes still to write always
- * rouse it: its transport wait does not watch for room to write. grace: a
+ * rouse it: its transport wait does not watch for room to write. rouse < 0:
+ * where a large message is under way or awaited (lane_rendezvous). grace: a
  * non-blocking call's turn, after which the caller is likely back at once;
  * not after a wait, where the lane thread taking the peers' next messages
  * at once kept a 4-rank 32 KiB exchange 15-30% faster. */
 static void engine_leave(sc_p2p_t *p, int rouse, int grace) {
   const int sending = lane_sending(p), left = lane_pending(p);
+  if (rouse < 0) rouse = left && lane_rendezvous(p);
   if (left && grace) atomic_fetch_add(&p->left_seq, 1); /* the lane thread's grace starts */
   pthread_mutex_unlock(&p->drive);
   pthread_mutex_lock(&p->lock);
@@ -498,7 +500,7 @@ void sc_p2p_drive(sc_comm_t *comm, sc_request_t *const *reqs, int n) {
       /* The lane thread takes over what waits for a peer, or bytes still to
        * write; at once where a large message is under way. A closing lane
        * was woken by its closer. */
-      engine_leave(p, lane_rendezvous(p), 0);
+      engine_leave(p, -1, 0);
       return;
     }
     /* ready: the lane thread posted its header receives (it runs first). */
