@@ -64,6 +64,10 @@ typedef struct sc_coll_args {
    * replay other ranks' schedules and ALLTOALLV has one candidate. ALLGATHERV: recvcounts
    * and rdispls only, the same on every rank. NULL for the other collectives. */
   const size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
+  /* ALLTOALLV "hier": mates[t * nhosts + y] = the elements local rank t of this rank's host
+   * sends rank (y, this rank's local rank), from the count exchange inside the host
+   * (lib/core/a2av_mates.c); NULL: none was made (the generator runs the pairwise one). */
+  const uint64_t *a2av_mates;
   /* ALLTOALL: SEND and RECV are one buffer (in place): the generator must not overwrite a
    * block before it has been sent. Other collectives are in-place safe by construction. */
   int in_place;
@@ -138,6 +142,10 @@ sc_result_t sc_pairwise_alltoallv_schedule(const sc_coll_args_t *a, sc_sched_t *
  * (lib/core/fingerprint.c, sc_fp_check_counts): an empty block is then no
  * message on either side. */
 sc_result_t sc_sparse_alltoallv_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+/* Hierarchical (alltoallv_hier.c): the uneven form of sc_hier_alltoall_schedule on hosts
+ * of equal rank counts, H - 1 messages across hosts per rank; needs the host-mates'
+ * counts (a->a2av_mates), else, and on uneven hosts, the pairwise one. */
+sc_result_t sc_hier_alltoallv_schedule(const sc_coll_args_t *a, sc_sched_t *s);
 /* Gather and scatter (gather_scatter.c): binomial tree (log P steps, subtrees'
  * blocks forwarded together) or linear (the root exchanges with every rank). */
 sc_result_t sc_binomial_gather_schedule(const sc_coll_args_t *a, sc_sched_t *s);

@@ -59,6 +59,10 @@ static const sc_algo_entry_t sc_alltoallv_algos[] = {
     {"pairwise", sc_pairwise_alltoallv_schedule, "pairwise exchange, P-1 steps", 0, NULL, 0, 1},
     {"sparse", sc_sparse_alltoallv_schedule,
      "pairwise exchange of the non-empty blocks only, after a count check", 0, NULL, 0, 0},
+    {"hier", sc_hier_alltoallv_schedule,
+     "counts exchanged inside each host, then one message per host and local rank across "
+     "hosts (hosts of equal rank counts)",
+     1, NULL, 0, 0},
 };
 /* Gather and scatter share names (SC_GATHER_ALGO forces both). */
 static const sc_algo_entry_t sc_gather_algos[] = {

@@ -293,6 +293,9 @@ typedef struct sc_tune_state {
    * ranks of one host (lib/core/peers.c). */
   int32_t shm_pairs, local_max;
   int a2av_sparse; /* the uneven all-to-all runs its sparse form (sc_tune_a2av_sparse) */
+  /* The uneven all-to-all runs hier: forced, on hosts of equal rank counts, several each
+   * (its count exchange, lib/core/a2av_mates.c, runs before each call's schedule). */
+  int a2av_hier;
 } sc_tune_state_t;
 
 /* State that a layer above lib/core (lib/compress) keeps per communicator:
@@ -440,7 +443,9 @@ sc_result_t sc_tune_calibrate(sc_comm_t *comm);
 /* A split's communicator takes its parent's measured fit instead (the same
  * links; every rank's parent holds the same fit, so all agree). */
 void sc_tune_inherit(sc_comm_t *comm, const sc_comm_t *parent);
-sc_result_t sc_tune_build_schedule(sc_comm_t *comm, const sc_op_t *op, sc_sched_t *s);
+/* mates: the uneven all-to-all's host-mates' counts for its hier form (NULL: none made). */
+sc_result_t sc_tune_build_schedule(sc_comm_t *comm, const sc_op_t *op, const uint64_t *mates,
+                                   sc_sched_t *s);
 /* Whether the uneven all-to-all runs its sparse form (SC_A2AV_ALGO's choice,
  * else only where pairwise's connections to every peer would not fit the
  * job's descriptor limit): then its counts are checked first

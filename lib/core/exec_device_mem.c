@@ -182,7 +182,7 @@ sc_result_t sc_exec_device_reserve(sc_comm_t *comm, const sc_op_t *op) {
   if (same) return SC_SUCCESS; /* capacities only grow: what it needed is there */
   sc_sched_t s;
   sc_sched_init(&s);
-  sc_result_t r = sc_tune_build_schedule(comm, op, &s);
+  sc_result_t r = sc_tune_build_schedule(comm, op, NULL, &s);
   if (r == SC_SUCCESS) r = s.status;
   if (r != SC_SUCCESS) {
     sc_sched_free(&s);

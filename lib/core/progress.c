@@ -2,10 +2,12 @@
 /* The progress thread: one per communicator, executing queued operations in
  * order. It alone drives the transport. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lib/base/log.h"
 #include "lib/control/watch.h"
+#include "lib/core/a2av_mates.h"
 #include "lib/core/board.h"
 #include "lib/core/comm.h"
 #include "lib/core/dev_allreduce.h"
@@ -113,7 +115,16 @@ static sc_result_t sc_op_execute(sc_comm_t *comm, const sc_op_t *op, const uint8
   if (!(cacheable && sc_sched_key_matches(key, &want))) {
     key->valid = 0;
     sc_sched_reset(s);
-    SC_CHECK(sc_tune_build_schedule(comm, op, s));
+    uint64_t *mates = NULL;
+    sc_result_t r = SC_SUCCESS;
+    if (op->coll == SC_COLL_ALLTOALLV && !op->gen && comm->tune.a2av_hier) {
+      r = sc_a2av_mates_exchange(comm, op, &mates);
+      if (r != SC_SUCCESS && r != SC_ERR_ABORTED)
+        sc_op_prefix_error(comm, op, ", count exchange inside the host (hier all-to-allv)");
+    }
+    if (r == SC_SUCCESS) r = sc_tune_build_schedule(comm, op, mates, s);
+    free(mates);
+    SC_CHECK(r);
     SC_CHECK(s->status);
     *key = want;
     key->valid = cacheable;

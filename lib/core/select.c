@@ -92,6 +92,27 @@ static int sc_tune_peer_budget(const sc_comm_t *comm) {
   return budget;
 }
 
+/* SC_A2AV_ALGO=hier where it runs as such: several hosts of equal rank
+ * counts, several ranks each; elsewhere its generator is the pairwise one
+ * and no counts are exchanged (said once). */
+static int sc_tune_a2av_hier_fits(const sc_comm_t *comm) {
+  const sc_tune_state_t *t = &comm->tune;
+  if (comm->cfg.a2av_algo < 0 || comm->cfg.a2av_algo != sc_algo_hier_index(SC_COLL_ALLTOALLV))
+    return 0;
+  int even = t->hier_ok && t->nhosts > 1 && comm->nranks % t->nhosts == 0;
+  int *size = even ? calloc((size_t)t->nhosts, sizeof(int)) : NULL;
+  for (int r = 0; size && r < comm->nranks; r++) size[t->host_of[r]]++;
+  for (int y = 0; size && y < t->nhosts; y++) even &= size[y] == comm->nranks / t->nhosts;
+  even &= size != NULL;
+  free(size);
+  if (!even && comm->rank == 0)
+    SC_INFO(SC_SUBSYS_TUNE,
+            "SC_A2AV_ALGO=hier on %d host%s of unequal or single rank counts: the uneven "
+            "all-to-all runs the pairwise exchange",
+            t->nhosts, t->nhosts == 1 ? "" : "s");
+  return even;
+}
+
 sc_result_t sc_tune_init(sc_comm_t *comm) {
   sc_tune_state_t *t = &comm->tune;
   sc_links_t l;
@@ -131,6 +152,7 @@ sc_result_t sc_tune_init(sc_comm_t *comm) {
   t->a2av_sparse = comm->cfg.a2av_algo >= 0
                        ? comm->cfg.a2av_algo == sc_algo_find(SC_COLL_ALLTOALLV, "sparse")
                        : comm->nranks > 1 && sc_tune_over_budget(&t->model, &v[0], comm->nranks);
+  t->a2av_hier = sc_tune_a2av_hier_fits(comm);
   t->unfitted = l.other_host ? 0 : l.unfitted;
   if (t->hier_ok) {
     /* Several hosts, one with several ranks: price its pairs apart. */
@@ -316,11 +338,13 @@ static sc_result_t sc_tune_choose(sc_comm_t *comm, sc_coll_t coll, size_t count,
   return SC_SUCCESS;
 }
 
-sc_result_t sc_tune_build_schedule(sc_comm_t *comm, const sc_op_t *op, sc_sched_t *s) {
+sc_result_t sc_tune_build_schedule(sc_comm_t *comm, const sc_op_t *op, const uint64_t *mates,
+                                   sc_sched_t *s) {
   size_t es = sc_dtype_size(op->dtype);
   sc_coll_args_t a;
   sc_tune_fill_args(comm, op->coll, op->count, es, op->root, op->op == SC_AVG, &a);
   sc_tune_args_v(op, &a);
+  a.a2av_mates = mates;
   a.in_place = op->sendbuf && op->sendbuf == op->recvbuf;
   if (op->gen) return op->gen(&a, s);
   int n, choice;

@@ -59,6 +59,15 @@ done
 for algo in pairwise sparse; do
   forced SC_A2AV_ALGO $algo --a2av-only 3 3 5 8
 done
+# The hierarchical uneven all-to-all on emulated hosts (SC_RANKS_PER_HOST):
+# 2 x 2, 3 x 2, 2 x 3 and 4 x 2 run it (its count exchange inside the
+# host, then one message per other host); 2 + 2 + 1 runs the pairwise one.
+for shape in "4 2" "6 2" "6 3" "8 2" "5 2"; do
+  # shellcheck disable=SC2086 # "N PER_HOST" splits on purpose
+  set -- $shape
+  run "SC_A2AV_ALGO=hier n=$1, $2 per host" "$1" "SC_A2AV_ALGO=hier SC_RANKS_PER_HOST=$2" \
+    --a2av-only
+done
 # The forced algorithm is the one each call runs (the TUNE trace names it),
 # where the cost model would pick another on one host.
 trace_says() { # trace_says ALGO COLL...: in $tmpdir/trace every call of each COLL ran ALGO
@@ -87,6 +96,15 @@ check "SC_GATHER_ALGO=linear: every gather and scatter runs linear" \
 check "SC_AGV_ALGO=ring: every uneven all-gather runs the ring" runs_forced SC_AGV_ALGO=ring allgatherv
 check "SC_A2AV_ALGO=sparse: every uneven all-to-all runs the sparse form" \
   runs_forced SC_A2AV_ALGO=sparse alltoallv
+hier_v_runs() { # on 2 emulated hosts x 2 every uneven all-to-all runs hier
+  env SC_A2AV_ALGO=hier SC_RANKS_PER_HOST=2 SC_DEBUG=TRACE SC_DEBUG_SUBSYS=TUNE "$SC_RUN" -n 4 \
+    --timeout 300 "$P" --a2av-only --quick >"$tmpdir/trace" 2>&1 || {
+    tail -n 20 "$tmpdir/trace"
+    return 1
+  }
+  trace_says hier alltoallv
+}
+check "SC_A2AV_ALGO=hier, 2 hosts x 2: every uneven all-to-all runs hier" hier_v_runs
 # Blocks of many pipeline chunks, the multi-MiB calls of thousands.
 run "every collective n=3 SC_CHUNK_BYTES=4096" 3 "SC_CHUNK_BYTES=4096"
 # One pair's counts disagree: rank 0 sends the last rank 2 elements more,
@@ -106,6 +124,9 @@ mismatch 3 zero 0
 mismatch 4 more 0 SC_A2AV_ALGO=sparse
 mismatch 3 zero 0 SC_A2AV_ALGO=sparse
 mismatch 2 fewer 1 SC_A2AV_ALGO=sparse
+mismatch 4 more 0 "SC_A2AV_ALGO=hier SC_RANKS_PER_HOST=2"
+mismatch 4 zero 0 "SC_A2AV_ALGO=hier SC_RANKS_PER_HOST=2"
+mismatch 6 fewer 1 "SC_A2AV_ALGO=hier SC_RANKS_PER_HOST=3"
 # Calls that differ: an all-to-all's count on the last rank, the uneven
 # all-gather's counts on rank 0, a gather's root on the last rank.
 differ() { # differ N a2a|agv|root CHECK
@@ -141,6 +162,7 @@ if [ "${SC_TRANSPORT:-}" = tcp ] && [ "$(id -u)" = 0 ] && [ -x "$NETBED" ] &&
   }
   check "2 hosts x 2: SC_A2A_ALGO=hier: every all-to-all runs hier" bed_hier_runs
   bed "2 hosts, 3 + 2: SC_A2A_ALGO=hier" 5 3 SC_A2A_ALGO=hier --a2a-only --quick
+  bed "2 hosts x 2: SC_A2AV_ALGO=hier" 4 2 SC_A2AV_ALGO=hier --a2av-only --quick
   bed "2 hosts x 2: every collective" 4 2 SC_A2A_ALGO=auto
   bed "2 hosts, 3 + 2: every collective (sample)" 5 3 SC_A2A_ALGO=auto --quick
 else

@@ -379,11 +379,61 @@ static const char *const v_names[] = {"random", "sparse", "one-target", "all-zer
  * more, or none instead of some, from rank 0 (the run must fail). sparse:
  * the sparse form, one message per non-empty block of another rank (its
  * counts are checked before it runs: never with bad). */
+/* The hier form's host-mates' counts for rank r (mates[t * H + y] = what
+ * local rank t of r's host sends (y, r's local rank)), from the matrix C and
+ * a normalized host map; NULL on uneven hosts (it runs the pairwise one). */
+static uint64_t *hier_mates(int p, const size_t *c, const int *map, int r) {
+  int nh = 0, size[32] = {0}, member[32][32];
+  for (int q = 0; q < p; q++) {
+    member[map[q]][size[map[q]]++] = q;
+    nh = map[q] + 1 > nh ? map[q] + 1 : nh;
+  }
+  const int x = map[r], lsz = size[x];
+  int me = 0;
+  while (member[x][me] != r) me++;
+  uint64_t *m = calloc((size_t)lsz * (size_t)nh, sizeof(*m));
+  for (int t = 0; m && t < lsz; t++)
+    for (int y = 0; y < nh; y++)
+      if (me < size[y]) m[t * nh + y] = c[(size_t)member[x][t] * (size_t)p + (size_t)member[y][me]];
+  return m;
+}
+
+/* Messages between ranks of different hosts. */
+static size_t cross_host_sends(const sc_sched_t *s, const int *map, int r) {
+  size_t n = 0;
+  for (size_t i = 0; i < s->nsteps; i++)
+    n += s->steps[i].kind == SC_STEP_SEND && map[s->steps[i].peer] != map[r];
+  return n;
+}
+
+static void run_alltoallv_map(int p, v_shape_t shape, size_t es, sc_sim_model_t model, int bad,
+                              int sparse, const int *host_of);
+
 static void run_alltoallv(int p, v_shape_t shape, size_t es, sc_sim_model_t model, int bad,
                           int sparse) {
-  char label[160];
-  snprintf(label, sizeof(label), "alltoallv%s P=%d %s es=%zu %s%s", sparse ? " sparse" : "", p,
-           v_names[shape], es, model_name(model), bad ? " (counts disagree)" : "");
+  run_alltoallv_map(p, shape, es, model, bad, sparse, NULL);
+}
+
+/* host_of: the hier form on that map. */
+static void run_alltoallv_map(int p, v_shape_t shape, size_t es, sc_sim_model_t model, int bad,
+                              int sparse, const int *host_of) {
+  char label[256], ms[64];
+  map_str(host_of, p, ms, sizeof(ms));
+  snprintf(label, sizeof(label), "alltoallv%s P=%d %s es=%zu %s%s%s%s",
+           sparse    ? " sparse"
+           : host_of ? " hier"
+                     : "",
+           p, v_names[shape], es, model_name(model), bad ? " (counts disagree)" : "",
+           host_of ? " map=" : "", host_of ? ms : "");
+  int nh = 0, lsz = 0, even = host_of != NULL;
+  for (int r = 0; host_of && r < p; r++) nh = host_of[r] + 1 > nh ? host_of[r] + 1 : nh;
+  for (int y = 0; host_of && y < nh; y++) {
+    int n = 0;
+    for (int r = 0; r < p; r++) n += host_of[r] == y;
+    if (y == 0) lsz = n;
+    even &= n == lsz;
+  }
+  even &= nh > 1 && lsz > 1;
   size_t *c = calloc((size_t)p * (size_t)p, sizeof(size_t));
   size_t *v = calloc(4 * (size_t)p * (size_t)p, sizeof(size_t));
   const int target = (int)rnd((size_t)p);
@@ -418,8 +468,21 @@ static void run_alltoallv(int p, v_shape_t shape, size_t es, sc_sim_model_t mode
                         .sdispls = sd,
                         .recvcounts = rc,
                         .rdispls = rd};
-    ok = (sparse ? sc_sparse_alltoallv_schedule
-                 : sc_pairwise_alltoallv_schedule)(&a, &w.sched[r]) == SC_SUCCESS;
+    uint64_t *mates = host_of ? hier_mates(p, c, host_of, r) : NULL;
+    if (host_of) {
+      a.host_of = host_of;
+      a.a2av_mates = mates;
+      ok = sc_hier_alltoallv_schedule(&a, &w.sched[r]) == SC_SUCCESS;
+    } else {
+      ok = (sparse ? sc_sparse_alltoallv_schedule
+                   : sc_pairwise_alltoallv_schedule)(&a, &w.sched[r]) == SC_SUCCESS;
+    }
+    free(mates);
+    /* One message per other host; on uneven hosts the pairwise exchange's. */
+    if (ok && host_of && even)
+      expect(cross_host_sends(&w.sched[r], host_of, r) == (size_t)(nh - 1),
+             "%s: rank %d sends %zu messages across hosts, want %d", label, r,
+             cross_host_sends(&w.sched[r], host_of, r), nh - 1);
     uint8_t *send = world_alloc(&w, r, 0, ssz), *recv = world_alloc(&w, r, 1, rsz);
     for (int j = 0; j < p; j++) fill(send + sd[j] * es, r, j, sc[j], es);
     w.sr[r] = (sc_sim_rank_t){
@@ -452,6 +515,8 @@ static void run_alltoallv(int p, v_shape_t shape, size_t es, sc_sim_model_t mode
     /* Every pair exchanges one message, empty or not; the sparse form one per
      * non-empty block between two ranks. */
     size_t want = (size_t)p * (size_t)(p - 1);
+    /* hier: per rank, two to each host-mate and one to each other host. */
+    if (host_of && even) want = (size_t)p * (2 * (size_t)(lsz - 1) + (size_t)(nh - 1));
     for (int i = 0; sparse && i < p; i++)
       for (int j = 0; j < p; j++)
         if (i != j && !c[(size_t)i * (size_t)p + (size_t)j]) want--;
@@ -471,6 +536,17 @@ static void sweep_alltoallv(void) {
         run_alltoallv(p, (v_shape_t)shape, sweep_es[combo % 3], (sc_sim_model_t)m, 0, 0);
         run_alltoallv(p, (v_shape_t)shape, sweep_es[(combo + 1) % 3], (sc_sim_model_t)m, 0, 1);
         if (p > 1) run_alltoallv(p, (v_shape_t)shape, 4, (sc_sim_model_t)m, 1, 0);
+      }
+  /* The hier form on every fixed host map (uneven ones: the pairwise
+   * exchange), every shape, both models. */
+  for (size_t mi = 0; mi < sizeof(fixed_maps) / sizeof(fixed_maps[0]); mi++)
+    for (int shape = V_RANDOM; shape <= V_ALL_ZERO; shape++)
+      for (int m = 0; m < 2; m++, combo++) {
+        const int p = fixed_maps[mi].p;
+        run_alltoallv_map(p, (v_shape_t)shape, sweep_es[combo % 3], (sc_sim_model_t)m, 0, 0,
+                          fixed_maps[mi].map);
+        if (p > 1 && shape == V_RANDOM)
+          run_alltoallv_map(p, (v_shape_t)shape, 4, (sc_sim_model_t)m, 1, 0, fixed_maps[mi].map);
       }
   /* A rank whose own counts disagree is refused before anything moves. */
   size_t one[1] = {1}, two[1] = {2}, zero[1] = {0};
