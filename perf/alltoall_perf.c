@@ -14,6 +14,8 @@
 #include "perf/perf_common.h"
 
 static int uneven;
+/* The benchmark's description; -v switches its algorithm variable and list. */
+static perf_coll_t coll;
 static uint64_t seed = A2A_SEED_DEFAULT;
 static int skew = 1;
 
@@ -144,7 +146,9 @@ static int64_t check(const perf_case_t *c) {
   return wrong;
 }
 
+/* -v: no call names the uneven all-to-all's pick (n/a in the column). */
 static sc_result_t auto_pick(const perf_case_t *c, const char **name) {
+  if (uneven) return SC_ERR_UNSUPPORTED;
   return sc_alltoall_algo(c->comm, c->count, c->dtype, name);
 }
 
@@ -155,7 +159,9 @@ static const perf_opt_t opts[] = {
      "                        popularity (--skew) jittered per rank (perf/a2a_matrix.h);\n"
      "                        every rank derives the same matrix (printed without a\n"
      "                        communicator by: sc_alltoall_perf --counts P [--seed N]\n"
-     "                        [--skew S] ELEMS...); no in-place form\n"},
+     "                        [--skew S] ELEMS...); no in-place form; -a then sets\n"
+     "                        SC_A2AV_ALGO (pairwise sparse hier, or compare; auto's\n"
+     "                        pick is not shown)\n"},
     {"seed", 0, 1, "      --seed N          -v: the matrix's seed (default 1)\n"},
     {"skew", 0, 1,
      "      --skew 0|1|2      -v: Zipf exponent of the ranks' popularity; 0 leaves\n"
@@ -168,6 +174,8 @@ static const char *parse_opt(int index, const char *arg) {
   switch (index) {
   case 0:
     uneven = 1;
+    coll.algo_env = "SC_A2AV_ALGO";
+    coll.compare_algos = perf_registry_algos(SC_COLL_ALLTOALLV);
     return NULL;
   case 1:
     seed = strtoull(arg, &end, 0);
@@ -176,10 +184,6 @@ static const char *parse_opt(int index, const char *arg) {
     skew = (int)strtol(arg, &end, 10);
     return *arg && !*end && skew >= 0 && skew <= A2A_MAX_SKEW ? NULL : "expected 0, 1 or 2";
   }
-}
-
-static const char *check_args(int compare) {
-  return uneven && compare ? "-v has one algorithm (pairwise): no -a compare" : NULL;
 }
 
 static void describe(FILE *f, int json, int nranks) {
@@ -252,7 +256,7 @@ static int print_counts(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   if (argc > 2 && strcmp(argv[1], "--counts") == 0) return print_counts(argc, argv);
-  const perf_coll_t coll = {
+  coll = (perf_coll_t){
       .binary = "sc_alltoall_perf",
       .name = "alltoall",
       .algo_env = "SC_A2A_ALGO",
@@ -267,7 +271,6 @@ int main(int argc, char **argv) {
       .set_count = set_count,
       .opts = opts,
       .parse_opt = parse_opt,
-      .check_args = check_args,
       .size_help = "The size column is one rank's send buffer (nranks blocks), count the\n"
                    "elements of one block, the call's count (-v: the mean block).\n",
       .describe = describe,

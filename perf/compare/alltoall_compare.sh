@@ -13,7 +13,8 @@
 # sc-run --netbed places them: consecutive ranks share a host):
 #   ours-ALGO sc-run --netbed + sc_alltoall_perf -a compare: pairwise, bruck,
 #             hier forced and auto, in one launch per size (-v: ours-auto only,
-#             the uneven form has one algorithm)
+#             the pairwise exchange; sc_alltoall_perf -v -a compare runs the
+#             uneven form's pairwise, sparse and hier side by side)
 #   mpi       mpirun inside host 0 (perf/compare/bed_lib.sh), btl tcp between
 #             hosts, vader inside one
 #   gloo      gloo_alltoall.py --sc-run under sc-run --netbed
