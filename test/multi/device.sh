@@ -115,6 +115,12 @@ coll_more "all-to-alls, gather, scatter, allgatherv tcp n=3" 3 "SC_TRANSPORT=tcp
 coll_more "all-to-alls, gather, scatter, allgatherv shm n=4" 4 "SC_TRANSPORT=shm"
 [ "$sample" = 1 ] || coll_more "all-to-alls, gather, scatter, allgatherv tcp n=5, 4099-byte chunks (sample)" 5 \
   "SC_TRANSPORT=tcp SC_STAGE_CHUNK_BYTES=4099" --quick
+# The hierarchical uneven all-to-all (its count exchange, then schedules whose
+# scratch the stream forms' reservation did not size) on 2 emulated hosts x 2.
+for tp in tcp shm; do
+  coll_more "uneven all-to-all hier, 2 hosts x 2, $tp n=4" 4 \
+    "SC_TRANSPORT=$tp SC_A2AV_ALGO=hier SC_RANKS_PER_HOST=2" --a2av-only
+done
 # Point-to-point calls on device buffers: blocking in a group, non-blocking,
 # a self-send, the stream forms; eager and rendezvous sizes, two dtypes.
 for tp in tcp shm; do
