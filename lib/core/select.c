@@ -105,11 +105,11 @@ static int sc_tune_a2av_hier_fits(const sc_comm_t *comm) {
   for (int y = 0; size && y < t->nhosts; y++) even &= size[y] == comm->nranks / t->nhosts;
   even &= size != NULL;
   free(size);
-  if (!even && comm->rank == 0)
+  if (!even && t->hier_ok && comm->rank == 0)
     SC_INFO(SC_SUBSYS_TUNE,
-            "SC_A2AV_ALGO=hier on %d host%s of unequal or single rank counts: the uneven "
-            "all-to-all runs the pairwise exchange",
-            t->nhosts, t->nhosts == 1 ? "" : "s");
+            "SC_A2AV_ALGO=hier on %d hosts of unequal rank counts: the uneven all-to-all runs "
+            "the pairwise exchange",
+            t->nhosts);
   return even;
 }
 
