@@ -61,7 +61,7 @@ typedef struct sc_coll_args {
   int rail_algo; /* ALLREDUCE "hier": the all-reduce candidate each rail runs (0: ring) */
   /* ALLTOALLV: this rank's send blocks (sendcounts, sdispls) and receive blocks (recvcounts,
    * rdispls), nranks each, in elements; they differ between ranks, so the cost model cannot
-   * replay other ranks' schedules and ALLTOALLV has one candidate. ALLGATHERV: recvcounts
+   * replay other ranks' schedules and never prices ALLTOALLV's candidates. ALLGATHERV: recvcounts
    * and rdispls only, the same on every rank. NULL for the other collectives. */
   const size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
   /* ALLTOALLV "hier": mates[t * nhosts + y] = the elements local rank t of this rank's host
