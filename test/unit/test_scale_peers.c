@@ -68,7 +68,9 @@ static void check_candidate(sc_coll_t coll, const sc_algo_entry_t *e, int p) {
   size_t *counts = malloc(sizeof(size_t) * (size_t)p), *displs = malloc(sizeof(size_t) * (size_t)p);
   int *peers = malloc(sizeof(int) * (size_t)p);
   unsigned char *seen = malloc((size_t)p);
-  assert_true(host_of && counts && displs && peers && seen);
+  uint64_t *mates = malloc(sizeof(uint64_t) * (size_t)p);
+  assert_true(host_of && counts && displs && peers && seen && mates);
+  for (int r = 0; r < p; r++) mates[r] = 3;
   for (int r = 0; r < p; r++) {
     host_of[r] = r / RANKS_PER_HOST;
     counts[r] = 3;
@@ -90,6 +92,8 @@ static void check_candidate(sc_coll_t coll, const sc_algo_entry_t *e, int p) {
                         .recvcounts = counts,
                         .rdispls = displs};
     if (coll == SC_COLL_ALLTOALLV || coll == SC_COLL_ALLGATHERV) a.count = 3 * (size_t)p;
+    /* The uneven all-to-all's hier: its host-mates' counts, 3 for every rank. */
+    if (coll == SC_COLL_ALLTOALLV && e->hier) a.a2av_mates = mates;
     sc_sched_t s;
     sc_sched_init(&s);
     assert_int_equal(e->gen(&a, &s), SC_SUCCESS);
@@ -124,7 +128,7 @@ static void check_candidate(sc_coll_t coll, const sc_algo_entry_t *e, int p) {
       assert_true(peers[r] >= (p - 1 < 2 ? p - 1 : 2) && peers[r] <= 4);
     } else if (!strcmp(name, "hier") && p % RANKS_PER_HOST == 0) {
       int rail = hosts - 1 < 2 ? hosts - 1 : 2;
-      if (coll == SC_COLL_ALLTOALL) rail = hosts - 1;
+      if (coll == SC_COLL_ALLTOALL || coll == SC_COLL_ALLTOALLV) rail = hosts - 1;
       assert_int_equal(peers[r], local - 1 + rail);
     }
   }
@@ -156,6 +160,7 @@ static void check_candidate(sc_coll_t coll, const sc_algo_entry_t *e, int p) {
   free(displs);
   free(peers);
   free(seen);
+  free(mates);
 }
 
 /* Candidates whose schedules have O(log P) steps per rank run at every P up
