@@ -137,6 +137,11 @@ sc_result_t sc_hier_alltoall_schedule(const sc_coll_args_t *a, sc_sched_t *s);
  * message per pair even when empty, so that counts the two ends disagree on fail the
  * receive. */
 sc_result_t sc_pairwise_alltoallv_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+/* What the uneven all-to-all's generators share: an empty block's displacement may point
+ * anywhere (past the buffer, into a NULL one), so its message names offset 0 instead; and
+ * SC_ERR_MISMATCH when this rank's count to itself differs from its count from itself. */
+size_t sc_v_at(const size_t *displs, const size_t *counts, int i);
+sc_result_t sc_alltoallv_self_check(const sc_coll_args_t *a);
 /* The same exchange without the empty blocks: a pair with no data in either
  * direction is never connected. Only after the counts were found to agree
  * (lib/core/fingerprint.c, sc_fp_check_counts): an empty block is then no
@@ -146,6 +151,15 @@ sc_result_t sc_sparse_alltoallv_schedule(const sc_coll_args_t *a, sc_sched_t *s)
  * of equal rank counts, H - 1 messages across hosts per rank; needs the host-mates'
  * counts (a->a2av_mates), else, and on uneven hosts, the pairwise one. */
 sc_result_t sc_hier_alltoallv_schedule(const sc_coll_args_t *a, sc_sched_t *s);
+/* Whether it runs as such on a->host_of (several hosts of equal rank counts, several
+ * each), so that its count exchange is needed: the same answer on every rank. */
+int sc_hier_alltoallv_applies(const sc_coll_args_t *a);
+/* The count exchange it needs, in 8-byte elements: fills rows (L x H: row q = this rank's
+ * sendcounts for the ranks (y, q), y = 0..H-1) and appends steps that send row q to
+ * host-mate q, receive host-mate t's row for this rank into RECV row t and copy this
+ * rank's own row there: RECV is then a2av_mates. Only where it applies. */
+sc_result_t sc_hier_alltoallv_counts_schedule(const sc_coll_args_t *a, uint64_t *rows,
+                                              sc_sched_t *s);
 /* Gather and scatter (gather_scatter.c): binomial tree (log P steps, subtrees'
  * blocks forwarded together) or linear (the root exchanges with every rank). */
 sc_result_t sc_binomial_gather_schedule(const sc_coll_args_t *a, sc_sched_t *s);

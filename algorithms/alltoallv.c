@@ -21,31 +21,35 @@
 #include "algorithms/algorithms.h"
 #include "lib/base/error.h"
 
-/* An empty block's displacement may point anywhere (past the buffer, into a
- * NULL one): its message names offset 0 instead. */
-static size_t at(const size_t *displs, const size_t *counts, int i) {
+size_t sc_v_at(const size_t *displs, const size_t *counts, int i) {
   return counts[i] ? displs[i] : 0;
+}
+
+sc_result_t sc_alltoallv_self_check(const sc_coll_args_t *a) {
+  const int r = a->rank;
+  if (a->sendcounts[r] == a->recvcounts[r]) return SC_SUCCESS;
+  return SC_ERR(SC_ERR_MISMATCH,
+                "alltoallv: rank %d sends itself %zu elements but expects %zu from itself", r,
+                a->sendcounts[r], a->recvcounts[r]);
 }
 
 /* skip_empty: leave out the empty blocks (sc_sparse_alltoallv_schedule). */
 static sc_result_t pairwise_v(const sc_coll_args_t *a, sc_sched_t *s, int skip_empty) {
   SC_CHECK(sc_coll_args_check(a));
+  SC_CHECK(sc_alltoallv_self_check(a));
   const int p = a->nranks, r = a->rank;
   const size_t *sc = a->sendcounts, *rc = a->recvcounts;
-  if (sc[r] != rc[r])
-    return SC_ERR(SC_ERR_MISMATCH,
-                  "alltoallv: rank %d sends itself %zu elements but expects %zu from itself", r,
-                  sc[r], rc[r]);
   for (int k = 1; k < p; k++) {
     const int to = (r + k) % p;
-    if (sc[to] || !skip_empty) sc_sched_send(s, to, SC_BUF_SEND, at(a->sdispls, sc, to), sc[to]);
+    if (sc[to] || !skip_empty)
+      sc_sched_send(s, to, SC_BUF_SEND, sc_v_at(a->sdispls, sc, to), sc[to]);
   }
   /* After the sends, so that the wire starts before the local copy. */
   if (rc[r]) sc_sched_copy(s, SC_BUF_RECV, a->rdispls[r], SC_BUF_SEND, a->sdispls[r], rc[r]);
   for (int k = 1; k < p; k++) {
     const int from = (r - k + p) % p;
     if (rc[from] || !skip_empty)
-      sc_sched_recv(s, from, SC_BUF_RECV, at(a->rdispls, rc, from), rc[from]);
+      sc_sched_recv(s, from, SC_BUF_RECV, sc_v_at(a->rdispls, rc, from), rc[from]);
   }
   return s->status;
 }

@@ -46,16 +46,48 @@
 #include "algorithms/hier_map.h"
 #include "lib/base/error.h"
 
-/* An empty block's displacement may point anywhere: its message names 0. */
-static size_t v_at(const size_t *displs, const size_t *counts, int i) {
-  return counts[i] ? displs[i] : 0;
-}
-
-/* Whether every host has the same number of ranks. */
-static int v_even(const sc_hier_map_t *m) {
+/* Several hosts of the same number of ranks, several each. */
+static int v_applies(const sc_hier_map_t *m) {
+  if (m->nhosts == 1 || m->lsz == 1) return 0;
   for (int y = 0; y < m->nhosts; y++)
     if (sc_hier_size(m, y) != m->lsz) return 0;
   return 1;
+}
+
+int sc_hier_alltoallv_applies(const sc_coll_args_t *a) {
+  if (!a->host_of) return 0;
+  sc_hier_map_t m;
+  const int yes = sc_hier_map_init(a, &m) == SC_SUCCESS && v_applies(&m);
+  sc_hier_map_free(&m);
+  return yes;
+}
+
+sc_result_t sc_hier_alltoallv_counts_schedule(const sc_coll_args_t *a, uint64_t *rows,
+                                              sc_sched_t *s) {
+  sc_hier_map_t m;
+  sc_result_t res = sc_hier_map_init(a, &m);
+  if (res == SC_SUCCESS && !v_applies(&m))
+    res = SC_ERR(SC_ERR_INTERNAL, "hier all-to-allv: a count exchange where it does not apply");
+  if (res != SC_SUCCESS) {
+    sc_hier_map_free(&m);
+    return res;
+  }
+  const int x = m.host, me = m.me, lsz = m.lsz;
+  const size_t nh = (size_t)m.nhosts;
+  for (int q = 0; q < lsz; q++)
+    for (size_t y = 0; y < nh; y++)
+      rows[(size_t)q * nh + y] = a->sendcounts[sc_hier_member(&m, (int)y, q)];
+  for (int i = 1; i < lsz; i++) {
+    const int q = (me + i) % lsz;
+    sc_sched_send(s, sc_hier_member(&m, x, q), SC_BUF_SEND, (size_t)q * nh, nh);
+  }
+  sc_sched_copy(s, SC_BUF_RECV, (size_t)me * nh, SC_BUF_SEND, (size_t)me * nh, nh);
+  for (int i = 1; i < lsz; i++) {
+    const int t = (me - i + lsz) % lsz;
+    sc_sched_recv(s, sc_hier_member(&m, x, t), SC_BUF_RECV, (size_t)t * nh, nh);
+  }
+  sc_hier_map_free(&m);
+  return s->status;
 }
 
 typedef struct v_ctx {
@@ -76,7 +108,7 @@ static void v_phase1(v_ctx_t *c, size_t *ooff, size_t *olen) {
   const size_t *sc = a->sendcounts, *sd = a->sdispls, *rc = a->recvcounts, *rd = a->rdispls;
   for (int i = 1; i < lsz; i++) {
     const int q = (me + i) % lsz, peer = sc_hier_member(m, x, q);
-    sc_sched_send(c->s, peer, SC_BUF_SEND, v_at(sd, sc, peer), sc[peer]);
+    sc_sched_send(c->s, peer, SC_BUF_SEND, sc_v_at(sd, sc, peer), sc[peer]);
     /* The blocks for (y, q), y != x: one message, from SEND when at most one is not empty. */
     size_t len = 0;
     int nonempty = 0, only = -1;
@@ -112,7 +144,7 @@ static void v_phase1(v_ctx_t *c, size_t *ooff, size_t *olen) {
   }
   for (int i = 1; i < lsz; i++) {
     const int t = (me - i + lsz) % lsz, peer = sc_hier_member(m, x, t);
-    sc_sched_recv(c->s, peer, SC_BUF_RECV, v_at(rd, rc, peer), rc[peer]);
+    sc_sched_recv(c->s, peer, SC_BUF_RECV, sc_v_at(rd, rc, peer), rc[peer]);
     sc_sched_recv(c->s, peer, SC_BUF_SCRATCH, olen[t] ? ooff[t] : 0, olen[t]);
   }
 }
@@ -122,13 +154,13 @@ static void v_phase2(v_ctx_t *c, const size_t *ooff) {
   const sc_coll_args_t *a = c->a;
   const sc_hier_map_t *m = c->m;
   const int x = m->host, me = m->me, lsz = m->lsz, nh = m->nhosts;
-  const size_t *sc = a->sendcounts, *sd = a->sdispls, *rc = a->recvcounts, *rd = a->rdispls;
+  const size_t *sd = a->sdispls, *rc = a->recvcounts, *rd = a->rdispls;
   const uint64_t *mt = c->mates;
   for (int i = 1; i < nh; i++) {
     const int y = (x + i) % nh, to = sc_hier_member(m, y, me);
     const size_t start = c->at;
     for (int t = 0; t < lsz; t++) {
-      const size_t n = t == me ? sc[to] : (size_t)mt[(size_t)t * (size_t)nh + (size_t)y];
+      const size_t n = (size_t)mt[(size_t)t * (size_t)nh + (size_t)y];
       if (!n) continue;
       if (t == me) {
         sc_sched_copy(c->s, SC_BUF_SCRATCH, c->at, SC_BUF_SEND, sd[to], n);
@@ -178,17 +210,16 @@ sc_result_t sc_hier_alltoallv_schedule(const sc_coll_args_t *a, sc_sched_t *s) {
   if (!a->a2av_mates || !a->host_of) return sc_pairwise_alltoallv_schedule(a, s);
   sc_hier_map_t m;
   sc_result_t res = sc_hier_map_init(a, &m);
-  if (res != SC_SUCCESS || m.nhosts == 1 || m.lsz == 1 || !v_even(&m)) {
+  if (res != SC_SUCCESS || !v_applies(&m)) {
     sc_hier_map_free(&m);
     return res != SC_SUCCESS ? res : sc_pairwise_alltoallv_schedule(a, s);
   }
-  const int r = a->rank;
-  if (a->sendcounts[r] != a->recvcounts[r]) {
+  res = sc_alltoallv_self_check(a);
+  if (res != SC_SUCCESS) {
     sc_hier_map_free(&m);
-    return SC_ERR(SC_ERR_MISMATCH,
-                  "alltoallv: rank %d sends itself %zu elements but expects %zu from itself", r,
-                  a->sendcounts[r], a->recvcounts[r]);
+    return res;
   }
+  const int r = a->rank;
   /* The host-mates' counts came over the network: their sum must not wrap
    * SCRATCH's offsets (four times it bounds what SCRATCH holds). */
   size_t moved = 0;

@@ -92,25 +92,22 @@ static int sc_tune_peer_budget(const sc_comm_t *comm) {
   return budget;
 }
 
-/* SC_A2AV_ALGO=hier where it runs as such: several hosts of equal rank
- * counts, several ranks each; elsewhere its generator is the pairwise one
- * and no counts are exchanged (said once). */
+/* SC_A2AV_ALGO=hier where it runs as such (sc_hier_alltoallv_applies);
+ * elsewhere its generator is the pairwise one and no counts are exchanged
+ * (said once where there is a hierarchy). */
 static int sc_tune_a2av_hier_fits(const sc_comm_t *comm) {
   const sc_tune_state_t *t = &comm->tune;
   if (comm->cfg.a2av_algo < 0 || comm->cfg.a2av_algo != sc_algo_hier_index(SC_COLL_ALLTOALLV))
     return 0;
-  int even = t->hier_ok && t->nhosts > 1 && comm->nranks % t->nhosts == 0;
-  int *size = even ? calloc((size_t)t->nhosts, sizeof(int)) : NULL;
-  for (int r = 0; size && r < comm->nranks; r++) size[t->host_of[r]]++;
-  for (int y = 0; size && y < t->nhosts; y++) even &= size[y] == comm->nranks / t->nhosts;
-  even &= size != NULL;
-  free(size);
-  if (!even && t->hier_ok && comm->rank == 0)
+  sc_coll_args_t a = {
+      .coll = SC_COLL_ALLTOALLV, .nranks = comm->nranks, .rank = comm->rank, .host_of = t->host_of};
+  const int fits = sc_hier_alltoallv_applies(&a);
+  if (!fits && t->hier_ok && comm->rank == 0)
     SC_INFO(SC_SUBSYS_TUNE,
             "SC_A2AV_ALGO=hier on %d hosts of unequal rank counts: the uneven all-to-all runs "
             "the pairwise exchange",
             t->nhosts);
-  return even;
+  return fits;
 }
 
 sc_result_t sc_tune_init(sc_comm_t *comm) {

@@ -409,6 +409,40 @@ static size_t cross_host_sends(const sc_sched_t *s, const int *map, int r) {
 static void run_alltoallv_map(int p, v_shape_t shape, size_t es, sc_sim_model_t model, int bad,
                               int sparse, const int *host_of);
 
+/* The hier form's count exchange (sc_hier_alltoallv_counts_schedule) on
+ * host_of, run through the simulator: every rank's RECV must be hier_mates. */
+static void run_hier_counts(int p, const size_t *c, const size_t *v, const int *host_of, int nh,
+                            int lsz, sc_sim_model_t model, const char *label) {
+  const size_t cells = (size_t)nh * (size_t)lsz;
+  world_t w;
+  world_init(&w, p, 8);
+  int ok = 1;
+  for (int r = 0; r < p && ok; r++) {
+    sc_coll_args_t a = {.coll = SC_COLL_ALLTOALLV,
+                        .nranks = p,
+                        .rank = r,
+                        .elem_size = 8,
+                        .chunk_elems = 1,
+                        .host_of = host_of,
+                        .sendcounts = v + (size_t)r * 4 * (size_t)p};
+    uint8_t *send = world_alloc(&w, r, 0, cells), *recv = world_alloc(&w, r, 1, cells);
+    ok = sc_hier_alltoallv_counts_schedule(&a, (uint64_t *)(void *)send, &w.sched[r]) == SC_SUCCESS;
+    w.sr[r] = (sc_sim_rank_t){
+        .sched = &w.sched[r], .send = send, .send_count = cells, .recv = recv, .recv_count = cells};
+  }
+  if (!ok || world_run(&w, model) != 0) {
+    expect(0, "%s: count exchange: %s", label, ok ? w.err : "generator failed");
+  } else {
+    for (int r = 0; r < p && ok; r++) {
+      uint64_t *want = hier_mates(p, c, host_of, r);
+      ok = want && !memcmp(w.sr[r].recv, want, cells * 8);
+      free(want);
+    }
+    expect(ok, "%s: the count exchange's matrix differs from the counts' on some rank", label);
+  }
+  world_free(&w);
+}
+
 static void run_alltoallv(int p, v_shape_t shape, size_t es, sc_sim_model_t model, int bad,
                           int sparse) {
   run_alltoallv_map(p, shape, es, model, bad, sparse, NULL);
@@ -488,6 +522,7 @@ static void run_alltoallv_map(int p, v_shape_t shape, size_t es, sc_sim_model_t 
     w.sr[r] = (sc_sim_rank_t){
         .sched = &w.sched[r], .send = send, .send_count = ssz, .recv = recv, .recv_count = rsz};
   }
+  if (ok && host_of && even) run_hier_counts(p, c, v, host_of, nh, lsz, model, label);
   if (!ok) {
     expect(0, "%s: generator failed", label);
   } else if (bad) {
