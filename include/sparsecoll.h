@@ -186,8 +186,9 @@ typedef struct sc_request sc_request_t; /* opaque: one outstanding non-blocking 
 /* Makes a unique id and starts, in this process, the bootstrap root service
  * the ranks check in with: a background thread listening on a free port of
  * the interface SC_SOCKET_IFNAME names (default: one the library picks),
- * that lives until all ranks checked in or the bootstrap's limit passed
- * (SC_BOOTSTRAP_TIMEOUT_MS, else SC_TIMEOUT_MS). Call it in
+ * that lives until it has handed the table of addresses to its children in
+ * a binomial tree (each rank passes it on to its own) or the bootstrap's
+ * limit passed (SC_BOOTSTRAP_TIMEOUT_MS, else SC_TIMEOUT_MS). Call it in
  * one process and ship *id to every rank before sc_comm_init_rank.
  * id: not NULL.
  * Errors: SC_ERR_INVALID_ARG (NULL id, a malformed SC_* setting);
