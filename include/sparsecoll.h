@@ -984,9 +984,15 @@ typedef enum sc_fusion_policy {
  *             the worker runs it (ACP-SGD: one all-reduce of the factors, one of
  *             the other tensors) plus its own work, measured at plan time on
  *             every rank at once, the slowest rank's figures taken by all, so
- *             every rank chooses the same; buckets are planned over the dense
- *             bytes; the choices: sc_fusion_bucket_compress and, at
- *             SC_DEBUG=INFO, a line per bucket with the modelled times
+ *             every rank chooses the same; with a calibrated model (alpha_us
+ *             and beta_us_per_byte 0) and host tensors, TOPK and ACPSGD also
+ *             run for real on a scratch copy of one bucket (the largest
+ *             float32 one where ACPSGD is a candidate, else TOPK; the
+ *             gradients are not touched) and each one's modelled cost is
+ *             scaled by measured over modelled there; buckets are planned
+ *             over the dense bytes; the choices: sc_fusion_bucket_compress
+ *             and, at SC_DEBUG=INFO, the trial's line and a line per bucket
+ *             with the modelled times
  * Device tensors: TOPK buckets run the device sc_gtopk_allreduce in place;
  * the other compressed buckets are staged through one host buffer (the size
  * of the largest such bucket, allocated at sc_fusion_plan): the worker copies

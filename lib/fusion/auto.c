@@ -59,7 +59,8 @@ static double probe_lowrank(const float *m, int rank) {
 }
 
 sc_result_t sc_fusion_auto_costs(sc_fusion_t *f, double alpha_us, double beta_us_per_byte) {
-  double c[4] = {0, 0, 0, 0}; /* half, low rank, sparse alpha, sparse beta */
+  /* half, low rank, sparse alpha, sparse beta, device tensors on some rank */
+  double c[5] = {0, 0, 0, 0, f->device ? 1.0 : 0.0};
   float *x = malloc(SC_AUTO_PROBE_ELEMS * sizeof(float));
   uint16_t *h = malloc(SC_AUTO_PROBE_ELEMS * sizeof(uint16_t));
   if (x && h) {
@@ -72,7 +73,7 @@ sc_result_t sc_fusion_auto_costs(sc_fusion_t *f, double alpha_us, double beta_us
   free(h);
   if (f->cfg.density > 0.0)
     SC_CHECK(sc_fusion_sparse_model(f, alpha_us, beta_us_per_byte, &c[2], &c[3]));
-  SC_CHECK(sc_allreduce(c, c, 4, SC_FLOAT64, SC_MAX, f->comm));
+  SC_CHECK(sc_allreduce(c, c, 5, SC_FLOAT64, SC_MAX, f->comm));
   /* The wire's path converts each element three times (to the wire, the
    * owner's widening, the result's widening) and rounds a share once more:
    * three round trips bound it. */
@@ -82,6 +83,8 @@ sc_result_t sc_fusion_auto_costs(sc_fusion_t *f, double alpha_us, double beta_us
   f->auto_lowrank_us = 3.0 * c[1];
   f->auto_sparse_alpha = c[2];
   f->auto_sparse_beta = c[3];
+  f->auto_scale[0] = f->auto_scale[1] = 1.0;
+  f->auto_any_device = c[4] > 0.0;
   return SC_SUCCESS;
 }
 
@@ -115,6 +118,8 @@ sc_compress_t sc_fusion_auto_choose(const sc_fusion_t *f, const sc_fbucket_t *b,
     /* The matrices' factors in one all-reduce, the other tensors in one. */
     if (matrices) cost[3] = a + be * wire + work + (rest > 0 ? a + be * rest : 0);
   }
+  if (cost[2] >= 0) cost[2] *= f->auto_scale[0];
+  if (cost[3] >= 0) cost[3] *= f->auto_scale[1];
   static const sc_compress_t modes[4] = {SC_COMPRESS_NONE, SC_COMPRESS_FP16, SC_COMPRESS_TOPK,
                                          SC_COMPRESS_ACPSGD};
   int best = 0;

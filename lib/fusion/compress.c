@@ -82,6 +82,10 @@ static sc_result_t setup(sc_fusion_t *f, sc_fbucket_t *b, size_t i) {
               i, m == SC_COMPRESS_NONE ? " dense" : sc_fusion_mode_suffix(m) + 2, cost[0], cost[1],
               cost[2], cost[3]);
   }
+  return sc_fusion_setup_as(f, b, i, m);
+}
+
+sc_result_t sc_fusion_setup_as(sc_fusion_t *f, sc_fbucket_t *b, size_t i, sc_compress_t m) {
   b->comp = m;
   /* Every bucket the worker runs (a dense one too) keeps its failure's detail. */
   if (f->worker_mode && !(b->errmsg = calloc(1, SC_ERRMSG_MAX)))
@@ -185,8 +189,7 @@ static sc_result_t reduce_lowrank(sc_fusion_t *f, sc_fbucket_t *b, char *buf) {
   return sc_fusion_lr_finish(f, b, buf);
 }
 
-/* One round of bucket b in buf: its fused buffer, or that buffer's host image. */
-static sc_result_t reduce_at(sc_fusion_t *f, sc_fbucket_t *b, char *buf) {
+sc_result_t sc_fusion_reduce_at(sc_fusion_t *f, sc_fbucket_t *b, char *buf) {
   switch (b->comp) {
   case SC_COMPRESS_TOPK:
     return sc_gtopk_allreduce(buf, b->count, b->dtype, b->k, f->cfg.select, b->ef, f->comm);
@@ -208,10 +211,10 @@ static sc_result_t reduce_at(sc_fusion_t *f, sc_fbucket_t *b, char *buf) {
  * tensors get the host tensors' results bit for bit (low rank gathers its
  * factors with host memcpy, so it could not take the device buffer itself). */
 sc_result_t sc_fusion_bucket_reduce(sc_fusion_t *f, sc_fbucket_t *b) {
-  if (!staged(f, b)) return reduce_at(f, b, b->buf);
+  if (!staged(f, b)) return sc_fusion_reduce_at(f, b, b->buf);
   const size_t bytes = b->count * sc_dtype_size(b->dtype);
   SC_CHECK(sc_fusion_dev_copy(f, f->hstage, b->buf, bytes, "fusion: a bucket to its host image"));
-  SC_CHECK(reduce_at(f, b, f->hstage));
+  SC_CHECK(sc_fusion_reduce_at(f, b, f->hstage));
   return sc_fusion_dev_copy(f, b->buf, f->hstage, bytes, "fusion: a bucket's result to the device");
 }
 

@@ -79,6 +79,9 @@ struct sc_fusion {
    * time on rank 0: us per element (fp16 wire), per element and unit of
    * rank (ACP-SGD); gTop-k's model with density > 0. */
   double auto_half_us, auto_lowrank_us, auto_sparse_alpha, auto_sparse_beta;
+  /* The trial's factors on the modelled costs of top-k and ACP-SGD (1: none). */
+  double auto_scale[2];
+  int auto_any_device;               /* some rank's tensors are device memory: no trial */
   double alpha_us, beta_us_per_byte; /* the model the plan used (sparse: the sparse cost) */
   size_t next_launch;                /* plan order; wraps to 0 for the next round */
   pthread_mutex_t lock;
@@ -137,8 +140,10 @@ sc_result_t sc_fusion_compress_check(const sc_fusion_config_t *cfg, const char *
 /* The bytes tensor t puts on the wire under the fusion's mode: what the
  * policies plan over. */
 size_t sc_fusion_wire_bytes(const sc_fusion_t *f, const sc_ftensor_t *t);
-/* Plan time: bucket b's mode and its compression state. */
+/* Plan time: bucket b's mode and its compression state; _as: as mode m
+ * (AUTO's choice, or its trial of a mode on a scratch bucket). */
 sc_result_t sc_fusion_compress_setup(sc_fusion_t *f, sc_fbucket_t *b, size_t i);
+sc_result_t sc_fusion_setup_as(sc_fusion_t *f, sc_fbucket_t *b, size_t i, sc_compress_t m);
 void sc_fusion_compress_free(sc_fusion_t *f, sc_fbucket_t *b);
 /* auto.c: the costs SC_COMPRESS_AUTO compares (collective: rank 0
  * measures, everyone gets its figures), then bucket b's choice, with the
@@ -146,8 +151,18 @@ void sc_fusion_compress_free(sc_fusion_t *f, sc_fbucket_t *b);
  * candidate). */
 sc_result_t sc_fusion_auto_costs(sc_fusion_t *f, double alpha_us, double beta_us_per_byte);
 sc_compress_t sc_fusion_auto_choose(const sc_fusion_t *f, const sc_fbucket_t *b, double cost[4]);
-/* The worker: one round of bucket b, blocking. */
+/* auto_trial.c: with a calibrated model, once the buckets are formed and
+ * before their modes are chosen, top-k and ACP-SGD timed for real on a
+ * scratch copy of one bucket (collective); their modelled costs are scaled
+ * by measured over modelled (f->auto_scale). */
+sc_result_t sc_fusion_auto_trial(sc_fusion_t *f);
+/* What the trial scales a modelled cost by: measured / modelled, 1 when
+ * either is not positive. */
+double sc_fusion_auto_scale(double measured_us, double modelled_us);
+/* The worker: one round of bucket b, blocking; _at: in buf (its fused
+ * buffer, that buffer's host image, or the trial's scratch). */
 sc_result_t sc_fusion_bucket_reduce(sc_fusion_t *f, sc_fbucket_t *b);
+sc_result_t sc_fusion_reduce_at(sc_fusion_t *f, sc_fbucket_t *b, char *buf);
 /* Whether the worker may overlap bucket b with its neighbours: a PowerSGD
  * bucket of host memory (a staged one shares the one host image). */
 int sc_fusion_bucket_pipelined(const sc_fusion_t *f, const sc_fbucket_t *b);

@@ -11,8 +11,10 @@
  * error feedback) and the bucket's other tensors through one sc_allreduce (AVG); a bucket that is
  * not float32 (and a low-rank bucket without a matrix) densely. Also: the fp16 and bf16 results
  * within their rounding of the exact average; sc_fusion_bucket_compress; AUTO's choices (the same
- * on every rank; on a slow network every float32 bucket compressed, on a fast one none) and its
- * results as the chosen modes'; AUTO's buckets within 2 MiB with top-k a candidate; the refusals (a
+ * on every rank; on a slow network every float32 bucket compressed, on a fast one none; with a
+ * calibrated model, after its trial of top-k and ACP-SGD, one of the candidates) and its results as
+ * the chosen modes'; the plan leaves the gradients as they were (AUTO's trial runs on scratch);
+ * AUTO's buckets within 2 MiB with top-k a candidate; the refusals (a
  * dense-only policy, TOPK without density, lowrank 0, density with another mode). Run under sc-run.
  */
 #include <math.h>
@@ -111,7 +113,8 @@ static void reference(const sc_compress_t *bmode, const int *bucket, void **ref,
   }
 }
 
-/* beta: the model's us per byte (AUTO prices the buckets with it). */
+/* beta: the model's us per byte (AUTO prices the buckets with it); 0: the
+ * model calibrated, and AUTO's trial run. */
 static void run_mode(sc_compress_t mode, sc_fusion_policy_t policy, const char *name, double beta) {
   sc_fusion_config_t cfg;
   sc_fusion_config_init(&cfg);
@@ -120,7 +123,7 @@ static void run_mode(sc_compress_t mode, sc_fusion_policy_t policy, const char *
   cfg.lowrank = 2;
   cfg.seed = 12345;
   cfg.bucket_bytes = 1500; /* several buckets, several tensors in some */
-  cfg.alpha_us = 50;
+  cfg.alpha_us = beta > 0 ? 50 : 0;
   cfg.beta_us_per_byte = beta;
   sc_fusion_t *f = NULL;
   MR_OK(sc_fusion_create(comm, &cfg, &f));
@@ -135,7 +138,15 @@ static void run_mode(sc_compress_t mode, sc_fusion_policy_t policy, const char *
     else
       MR_OK(sc_fusion_add_tensor(f, t[l], shape[l].rows, shape[l].dt, 10.0, &id[l]));
   }
+  for (int l = 0; l < NT; l++) {
+    fill(t[l], l, mr_rank, 99);
+    memcpy(ref[l], t[l], bytes_of(l));
+  }
   MR_OK(sc_fusion_plan(f));
+  for (int l = 0; l < NT; l++) {
+    mr_checks++;
+    if (memcmp(t[l], ref[l], bytes_of(l)) != 0) mr_fail("%s: the plan changed tensor %d", name, l);
+  }
   int nb = 0;
   MR_OK(sc_fusion_num_buckets(f, &nb));
   for (int l = 0; l < NT; l++) MR_OK(sc_fusion_bucket_of(f, id[l], &bucket[l]));
@@ -156,9 +167,12 @@ static void run_mode(sc_compress_t mode, sc_fusion_policy_t policy, const char *
     if (mode == SC_COMPRESS_AUTO) {
       /* A slow network: a float32 bucket compresses (fp16, or ACP-SGD with
        * a matrix), a float64 vector has only dense. A fast one: dense. */
+      const int f32 = shape[a].dt == SC_FLOAT32;
+      const int cand = got == SC_COMPRESS_FP16 || (has_matrix && got == SC_COMPRESS_ACPSGD);
       int ok = got == SC_COMPRESS_NONE;
-      if (beta >= 1.0 && shape[a].dt == SC_FLOAT32)
-        ok = got == SC_COMPRESS_FP16 || (has_matrix && got == SC_COMPRESS_ACPSGD);
+      if (beta >= 1.0 && f32) ok = cand;
+      /* Calibrated: whatever is cheapest here, among the candidates. */
+      if (beta == 0.0) ok = ok || (f32 && cand);
       if (!ok)
         mr_fail("%s: bucket %d (tensors %d-%d, %s%s): auto chose %d", name, bucket[a], a, b - 1,
                 shape[a].dt == SC_FLOAT32 ? "float32" : "float64", has_matrix ? ", a matrix" : "",
@@ -251,8 +265,10 @@ static void run_mode(sc_compress_t mode, sc_fusion_policy_t policy, const char *
 
 /* AUTO with top-k among its candidates prices top-k by the sparse model,
  * measured up to 2 MiB: under MG-WFBP with a startup that merges everything,
- * no bucket may pass 2 MiB (twelve 512 KiB tensors: three buckets of four). */
-static void auto_cap(void) {
+ * no bucket may pass 2 MiB (twelve 512 KiB tensors: three buckets of four).
+ * Calibrated (the model measured here, and AUTO's trial of top-k run): every
+ * rank's buckets travel alike and the plan leaves the gradients as they were. */
+static void auto_cap(int calibrated) {
   enum { N = 12, LEN = 131072 };
   sc_fusion_config_t cfg;
   sc_fusion_config_init(&cfg);
@@ -260,28 +276,43 @@ static void auto_cap(void) {
   cfg.compress = SC_COMPRESS_AUTO;
   cfg.density = 0.01;
   cfg.lowrank = 2;
-  cfg.alpha_us = 1e9;
-  cfg.beta_us_per_byte = 0.001;
+  cfg.alpha_us = calibrated ? 0 : 1e9;
+  cfg.beta_us_per_byte = calibrated ? 0 : 0.001;
+  const char *name = calibrated ? "auto cap, calibrated" : "auto cap";
   sc_fusion_t *f = NULL;
   MR_OK(sc_fusion_create(comm, &cfg, &f));
   if (!f) return;
   float *buf = calloc((size_t)N * LEN, sizeof(float));
+  for (size_t i = 0; i < (size_t)N * LEN; i++) buf[i] = (float)(i % 1009) - 504.0f + 0.5f * mr_rank;
   int id[N];
   for (int l = 0; l < N; l++)
     MR_OK(sc_fusion_add_tensor(f, buf + (size_t)l * LEN, LEN, SC_FLOAT32, 10.0, &id[l]));
   MR_OK(sc_fusion_plan(f));
+  size_t changed = 0;
+  for (size_t i = 0; i < (size_t)N * LEN; i++)
+    changed += buf[i] != (float)(i % 1009) - 504.0f + 0.5f * mr_rank;
+  mr_checks++;
+  if (changed) mr_fail("%s: the plan changed %zu gradient elements", name, changed);
   int nb = 0;
   MR_OK(sc_fusion_num_buckets(f, &nb));
   size_t bytes[N] = {0};
+  int mine[N] = {0}, lo[N], hi[N];
   for (int l = 0; l < N; l++) {
     int b = -1;
     MR_OK(sc_fusion_bucket_of(f, id[l], &b));
     if (b >= 0 && b < N) bytes[b] += LEN * sizeof(float);
+    sc_compress_t what = SC_COMPRESS_AUTO;
+    if (b >= 0) MR_OK(sc_fusion_bucket_compress(f, b, &what));
+    mine[l] = (int)what;
   }
-  mr_checks++;
-  if (nb != 3) mr_fail("auto cap: %d buckets of twelve 512 KiB tensors, want 3", nb);
+  MR_OK(sc_allreduce(mine, lo, N, SC_INT32, SC_MIN, comm));
+  MR_OK(sc_allreduce(mine, hi, N, SC_INT32, SC_MAX, comm));
+  mr_checks += 2;
+  if (memcmp(lo, hi, sizeof(lo)) != 0) mr_fail("%s: the ranks' buckets travel differently", name);
+  /* The startup of 1e9 us merges all it may; a calibrated model as it finds. */
+  if (!calibrated && nb != 3) mr_fail("%s: %d buckets of twelve 512 KiB tensors, want 3", name, nb);
   for (int b = 0; b < N; b++)
-    if (bytes[b] > ((size_t)2 << 20)) mr_fail("auto cap: bucket %d holds %zu bytes", b, bytes[b]);
+    if (bytes[b] > ((size_t)2 << 20)) mr_fail("%s: bucket %d holds %zu bytes", name, b, bytes[b]);
   MR_OK(sc_fusion_destroy(f));
   free(buf);
 }
@@ -341,7 +372,9 @@ int main(void) {
   run_mode(SC_COMPRESS_AUTO, SC_FUSE_SIZE, "auto size, slow network", 1.0);
   run_mode(SC_COMPRESS_AUTO, SC_FUSE_NONE, "auto wfbp, slow network", 1.0);
   run_mode(SC_COMPRESS_AUTO, SC_FUSE_SIZE, "auto size, fast network", 1e-9);
-  auto_cap();
+  run_mode(SC_COMPRESS_AUTO, SC_FUSE_SIZE, "auto size, calibrated", 0.0);
+  auto_cap(0);
+  auto_cap(1);
   refusal("SC_FUSE_DEAR with fp16", SC_ERR_UNSUPPORTED, set_dear);
   refusal("SC_COMPRESS_TOPK without density", SC_ERR_INVALID_ARG, set_topk0);
   refusal("lowrank 0", SC_ERR_INVALID_ARG, set_rank0);
