@@ -12,12 +12,14 @@
  * ACP-SGD one all-reduce of every matrix's factor plus one for the bucket's
  * other tensors. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/cpu/lowrank.h"
 #include "kernels/cpu/reduce.h"
 #include "lib/base/dtype.h"
 #include "lib/base/log.h"
 #include "lib/fusion/fusion.h"
+#include "lib/fusion/plan.h"
 
 /* Elements of the scratch the work is timed on: past the caches, as
  * gradients are. */
@@ -83,7 +85,7 @@ sc_result_t sc_fusion_auto_costs(sc_fusion_t *f, double alpha_us, double beta_us
   f->auto_lowrank_us = 3.0 * c[1];
   f->auto_sparse_alpha = c[2];
   f->auto_sparse_beta = c[3];
-  f->auto_scale[0] = f->auto_scale[1] = 1.0;
+  memset(f->auto_pts, 0, sizeof(f->auto_pts));
   f->auto_any_device = c[4] > 0.0;
   return SC_SUCCESS;
 }
@@ -118,8 +120,8 @@ sc_compress_t sc_fusion_auto_choose(const sc_fusion_t *f, const sc_fbucket_t *b,
     /* The matrices' factors in one all-reduce, the other tensors in one. */
     if (matrices) cost[3] = a + be * wire + work + (rest > 0 ? a + be * rest : 0);
   }
-  if (cost[2] >= 0) cost[2] *= f->auto_scale[0];
-  if (cost[3] >= 0) cost[3] *= f->auto_scale[1];
+  for (int m = 0; m < 4; m++)
+    if (cost[m] >= 0) cost[m] = sc_fplan_trial_cost(f->auto_pts[m], SC_AUTO_TRIAL_POINTS, cost[m]);
   static const sc_compress_t modes[4] = {SC_COMPRESS_NONE, SC_COMPRESS_FP16, SC_COMPRESS_TOPK,
                                          SC_COMPRESS_ACPSGD};
   int best = 0;

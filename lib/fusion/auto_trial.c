@@ -1,16 +1,23 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* SC_COMPRESS_AUTO's trial. The model prices top-k by gTop-k timed alone
- * and ACP-SGD by the all-reduce model plus a probe of its product, each
- * the best of a few runs. In a step the two run as they really do: top-k
- * with its residual, ACP-SGD with its orthogonalisation, reconstruction,
- * residual and the copies of its factors, on ranks that may share cores.
- * On 8 ranks of 2 cores the model put ACP-SGD below top-k on most weight
- * buckets of ResNet-50 while top-k alone ran 1.4x faster than auto's mix
- * (docs/REPRODUCTION.md, part (f)). So, with a calibrated model, each of
- * the two runs for real on a scratch copy of one bucket (every rank at
- * once, the slowest rank's time), and its modelled cost on every bucket is
- * scaled by measured over modelled on that one. The gradients are not
- * touched; the scratch state is freed at once. */
+/* SC_COMPRESS_AUTO's trial. The model prices each mode from runs timed
+ * alone, the best of a few: the all-reduce (dense, and fp16's wire), gTop-k
+ * without its residual, ACP-SGD's product. In a step they run as they
+ * really do: top-k with its residual, ACP-SGD with its orthogonalisation,
+ * reconstruction, residual and the copies of its factors, small all-reduces
+ * on ranks that share cores. On 8 ranks of 2 cores the model alone took
+ * ACP-SGD for many of ResNet-50's weight buckets and ran at 1.17x top-k's
+ * time (docs/REPRODUCTION.md, part (f)). So, with a calibrated model, every
+ * candidate runs for real on scratch copies of some of its buckets (every
+ * rank at once, the slowest rank's time), and each mode's modelled cost is
+ * corrected through its measured points (sc_fplan_trial_cost). Top-k and
+ * ACP-SGD on their smallest, median and largest buckets: their real cost
+ * outgrows the model's with the bucket, and not alike (measured over
+ * modelled there, ResNet-50: top-k 1.5, 2.3, 4.5; ACP-SGD 1.4, 5.1, 8.3).
+ * Dense and fp16, priced by the all-reduce model they run, on the smallest
+ * and the median float32 bucket (the largest would cost seconds at plan
+ * time, and far more than any compressed mode anyway). The gradients are
+ * not touched; the scratch state is freed at once. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,44 +25,37 @@
 #include "lib/base/error.h"
 #include "lib/base/log.h"
 #include "lib/fusion/fusion.h"
+#include "lib/fusion/plan.h"
 
-/* ACP-SGD alternates its two factors: a sample is two consecutive calls. */
-#define SC_AUTO_TRIAL_CALLS   2
+/* Timed samples of each mode, the best taken; ACP-SGD alternates its two
+ * factors, so its sample is two consecutive calls. */
 #define SC_AUTO_TRIAL_SAMPLES 2
 
-double sc_fusion_auto_scale(double measured_us, double modelled_us) {
-  return measured_us > 0.0 && modelled_us > 0.0 ? measured_us / modelled_us : 1.0;
-}
+enum { SC_PICK_SMALLEST, SC_PICK_MEDIAN, SC_PICK_LARGEST };
 
-/* The bucket the trial runs: of the float32 buckets where ACP-SGD is a
- * candidate (else where top-k is), the one of median element count, as the
- * typical bucket (the largest may be one tensor far past the sizes the
- * top-k model is measured at); its modelled costs in cost. -1: none, -2:
- * no memory. */
-static long trial_bucket(const sc_fusion_t *f, double cost[4]) {
+/* Of the float32 buckets where mode index m of sc_fusion_auto_choose's
+ * cost is a candidate, by element count (ties by index, the same on every
+ * rank), the smallest, median or largest. -1: none, -2: no memory. */
+static long pick_bucket(const sc_fusion_t *f, int m, int which) {
   size_t *idx = malloc((f->nb ? f->nb : 1) * sizeof(*idx));
   if (!idx) return -2;
-  long pick = -1;
-  for (int want_acp = 1; want_acp >= 0 && pick < 0; want_acp--) {
-    size_t n = 0;
-    for (size_t i = 0; i < f->nb; i++) {
-      const sc_fbucket_t *b = &f->b[i];
-      if (b->dtype != SC_FLOAT32) continue;
-      double c[4];
-      sc_fusion_auto_choose(f, b, c);
-      if ((want_acp ? c[3] : c[2]) < 0) continue;
-      /* insertion by count, ties by index: the same order on every rank */
-      size_t at = n++;
-      while (at > 0 && f->b[idx[at - 1]].count > b->count) {
-        idx[at] = idx[at - 1];
-        at--;
-      }
-      idx[at] = i;
+  size_t n = 0;
+  for (size_t i = 0; i < f->nb; i++) {
+    const sc_fbucket_t *b = &f->b[i];
+    if (b->dtype != SC_FLOAT32) continue;
+    double c[4];
+    sc_fusion_auto_choose(f, b, c);
+    if (c[m] < 0) continue;
+    size_t at = n++;
+    while (at > 0 && f->b[idx[at - 1]].count > b->count) {
+      idx[at] = idx[at - 1];
+      at--;
     }
-    if (n) pick = (long)idx[n / 2];
+    idx[at] = i;
   }
+  long pick = -1;
+  if (n) pick = (long)idx[which == SC_PICK_SMALLEST ? 0 : which == SC_PICK_MEDIAN ? n / 2 : n - 1];
   free(idx);
-  if (pick >= 0) sc_fusion_auto_choose(f, &f->b[(size_t)pick], cost);
   return pick;
 }
 
@@ -63,6 +63,7 @@ static long trial_bucket(const sc_fusion_t *f, double cost[4]) {
  * samples (collective); 0 when the bucket does not travel as m. */
 static sc_result_t time_mode(sc_fusion_t *f, size_t i, sc_compress_t m, char *scratch, double *us) {
   const sc_fbucket_t *b = &f->b[i];
+  const int calls = m == SC_COMPRESS_ACPSGD ? 2 : 1;
   sc_fbucket_t t;
   memset(&t, 0, sizeof(t));
   t.first = b->first;
@@ -78,9 +79,8 @@ static sc_result_t time_mode(sc_fusion_t *f, size_t i, sc_compress_t m, char *sc
     for (int s = 0; s < SC_AUTO_TRIAL_SAMPLES && r == SC_SUCCESS; s++) {
       if ((r = sc_barrier(f->comm)) != SC_SUCCESS) break;
       const double t0 = sc_fusion_now_us();
-      for (int c = 0; c < SC_AUTO_TRIAL_CALLS && r == SC_SUCCESS; c++)
-        r = sc_fusion_reduce_at(f, &t, scratch);
-      const double el = (sc_fusion_now_us() - t0) / SC_AUTO_TRIAL_CALLS;
+      for (int c = 0; c < calls && r == SC_SUCCESS; c++) r = sc_fusion_reduce_at(f, &t, scratch);
+      const double el = (sc_fusion_now_us() - t0) / calls;
       if (s == 0 || el < *us) *us = el;
     }
   }
@@ -88,8 +88,30 @@ static sc_result_t time_mode(sc_fusion_t *f, size_t i, sc_compress_t m, char *sc
   return r;
 }
 
+/* Bucket i's scratch copy, and on it each mode m with run[m] set timed
+ * into meas[m] (not yet agreed); the same modes in the same order on every
+ * rank. */
+static sc_result_t time_bucket(sc_fusion_t *f, size_t i, const int run[4], double meas[4]) {
+  static const sc_compress_t modes[4] = {SC_COMPRESS_NONE, SC_COMPRESS_FP16, SC_COMPRESS_TOPK,
+                                         SC_COMPRESS_ACPSGD};
+  const sc_fbucket_t *b = &f->b[i];
+  float *x = malloc(b->padded * sizeof(float));
+  if (!x)
+    return SC_ERR(SC_ERR_NOMEM, "sc_fusion_plan: auto's trial bucket of %zu floats", b->count);
+  const uint32_t salt = (uint32_t)f->rank * 7919u;
+  sc_result_t r = SC_SUCCESS;
+  for (int m = 0; m < 4 && r == SC_SUCCESS; m++) {
+    if (!run[m]) continue;
+    for (size_t k = 0; k < b->padded; k++)
+      x[k] = (float)(((uint32_t)k * 2654435761u + salt) % 2001u) / 1000.0f - 1.0f;
+    r = time_mode(f, i, modes[m], (char *)x, &meas[m]);
+  }
+  free(x);
+  return r;
+}
+
 sc_result_t sc_fusion_auto_trial(sc_fusion_t *f) {
-  f->auto_scale[0] = f->auto_scale[1] = 1.0;
+  memset(f->auto_pts, 0, sizeof(f->auto_pts));
   /* A model the caller gave is the caller's network, not this one's; device
    * buckets run other code than the host scratch would time. Every rank
    * decides alike: the config is checked the same everywhere, and whether
@@ -97,33 +119,69 @@ sc_result_t sc_fusion_auto_trial(sc_fusion_t *f) {
   if (f->cfg.alpha_us != 0.0 || f->cfg.beta_us_per_byte != 0.0 || f->nranks < 2 ||
       f->auto_any_device)
     return SC_SUCCESS;
-  double cost[4] = {-1, -1, -1, -1};
-  const long i = trial_bucket(f, cost);
-  if (i == -2)
-    return SC_ERR(SC_ERR_NOMEM, "sc_fusion_plan: auto's trial: %zu bucket indices", f->nb);
-  if (i < 0) return SC_SUCCESS;
-  const sc_fbucket_t *b = &f->b[(size_t)i];
-  float *x = malloc(b->padded * sizeof(float));
-  if (!x)
-    return SC_ERR(SC_ERR_NOMEM, "sc_fusion_plan: auto's trial bucket of %zu floats", b->count);
-  const uint32_t salt = (uint32_t)f->rank * 7919u;
-  for (size_t k = 0; k < b->padded; k++)
-    x[k] = (float)(((uint32_t)k * 2654435761u + salt) % 2001u) / 1000.0f - 1.0f;
-  /* [0]: top-k, [1]: ACP-SGD; the slowest rank's. */
-  double t[2] = {0.0, 0.0};
-  sc_result_t r = SC_SUCCESS;
-  if (cost[3] >= 0) r = time_mode(f, (size_t)i, SC_COMPRESS_ACPSGD, (char *)x, &t[1]);
-  if (r == SC_SUCCESS && cost[2] >= 0)
-    r = time_mode(f, (size_t)i, SC_COMPRESS_TOPK, (char *)x, &t[0]);
-  if (r == SC_SUCCESS) r = sc_allreduce(t, t, 2, SC_FLOAT64, SC_MAX, f->comm);
-  free(x);
-  SC_CHECK(r);
-  f->auto_scale[0] = sc_fusion_auto_scale(t[0], cost[2]);
-  f->auto_scale[1] = sc_fusion_auto_scale(t[1], cost[3]);
-  if (f->rank == 0)
-    SC_INFO(SC_SUBSYS_COLL,
-            "fusion: auto's trial on bucket %ld (%zu elements): top-k %.0f us against %.0f "
-            "modelled (x%.2f), ACP-SGD %.0f us against %.0f (x%.2f); 0 and -1: not a candidate",
-            i, b->count, t[0], cost[2], f->auto_scale[0], t[1], cost[3], f->auto_scale[1]);
+  /* at[m]: mode m's buckets, smallest first (-1: none); meas and model:
+   * its time and cost there. */
+  enum { NP = SC_AUTO_TRIAL_POINTS };
+  static const int which[NP] = {SC_PICK_SMALLEST, SC_PICK_MEDIAN, SC_PICK_LARGEST};
+  long at[4][NP];
+  double meas[4][NP] = {{0}}, model[4][NP];
+  for (int m = 0; m < 4; m++) {
+    for (int k = 0; k < NP; k++) {
+      /* dense and fp16: not the largest */
+      at[m][k] = m < 2 && which[k] == SC_PICK_LARGEST ? -1 : pick_bucket(f, m, which[k]);
+      if (at[m][k] == -2)
+        return SC_ERR(SC_ERR_NOMEM, "sc_fusion_plan: auto's trial: %zu bucket indices", f->nb);
+      for (int j = 0; j < k; j++)
+        if (at[m][j] == at[m][k]) at[m][k] = -1; /* the same bucket: one point */
+      double c[4] = {-1, -1, -1, -1};
+      if (at[m][k] >= 0) sc_fusion_auto_choose(f, &f->b[(size_t)at[m][k]], c);
+      model[m][k] = c[m];
+    }
+  }
+  /* Each bucket once, in index order, with the modes that use it. */
+  for (size_t i = 0; i < f->nb; i++) {
+    int run[4] = {0}, any = 0;
+    double t[4] = {0};
+    for (int m = 0; m < 4; m++)
+      for (int k = 0; k < NP; k++)
+        if (at[m][k] == (long)i) any = run[m] = 1;
+    if (!any) continue;
+    SC_CHECK(time_bucket(f, i, run, t));
+    for (int m = 0; m < 4; m++)
+      for (int k = 0; k < NP; k++)
+        if (at[m][k] == (long)i) meas[m][k] = t[m];
+  }
+  SC_CHECK(sc_allreduce(meas, meas, 4 * NP, SC_FLOAT64, SC_MAX, f->comm));
+  for (int m = 0; m < 4; m++) {
+    /* By modelled cost, which element counts need not order (shapes). */
+    double *p = f->auto_pts[m];
+    int n = 0;
+    for (int k = 0; k < NP; k++) {
+      if (!(model[m][k] > 0.0 && meas[m][k] > 0.0)) continue;
+      int at_k = n++;
+      while (at_k > 0 && p[2 * (at_k - 1)] > model[m][k]) {
+        p[2 * at_k] = p[2 * (at_k - 1)];
+        p[2 * at_k + 1] = p[2 * (at_k - 1) + 1];
+        at_k--;
+      }
+      p[2 * at_k] = model[m][k];
+      p[2 * at_k + 1] = meas[m][k];
+    }
+  }
+  if (f->rank == 0) {
+    char line[512];
+    size_t len = 0;
+    static const char *const names[4] = {"dense", "fp16", "top-k", "ACP-SGD"};
+    for (int m = 0; m < 4; m++) {
+      len += (size_t)snprintf(line + len, sizeof(line) - len, "%s%s", m ? "; " : "", names[m]);
+      for (int k = 0; k < NP && len < sizeof(line); k++)
+        if (at[m][k] >= 0)
+          len += (size_t)snprintf(line + len, sizeof(line) - len, " %.0f/%.0f (bucket %ld)",
+                                  meas[m][k], model[m][k], at[m][k]);
+      if (len >= sizeof(line)) break;
+    }
+    SC_INFO(SC_SUBSYS_COLL, "fusion: auto's trial, us measured/modelled (-1: not a candidate): %s",
+            line);
+  }
   return SC_SUCCESS;
 }

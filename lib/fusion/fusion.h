@@ -64,6 +64,9 @@ typedef struct sc_fbucket {
 
 typedef struct sc_p3 sc_p3_t; /* p3.c */
 
+/* Buckets AUTO's trial times each mode on at most (auto_trial.c). */
+#define SC_AUTO_TRIAL_POINTS 3
+
 struct sc_fusion {
   sc_comm_t *comm;
   sc_fusion_config_t cfg;
@@ -79,8 +82,10 @@ struct sc_fusion {
    * time on rank 0: us per element (fp16 wire), per element and unit of
    * rank (ACP-SGD); gTop-k's model with density > 0. */
   double auto_half_us, auto_lowrank_us, auto_sparse_alpha, auto_sparse_beta;
-  /* The trial's factors on the modelled costs of top-k and ACP-SGD (1: none). */
-  double auto_scale[2];
+  /* The trial's points of each mode (dense, fp16, top-k, ACP-SGD):
+   * (modelled, measured) at its buckets of rising size, as
+   * sc_fplan_trial_cost takes them; zeros without a trial. */
+  double auto_pts[4][2 * SC_AUTO_TRIAL_POINTS];
   int auto_any_device;               /* some rank's tensors are device memory: no trial */
   double alpha_us, beta_us_per_byte; /* the model the plan used (sparse: the sparse cost) */
   size_t next_launch;                /* plan order; wraps to 0 for the next round */
@@ -152,13 +157,11 @@ void sc_fusion_compress_free(sc_fusion_t *f, sc_fbucket_t *b);
 sc_result_t sc_fusion_auto_costs(sc_fusion_t *f, double alpha_us, double beta_us_per_byte);
 sc_compress_t sc_fusion_auto_choose(const sc_fusion_t *f, const sc_fbucket_t *b, double cost[4]);
 /* auto_trial.c: with a calibrated model, once the buckets are formed and
- * before their modes are chosen, top-k and ACP-SGD timed for real on a
- * scratch copy of one bucket (collective); their modelled costs are scaled
- * by measured over modelled (f->auto_scale). */
+ * before their modes are chosen, every candidate timed for real on scratch
+ * copies of the smallest and a typical bucket (collective), and each
+ * mode's modelled cost corrected through its two points (f->auto_pts, by
+ * sc_fplan_trial_cost). */
 sc_result_t sc_fusion_auto_trial(sc_fusion_t *f);
-/* What the trial scales a modelled cost by: measured / modelled, 1 when
- * either is not positive. */
-double sc_fusion_auto_scale(double measured_us, double modelled_us);
 /* The worker: one round of bucket b, blocking; _at: in buf (its fused
  * buffer, that buffer's host image, or the trial's scratch). */
 sc_result_t sc_fusion_bucket_reduce(sc_fusion_t *f, sc_fbucket_t *b);

@@ -236,3 +236,26 @@ void sc_fplan_fit_line(const double *x, const double *y, int n, double *alpha_us
   *alpha_us = a;
   *beta_us_per_byte = b;
 }
+
+double sc_fplan_trial_cost(const double *pts, int n, double c) {
+  /* The usable points: positive, modelled costs strictly rising. */
+  double x[SC_FPLAN_TRIAL_MAX], y[SC_FPLAN_TRIAL_MAX];
+  int k = 0;
+  for (int i = 0; i < n && i < SC_FPLAN_TRIAL_MAX; i++) {
+    if (!(pts[2 * i] > 0.0 && pts[2 * i + 1] > 0.0)) continue;
+    if (k && !(pts[2 * i] > x[k - 1])) continue;
+    x[k] = pts[2 * i];
+    y[k++] = pts[2 * i + 1];
+  }
+  if (!k) return c; /* no trial */
+  /* A measured time below one of a smaller modelled cost (shapes the model
+   * orders otherwise, or noise) is raised to it: the cost never falls as c
+   * rises, nor below what a cheaper-modelled bucket measured. */
+  for (int i = 1; i < k; i++)
+    if (y[i] < y[i - 1]) y[i] = y[i - 1];
+  if (c <= x[0]) return y[0] * c / x[0];
+  if (c >= x[k - 1]) return y[k - 1] * c / x[k - 1];
+  int i = 1;
+  while (x[i] < c) i++;
+  return y[i - 1] + (y[i] - y[i - 1]) * (c - x[i - 1]) / (x[i] - x[i - 1]);
+}

@@ -3,7 +3,8 @@
  * hand in the comments: the MG-WFBP merge rule on a small example, its edge
  * cases (one tensor, zero-time layers, huge and zero alpha, dtype groups,
  * the size cap), the size-threshold planners in both directions, DeAR's
- * growing buckets, the timeline, and the calibration's line. */
+ * growing buckets, the timeline, the calibration's line, and SC_COMPRESS_AUTO's
+ * correction of a modelled cost from its trial. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -252,6 +253,43 @@ static void test_fit_line(void **state) {
   assert_true(fabs(a - la) < 1e-6 && fabs(b - lb) < 1e-12);
 }
 
+/* The trial's correction: exact at every point, the line between two, the
+ * ratio at the nearer end outside; a measured time below that of a cheaper
+ * modelled point raised to it; unusable points skipped; no trial: as
+ * modelled. */
+static void test_trial_cost(void **state) {
+  (void)state;
+  /* (10 -> 100), (110 -> 300). */
+  const double two[4] = {10, 100, 110, 300};
+  assert_true(fabs(sc_fplan_trial_cost(two, 2, 10) - 100) < 1e-9);
+  assert_true(fabs(sc_fplan_trial_cost(two, 2, 110) - 300) < 1e-9);
+  assert_true(fabs(sc_fplan_trial_cost(two, 2, 60) - 200) < 1e-9);  /* halfway */
+  assert_true(fabs(sc_fplan_trial_cost(two, 2, 5) - 50) < 1e-9);    /* 100 / 10 per unit */
+  assert_true(fabs(sc_fplan_trial_cost(two, 2, 220) - 600) < 1e-9); /* 300 / 110 per unit */
+  assert_true(sc_fplan_trial_cost(two, 2, 0) == 0);
+  /* Three points, steeper past the middle: each segment its own line. */
+  const double three[6] = {300, 600, 1300, 3000, 20000, 120000};
+  assert_true(fabs(sc_fplan_trial_cost(three, 3, 800) - 1800) < 1e-9);
+  assert_true(fabs(sc_fplan_trial_cost(three, 3, 1300) - 3000) < 1e-9);
+  assert_true(fabs(sc_fplan_trial_cost(three, 3, 10650) - 61500) < 1e-9);
+  assert_true(fabs(sc_fplan_trial_cost(three, 3, 40000) - 240000) < 1e-9);
+  assert_true(fabs(sc_fplan_trial_cost(three, 3, 150) - 300) < 1e-9);
+  /* Falling at the middle point: raised to the first's 600, so flat between
+   * them, then the line up to the last. */
+  const double fall[6] = {300, 600, 1300, 400, 2300, 1600};
+  assert_true(fabs(sc_fplan_trial_cost(fall, 3, 800) - 600) < 1e-9);
+  assert_true(fabs(sc_fplan_trial_cost(fall, 3, 1800) - 1100) < 1e-9);
+  /* A missing middle point is skipped: the line from the first to the last. */
+  const double gap[6] = {10, 100, 0, 0, 110, 300};
+  assert_true(fabs(sc_fplan_trial_cost(gap, 3, 60) - 200) < 1e-9);
+  /* Only one point: 50 / 25 per unit. */
+  const double one[4] = {0, 0, 25, 50};
+  assert_true(fabs(sc_fplan_trial_cost(one, 2, 7) - 14) < 1e-9);
+  /* No trial. */
+  const double none[6] = {0};
+  assert_true(sc_fplan_trial_cost(none, 3, 123) == 123);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mgwfbp_small_example),
@@ -266,6 +304,7 @@ int main(void) {
       cmocka_unit_test(test_dear_growing_buckets),
       cmocka_unit_test(test_partitions),
       cmocka_unit_test(test_fit_line),
+      cmocka_unit_test(test_trial_cost),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
