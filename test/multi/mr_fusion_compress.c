@@ -12,7 +12,7 @@
  * not float32 (and a low-rank bucket without a matrix) densely. Also: the fp16 and bf16 results
  * within their rounding of the exact average; sc_fusion_bucket_compress; AUTO's choices (the same
  * on every rank; on a slow network every float32 bucket compressed, on a fast one none; with a
- * calibrated model, after its trial of top-k and ACP-SGD, one of the candidates) and its results as
+ * calibrated model, after its trial of every candidate, one of them) and its results as
  * the chosen modes'; the plan leaves the gradients as they were (AUTO's trial runs on scratch);
  * AUTO's buckets within 2 MiB with top-k a candidate; the refusals (a
  * dense-only policy, TOPK without density, lowrank 0, density with another mode). Run under sc-run.
