@@ -194,7 +194,7 @@ static sc_result_t sc_fusion_make_buckets(sc_fusion_t *f, const size_t *first, s
         t->offset = l == b->first ? 0 : f->t[l - 1].offset + f->t[l - 1].bytes;
     }
   }
-  /* Every bucket formed, none chosen yet: AUTO's trial runs on one of them. */
+  /* Every bucket formed, none chosen yet: AUTO's trial runs on some of them. */
   if (sc_fusion_mode(&f->cfg) == SC_COMPRESS_AUTO) SC_CHECK(sc_fusion_auto_trial(f));
   for (size_t i = 0; i < nb; i++) SC_CHECK(sc_fusion_compress_setup(f, &f->b[i], i));
   return SC_SUCCESS;

@@ -21,6 +21,8 @@
 #include "lib/fusion/fusion.h"
 #include "lib/fusion/plan.h"
 
+_Static_assert(SC_AUTO_TRIAL_POINTS <= SC_FPLAN_TRIAL_MAX, "sc_fplan_trial_cost takes every point");
+
 /* Elements of the scratch the work is timed on: past the caches, as
  * gradients are. */
 #define SC_AUTO_PROBE_ELEMS ((size_t)1 << 20)

@@ -31,32 +31,16 @@
  * factors, so its sample is two consecutive calls. */
 #define SC_AUTO_TRIAL_SAMPLES 2
 
-enum { SC_PICK_SMALLEST, SC_PICK_MEDIAN, SC_PICK_LARGEST };
+/* A float32 bucket in size order: element count, ties by index (the same
+ * order on every rank). */
+typedef struct {
+  size_t count, index;
+} sc_trial_key_t;
 
-/* Of the float32 buckets where mode index m of sc_fusion_auto_choose's
- * cost is a candidate, by element count (ties by index, the same on every
- * rank), the smallest, median or largest. -1: none, -2: no memory. */
-static long pick_bucket(const sc_fusion_t *f, int m, int which) {
-  size_t *idx = malloc((f->nb ? f->nb : 1) * sizeof(*idx));
-  if (!idx) return -2;
-  size_t n = 0;
-  for (size_t i = 0; i < f->nb; i++) {
-    const sc_fbucket_t *b = &f->b[i];
-    if (b->dtype != SC_FLOAT32) continue;
-    double c[4];
-    sc_fusion_auto_choose(f, b, c);
-    if (c[m] < 0) continue;
-    size_t at = n++;
-    while (at > 0 && f->b[idx[at - 1]].count > b->count) {
-      idx[at] = idx[at - 1];
-      at--;
-    }
-    idx[at] = i;
-  }
-  long pick = -1;
-  if (n) pick = (long)idx[which == SC_PICK_SMALLEST ? 0 : which == SC_PICK_MEDIAN ? n / 2 : n - 1];
-  free(idx);
-  return pick;
+static int by_count(const void *a, const void *b) {
+  const sc_trial_key_t *x = a, *y = b;
+  if (x->count != y->count) return x->count < y->count ? -1 : 1;
+  return x->index < y->index ? -1 : x->index > y->index;
 }
 
 /* Mean time of one call of mode m on bucket i's scratch copy, best of the
@@ -73,7 +57,7 @@ static sc_result_t time_mode(sc_fusion_t *f, size_t i, sc_compress_t m, char *sc
   t.padded = b->padded;
   t.buf = scratch;
   *us = 0.0;
-  sc_result_t r = sc_fusion_setup_as(f, &t, i, m);
+  sc_result_t r = sc_fusion_compress_setup_as(f, &t, i, m);
   if (r == SC_SUCCESS && t.comp == m) {
     r = sc_fusion_reduce_at(f, &t, scratch); /* the first call's own setup */
     for (int s = 0; s < SC_AUTO_TRIAL_SAMPLES && r == SC_SUCCESS; s++) {
@@ -111,33 +95,54 @@ static sc_result_t time_bucket(sc_fusion_t *f, size_t i, const int run[4], doubl
 }
 
 sc_result_t sc_fusion_auto_trial(sc_fusion_t *f) {
-  memset(f->auto_pts, 0, sizeof(f->auto_pts));
   /* A model the caller gave is the caller's network, not this one's; device
    * buckets run other code than the host scratch would time. Every rank
    * decides alike: the config is checked the same everywhere, and whether
-   * any rank has device tensors was agreed in sc_fusion_auto_costs. */
+   * any rank has device tensors was agreed in sc_fusion_auto_costs (which
+   * also cleared auto_pts, so that the choice below is the model's). */
   if (f->cfg.alpha_us != 0.0 || f->cfg.beta_us_per_byte != 0.0 || f->nranks < 2 ||
       f->auto_any_device)
     return SC_SUCCESS;
-  /* at[m]: mode m's buckets, smallest first (-1: none); meas and model:
-   * its time and cost there. */
   enum { NP = SC_AUTO_TRIAL_POINTS };
-  static const int which[NP] = {SC_PICK_SMALLEST, SC_PICK_MEDIAN, SC_PICK_LARGEST};
+  /* The float32 buckets by size, each with its modelled costs. */
+  sc_trial_key_t *order = malloc((f->nb ? f->nb : 1) * sizeof(*order));
+  double(*cost)[4] = malloc((f->nb ? f->nb : 1) * sizeof(*cost));
+  if (!order || !cost) {
+    free(order);
+    free(cost);
+    return SC_ERR(SC_ERR_NOMEM, "sc_fusion_plan: auto's trial: %zu buckets", f->nb);
+  }
+  size_t n = 0;
+  for (size_t i = 0; i < f->nb; i++) {
+    if (f->b[i].dtype != SC_FLOAT32) continue;
+    sc_fusion_auto_choose(f, &f->b[i], cost[i]);
+    order[n++] = (sc_trial_key_t){f->b[i].count, i};
+  }
+  qsort(order, n, sizeof(*order), by_count);
+  /* at[m]: mode m's buckets (-1: none): of those where it is a candidate,
+   * the smallest, the median and (top-k, ACP-SGD) the largest. meas and
+   * model: its time and cost there. */
   long at[4][NP];
   double meas[4][NP] = {{0}}, model[4][NP];
   for (int m = 0; m < 4; m++) {
+    size_t c = 0, first = 0, mid = 0, last = 0;
+    for (size_t k = 0; k < n; k++)
+      if (cost[order[k].index][m] >= 0 && c++ == 0) first = order[k].index;
+    for (size_t k = 0, seen = 0; k < n; k++) {
+      if (cost[order[k].index][m] < 0) continue;
+      if (seen == c / 2) mid = order[k].index;
+      last = order[k].index;
+      seen++;
+    }
+    const long pick[NP] = {c ? (long)first : -1, c > 1 ? (long)mid : -1,
+                           m >= 2 && c > 2 ? (long)last : -1};
     for (int k = 0; k < NP; k++) {
-      /* dense and fp16: not the largest */
-      at[m][k] = m < 2 && which[k] == SC_PICK_LARGEST ? -1 : pick_bucket(f, m, which[k]);
-      if (at[m][k] == -2)
-        return SC_ERR(SC_ERR_NOMEM, "sc_fusion_plan: auto's trial: %zu bucket indices", f->nb);
-      for (int j = 0; j < k; j++)
-        if (at[m][j] == at[m][k]) at[m][k] = -1; /* the same bucket: one point */
-      double c[4] = {-1, -1, -1, -1};
-      if (at[m][k] >= 0) sc_fusion_auto_choose(f, &f->b[(size_t)at[m][k]], c);
-      model[m][k] = c[m];
+      at[m][k] = pick[k];
+      model[m][k] = pick[k] >= 0 ? cost[pick[k]][m] : -1;
     }
   }
+  free(order);
+  free(cost);
   /* Each bucket once, in index order, with the modes that use it. */
   for (size_t i = 0; i < f->nb; i++) {
     int run[4] = {0}, any = 0;
@@ -152,36 +157,23 @@ sc_result_t sc_fusion_auto_trial(sc_fusion_t *f) {
         if (at[m][k] == (long)i) meas[m][k] = t[m];
   }
   SC_CHECK(sc_allreduce(meas, meas, 4 * NP, SC_FLOAT64, SC_MAX, f->comm));
-  for (int m = 0; m < 4; m++) {
-    /* By modelled cost, which element counts need not order (shapes). */
-    double *p = f->auto_pts[m];
-    int n = 0;
+  for (int m = 0; m < 4; m++)
     for (int k = 0; k < NP; k++) {
-      if (!(model[m][k] > 0.0 && meas[m][k] > 0.0)) continue;
-      int at_k = n++;
-      while (at_k > 0 && p[2 * (at_k - 1)] > model[m][k]) {
-        p[2 * at_k] = p[2 * (at_k - 1)];
-        p[2 * at_k + 1] = p[2 * (at_k - 1) + 1];
-        at_k--;
-      }
-      p[2 * at_k] = model[m][k];
-      p[2 * at_k + 1] = meas[m][k];
+      f->auto_pts[m][2 * k] = model[m][k] > 0.0 ? model[m][k] : 0.0;
+      f->auto_pts[m][2 * k + 1] = meas[m][k];
     }
-  }
   if (f->rank == 0) {
     char line[512];
     size_t len = 0;
     static const char *const names[4] = {"dense", "fp16", "top-k", "ACP-SGD"};
-    for (int m = 0; m < 4; m++) {
+    for (int m = 0; m < 4 && len < sizeof(line); m++) {
       len += (size_t)snprintf(line + len, sizeof(line) - len, "%s%s", m ? "; " : "", names[m]);
       for (int k = 0; k < NP && len < sizeof(line); k++)
         if (at[m][k] >= 0)
           len += (size_t)snprintf(line + len, sizeof(line) - len, " %.0f/%.0f (bucket %ld)",
                                   meas[m][k], model[m][k], at[m][k]);
-      if (len >= sizeof(line)) break;
     }
-    SC_INFO(SC_SUBSYS_COLL, "fusion: auto's trial, us measured/modelled (-1: not a candidate): %s",
-            line);
+    SC_INFO(SC_SUBSYS_COLL, "fusion: auto's trial, us measured/modelled: %s", line);
   }
   return SC_SUCCESS;
 }

@@ -82,10 +82,11 @@ static sc_result_t setup(sc_fusion_t *f, sc_fbucket_t *b, size_t i) {
               i, m == SC_COMPRESS_NONE ? " dense" : sc_fusion_mode_suffix(m) + 2, cost[0], cost[1],
               cost[2], cost[3]);
   }
-  return sc_fusion_setup_as(f, b, i, m);
+  return sc_fusion_compress_setup_as(f, b, i, m);
 }
 
-sc_result_t sc_fusion_setup_as(sc_fusion_t *f, sc_fbucket_t *b, size_t i, sc_compress_t m) {
+sc_result_t sc_fusion_compress_setup_as(sc_fusion_t *f, sc_fbucket_t *b, size_t i,
+                                        sc_compress_t m) {
   b->comp = m;
   /* Every bucket the worker runs (a dense one too) keeps its failure's detail. */
   if (f->worker_mode && !(b->errmsg = calloc(1, SC_ERRMSG_MAX)))

@@ -148,7 +148,7 @@ size_t sc_fusion_wire_bytes(const sc_fusion_t *f, const sc_ftensor_t *t);
 /* Plan time: bucket b's mode and its compression state; _as: as mode m
  * (AUTO's choice, or its trial of a mode on a scratch bucket). */
 sc_result_t sc_fusion_compress_setup(sc_fusion_t *f, sc_fbucket_t *b, size_t i);
-sc_result_t sc_fusion_setup_as(sc_fusion_t *f, sc_fbucket_t *b, size_t i, sc_compress_t m);
+sc_result_t sc_fusion_compress_setup_as(sc_fusion_t *f, sc_fbucket_t *b, size_t i, sc_compress_t m);
 void sc_fusion_compress_free(sc_fusion_t *f, sc_fbucket_t *b);
 /* auto.c: the costs SC_COMPRESS_AUTO compares (collective: rank 0
  * measures, everyone gets its figures), then bucket b's choice, with the
@@ -158,8 +158,8 @@ sc_result_t sc_fusion_auto_costs(sc_fusion_t *f, double alpha_us, double beta_us
 sc_compress_t sc_fusion_auto_choose(const sc_fusion_t *f, const sc_fbucket_t *b, double cost[4]);
 /* auto_trial.c: with a calibrated model, once the buckets are formed and
  * before their modes are chosen, every candidate timed for real on scratch
- * copies of the smallest and a typical bucket (collective), and each
- * mode's modelled cost corrected through its two points (f->auto_pts, by
+ * copies of some of its buckets (collective), and each mode's modelled cost
+ * corrected through its measured points (f->auto_pts, by
  * sc_fplan_trial_cost). */
 sc_result_t sc_fusion_auto_trial(sc_fusion_t *f);
 /* The worker: one round of bucket b, blocking; _at: in buf (its fused

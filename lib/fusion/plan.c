@@ -238,14 +238,23 @@ void sc_fplan_fit_line(const double *x, const double *y, int n, double *alpha_us
 }
 
 double sc_fplan_trial_cost(const double *pts, int n, double c) {
-  /* The usable points: positive, modelled costs strictly rising. */
+  /* The usable points (both positive) by modelled cost, which the
+   * buckets' sizes need not order (shapes); of equal costs the first. */
   double x[SC_FPLAN_TRIAL_MAX], y[SC_FPLAN_TRIAL_MAX];
   int k = 0;
   for (int i = 0; i < n && i < SC_FPLAN_TRIAL_MAX; i++) {
-    if (!(pts[2 * i] > 0.0 && pts[2 * i + 1] > 0.0)) continue;
-    if (k && !(pts[2 * i] > x[k - 1])) continue;
-    x[k] = pts[2 * i];
-    y[k++] = pts[2 * i + 1];
+    const double px = pts[2 * i], py = pts[2 * i + 1];
+    if (!(px > 0.0 && py > 0.0)) continue;
+    int at = k;
+    while (at > 0 && x[at - 1] > px) at--;
+    if (at > 0 && x[at - 1] == px) continue;
+    for (int j = k; j > at; j--) {
+      x[j] = x[j - 1];
+      y[j] = y[j - 1];
+    }
+    x[at] = px;
+    y[at] = py;
+    k++;
   }
   if (!k) return c; /* no trial */
   /* A measured time below one of a smaller modelled cost (shapes the model

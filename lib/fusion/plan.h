@@ -154,8 +154,8 @@ void sc_fplan_fit_line(const double *x, const double *y, int n, double *alpha_us
                        double *beta_us_per_byte);
 
 /* SC_COMPRESS_AUTO's corrected cost of one mode for a bucket it models at
- * c, from its trial: pts holds n pairs (modelled, measured) at buckets of
- * rising size, a pair with a zero where it did not run. Between two points,
+ * c, from its trial: pts holds n pairs (modelled, measured), in any order,
+ * a pair with a zero where it did not run. Between two points,
  * the line through them; below the first and above the last, the ratio
  * measured / modelled at that point (so the result is exact at every
  * point, never negative, and rises with c). A measured time below that of

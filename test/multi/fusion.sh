@@ -35,12 +35,24 @@ for n in $p3_sizes; do
 done
 # Compression (mr_fusion_compress: fp16, bf16, 1-bit, PowerSGD, ACP-SGD against
 # the public calls bucket by bucket): the worker's routing, the same above
-# every transport.
+# every transport. AUTO's trial runs in the program's two plans with a
+# calibrated model on more than one rank, and in no other: rank 0 logs it
+# once for each.
+compress() { # compress N
+  env SC_TIMEOUT_MS=60000 SC_DEBUG=INFO "$SC_RUN" -n "$1" --timeout 300 --label \
+    "$MR/mr_fusion_compress" >"$tmpdir/compress" 2>&1
+  st=$?
+  grep -v " SC INFO " "$tmpdir/compress" | tail -n 20
+  want=2
+  [ "$1" -eq 1 ] && want=0
+  trials=$(grep -c "auto's trial" "$tmpdir/compress")
+  echo "AUTO's trial logged $trials times, want $want"
+  [ "$st" -eq 0 ] && [ "$trials" -eq "$want" ]
+}
 compress_sizes=$sizes
 [ "${SC_TEST_SAMPLE:-0}" = 1 ] && compress_sizes=3
 for n in $compress_sizes; do
-  check "fusion compress n=$n" env SC_TIMEOUT_MS=60000 "$SC_RUN" -n "$n" --timeout 300 --label \
-    "$MR/mr_fusion_compress"
+  check "fusion compress n=$n" compress "$n"
 done
 # The rows above run over the default transport (shm here: one host) or the one
 # a wrapper names (ucx-fusion.sh, verbs_fake.sh); the plain run adds the rest.

@@ -254,9 +254,9 @@ static void test_fit_line(void **state) {
 }
 
 /* The trial's correction: exact at every point, the line between two, the
- * ratio at the nearer end outside; a measured time below that of a cheaper
- * modelled point raised to it; unusable points skipped; no trial: as
- * modelled. */
+ * ratio at the nearer end outside; points in any order; a measured time
+ * below that of a cheaper modelled point raised to it; unusable points
+ * skipped; no trial: as modelled. */
 static void test_trial_cost(void **state) {
   (void)state;
   /* (10 -> 100), (110 -> 300). */
@@ -274,6 +274,12 @@ static void test_trial_cost(void **state) {
   assert_true(fabs(sc_fplan_trial_cost(three, 3, 10650) - 61500) < 1e-9);
   assert_true(fabs(sc_fplan_trial_cost(three, 3, 40000) - 240000) < 1e-9);
   assert_true(fabs(sc_fplan_trial_cost(three, 3, 150) - 300) < 1e-9);
+  /* The same points in another order (buckets' sizes need not order their
+   * modelled costs): the same costs. */
+  const double shuffled[6] = {20000, 120000, 300, 600, 1300, 3000};
+  assert_true(fabs(sc_fplan_trial_cost(shuffled, 3, 800) - 1800) < 1e-9);
+  assert_true(fabs(sc_fplan_trial_cost(shuffled, 3, 10650) - 61500) < 1e-9);
+  assert_true(fabs(sc_fplan_trial_cost(shuffled, 3, 150) - 300) < 1e-9);
   /* Falling at the middle point: raised to the first's 600, so flat between
    * them, then the line up to the last. */
   const double fall[6] = {300, 600, 1300, 400, 2300, 1600};
