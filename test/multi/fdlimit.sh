@@ -17,27 +17,31 @@ fi
 limited() { # limited SOFT HARD [TIMEOUT_MS]: mr_env on 12 ranks over tcp under those limits
   SC_DEBUG=INFO SC_TRANSPORT=tcp SC_CONNECT=${CONNECT:-eager} SC_TIMEOUT_MS=${3:-20000} \
     "$SC_RUN" -n 12 --timeout 90 \
-    sh -c "ulimit -Sn $1 && ulimit -Hn $2 && exec \"\$0\"" "$MR/mr_env" >"$tmpdir/out" 2>&1
+    sh -c "ulimit -Sn $1 && ulimit -Hn $2 && exec \"\$0\"" "$MR/mr_env" >"$tmpdir/ranks" 2>&1
 }
+# The ranks write to their own file: check() sends each function's output to
+# $tmpdir/out, and a second writer there would overwrite the lines counted.
 raised() {
   limited 40 "$1"
   st=$?
-  grep -m 1 "soft limit raised" "$tmpdir/out"
-  tail -n 3 "$tmpdir/out"
-  [ "$st" -eq 0 ] && [ "$(grep -c "soft limit raised from 40 to $1" "$tmpdir/out")" -eq 12 ]
+  n=$(grep -c "soft limit raised from 40 to $1" "$tmpdir/ranks")
+  grep -m 1 "soft limit raised" "$tmpdir/ranks"
+  echo "exit $st; $n of 12 ranks raised the soft limit"
+  tail -n 3 "$tmpdir/ranks"
+  [ "$st" -eq 0 ] && [ "$n" -eq 12 ]
 }
 refused() {
   limited 40 40 5000 # the ranks that did not run out wait for the ones that did
   st=$?
-  grep -m 1 "RLIMIT_NOFILE" "$tmpdir/out"
-  tail -n 3 "$tmpdir/out"
-  [ "$st" -ne 0 ] && grep -q "RLIMIT_NOFILE is 40 (hard limit 40" "$tmpdir/out" &&
-    grep -q "a communicator here needs about" "$tmpdir/out"
+  grep -m 1 "RLIMIT_NOFILE" "$tmpdir/ranks"
+  tail -n 3 "$tmpdir/ranks"
+  [ "$st" -ne 0 ] && grep -q "RLIMIT_NOFILE is 40 (hard limit 40" "$tmpdir/ranks" &&
+    grep -q "a communicator here needs about" "$tmpdir/ranks"
 }
 lazy_fits() {
   CONNECT=lazy limited 40 40
   st=$?
-  tail -n 3 "$tmpdir/out"
+  tail -n 3 "$tmpdir/ranks"
   [ "$st" -eq 0 ]
 }
 cap=$hard
@@ -52,10 +56,10 @@ check "hard limit 40, lazy connections: 12 ranks over tcp run" lazy_fits
 many_fit() {
   SC_TRANSPORT=tcp SC_TIMEOUT_MS=120000 "$SC_RUN" -n 200 --timeout 240 \
     sh -c "ulimit -Sn 256 && ulimit -Hn 256 && exec \"\$0\"" "$top_builddir/sc_scale_probe" \
-    >"$tmpdir/out" 2>&1
+    >"$tmpdir/ranks" 2>&1
   st=$?
-  tail -n 3 "$tmpdir/out"
-  [ "$st" -eq 0 ] && [ "$(grep -c '"fds"' "$tmpdir/out")" -eq 200 ]
+  tail -n 3 "$tmpdir/ranks"
+  [ "$st" -eq 0 ] && [ "$(grep -c '"fds"' "$tmpdir/ranks")" -eq 200 ]
 }
 [ "${SC_TEST_SAMPLE:-0}" = 1 ] ||
   check "hard limit 256, lazy connections: 200 ranks over tcp run the probe" many_fit
