@@ -402,7 +402,11 @@ sc_result_t sc_alltoall(const void *sendbuf, void *recvbuf, size_t count, sc_dty
  * every peer would not fit the job's descriptor limit) sends nothing for an
  * empty block and checks the counts first with one all-reduce: on a
  * difference every rank fails with SC_ERR_MISMATCH, the pair's ranks naming
- * it. No in place:
+ * it. The hierarchical form (SC_A2AV_ALGO=hier; auto on several hosts of
+ * the same number of ranks, more than one each, where the cost model prices
+ * it within 1.10 of the pairwise exchange at every size: docs/ALGORITHMS.md)
+ * first exchanges counts inside each host, then sends one message per other
+ * host. No in place:
  * sendbuf and recvbuf must not overlap (SC_ERR_INVALID_ARG). The arrays are
  * read during the call (copied by the sc_i and stream forms: they may be
  * reused once the call returns). */

@@ -133,6 +133,7 @@ static void install(sc_comm_t *comm, const double *fit, const double *scale) {
     memcpy(comm->tune.model.allreduce_beta_scale, scale,
            sizeof(comm->tune.model.allreduce_beta_scale));
   memset(comm->tune.cache, 0, sizeof(comm->tune.cache));
+  if (comm->tune.a2av_hier_auto) comm->tune.a2av_hier = -1;
   pthread_mutex_unlock(&comm->tune.lock);
   comm->ex.sched_key.valid = 0;
   sc_exec_device_model_changed(comm);

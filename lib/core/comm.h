@@ -293,9 +293,10 @@ typedef struct sc_tune_state {
    * ranks of one host (lib/core/peers.c). */
   int32_t shm_pairs, local_max;
   int a2av_sparse; /* the uneven all-to-all runs its sparse form (sc_tune_a2av_sparse) */
-  /* The uneven all-to-all runs hier: forced, on hosts of equal rank counts, several each
-   * (its count exchange, lib/core/a2av_mates.c, runs before each call's schedule). */
-  int a2av_hier;
+  /* The uneven all-to-all runs hier (its count exchange, lib/core/a2av_mates.c, runs
+   * before each call's schedule): 1 or 0; -1 until the cost model decides
+   * (sc_tune_a2av_hier). a2av_hier_auto: the model decides, again after it changes. */
+  int a2av_hier, a2av_hier_auto;
 } sc_tune_state_t;
 
 /* State that a layer above lib/core (lib/compress) keeps per communicator:
@@ -453,6 +454,13 @@ sc_result_t sc_tune_build_schedule(sc_comm_t *comm, const sc_op_t *op, const uin
 static inline int sc_tune_a2av_sparse(const sc_comm_t *comm) {
   return comm->tune.a2av_sparse;
 }
+/* Whether the uneven all-to-all runs its hierarchical form: SC_A2AV_ALGO=hier
+ * where it applies; unforced, on several hosts of equal rank counts, more
+ * than one each, where the cost model prices the uniform all-to-all's hier
+ * schedule within SC_TUNE_A2AV_HIER_SLACK of pairwise at every block size
+ * and faster at one (sc_tune_a2av_hier_wins), decided at the first call
+ * that asks and after each change of the model. The same on every rank. */
+int sc_tune_a2av_hier(sc_comm_t *comm);
 /* The name of the algorithm coll runs on comm for count elements of dtype (per rank's block
  * for the reduce-scatter and all-gather): the forced one, else the cost model's (cached).
  * Behind sc_allreduce_algo, sc_reduce_scatter_algo and sc_allgather_algo. */

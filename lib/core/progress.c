@@ -117,7 +117,7 @@ static sc_result_t sc_op_execute(sc_comm_t *comm, const sc_op_t *op, const uint8
     sc_sched_reset(s);
     uint64_t *mates = NULL;
     sc_result_t r = SC_SUCCESS;
-    if (op->coll == SC_COLL_ALLTOALLV && !op->gen && comm->tune.a2av_hier) {
+    if (op->coll == SC_COLL_ALLTOALLV && !op->gen && sc_tune_a2av_hier(comm)) {
       r = sc_a2av_mates_exchange(comm, op, &mates);
       if (r != SC_SUCCESS && r != SC_ERR_ABORTED)
         sc_op_prefix_error(comm, op, ", count exchange inside the host (hier all-to-allv)");

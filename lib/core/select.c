@@ -92,6 +92,15 @@ static int sc_tune_peer_budget(const sc_comm_t *comm) {
   return budget;
 }
 
+/* The hierarchical uneven all-to-all's shape: several hosts of equal rank counts. */
+static int sc_tune_a2av_hier_applies(const sc_comm_t *comm) {
+  sc_coll_args_t a = {.coll = SC_COLL_ALLTOALLV,
+                      .nranks = comm->nranks,
+                      .rank = comm->rank,
+                      .host_of = comm->tune.host_of};
+  return sc_hier_alltoallv_applies(&a);
+}
+
 /* SC_A2AV_ALGO=hier where it runs as such (sc_hier_alltoallv_applies);
  * elsewhere its generator is the pairwise one and no counts are exchanged
  * (said once where there is a hierarchy). */
@@ -99,9 +108,7 @@ static int sc_tune_a2av_hier_fits(const sc_comm_t *comm) {
   const sc_tune_state_t *t = &comm->tune;
   if (comm->cfg.a2av_algo < 0 || comm->cfg.a2av_algo != sc_algo_hier_index(SC_COLL_ALLTOALLV))
     return 0;
-  sc_coll_args_t a = {
-      .coll = SC_COLL_ALLTOALLV, .nranks = comm->nranks, .rank = comm->rank, .host_of = t->host_of};
-  const int fits = sc_hier_alltoallv_applies(&a);
+  const int fits = sc_tune_a2av_hier_applies(comm);
   if (!fits && t->hier_ok && comm->rank == 0)
     SC_INFO(SC_SUBSYS_TUNE,
             "SC_A2AV_ALGO=hier on %d hosts of unequal rank counts: the uneven all-to-all runs "
@@ -150,6 +157,9 @@ sc_result_t sc_tune_init(sc_comm_t *comm) {
                        ? comm->cfg.a2av_algo == sc_algo_find(SC_COLL_ALLTOALLV, "sparse")
                        : comm->nranks > 1 && sc_tune_over_budget(&t->model, &v[0], comm->nranks);
   t->a2av_hier = sc_tune_a2av_hier_fits(comm);
+  t->a2av_hier_auto =
+      comm->cfg.a2av_algo < 0 && !t->a2av_sparse && t->hier_ok && sc_tune_a2av_hier_applies(comm);
+  if (t->a2av_hier_auto) t->a2av_hier = -1;
   t->unfitted = l.other_host ? 0 : l.unfitted;
   if (t->hier_ok) {
     /* Several hosts, one with several ranks: price its pairs apart. */
@@ -251,6 +261,55 @@ static void sc_tune_cache_put(sc_tune_state_t *t, int key, size_t bytes, size_t 
   pthread_mutex_unlock(&t->lock);
 }
 
+/* Block sizes at which sc_tune_a2av_hier compares the uniform all-to-all's
+ * pairwise and hier schedules: 8 B to 2 MiB a block, 8x apart. */
+#define SC_TUNE_A2AV_SIZES 7
+
+int sc_tune_a2av_hier(sc_comm_t *comm) {
+  sc_tune_state_t *t = &comm->tune;
+  pthread_mutex_lock(&t->lock);
+  int hier = t->a2av_hier;
+  if (hier >= 0) {
+    pthread_mutex_unlock(&t->lock);
+    return hier;
+  }
+  const sc_link_model_t model = t->model;
+  pthread_mutex_unlock(&t->lock);
+  const int pw = sc_algo_find(SC_COLL_ALLTOALL, "pairwise");
+  const int h = sc_algo_hier_index(SC_COLL_ALLTOALL);
+  double pwe[SC_TUNE_A2AV_SIZES], he[SC_TUNE_A2AV_SIZES], lo, hi;
+  size_t bytes = 8;
+  for (int i = 0; i < SC_TUNE_A2AV_SIZES; i++, bytes *= 8) {
+    sc_coll_args_t a;
+    double est[SC_TUNE_MAX_CANDIDATES];
+    int best, rail;
+    sc_tune_fill_args(comm, SC_COLL_ALLTOALL, bytes, 1, 0, 0, &a);
+    pwe[i] = he[i] = INFINITY;
+    /* Both priced, or neither: a failed price leaves the pairwise form. */
+    if (pw >= 0 && h >= 0 && sc_tune_best_rail(&model, &a, &best, est, &rail) == SC_SUCCESS) {
+      pwe[i] = est[pw];
+      he[i] = est[h];
+    }
+  }
+  hier = sc_tune_a2av_hier_wins(pwe, he, SC_TUNE_A2AV_SIZES, &lo, &hi);
+  if (comm->rank == 0 && isfinite(hi))
+    SC_INFO(SC_SUBSYS_TUNE,
+            "alltoallv on %d hosts of %d ranks: %s (the uniform all-to-all's hier over pairwise "
+            "%.2f-%.2f from 8 B to %zu KiB a block; hier takes within %.2f at every size and "
+            "less at one)",
+            t->nhosts, comm->nranks / t->nhosts, hier ? "hier" : "pairwise", lo, hi,
+            (bytes / 8) >> 10, SC_TUNE_A2AV_HIER_SLACK);
+  else if (comm->rank == 0)
+    SC_INFO(SC_SUBSYS_TUNE,
+            "alltoallv on %d hosts of %d ranks: pairwise (the cost model prices no hier "
+            "schedule here)",
+            t->nhosts, comm->nranks / t->nhosts);
+  pthread_mutex_lock(&t->lock);
+  if (t->a2av_hier_auto) t->a2av_hier = hier;
+  pthread_mutex_unlock(&t->lock);
+  return hier;
+}
+
 /* Index of the candidate to use for (coll, count*es bytes). */
 static sc_result_t sc_tune_choose(sc_comm_t *comm, sc_coll_t coll, size_t count, size_t es,
                                   const sc_op_t *op, int *choice, int *rail) {
@@ -267,7 +326,9 @@ static sc_result_t sc_tune_choose(sc_comm_t *comm, sc_coll_t coll, size_t count,
     return SC_SUCCESS;
   }
   if (coll == SC_COLL_ALLTOALLV) {
-    *choice = sc_tune_a2av_sparse(comm) ? sc_algo_find(coll, "sparse") : 0;
+    *choice = sc_tune_a2av_sparse(comm) ? sc_algo_find(coll, "sparse")
+              : sc_tune_a2av_hier(comm) ? hier
+                                        : 0;
     return SC_SUCCESS;
   }
   const size_t bytes = count * es;

@@ -233,6 +233,18 @@ sc_result_t sc_tune_best_rail(const sc_link_model_t *m, const sc_coll_args_t *a,
  * the ring, without a host map). The reduce-scatter's and all-gather's rails are always
  * rings. */
 int sc_tune_hier_rail(const sc_link_model_t *m, const sc_coll_args_t *a, double *est);
+/* How much slower than pairwise the hierarchical uneven all-to-all may be
+ * priced at one block size and still be chosen. */
+#define SC_TUNE_A2AV_HIER_SLACK 1.10
+/* Whether the uneven all-to-all runs its hierarchical form, from the uniform
+ * all-to-all's estimates of its pairwise and hier schedules at n block sizes
+ * (pairwise[i], hier[i]): one call's counts are known to its own rank only,
+ * so the choice cannot follow them and is made for every size at once. Hier
+ * where it is faster at some size and within SC_TUNE_A2AV_HIER_SLACK of
+ * pairwise at every one (none infinite). *lo and *hi: the least and the
+ * largest ratio hier / pairwise (INFINITY where either is infinite). Pure. */
+int sc_tune_a2av_hier_wins(const double *pairwise, const double *hier, int n, double *lo,
+                           double *hi);
 /* The sparse all-reduce (a->count = k, a->elem_size the value's bytes) on
  * a network model (host_cores 0) with a host map: of the sparse registry's
  * rows the cost model may pick (algorithms/sparse_registry.h; a hier row only

@@ -76,6 +76,20 @@ sc_result_t sc_tune_best_rail(const sc_link_model_t *m, const sc_coll_args_t *a,
   return SC_SUCCESS;
 }
 
+int sc_tune_a2av_hier_wins(const double *pairwise, const double *hier, int n, double *lo,
+                           double *hi) {
+  *lo = INFINITY;
+  *hi = n > 0 ? 0 : INFINITY;
+  for (int i = 0; i < n; i++) {
+    const double r = isfinite(pairwise[i]) && isfinite(hier[i]) && pairwise[i] > 0
+                         ? hier[i] / pairwise[i]
+                         : INFINITY;
+    if (r < *lo) *lo = r;
+    if (r > *hi) *hi = r;
+  }
+  return *lo < 1 && *hi <= SC_TUNE_A2AV_HIER_SLACK;
+}
+
 sc_result_t sc_tune_best(const sc_link_model_t *m, const sc_coll_args_t *a, int *best,
                          double *est) {
   return sc_tune_best_rail(m, a, best, est, NULL);

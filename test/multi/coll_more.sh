@@ -105,6 +105,18 @@ hier_v_runs() { # on 2 emulated hosts x 2 every uneven all-to-all runs hier
   trace_says hier alltoallv
 }
 check "SC_A2AV_ALGO=hier, 2 hosts x 2: every uneven all-to-all runs hier" hier_v_runs
+# Unforced on emulated hosts of one machine, whose model prices no hier
+# schedule: the decision names pairwise, and every call runs it.
+auto_v_flat() {
+  env SC_RANKS_PER_HOST=2 SC_DEBUG=TRACE SC_DEBUG_SUBSYS=TUNE "$SC_RUN" -n 4 --timeout 300 "$P" \
+    --a2av-only --quick >"$tmpdir/trace" 2>&1 || {
+    tail -n 20 "$tmpdir/trace"
+    return 1
+  }
+  [ "$(grep -c "alltoallv on 2 hosts of 2 ranks: pairwise (the cost model prices no hier" \
+    "$tmpdir/trace")" -eq 1 ] && trace_says pairwise alltoallv
+}
+check "auto, 2 emulated hosts x 2 on one machine: every uneven all-to-all runs pairwise" auto_v_flat
 # Blocks of many pipeline chunks, the multi-MiB calls of thousands.
 run "every collective n=3 SC_CHUNK_BYTES=4096" 3 "SC_CHUNK_BYTES=4096"
 # One pair's counts disagree: rank 0 sends the last rank 2 elements more,
@@ -163,6 +175,21 @@ if [ "${SC_TRANSPORT:-}" = tcp ] && [ "$(id -u)" = 0 ] && [ -x "$NETBED" ] &&
   check "2 hosts x 2: SC_A2A_ALGO=hier: every all-to-all runs hier" bed_hier_runs
   bed "2 hosts, 3 + 2: SC_A2A_ALGO=hier" 5 3 SC_A2A_ALGO=hier --a2a-only --quick
   bed "2 hosts x 2: SC_A2AV_ALGO=hier" 4 2 SC_A2AV_ALGO=hier --a2av-only --quick
+  # Unforced, the cost model decides once (rank 0 logs it) and every uneven
+  # all-to-all runs that; SC_TUNE=model's network defaults price hier within
+  # the slack here, so the row covers the hier branch.
+  bed_auto_v_runs() {
+    "$SC_RUN" --netbed="scnb-cm$$" --ranks-per-host 2 -n 4 --timeout 300 -x SC_TUNE=model \
+      -x SC_DEBUG=TRACE -x SC_DEBUG_SUBSYS=TUNE "$P" --a2av-only --quick >"$tmpdir/trace" 2>&1 || {
+      tail -n 20 "$tmpdir/trace"
+      return 1
+    }
+    said=$(grep -c "alltoallv on 2 hosts of 2 ranks: hier (" "$tmpdir/trace")
+    echo "decided hier: $said line(s)"
+    [ "$said" -eq 1 ] && trace_says hier alltoallv
+  }
+  check "2 hosts x 2, auto: the cost model picks hier and every uneven all-to-all runs it" \
+    bed_auto_v_runs
   bed "2 hosts x 2: every collective" 4 2 SC_A2A_ALGO=auto
   bed "2 hosts, 3 + 2: every collective (sample)" 5 3 SC_A2A_ALGO=auto --quick
 else

@@ -117,16 +117,17 @@ fi
 # --- the credit: an idle link may not save up more than --credit of its rate.
 # 256 KiB sent after 0.3 s of silence, timed to the receiver's reply: on a
 # real 100 Mbit/s wire that takes 21 ms. With the default credit (160 us) not
-# one of 3 tries may be faster than 0.85 of that (load only slows a try);
-# --credit 20000 (20 ms) lets 250 KB of it through at once, which must show
-# (the fastest of 3 under 0.6 of the wire time), or this check could not tell
-# the two apart.
-idle_send_ms() { # the fastest of 3 idle-then-send times in ms
+# one of 5 tries may be faster than 0.85 of that (load only slows a try);
+# --credit 20000 (20 ms) lets 250 KB of it through at once, about 1 ms of
+# wire time, which must show (the fastest of 5 under 0.75 of the wire time,
+# room for a machine busy with other tests, whose timers fire late), or this
+# check could not tell the two apart.
+idle_send_ms() { # the fastest of 5 idle-then-send times in ms
   "$NETBED" --id "$ID" exec 1 python3 -c '
 import socket, sys
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("0.0.0.0", 47117)); s.listen(1); s.settimeout(20)
-for _ in range(3):
+for _ in range(5):
     c, _ = s.accept(); n = 0
     while n < 262144:
         b = c.recv(65536)
@@ -138,7 +139,7 @@ for _ in range(3):
   "$NETBED" --id "$ID" exec 0 python3 -c '
 import socket, sys, time
 ts = []
-for _ in range(3):
+for _ in range(5):
     for _ in range(100):
         try:
             c = socket.create_connection(("10.77.0.2", 47117), timeout=10); break
@@ -159,7 +160,7 @@ fastest=$(idle_send_ms 2>"$tmp/err")
 rc=$?
 if [ $rc -eq 0 ] && grep -qx 'NETBED_CREDIT_US=160' "$state" &&
   python3 -c "import sys; sys.exit(0 if float('$fastest') >= 0.85 * $wire_ms else 1)"; then
-  ok "default credit 160 us: 256 KiB after idle in $fastest ms at the fastest of 3 (wire: $wire_ms ms)"
+  ok "default credit 160 us: 256 KiB after idle in $fastest ms at the fastest of 5 (wire: $wire_ms ms)"
 else
   bad "default credit (rc=$rc: 256 KiB after idle in '$fastest' ms at the fastest, wire $wire_ms ms)"
 fi
@@ -167,7 +168,7 @@ fi
   best=$(idle_send_ms 2>"$tmp/err")
 rc=$?
 if [ $rc -eq 0 ] && grep -qx 'NETBED_BURST=250000' "$state" &&
-  python3 -c "import sys; sys.exit(0 if float('$best') < 0.6 * $wire_ms else 1)"; then
+  python3 -c "import sys; sys.exit(0 if float('$best') < 0.75 * $wire_ms else 1)"; then
   ok "--credit 20000: burst 250000 B, 256 KiB after idle in $best ms (wire: $wire_ms ms)"
 else
   bad "--credit 20000 (rc=$rc: 256 KiB after idle in '$best' ms, wire $wire_ms ms)"

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The cost model's choices that keep a job within its connections: the
  * candidates that connect every pair left out past the peer budget, each
- * registry flag against the peers its schedules name; and on one host over
- * tcp, Bruck's all-to-all for small blocks. */
+ * registry flag against the peers its schedules name; on one host over
+ * tcp, Bruck's all-to-all for small blocks; and the uneven all-to-all's
+ * hier-or-pairwise rule. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -92,10 +93,41 @@ static void test_alltoall_host_tcp_choice(void **state) {
   assert_int_equal(pick, sc_algo_find(SC_COLL_ALLTOALL, "pairwise"));
 }
 
+/* The uneven all-to-all runs hier only where it is priced faster at some
+ * block size and within SC_TUNE_A2AV_HIER_SLACK at every one; lo and hi are
+ * the extreme ratios, infinite where either side cannot run. */
+static void test_a2av_hier_rule(void **state) {
+  (void)state;
+  double lo, hi;
+  const double pw[4] = {10, 20, 40, 80};
+  const double faster[4] = {5, 19, 40, 88}; /* 88 / 80: the slack itself */
+  assert_true(sc_tune_a2av_hier_wins(pw, faster, 4, &lo, &hi));
+  assert_true(fabs(lo - (0.5)) < 1e-12);
+  assert_true(fabs(hi - (SC_TUNE_A2AV_HIER_SLACK)) < 1e-12);
+  /* Level everywhere: nothing gained. */
+  assert_false(sc_tune_a2av_hier_wins(pw, pw, 4, &lo, &hi));
+  assert_true(fabs(lo - (1)) < 1e-12);
+  /* Much faster small, past the slack at one large size. */
+  const double over[4] = {1, 2, 4, 80 * (SC_TUNE_A2AV_HIER_SLACK + 0.01)};
+  assert_false(sc_tune_a2av_hier_wins(pw, over, 4, &lo, &hi));
+  assert_true(fabs(lo - (0.1)) < 1e-12);
+  assert_true(hi > SC_TUNE_A2AV_HIER_SLACK);
+  /* A size where hier, or pairwise, cannot be priced. */
+  const double gap[4] = {1, INFINITY, 4, 8};
+  assert_false(sc_tune_a2av_hier_wins(pw, gap, 4, &lo, &hi));
+  assert_true(isinf(hi));
+  const double pgap[4] = {10, NAN, 40, INFINITY};
+  assert_false(sc_tune_a2av_hier_wins(pgap, faster, 4, &lo, &hi));
+  assert_true(isinf(hi));
+  /* No sizes: no choice of hier. */
+  assert_false(sc_tune_a2av_hier_wins(pw, faster, 0, &lo, &hi));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_peer_budget),
       cmocka_unit_test(test_alltoall_host_tcp_choice),
+      cmocka_unit_test(test_a2av_hier_rule),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
