@@ -292,13 +292,19 @@ int sc_tune_a2av_hier(sc_comm_t *comm) {
     }
   }
   hier = sc_tune_a2av_hier_wins(pwe, he, SC_TUNE_A2AV_SIZES, &lo, &hi);
+  size_t at = 8; /* the block size of the largest ratio */
+  for (int i = 0, b = 8; i < SC_TUNE_A2AV_SIZES; i++, b *= 8)
+    if (he[i] / pwe[i] >= hi) {
+      at = (size_t)b;
+      break;
+    }
   if (comm->rank == 0 && isfinite(hi))
     SC_INFO(SC_SUBSYS_TUNE,
             "alltoallv on %d hosts of %d ranks: %s (the uniform all-to-all's hier over pairwise "
-            "%.2f-%.2f from 8 B to %zu KiB a block; hier takes within %.2f at every size and "
-            "less at one)",
+            "%.2f-%.2f from 8 B to %zu KiB a block, %.2f at %zu B; hier takes within %.2f at "
+            "every size and less at one)",
             t->nhosts, comm->nranks / t->nhosts, hier ? "hier" : "pairwise", lo, hi,
-            (bytes / 8) >> 10, SC_TUNE_A2AV_HIER_SLACK);
+            (bytes / 8) >> 10, hi, at, SC_TUNE_A2AV_HIER_SLACK);
   else if (comm->rank == 0)
     SC_INFO(SC_SUBSYS_TUNE,
             "alltoallv on %d hosts of %d ranks: pairwise (the cost model prices no hier "
