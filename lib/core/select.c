@@ -278,6 +278,7 @@ int sc_tune_a2av_hier(sc_comm_t *comm) {
   const int pw = sc_algo_find(SC_COLL_ALLTOALL, "pairwise");
   const int h = sc_algo_hier_index(SC_COLL_ALLTOALL);
   double pwe[SC_TUNE_A2AV_SIZES], he[SC_TUNE_A2AV_SIZES], lo, hi;
+  int worst;
   size_t bytes = 8;
   for (int i = 0; i < SC_TUNE_A2AV_SIZES; i++, bytes *= 8) {
     sc_coll_args_t a;
@@ -291,20 +292,14 @@ int sc_tune_a2av_hier(sc_comm_t *comm) {
       he[i] = est[h];
     }
   }
-  hier = sc_tune_a2av_hier_wins(pwe, he, SC_TUNE_A2AV_SIZES, &lo, &hi);
-  size_t at = 8; /* the block size of the largest ratio */
-  for (int i = 0, b = 8; i < SC_TUNE_A2AV_SIZES; i++, b *= 8)
-    if (he[i] / pwe[i] >= hi) {
-      at = (size_t)b;
-      break;
-    }
+  hier = sc_tune_a2av_hier_wins(pwe, he, SC_TUNE_A2AV_SIZES, &lo, &hi, &worst);
   if (comm->rank == 0 && isfinite(hi))
     SC_INFO(SC_SUBSYS_TUNE,
             "alltoallv on %d hosts of %d ranks: %s (the uniform all-to-all's hier over pairwise "
             "%.2f-%.2f from 8 B to %zu KiB a block, %.2f at %zu B; hier takes within %.2f at "
             "every size and less at one)",
             t->nhosts, comm->nranks / t->nhosts, hier ? "hier" : "pairwise", lo, hi,
-            (bytes / 8) >> 10, hi, at, SC_TUNE_A2AV_HIER_SLACK);
+            (bytes / 8) >> 10, hi, (size_t)8 << (3 * worst), SC_TUNE_A2AV_HIER_SLACK);
   else if (comm->rank == 0)
     SC_INFO(SC_SUBSYS_TUNE,
             "alltoallv on %d hosts of %d ranks: pairwise (the cost model prices no hier "

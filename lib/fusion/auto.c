@@ -92,6 +92,9 @@ sc_result_t sc_fusion_auto_costs(sc_fusion_t *f, double alpha_us, double beta_us
   return SC_SUCCESS;
 }
 
+const sc_compress_t sc_fusion_auto_modes[4] = {SC_COMPRESS_NONE, SC_COMPRESS_FP16, SC_COMPRESS_TOPK,
+                                               SC_COMPRESS_ACPSGD};
+
 sc_compress_t sc_fusion_auto_choose(const sc_fusion_t *f, const sc_fbucket_t *b, double cost[4]) {
   const double a = f->alpha_us, be = f->beta_us_per_byte;
   const size_t es = sc_dtype_size(b->dtype), bytes = b->count * es;
@@ -124,10 +127,8 @@ sc_compress_t sc_fusion_auto_choose(const sc_fusion_t *f, const sc_fbucket_t *b,
   }
   for (int m = 0; m < 4; m++)
     if (cost[m] >= 0) cost[m] = sc_fplan_trial_cost(f->auto_pts[m], SC_AUTO_TRIAL_POINTS, cost[m]);
-  static const sc_compress_t modes[4] = {SC_COMPRESS_NONE, SC_COMPRESS_FP16, SC_COMPRESS_TOPK,
-                                         SC_COMPRESS_ACPSGD};
   int best = 0;
   for (int m = 1; m < 4; m++)
     if (cost[m] >= 0 && cost[m] < cost[best]) best = m;
-  return modes[best];
+  return sc_fusion_auto_modes[best];
 }

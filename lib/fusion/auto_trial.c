@@ -76,8 +76,6 @@ static sc_result_t time_mode(sc_fusion_t *f, size_t i, sc_compress_t m, char *sc
  * into meas[m] (not yet agreed); the same modes in the same order on every
  * rank. */
 static sc_result_t time_bucket(sc_fusion_t *f, size_t i, const int run[4], double meas[4]) {
-  static const sc_compress_t modes[4] = {SC_COMPRESS_NONE, SC_COMPRESS_FP16, SC_COMPRESS_TOPK,
-                                         SC_COMPRESS_ACPSGD};
   const sc_fbucket_t *b = &f->b[i];
   float *x = malloc(b->padded * sizeof(float));
   if (!x)
@@ -88,7 +86,7 @@ static sc_result_t time_bucket(sc_fusion_t *f, size_t i, const int run[4], doubl
     if (!run[m]) continue;
     for (size_t k = 0; k < b->padded; k++)
       x[k] = (float)(((uint32_t)k * 2654435761u + salt) % 2001u) / 1000.0f - 1.0f;
-    r = time_mode(f, i, modes[m], (char *)x, &meas[m]);
+    r = time_mode(f, i, sc_fusion_auto_modes[m], (char *)x, &meas[m]);
   }
   free(x);
   return r;
@@ -126,12 +124,13 @@ sc_result_t sc_fusion_auto_trial(sc_fusion_t *f) {
   double meas[4][NP] = {{0}}, model[4][NP];
   for (int m = 0; m < 4; m++) {
     size_t c = 0, first = 0, mid = 0, last = 0;
-    for (size_t k = 0; k < n; k++)
-      if (cost[order[k].index][m] >= 0 && c++ == 0) first = order[k].index;
+    for (size_t k = 0; k < n; k++) c += cost[order[k].index][m] >= 0;
     for (size_t k = 0, seen = 0; k < n; k++) {
-      if (cost[order[k].index][m] < 0) continue;
-      if (seen == c / 2) mid = order[k].index;
-      last = order[k].index;
+      const size_t i = order[k].index;
+      if (cost[i][m] < 0) continue;
+      if (seen == 0) first = i;
+      if (seen == c / 2) mid = i;
+      last = i;
       seen++;
     }
     const long pick[NP] = {c ? (long)first : -1, c > 1 ? (long)mid : -1,

@@ -156,6 +156,8 @@ void sc_fusion_compress_free(sc_fusion_t *f, sc_fbucket_t *b);
  * candidate). */
 sc_result_t sc_fusion_auto_costs(sc_fusion_t *f, double alpha_us, double beta_us_per_byte);
 sc_compress_t sc_fusion_auto_choose(const sc_fusion_t *f, const sc_fbucket_t *b, double cost[4]);
+/* The modes AUTO compares, in the order of its cost[] and auto_pts. */
+extern const sc_compress_t sc_fusion_auto_modes[4];
 /* auto_trial.c: with a calibrated model, once the buckets are formed and
  * before their modes are chosen, every candidate timed for real on scratch
  * copies of some of its buckets (collective), and each mode's modelled cost

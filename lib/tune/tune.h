@@ -242,9 +242,10 @@ int sc_tune_hier_rail(const sc_link_model_t *m, const sc_coll_args_t *a, double 
  * so the choice cannot follow them and is made for every size at once. Hier
  * where it is faster at some size and within SC_TUNE_A2AV_HIER_SLACK of
  * pairwise at every one (none infinite). *lo and *hi: the least and the
- * largest ratio hier / pairwise (INFINITY where either is infinite). Pure. */
+ * largest ratio hier / pairwise (INFINITY where either is infinite), *worst
+ * the first size of the largest (0 when n is 0). Pure. */
 int sc_tune_a2av_hier_wins(const double *pairwise, const double *hier, int n, double *lo,
-                           double *hi);
+                           double *hi, int *worst);
 /* The sparse all-reduce (a->count = k, a->elem_size the value's bytes) on
  * a network model (host_cores 0) with a host map: of the sparse registry's
  * rows the cost model may pick (algorithms/sparse_registry.h; a hier row only

@@ -77,15 +77,19 @@ sc_result_t sc_tune_best_rail(const sc_link_model_t *m, const sc_coll_args_t *a,
 }
 
 int sc_tune_a2av_hier_wins(const double *pairwise, const double *hier, int n, double *lo,
-                           double *hi) {
+                           double *hi, int *worst) {
   *lo = INFINITY;
   *hi = n > 0 ? 0 : INFINITY;
+  *worst = 0;
   for (int i = 0; i < n; i++) {
     const double r = isfinite(pairwise[i]) && isfinite(hier[i]) && pairwise[i] > 0
                          ? hier[i] / pairwise[i]
                          : INFINITY;
     if (r < *lo) *lo = r;
-    if (r > *hi) *hi = r;
+    if (r > *hi) {
+      *hi = r;
+      *worst = i;
+    }
   }
   return *lo < 1 && *hi <= SC_TUNE_A2AV_HIER_SLACK;
 }

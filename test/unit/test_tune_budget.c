@@ -99,28 +99,34 @@ static void test_alltoall_host_tcp_choice(void **state) {
 static void test_a2av_hier_rule(void **state) {
   (void)state;
   double lo, hi;
+  int worst;
   const double pw[4] = {10, 20, 40, 80};
   const double faster[4] = {5, 19, 40, 88}; /* 88 / 80: the slack itself */
-  assert_true(sc_tune_a2av_hier_wins(pw, faster, 4, &lo, &hi));
+  assert_true(sc_tune_a2av_hier_wins(pw, faster, 4, &lo, &hi, &worst));
   assert_true(fabs(lo - (0.5)) < 1e-12);
   assert_true(fabs(hi - (SC_TUNE_A2AV_HIER_SLACK)) < 1e-12);
+  assert_int_equal(worst, 3);
   /* Level everywhere: nothing gained. */
-  assert_false(sc_tune_a2av_hier_wins(pw, pw, 4, &lo, &hi));
+  assert_false(sc_tune_a2av_hier_wins(pw, pw, 4, &lo, &hi, &worst));
   assert_true(fabs(lo - (1)) < 1e-12);
+  assert_int_equal(worst, 0); /* the first of equal ratios */
   /* Much faster small, past the slack at one large size. */
   const double over[4] = {1, 2, 4, 80 * (SC_TUNE_A2AV_HIER_SLACK + 0.01)};
-  assert_false(sc_tune_a2av_hier_wins(pw, over, 4, &lo, &hi));
+  assert_false(sc_tune_a2av_hier_wins(pw, over, 4, &lo, &hi, &worst));
   assert_true(fabs(lo - (0.1)) < 1e-12);
   assert_true(hi > SC_TUNE_A2AV_HIER_SLACK);
+  assert_int_equal(worst, 3);
   /* A size where hier, or pairwise, cannot be priced. */
   const double gap[4] = {1, INFINITY, 4, 8};
-  assert_false(sc_tune_a2av_hier_wins(pw, gap, 4, &lo, &hi));
+  assert_false(sc_tune_a2av_hier_wins(pw, gap, 4, &lo, &hi, &worst));
   assert_true(isinf(hi));
+  assert_int_equal(worst, 1);
   const double pgap[4] = {10, NAN, 40, INFINITY};
-  assert_false(sc_tune_a2av_hier_wins(pgap, faster, 4, &lo, &hi));
+  assert_false(sc_tune_a2av_hier_wins(pgap, faster, 4, &lo, &hi, &worst));
   assert_true(isinf(hi));
+  assert_int_equal(worst, 1);
   /* No sizes: no choice of hier. */
-  assert_false(sc_tune_a2av_hier_wins(pw, faster, 0, &lo, &hi));
+  assert_false(sc_tune_a2av_hier_wins(pw, faster, 0, &lo, &hi, &worst));
 }
 
 int main(void) {
