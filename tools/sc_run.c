@@ -25,30 +25,20 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tools/sc_run_job.h"
 #include "tools/sc_run_netbed.h"
+#include "tools/sc_run_output.h"
 #include "tools/sc_topo.h"
-#ifdef HAVE_SYS_RANDOM_H
-#include <sys/random.h>
-#endif
 
 #define MAX_RANKS    4096
-#define LINE_MAX_LEN 65536 /* longer lines are split, each piece labelled */
-#define TERM_TO_KILL 2.0   /* seconds between SIGTERM and SIGKILL */
-
-typedef struct label_stream {
-  int fd;     /* read end of the rank's pipe; -1 once closed */
-  int out_fd; /* where labelled lines go: 1 or 2 */
-  int rank;
-  size_t used;
-  char *buf;
-} label_stream_t;
+#define TERM_TO_KILL 2.0 /* seconds between SIGTERM and SIGKILL */
 
 typedef struct rank_proc {
   pid_t pid;
   int running;
-  int status;           /* waitpid status once !running */
-  int stopped_by_us;    /* we sent it a signal before it ended */
-  label_stream_t io[2]; /* stdout, stderr (--label only) */
+  int status;            /* waitpid status once !running */
+  int stopped_by_us;     /* we sent it a signal before it ended */
+  sc_run_stream_t io[2]; /* stdout, stderr (--label only) */
 } rank_proc_t;
 
 typedef enum job_phase {
@@ -58,21 +48,10 @@ typedef enum job_phase {
   PHASE_KILLED   /* SIGKILL sent; waiting for the last ones to be reaped */
 } job_phase_t;
 
-static const char *prog_name = "sc-run";
+static const char *prog_name = SC_RUN_NAME;
 static int signal_pipe[2] = {-1, -1};
 
 static netbed_t *netbed; /* NULL: every rank on this host as it is */
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "%s: ", prog_name);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  exit(2);
-}
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -134,7 +113,7 @@ static double parse_seconds(const char *opt, const char *s, int allow_zero) {
   errno = 0;
   double v = strtod(s, &end);
   if (errno || end == s || *end || v != v || v < 0 || (!allow_zero && v == 0) || v > 1e9)
-    die("%s: '%s' is not a valid number of seconds", opt, s);
+    sc_run_die("%s: '%s' is not a valid number of seconds", opt, s);
   return v;
 }
 
@@ -143,136 +122,8 @@ static long parse_long_opt(const char *opt, const char *s, long min, long max) {
   errno = 0;
   long v = strtol(s, &end, 10);
   if (errno || end == s || *end || v < min || v > max)
-    die("%s: '%s' is not an integer in [%ld, %ld]", opt, s, min, max);
+    sc_run_die("%s: '%s' is not an integer in [%ld, %ld]", opt, s, min, max);
   return v;
-}
-
-/* The kernel's range for the local ports of outgoing connections. */
-static void ephemeral_range(int *lo, int *hi) {
-  *lo = 32768;
-  *hi = 60999;
-  FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
-  if (!f) return;
-  if (fscanf(f, "%d %d", lo, hi) != 2) {
-    *lo = 32768;
-    *hi = 60999;
-  }
-  fclose(f);
-}
-
-static int port_is_free(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) die("socket: %s", strerror(errno));
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  int ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-  close(fd);
-  return ok;
-}
-
-/* A port rank 0 can bind a moment later. It is probed and released, so it
- * is taken from below the ephemeral range: there, any connect() on the host
- * could pick it as its local port in between (seen with tests running in
- * parallel). Another launcher could still race for it; --port avoids that. */
-static int find_free_port(void) {
-  int lo, hi;
-  ephemeral_range(&lo, &hi);
-  int first = 10000, last = lo - 1;
-  if (last - first < 1000) {
-    first = hi + 1; /* a range at the bottom: use the ports above it */
-    last = 65535;
-  }
-  unsigned seed = 0;
-  if (getentropy(&seed, sizeof(seed)) != 0) seed = (unsigned)getpid() * 2654435761u;
-  int span = last - first + 1;
-  for (int tries = 0; tries < 200 && span > 0; tries++) {
-    int port = first + (int)((seed + (unsigned)tries * 7919u) % (unsigned)span);
-    if (port_is_free(port)) return port;
-  }
-  die("cannot find a free port in %d..%d (use --port)", first, last);
-  return 0;
-}
-
-static void make_token(char *hex /* 65 bytes */) {
-  unsigned char raw[32];
-  size_t got = 0;
-#ifdef HAVE_SYS_RANDOM_H
-  while (got < sizeof(raw)) {
-    ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    got += (size_t)n;
-  }
-#endif
-  if (got < sizeof(raw)) {
-    /* getrandom missing (old kernel, seccomp): the same bytes from urandom. */
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) die("no randomness for SC_AUTH_TOKEN: %s", strerror(errno));
-    while (got < sizeof(raw)) {
-      ssize_t n = read(fd, raw + got, sizeof(raw) - got);
-      if (n <= 0) {
-        if (n < 0 && errno == EINTR) continue;
-        die("reading /dev/urandom failed");
-      }
-      got += (size_t)n;
-    }
-    close(fd);
-  }
-  for (size_t i = 0; i < sizeof(raw); i++) snprintf(hex + 2 * i, 3, "%02x", raw[i]);
-}
-
-static void write_all(int fd, const char *p, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return; /* e.g. EPIPE after `| head`: drop the output, keep managing the ranks */
-    }
-    p += w;
-    n -= (size_t)w;
-  }
-}
-
-/* One write per line so that lines from different ranks never interleave. */
-static void emit_labelled(int out_fd, int rank, const char *line, size_t len, int add_newline) {
-  static char out[LINE_MAX_LEN + 32];
-  int pre = snprintf(out, sizeof(out), "[%d] ", rank);
-  memcpy(out + pre, line, len);
-  size_t total = (size_t)pre + len;
-  if (add_newline) out[total++] = '\n';
-  write_all(out_fd, out, total);
-}
-
-/* Reads what is available, at most max_reads times so that a rank that
- * writes without pause cannot starve the reaping and the deadlines; returns 0
- * at EOF or error (stream closed). */
-static int pump_stream(label_stream_t *s, int rank, int max_reads) {
-  for (int reads = 0;; reads++) {
-    if (reads == max_reads) return 1;
-    if (s->used == LINE_MAX_LEN) {
-      emit_labelled(s->out_fd, rank, s->buf, s->used, 1);
-      s->used = 0;
-    }
-    ssize_t n = read(s->fd, s->buf + s->used, LINE_MAX_LEN - s->used);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 1;
-    if (n <= 0) break;
-    size_t start = 0, end = s->used + (size_t)n;
-    for (size_t i = s->used; i < end; i++) {
-      if (s->buf[i] != '\n') continue;
-      emit_labelled(s->out_fd, rank, s->buf + start, i + 1 - start, 0);
-      start = i + 1;
-    }
-    memmove(s->buf, s->buf + start, end - start);
-    s->used = end - start;
-  }
-  if (s->used) emit_labelled(s->out_fd, rank, s->buf, s->used, 1);
-  s->used = 0;
-  close(s->fd);
-  s->fd = -1;
-  return 0;
 }
 
 static void describe_end(int status, char *out, size_t len) {
@@ -329,7 +180,7 @@ static int bind_loaded;
 
 static void load_bind_cpus(void) {
   char err[128];
-  if (sc_topo_load(&bind_topo, 0, err, sizeof(err)) != 0) die("--bind: %s", err);
+  if (sc_topo_load(&bind_topo, 0, err, sizeof(err)) != 0) sc_run_die("--bind: %s", err);
   bind_loaded = 1;
 }
 
@@ -363,7 +214,7 @@ static void start_rank(rank_proc_t *r, int rank, int label, char **argv) {
   int pipes[2][2];
   if (label)
     for (int k = 0; k < 2; k++)
-      if (pipe2(pipes[k], O_CLOEXEC) < 0) die("pipe: %s", strerror(errno));
+      if (pipe2(pipes[k], O_CLOEXEC) < 0) sc_run_die("pipe: %s", strerror(errno));
   fflush(NULL);
   /* Until the child has dropped our handlers, a signal sent to it would run
    * on_signal there and look to us like a signal sent to sc-run. */
@@ -371,7 +222,7 @@ static void start_rank(rank_proc_t *r, int rank, int label, char **argv) {
   sigfillset(&all);
   sigprocmask(SIG_SETMASK, &all, &old_mask);
   pid_t pid = fork();
-  if (pid < 0) die("fork: %s", strerror(errno));
+  if (pid < 0) sc_run_die("fork: %s", strerror(errno));
   if (pid == 0) {
     setpgid(0, 0);
     signal(SIGPIPE, SIG_DFL);
@@ -415,8 +266,8 @@ static void start_rank(rank_proc_t *r, int rank, int label, char **argv) {
     fcntl(r->io[k].fd, F_SETFL, fcntl(r->io[k].fd, F_GETFL) | O_NONBLOCK);
     r->io[k].out_fd = k + 1;
     r->io[k].rank = rank;
-    r->io[k].buf = malloc(LINE_MAX_LEN);
-    if (!r->io[k].buf) die("out of memory");
+    r->io[k].buf = malloc(SC_RUN_LINE_MAX);
+    if (!r->io[k].buf) sc_run_die("out of memory");
   }
 }
 
@@ -454,9 +305,9 @@ int main(int argc, char **argv) {
       break;
     case 'x': {
       const char *eq = strchr(optarg, '=');
-      if (!eq || eq == optarg) die("-x: expected VAR=VALUE, got '%s'", optarg);
+      if (!eq || eq == optarg) sc_run_die("-x: expected VAR=VALUE, got '%s'", optarg);
       char **grown = realloc(extra_env, sizeof(char *) * (size_t)(n_extra + 1));
-      if (!grown) die("out of memory");
+      if (!grown) sc_run_die("out of memory");
       extra_env = grown;
       extra_env[n_extra++] = optarg;
       break;
@@ -485,7 +336,7 @@ int main(int argc, char **argv) {
       else if (!strcmp(optarg, "none"))
         bind_mode = BIND_NONE;
       else
-        die("--bind: expected core, numa or none, got '%s'", optarg);
+        sc_run_die("--bind: expected core, numa or none, got '%s'", optarg);
       break;
     case 'h':
       usage(stdout);
@@ -506,22 +357,22 @@ int main(int argc, char **argv) {
     return 2;
   }
   char **child_argv = argv + optind;
-  if (ranks_per_host && !netbed_spec) die("--ranks-per-host needs --netbed");
+  if (ranks_per_host && !netbed_spec) sc_run_die("--ranks-per-host needs --netbed");
   if (netbed_spec) {
     netbed = netbed_load(netbed_spec, ranks_per_host);
     if (netbed_host_of(netbed, nranks - 1) >= netbed->hosts)
-      die("--netbed: %d ranks at %d per host need %d hosts; the bed (%s) has %d "
-          "(use --ranks-per-host or a bigger bed)",
-          nranks, netbed->ranks_per_host,
-          (nranks + netbed->ranks_per_host - 1) / netbed->ranks_per_host, netbed->path,
-          netbed->hosts);
-    if (!port) port = netbed_call_in_host0(netbed, find_free_port);
+      sc_run_die("--netbed: %d ranks at %d per host need %d hosts; the bed (%s) has %d "
+                 "(use --ranks-per-host or a bigger bed)",
+                 nranks, netbed->ranks_per_host,
+                 (nranks + netbed->ranks_per_host - 1) / netbed->ranks_per_host, netbed->path,
+                 netbed->hosts);
+    if (!port) port = netbed_call_in_host0(netbed, sc_run_free_port);
   }
 
-  if (!port) port = find_free_port();
+  if (!port) port = sc_run_free_port();
   if (bind_mode != BIND_NONE) load_bind_cpus();
   char token[65], value[64];
-  make_token(token);
+  sc_run_make_token(token);
   snprintf(value, sizeof(value), "%d", nranks);
   setenv("SC_WORLD_SIZE", value, 1);
   snprintf(value, sizeof(value), "127.0.0.1:%d", port);
@@ -538,7 +389,7 @@ int main(int argc, char **argv) {
     *eq = '=';
   }
 
-  if (pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) < 0) die("pipe: %s", strerror(errno));
+  if (pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) < 0) sc_run_die("pipe: %s", strerror(errno));
   struct sigaction sa;
   memset(&sa, 0, sizeof(sa));
   sa.sa_handler = on_signal;
@@ -552,8 +403,8 @@ int main(int argc, char **argv) {
 
   rank_proc_t *ranks = calloc((size_t)nranks, sizeof(*ranks));
   struct pollfd *pfds = calloc((size_t)(2 * nranks + 1), sizeof(*pfds));
-  label_stream_t **pstreams = calloc((size_t)(2 * nranks + 1), sizeof(*pstreams));
-  if (!ranks || !pfds || !pstreams) die("out of memory");
+  sc_run_stream_t **pstreams = calloc((size_t)(2 * nranks + 1), sizeof(*pstreams));
+  if (!ranks || !pfds || !pstreams) sc_run_die("out of memory");
   for (int r = 0; r < nranks; r++) start_rank(&ranks[r], r, label, child_argv);
 
   const double start = now_s();
@@ -597,13 +448,13 @@ int main(int argc, char **argv) {
     pstreams[npfd++] = NULL;
     for (int r = 0; r < nranks; r++)
       for (int k = 0; k < 2; k++) {
-        label_stream_t *s = &ranks[r].io[k];
+        sc_run_stream_t *s = &ranks[r].io[k];
         if (s->fd < 0) continue;
         if (!alive) {
           /* Everything a finished rank wrote is already in the pipe; a helper
            * it left behind could hold the pipe open forever, so do not wait for EOF. */
-          if (pump_stream(s, r, 1024)) {
-            if (s->used) emit_labelled(s->out_fd, r, s->buf, s->used, 1);
+          if (sc_run_pump_stream(s, r, 1024)) {
+            if (s->used) sc_run_emit_labelled(s->out_fd, r, s->buf, s->used, 1);
             s->used = 0;
             close(s->fd);
             s->fd = -1;
@@ -625,12 +476,12 @@ int main(int argc, char **argv) {
       wait_ms = left <= 0 ? 0 : (int)(left * 1000.0) + 1;
     }
     int ready = poll(pfds, (nfds_t)npfd, wait_ms);
-    if (ready < 0 && errno != EINTR) die("poll: %s", strerror(errno));
+    if (ready < 0 && errno != EINTR) sc_run_die("poll: %s", strerror(errno));
 
     if (ready > 0) {
       for (int i = 1; i < npfd; i++) {
         if (!pfds[i].revents) continue;
-        pump_stream(pstreams[i], pstreams[i]->rank, 16);
+        sc_run_pump_stream(pstreams[i], pstreams[i]->rank, 16);
       }
       if (pfds[0].revents) {
         unsigned char sigs[64];

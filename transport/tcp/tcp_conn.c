@@ -13,18 +13,6 @@
 #include "lib/base/log.h"
 #include "transport/tcp/tcp_internal.h"
 
-void sc_tcp_encode_hello(uint8_t out[SC_TCP_HELLO_LEN], const uint8_t secret[SC_SECRET_LEN],
-                         int from, int to, int nranks, int sock, int nsocks) {
-  sc_wire_put_u32(out, SC_TCP_HELLO_MAGIC);
-  sc_wire_put_u32(out + 4, SC_TCP_VERSION);
-  memcpy(out + 8, secret, SC_SECRET_LEN);
-  sc_wire_put_u32(out + 8 + SC_SECRET_LEN, (uint32_t)from);
-  sc_wire_put_u32(out + 12 + SC_SECRET_LEN, (uint32_t)to);
-  sc_wire_put_u32(out + 16 + SC_SECRET_LEN, (uint32_t)nranks);
-  sc_wire_put_u32(out + 20 + SC_SECRET_LEN, (uint32_t)sock);
-  sc_wire_put_u32(out + 24 + SC_SECRET_LEN, (uint32_t)nsocks);
-}
-
 sc_result_t sc_tcp_create(const sc_tp_config_t *cfg, sc_transport_t **out, void *addr,
                           size_t *addrlen) {
   if (!cfg || !out || !addr || !addrlen)

@@ -33,39 +33,7 @@
 #include "lib/base/error.h"
 #include "lib/base/log.h"
 #include "transport/tcp/tcp_internal.h"
-
-typedef enum sc_setup_state {
-  SC_SETUP_FREE = 0,   /* slot unused */
-  SC_SETUP_RETRY_WAIT, /* outgoing: connect again at retry_at */
-  SC_SETUP_CONNECTING, /* outgoing: non-blocking connect in flight */
-  SC_SETUP_SEND_HELLO,
-  SC_SETUP_READ_ACK,
-  SC_SETUP_READ_HELLO, /* incoming: not yet authenticated */
-  SC_SETUP_SEND_ACK    /* incoming: the ack, or the refusal (refusing) */
-} sc_setup_state_t;
-
-typedef struct sc_setup_conn {
-  int fd;
-  sc_setup_state_t state;
-  int is_out;
-  int refusing; /* incoming: the answer is a refusal; close after it */
-  int peer;     /* outgoing: target; incoming: the sender of a valid hello, else -1 */
-  int sock;     /* socket index within the pair */
-  uint8_t buf[SC_TCP_HELLO_LEN];
-  size_t len, done;
-  int64_t retry_at, since;
-  int attempts, last_err;
-  sc_sockaddr_t from; /* incoming: the remote address */
-} sc_setup_conn_t;
-
-struct sc_tcp_setup {
-  sc_setup_conn_t *c;
-  size_t n, cap;
-  size_t *pidx; /* what sc_tcp_setup_fill appended: a slot, or SIZE_MAX for the listener */
-  size_t pcap;
-  int *waiting; /* peers with a pair being made or requests waiting for one */
-  size_t nwaiting;
-};
+#include "transport/tcp/tcp_setup_internal.h"
 
 static int sc_setup_retryable(int e) {
   return e == ECONNREFUSED || e == ETIMEDOUT || e == ENETUNREACH || e == EHOSTUNREACH ||
@@ -294,69 +262,6 @@ static sc_result_t setup_on_out(sc_tcp_transport_t *tp, sc_setup_conn_t *c, int 
   return SC_SUCCESS;
 }
 
-const char *sc_tcp_hello_parse(const uint8_t buf[SC_TCP_HELLO_LEN],
-                               const uint8_t secret[SC_SECRET_LEN], int rank, int nranks,
-                               sc_tcp_hello_t *out, char *why, size_t whylen) {
-  const uint8_t *h = buf;
-  sc_tcp_hello_t m = {
-      .magic = sc_wire_get_u32(h),
-      .version = sc_wire_get_u32(h + 4),
-      .from = sc_wire_get_u32(h + 8 + SC_SECRET_LEN),
-      .to = sc_wire_get_u32(h + 12 + SC_SECRET_LEN),
-      .nranks = sc_wire_get_u32(h + 16 + SC_SECRET_LEN),
-      .sock = sc_wire_get_u32(h + 20 + SC_SECRET_LEN),
-      .nsocks = sc_wire_get_u32(h + 24 + SC_SECRET_LEN),
-  };
-  *out = m;
-  if (m.magic != SC_TCP_HELLO_MAGIC || m.version != SC_TCP_VERSION) {
-    snprintf(why, whylen, "not a libsparsecoll tcp version %d hello (magic 0x%08x, version %u)",
-             SC_TCP_VERSION, m.magic, m.version);
-    return why;
-  }
-  if (!sc_secret_equal(h + 8, secret, SC_SECRET_LEN)) return "wrong secret";
-  if (m.nranks != (uint32_t)nranks || m.to != (uint32_t)rank || m.from == (uint32_t)rank ||
-      m.from >= (uint32_t)nranks) {
-    snprintf(why, whylen, "hello from rank %u to rank %u with nranks=%u does not fit rank %d of %d",
-             m.from, m.to, m.nranks, rank, nranks);
-    return why;
-  }
-  if (m.nsocks < 1 || m.nsocks > SC_TCP_MAX_SOCKS || m.sock >= m.nsocks) {
-    snprintf(why, whylen, "hello from rank %u for socket %u of %u does not fit (1..%d sockets)",
-             m.from, m.sock, m.nsocks, SC_TCP_MAX_SOCKS);
-    return why;
-  }
-  return NULL;
-}
-
-static void encode_answer(uint8_t out[SC_TCP_ACK_LEN], uint32_t magic, int from, int to, int sock) {
-  sc_wire_put_u32(out, magic);
-  sc_wire_put_u32(out + 4, (uint32_t)from);
-  sc_wire_put_u32(out + 8, (uint32_t)to);
-  sc_wire_put_u32(out + 12, (uint32_t)sock);
-}
-
-static int answer_is(const uint8_t buf[SC_TCP_ACK_LEN], uint32_t magic, int peer, int rank,
-                     int sock) {
-  return sc_wire_get_u32(buf) == magic && sc_wire_get_u32(buf + 4) == (uint32_t)peer &&
-         sc_wire_get_u32(buf + 8) == (uint32_t)rank && sc_wire_get_u32(buf + 12) == (uint32_t)sock;
-}
-
-void sc_tcp_encode_ack(uint8_t out[SC_TCP_ACK_LEN], int from, int to, int sock) {
-  encode_answer(out, SC_TCP_ACK_MAGIC, from, to, sock);
-}
-
-int sc_tcp_ack_valid(const uint8_t buf[SC_TCP_ACK_LEN], int peer, int rank, int sock) {
-  return answer_is(buf, SC_TCP_ACK_MAGIC, peer, rank, sock);
-}
-
-void sc_tcp_encode_nack(uint8_t out[SC_TCP_ACK_LEN], int from, int to, int sock) {
-  encode_answer(out, SC_TCP_NACK_MAGIC, from, to, sock);
-}
-
-int sc_tcp_nack_valid(const uint8_t buf[SC_TCP_ACK_LEN], int peer, int rank, int sock) {
-  return answer_is(buf, SC_TCP_NACK_MAGIC, peer, rank, sock);
-}
-
 /* A complete hello on an incoming connection: NULL when it may be answered
  * (c->refusing tells whether with a refusal), else why it is dropped. */
 static const char *hello_check(sc_tcp_transport_t *tp, sc_setup_conn_t *c, char *why,
@@ -543,64 +448,6 @@ sc_result_t sc_tcp_setup_begin(sc_tcp_transport_t *tp, int peer) {
   return SC_SUCCESS;
 }
 
-/* What the pair with peer waits for, for a timeout's text. */
-static void describe_pair(const sc_tcp_transport_t *tp, int peer, char *out, size_t len) {
-  const sc_tcp_peer_t *p = &tp->peers[peer];
-  const sc_tcp_setup_t *st = tp->setup;
-  if (p->nconn > 0) {
-    snprintf(out, len, "%d of %d sockets connected", p->nconn, p->nsocks);
-    return;
-  }
-  if (p->link == SC_TCP_LINK_IN) {
-    snprintf(out, len, "it started connecting but did not finish");
-    return;
-  }
-  if (p->link == SC_TCP_LINK_NONE || p->refused) {
-    snprintf(out, len, "never connected to us");
-    return;
-  }
-  const sc_setup_conn_t *c = NULL;
-  for (size_t i = 0; i < st->n; i++)
-    if (st->c[i].state != SC_SETUP_FREE && st->c[i].is_out && st->c[i].peer == peer) {
-      c = &st->c[i];
-      break;
-    }
-  if (!c)
-    snprintf(out, len, "never connected to us");
-  else if (c->state == SC_SETUP_READ_ACK)
-    snprintf(out, len, "took our hello but sent no ack");
-  else if (c->state == SC_SETUP_CONNECTING || c->state == SC_SETUP_SEND_HELLO)
-    snprintf(out, len, "did not complete the TCP handshake");
-  else if (c->last_err)
-    snprintf(out, len, "%s, %d attempts", strerror(c->last_err), c->attempts);
-  else
-    snprintf(out, len, "no answer");
-}
-
-sc_result_t sc_tcp_setup_timeout_error(sc_tcp_transport_t *tp) {
-  char list[700];
-  size_t used = 0;
-  int missing = 0;
-  list[0] = '\0';
-  for (int i = 0; i < tp->base.nranks; i++) {
-    const sc_tcp_peer_t *p = &tp->peers[i];
-    if (i == tp->base.rank || p->connected) continue;
-    missing++;
-    if (used + 140 >= sizeof(list)) continue;
-    char a[64], what[120];
-    sc_sockaddr_t addr;
-    sc_tcp_peer_sockaddr(p, &addr);
-    sc_socket_addr_str(&addr, a, sizeof(a));
-    describe_pair(tp, i, what, sizeof(what));
-    used += (size_t)snprintf(list + used, sizeof(list) - used, "%srank %d (%s: %s)",
-                             missing > 1 ? ", " : "", i, a, what);
-  }
-  return SC_ERR(
-      SC_ERR_TIMEOUT,
-      "tcp: rank %d: connection setup timed out after %d ms; %d peer%s never connected: %s",
-      tp->base.rank, tp->timeout_ms, missing, missing == 1 ? "" : "s", list);
-}
-
 sc_result_t sc_tcp_setup_tick(sc_tcp_transport_t *tp, int64_t *wake_at) {
   sc_tcp_setup_t *st = tp->setup;
   int64_t now = sc_now_ms();
@@ -630,7 +477,7 @@ sc_result_t sc_tcp_setup_tick(sc_tcp_transport_t *tp, int64_t *wake_at) {
       continue;
     }
     char what[120], text[300], name[SC_TCP_NAME_LEN];
-    describe_pair(tp, peer, what, sizeof(what));
+    sc_tcp_setup_describe_pair(tp, peer, what, sizeof(what));
     snprintf(text, sizeof(text), "tcp: rank %d: connecting with %s timed out after %d ms (%s)",
              tp->base.rank, sc_tcp_peer_name(tp, p, name), tp->timeout_ms, what);
     sc_result_t r = peer_fails(tp, peer, SC_ERR_TIMEOUT, text);
