@@ -512,9 +512,17 @@ sc_result_t sc_shm_cma_copy(sc_shm_transport_t *tp, sc_shm_peer_t *p, uint8_t *b
 sc_result_t sc_shm_rget(sc_transport_t *tp, int peer, void *buf, uint64_t at, size_t len);
 int sc_shm_peer_reads(sc_transport_t *tp, int peer);
 
-/* Mark the peer failed with the text; fails its requests. */
+/* shm_fail.c: mark the peer failed with the text, fail its requests and
+ * close the pair's channels; returns SC_ERR_REMOTE with the text. */
 sc_result_t sc_shm_peer_fail(sc_shm_transport_t *tp, sc_shm_peer_t *p, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The same, returning code (SC_ERR_MISMATCH for the receive that met another
+ * operation's message). */
+sc_result_t sc_shm_peer_fail_code(sc_shm_transport_t *tp, sc_shm_peer_t *p, sc_result_t code,
+                                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* The transport's cancel_all and withdraw (transport.h). */
+void sc_shm_cancel_all(sc_transport_t *base, sc_result_t why);
+void sc_shm_withdraw(sc_transport_t *base, int peer);
 /* Ring the peer's doorbell if it announced it sleeps. */
 void sc_shm_wake_peer(sc_shm_transport_t *tp, sc_shm_peer_t *p);
 void sc_shm_req_finish(sc_tp_req_t *r, sc_tp_req_state_t state, sc_result_t status);
