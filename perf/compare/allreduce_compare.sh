@@ -68,19 +68,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-bytes() { # 8, 4K, 64M, 1G -> bytes
-  local v=$1 m=1
-  case "$v" in
-  *[kK]) m=1024; v=${v%?} ;;
-  *[mM]) m=$((1 << 20)); v=${v%?} ;;
-  *[gG]) m=$((1 << 30)); v=${v%?} ;;
-  esac
-  case "$v" in '' | *[!0-9]*) echo "allreduce_compare.sh: bad size '$1'" >&2; exit 2 ;; esac
-  echo $((v * m))
-}
-
 build="${SC_BUILD:-.}"
 here="$(cd "$(dirname "$0")" && pwd)"
+cmp_name=allreduce_compare.sh
+. "$here/compare_lib.sh"
 build="$(cd "$build" 2>/dev/null && pwd)" || die "SC_BUILD '$SC_BUILD' is not a directory"
 
 link_bps=0
@@ -88,11 +79,7 @@ minwarm=2
 if [ -n "$bed" ]; then
   . "$here/bed_lib.sh"
   bed_load
-  ranks=${ranks:-$((nb_hosts * nb_m))}
-  for p in $ranks; do
-    [ "$p" -ge 2 ] 2>/dev/null && [ "$p" -le $((nb_hosts * nb_m)) ] ||
-      die "-n $p: the bed $bed has $nb_hosts hosts x $nb_m ranks"
-  done
+  cmp_bed_ranks
   minb=${minb:-1M} maxb=${maxb:-64M} factor=${factor:-16}
   budget=${budget:-128M} miniters=${miniters:-3}
   minwarm=1
@@ -100,50 +87,23 @@ fi
 ranks=${ranks:-2 4} minb=${minb:-8} maxb=${maxb:-64M} factor=${factor:-4}
 budget=${budget:-256M} miniters=${miniters:-10}
 
-minb=$(bytes "$minb") || exit 2
-maxb=$(bytes "$maxb") || exit 2
-budget=$(bytes "$budget") || exit 2
+minb=$(cmp_bytes "$minb") || exit 2
+maxb=$(cmp_bytes "$maxb") || exit 2
+budget=$(cmp_bytes "$budget") || exit 2
 [ "$factor" -ge 2 ] 2>/dev/null || die "-f must be >= 2"
 [ "$miniters" -ge 1 ] 2>/dev/null || die "-i must be >= 1"
 [ "$rounds" -ge 1 ] 2>/dev/null || die "-r must be >= 1"
 [ "$minb" -ge 4 ] || minb=4
 
-sizes=()
-for ((s = minb; s <= maxb; s *= factor)); do sizes+=("$((s / 4 * 4))"); done
-[ "${sizes[-1]}" -lt "$maxb" ] && sizes+=("$((maxb / 4 * 4))")
-cases=()
-for s in "${sizes[@]}"; do
-  it=$((budget / s))
-  [ "$it" -lt "$miniters" ] && it=$miniters
-  [ "$it" -gt 2000 ] && it=2000
-  w=$((it / 10))
-  [ "$w" -lt "$minwarm" ] && w=$minwarm
-  cases+=("$s:$it:$w")
-done
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-note() { echo "# $*"; }
+cmp_cases 4
+cmp_tmp
 
 have_ours=1
 for b in sc-run sc_allreduce_perf; do
   [ -x "$build/$b" ] || { note "ours: $build/$b not found (run from a build directory or set SC_BUILD)"; have_ours=0; }
 done
-have_mpi=0
-if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
-  if mpicc -O2 -o "$tmp/mpi_allreduce" "$here/mpi_allreduce.c" 2>"$tmp/mpicc.err"; then
-    have_mpi=1
-  else
-    note "mpi: mpicc failed: $(head -c 300 "$tmp/mpicc.err")"
-  fi
-else
-  note "mpi: mpicc/mpirun not found (apt-get install -y openmpi-bin libopenmpi-dev)"
-fi
-py=""
-for cand in ${PYTHON:-} /usr/bin/python3 python3; do
-  if "$cand" -c "import torch.distributed" >/dev/null 2>&1; then py=$(command -v "$cand"); break; fi
-done
-[ -n "$py" ] || note "gloo: no python3 with torch (apt-get install -y python3-torch)"
+cmp_mpicc "$tmp/mpi_allreduce" "$here/mpi_allreduce.c"
+cmp_python
 
 ours_algos="ring tree rd rabenseifner hier auto"
 if [ -n "$bed" ]; then
@@ -153,7 +113,6 @@ else
   libs="ours-shm mpi-shm ours-tcp mpi-tcp ours-ucx mpi-ucx gloo"
   launchers=$libs
 fi
-skipped() { case "$skip" in *",$1,"*) return 0 ;; esac; return 1; }
 
 # ours on the bed: one launch per size, every algorithm alternating inside it
 # (sc_allreduce_perf -a compare); its row is
@@ -238,34 +197,8 @@ run_lib() {
   esac
 }
 
-loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
-load_start=$(loadavg)
-for r in $(seq "$rounds"); do
-  for p in $ranks; do
-    for lib in $launchers; do
-      skipped "$lib" && continue
-      [ -n "$bed" ] && echo "# round $r/$rounds P=$p $lib (load $(loadavg))" >&2
-      run_lib "$lib" "$p"
-    done
-  done
-done
-load_end=$(loadavg)
-
-# best time per size over the rounds: $tmp/P.LIB -> "SIZE TIME" ("n/a" when every round failed)
-for p in $ranks; do
-  for lib in $libs; do
-    raw="$tmp/$p.$lib.raw"
-    [ -f "$raw" ] || : >"$raw"
-    awk '$2 != "fail" { if (!($1 in b) || $2 + 0 < b[$1]) b[$1] = $2 + 0 }
-         END { for (s in b) print s, b[s] }' "$raw" >"$tmp/$p.$lib"
-    if grep -q " fail" "$raw"; then
-      note "P=$p $lib: $(grep ' fail' "$raw" | head -3 | tr '\n' ';')"
-      lg="$tmp/$p.$lib.log"
-      case "$lib" in ours-*) [ -n "$bed" ] && lg="$tmp/$p.ours.log" ;; esac
-      [ -s "$lg" ] && note "  $(grep -v '^$' "$lg" | grep -v '^#' | tail -3 | tr '\n' ' ' | head -c 400)"
-    fi
-  done
-done
+cmp_rounds
+cmp_best
 
 echo "# all-reduce float32 sum on $(hostname), $(nproc) CPUs, $(date -u +%FT%TZ); rounds=$rounds;" \
   "load average $load_start at the start, $load_end at the end"
@@ -348,32 +281,7 @@ if [ -n "$json" ]; then
         "$bed" "$nb_hosts" "$nb_m" "$nb_rate" "$link_bps"
       printf '  "link_gbs": %s,\n' "$(awk -v b="$link_bps" 'BEGIN {printf "%.6f", b / 8e9}')"
     fi
-    printf '  "iterations": ['
-    sep=""
-    for c in "${cases[@]}"; do
-      IFS=: read -r s it w <<<"$c"
-      printf '%s{"bytes": %d, "iters": %d, "warmup": %d}' "$sep" "$s" "$it" "$w"
-      sep=", "
-    done
-    printf '],\n  "results": ['
-    sep=""
-    for p in $ranks; do
-      for lib in $libs; do
-        for s in "${sizes[@]}"; do
-          t=$(awk -v s="$s" '$1 == s {print $2}' "$tmp/$p.$lib")
-          if [ -n "$t" ]; then
-            bw=$(awk -v s="$s" -v t="$t" -v p="$p" 'BEGIN {printf "%.6f", s / (t * 1e3) * 2 * (p - 1) / p}')
-            printf '%s\n    {"nranks": %d, "library": "%s", "bytes": %d, "time_us": %s, "busbw_gbs": %s}' \
-              "$sep" "$p" "$lib" "$s" "$t" "$bw"
-          else
-            printf '%s\n    {"nranks": %d, "library": "%s", "bytes": %d, "time_us": null, "busbw_gbs": null}' \
-              "$sep" "$p" "$lib" "$s"
-          fi
-          sep=","
-        done
-      done
-    done
-    printf '\n  ]\n}\n'
+    cmp_json_runs '2 * (p - 1) / p'
   } >"$json"
   note "JSON written to $json"
 fi

@@ -93,19 +93,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-bytes() { # 8, 4K, 64M, 1G -> bytes
-  local v=$1 m=1
-  case "$v" in
-  *[kK]) m=1024; v=${v%?} ;;
-  *[mM]) m=$((1 << 20)); v=${v%?} ;;
-  *[gG]) m=$((1 << 30)); v=${v%?} ;;
-  esac
-  case "$v" in '' | *[!0-9]*) echo "alltoall_compare.sh: bad size '$1'" >&2; exit 2 ;; esac
-  echo $((v * m))
-}
-
 build="${SC_BUILD:-.}"
 here="$(cd "$(dirname "$0")" && pwd)"
+cmp_name=alltoall_compare.sh
+. "$here/compare_lib.sh"
 build="$(cd "$build" 2>/dev/null && pwd)" || die "SC_BUILD '$SC_BUILD' is not a directory"
 
 link_bps=0
@@ -113,20 +104,16 @@ minwarm=2
 if [ -n "$bed" ]; then
   . "$here/bed_lib.sh"
   bed_load
-  ranks=${ranks:-$((nb_hosts * nb_m))}
-  for p in $ranks; do
-    [ "$p" -ge 2 ] 2>/dev/null && [ "$p" -le $((nb_hosts * nb_m)) ] ||
-      die "-n $p: the bed $bed has $nb_hosts hosts x $nb_m ranks"
-  done
+  cmp_bed_ranks
   budget=${budget:-128M} miniters=${miniters:-3}
   minwarm=1
   [ -z "$algo" ] || die "-a: on a bed every algorithm runs (sc_alltoall_perf -a compare)"
 fi
 ranks=${ranks:-2 4 8} minb=${minb:-8} maxb=${maxb:-64M} factor=${factor:-4}
 budget=${budget:-256M} miniters=${miniters:-10}
-minb=$(bytes "$minb") || exit 2
-maxb=$(bytes "$maxb") || exit 2
-budget=$(bytes "$budget") || exit 2
+minb=$(cmp_bytes "$minb") || exit 2
+maxb=$(cmp_bytes "$maxb") || exit 2
+budget=$(cmp_bytes "$budget") || exit 2
 [ "$factor" -ge 2 ] 2>/dev/null || die "-f must be >= 2"
 [ "$miniters" -ge 1 ] 2>/dev/null || die "-i must be >= 1"
 [ "$rounds" -ge 1 ] 2>/dev/null || die "-r must be >= 1"
@@ -135,18 +122,7 @@ case "$skew" in 0 | 1 | 2) ;; *) die "--skew must be 0, 1 or 2" ;; esac
 for p in $ranks; do [ "$p" -ge 2 ] 2>/dev/null || die "-n: '$p' is not a rank count >= 2"; done
 [ "$minb" -ge 1 ] || minb=1
 
-sizes=()
-for ((s = minb; s <= maxb; s *= factor)); do sizes+=("$s"); done
-[ "${sizes[-1]}" -lt "$maxb" ] && sizes+=("$maxb")
-cases=()
-for s in "${sizes[@]}"; do
-  it=$((budget / s))
-  [ "$it" -lt "$miniters" ] && it=$miniters
-  [ "$it" -gt 2000 ] && it=2000
-  w=$((it / 10))
-  [ "$w" -lt "$minwarm" ] && w=$minwarm
-  cases+=("$s:$it:$w")
-done
+cmp_cases 1
 vargs=()
 [ "$uneven" = 1 ] && vargs=(-v --seed "$seed" --skew "$skew")
 # --op: our program, the peers' arguments, and busbw's factor (sr: 1, else (P-1)/P).
@@ -160,29 +136,14 @@ sendrecv)
 *) die "--op must be alltoall or sendrecv" ;;
 esac
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-note() { echo "# $*"; }
+cmp_tmp
 
 have_ours=1
 for b in sc-run "$perf"; do
   [ -x "$build/$b" ] || { note "ours: $build/$b not found (run from a build directory or set SC_BUILD)"; have_ours=0; }
 done
-have_mpi=0
-if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
-  if mpicc -O2 -I "$here/../.." -o "$tmp/mpi_alltoall" "$here/mpi_alltoall.c" 2>"$tmp/mpicc.err"; then
-    have_mpi=1
-  else
-    note "mpi: mpicc failed: $(head -c 300 "$tmp/mpicc.err")"
-  fi
-else
-  note "mpi: mpicc/mpirun not found (apt-get install -y openmpi-bin libopenmpi-dev)"
-fi
-py=""
-for cand in ${PYTHON:-} /usr/bin/python3 python3; do
-  if "$cand" -c "import torch.distributed" >/dev/null 2>&1; then py=$(command -v "$cand"); break; fi
-done
-[ -n "$py" ] || note "gloo: no python3 with torch (apt-get install -y python3-torch)"
+cmp_mpicc "$tmp/mpi_alltoall" "$here/mpi_alltoall.c" -I "$here/../.."
+cmp_python
 have_sockets=0
 if [ -n "$bed" ] && [ "$uneven" = 0 ]; then
   if ${CC:-cc} -O2 -I "$here/../../include" -I "$build/include" -o "$tmp/tcp_alltoall" \
@@ -206,7 +167,6 @@ else
   launchers=$libs
   others="mpi-shm mpi-tcp gloo"
 fi
-skipped() { case "$skip" in *",$1,"*) return 0 ;; esac; return 1; }
 
 # ours on the bed: one launch per size; every algorithm alternating inside it
 # (sc_alltoall_perf -a compare; its row: size count pairwise bruck hier auto
@@ -309,34 +269,8 @@ run_lib() {
   esac
 }
 
-loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
-load_start=$(loadavg)
-for r in $(seq "$rounds"); do
-  for p in $ranks; do
-    for lib in $launchers; do
-      skipped "$lib" && continue
-      echo "# round $r/$rounds P=$p $lib (load $(loadavg))" >&2
-      run_lib "$lib" "$p"
-    done
-  done
-done
-load_end=$(loadavg)
-
-# best time per size over the rounds: $tmp/P.LIB -> "SIZE TIME"
-for p in $ranks; do
-  for lib in $libs; do
-    raw="$tmp/$p.$lib.raw"
-    [ -f "$raw" ] || : >"$raw"
-    awk '$2 != "fail" { if (!($1 in b) || $2 + 0 < b[$1]) b[$1] = $2 + 0 }
-         END { for (s in b) print s, b[s] }' "$raw" >"$tmp/$p.$lib"
-    if grep -q " fail" "$raw"; then
-      note "P=$p $lib: $(grep ' fail' "$raw" | head -3 | tr '\n' ';')"
-      lg="$tmp/$p.$lib.log"
-      case "$lib" in ours-*) [ -n "$bed" ] && lg="$tmp/$p.ours.log" ;; esac
-      [ -s "$lg" ] && note "  $(grep -v '^$' "$lg" | grep -v '^#' | tail -3 | tr '\n' ' ' | head -c 400)"
-    fi
-  done
-done
+cmp_rounds
+cmp_best
 
 what="all-to-all (MPI_Alltoall, all_to_all_single)"
 [ "$uneven" = 1 ] && what="uneven all-to-all (alltoallv; seed $seed, skew $skew)"
@@ -470,32 +404,7 @@ if [ -n "$json" ]; then
       printf '  "netbed": {"name": "%s", "hosts": %d, "ranks_per_host": %d, "rate": "%s", "rate_bps": %s},\n' \
         "$bed" "$nb_hosts" "$nb_m" "$nb_rate" "$link_bps"
     fi
-    printf '  "iterations": ['
-    sep=""
-    for c in "${cases[@]}"; do
-      IFS=: read -r s it w <<<"$c"
-      printf '%s{"bytes": %d, "iters": %d, "warmup": %d}' "$sep" "$s" "$it" "$w"
-      sep=", "
-    done
-    printf '],\n  "results": ['
-    sep=""
-    for p in $ranks; do
-      for lib in $libs; do
-        for s in "${sizes[@]}"; do
-          t=$(awk -v s="$s" '$1 == s {print $2}' "$tmp/$p.$lib")
-          if [ -n "$t" ]; then
-            bw=$(awk -v s="$s" -v t="$t" -v p="$p" -v sr="$sr" 'BEGIN {printf "%.6f", s / (t * 1e3) * (sr ? 1 : (p - 1) / p)}')
-            printf '%s\n    {"nranks": %d, "library": "%s", "bytes": %d, "time_us": %s, "busbw_gbs": %s}' \
-              "$sep" "$p" "$lib" "$s" "$t" "$bw"
-          else
-            printf '%s\n    {"nranks": %d, "library": "%s", "bytes": %d, "time_us": null, "busbw_gbs": null}' \
-              "$sep" "$p" "$lib" "$s"
-          fi
-          sep=","
-        done
-      done
-    done
-    printf '\n  ]\n}\n'
+    if [ "$sr" = 1 ]; then cmp_json_runs 1; else cmp_json_runs '(p - 1) / p'; fi
   } >"$json"
   note "JSON written to $json"
 fi
