@@ -31,10 +31,17 @@
 #
 # Usage (from a build directory, or with SC_BUILD=dir):
 #   allreduce_compare.sh [-n "2 4"] [-b 8] [-e 64M] [-f 4] [-r ROUNDS] [-I BYTES]
-#                        [-i MIN] [-J FILE] [--skip LIB,...] [--netbed[=scnb-ID]]
+#                        [-i MIN] [-J FILE] [--skip LIB,...] [--bind core|none]
+#                        [--netbed[=scnb-ID]]
 # On a bed -n defaults to all its ranks and -b/-e/-f to 1M/64M/16 (1, 16,
 # 64 MiB). -r ROUNDS repeats the whole alternation and keeps each cell's best
-# time. --skip takes the names above (on a bed: ours, mpi, gloo). Needs:
+# time. --skip takes the names above (on a bed: ours, mpi, gloo). --bind is
+# the placement of the ranks sc-run starts (ours; on a bed Gloo's too): core
+# binds them round robin to the CPUs, as sc-run does by default; none leaves
+# them to the scheduler. Default: core on this host, none on a bed, where
+# every library then runs unbound as Open MPI does (an emulated host shares
+# the machine's cores with every other host and with the kernel's network
+# path). Open MPI's ranks are unbound either way. Needs:
 # mpicc/mpirun (apt-get install openmpi-bin libopenmpi-dev) and python3-torch
 # for the peers; a missing peer is reported as n/a.
 set -u
@@ -48,7 +55,8 @@ miniters=""
 json=""
 skip=""
 bed=""
-usage() { sed -n '2,38p' "$0"; }
+bind=""
+usage() { sed -n '2,46p' "$0"; }
 die() { echo "allreduce_compare.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -61,6 +69,7 @@ while [ $# -gt 0 ]; do
   -i) miniters="$2"; shift 2 ;;
   -J) json="$2"; shift 2 ;;
   --skip) skip=",$2,"; shift 2 ;;
+  --bind) bind="$2"; shift 2 ;;
   --netbed) bed="${SC_NETBED:-scnb-0}"; shift ;;
   --netbed=*) bed="${1#--netbed=}"; shift ;;
   -h | --help) usage; exit 0 ;;
@@ -95,6 +104,7 @@ budget=$(cmp_bytes "$budget") || exit 2
 [ "$rounds" -ge 1 ] 2>/dev/null || die "-r must be >= 1"
 [ "$minb" -ge 4 ] || minb=4
 
+cmp_placement
 cmp_cases 4
 cmp_tmp
 
@@ -121,7 +131,7 @@ run_ours_bed() {
   local p=$1 log="$tmp/$1.ours.log" c s it w line a i
   for c in "${cases[@]}"; do
     IFS=: read -r s it w <<<"$c"
-    line=$(timeout 900 "$build/sc-run" --netbed="$bed" -n "$p" --timeout 800 \
+    line=$(timeout 900 "$build/sc-run" "${scbind[@]}" --netbed="$bed" -n "$p" --timeout 800 \
       "$build/sc_allreduce_perf" -a compare -b "$s" -e "$s" -n "$it" -w "$w" -d float -o sum \
       2>>"$log" | tee -a "$log" | awk '!/^#/ && NF >= 10 {print; exit}')
     i=3
@@ -164,7 +174,7 @@ run_lib() {
     for c in "${cases[@]}"; do
       IFS=: read -r s it w <<<"$c"
       local line
-      line=$(timeout 600 "$build/sc-run" -n "$p" --timeout 500 -x SC_TRANSPORT="$tr" \
+      line=$(timeout 600 "$build/sc-run" "${scbind[@]}" -n "$p" --timeout 500 -x SC_TRANSPORT="$tr" \
         "$build/sc_allreduce_perf" -b "$s" -e "$s" -n "$it" -w "$w" -d float -o sum 2>>"$log" |
         awk '!/^#/ && NF >= 8 {print $1, $6; exit}')
       if [ -n "$line" ]; then echo "$line" >>"$out"; else echo "$s fail exit status, see below" >>"$out"; fi
@@ -178,7 +188,7 @@ run_lib() {
     # run over UCX's shared memory and TCP as ours-ucx does.
     [ "$lib" = mpi-ucx ] && btl=(--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any)
     # pml ob1 so that the btl choice is what carries the data (mpi-ucx: pml ucx);
-    # no binding, like sc-run.
+    # unbound (--bind core binds ours only: the output says where each runs).
     timeout 1200 mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$p" \
       "${btl[@]}" "$tmp/mpi_allreduce" "${cases[@]}" >>"$out" 2>>"$log" </dev/null ||
       echo "${sizes[0]} fail exit status, see below" >>"$out"
@@ -186,7 +196,7 @@ run_lib() {
   gloo)
     [ -n "$py" ] || { echo "${sizes[0]} fail no torch" >>"$out"; return; }
     if [ -n "$bed" ]; then
-      timeout 1200 "$build/sc-run" --netbed="$bed" -n "$p" --timeout 1100 \
+      timeout 1200 "$build/sc-run" "${scbind[@]}" --netbed="$bed" -n "$p" --timeout 1100 \
         "$py" "$here/gloo_allreduce.py" --sc-run "${cases[@]}" >>"$out" 2>>"$log" ||
         echo "${sizes[0]} fail exit status, see below" >>"$out"
     else
@@ -202,6 +212,7 @@ cmp_best
 
 echo "# all-reduce float32 sum on $(hostname), $(nproc) CPUs, $(date -u +%FT%TZ); rounds=$rounds;" \
   "load average $load_start at the start, $load_end at the end"
+echo "# placement: $placement"
 echo "# time: slowest rank's average (us); busbw GB/s = size/time x 2(P-1)/P"
 if [ -n "$bed" ]; then
   echo "# bed $bed: $nb_hosts hosts x $nb_m rank(s) at $nb_rate; ranks placed consecutively"
@@ -276,6 +287,7 @@ if [ -n "$json" ]; then
     printf '  "host": "%s", "cpus": %d, "date": "%s", "rounds": %d,\n' "$(hostname)" "$(nproc)" \
       "$(date -u +%FT%TZ)" "$rounds"
     printf '  "loadavg_start": "%s", "loadavg_end": "%s",\n' "$load_start" "$load_end"
+    printf '  "bind": "%s",\n' "$bind"
     if [ -n "$bed" ]; then
       printf '  "netbed": {"name": "%s", "hosts": %d, "ranks_per_host": %d, "rate": "%s", "rate_bps": %s},\n' \
         "$bed" "$nb_hosts" "$nb_m" "$nb_rate" "$link_bps"

@@ -42,12 +42,19 @@
 # Usage (from a build directory, or with SC_BUILD=dir):
 #   alltoall_compare.sh [-n "2 4 8"] [-b 8] [-e 64M] [-f 4] [-r ROUNDS] [-I BYTES]
 #                       [-i MIN] [-a ALGO] [-v [--seed N] [--skew S]] [-J FILE]
-#                       [--skip LIB,...] [--op alltoall|sendrecv] [--netbed[=scnb-ID]]
+#                       [--skip LIB,...] [--op alltoall|sendrecv] [--bind core|none]
+#                       [--netbed[=scnb-ID]]
 # On a bed -n defaults to all its ranks, -I/-i to 128M/3, the warm-up to a
 # tenth (>= 1). -r ROUNDS repeats the whole alternation and keeps each cell's
 # best time. -a forces our algorithm (pairwise, bruck, hier; sendrecv: group,
 # isend; not on a bed, where every all-to-all one runs). --skip takes the
-# names above (on a bed: ours, mpi, gloo, sockets).
+# names above (on a bed: ours, mpi, gloo, sockets). --bind is the placement
+# of the ranks sc-run starts (ours; on a bed Gloo's and the sockets' too):
+# core binds them round robin to the CPUs, as sc-run does by default; none
+# leaves them to the scheduler. Default: core on this host, none on a bed,
+# where every library then runs unbound as Open MPI does (an emulated host
+# shares the machine's cores with every other host and with the kernel's
+# network path). Open MPI's ranks are unbound either way.
 # The last table gives, per size and P, ours' time over the fastest of the
 # other libraries (< 1: ours faster). Needs: mpicc/mpirun (apt-get install
 # openmpi-bin libopenmpi-dev) and python3-torch for the peers; a missing peer
@@ -67,8 +74,9 @@ uneven=0
 seed=1
 skew=1
 bed=""
+bind=""
 op=alltoall
-usage() { sed -n '2,50p' "$0"; }
+usage() { sed -n '2,61p' "$0"; }
 die() { echo "alltoall_compare.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -86,6 +94,7 @@ while [ $# -gt 0 ]; do
   -J) json="$2"; shift 2 ;;
   --skip) skip=",$2,"; shift 2 ;;
   --op) op="$2"; shift 2 ;;
+  --bind) bind="$2"; shift 2 ;;
   --netbed) bed="${SC_NETBED:-scnb-0}"; shift ;;
   --netbed=*) bed="${1#--netbed=}"; shift ;;
   -h | --help) usage; exit 0 ;;
@@ -122,6 +131,7 @@ case "$skew" in 0 | 1 | 2) ;; *) die "--skew must be 0, 1 or 2" ;; esac
 for p in $ranks; do [ "$p" -ge 2 ] 2>/dev/null || die "-n: '$p' is not a rank count >= 2"; done
 [ "$minb" -ge 1 ] || minb=1
 
+cmp_placement
 cmp_cases 1
 vargs=()
 [ "$uneven" = 1 ] && vargs=(-v --seed "$seed" --skew "$skew")
@@ -177,7 +187,7 @@ run_ours_bed() {
   for c in "${cases[@]}"; do
     IFS=: read -r s it w <<<"$c"
     if [ "$ours_algos" = auto ]; then
-      line=$(timeout 900 "$build/sc-run" --netbed="$bed" -n "$p" --timeout 800 \
+      line=$(timeout 900 "$build/sc-run" "${scbind[@]}" --netbed="$bed" -n "$p" --timeout 800 \
         "$build/$perf" -b "$s" -e "$s" -n "$it" -w "$w" -d uint8 "${vargs[@]}" \
         2>>"$log" | tee -a "$log" | awk '!/^#/ && NF >= 9 {print $6, $9; exit}')
       set -- $line
@@ -188,7 +198,7 @@ run_ours_bed() {
       fi
       continue
     fi
-    line=$(timeout 900 "$build/sc-run" --netbed="$bed" -n "$p" --timeout 800 \
+    line=$(timeout 900 "$build/sc-run" "${scbind[@]}" --netbed="$bed" -n "$p" --timeout 800 \
       "$build/sc_alltoall_perf" -a compare -b "$s" -e "$s" -n "$it" -w "$w" -d uint8 \
       2>>"$log" | tee -a "$log" | awk '!/^#/ && NF >= 9 {print; exit}')
     i=3
@@ -225,7 +235,7 @@ run_lib() {
       IFS=: read -r s it w <<<"$c"
       # The row's out-of-place time, and its #wrong: a result that failed
       # its check is no time.
-      line=$(timeout 600 "$build/sc-run" -n "$p" --timeout 500 -x SC_TRANSPORT="$tr" \
+      line=$(timeout 600 "$build/sc-run" "${scbind[@]}" -n "$p" --timeout 500 -x SC_TRANSPORT="$tr" \
         "$build/$perf" -b "$s" -e "$s" -n "$it" -w "$w" -d uint8 "${vargs[@]}" \
         "${a[@]}" 2>>"$log" | awk '!/^#/ && NF >= 9 {print $6, $9; exit}')
       set -- $line
@@ -242,7 +252,8 @@ run_lib() {
     [ "$have_mpi" = 1 ] || { echo "${sizes[0]} fail no MPI" >>"$out"; return; }
     local btl=(--mca pml ob1 --mca btl vader,self)
     [ "$lib" = mpi-tcp ] && btl=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
-    # pml ob1 so that the btl choice is what carries the data; no binding, like sc-run.
+    # pml ob1 so that the btl choice is what carries the data; unbound (--bind core binds
+    # ours only: the output says where each runs).
     timeout 1200 mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$p" \
       "${btl[@]}" "$tmp/mpi_alltoall" "${pargs[@]}" "${cases[@]}" >>"$out" 2>>"$log" </dev/null ||
       echo "${sizes[0]} fail exit status, see below" >>"$out"
@@ -251,14 +262,14 @@ run_lib() {
     [ "$have_sockets" = 1 ] || { echo "${sizes[0]} fail not built" >>"$out"; return; }
     local sra=()
     [ "$sr" = 1 ] && sra=(--sendrecv)
-    timeout 900 "$build/sc-run" --netbed="$bed" -n "$p" --timeout 800 "$tmp/tcp_alltoall" \
+    timeout 900 "$build/sc-run" "${scbind[@]}" --netbed="$bed" -n "$p" --timeout 800 "$tmp/tcp_alltoall" \
       "${sra[@]}" "${cases[@]}" >>"$out" 2>>"$log" ||
       echo "${sizes[0]} fail exit status, see below" >>"$out"
     ;;
   gloo)
     [ -n "$py" ] || { echo "${sizes[0]} fail no torch" >>"$out"; return; }
     if [ -n "$bed" ]; then
-      timeout 1200 "$build/sc-run" --netbed="$bed" -n "$p" --timeout 1100 \
+      timeout 1200 "$build/sc-run" "${scbind[@]}" --netbed="$bed" -n "$p" --timeout 1100 \
         "$py" "$here/gloo_alltoall.py" --sc-run "${pargs[@]}" "${cases[@]}" >>"$out" 2>>"$log" ||
         echo "${sizes[0]} fail exit status, see below" >>"$out"
     else
@@ -278,6 +289,7 @@ bwf=" x (P-1)/P"
 [ "$sr" = 1 ] && what="sendrecv to rank + 1 (MPI_Sendrecv, isend/irecv)" bwf=""
 echo "# $what, uint8, on $(hostname), $(nproc) CPUs, $(date -u +%FT%TZ); rounds=$rounds;" \
   "load average $load_start at the start, $load_end at the end${algo:+; ours forced to $algo}"
+echo "# placement: $placement"
 echo "# size: bytes of one rank's send buffer; time: slowest rank's average (us);" \
   "busbw GB/s = size/time$bwf"
 if [ -n "$bed" ]; then
@@ -400,6 +412,7 @@ if [ -n "$json" ]; then
     printf '  "host": "%s", "cpus": %d, "date": "%s", "rounds": %d,\n' "$(hostname)" "$(nproc)" \
       "$(date -u +%FT%TZ)" "$rounds"
     printf '  "loadavg_start": "%s", "loadavg_end": "%s",\n' "$load_start" "$load_end"
+    printf '  "bind": "%s",\n' "$bind"
     if [ -n "$bed" ]; then
       printf '  "netbed": {"name": "%s", "hosts": %d, "ranks_per_host": %d, "rate": "%s", "rate_bps": %s},\n' \
         "$bed" "$nb_hosts" "$nb_m" "$nb_rate" "$link_bps"

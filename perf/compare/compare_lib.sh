@@ -5,6 +5,11 @@
 #   cmp_bytes SIZE    8, 4K, 64M, 1G -> bytes on stdout; exits 2 on anything else
 #   cmp_bed_ranks     on a bed (bed_lib.sh's bed_load done): ranks defaults to
 #                     every rank of the bed, and each count must fit it
+#   cmp_placement     scbind: the --bind argument of every sc-run launch, from
+#                     $bind (--bind core|none; default none on a bed, core on
+#                     this host), and a line for the output's header saying
+#                     where each library's ranks run (Open MPI's are unbound
+#                     on a bed and on this host alike)
 #   cmp_cases ALIGN   sizes[]: minb, minb x factor, ... up to maxb (maxb added
 #                     when the steps miss it), each rounded down to a multiple
 #                     of ALIGN; cases[]: "size:iters:warmup", iters = budget /
@@ -43,6 +48,19 @@ cmp_bed_ranks() {
     [ "$p" -ge 2 ] 2>/dev/null && [ "$p" -le $((nb_hosts * nb_m)) ] ||
       die "-n $p: the bed $bed has $nb_hosts hosts x $nb_m ranks"
   done
+}
+
+cmp_placement() {
+  [ -n "$bind" ] || { if [ -n "$bed" ]; then bind=none; else bind=core; fi; }
+  case "$bind" in core | none) ;; *) die "--bind must be core or none, got '$bind'" ;; esac
+  scbind=(--bind "$bind")
+  if [ "$bind" = none ]; then
+    placement="every library's ranks unbound (sc-run --bind none, mpirun --bind-to none)"
+  elif [ -n "$bed" ]; then
+    placement="ours, Gloo and the sockets bound round robin to the CPUs (sc-run --bind core), Open MPI unbound"
+  else
+    placement="ours bound round robin to the CPUs (sc-run --bind core), Open MPI and Gloo unbound"
+  fi
 }
 
 cmp_cases() {

@@ -6,7 +6,8 @@
 # eager limit of the point-to-point lane, every dtype on 3 ranks; both ways
 # (-a group, -a isend) and -a compare's columns; busbw = algbw; JSON; usage
 # errors; and perf/compare/alltoall_compare.sh --op sendrecv with our columns
-# only (the peers need MPI and torch, and are not run here). Needs a working
+# only (the peers need MPI and torch, and are not run here), its placement
+# line and --bind. Needs a working
 # library.
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-..}
@@ -147,10 +148,29 @@ if command -v bash >/dev/null; then
            } }
          /^## ours/ { t = 0 }
          END { exit !(rows == 3 && !bad) }' "$tmp/out" &&
-    grep -q '"op": "sendrecv"' "$tmp/c.json"; then
+    grep -q '"op": "sendrecv"' "$tmp/c.json" &&
+    grep -q '^# placement: ours bound round robin' "$tmp/out" && grep -q '"bind": "core"' "$tmp/c.json"; then
     ok "alltoall_compare.sh --op sendrecv, ours only"
   else
     bad "alltoall_compare.sh --op sendrecv (rc=$rc)"
+  fi
+  # --bind none: the placement line and the JSON say so, and ours still runs.
+  SC_BUILD="$B" bash "$top_srcdir/perf/compare/alltoall_compare.sh" --op sendrecv -n 2 -b 8 -e 8 \
+    -I 4K -i 2 --bind none --skip mpi-shm,mpi-tcp,gloo,ours-tcp -J "$tmp/c.json" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [ $rc -eq 0 ] && grep -q "^# placement: every library's ranks unbound" "$tmp/out" &&
+    grep -q '"bind": "none"' "$tmp/c.json" && awk '/^## P=2$/ { t = 1; next }
+      t && $1 == 8 && $2 != "n/a" { ok = 1 } END { exit !ok }' "$tmp/out"; then
+    ok "alltoall_compare.sh --bind none"
+  else
+    bad "alltoall_compare.sh --bind none (rc=$rc)"
+  fi
+  SC_BUILD="$B" bash "$top_srcdir/perf/compare/alltoall_compare.sh" --bind socket -n 2 >"$tmp/out" 2>&1
+  rc=$?
+  if [ $rc -eq 2 ] && grep -q 'must be core or none' "$tmp/out"; then
+    ok "alltoall_compare.sh --bind socket: usage error"
+  else
+    bad "alltoall_compare.sh --bind socket (rc=$rc)"
   fi
 else
   echo "SKIP-PART: no bash: alltoall_compare.sh --op sendrecv not run"
