@@ -55,8 +55,9 @@ netbed_t *netbed_load(const char *spec, int ranks_per_host) {
   }
   FILE *f = fopen(netbed->path, "r");
   if (!f)
-    sc_run_die("--netbed: cannot read %s: %s (is the bed up? sc-netbed --id ID up N RATE writes it)",
-           netbed->path, strerror(errno));
+    sc_run_die(
+        "--netbed: cannot read %s: %s (is the bed up? sc-netbed --id ID up N RATE writes it)",
+        netbed->path, strerror(errno));
   char line[512];
   while (fgets(line, sizeof(line), f)) {
     line[strcspn(line, "\r\n")] = '\0';
@@ -94,14 +95,14 @@ netbed_t *netbed_load(const char *spec, int ranks_per_host) {
   if (netbed->ranks_per_host <= 0) netbed->ranks_per_host = 1;
   for (int h = 0; h < netbed->hosts; h++) {
     if (!netbed->ns[h][0] || !netbed->addr[h][0])
-      sc_run_die("netbed state %s: host %d has no NETBED_NS_%d or NETBED_ADDR_%d", netbed->path, h, h,
-             h);
+      sc_run_die("netbed state %s: host %d has no NETBED_NS_%d or NETBED_ADDR_%d", netbed->path, h,
+                 h, h);
     char nspath[PATH_MAX];
     snprintf(nspath, sizeof(nspath), "/run/netns/%s", netbed->ns[h]);
     netbed->ns_fd[h] = open(nspath, O_RDONLY | O_CLOEXEC);
     if (netbed->ns_fd[h] < 0)
       sc_run_die("--netbed: cannot open host %d's namespace %s: %s (bed gone? sc-netbed status)", h,
-             nspath, strerror(errno));
+                 nspath, strerror(errno));
   }
   return netbed;
 }
