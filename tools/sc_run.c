@@ -48,7 +48,6 @@ typedef enum job_phase {
   PHASE_KILLED   /* SIGKILL sent; waiting for the last ones to be reaped */
 } job_phase_t;
 
-static const char *prog_name = SC_RUN_NAME;
 static int signal_pipe[2] = {-1, -1};
 
 static netbed_t *netbed; /* NULL: every rank on this host as it is */
@@ -90,7 +89,7 @@ static void usage(FILE *f) {
           "SIGINT/SIGTERM are forwarded to all ranks; a second one sends SIGKILL.\n"
           "Each rank runs in its own process group; what a rank leaves running in\n"
           "it is killed when the job ends.\n",
-          prog_name);
+          SC_RUN_NAME);
 }
 
 static double now_s(void) {
@@ -206,8 +205,8 @@ static void bind_rank(int rank) {
     snprintf(what, sizeof(what), "CPU %d", cpu);
   }
   if (sched_setaffinity(0, sizeof(set), &set) != 0)
-    fprintf(stderr, "%s: rank %d: cannot bind to %s (%s); running unbound\n", prog_name, rank, what,
-            strerror(errno));
+    fprintf(stderr, "%s: rank %d: cannot bind to %s (%s); running unbound\n", SC_RUN_NAME, rank,
+            what, strerror(errno));
 }
 
 static void start_rank(rank_proc_t *r, int rank, int label, char **argv) {
@@ -250,7 +249,7 @@ static void start_rank(rank_proc_t *r, int rank, int label, char **argv) {
     bind_rank(rank);
     if (netbed) netbed_enter(netbed, rank);
     execvp(argv[0], argv);
-    fprintf(stderr, "%s: cannot execute '%s': %s\n", prog_name, argv[0], strerror(errno));
+    fprintf(stderr, "%s: cannot execute '%s': %s\n", SC_RUN_NAME, argv[0], strerror(errno));
     _exit(127);
   }
   /* Also here, so that no signal can reach the child before it is in its group. */
@@ -347,12 +346,12 @@ int main(int argc, char **argv) {
     }
   }
   if (nranks <= 0) {
-    fprintf(stderr, "%s: -n N is required\n", prog_name);
+    fprintf(stderr, "%s: -n N is required\n", SC_RUN_NAME);
     usage(stderr);
     return 2;
   }
   if (optind >= argc) {
-    fprintf(stderr, "%s: no program given\n", prog_name);
+    fprintf(stderr, "%s: no program given\n", SC_RUN_NAME);
     usage(stderr);
     return 2;
   }
@@ -431,7 +430,7 @@ int main(int argc, char **argv) {
           char how[128];
           describe_end(status, how, sizeof(how));
           int others = count_running(ranks, nranks) > 0;
-          fprintf(stderr, "%s: rank %d (pid %ld) %s%s\n", prog_name, r, (long)pid, how,
+          fprintf(stderr, "%s: rank %d (pid %ld) %s%s\n", SC_RUN_NAME, r, (long)pid, how,
                   others ? "; stopping the other ranks" : "");
           if (phase == PHASE_RUNNING && others) {
             phase = PHASE_GRACE;
@@ -496,7 +495,7 @@ int main(int argc, char **argv) {
               phase = PHASE_KILLED;
             } else {
               interrupted_by = sig;
-              fprintf(stderr, "%s: got signal %d (%s); forwarding it to the ranks\n", prog_name,
+              fprintf(stderr, "%s: got signal %d (%s); forwarding it to the ranks\n", SC_RUN_NAME,
                       sig, strsignal(sig));
               signal_running(ranks, nranks, sig);
               phase = PHASE_TERMED;
@@ -512,7 +511,7 @@ int main(int argc, char **argv) {
         (phase == PHASE_RUNNING || phase == PHASE_GRACE)) {
       timed_out = 1;
       list_running(ranks, nranks, running_list, sizeof(running_list));
-      fprintf(stderr, "%s: timeout after %g s; ranks still running: %s\n", prog_name, timeout,
+      fprintf(stderr, "%s: timeout after %g s; ranks still running: %s\n", SC_RUN_NAME, timeout,
               running_list);
       signal_running(ranks, nranks, SIGTERM);
       phase = PHASE_TERMED;
@@ -523,7 +522,7 @@ int main(int argc, char **argv) {
       phase_deadline = t + TERM_TO_KILL;
     } else if (phase == PHASE_TERMED && t >= phase_deadline) {
       list_running(ranks, nranks, running_list, sizeof(running_list));
-      fprintf(stderr, "%s: ranks still running after SIGTERM: %s; sending SIGKILL\n", prog_name,
+      fprintf(stderr, "%s: ranks still running after SIGTERM: %s; sending SIGKILL\n", SC_RUN_NAME,
               running_list);
       signal_running(ranks, nranks, SIGKILL);
       phase = PHASE_KILLED;
@@ -541,11 +540,11 @@ int main(int argc, char **argv) {
   /* Helpers a rank left behind in its group must not outlive the job. */
   for (int r = 0; r < nranks; r++) kill(-ranks[r].pid, SIGKILL);
   if (code != 0) {
-    fprintf(stderr, "%s: summary after %.1f s:\n", prog_name, now_s() - start);
+    fprintf(stderr, "%s: summary after %.1f s:\n", SC_RUN_NAME, now_s() - start);
     for (int r = 0; r < nranks; r++) {
       char how[128];
       describe_end(ranks[r].status, how, sizeof(how));
-      fprintf(stderr, "%s:   rank %d (pid %ld) %s%s\n", prog_name, r, (long)ranks[r].pid, how,
+      fprintf(stderr, "%s:   rank %d (pid %ld) %s%s\n", SC_RUN_NAME, r, (long)ranks[r].pid, how,
               r == first_failed        ? " [first failure]"
               : ranks[r].stopped_by_us ? " [stopped by sc-run]"
                                        : "");
