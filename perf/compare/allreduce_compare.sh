@@ -96,22 +96,11 @@ fi
 ranks=${ranks:-2 4} minb=${minb:-8} maxb=${maxb:-64M} factor=${factor:-4}
 budget=${budget:-256M} miniters=${miniters:-10}
 
-minb=$(cmp_bytes "$minb") || exit 2
-maxb=$(cmp_bytes "$maxb") || exit 2
-budget=$(cmp_bytes "$budget") || exit 2
-[ "$factor" -ge 2 ] 2>/dev/null || die "-f must be >= 2"
-[ "$miniters" -ge 1 ] 2>/dev/null || die "-i must be >= 1"
-[ "$rounds" -ge 1 ] 2>/dev/null || die "-r must be >= 1"
-[ "$minb" -ge 4 ] || minb=4
-
 cmp_placement
 cmp_cases 4
 cmp_tmp
 
-have_ours=1
-for b in sc-run sc_allreduce_perf; do
-  [ -x "$build/$b" ] || { note "ours: $build/$b not found (run from a build directory or set SC_BUILD)"; have_ours=0; }
-done
+cmp_have_ours sc_allreduce_perf
 cmp_mpicc "$tmp/mpi_allreduce" "$here/mpi_allreduce.c"
 cmp_python
 
@@ -284,15 +273,6 @@ done
 if [ -n "$json" ]; then
   {
     printf '{\n  "benchmark": "allreduce_compare", "dtype": "float32", "op": "sum",\n'
-    printf '  "host": "%s", "cpus": %d, "date": "%s", "rounds": %d,\n' "$(hostname)" "$(nproc)" \
-      "$(date -u +%FT%TZ)" "$rounds"
-    printf '  "loadavg_start": "%s", "loadavg_end": "%s",\n' "$load_start" "$load_end"
-    printf '  "bind": "%s",\n' "$bind"
-    if [ -n "$bed" ]; then
-      printf '  "netbed": {"name": "%s", "hosts": %d, "ranks_per_host": %d, "rate": "%s", "rate_bps": %s},\n' \
-        "$bed" "$nb_hosts" "$nb_m" "$nb_rate" "$link_bps"
-      printf '  "link_gbs": %s,\n' "$(awk -v b="$link_bps" 'BEGIN {printf "%.6f", b / 8e9}')"
-    fi
     cmp_json_runs '2 * (p - 1) / p'
   } >"$json"
   note "JSON written to $json"

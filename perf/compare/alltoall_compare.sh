@@ -120,16 +120,9 @@ if [ -n "$bed" ]; then
 fi
 ranks=${ranks:-2 4 8} minb=${minb:-8} maxb=${maxb:-64M} factor=${factor:-4}
 budget=${budget:-256M} miniters=${miniters:-10}
-minb=$(cmp_bytes "$minb") || exit 2
-maxb=$(cmp_bytes "$maxb") || exit 2
-budget=$(cmp_bytes "$budget") || exit 2
-[ "$factor" -ge 2 ] 2>/dev/null || die "-f must be >= 2"
-[ "$miniters" -ge 1 ] 2>/dev/null || die "-i must be >= 1"
-[ "$rounds" -ge 1 ] 2>/dev/null || die "-r must be >= 1"
 case "$seed" in '' | *[!0-9]*) die "--seed must be a non-negative integer" ;; esac
 case "$skew" in 0 | 1 | 2) ;; *) die "--skew must be 0, 1 or 2" ;; esac
 for p in $ranks; do [ "$p" -ge 2 ] 2>/dev/null || die "-n: '$p' is not a rank count >= 2"; done
-[ "$minb" -ge 1 ] || minb=1
 
 cmp_placement
 cmp_cases 1
@@ -148,10 +141,7 @@ esac
 
 cmp_tmp
 
-have_ours=1
-for b in sc-run "$perf"; do
-  [ -x "$build/$b" ] || { note "ours: $build/$b not found (run from a build directory or set SC_BUILD)"; have_ours=0; }
-done
+cmp_have_ours "$perf"
 cmp_mpicc "$tmp/mpi_alltoall" "$here/mpi_alltoall.c" -I "$here/../.."
 cmp_python
 have_sockets=0
@@ -409,14 +399,6 @@ if [ -n "$json" ]; then
       "$op" "$([ "$uneven" = 1 ] && echo true || echo false)"
     [ "$uneven" = 1 ] && printf ' "seed": %s, "skew": %s,' "$seed" "$skew"
     printf '\n  "ours_algo": "%s",\n' "${algo:-auto}"
-    printf '  "host": "%s", "cpus": %d, "date": "%s", "rounds": %d,\n' "$(hostname)" "$(nproc)" \
-      "$(date -u +%FT%TZ)" "$rounds"
-    printf '  "loadavg_start": "%s", "loadavg_end": "%s",\n' "$load_start" "$load_end"
-    printf '  "bind": "%s",\n' "$bind"
-    if [ -n "$bed" ]; then
-      printf '  "netbed": {"name": "%s", "hosts": %d, "ranks_per_host": %d, "rate": "%s", "rate_bps": %s},\n' \
-        "$bed" "$nb_hosts" "$nb_m" "$nb_rate" "$link_bps"
-    fi
     if [ "$sr" = 1 ]; then cmp_json_runs 1; else cmp_json_runs '(p - 1) / p'; fi
   } >"$json"
   note "JSON written to $json"

@@ -10,11 +10,15 @@
 #                     this host), and a line for the output's header saying
 #                     where each library's ranks run (Open MPI's are unbound
 #                     on a bed and on this host alike)
-#   cmp_cases ALIGN   sizes[]: minb, minb x factor, ... up to maxb (maxb added
+#   cmp_cases ALIGN   minb, maxb and budget read as sizes (cmp_bytes), factor,
+#                     miniters and rounds checked, minb at least ALIGN; then
+#                     sizes[]: minb, minb x factor, ... up to maxb (maxb added
 #                     when the steps miss it), each rounded down to a multiple
 #                     of ALIGN; cases[]: "size:iters:warmup", iters = budget /
 #                     size clamped to miniters..2000, warm-up a tenth of it
 #                     (>= minwarm)
+#   cmp_have_ours BIN have_ours: 1 when sc-run and BIN are in $build, else 0
+#                     and a note
 #   cmp_tmp           tmp: a directory removed at exit; note(): a '#' line
 #   cmp_python        py: a python3 with torch.distributed, else empty and a note
 #   cmp_mpicc OUT SRC [FLAG...]
@@ -28,8 +32,10 @@
 #                     with the end of its log ($tmp/P.LIB.log; on a bed the
 #                     ours-ALGO rows share $tmp/P.ours.log)
 #   cmp_json_runs BUSBW
-#                     the JSON's "iterations" and "results" fields; BUSBW is
-#                     busbw's factor as an awk expression of p (the rank count)
+#                     the JSON's fields from "host" on: the machine, the load,
+#                     the placement, the bed, and the "iterations" and
+#                     "results"; BUSBW is busbw's factor as an awk expression
+#                     of p (the rank count)
 cmp_bytes() {
   local v=$1 m=1
   case "$v" in
@@ -65,6 +71,13 @@ cmp_placement() {
 
 cmp_cases() {
   local align=$1 s it w
+  minb=$(cmp_bytes "$minb") || exit 2
+  maxb=$(cmp_bytes "$maxb") || exit 2
+  budget=$(cmp_bytes "$budget") || exit 2
+  [ "$factor" -ge 2 ] 2>/dev/null || die "-f must be >= 2"
+  [ "$miniters" -ge 1 ] 2>/dev/null || die "-i must be >= 1"
+  [ "$rounds" -ge 1 ] 2>/dev/null || die "-r must be >= 1"
+  [ "$minb" -ge "$align" ] || minb=$align
   sizes=()
   for ((s = minb; s <= maxb; s *= factor)); do sizes+=("$((s / align * align))"); done
   [ "${sizes[-1]}" -lt "$maxb" ] && sizes+=("$((maxb / align * align))")
@@ -84,6 +97,14 @@ cmp_tmp() {
   trap 'rm -rf "$tmp"' EXIT
 }
 note() { echo "# $*"; }
+
+cmp_have_ours() {
+  local b
+  have_ours=1
+  for b in sc-run "$1"; do
+    [ -x "$build/$b" ] || { note "ours: $build/$b not found (run from a build directory or set SC_BUILD)"; have_ours=0; }
+  done
+}
 
 cmp_python() {
   local cand
@@ -146,6 +167,15 @@ cmp_best() {
 
 cmp_json_runs() {
   local factor_expr=$1 sep="" c s it w p lib t bw
+  printf '  "host": "%s", "cpus": %d, "date": "%s", "rounds": %d,\n' "$(hostname)" "$(nproc)" \
+    "$(date -u +%FT%TZ)" "$rounds"
+  printf '  "loadavg_start": "%s", "loadavg_end": "%s",\n' "$load_start" "$load_end"
+  printf '  "bind": "%s",\n' "$bind"
+  if [ -n "$bed" ]; then
+    printf '  "netbed": {"name": "%s", "hosts": %d, "ranks_per_host": %d, "rate": "%s", "rate_bps": %s},\n' \
+      "$bed" "$nb_hosts" "$nb_m" "$nb_rate" "$link_bps"
+    printf '  "link_gbs": %s,\n' "$(awk -v b="$link_bps" 'BEGIN {printf "%.6f", b / 8e9}')"
+  fi
   printf '  "iterations": ['
   for c in "${cases[@]}"; do
     IFS=: read -r s it w <<<"$c"

@@ -128,9 +128,19 @@ else
   bad "usage errors (rc=$rc1,$rc2,$rc3)"
 fi
 
-# The comparison script's sendrecv mode, our two transports only.
+# The comparison script's sendrecv mode, our two transports only. Its build
+# directory's sc-run records its arguments, so that the tests see the
+# placement the script asks for (--bind) reach every launch.
 if command -v bash >/dev/null; then
-  SC_BUILD="$B" bash "$top_srcdir/perf/compare/alltoall_compare.sh" --op sendrecv -n 2 -b 8 -e 512 \
+  sb="$tmp/build" real="$(cd "$B" && pwd)"
+  mkdir "$sb" && ln -s "$real/sc_sendrecv_perf" "$sb/sc_sendrecv_perf" &&
+    printf '#!/bin/sh\necho "$*" >>"%s/args"\nexec "%s/sc-run" "$@"\n' "$tmp" "$real" >"$sb/sc-run" &&
+    chmod +x "$sb/sc-run" || exit 1
+  # The launches' --bind: one value, and every launch gave it.
+  launches_bind() {
+    [ -s "$tmp/args" ] && ! grep -v -- "^--bind $1 " "$tmp/args" >/dev/null
+  }
+  SC_BUILD="$sb" bash "$top_srcdir/perf/compare/alltoall_compare.sh" --op sendrecv -n 2 -b 8 -e 512 \
     -f 8 -I 4K -i 2 --skip mpi-shm,mpi-tcp,gloo -J "$tmp/c.json" >"$tmp/out" 2>"$tmp/err"
   rc=$?
   if [ $rc -eq 0 ] && grep -q '^# sendrecv to rank + 1' "$tmp/out" &&
@@ -149,23 +159,27 @@ if command -v bash >/dev/null; then
          /^## ours/ { t = 0 }
          END { exit !(rows == 3 && !bad) }' "$tmp/out" &&
     grep -q '"op": "sendrecv"' "$tmp/c.json" &&
-    grep -q '^# placement: ours bound round robin' "$tmp/out" && grep -q '"bind": "core"' "$tmp/c.json"; then
+    grep -q '^# placement: ours bound round robin' "$tmp/out" && grep -q '"bind": "core"' "$tmp/c.json" &&
+    launches_bind core; then
     ok "alltoall_compare.sh --op sendrecv, ours only"
   else
     bad "alltoall_compare.sh --op sendrecv (rc=$rc)"
   fi
-  # --bind none: the placement line and the JSON say so, and ours still runs.
-  SC_BUILD="$B" bash "$top_srcdir/perf/compare/alltoall_compare.sh" --op sendrecv -n 2 -b 8 -e 8 \
-    -I 4K -i 2 --bind none --skip mpi-shm,mpi-tcp,gloo,ours-tcp -J "$tmp/c.json" >"$tmp/out" 2>"$tmp/err"
+  # --bind none: every launch gets it, the placement line and the JSON say so,
+  # and ours still runs.
+  rm -f "$tmp/args"
+  SC_BUILD="$sb" bash "$top_srcdir/perf/compare/alltoall_compare.sh" --op sendrecv -n 2 -b 8 -e 8 \
+    -I 4K -i 2 --bind none --skip mpi-shm,mpi-tcp,gloo -J "$tmp/c.json" >"$tmp/out" 2>"$tmp/err"
   rc=$?
-  if [ $rc -eq 0 ] && grep -q "^# placement: every library's ranks unbound" "$tmp/out" &&
+  if [ $rc -eq 0 ] && launches_bind none && [ "$(wc -l <"$tmp/args")" -eq 2 ] &&
+    grep -q "^# placement: every library's ranks unbound" "$tmp/out" &&
     grep -q '"bind": "none"' "$tmp/c.json" && awk '/^## P=2$/ { t = 1; next }
-      t && $1 == 8 && $2 != "n/a" { ok = 1 } END { exit !ok }' "$tmp/out"; then
+      t && $1 == 8 && $2 != "n/a" && $6 != "n/a" { ok = 1 } END { exit !ok }' "$tmp/out"; then
     ok "alltoall_compare.sh --bind none"
   else
     bad "alltoall_compare.sh --bind none (rc=$rc)"
   fi
-  SC_BUILD="$B" bash "$top_srcdir/perf/compare/alltoall_compare.sh" --bind socket -n 2 >"$tmp/out" 2>&1
+  SC_BUILD="$sb" bash "$top_srcdir/perf/compare/alltoall_compare.sh" --bind socket -n 2 >"$tmp/out" 2>&1
   rc=$?
   if [ $rc -eq 2 ] && grep -q 'must be core or none' "$tmp/out"; then
     ok "alltoall_compare.sh --bind socket: usage error"
