@@ -37,10 +37,13 @@ static void fail_all_queues(sc_shm_transport_t *tp, sc_shm_peer_t *p, sc_result_
 /* Marks the peer failed with the text and fails its requests; returns code
  * (SC_ERR_REMOTE, or SC_ERR_MISMATCH for the receive that met another
  * operation's message) with the text. */
-static sc_result_t peer_fail_v(sc_shm_transport_t *tp, sc_shm_peer_t *p, sc_result_t code,
-                               const char *fmt, va_list ap) {
+sc_result_t sc_shm_peer_fail_code(sc_shm_transport_t *tp, sc_shm_peer_t *p, sc_result_t code,
+                                  const char *fmt, ...) {
   char what[200];
+  va_list ap;
+  va_start(ap, fmt);
   vsnprintf(what, sizeof(what), fmt, ap);
+  va_end(ap);
   char pending[120] = "";
   int nr = p->nrecv + p->ncopy, ns = p->nsend + p->ncma + p->ndev;
   if (sc_shm_peer_queued(p))
@@ -68,23 +71,6 @@ static sc_result_t peer_fail_v(sc_shm_transport_t *tp, sc_shm_peer_t *p, sc_resu
   else
     SC_WARN(SC_SUBSYS_SHM, "shm: %s", sc_shm_peer_err(p));
   return SC_ERR(code, "%s", sc_shm_peer_err(p));
-}
-
-sc_result_t sc_shm_peer_fail(sc_shm_transport_t *tp, sc_shm_peer_t *p, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  sc_result_t r = peer_fail_v(tp, p, SC_ERR_REMOTE, fmt, ap);
-  va_end(ap);
-  return r;
-}
-
-sc_result_t sc_shm_peer_fail_code(sc_shm_transport_t *tp, sc_shm_peer_t *p, sc_result_t code,
-                                  const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  sc_result_t r = peer_fail_v(tp, p, code, fmt, ap);
-  va_end(ap);
-  return r;
 }
 
 /* Marks p failed (its text already set) and closes both channels, so that

@@ -513,13 +513,12 @@ sc_result_t sc_shm_rget(sc_transport_t *tp, int peer, void *buf, uint64_t at, si
 int sc_shm_peer_reads(sc_transport_t *tp, int peer);
 
 /* shm_fail.c: mark the peer failed with the text, fail its requests and
- * close the pair's channels; returns SC_ERR_REMOTE with the text. */
-sc_result_t sc_shm_peer_fail(sc_shm_transport_t *tp, sc_shm_peer_t *p, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-/* The same, returning code (SC_ERR_MISMATCH for the receive that met another
- * operation's message). */
+ * close the pair's channels; returns code (SC_ERR_REMOTE, or SC_ERR_MISMATCH
+ * for the receive that met another operation's message) with the text. */
 sc_result_t sc_shm_peer_fail_code(sc_shm_transport_t *tp, sc_shm_peer_t *p, sc_result_t code,
                                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* The same with SC_ERR_REMOTE. */
+#define sc_shm_peer_fail(tp, p, ...) sc_shm_peer_fail_code(tp, p, SC_ERR_REMOTE, __VA_ARGS__)
 /* The transport's cancel_all and withdraw (transport.h). */
 void sc_shm_cancel_all(sc_transport_t *base, sc_result_t why);
 void sc_shm_withdraw(sc_transport_t *base, int peer);
